@@ -1,0 +1,319 @@
+"""Loaders for the shared data: response traces (JSONL), tokenizers and benchmark sets.
+
+Bad input never disappears silently: with on_error="stop" the first bad line raises a
+UserError naming file and line; with on_error="skip" it is recorded in TraceSet.skipped.
+transformers is imported inside functions only (the CLI's --help must stay light).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+import numpy as np
+
+from samspec_bench.errors import UserError
+from samspec_bench.paths import default_data_dir
+
+OnError = Literal["stop", "skip"]
+ChatTemplate = Literal["auto", "always", "never"]
+SKIP_HINT = "fix the line, or pass --on-error skip to skip such lines"
+
+
+@dataclass(frozen=True)
+class TraceRecord:
+    """One response as read from a trace file. Each side is text or token ids (not both)."""
+
+    id: str
+    group: str
+    source: Path
+    line: int  # 1-based
+    prompt: str | None = None
+    response: str | None = None
+    prompt_ids: list[int] | None = None
+    response_ids: list[int] | None = None
+    model: str | None = None
+    dataset: str | None = None
+    system: str | None = None
+    correct: bool | None = None
+    logprobs: list[float] | None = None
+
+
+@dataclass
+class TraceSet:
+    records: list[TraceRecord]
+    skipped: list[tuple[Path, int, str]] = field(default_factory=list)  # (file, line, reason)
+    on_error: OnError = "stop"  # tokenize_traces follows the same policy
+
+
+@dataclass(frozen=True)
+class TokenizedResponse:
+    id: str
+    group: str
+    prompt_ids: np.ndarray  # int32
+    response_ids: np.ndarray  # int32
+    source: Path
+    line: int
+    prompt_format: str  # "chat_template", "raw" or "ids" (given as token ids in the trace)
+    logprobs: np.ndarray | None = None  # float32, one per response token
+
+
+class _BadLine(Exception):
+    """A trace line that cannot be used; the message says why."""
+
+
+# --- traces -----------------------------------------------------------------------------------
+
+def read_traces(path: str | Path | Iterable[str | Path], on_error: OnError = "stop") -> TraceSet:
+    """Read trace JSONL from a file, a directory (its *.jsonl, sorted) or a list of files."""
+    if on_error not in ("stop", "skip"):
+        raise UserError(f"on_error {on_error!r} is not valid: use 'stop' or 'skip'")
+    traces = TraceSet(records=[], on_error=on_error)
+    for file in _trace_files(path):
+        with file.open(encoding="utf-8") as f:
+            for lineno, text in enumerate(f, start=1):
+                if not text.strip():
+                    continue  # blank lines (e.g. a trailing one) hold no record
+                try:
+                    traces.records.append(_parse_record(text, file, lineno))
+                except _BadLine as e:
+                    _reject(traces, file, lineno, str(e))
+    if not traces.records:
+        detail = f" ({len(traces.skipped)} bad lines skipped)" if traces.skipped else ""
+        raise UserError(f"no usable traces in {_describe(path)}{detail}: pass JSONL files with one "
+                        "response a line (id, group, prompt, response)")
+    return traces
+
+
+def _trace_files(path: str | Path | Iterable[str | Path]) -> list[Path]:
+    if isinstance(path, (str, Path)):
+        p = Path(path).expanduser()
+        if p.is_dir():
+            files = sorted(p.glob("*.jsonl"))
+            if not files:
+                raise UserError(f"trace directory {p} holds no *.jsonl files: pass a directory or files with traces")
+            return files
+        paths = [p]
+    else:
+        paths = [Path(x).expanduser() for x in path]
+        if not paths:
+            raise UserError("no trace files given: pass at least one JSONL file or a directory")
+    for p in paths:
+        if not p.is_file():
+            raise UserError(f"trace file {p} does not exist: pass an existing JSONL file or a directory of them")
+    return paths
+
+
+def _describe(path: str | Path | Iterable[str | Path]) -> str:
+    return str(path) if isinstance(path, (str, Path)) else ", ".join(str(p) for p in path)
+
+
+def _reject(traces: TraceSet, file: Path, line: int, reason: str) -> None:
+    if traces.on_error == "stop":
+        raise UserError(f"{file}:{line}: {reason}: {SKIP_HINT}")
+    traces.skipped.append((file, line, reason))
+
+
+def _parse_record(text: str, file: Path, line: int) -> TraceRecord:
+    try:
+        row = json.loads(text)
+    except ValueError as e:
+        raise _BadLine(f"not valid JSON ({e.msg})") from None
+    if not isinstance(row, dict):
+        raise _BadLine("not a JSON object")
+    for key in ("id", "group"):
+        if not isinstance(row.get(key), (str, int)) or isinstance(row.get(key), bool):
+            raise _BadLine(f"field {key!r} is missing or not a string or integer")
+    prompt, prompt_ids = _side(row, "prompt")
+    response, response_ids = _side(row, "response")
+    if not (response or response_ids):
+        raise _BadLine("the response is empty")
+    logprobs = row.get("logprobs")
+    if logprobs is not None and not (isinstance(logprobs, list)
+                                     and all(isinstance(x, (int, float)) for x in logprobs)):
+        raise _BadLine("field 'logprobs' is not a list of numbers")
+    return TraceRecord(
+        id=str(row["id"]), group=str(row["group"]), source=file, line=line,
+        prompt=prompt, response=response, prompt_ids=prompt_ids, response_ids=response_ids,
+        model=_opt_str(row, "model"), dataset=_opt_str(row, "dataset"), system=_opt_str(row, "system"),
+        correct=row.get("correct") if isinstance(row.get("correct"), bool) else None,
+        logprobs=logprobs,
+    )
+
+
+def _side(row: dict, name: str) -> tuple[str | None, list[int] | None]:
+    """(text, None) or (None, ids) for `name` ("prompt" or "response")."""
+    ids = row.get(f"{name}_ids")
+    if ids is not None:
+        if not isinstance(ids, list) or not all(type(x) is int and 0 <= x < 2**31 for x in ids):
+            raise _BadLine(f"field '{name}_ids' is not a list of token ids (integers 0..2^31-1)")
+        return None, ids
+    text = row.get(name)
+    if not isinstance(text, str):
+        raise _BadLine(f"field {name!r} (or '{name}_ids') is missing or not a string")
+    return text, None
+
+
+def _opt_str(row: dict, key: str) -> str | None:
+    value = row.get(key)
+    return value if isinstance(value, str) else None
+
+
+# --- tokenization -----------------------------------------------------------------------------
+
+def load_tokenizer(path: str | Path) -> Any:
+    """A Hugging Face tokenizer from a local directory (never from a hub)."""
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise UserError(f"tokenizer directory {p} does not exist: pass a directory with tokenizer.json "
+                        "(e.g. shared/data/tokenizers/qwen3 or a model checkpoint)")
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+    except (OSError, ValueError, KeyError) as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise UserError(f"cannot load a tokenizer from {p} ({reason}): pass a directory with tokenizer.json") from None
+
+
+def tokenize_traces(traces: TraceSet, tokenizer: Any, chat_template: ChatTemplate = "auto") -> list[TokenizedResponse]:
+    """Token ids for every record. Text prompts use the tokenizer's chat template (system +
+    user message, generation prompt added) when chat_template="always", or with "auto" when
+    the tokenizer has one and the record has a system prompt; otherwise the raw text.
+    Responses are tokenized as raw text. Records with ids beyond the vocabulary follow
+    traces.on_error (skipped ones are added to traces.skipped)."""
+    if chat_template not in ("auto", "always", "never"):
+        raise UserError(f"chat_template {chat_template!r} is not valid: use auto, always or never")
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if chat_template == "always" and not has_template:
+        raise UserError("the tokenizer has no chat template: pass --chat-template never or auto, or a tokenizer with one")
+
+    records = traces.records
+    formats = [_prompt_format(r, chat_template, has_template) for r in records]
+    # Raw prompts get the tokenizer's own special tokens (e.g. a BOS); templated prompts and
+    # responses none: the template already holds them and a response continues its prompt.
+    raw = _encode(tokenizer, [r.prompt if f == "raw" else None for r, f in zip(records, formats)], True)
+    templated = _encode(tokenizer, [_chat_prompt(r, tokenizer) if f == "chat_template" else None
+                                    for r, f in zip(records, formats)], False)
+    responses = _encode(tokenizer, [r.response for r in records], False)
+
+    vocab = len(tokenizer)
+    out: list[TokenizedResponse] = []
+    for r, fmt, raw_ids, chat_ids, r_ids in zip(records, formats, raw, templated, responses):
+        p_ids = np.asarray(next(x for x in (r.prompt_ids, raw_ids, chat_ids) if x is not None), dtype=np.int64)
+        r_ids = np.asarray(r.response_ids if r.response_ids is not None else r_ids, dtype=np.int64)
+        problem = _check_ids(p_ids, r_ids, vocab, r.logprobs)
+        if problem:
+            _reject(traces, r.source, r.line, problem)
+            continue
+        out.append(TokenizedResponse(
+            id=r.id, group=r.group, prompt_ids=p_ids.astype(np.int32), response_ids=r_ids.astype(np.int32),
+            source=r.source, line=r.line, prompt_format=fmt,
+            logprobs=None if r.logprobs is None else np.asarray(r.logprobs, dtype=np.float32),
+        ))
+    return out
+
+
+def _prompt_format(r: TraceRecord, mode: ChatTemplate, has_template: bool) -> str:
+    if r.prompt_ids is not None:
+        return "ids"
+    if mode == "always" or (mode == "auto" and has_template and r.system):
+        return "chat_template"
+    return "raw"
+
+
+def _chat_prompt(r: TraceRecord, tokenizer: Any) -> str:
+    messages = [{"role": "system", "content": r.system}] if r.system else []
+    messages.append({"role": "user", "content": r.prompt})
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def _encode(tokenizer: Any, texts: list[str | None], add_special_tokens: bool) -> list[list[int] | None]:
+    """Batch-encode the texts that are not None (one call: the fast tokenizer parallelises it)."""
+    out: list[list[int] | None] = [None] * len(texts)
+    idx = [i for i, t in enumerate(texts) if t is not None]
+    if idx:
+        encoded = tokenizer([texts[i] for i in idx], add_special_tokens=add_special_tokens)["input_ids"]
+        for i, ids in zip(idx, encoded):
+            out[i] = ids
+    return out
+
+
+def _check_ids(prompt_ids: np.ndarray, response_ids: np.ndarray, vocab: int, logprobs: list[float] | None) -> str | None:
+    for name, ids in (("prompt", prompt_ids), ("response", response_ids)):
+        if ids.size and ids.max() >= vocab:
+            return f"{name} token id {int(ids.max())} is outside the tokenizer's vocabulary (0..{vocab - 1})"
+    if response_ids.size == 0:
+        return "the response is empty after tokenization"
+    if logprobs is not None and len(logprobs) != response_ids.size:
+        return f"'logprobs' has {len(logprobs)} values but the response has {response_ids.size} tokens"
+    return None
+
+
+# --- benchmarks and data directories -----------------------------------------------------------
+
+# name -> (file under <data_dir>/benchmarks/, id field, question field, answer field)
+BENCHMARKS: dict[str, tuple[str, str | None, str, str]] = {
+    "gsm8k": ("gsm8k_test.jsonl", None, "question", "answer"),
+    "math500": ("math500_test.jsonl", "unique_id", "problem", "answer"),
+    "aime24": ("aime24.jsonl", "ID", "Problem", "Answer"),
+    "aime25": ("aime25.jsonl", "id", "problem", "answer"),
+}
+_GSM8K_FINAL = re.compile(r"####\s*(.+?)\s*$", re.S)
+
+
+def read_benchmark(name: str, data_dir: str | Path) -> list[dict]:
+    """Rows as {"id", "question", "answer" (the final answer as a string), "raw" (the row)}.
+    GSM8K's answer is the text after "####" without thousands separators ("2,125" -> "2125")."""
+    if name not in BENCHMARKS:
+        raise UserError(f"unknown benchmark {name!r}: use one of {', '.join(BENCHMARKS)}")
+    fname, id_key, q_key, a_key = BENCHMARKS[name]
+    path = Path(data_dir).expanduser() / "benchmarks" / fname
+    if not path.is_file():
+        raise UserError(f"benchmark {name} not found: expected {path} (pass --data-dir pointing at the shared data)")
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, text in enumerate(f, start=1):
+            if not text.strip():
+                continue
+            try:
+                raw = json.loads(text)
+                answer = str(raw[a_key])
+                question = raw[q_key]
+                row_id = str(raw[id_key]) if id_key else f"{name}-{len(rows)}"
+            except (ValueError, KeyError, TypeError) as e:
+                raise UserError(f"{path}:{lineno}: not a {name} row ({type(e).__name__}: {e}): "
+                                "restore the file from the shared data") from None
+            if name == "gsm8k":
+                m = _GSM8K_FINAL.search(answer)
+                if m is None:
+                    raise UserError(f"{path}:{lineno}: the answer has no '#### N' line: restore the file from the shared data")
+                answer = m.group(1).replace(",", "")
+            rows.append({"id": row_id, "question": question, "answer": answer, "raw": raw})
+    return rows
+
+
+def find_traces(data_dir: str | Path) -> list[Path]:
+    """The trace files <data_dir>/traces/*.jsonl, sorted."""
+    traces = Path(data_dir).expanduser() / "traces"
+    files = sorted(traces.glob("*.jsonl"))
+    if not files:
+        raise UserError(f"no trace files found: expected {traces}/*.jsonl (pass --data-dir pointing at the shared data)")
+    return files
+
+
+def resolve_data_dir(opt: str | Path | None = None) -> Path:
+    """`opt` when given, else SAMSPEC_DATA_DIR or ./shared/data or ../shared/data."""
+    if opt is not None:
+        p = Path(opt).expanduser()
+        if not p.is_dir():
+            raise UserError(f"data directory {p} does not exist: pass --data-dir with the shared data directory")
+        return p
+    p = default_data_dir()
+    if p is None or not p.is_dir():
+        where = f" ({p} does not exist)" if p is not None else ""
+        raise UserError(f"no data directory found{where}: pass --data-dir or set SAMSPEC_DATA_DIR")
+    return p

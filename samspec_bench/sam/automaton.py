@@ -1,0 +1,146 @@
+"""The suffix automata drafters are built from, over the compiled core.
+
+- `SuffixAutomaton`: one growing text (a request's prompt and what it generated so far).
+- `CorpusAutomaton`: a static corpus of many documents; a `CorpusMatcher` walks a request's
+  context through it. Matches never cross documents.
+- `GroupAutomaton`: the responses of one prompt (a GRPO group) growing at the same time;
+  each `GroupMember` drafts from its own text and from what its siblings generated so far.
+
+All drafts follow SAM-Decoding's min_endpos policy: the earliest occurrence of the longest
+matching suffix that has a continuation.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from samspec_bench.sam._samcore import SamCore
+
+
+class SuffixAutomaton(SamCore):
+    """Indexes every token appended.
+
+    `extend(token_ids)`: any iterable of non-negative ints or a 1-D integer numpy array.
+    `match_length`: the largest l such that the last l tokens also occur ending at an
+    earlier position (0 if none).
+    `draft(k)`: with e the earliest end position of such an occurrence, text[e+1 : e+1+k]
+    (clipped at the end of the text); [] if match_length == 0.
+    """
+
+    def __init__(self, token_ids: Iterable[int] | None = None, *, reserve: int = 0):
+        super().__init__(interleaved=False, reserve=reserve)
+        self.new_doc()
+        if token_ids is not None:
+            self.extend(token_ids)
+
+    def __len__(self) -> int:
+        return self.num_tokens
+
+    def __repr__(self) -> str:
+        return f"SuffixAutomaton(tokens={self.num_tokens}, states={self.num_states})"
+
+
+class CorpusAutomaton:
+    """A static automaton over many documents (earlier rollouts, a reference corpus)."""
+
+    def __init__(self, documents: Iterable[Iterable[int]] = (), *, reserve: int = 0):
+        self._core = SamCore(interleaved=False, reserve=reserve)
+        for doc in documents:
+            self.add_document(doc)
+
+    def add_document(self, token_ids: Iterable[int]) -> None:
+        """Index one document. Add documents before matching: a matcher walked before the
+        corpus grew keeps a valid state, but one computed for the older corpus."""
+        doc = self._core.new_doc()
+        self._core.extend(token_ids, doc)
+
+    def matcher(self) -> "CorpusMatcher":
+        return CorpusMatcher(self._core)
+
+    @property
+    def num_documents(self) -> int:
+        return self._core.num_docs
+
+    @property
+    def num_tokens(self) -> int:
+        return self._core.num_tokens - max(0, self._core.num_docs - 1)  # minus separators
+
+    @property
+    def memory_bytes(self) -> int:
+        return self._core.memory_bytes
+
+
+class CorpusMatcher:
+    """The longest suffix of a request's context that occurs in the corpus."""
+
+    __slots__ = ("_core", "_state", "_length")
+
+    def __init__(self, core: SamCore):
+        self._core = core
+        self._state = 0
+        self._length = 0
+
+    def extend(self, token_ids: Iterable[int]) -> None:
+        self._state, self._length = self._core.advance(self._state, self._length, token_ids)
+
+    def lookup(self, k: int) -> tuple[int, list[int]]:
+        """(match length, draft of up to k tokens) in one call."""
+        return self._core.lookup(self._state, self._length, k)
+
+    @property
+    def match_length(self) -> int:
+        return self._core.lookup(self._state, self._length, 0)[0]
+
+    def draft(self, k: int) -> list[int]:
+        return self._core.lookup(self._state, self._length, k)[1]
+
+
+class GroupAutomaton:
+    """One automaton shared by the responses to one prompt. Members may advance in any
+    interleaving (concurrently, step by step) or one after another."""
+
+    def __init__(self, prompt_ids: Iterable[int] | None = None):
+        self._core = SamCore(interleaved=True)
+        self._prompt = list(prompt_ids) if prompt_ids is not None else []
+
+    def add_member(self) -> "GroupMember":
+        doc = self._core.new_doc()
+        if self._prompt:
+            self._core.extend(self._prompt, doc)
+        return GroupMember(self._core, doc)
+
+    @property
+    def num_members(self) -> int:
+        return self._core.num_docs
+
+    @property
+    def num_tokens(self) -> int:
+        return self._core.num_tokens
+
+    @property
+    def memory_bytes(self) -> int:
+        return self._core.memory_bytes
+
+
+class GroupMember:
+    """A response in a group: its text is the prompt followed by what it generated."""
+
+    __slots__ = ("_core", "doc")
+
+    def __init__(self, core: SamCore, doc: int):
+        self._core = core
+        self.doc = doc
+
+    def extend(self, token_ids: Iterable[int]) -> None:
+        self._core.extend(token_ids, self.doc)
+
+    @property
+    def match_length(self) -> int:
+        return self._core.match(self.doc)[0]
+
+    def match(self) -> tuple[int, int]:
+        """(match length, global end position of the earliest usable occurrence or -1)."""
+        return self._core.match(self.doc)
+
+    def draft(self, k: int) -> list[int]:
+        return self._core.draft(k, self.doc)

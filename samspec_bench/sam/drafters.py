@@ -1,0 +1,373 @@
+"""Model-free drafters behind one small interface, usable per request in a batch.
+
+A drafter holds per-request state keyed by a request id:
+
+    d.start(req_id, prompt_ids, group=None)   # a request joins (group: its GRPO group key)
+    d.extend(req_id, token_ids)               # tokens the target emitted for it
+    d.propose(req_id, k) -> list[int]         # up to k draft tokens (may be empty)
+    d.stop(req_id)                            # it finished: free its state
+
+Drafters: `SamDrafter` (the suffix automaton: own context, GRPO group sharing, static
+corpus, SAM-Decoding's selection, adaptive length), `NgramDrafter` (vLLM's prompt-lookup
+semantics, the baseline), `ArcticSuffixDrafter` (Arctic Inference's suffix tree, when
+`arctic-inference` is installed) and `ReferenceSamDrafter` (pure Python, for comparison).
+`make_drafter(name, **options)` builds one by name.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Hashable, Iterable
+
+import numpy as np
+
+from samspec_bench.sam._samcore import ngram_propose
+from samspec_bench.sam.automaton import CorpusAutomaton, GroupAutomaton, SuffixAutomaton
+from samspec_bench.sam.reference import ReferenceSam
+
+
+class Drafter(ABC):
+    """Per-request drafting state for a batch of requests."""
+
+    name: str = "drafter"
+
+    @abstractmethod
+    def start(self, req_id: Hashable, prompt_ids: Iterable[int], group: Hashable | None = None) -> None: ...
+
+    @abstractmethod
+    def extend(self, req_id: Hashable, token_ids: Iterable[int]) -> None: ...
+
+    @abstractmethod
+    def propose(self, req_id: Hashable, k: int) -> list[int]: ...
+
+    @abstractmethod
+    def stop(self, req_id: Hashable) -> None: ...
+
+    def memory_bytes(self) -> int:
+        """Bytes held for the requests currently started (0 where unknown)."""
+        return 0
+
+    def describe(self) -> dict[str, Any]:
+        """Name and options, for result files."""
+        return {"name": self.name}
+
+    @property
+    def active(self) -> int:
+        return len(getattr(self, "_reqs", {}))
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"k = {k!r}: the number of draft tokens must be an integer >= 1")
+    return int(k)
+
+
+@dataclass(frozen=True)
+class AdaptiveLength:
+    """Draft length as a function of the match length L, bounded by k:
+    n = clamp(floor(factor * L + offset), min_tokens, k). factor=inf means always k."""
+
+    factor: float = math.inf
+    offset: float = 0.0
+    min_tokens: int = 1
+
+    def __call__(self, match_length: int, k: int) -> int:
+        if match_length <= 0:
+            return 0
+        if math.isinf(self.factor):
+            return k
+        return max(self.min_tokens, min(k, int(self.factor * match_length + self.offset)))
+
+
+FIXED_LENGTH = AdaptiveLength()
+
+
+class _SamRequest:
+    __slots__ = ("own", "member", "matcher", "group")
+
+    def __init__(self, own, member, matcher, group):
+        self.own = own
+        self.member = member
+        self.matcher = matcher
+        self.group = group
+
+
+class SamDrafter(Drafter):
+    """Suffix-automaton drafting.
+
+    Sources: the request's own prompt and prefix (always), the GRPO group's responses so
+    far (`group_sharing`: one automaton per group holding the prompt and every sibling's
+    tokens; it replaces the own automaton, which it contains), and a static `corpus`.
+    Selection between the dynamic match (own or group) and the static one follows
+    SAM-Decoding: the static draft is used when its match is longer than the dynamic one by
+    more than `l_bias`; no draft when the chosen match is shorter than `l_threshold`.
+    """
+
+    name = "sam"
+
+    def __init__(self, *, group_sharing: bool = False, corpus: CorpusAutomaton | None = None,
+                 l_threshold: int = 1, l_bias: int = 0, length: AdaptiveLength = FIXED_LENGTH):
+        if l_threshold < 1:
+            raise ValueError(f"l_threshold = {l_threshold}: must be >= 1")
+        self.group_sharing = group_sharing
+        self.corpus = corpus
+        self.l_threshold = l_threshold
+        self.l_bias = l_bias
+        self.length = length
+        self._reqs: dict[Hashable, _SamRequest] = {}
+        self._groups: dict[Hashable, list] = {}  # group -> [GroupAutomaton, live members]
+
+    def start(self, req_id, prompt_ids, group=None):
+        if req_id in self._reqs:
+            raise ValueError(f"request {req_id!r} already started")
+        prompt = prompt_ids if hasattr(prompt_ids, "__len__") else list(prompt_ids)
+        own = member = None
+        if self.group_sharing:
+            key = group if group is not None else ("__solo__", req_id)
+            entry = self._groups.get(key)
+            if entry is None:  # the group's first member brings the shared prompt
+                entry = self._groups[key] = [GroupAutomaton(prompt), 0]
+            entry[1] += 1
+            member = entry[0].add_member()
+        else:
+            key = None
+            own = SuffixAutomaton()
+            if len(prompt):
+                own.extend(prompt)
+        matcher = None
+        if self.corpus is not None:
+            matcher = self.corpus.matcher()
+            if len(prompt):
+                matcher.extend(prompt)
+        self._reqs[req_id] = _SamRequest(own, member, matcher, key)
+
+    def extend(self, req_id, token_ids):
+        r = self._reqs[req_id]
+        if r.own is not None:
+            r.own.extend(token_ids)
+        else:
+            r.member.extend(token_ids)
+        if r.matcher is not None:
+            r.matcher.extend(token_ids)
+
+    def match_lengths(self, req_id) -> tuple[int, int]:
+        """(dynamic match length, static match length); static is 0 without a corpus."""
+        r = self._reqs[req_id]
+        dyn = r.own.match_length if r.own is not None else r.member.match_length
+        stat = r.matcher.match_length if r.matcher is not None else 0
+        return dyn, stat
+
+    def propose(self, req_id, k):
+        r = self._reqs[req_id]
+        src = r.own if r.own is not None else r.member
+        dyn_len = src.match_length
+        if r.matcher is not None:
+            stat_len, stat_draft = r.matcher.lookup(k)
+            if stat_len > dyn_len + self.l_bias:
+                if stat_len < self.l_threshold:
+                    return []
+                return stat_draft[: self.length(stat_len, k)]
+        if dyn_len < self.l_threshold:
+            return []
+        n = self.length(dyn_len, k)
+        return src.draft(n) if n > 0 else []
+
+    def stop(self, req_id):
+        r = self._reqs.pop(req_id)
+        if r.group is not None:
+            entry = self._groups[r.group]
+            entry[1] -= 1
+            if entry[1] == 0:  # the last live member frees the group's automaton
+                del self._groups[r.group]
+
+    def memory_bytes(self):
+        own = sum(r.own.memory_bytes for r in self._reqs.values() if r.own is not None)
+        return own + sum(g.memory_bytes for g, _ in self._groups.values())
+
+    def describe(self):
+        return {"name": self.name, "group_sharing": self.group_sharing,
+                "corpus_tokens": self.corpus.num_tokens if self.corpus is not None else 0,
+                "l_threshold": self.l_threshold, "l_bias": self.l_bias,
+                "length": {"factor": None if math.isinf(self.length.factor) else self.length.factor,
+                           "offset": self.length.offset, "min_tokens": self.length.min_tokens}}
+
+
+class ReferenceSamDrafter(Drafter):
+    """The pure-Python automaton behind the same interface: the speed baseline."""
+
+    name = "sam-python"
+
+    def __init__(self):
+        self._reqs: dict[Hashable, ReferenceSam] = {}
+
+    def start(self, req_id, prompt_ids, group=None):
+        sam = ReferenceSam()
+        sam.new_doc()
+        prompt = list(np.asarray(prompt_ids).tolist()) if hasattr(prompt_ids, "__array__") else list(prompt_ids)
+        if prompt:
+            sam.extend(prompt)
+        self._reqs[req_id] = sam
+
+    def extend(self, req_id, token_ids):
+        self._reqs[req_id].extend(token_ids)
+
+    def propose(self, req_id, k):
+        return self._reqs[req_id].draft(k)
+
+    def stop(self, req_id):
+        del self._reqs[req_id]
+
+    def memory_bytes(self):
+        return sum(_deep_size_reference(s) for s in self._reqs.values())
+
+
+def _deep_size_reference(sam: ReferenceSam) -> int:
+    """Heap bytes of the pure-Python automaton's containers and the ints they hold."""
+    import sys
+
+    size = 0
+    for lst in (sam.text, sam.succ, sam.len, sam.link, sam.fpos, sam.next):
+        size += sys.getsizeof(lst)
+    size += sum(sys.getsizeof(d) for d in sam.next)
+    # ints above the small-int cache are separate objects: count each stored int once
+    small = 256
+    for lst in (sam.text, sam.len, sam.link, sam.fpos):
+        size += sum(28 for v in lst if v > small or v < -5)
+    size += sum(28 * 2 * len(d) for d in sam.next)
+    return size
+
+
+class NgramDrafter(Drafter):
+    """vLLM's n-gram (prompt lookup) semantics: the longest n in [min_n, max_n] such that
+    the last n tokens occur earlier, its earliest occurrence, the k tokens after it. Rescans
+    the whole context every step (O(L)), as vLLM does."""
+
+    name = "ngram"
+
+    def __init__(self, min_n: int = 2, max_n: int = 5):
+        if not 1 <= min_n <= max_n:
+            raise ValueError(f"ngram sizes min_n={min_n}, max_n={max_n}: need 1 <= min_n <= max_n")
+        self.min_n, self.max_n = min_n, max_n
+        self._reqs: dict[Hashable, list] = {}  # req -> [int32 buffer, length]
+
+    def start(self, req_id, prompt_ids, group=None):
+        prompt = np.asarray(prompt_ids, dtype=np.int64)
+        buf = np.empty(max(64, 2 * prompt.size), dtype=np.int32)
+        buf[: prompt.size] = prompt
+        self._reqs[req_id] = [buf, int(prompt.size)]
+
+    def extend(self, req_id, token_ids):
+        entry = self._reqs[req_id]
+        toks = np.asarray(token_ids, dtype=np.int64)
+        if toks.ndim != 1 or toks.size == 0:
+            raise ValueError("no token ids given (empty input)")
+        if toks.min() < 0:
+            raise ValueError(f"token id {int(toks.min())} is negative")
+        buf, n = entry
+        if n + toks.size > buf.size:
+            new = np.empty(max(2 * buf.size, n + toks.size), dtype=np.int32)
+            new[:n] = buf[:n]
+            entry[0] = buf = new
+        buf[n: n + toks.size] = toks
+        entry[1] = n + toks.size
+
+    def propose(self, req_id, k):
+        buf, n = self._reqs[req_id]
+        return ngram_propose(buf[:n], self.min_n, self.max_n, k)
+
+    def stop(self, req_id):
+        del self._reqs[req_id]
+
+    def memory_bytes(self):
+        return sum(buf.nbytes for buf, _ in self._reqs.values())
+
+    def describe(self):
+        return {"name": self.name, "min_n": self.min_n, "max_n": self.max_n}
+
+
+def arctic_available() -> bool:
+    try:
+        import arctic_inference.suffix_decoding  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+class ArcticSuffixDrafter(Drafter):
+    """Arctic Inference's suffix-tree drafter (`pip install arctic-inference`, see README).
+
+    `share_finished=False` (default) drafts from each request's own prompt and prefix only:
+    a finished response is evicted from the global tree. With True, finished responses stay
+    cached and every later request drafts from them too (Arctic's default behaviour)."""
+
+    name = "suffix"
+
+    def __init__(self, max_tree_depth: int = 64, max_spec_factor: float = 1.0,
+                 max_spec_offset: float = 0.0, min_token_prob: float = 0.1,
+                 share_finished: bool = False):
+        try:
+            from arctic_inference.suffix_decoding import SuffixDecodingCache
+        except Exception as e:  # noqa: BLE001 - any import failure means "not installed"
+            raise ValueError("the 'suffix' drafter needs arctic-inference: see the README's "
+                             f"optional install (import failed: {e})") from None
+        self._cache = SuffixDecodingCache(max_tree_depth=max_tree_depth, max_cached_requests=-1)
+        self.max_tree_depth = max_tree_depth
+        self.max_spec_factor = max_spec_factor
+        self.max_spec_offset = max_spec_offset
+        self.min_token_prob = min_token_prob
+        self.share_finished = share_finished
+        self._reqs: dict[Hashable, list] = {}  # req -> [arctic id, context tail (list)]
+        self._next_id = 0
+
+    def start(self, req_id, prompt_ids, group=None):
+        rid = f"r{self._next_id}"
+        self._next_id += 1
+        prompt = [int(t) for t in np.asarray(prompt_ids).tolist()]
+        self._cache.start_request(rid, prompt)
+        self._reqs[req_id] = [rid, prompt[-self.max_tree_depth:]]
+
+    def extend(self, req_id, token_ids):
+        entry = self._reqs[req_id]
+        toks = [int(t) for t in np.asarray(token_ids).tolist()]
+        if not toks:
+            raise ValueError("no token ids given (empty input)")
+        self._cache.add_active_response(entry[0], toks)
+        tail = entry[1] + toks
+        entry[1] = tail[-self.max_tree_depth:]
+
+    def propose(self, req_id, k):
+        rid, ctx = self._reqs[req_id]
+        if not ctx:
+            return []
+        draft = self._cache.speculate(rid, ctx, max_spec_tokens=k, max_spec_factor=self.max_spec_factor,
+                                      max_spec_offset=self.max_spec_offset,
+                                      min_token_prob=self.min_token_prob, use_tree_spec=False)
+        return list(draft.token_ids)[:k]
+
+    def stop(self, req_id):
+        rid, _ = self._reqs.pop(req_id)
+        self._cache.stop_request(rid)
+        if not self.share_finished:
+            self._cache.evict_cached_response(rid)
+
+    def describe(self):
+        return {"name": self.name, "max_tree_depth": self.max_tree_depth,
+                "max_spec_factor": self.max_spec_factor, "max_spec_offset": self.max_spec_offset,
+                "min_token_prob": self.min_token_prob, "share_finished": self.share_finished}
+
+
+DRAFTERS = {"sam": SamDrafter, "ngram": NgramDrafter, "suffix": ArcticSuffixDrafter,
+            "sam-python": ReferenceSamDrafter}
+
+
+def available_drafters() -> list[str]:
+    return [n for n in DRAFTERS if n != "suffix" or arctic_available()]
+
+
+def make_drafter(name: str, **options) -> Drafter:
+    """Build a drafter by name ('sam', 'ngram', 'suffix', 'sam-python')."""
+    if name not in DRAFTERS:
+        raise ValueError(f"unknown drafter {name!r}: choose from {', '.join(DRAFTERS)}")
+    return DRAFTERS[name](**options)

@@ -1,0 +1,160 @@
+"""Pure-Python suffix automaton with the same semantics as the compiled core.
+
+Kept as the differential-test oracle's second opinion and as the speed baseline the
+drafter benchmark compares against: it is built the way the public pure-Python SAMs are
+(one dict of transitions per state), so its cost per token is what those pay.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+_SEP = -1
+
+
+def as_token_list(tokens: Iterable[int]) -> list[int]:
+    """Validate token ids as the compiled core does: non-negative ints, not empty."""
+    if isinstance(tokens, int):
+        raise TypeError("token ids must be an iterable of ints, not a single int")
+    out = []
+    for i, t in enumerate(tokens.tolist() if hasattr(tokens, "tolist") else tokens):
+        if isinstance(t, float) or not hasattr(t, "__index__"):
+            raise ValueError(f"token id at index {i} is {t!r} ({type(t).__name__}), not an int")
+        v = t.__index__()
+        if v < 0 or v > 0x7FFFFFFE:
+            raise ValueError(f"token id {v} at index {i} is out of range [0, 2^31-2]")
+        out.append(v)
+    if not out:
+        raise ValueError("no token ids given (empty input)")
+    return out
+
+
+class ReferenceSam:
+    """Generalized suffix automaton over documents; mirrors `_samcore.SamCore`."""
+
+    def __init__(self, interleaved: bool = False):
+        self.interleaved = interleaved
+        self.text: list[int] = []
+        self.succ: list[int] = []
+        self.len = [0]
+        self.link = [-1]
+        self.fpos = [-1]
+        self.next: list[dict[int, int]] = [{}]
+        self.doc_last: list[int] = []
+        self.doc_end: list[int] = []
+
+    def new_doc(self) -> int:
+        if not self.interleaved and self.text:
+            self.text.append(_SEP)
+        self.doc_last.append(0)
+        self.doc_end.append(-1)
+        return len(self.doc_last) - 1
+
+    def _new_state(self, length: int, link: int, fpos: int, nxt: dict) -> int:
+        self.len.append(length)
+        self.link.append(link)
+        self.fpos.append(fpos)
+        self.next.append(nxt)
+        return len(self.len) - 1
+
+    def _clone(self, q: int, length: int) -> int:
+        return self._new_state(length, self.link[q], self.fpos[q], dict(self.next[q]))
+
+    def _redirect(self, p: int, c: int, q: int, cl: int) -> None:
+        while p != -1 and self.next[p].get(c) == q:
+            self.next[p][c] = cl
+            p = self.link[p]
+
+    def extend(self, tokens: Iterable[int], doc: int = 0) -> None:
+        if not 0 <= doc < len(self.doc_last):
+            raise IndexError(f"document {doc} does not exist")
+        if not self.interleaved and doc != len(self.doc_last) - 1:
+            raise ValueError("a contiguous automaton only extends its newest document")
+        for c in as_token_list(tokens):
+            self._append(doc, c)
+
+    def _append(self, doc: int, c: int) -> None:
+        pos = len(self.text)
+        self.text.append(c)
+        if self.interleaved:
+            self.succ.append(-1)
+            if self.doc_end[doc] >= 0:
+                self.succ[self.doc_end[doc]] = pos
+        self.doc_end[doc] = pos
+        last = self.doc_last[doc]
+        q = self.next[last].get(c)
+        if q is not None:  # the new prefix already occurs in another document
+            if self.len[last] + 1 == self.len[q]:
+                self.doc_last[doc] = q
+                return
+            cl = self._clone(q, self.len[last] + 1)
+            self._redirect(last, c, q, cl)
+            self.link[q] = cl
+            self.doc_last[doc] = cl
+            return
+        cur = self._new_state(self.len[last] + 1, 0, pos, {})
+        p = last
+        while p != -1 and c not in self.next[p]:
+            self.next[p][c] = cur
+            p = self.link[p]
+        if p != -1:
+            q = self.next[p][c]
+            if self.len[p] + 1 == self.len[q]:
+                self.link[cur] = q
+            else:
+                cl = self._clone(q, self.len[p] + 1)
+                self._redirect(p, c, q, cl)
+                self.link[q] = cl
+                self.link[cur] = cl
+        self.doc_last[doc] = cur
+
+    def _succ(self, pos: int) -> int:
+        if self.interleaved:
+            return self.succ[pos]
+        nx = pos + 1
+        return nx if nx < len(self.text) and self.text[nx] != _SEP else -1
+
+    def _usable(self, st: int, length: int, exclude: int) -> tuple[int, int]:
+        while st > 0 and (self.fpos[st] == exclude or self._succ(self.fpos[st]) == -1):
+            st = self.link[st]
+            length = self.len[st]
+        return (st, length) if st > 0 else (0, 0)
+
+    def _draft_from(self, e: int, k: int) -> list[int]:
+        out, p = [], e
+        for _ in range(k):
+            p = self._succ(p)
+            if p == -1:
+                break
+            out.append(self.text[p])
+        return out
+
+    def match(self, doc: int = 0) -> tuple[int, int]:
+        if self.doc_end[doc] < 0:
+            return 0, -1
+        last = self.doc_last[doc]
+        st, length = self._usable(last, self.len[last], self.doc_end[doc])
+        return length, (self.fpos[st] if st > 0 else -1)
+
+    def draft(self, k: int, doc: int = 0) -> list[int]:
+        length, e = self.match(doc)
+        return self._draft_from(e, k) if length > 0 else []
+
+    @property
+    def match_length(self) -> int:
+        return self.match(0)[0]
+
+    def advance(self, st: int, length: int, tokens: Iterable[int]) -> tuple[int, int]:
+        for c in as_token_list(tokens):
+            while st != 0 and c not in self.next[st]:
+                st = self.link[st]
+                length = self.len[st]
+            if c in self.next[st]:
+                st, length = self.next[st][c], length + 1
+            else:
+                st, length = 0, 0
+        return st, length
+
+    def lookup(self, st: int, length: int, k: int) -> tuple[int, list[int]]:
+        st, length = self._usable(st, length, -1)
+        return (length, self._draft_from(self.fpos[st], k)) if st > 0 else (0, [])
