@@ -14,6 +14,7 @@ from samspec_bench.errors import UserError
 # name -> ("module:click_command", one-line help shown by --help without importing the module).
 # A suite adds its line here when it lands; nothing is listed before it works.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "accept": ("samspec_bench.suites.accept:command", "Acceptance by position, drafter, k and draft source."),
     "drafters": ("samspec_bench.suites.drafters:command",
                  "Benchmark the drafters (speed, memory, context-length sweep) on real traces."),
 }
@@ -52,6 +53,11 @@ def main(argv=None):
     except UserError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(e.exit_code)
+    except click.UsageError as e:
+        # one line, naming the bad option, instead of click's usage block
+        where = f"samspec-bench {e.ctx.info_name} --help" if e.ctx and e.ctx.parent else "samspec-bench --help"
+        click.echo(f"error: {e.format_message()} (see {where})", err=True)
+        sys.exit(2)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

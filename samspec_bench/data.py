@@ -71,6 +71,8 @@ def read_traces(path: str | Path | Iterable[str | Path], on_error: OnError = "st
     """Read trace JSONL from a file, a directory (its *.jsonl, sorted) or a list of files."""
     if on_error not in ("stop", "skip"):
         raise UserError(f"on_error {on_error!r} is not valid: use 'stop' or 'skip'")
+    if not isinstance(path, (str, Path)):
+        path = list(path)  # read twice: for the files and for error messages
     traces = TraceSet(records=[], on_error=on_error)
     for file in _trace_files(path):
         with file.open(encoding="utf-8") as f:

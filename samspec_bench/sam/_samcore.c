@@ -9,11 +9,11 @@
  *
  * Memory is the point (target <= 64 bytes per indexed token), so:
  *   - a state stores len, link, firstpos and one edge word (16 bytes);
- *   - the token on an edge p -> q is never stored: every string of q ends with the same
- *     token, text[firstpos[q]];
  *   - a state with one outgoing edge (about 94% of them on real text) keeps its target in
- *     the edge word; states with more edges keep all of them in one open-addressing hash
- *     table keyed by (state, token), threaded into a per-state list for cloning.
+ *     the edge word, and the token on that edge is not stored: every string of a state q
+ *     ends with the same token, text[firstpos[q]];
+ *   - states with more edges keep all of them in one open-addressing hash table keyed by
+ *     (state, token), threaded into a per-state list for cloning.
  *
  * The drafting policy is SAM-Decoding's min_endpos: among the occurrences of the longest
  * matching suffix, the earliest one (firstpos), whose continuation is drafted.
@@ -28,14 +28,19 @@
 #define NONE (-1)
 #define MAX_TOKEN 0x7ffffffeLL
 
+/* One state in 16 bytes, so the fields read together share a cache line. */
+typedef struct { int32_t len, link, fpos, edge; } State; /* edge: NONE, a target (>=0), or -(slot+2) */
+/* A hash slot. tok duplicates the target's token to save two dependent loads per probe. */
+typedef struct { int32_t src, tgt, next, tok; } Slot;   /* src == NONE marks an empty slot */
+
 typedef struct {
     PyObject_HEAD
     int32_t *text;   /* token at each position; SEP between contiguous documents */
     int32_t *succ;   /* next position of the same document (interleaved mode only) */
     int64_t n, text_cap;
-    int32_t *len, *link, *fpos, *edge; /* edge: NONE, a target state (>=0), or -(slot+2) */
+    State *st;
     int64_t ns, state_cap;
-    int32_t *hsrc, *htgt, *hnext;      /* hash slots; hsrc == NONE marks an empty slot */
+    Slot *slot;
     int64_t hcap, hcount;
     int hbits;
     int32_t *doc_last, *doc_end;       /* per document: state of the whole document, last position */
@@ -76,13 +81,14 @@ static int ensure_states(SamCore *s, int64_t extra) {
     if (need > INT32_MAX) { PyErr_SetString(PyExc_OverflowError, "suffix automaton: too many states"); return -1; }
     int64_t cap = next_cap(s->state_cap, need);
     if (cap > INT32_MAX) cap = INT32_MAX;
-    if (grow_i32(&s->len, cap) || grow_i32(&s->link, cap) || grow_i32(&s->fpos, cap) ||
-        grow_i32(&s->edge, cap)) return -1;
+    State *p = (State *)realloc(s->st, (size_t)cap * sizeof(State));
+    if (!p) { PyErr_NoMemory(); return -1; }
+    s->st = p;
     s->state_cap = cap;
     return 0;
 }
 
-static inline int32_t tok_of(const SamCore *s, int32_t q) { return s->text[s->fpos[q]]; }
+static inline int32_t tok_of(const SamCore *s, int32_t q) { return s->text[s->st[q].fpos]; }
 
 static inline uint64_t slot_of(const SamCore *s, int32_t p, int32_t c) {
     uint64_t x = ((uint64_t)(uint32_t)p << 32) | (uint32_t)c;
@@ -93,11 +99,13 @@ static inline uint64_t slot_of(const SamCore *s, int32_t p, int32_t c) {
 /* Insert an edge known to be absent; returns its slot. Capacity must have been ensured. */
 static int64_t h_insert(SamCore *s, int32_t p, int32_t q, int32_t next) {
     uint64_t mask = (uint64_t)s->hcap - 1;
-    uint64_t i = slot_of(s, p, tok_of(s, q));
-    while (s->hsrc[i] != NONE) i = (i + 1) & mask;
-    s->hsrc[i] = p;
-    s->htgt[i] = q;
-    s->hnext[i] = next;
+    int32_t c = tok_of(s, q);
+    uint64_t i = slot_of(s, p, c);
+    while (s->slot[i].src != NONE) i = (i + 1) & mask;
+    s->slot[i].src = p;
+    s->slot[i].tgt = q;
+    s->slot[i].next = next;
+    s->slot[i].tok = c;
     s->hcount++;
     return (int64_t)i;
 }
@@ -105,8 +113,8 @@ static int64_t h_insert(SamCore *s, int32_t p, int32_t q, int32_t next) {
 static int64_t h_find(const SamCore *s, int32_t p, int32_t c) {
     uint64_t mask = (uint64_t)s->hcap - 1;
     uint64_t i = slot_of(s, p, c);
-    while (s->hsrc[i] != NONE) {
-        if (s->hsrc[i] == p && tok_of(s, s->htgt[i]) == c) return (int64_t)i;
+    while (s->slot[i].src != NONE) {
+        if (s->slot[i].src == p && s->slot[i].tok == c) return (int64_t)i;
         i = (i + 1) & mask;
     }
     return -1;
@@ -116,81 +124,79 @@ static int64_t h_find(const SamCore *s, int32_t p, int32_t c) {
 static int ensure_hash(SamCore *s, int64_t extra) {
     if ((s->hcount + extra) * 4 <= s->hcap * 3) return 0;
     int64_t old_cap = s->hcap;
-    int32_t *osrc = s->hsrc, *otgt = s->htgt, *onext = s->hnext;
+    Slot *old = s->slot;
     int64_t cap = old_cap ? old_cap : 64;
     int bits = s->hbits ? s->hbits : 6;
     while ((s->hcount + extra) * 4 > cap * 3) { cap *= 2; bits++; }
-    int32_t *nsrc = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
-    int32_t *ntgt = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
-    int32_t *nnext = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
-    if (!nsrc || !ntgt || !nnext) { free(nsrc); free(ntgt); free(nnext); PyErr_NoMemory(); return -1; }
-    memset(nsrc, 0xff, (size_t)cap * sizeof(int32_t));
-    s->hsrc = nsrc; s->htgt = ntgt; s->hnext = nnext; s->hcap = cap; s->hbits = bits; s->hcount = 0;
+    Slot *fresh = (Slot *)malloc((size_t)cap * sizeof(Slot));
+    if (!fresh) { PyErr_NoMemory(); return -1; }
+    memset(fresh, 0xff, (size_t)cap * sizeof(Slot));
+    s->slot = fresh; s->hcap = cap; s->hbits = bits; s->hcount = 0;
     /* Re-thread each chained state's list into the new table. */
     for (int64_t st = 0; st < s->ns; st++) {
-        int32_t e = s->edge[st];
+        int32_t e = s->st[st].edge;
         if (e > -2) continue;
         int32_t head = NONE;
-        for (int32_t j = -(e + 2); j != NONE; j = onext[j])
-            head = (int32_t)h_insert(s, (int32_t)st, otgt[j], head);
-        s->edge[st] = -(head + 2);
+        for (int32_t j = -(e + 2); j != NONE; j = old[j].next)
+            head = (int32_t)h_insert(s, (int32_t)st, old[j].tgt, head);
+        s->st[st].edge = -(head + 2);
     }
-    free(osrc); free(otgt); free(onext);
+    free(old);
     return 0;
 }
 
 /* ---------- transitions ---------- */
 
 static inline int32_t get_trans(const SamCore *s, int32_t p, int32_t c) {
-    int32_t e = s->edge[p];
+    int32_t e = s->st[p].edge;
     if (e >= 0) return tok_of(s, e) == c ? e : NONE;
     if (e == NONE) return NONE;
     int64_t i = h_find(s, p, c);
-    return i < 0 ? NONE : s->htgt[i];
+    return i < 0 ? NONE : s->slot[i].tgt;
 }
 
 /* Add or redirect p --c--> q (c is q's token). */
 static int set_trans(SamCore *s, int32_t p, int32_t q) {
     int32_t c = tok_of(s, q);
-    int32_t e = s->edge[p];
-    if (e == NONE) { s->edge[p] = q; return 0; }
+    int32_t e = s->st[p].edge;
+    if (e == NONE) { s->st[p].edge = q; return 0; }
     if (e >= 0) {
-        if (tok_of(s, e) == c) { s->edge[p] = q; return 0; }
+        if (tok_of(s, e) == c) { s->st[p].edge = q; return 0; }
         if (ensure_hash(s, 2)) return -1;
         int64_t a = h_insert(s, p, e, NONE);
         int64_t b = h_insert(s, p, q, (int32_t)a);
-        s->edge[p] = -(int32_t)(b + 2);
+        s->st[p].edge = -(int32_t)(b + 2);
         return 0;
     }
     int64_t i = h_find(s, p, c);
-    if (i >= 0) { s->htgt[i] = q; return 0; }
+    if (i >= 0) { s->slot[i].tgt = q; return 0; }
     if (ensure_hash(s, 1)) return -1;
-    int32_t head = -(s->edge[p] + 2); /* re-read: ensure_hash may have moved the list */
+    int32_t head = -(s->st[p].edge + 2); /* re-read: ensure_hash may have moved the list */
     int64_t b = h_insert(s, p, q, head);
-    s->edge[p] = -(int32_t)(b + 2);
+    s->st[p].edge = -(int32_t)(b + 2);
     return 0;
 }
 
 static int32_t new_state(SamCore *s, int32_t len, int32_t link, int32_t fpos) {
     if (ensure_states(s, 1)) return -2;
     int32_t id = (int32_t)s->ns++;
-    s->len[id] = len; s->link[id] = link; s->fpos[id] = fpos; s->edge[id] = NONE;
+    s->st[id].len = len; s->st[id].link = link; s->st[id].fpos = fpos; s->st[id].edge = NONE;
     return id;
 }
 
 /* A copy of q with a shorter len: same edges, same link, same first end position. */
 static int32_t clone_state(SamCore *s, int32_t q, int32_t len) {
-    int32_t cl = new_state(s, len, s->link[q], s->fpos[q]);
+    int32_t cl = new_state(s, len, s->st[q].link, s->st[q].fpos);
     if (cl < 0) return cl;
-    int32_t e = s->edge[q];
-    if (e >= NONE) { s->edge[cl] = e; return cl; }
+    int32_t e = s->st[q].edge;
+    if (e >= NONE) { s->st[cl].edge = e; return cl; }
     int64_t deg = 0;
-    for (int32_t j = -(e + 2); j != NONE; j = s->hnext[j]) deg++;
+    for (int32_t j = -(e + 2); j != NONE; j = s->slot[j].next) deg++;
     if (ensure_hash(s, deg)) return -2;
     int32_t head = NONE;
-    for (int32_t j = -(s->edge[q] + 2); j != NONE; j = s->hnext[j])
-        head = (int32_t)h_insert(s, cl, s->htgt[j], head);
-    s->edge[cl] = -(head + 2);
+    for (int32_t j = -(s->st[q].edge + 2); j != NONE; j = s->slot[j].next)
+        head = (int32_t)h_insert(s, cl, s->slot[j].tgt, head);
+    s->st[cl].edge = -(head + 2);
     return cl;
 }
 
@@ -198,7 +204,7 @@ static int32_t clone_state(SamCore *s, int32_t q, int32_t len) {
 static int redirect(SamCore *s, int32_t p, int32_t c, int32_t q, int32_t cl) {
     while (p != NONE && get_trans(s, p, c) == q) {
         if (set_trans(s, p, cl)) return -1;
-        p = s->link[p];
+        p = s->st[p].link;
     }
     return 0;
 }
@@ -215,29 +221,29 @@ static int append_token(SamCore *s, int64_t doc, int32_t c) {
     int32_t q = get_trans(s, last, c);
     if (q != NONE) {
         /* The document's new prefix already occurs (another document of the group). */
-        if (s->len[last] + 1 == s->len[q]) { s->doc_last[doc] = q; return 0; }
-        int32_t cl = clone_state(s, q, s->len[last] + 1);
+        if (s->st[last].len + 1 == s->st[q].len) { s->doc_last[doc] = q; return 0; }
+        int32_t cl = clone_state(s, q, s->st[last].len + 1);
         if (cl < 0 || redirect(s, last, c, q, cl)) return -1;
-        s->link[q] = cl;
+        s->st[q].link = cl;
         s->doc_last[doc] = cl;
         return 0;
     }
-    int32_t cur = new_state(s, s->len[last] + 1, 0, pos);
+    int32_t cur = new_state(s, s->st[last].len + 1, 0, pos);
     if (cur < 0) return -1;
     int32_t p = last;
     while (p != NONE && get_trans(s, p, c) == NONE) {
         if (set_trans(s, p, cur)) return -1;
-        p = s->link[p];
+        p = s->st[p].link;
     }
     if (p != NONE) {
         q = get_trans(s, p, c);
-        if (s->len[p] + 1 == s->len[q]) {
-            s->link[cur] = q;
+        if (s->st[p].len + 1 == s->st[q].len) {
+            s->st[cur].link = q;
         } else {
-            int32_t cl = clone_state(s, q, s->len[p] + 1);
+            int32_t cl = clone_state(s, q, s->st[p].len + 1);
             if (cl < 0 || redirect(s, p, c, q, cl)) return -1;
-            s->link[q] = cl;
-            s->link[cur] = cl;
+            s->st[q].link = cl;
+            s->st[cur].link = cl;
         }
     }
     s->doc_last[doc] = cur;
@@ -254,9 +260,9 @@ static inline int32_t succ_of(const SamCore *s, int32_t pos) {
  * occurrence is `exclude` (the document's own last position) or has nothing after it yet.
  * Returns the state (0 = none) and sets *L to the match length. */
 static int32_t usable_state(const SamCore *s, int32_t st, int64_t len, int32_t exclude, int64_t *L) {
-    while (st > 0 && (s->fpos[st] == exclude || succ_of(s, s->fpos[st]) == NONE)) {
-        st = s->link[st];
-        len = s->len[st];
+    while (st > 0 && (s->st[st].fpos == exclude || succ_of(s, s->st[st].fpos) == NONE)) {
+        st = s->st[st].link;
+        len = s->st[st].len;
     }
     *L = st > 0 ? len : 0;
     return st;
@@ -383,29 +389,26 @@ static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
     int interleaved = 0;
     Py_ssize_t reserve = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|pn", kwlist, &interleaved, &reserve)) return -1;
-    if (self->len) { PyErr_SetString(PyExc_RuntimeError, "already initialised"); return -1; }
+    if (self->st) { PyErr_SetString(PyExc_RuntimeError, "already initialised"); return -1; }
     self->interleaved = interleaved;
     if (reserve < 0) reserve = 0;
     if (ensure_text(self, reserve > 0 ? reserve : 16) || ensure_states(self, 2 * (reserve > 0 ? reserve : 8))) return -1;
     self->hbits = 6; self->hcap = 64; self->hcount = 0;
-    self->hsrc = (int32_t *)malloc(64 * sizeof(int32_t));
-    self->htgt = (int32_t *)malloc(64 * sizeof(int32_t));
-    self->hnext = (int32_t *)malloc(64 * sizeof(int32_t));
-    if (!self->hsrc || !self->htgt || !self->hnext) { PyErr_NoMemory(); return -1; }
-    memset(self->hsrc, 0xff, 64 * sizeof(int32_t));
+    self->slot = (Slot *)malloc(64 * sizeof(Slot));
+    if (!self->slot) { PyErr_NoMemory(); return -1; }
+    memset(self->slot, 0xff, 64 * sizeof(Slot));
     if (new_state(self, 0, NONE, NONE) < 0) return -1; /* the root */
     return 0;
 }
 
 static void SamCore_dealloc(SamCore *self) {
-    free(self->text); free(self->succ); free(self->len); free(self->link); free(self->fpos);
-    free(self->edge); free(self->hsrc); free(self->htgt); free(self->hnext);
+    free(self->text); free(self->succ); free(self->st); free(self->slot);
     free(self->doc_last); free(self->doc_end);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyObject *SamCore_new_doc(SamCore *self, PyObject *unused) {
-    if (!self->len) { PyErr_SetString(PyExc_RuntimeError, "not initialised"); return NULL; }
+    if (!self->st) { PyErr_SetString(PyExc_RuntimeError, "not initialised"); return NULL; }
     if (self->ndocs >= self->doc_cap) {
         int64_t cap = next_cap(self->doc_cap, self->ndocs + 1);
         if (grow_i32(&self->doc_last, cap) || grow_i32(&self->doc_end, cap)) return NULL;
@@ -467,8 +470,8 @@ static PyObject *SamCore_match(SamCore *self, PyObject *const *args, Py_ssize_t 
     if (parse_doc_arg(self, args, nargs, 0, &doc)) return NULL;
     int64_t L = 0;
     int32_t st = self->doc_end[doc] < 0 ? 0 :
-        usable_state(self, self->doc_last[doc], self->len[self->doc_last[doc]], self->doc_end[doc], &L);
-    return Py_BuildValue("(Li)", (long long)L, st > 0 ? self->fpos[st] : -1);
+        usable_state(self, self->doc_last[doc], self->st[self->doc_last[doc]].len, self->doc_end[doc], &L);
+    return Py_BuildValue("(Li)", (long long)L, st > 0 ? self->st[st].fpos : -1);
 }
 
 /* draft(k, doc=0) -> list of up to k tokens after the earliest earlier occurrence */
@@ -481,15 +484,32 @@ static PyObject *SamCore_draft(SamCore *self, PyObject *const *args, Py_ssize_t 
     if (parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
     if (self->doc_end[doc] < 0) return PyList_New(0);
     int64_t L;
-    int32_t st = usable_state(self, self->doc_last[doc], self->len[self->doc_last[doc]], self->doc_end[doc], &L);
+    int32_t st = usable_state(self, self->doc_last[doc], self->st[self->doc_last[doc]].len, self->doc_end[doc], &L);
     if (st <= 0) return PyList_New(0);
-    return draft_list(self, self->fpos[st], k);
+    return draft_list(self, self->st[st].fpos, k);
+}
+
+/* match_draft(k, doc=0) -> (match_length, draft): both in one call, for drafters. */
+static PyObject *SamCore_match_draft(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) { PyErr_SetString(PyExc_TypeError, "match_draft(k, doc=0)"); return NULL; }
+    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
+    Py_ssize_t doc;
+    if (parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
+    int64_t L = 0;
+    int32_t st = 0;
+    if (self->doc_end[doc] >= 0)
+        st = usable_state(self, self->doc_last[doc], self->st[self->doc_last[doc]].len, self->doc_end[doc], &L);
+    PyObject *d = st > 0 ? draft_list(self, self->st[st].fpos, k) : PyList_New(0);
+    if (!d) return NULL;
+    return Py_BuildValue("(LN)", (long long)L, d);
 }
 
 static PyObject *SamCore_get_match_length(SamCore *self, void *closure) {
     if (self->ndocs == 0 || self->doc_end[0] < 0) return PyLong_FromLong(0);
     int64_t L;
-    usable_state(self, self->doc_last[0], self->len[self->doc_last[0]], self->doc_end[0], &L);
+    usable_state(self, self->doc_last[0], self->st[self->doc_last[0]].len, self->doc_end[0], &L);
     return PyLong_FromLongLong(L);
 }
 
@@ -508,8 +528,8 @@ static PyObject *SamCore_advance(SamCore *self, PyObject *const *args, Py_ssize_
         int32_t c = tv.buf[i];
         int32_t t = get_trans(self, p, c);
         while (t == NONE && p != 0) {
-            p = self->link[p];
-            l = self->len[p];
+            p = self->st[p].link;
+            l = self->st[p].len;
             t = get_trans(self, p, c);
         }
         if (t == NONE) { p = 0; l = 0; }
@@ -529,7 +549,7 @@ static PyObject *SamCore_lookup(SamCore *self, PyObject *const *args, Py_ssize_t
     if (st < 0 || st >= self->ns || l < 0 || k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return NULL; }
     int64_t L;
     int32_t u = usable_state(self, (int32_t)st, l, NONE, &L);
-    PyObject *d = u > 0 ? draft_list(self, self->fpos[u], k) : PyList_New(0);
+    PyObject *d = u > 0 ? draft_list(self, self->st[u].fpos, k) : PyList_New(0);
     if (!d) return NULL;
     return Py_BuildValue("(LN)", (long long)L, d);
 }
@@ -537,7 +557,7 @@ static PyObject *SamCore_lookup(SamCore *self, PyObject *const *args, Py_ssize_t
 static PyObject *SamCore_doc_length(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_ssize_t doc;
     if (parse_doc_arg(self, args, nargs, 0, &doc)) return NULL;
-    return PyLong_FromLong(self->doc_end[doc] < 0 ? 0 : self->len[self->doc_last[doc]]);
+    return PyLong_FromLong(self->doc_end[doc] < 0 ? 0 : self->st[self->doc_last[doc]].len);
 }
 
 static PyObject *SamCore_get_num_tokens(SamCore *s, void *c) { return PyLong_FromLongLong(s->n); }
@@ -545,12 +565,12 @@ static PyObject *SamCore_get_num_states(SamCore *s, void *c) { return PyLong_Fro
 static PyObject *SamCore_get_num_docs(SamCore *s, void *c) { return PyLong_FromLongLong(s->ndocs); }
 static PyObject *SamCore_get_num_edges(SamCore *s, void *c) {
     int64_t single = 0;
-    for (int64_t i = 0; i < s->ns; i++) single += s->edge[i] >= 0;
+    for (int64_t i = 0; i < s->ns; i++) single += s->st[i].edge >= 0;
     return PyLong_FromLongLong(single + s->hcount);
 }
 /* Bytes held by the automaton's arrays (allocated capacity, not just the used part). */
 static PyObject *SamCore_get_memory_bytes(SamCore *s, void *c) {
-    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * 16 + s->hcap * 12 + s->doc_cap * 8;
+    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * (int64_t)sizeof(State) + s->hcap * (int64_t)sizeof(Slot) + s->doc_cap * 8;
     return PyLong_FromLongLong(b + (int64_t)sizeof(SamCore));
 }
 
@@ -560,6 +580,8 @@ static PyMethodDef SamCore_methods[] = {
     {"match", (PyCFunction)(void (*)(void))SamCore_match, METH_FASTCALL,
      "match(doc=0) -> (match_length, earliest end position or -1)"},
     {"draft", (PyCFunction)(void (*)(void))SamCore_draft, METH_FASTCALL, "draft(k, doc=0) -> list[int]"},
+    {"match_draft", (PyCFunction)(void (*)(void))SamCore_match_draft, METH_FASTCALL,
+     "match_draft(k, doc=0) -> (match_length, draft)"},
     {"advance", (PyCFunction)(void (*)(void))SamCore_advance, METH_FASTCALL,
      "advance(state, length, tokens) -> (state, length)"},
     {"lookup", (PyCFunction)(void (*)(void))SamCore_lookup, METH_FASTCALL,

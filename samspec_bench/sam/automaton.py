@@ -144,3 +144,7 @@ class GroupMember:
 
     def draft(self, k: int) -> list[int]:
         return self._core.draft(k, self.doc)
+
+    def match_draft(self, k: int) -> tuple[int, list[int]]:
+        """(match length, draft of up to k tokens) in one call."""
+        return self._core.match_draft(k, self.doc)

@@ -25,7 +25,7 @@ import numpy as np
 
 from samspec_bench.sam._samcore import ngram_propose
 from samspec_bench.sam.automaton import CorpusAutomaton, GroupAutomaton, SuffixAutomaton
-from samspec_bench.sam.reference import ReferenceSam
+from samspec_bench.sam.reference import ObjectSam, ReferenceSam, heap_bytes
 
 
 class Drafter(ABC):
@@ -116,6 +116,7 @@ class SamDrafter(Drafter):
         self.l_threshold = l_threshold
         self.l_bias = l_bias
         self.length = length
+        self._fixed_length = math.isinf(length.factor)
         self._reqs: dict[Hashable, _SamRequest] = {}
         self._groups: dict[Hashable, list] = {}  # group -> [GroupAutomaton, live members]
 
@@ -162,17 +163,16 @@ class SamDrafter(Drafter):
     def propose(self, req_id, k):
         r = self._reqs[req_id]
         src = r.own if r.own is not None else r.member
-        dyn_len = src.match_length
+        dyn_len, draft = src.match_draft(k)
         if r.matcher is not None:
             stat_len, stat_draft = r.matcher.lookup(k)
             if stat_len > dyn_len + self.l_bias:
-                if stat_len < self.l_threshold:
-                    return []
-                return stat_draft[: self.length(stat_len, k)]
+                dyn_len, draft = stat_len, stat_draft
         if dyn_len < self.l_threshold:
             return []
-        n = self.length(dyn_len, k)
-        return src.draft(n) if n > 0 else []
+        if self._fixed_length:
+            return draft
+        return draft[: self.length(dyn_len, k)]
 
     def stop(self, req_id):
         r = self._reqs.pop(req_id)
@@ -220,23 +220,21 @@ class ReferenceSamDrafter(Drafter):
         del self._reqs[req_id]
 
     def memory_bytes(self):
-        return sum(_deep_size_reference(s) for s in self._reqs.values())
+        return sum(heap_bytes(s) for s in self._reqs.values())
 
 
-def _deep_size_reference(sam: ReferenceSam) -> int:
-    """Heap bytes of the pure-Python automaton's containers and the ints they hold."""
-    import sys
+class ObjectSamDrafter(ReferenceSamDrafter):
+    """The public pure-Python SAM design (objects, deep-copied clones): today's baseline."""
 
-    size = 0
-    for lst in (sam.text, sam.succ, sam.len, sam.link, sam.fpos, sam.next):
-        size += sys.getsizeof(lst)
-    size += sum(sys.getsizeof(d) for d in sam.next)
-    # ints above the small-int cache are separate objects: count each stored int once
-    small = 256
-    for lst in (sam.text, sam.len, sam.link, sam.fpos):
-        size += sum(28 for v in lst if v > small or v < -5)
-    size += sum(28 * 2 * len(d) for d in sam.next)
-    return size
+    name = "sam-public"
+
+    def start(self, req_id, prompt_ids, group=None):
+        sam = ObjectSam()
+        prompt = np.asarray(prompt_ids).tolist()
+        if prompt:
+            sam.extend(prompt)
+        self._reqs[req_id] = sam
+
 
 
 class NgramDrafter(Drafter):
@@ -359,7 +357,7 @@ class ArcticSuffixDrafter(Drafter):
 
 
 DRAFTERS = {"sam": SamDrafter, "ngram": NgramDrafter, "suffix": ArcticSuffixDrafter,
-            "sam-python": ReferenceSamDrafter}
+            "sam-python": ReferenceSamDrafter, "sam-public": ObjectSamDrafter}
 
 
 def available_drafters() -> list[str]:
@@ -367,7 +365,7 @@ def available_drafters() -> list[str]:
 
 
 def make_drafter(name: str, **options) -> Drafter:
-    """Build a drafter by name ('sam', 'ngram', 'suffix', 'sam-python')."""
+    """Build a drafter by name ('sam', 'ngram', 'suffix', 'sam-python', 'sam-public')."""
     if name not in DRAFTERS:
         raise ValueError(f"unknown drafter {name!r}: choose from {', '.join(DRAFTERS)}")
     return DRAFTERS[name](**options)

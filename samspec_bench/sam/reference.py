@@ -7,6 +7,7 @@ drafter benchmark compares against: it is built the way the public pure-Python S
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable
 
 _SEP = -1
@@ -27,6 +28,32 @@ def as_token_list(tokens: Iterable[int]) -> list[int]:
     if not out:
         raise ValueError("no token ids given (empty input)")
     return out
+
+
+def heap_bytes(root: object) -> int:
+    """Bytes of every Python object reachable from root through containers and slots,
+    each object counted once (shared small ints too, once)."""
+    import sys
+
+    seen: set[int] = set()
+    stack = [root]
+    total = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set)):
+            stack.extend(obj)
+        elif hasattr(obj, "__slots__"):
+            stack.extend(getattr(obj, a) for a in obj.__slots__ if hasattr(obj, a))
+        elif hasattr(obj, "__dict__"):
+            stack.append(obj.__dict__)
+    return total
 
 
 class ReferenceSam:
@@ -158,3 +185,69 @@ class ReferenceSam:
     def lookup(self, st: int, length: int, k: int) -> tuple[int, list[int]]:
         st, length = self._usable(st, length, -1)
         return (length, self._draft_from(self.fpos[st], k)) if st > 0 else (0, [])
+
+
+class ObjectSam:
+    """The design of the public pure-Python SAMs (SAM-Decoding's dynamic SAM, the Ascend RL
+    recipe): one object per state holding a dict of transitions and its min_endpos, clones
+    made with copy.deepcopy, and the drafting state walked along with every appended token.
+    Written here from that description, as the benchmark's "what you run today" baseline;
+    drafts follow the same min_endpos semantics as `SuffixAutomaton`."""
+
+    @dataclass
+    class State:
+        next: dict
+        link: int
+        length: int
+        min_endpos: int
+
+    def __init__(self):
+        self.states = [ObjectSam.State({}, -1, 0, -1)]
+        self.tokens: list[int] = []
+        self.last = 0
+        self.cur, self.cur_len = 0, 0  # the drafting state: longest suffix seen before
+
+    def extend(self, tokens: Iterable[int]) -> None:
+        import copy
+
+        for c in as_token_list(tokens):
+            # walk the drafting state first (over the text before this token), as the public code does
+            st, ln = self.cur, self.cur_len
+            while st != 0 and c not in self.states[st].next:
+                st = self.states[st].link
+                ln = self.states[st].length
+            if c in self.states[st].next:
+                st, ln = self.states[st].next[c], ln + 1
+            else:
+                st, ln = 0, 0
+            self.cur, self.cur_len = st, ln
+            pos = len(self.tokens)
+            self.tokens.append(c)
+            cur = len(self.states)
+            self.states.append(ObjectSam.State({}, -1, self.states[self.last].length + 1, pos))
+            p = self.last
+            while p != -1 and c not in self.states[p].next:
+                self.states[p].next[c] = cur
+                p = self.states[p].link
+            if p == -1:
+                self.states[cur].link = 0
+            else:
+                q = self.states[p].next[c]
+                if self.states[p].length + 1 == self.states[q].length:
+                    self.states[cur].link = q
+                else:
+                    clone = len(self.states)
+                    self.states.append(copy.deepcopy(self.states[q]))
+                    self.states[clone].length = self.states[p].length + 1
+                    while p != -1 and self.states[p].next.get(c) == q:
+                        self.states[p].next[c] = clone
+                        p = self.states[p].link
+                    self.states[q].link = self.states[cur].link = clone
+            self.last = cur
+
+    def draft(self, k: int) -> list[int]:
+        # the walked state matches the text before the last token; its min_endpos is earlier
+        if self.cur_len == 0:
+            return []
+        e = self.states[self.cur].min_endpos
+        return self.tokens[e + 1: e + 1 + k]

@@ -1,0 +1,222 @@
+"""The engine interface every suite talks to: requests in, tokens + logprobs + per-step
+records out, with or without speculative decoding.
+
+    engine = ReferenceEngine("builtin:smollm2-135m")          # or another back end
+    reqs = [Request(i, prompt_ids, SamplingParams(max_tokens=256)) for i, prompt_ids in ...]
+    base = engine.generate(reqs)                                # no speculation
+    spec = engine.generate(reqs, drafter="sam", num_spec_tokens=3)
+    spec.outputs[0].token_ids, spec.outputs[0].logprobs, spec.steps, spec.metrics()
+
+Nothing here imports torch: the interface (and a replay back end) work without it.
+
+Metric names follow DESIGN.md and `samspec_bench.bench.metrics`: each `RequestOutput`
+carries its decode as a `ResponseSteps` record (drafted / accepted / emitted per decode
+step), and `GenerationResult.metrics()` pools them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Iterable, Sequence
+
+from samspec_bench.bench.metrics import AcceptanceCounts, ResponseSteps, total_counts
+
+FINISH_STOP = "stop"      # a stop token (EOS or one of stop_token_ids) was emitted
+FINISH_LENGTH = "length"  # max_tokens reached, or the sequence reached the engine's max_model_len
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Per-request sampling. temperature 0 is greedy; top_k <= 0 and top_p >= 1 are off.
+    `seed` gives the request its own generator (reproducible whatever else runs beside it).
+    Stop tokens: the model's EOS (unless ignore_eos) plus `stop_token_ids`; the stop token is
+    kept in the output, as vLLM does."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+    max_tokens: int = 256
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    logprobs: int = 0          # also return the top-n alternatives of every emitted token
+
+    def __post_init__(self):
+        if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0 and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature = {self.temperature!r}: must be a finite number >= 0")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p = {self.top_p!r}: must lie in (0, 1]")
+        if int(self.top_k) != self.top_k:
+            raise ValueError(f"top_k = {self.top_k!r}: must be an integer (<= 0 for off)")
+        if self.logprobs < 0:
+            raise ValueError(f"logprobs = {self.logprobs!r}: must be >= 0")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens = {self.max_tokens!r}: must be >= 1")
+        object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 1e-5
+
+
+@dataclass
+class Request:
+    req_id: Hashable
+    prompt_ids: Sequence[int]
+    params: SamplingParams = field(default_factory=SamplingParams)
+    group: Hashable | None = None     # GRPO group (drafters that share across a group use it)
+
+    def __post_init__(self):
+        self.prompt_ids = [int(t) for t in self.prompt_ids]
+        if not self.prompt_ids:
+            raise ValueError(f"request {self.req_id!r}: empty prompt")
+
+
+@dataclass
+class StepRecord:
+    """One engine step (one target forward pass over the running batch)."""
+
+    step: int
+    time_s: float              # wall time of the whole step: schedule, draft, forward, sample
+    forward_s: float           # of which the model forward
+    num_running: int           # requests in this step's batch
+    num_waiting: int           # requests still waiting for a slot after scheduling
+    num_scheduled_tokens: int  # query tokens of the forward pass (prefill + decode + drafts)
+    num_prefill_tokens: int
+    num_decode_reqs: int       # requests past their prefill that sampled this step
+    num_drafted: int
+    num_accepted: int
+    num_emitted: int           # tokens appended to outputs this step
+    speculative: bool          # the policy's decision for this step
+    attention: str             # 'decode' or 'splitfuse'
+    num_preempted: int = 0
+    num_finished: int = 0
+
+
+@dataclass
+class RequestOutput:
+    req_id: Hashable
+    prompt_ids: list[int]
+    token_ids: list[int]
+    logprobs: list[float]              # of each emitted token (see the engine's logprobs_mode)
+    finish_reason: str
+    steps: ResponseSteps               # the decode, step by step (metrics.py's record)
+    top_logprobs: list[list[tuple[int, float]]] | None = None  # per token, when params.logprobs > 0
+    first_token_time_s: float | None = None   # since generate() started
+    finish_time_s: float | None = None
+    num_preemptions: int = 0
+
+    @property
+    def counts(self) -> AcceptanceCounts:
+        return self.steps.counts()
+
+
+@dataclass
+class GenerationResult:
+    outputs: list[RequestOutput]       # in the order the requests were given
+    steps: list[StepRecord]
+    wall_time_s: float
+    engine: dict[str, Any] = field(default_factory=dict)
+    drafter: dict[str, Any] | None = None
+    num_spec_tokens: int = 0
+
+    def output(self, req_id: Hashable) -> RequestOutput:
+        for o in self.outputs:
+            if o.req_id == req_id:
+                return o
+        raise KeyError(req_id)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return sum(len(o.token_ids) for o in self.outputs)
+
+    def counts(self) -> AcceptanceCounts:
+        return total_counts(o.steps for o in self.outputs)
+
+    def metrics(self) -> dict[str, Any]:
+        """Acceptance metrics (DESIGN.md names) plus throughput."""
+        m = self.counts().metrics()
+        m["num_requests"] = len(self.outputs)
+        m["output_tokens"] = self.num_output_tokens
+        m["engine_steps"] = len(self.steps)
+        m["wall_time_s"] = self.wall_time_s
+        m["output_tokens_per_s"] = self.num_output_tokens / self.wall_time_s if self.wall_time_s > 0 else None
+        return m
+
+
+# --- speculation policy (the hook; the batch-size threshold policy plugs in here) --------------
+
+@dataclass(frozen=True)
+class StepState:
+    """What a policy sees before a step is scheduled."""
+
+    step: int
+    num_running: int     # requests admitted and not finished
+    num_waiting: int     # requests not admitted yet
+    num_decoding: int    # running requests past their prefill (the ones that would draft)
+
+
+class SpecPolicy:
+    """Decides, step by step, whether the step speculates. Any callable
+    `(StepState) -> bool` works too. This default always speculates."""
+
+    name = "always"
+
+    def __call__(self, state: StepState) -> bool:
+        return True
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+class NeverSpeculate(SpecPolicy):
+    name = "never"
+
+    def __call__(self, state: StepState) -> bool:
+        return False
+
+
+def describe_policy(policy: Callable[[StepState], bool] | None) -> dict[str, Any] | None:
+    if policy is None:
+        return None
+    if hasattr(policy, "describe"):
+        return policy.describe()
+    return {"name": getattr(policy, "__name__", type(policy).__name__)}
+
+
+class Engine(ABC):
+    """A model engine. Back ends: `reference` (PyTorch, this package), `vllm`, `replay`."""
+
+    name: str = "engine"
+    tokenizer: Any = None
+
+    @abstractmethod
+    def generate(self, requests: Sequence[Request], *, drafter: Any = None, num_spec_tokens: int = 3,
+                 spec_policy: Callable[[StepState], bool] | None = None, progress: bool = False,
+                 on_output: Callable[[RequestOutput], None] | None = None) -> GenerationResult:
+        """Run the requests to completion (continuous batching) and return their outputs.
+        drafter: None (no speculation), a drafter name for `samspec_bench.sam.make_drafter`,
+        or a `Drafter` instance. on_output is called as each request finishes."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    def close(self) -> None:
+        """Release the engine's memory (the KV cache, the model)."""
+
+
+def make_requests(prompts: Iterable[Sequence[int]], params: SamplingParams | None = None,
+                  groups: Iterable[Hashable] | None = None) -> list[Request]:
+    """Requests 0..n-1 with the same parameters (seeded requests get seed + index)."""
+    params = params or SamplingParams()
+    groups = list(groups) if groups is not None else None
+    out = []
+    for i, p in enumerate(prompts):
+        ps = params
+        if params.seed is not None:
+            ps = dataclasses.replace(params, seed=params.seed + i)
+        out.append(Request(i, p, ps, groups[i] if groups is not None else None))
+    return out

@@ -1,0 +1,389 @@
+"""Trace replay: the acceptance a drafter gets on recorded responses, exactly, without a model.
+
+For greedy decoding the target's next token is the trace's next token, so every draft's
+accepted length is known. Per response: the drafter starts with the prompt; the prefill
+emits the first response token (no draft, not a decode step); then every decode step
+drafts up to k tokens from what is indexed so far, accepts the longest prefix of the draft
+that matches the response, emits it plus one bonus token (the target's own next token) and
+extends the drafter with the emitted tokens. At the end of a response, draft tokens beyond
+its last token are rejected and a step whose draft covers the rest emits no bonus token
+(the trace holds no end-of-sequence token), so the decode steps emit response_len - 1 tokens.
+
+Draft sources (`DraftConfig`): the response's own prompt and prefix (always), the GRPO
+group's sibling responses generated so far (`group`), and a static corpus (`corpus`, SAM
+only). Group members advance either `concurrent`ly (every round, all live members draft from
+the state after the previous round, then all emitted tokens are added: one batched decode
+step) or `sequential`ly (one member after another, in file order). Groups are keyed by
+(trace file, group field). Without group sharing every response is independent.
+
+Work runs in forked worker processes, one unit per group (group sharing) or per response,
+where no state crosses units; results do not depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Iterator, Protocol, Sequence
+
+import numpy as np
+
+from samspec_bench.bench.metrics import MAX_ENCODED, ResponseSteps
+from samspec_bench.sam.drafters import (DRAFTERS, ArcticSuffixDrafter, Drafter, NgramDrafter, SamDrafter,
+                                        arctic_available, make_drafter)
+
+GROUP_ORDERS = ("concurrent", "sequential")
+SOURCE_NAMES = ("own", "group", "corpus")
+MAX_K = MAX_ENCODED - 1  # emitted = accepted + 1 must fit the per-step encoding
+
+
+# ---------- what to replay ----------
+
+@dataclass(frozen=True)
+class DraftConfig:
+    """One drafter configuration of a sweep: drafter, k and draft sources."""
+
+    drafter: str = "sam"
+    k: int = 3
+    group: bool = False
+    corpus: bool = False
+    order: str = "concurrent"  # group order; meaningful only with group=True
+    options: tuple[tuple[str, Any], ...] = ()  # drafter keyword options, sorted (name, value) pairs
+
+    def __post_init__(self):
+        if self.drafter not in DRAFTERS:
+            raise ValueError(f"unknown drafter {self.drafter!r}: choose from {', '.join(DRAFTERS)}")
+        if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)) or not 1 <= self.k <= MAX_K:
+            raise ValueError(f"k = {self.k!r}: the number of draft tokens must be an integer in 1..{MAX_K}")
+        if self.order not in GROUP_ORDERS:
+            raise ValueError(f"group order {self.order!r}: use one of {', '.join(GROUP_ORDERS)}")
+
+    @property
+    def sources(self) -> str:
+        return "+".join(["own"] + (["group"] if self.group else []) + (["corpus"] if self.corpus else []))
+
+    @property
+    def label(self) -> str:
+        """Unique name of the configuration, e.g. 'sam k=3 own+group(concurrent)'."""
+        src = self.sources + (f"({self.order})" if self.group else "")
+        return f"{self.drafter} k={self.k} {src}"
+
+    def describe(self) -> dict[str, Any]:
+        return {"label": self.label, "drafter": self.drafter, "k": self.k, "sources": self.sources,
+                "group_order": self.order if self.group else None, "options": dict(self.options)}
+
+
+def unsupported_reason(cfg: DraftConfig) -> str | None:
+    """Why this engine cannot replay `cfg` (None when it can)."""
+    if cfg.drafter == "suffix" and not arctic_available():
+        return "the 'suffix' drafter needs arctic-inference, which is not installed (pip install arctic-inference)"
+    if cfg.group and cfg.drafter not in ("sam", "suffix"):
+        return f"the '{cfg.drafter}' drafter drafts from the request's own context only: no group sharing"
+    if cfg.corpus and cfg.drafter != "sam":
+        return f"a static corpus is supported by the 'sam' drafter only, not '{cfg.drafter}'"
+    return None
+
+
+def build_drafter(cfg: DraftConfig, corpus=None) -> Drafter:
+    """A fresh drafter for `cfg`. Group sharing: SAM keeps one automaton per group; Arctic's
+    suffix drafter keeps finished responses cached (one drafter per group, so nothing is
+    shared across groups)."""
+    reason = unsupported_reason(cfg)
+    if reason:
+        raise ValueError(reason)
+    opts = dict(cfg.options)
+    if cfg.drafter == "sam":
+        if cfg.corpus and corpus is None:
+            raise ValueError("a corpus draft source needs a CorpusAutomaton")
+        return SamDrafter(group_sharing=cfg.group, corpus=corpus if cfg.corpus else None, **opts)
+    if cfg.drafter == "suffix":
+        return ArcticSuffixDrafter(share_finished=cfg.group, **opts)
+    return make_drafter(cfg.drafter, **opts)
+
+
+# ---------- stepping one response ----------
+
+class _Live:
+    """A response being replayed."""
+
+    __slots__ = ("rid", "resp", "n", "pos", "position", "drafted", "accepted", "emitted")
+
+    def __init__(self, rid: Hashable, response_ids: np.ndarray):
+        self.rid = rid
+        self.resp = response_ids.tolist()
+        self.n = len(self.resp)
+        self.pos = 0
+        self.position: list[int] = []
+        self.drafted: list[int] = []
+        self.accepted: list[int] = []
+        self.emitted: list[int] = []
+
+    def prefill(self, drafter: Drafter) -> None:
+        """The prefill forward emits the first response token: no draft, not a decode step."""
+        drafter.extend(self.rid, self.resp[:1])
+        self.pos = 1
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= self.n
+
+    def verify(self, draft: list[int], k: int) -> list[int]:
+        """Accept the longest matching prefix of `draft`, record the step, return the emitted tokens."""
+        d = len(draft)
+        if d > k:
+            raise RuntimeError(f"the drafter proposed {d} tokens for k={k}")
+        resp, pos = self.resp, self.pos
+        a = 0
+        end = min(d, self.n - pos)
+        while a < end and draft[a] == resp[pos + a]:
+            a += 1
+        e = a + 1 if pos + a < self.n else a
+        self.position.append(pos)
+        self.drafted.append(d)
+        self.accepted.append(a)
+        self.emitted.append(e)
+        self.pos = pos + e
+        return resp[pos: pos + e]
+
+    def result(self, key: str, prompt_len: int) -> ResponseSteps:
+        return ResponseSteps(key=key, prompt_len=prompt_len, response_len=self.n, position=self.position,
+                             drafted=self.drafted, accepted=self.accepted, emitted=self.emitted)
+
+
+def replay_response(drafter: Drafter, prompt_ids, response_ids, k: int, *, key: str = "",
+                    req_id: Hashable = 0, group: Hashable | None = None) -> ResponseSteps:
+    """Replay one response alone (start, every decode step, stop)."""
+    live = _Live(req_id, np.asarray(response_ids))
+    drafter.start(req_id, prompt_ids, group=group)
+    try:
+        live.prefill(drafter)
+        while not live.done:
+            emitted = live.verify(drafter.propose(req_id, k), k)
+            drafter.extend(req_id, emitted)
+    finally:
+        drafter.stop(req_id)
+    return live.result(key, len(prompt_ids))
+
+
+def replay_group(drafter: Drafter, members: Sequence[tuple[str, Any, Any]], k: int,
+                 order: str = "concurrent", group: Hashable = 0) -> list[ResponseSteps]:
+    """Replay the responses of one group, sharing `drafter` (members: (key, prompt_ids,
+    response_ids), in generation order). Every member is started with the prompt first; a
+    member is stopped as soon as it finishes."""
+    if order not in GROUP_ORDERS:
+        raise ValueError(f"group order {order!r}: use one of {', '.join(GROUP_ORDERS)}")
+    lives = [_Live(i, np.asarray(resp)) for i, (_, _, resp) in enumerate(members)]
+    started = []
+    try:
+        for live, (_, prompt, _) in zip(lives, members):
+            drafter.start(live.rid, prompt, group=group)
+            started.append(live.rid)
+        if order == "sequential":
+            for live in lives:
+                live.prefill(drafter)
+                while not live.done:
+                    drafter.extend(live.rid, live.verify(drafter.propose(live.rid, k), k))
+                drafter.stop(live.rid)
+                started.remove(live.rid)
+        else:
+            for live in lives:
+                live.prefill(drafter)
+            active = []
+            for live in lives:
+                if live.done:
+                    drafter.stop(live.rid)
+                    started.remove(live.rid)
+                else:
+                    active.append(live)
+            while active:
+                drafts = [drafter.propose(live.rid, k) for live in active]  # one batched step
+                still = []
+                for live, draft in zip(active, drafts):
+                    drafter.extend(live.rid, live.verify(draft, k))
+                    if live.done:
+                        drafter.stop(live.rid)
+                        started.remove(live.rid)
+                    else:
+                        still.append(live)
+                active = still
+    finally:
+        for rid in started:
+            drafter.stop(rid)
+    return [live.result(key, len(prompt)) for live, (key, prompt, _) in zip(lives, members)]
+
+
+# ---------- the engine ----------
+
+class AcceptanceEngine(Protocol):
+    """What the acceptance suite needs from an engine (replay now; the reference and vLLM
+    engines implement the same): per-response step records for drafter configurations.
+
+    `items` are tokenized responses (samspec_bench.data.TokenizedResponse: id, group,
+    prompt_ids, response_ids, source, line). `run` yields, as work finishes, (index of the
+    job, [(index of the item, its ResponseSteps), ...]); a job is (DraftConfig, indices of
+    the items to run, whole groups). Engines replay greedy decoding of the given responses
+    (replay) or generate them (model engines) and report what happened at every step."""
+
+    name: str
+    exact: bool  # True when acceptance is exact for the trace's responses (replay)
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def unsupported(self, cfg: DraftConfig) -> str | None: ...
+
+    def run(self, items: Sequence[Any], jobs: Sequence[tuple[DraftConfig, Sequence[int]]]
+            ) -> Iterator[tuple[int, list[tuple[int, ResponseSteps]]]]: ...
+
+
+def response_key(item: Any) -> str:
+    """A response's identity in results: '<trace file>:<line>'."""
+    return f"{item.source}:{item.line}"
+
+
+def group_units(items: Sequence[Any], indices: Sequence[int]) -> list[list[int]]:
+    """The given item indices split into groups keyed by (trace file, group), in first-appearance
+    order, members in file order."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i in indices:
+        it = items[i]
+        groups.setdefault((str(it.source), str(it.group)), []).append(i)
+    return list(groups.values())
+
+
+def check_group_prompts(items: Sequence[Any], unit: Sequence[int]) -> None:
+    """Group sharing indexes one prompt per group: members must share it."""
+    first = items[unit[0]].prompt_ids
+    for i in unit[1:]:
+        p = items[i].prompt_ids
+        if p.shape != first.shape or not np.array_equal(p, first):
+            it = items[i]
+            raise ValueError(f"{it.source}:{it.line}: group {it.group!r} has responses with different prompts; "
+                             "group sharing needs one prompt per group (fix the group field, or replay without "
+                             "group sharing)")
+
+
+def run_unit(cfg: DraftConfig, items: Sequence[Any], unit: Sequence[int], corpus=None,
+             drafter: Drafter | None = None) -> list[tuple[int, ResponseSteps]]:
+    """Replay one unit: a whole group (group sharing) or independent responses."""
+    if cfg.group:
+        check_group_prompts(items, unit)
+        # A fresh drafter per group: nothing crosses groups (Arctic keeps finished responses).
+        d = build_drafter(cfg, corpus)
+        members = [(response_key(items[i]), items[i].prompt_ids, items[i].response_ids) for i in unit]
+        first = items[unit[0]]
+        steps = replay_group(d, members, cfg.k, cfg.order, group=(str(first.source), str(first.group)))
+        return list(zip(unit, steps))
+    d = drafter if drafter is not None else build_drafter(cfg, corpus)
+    return [(i, replay_response(d, items[i].prompt_ids, items[i].response_ids, cfg.k,
+                                key=response_key(items[i]), req_id=i)) for i in unit]
+
+
+# Work shared with forked workers (inherited, not pickled: the corpus automaton is a C object).
+_SHARED: dict[str, Any] = {}
+
+
+def _worker(task: tuple[int, list[list[int]]]) -> tuple[int, list[tuple[int, ResponseSteps]]]:
+    job, units = task
+    cfg = _SHARED["jobs"][job][0]
+    items, corpus = _SHARED["items"], _SHARED["corpus"]
+    out: list[tuple[int, ResponseSteps]] = []
+    drafter = None if cfg.group else build_drafter(cfg, corpus)
+    for unit in units:
+        out.extend(run_unit(cfg, items, unit, corpus, drafter))
+    return job, out
+
+
+def _chunks(items: Sequence[Any], units: list[list[int]], target_tokens: int) -> list[list[list[int]]]:
+    """Consecutive units packed into tasks of about target_tokens response tokens."""
+    tasks, cur, size = [], [], 0
+    for u in units:
+        cur.append(u)
+        size += sum(int(items[i].response_ids.size) for i in u)
+        if size >= target_tokens:
+            tasks.append(cur)
+            cur, size = [], 0
+    if cur:
+        tasks.append(cur)
+    return tasks
+
+
+@dataclass
+class ReplayEngine:
+    """`--engine replay`: exact greedy acceptance from recorded responses, no model.
+
+    workers: processes (0 = one per core, capped at 8; 1 = in this process). Small jobs run
+    in-process whatever the setting: forking costs more than they take."""
+
+    workers: int = 0
+    corpus: Any = None  # a CorpusAutomaton for the 'corpus' draft source
+    corpus_description: dict[str, Any] = field(default_factory=dict)
+    name: str = "replay"
+    exact: bool = True
+    min_parallel_tokens: int = 200_000
+    task_tokens: int = 40_000
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "exact": self.exact, "workers": self.resolved_workers(),
+                "first_token": "from the prefill (not a decode step)",
+                "response_end": "draft tokens past the last response token are rejected; no bonus token there",
+                "group_key": "(trace file, group field)", "corpus": self.corpus_description or None}
+
+    def resolved_workers(self) -> int:
+        if self.workers and self.workers > 0:
+            return self.workers
+        return max(1, min(8, os.cpu_count() or 1))
+
+    def unsupported(self, cfg: DraftConfig) -> str | None:
+        reason = unsupported_reason(cfg)
+        if reason is None and cfg.corpus and self.corpus is None:
+            reason = "the 'corpus' draft source needs a corpus (pass --corpus with other traces)"
+        return reason
+
+    def run(self, items, jobs):
+        plan: list[tuple[int, list[list[int]]]] = []
+        total = 0
+        for j, (cfg, indices) in enumerate(jobs):
+            if cfg.group:
+                units = group_units(items, indices)
+            else:
+                units = [[i] for i in indices]
+            for chunk in _chunks(items, units, self.task_tokens):
+                plan.append((j, chunk))
+            total += sum(int(items[i].response_ids.size) for i in indices)
+        workers = self.resolved_workers()
+        if workers <= 1 or total < self.min_parallel_tokens or len(plan) < 2 \
+                or "fork" not in mp.get_all_start_methods():
+            yield from self._run_serial(items, jobs, plan)
+            return
+        _SHARED.update(items=items, jobs=list(jobs), corpus=self.corpus)
+        try:
+            ctx = mp.get_context("fork")
+            with ctx.Pool(processes=min(workers, len(plan))) as pool:
+                yield from pool.imap_unordered(_worker, plan)
+        finally:
+            _SHARED.clear()
+
+    def _run_serial(self, items, jobs, plan):
+        drafters: dict[int, Drafter] = {}
+        for j, units in plan:
+            cfg = jobs[j][0]
+            if not cfg.group and j not in drafters:
+                drafters[j] = build_drafter(cfg, self.corpus)
+            out: list[tuple[int, ResponseSteps]] = []
+            for unit in units:
+                out.extend(run_unit(cfg, items, unit, self.corpus, drafters.get(j)))
+            yield j, out
+
+
+def build_corpus(items: Sequence[Any]):
+    """A static corpus automaton: one document per response (its prompt then its response)."""
+    from samspec_bench.sam import CorpusAutomaton
+
+    total = sum(int(it.prompt_ids.size + it.response_ids.size) for it in items)
+    corpus = CorpusAutomaton(reserve=total + len(items))
+    for it in items:
+        doc = np.concatenate([it.prompt_ids, it.response_ids]) if it.prompt_ids.size else it.response_ids
+        corpus.add_document(doc)
+    return corpus
+

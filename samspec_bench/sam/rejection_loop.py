@@ -1,0 +1,202 @@
+"""Loop reference for the rejection sampler: the same semantics as `rejection.py`, one request,
+one position and one scalar at a time. Kept for tests (it is the obviously-correct version)
+and as the baseline of the speed comparison in `samspec-bench sampler`.
+
+Its structure mirrors the PyTorch fallback of vllm-ascend's sampler
+(`sample_recovered_tokens_pytorch` + `rejection_random_sample_pytorch`): a recovered token is
+drawn at every draft position of every random request (a full-vocabulary pass per position),
+then a scalar accept loop walks the drafts with `.item()` reads. Categorical draws are plain
+inverse-CDF draws: one float64 cumulative sum over the whole row.
+
+Given the same uniforms (`rejection.draw_uniforms`) it returns the same tokens as the
+vectorised sampler, except when a uniform falls within float rounding of a CDF boundary
+(the two compute the CDF in different orders)."""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import torch
+
+from samspec_bench.sam.rejection import (GREEDY_EPS, PLACEHOLDER_TOKEN_ID, RejectionInputs, SamplerInputError,
+                                         SamplingBatch, SpecSampleOutput, _num_list, _validate, count_accepted,
+                                         draw_uniforms)
+
+__all__ = ["expand_batch_to_tokens_loop", "apply_top_k_top_p_row", "compute_probs_loop", "inverse_cdf_row",
+           "rejection_sample_loop", "speculative_sample_loop", "loop_sampler"]
+
+
+def expand_batch_to_tokens_loop(x: torch.Tensor, cu_num_tokens, num_tokens: int, replace_from=0,
+                                replace_to=0) -> torch.Tensor:
+    """[B] -> [num_tokens], one request at a time."""
+    out = torch.empty(num_tokens, dtype=x.dtype, device=x.device)
+    start = 0
+    for i, end in enumerate(torch.as_tensor(cu_num_tokens).tolist()):
+        v = x[i].item()
+        out[start:end] = replace_to if v == replace_from else v
+        start = end
+    return out
+
+
+def apply_top_k_top_p_row(row: torch.Tensor, k: int, p: float) -> torch.Tensor:
+    """Top-k (keep logits >= the k-th largest) then top-p (keep tokens whose preceding mass in
+    descending order is < p; the first is always kept) on one row of logits."""
+    row = row.clone()
+    V = row.shape[0]
+    if 0 < k < V:
+        kth = torch.topk(row, k).values[-1]
+        row[row < kth] = float("-inf")
+    if p < 1.0:
+        sorted_logits, order = torch.sort(row, descending=True, stable=True)
+        probs = torch.softmax(sorted_logits.float(), dim=-1)
+        csum = torch.cumsum(probs, dim=-1)
+        for i in range(1, V):  # mass before token i in descending order is csum[i - 1]
+            if csum[i - 1].item() >= p:
+                row[order[i:]] = float("-inf")
+                break
+    return row
+
+
+def compute_probs_loop(logits: torch.Tensor, num_draft_tokens, sampling: SamplingBatch) -> torch.Tensor:
+    """Per-row version of `rejection.compute_probs` (greedy rows keep their logits)."""
+    nums = _num_list(num_draft_tokens)
+    out = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
+    temps = sampling.temperature_tensor().tolist()
+    top_k = sampling.top_k_tensor()
+    top_p = sampling.top_p_tensor()
+    t = 0
+    for i, n in enumerate(nums):
+        for _ in range(n):
+            if temps[i] <= GREEDY_EPS:
+                out[t] = logits[t].float()
+            else:
+                row = logits[t].float() / torch.tensor(temps[i], dtype=torch.float32)
+                k = 0 if top_k is None else int(top_k[i])
+                p = 1.0 if top_p is None else float(top_p[i])
+                row = apply_top_k_top_p_row(row, k, p)
+                out[t] = torch.softmax(row, dim=-1)
+            t += 1
+    return out
+
+
+def inverse_cdf_row(weights: torch.Tensor, u: float) -> Optional[int]:
+    """Inverse CDF (token-index order) of one row of non-negative weights at u in [0, 1);
+    None when the weights sum to 0. Zero-weight tokens are never returned."""
+    cdf = torch.cumsum(weights.to(torch.float64), dim=0)
+    total = cdf[-1].item()
+    if total <= 0:
+        return None
+    j = int(torch.searchsorted(cdf, torch.tensor([u * total], dtype=torch.float64), right=True).item())
+    last = int(torch.nonzero(weights > 0).max().item())
+    return min(j, last)
+
+
+def _recovered(target_probs, draft_probs, t: int, x: int, u: float) -> int:
+    if draft_probs is None:
+        w = target_probs[t].clone()
+        w[x] = 0
+    else:
+        w = (target_probs[t] - draft_probs[t]).clamp_min(0)
+    tok = inverse_cdf_row(w, u)
+    if tok is None:  # rejection had probability 0; draw from p itself
+        tok = inverse_cdf_row(target_probs[t], u)
+    return tok
+
+
+def rejection_sample_loop(draft_token_ids: torch.Tensor, num_draft_tokens, target_probs: torch.Tensor, *,
+                          cu_num_draft_tokens=None, max_spec_len: Optional[int] = None,
+                          draft_probs: Optional[torch.Tensor] = None, bonus_token_ids=None, bonus_probs=None,
+                          is_greedy=None, generators: Optional[Mapping[int, torch.Generator]] = None,
+                          uniforms=None, eager_recovered: bool = True, validate: bool = True) -> torch.Tensor:
+    """Same arguments and output as `rejection.rejection_sample`, computed element by element.
+    eager_recovered=True draws a recovered token at every draft position first (the layout of
+    vllm-ascend's fallback); False only at the first rejection. The output is the same."""
+    nums = _num_list(num_draft_tokens)
+    B, N = len(nums), sum(nums)
+    device = target_probs.device
+    K = max(nums, default=0) if max_spec_len is None else int(max_spec_len)
+    draft = torch.as_tensor(draft_token_ids).reshape(-1)
+    if validate:
+        _validate(draft, nums, cu_num_draft_tokens, K, target_probs, draft_probs, bonus_token_ids,
+                  bonus_probs, is_greedy)
+    out = torch.full((B, K + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.long, device=device)
+    greedy = [False] * B if is_greedy is None else [bool(v) for v in torch.as_tensor(is_greedy).reshape(-1).tolist()]
+    if all(greedy):
+        acc_u = fin_u = None
+    elif uniforms is None:
+        acc_u, fin_u = draw_uniforms(nums, torch.tensor(greedy), generators, device)
+    else:
+        acc_u, fin_u = (torch.as_tensor(t).to(torch.float64).reshape(-1) for t in uniforms)
+        if acc_u.numel() != N or fin_u.numel() != B:
+            raise SamplerInputError(f"uniforms: expected ([{N}], [{B}]) from draw_uniforms")
+    bonus_ids = None if bonus_token_ids is None else torch.as_tensor(bonus_token_ids).reshape(-1)
+
+    start = 0
+    for i in range(B):
+        n = nums[i]
+        rejected = False
+        if greedy[i]:
+            for pos in range(n):
+                t = start + pos
+                am = int(target_probs[t].argmax().item())
+                out[i, pos] = am
+                if int(draft[t].item()) != am:
+                    rejected = True
+                    break
+            if not rejected:
+                out[i, n] = (int(bonus_ids[i].item()) if bonus_ids is not None
+                             else int(bonus_probs[i].argmax().item()))
+        else:
+            u_fin = fin_u[i].item()
+            recovered = None
+            if eager_recovered:
+                recovered = [_recovered(target_probs, draft_probs, start + pos, int(draft[start + pos].item()), u_fin)
+                             for pos in range(n)]
+            for pos in range(n):
+                t = start + pos
+                x = int(draft[t].item())
+                p = target_probs[t, x].item()
+                q = 1.0 if draft_probs is None else draft_probs[t, x].item()
+                u = acc_u[t].item()
+                if u * q < p:
+                    out[i, pos] = x
+                else:
+                    rejected = True
+                    out[i, pos] = recovered[pos] if recovered is not None else \
+                        _recovered(target_probs, draft_probs, t, x, u_fin)
+                    break
+            if not rejected:
+                if bonus_ids is not None:
+                    out[i, n] = int(bonus_ids[i].item())
+                else:
+                    out[i, n] = inverse_cdf_row(bonus_probs[i], u_fin)
+        start += n
+    return out
+
+
+def speculative_sample_loop(draft_token_ids, num_draft_tokens, target_logits, bonus_logits,
+                            sampling: SamplingBatch, *, draft_probs=None, max_spec_len=None,
+                            uniforms=None) -> SpecSampleOutput:
+    """Loop version of `rejection.speculative_sample`."""
+    nums = _num_list(num_draft_tokens)
+    B = len(nums)
+    greedy = sampling.is_greedy()
+    if bool(greedy.all()):
+        target, bonus_ids, bonus_probs = target_logits, bonus_logits.argmax(-1), None
+    else:
+        target = compute_probs_loop(target_logits, nums, sampling)
+        bonus_probs = compute_probs_loop(bonus_logits, [1] * B, sampling)
+        bonus_ids = None
+    out = rejection_sample_loop(draft_token_ids, nums, target, max_spec_len=max_spec_len, draft_probs=draft_probs,
+                                bonus_token_ids=bonus_ids, bonus_probs=bonus_probs, is_greedy=greedy,
+                                generators=sampling.generators, uniforms=uniforms)
+    return SpecSampleOutput(out, count_accepted(out))
+
+
+def loop_sampler(inputs: RejectionInputs) -> torch.Tensor:
+    """The loop reference under the adapter contract."""
+    return rejection_sample_loop(
+        inputs.draft_token_ids, inputs.num_draft_tokens, inputs.target_probs,
+        cu_num_draft_tokens=inputs.cu_num_draft_tokens, max_spec_len=inputs.max_spec_len,
+        draft_probs=inputs.draft_probs, bonus_token_ids=inputs.bonus_token_ids,
+        is_greedy=inputs.is_greedy, generators=inputs.generators)

