@@ -393,10 +393,10 @@ static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
     self->interleaved = interleaved;
     if (reserve < 0) reserve = 0;
     if (ensure_text(self, reserve > 0 ? reserve : 16) || ensure_states(self, 2 * (reserve > 0 ? reserve : 8))) return -1;
-    self->hbits = 6; self->hcap = 64; self->hcount = 0;
-    self->slot = (Slot *)malloc(64 * sizeof(Slot));
+    self->hbits = 4; self->hcap = 16; self->hcount = 0; /* small: most requests are short */
+    self->slot = (Slot *)malloc(16 * sizeof(Slot));
     if (!self->slot) { PyErr_NoMemory(); return -1; }
-    memset(self->slot, 0xff, 64 * sizeof(Slot));
+    memset(self->slot, 0xff, 16 * sizeof(Slot));
     if (new_state(self, 0, NONE, NONE) < 0) return -1; /* the root */
     return 0;
 }
