@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "accept": ("samspec_bench.suites.accept:command", "Acceptance by position, drafter, k and draft source."),
     "drafters": ("samspec_bench.suites.drafters:command",
                  "Benchmark the drafters (speed, memory, context-length sweep) on real traces."),
+    "sampler": ("samspec_bench.suites.sampler:command", "Prove rejection samplers exact or lossy (--audit any sampler); time the vectorised sampler."),
 }
 
 

@@ -7,9 +7,6 @@ emitted), exactly."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 

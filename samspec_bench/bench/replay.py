@@ -30,8 +30,8 @@ from typing import Any, Hashable, Iterator, Protocol, Sequence
 import numpy as np
 
 from samspec_bench.bench.metrics import MAX_ENCODED, ResponseSteps
-from samspec_bench.sam.drafters import (DRAFTERS, ArcticSuffixDrafter, Drafter, NgramDrafter, SamDrafter,
-                                        arctic_available, make_drafter)
+from samspec_bench.sam.drafters import (DRAFTERS, ArcticSuffixDrafter, Drafter, SamDrafter, arctic_available,
+                                        make_drafter)
 
 GROUP_ORDERS = ("concurrent", "sequential")
 SOURCE_NAMES = ("own", "group", "corpus")

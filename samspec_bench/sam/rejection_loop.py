@@ -87,8 +87,9 @@ def inverse_cdf_row(weights: torch.Tensor, u: float) -> Optional[int]:
     if total <= 0:
         return None
     j = int(torch.searchsorted(cdf, torch.tensor([u * total], dtype=torch.float64), right=True).item())
-    last = int(torch.nonzero(weights > 0).max().item())
-    return min(j, last)
+    if j >= weights.shape[0]:  # u * total rounded up to the total: the last positive token
+        j = int(torch.nonzero(weights > 0).max().item())
+    return j
 
 
 def _recovered(target_probs, draft_probs, t: int, x: int, u: float) -> int:

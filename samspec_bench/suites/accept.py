@@ -18,6 +18,7 @@ configuration, with its steps), config.json (for --resume), acceptance_vs_positi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import sys
@@ -213,11 +214,19 @@ def _limit_groups(items: list, n: int | None) -> list:
     return kept
 
 
+@functools.lru_cache(maxsize=2)
+def _load_tokenizer(path: str):
+    """Tokenizers are loaded once per process (tests and sweeps call the suite repeatedly)."""
+    from samspec_bench.data import load_tokenizer
+
+    return load_tokenizer(path)
+
+
 def load_inputs(cfg: AcceptConfig, need_corpus: bool) -> Inputs:
-    from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
+    from samspec_bench.data import read_traces, tokenize_traces
 
     files = expand_trace_paths(cfg.traces)
-    tokenizer = load_tokenizer(cfg.tokenizer)
+    tokenizer = _load_tokenizer(str(Path(cfg.tokenizer).expanduser().resolve()))
     traces = read_traces(files, on_error=cfg.on_error)
     items = tokenize_traces(traces, tokenizer, chat_template=cfg.chat_template)
     skipped = [{"file": str(f), "line": ln, "reason": why} for f, ln, why in traces.skipped]
@@ -276,7 +285,7 @@ def _load_done(run_dir, labels: set[str]) -> dict[str, dict[str, dict]]:
 
 
 def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | None = None,
-        progress: bool = True, console=None) -> tuple[dict, Path]:
+        progress: bool = True) -> tuple[dict, Path]:
     """Run the suite; returns (result dict, run directory)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -287,7 +296,8 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
     from samspec_bench.reports.results import RunDir, file_sha256
 
     err = Console(stderr=True)
-    console = console or err
+    if not err.is_terminal:
+        err = Console(stderr=True, width=160)
     if cfg.engine not in ENGINES:
         raise UserError(f"--engine {cfg.engine!r}: not available; use one of {', '.join(ENGINES)}")
     try:
@@ -433,6 +443,7 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
                                   "a step with an empty draft is a plain decode step; drafting is not charged",
                        "verify_cost_ratio": {str(k): v for k, v in costs.items()}},
         "metric_definitions": METRIC_DEFINITIONS,
+        "configurations": [dc.label for dc in runnable],  # sweep order (metrics are keyed by label)
         "unsupported": unsupported,
         "responses_file": RESPONSES_FILE,
         "resumed_responses": resumed,
@@ -459,8 +470,11 @@ def write_figure(run_path: Path, configs, binned: dict, bins, cfg: AcceptConfig)
         al = [(x, r["acceptance_length"]) for x, r in zip(xs, rows) if r["acceptance_length"] is not None]
         axes[1].plot([a for a, _ in al], [b for _, b in al], marker="o", label=dc.label)
     basis = "sequence position (prompt + generated)" if cfg.position == "sequence" else "response position"
+    from matplotlib.ticker import FuncFormatter
+
     for ax, name in zip(axes, ("tokens_per_step (all decode steps)", "acceptance_length (vLLM: steps with a draft)")):
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}" if v < 1024 else f"{v / 1024:g}k"))
         ax.set_xlabel(f"{basis} at drafting time")
         ax.set_ylabel(name.split(" ")[0])
         ax.set_title(name, fontsize=10)
@@ -490,7 +504,9 @@ def print_table(result: dict, console) -> None:
     for col in ("configuration", "steps", "tokens_per_step", "acceptance_length", "draft_hit_rate",
                 "acceptance_rate", "speedup_est"):
         t.add_column(col, justify="left" if col == "configuration" else "right")
-    for label, m in result["metrics"].items():
+    labels = result.get("configurations") or list(result["metrics"])
+    for label in labels:
+        m = result["metrics"][label]
         t.add_row(label, str(m["counts"]["steps"]), _fmt(m["tokens_per_step"]), _fmt(m["acceptance_length"]),
                   _fmt(m["draft_hit_rate"]), _fmt(m["acceptance_rate"]),
                   f"{_fmt(m['speedup_estimate'], 2)}x @{m['verify_cost_ratio']:g}")
@@ -513,11 +529,13 @@ def print_table(result: dict, console) -> None:
               "Default: the traces of the data directory.")
 @click.option("--data-dir", type=click.Path(), default=None, help="Shared data directory (default: SAMSPEC_DATA_DIR, "
               "./shared/data or ../shared/data).")
-@click.option("--tokenizer", type=click.Path(), default=None, help="Tokenizer directory (default: <data dir>/tokenizers/qwen3).")
+@click.option("--tokenizer", type=click.Path(), default=None,
+              help="Tokenizer directory (default: <data dir>/tokenizers/qwen3).")
 @click.option("--chat-template", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Prompt format: auto uses the tokenizer's chat template for traces with a system prompt.")
 @click.option("--drafter", "drafters", default="sam", show_default=True,
-              help="Drafters, comma list: sam, ngram, suffix (Arctic, if installed), sam-python.")
+              help="Drafters, comma list: sam, ngram (vLLM's prompt lookup), suffix (Arctic, when installed), "
+                   "or a pure-Python SAM (sam-python, sam-public).")
 @click.option("--num-spec-tokens", "-k", "ks", default="3", show_default=True, help="Draft lengths k, comma list.")
 @click.option("--sources", default="own", show_default=True,
               help="Draft sources, comma list of own, group, corpus or '+' combinations (group+corpus): own = the "
@@ -578,6 +596,8 @@ def command(engine, traces, data_dir, tokenizer, chat_template, drafters, ks, so
     result, path = run(cfg, output=output, resume=resume, progress=progress)
     to_stdout = json_path == "-"
     out_console = Console(stderr=to_stdout)
+    if not out_console.is_terminal:  # a log file or a pipe: no need to squeeze the table into 80 columns
+        out_console = Console(stderr=to_stdout, width=160)
     print_table(result, out_console)
     out_console.print(f"results: {path}", highlight=False)
     if json_path:

@@ -1,0 +1,75 @@
+"""Figures of `samspec-bench sampler` (matplotlib, Agg backend, PNG)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_tv_curves(records: list[dict], path: Path) -> Optional[Path]:
+    """One panel per audited sampler: total-variation distance of its worst test (largest
+    TV / bound at the full sample count) against the number of samples, with the test's
+    bound. An exact sampler stays under its bound as n grows; a lossy one levels off at its
+    bias while the bound keeps shrinking like 1/sqrt(n)."""
+    recs = [r for r in records if r.get("curve") and r["curve"].get("n")]
+    if not recs:
+        return None
+    plt = _plt()
+    n = len(recs)
+    cols = min(3, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+    colors = {"EXACT": "tab:green", "LOSSY": "tab:red", "ERROR": "tab:purple"}
+    for ax, r in zip(axes.flat, recs):
+        c = r["curve"]
+        ax.loglog(c["n"], c["tv"], "o-", color=colors.get(r["verdict"], "tab:blue"), ms=3, label="TV (empirical)")
+        ax.loglog(c["n"], c["bound"], "--", color="black", label="bound (alpha/test)")
+        ax.set_title(f"{r['name']}: {r['verdict']}", fontsize=10)
+        ax.set_xlabel("samples reaching the position")
+        ax.set_ylabel("total-variation distance")
+        ax.text(0.02, 0.02, c.get("label", ""), transform=ax.transAxes, fontsize=7, va="bottom")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle("Sampler exactness: worst test per sampler, TV vs sample count against the bound", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_speed(rows: list[dict], path: Path) -> Optional[Path]:
+    """Speed ratio (loop reference / vectorised) against batch size, one line per k, one
+    panel per vocabulary size."""
+    if not rows:
+        return None
+    plt = _plt()
+    vocabs = sorted({r["vocab"] for r in rows})
+    fig, axes = plt.subplots(1, len(vocabs), figsize=(5 * len(vocabs), 3.8), squeeze=False)
+    for ax, V in zip(axes.flat, vocabs):
+        for k in sorted({r["k"] for r in rows if r["vocab"] == V}):
+            pts = sorted((r["batch"], r["ratio"]) for r in rows if r["vocab"] == V and r["k"] == k)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=3, label=f"k={k}")
+        ax.axhline(10, color="gray", ls=":", lw=1)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("loop ms / vectorised ms")
+        ax.set_title(f"vocab {V}", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Rejection sampler: speed-up of the vectorised version over the loop reference", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)

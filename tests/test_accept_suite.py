@@ -1,0 +1,244 @@
+"""`samspec-bench accept`: the command end to end on small subsets of the real traces, its
+outputs (result.json, responses.jsonl, figure), bad input, --json, --resume, a corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from samspec_bench import cli
+from samspec_bench.bench.metrics import ResponseSteps, total_counts
+from samspec_bench.bench.replay import DraftConfig, ReplayEngine, response_key
+from samspec_bench.sam.drafters import arctic_available
+
+QWEN = "qwen25math_math_100x8.jsonl"
+TORA = "tora70b_gsm8k.jsonl"
+METRICS = ("tokens_per_step", "acceptance_length", "draft_hit_rate", "acceptance_rate", "per_position_acceptance")
+
+
+def _head(src: Path, dst: Path, n: int) -> Path:
+    with src.open(encoding="utf-8") as f:
+        dst.write_text("".join(next(f) for _ in range(n)), encoding="utf-8")
+    return dst
+
+
+@pytest.fixture(scope="module")
+def subset(traces_dir, tmp_path_factory) -> Path:
+    """Two groups of 8 sampled responses and 6 single greedy responses, in a directory."""
+    d = tmp_path_factory.mktemp("subset")
+    _head(traces_dir / QWEN, d / QWEN, 16)
+    _head(traces_dir / TORA, d / TORA, 6)
+    return d
+
+
+def run_cli(args, capsys, expect_exit: int | None = None):
+    if expect_exit is None:
+        cli.main(args)
+    else:
+        with pytest.raises(SystemExit) as e:
+            cli.main(args)
+        assert e.value.code == expect_exit
+    return capsys.readouterr()
+
+
+def base_args(subset, tok, out) -> list[str]:
+    return ["accept", "--engine", "replay", "--traces", str(subset), "--tokenizer", str(tok),
+            "--output", str(out), "--no-progress"]
+
+
+def only_run(out: Path) -> Path:
+    runs = sorted(out.glob("accept-*"))
+    assert len(runs) == 1
+    return runs[0]
+
+
+def read_jsonl(p: Path) -> list[dict]:
+    return [json.loads(x) for x in p.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def test_sweep_end_to_end(subset, qwen3_tokenizer_dir, tmp_path, capsys):
+    out = tmp_path / "res"
+    got = run_cli(base_args(subset, qwen3_tokenizer_dir, out) +
+                  ["--drafter", "sam,ngram", "-k", "1,3", "--sources", "own,group", "--bins", "128,256,512",
+                   "--json", str(tmp_path / "r.json")], capsys)
+    run = only_run(out)
+    result = json.loads((run / "result.json").read_text())
+    assert json.loads((tmp_path / "r.json").read_text())["metrics"] == result["metrics"]
+    assert result["suite"] == "accept" and result["config"]["engine"] == "replay"
+    labels = ["sam k=1 own", "sam k=1 own+group(concurrent)", "sam k=3 own", "sam k=3 own+group(concurrent)",
+              "ngram k=1 own", "ngram k=3 own"]
+    assert sorted(result["metrics"]) == sorted(labels)
+    assert set(result["unsupported"]) == {"ngram k=1 own+group(concurrent)", "ngram k=3 own+group(concurrent)"}
+    assert result["inputs"]["responses"] == 22 and result["inputs"]["skipped_lines"] == 0
+    assert result["inputs"]["prompt_formats"][str(subset / QWEN)] == {"chat_template": 16}
+    assert result["inputs"]["prompt_formats"][str(subset / TORA)] == {"raw": 6}
+    assert result["cost_model"]["verify_cost_ratio"]["3"]["source"] == "assumption"
+    assert "sam k=3 own" in got.out and "tokens_per_step" in got.out and "assumed" in got.out
+
+    records = read_jsonl(run / "responses.jsonl")
+    assert len(records) == 22 * len(labels)
+    for label, m in result["metrics"].items():
+        for name in METRICS:
+            assert name in m
+        recs = [r for r in records if r["config"] == label]
+        assert len({r["key"] for r in recs}) == 22
+        steps = [ResponseSteps.from_record(r) for r in recs]
+        c = total_counts(steps)
+        assert m["counts"] == c.metrics()["counts"]
+        assert m["tokens_per_step"] == pytest.approx(c.tokens / c.steps)
+        assert m["speedup_estimate"] == pytest.approx(m["tokens_per_step"])  # assumed ratio 1.0
+        assert c.tokens == sum(r["response_tokens"] - 1 for r in recs)
+        rows = result["tables"]["binned"][label]
+        assert [r["label"] for r in rows] == ["[0, 128)", "[128, 256)", "[256, 512)", "[512, inf)"]
+        assert sum(r["counts"]["steps"] for r in rows) == m["counts"]["steps"]
+        assert sum(r["counts"]["accepted"] for r in rows) == m["counts"]["accepted"]
+    # sam without sharing equals the replay engine on the same responses (which the replay
+    # tests hold to the brute-force oracle)
+    from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
+
+    items = tokenize_traces(read_traces(subset), load_tokenizer(qwen3_tokenizer_dir))
+    direct = {}
+    for _, chunk in ReplayEngine(workers=1).run(items, [(DraftConfig("sam", 3), range(len(items)))]):
+        direct.update({response_key(items[i]): rs for i, rs in chunk})
+    for r in records:
+        if r["config"] == "sam k=3 own":
+            rs = direct[r["key"]]
+            assert r["step_accepted"] == "".join(map(str, rs.accepted.tolist()))
+            assert r["steps"] == rs.steps and r["prompt_tokens"] == rs.prompt_len
+    for name in ("acceptance_vs_position.png", "acceptance_vs_position.svg"):
+        assert (run / name).stat().st_size > 1000 and name in result["figures"]
+
+
+def test_json_to_stdout_and_sequential_order(subset, qwen3_tokenizer_dir, tmp_path, capsys):
+    got = run_cli(base_args(subset, qwen3_tokenizer_dir, tmp_path) +
+                  ["--sources", "group", "--group-order", "sequential", "--verify-cost-ratio", "1.25",
+                   "--json", "-"], capsys)
+    result = json.loads(got.out)  # stdout holds the JSON only; the table went to stderr
+    m = result["metrics"]["sam k=3 own+group(sequential)"]
+    assert m["group_order"] == "sequential" and m["verify_cost_ratio"] == 1.25
+    c = m["counts"]
+    assert m["speedup_estimate"] == pytest.approx(c["tokens"] / (c["steps"] - c["drafts"] + 1.25 * c["drafts"]))
+    assert "tokens_per_step" in got.err
+
+
+def test_resume_continues_and_reproduces(subset, qwen3_tokenizer_dir, tmp_path, capsys):
+    out = tmp_path / "res"
+    args = base_args(subset, qwen3_tokenizer_dir, out) + ["-k", "3,5", "--sources", "own,group"]
+    run_cli(args, capsys)
+    run = only_run(out)
+    first = json.loads((run / "result.json").read_text())
+    lines = (run / "responses.jsonl").read_text().splitlines(keepends=True)
+    # an interruption: a few records written, the last one torn, no result
+    (run / "responses.jsonl").write_text("".join(lines[:30]) + lines[30][:25])
+    (run / "result.json").unlink()
+    got = run_cli(args + ["--resume", str(run)], capsys)
+    again = json.loads((run / "result.json").read_text())
+    assert again["metrics"] == first["metrics"]
+    assert again["tables"] == first["tables"]
+    assert again["resumed_responses"] > 0
+    assert "resuming" in got.err
+    # other options cannot continue that run
+    got = run_cli(args[:-4] + ["-k", "8", "--sources", "own,group", "--resume", str(run)], capsys, expect_exit=2)
+    assert "num_spec_tokens" in got.err and "--resume" in got.err
+
+
+def _bad_traces(traces_dir: Path, tmp: Path) -> Path:
+    good = (traces_dir / TORA).read_text(encoding="utf-8").splitlines()[:3]
+    row = json.loads(good[0])
+    lines = [good[0],
+             "{not json",                                                   # line 2
+             json.dumps({k: v for k, v in row.items() if k != "group"}),    # line 3: lacks a field
+             json.dumps({**row, "id": "empty", "response": ""}),            # line 4: empty response
+             json.dumps({"id": "big", "group": "g", "prompt_ids": [1, 2],
+                         "response_ids": [5, 10 ** 7]}),                    # line 5: beyond the vocabulary
+             good[1], good[2]]
+    p = tmp / "bad.jsonl"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+def test_bad_lines_stop_naming_file_and_line(traces_dir, qwen3_tokenizer_dir, tmp_path, capsys):
+    bad = _bad_traces(traces_dir, tmp_path)
+    got = run_cli(["accept", "--traces", str(bad), "--tokenizer", str(qwen3_tokenizer_dir),
+                   "--output", str(tmp_path / "o"), "--no-progress"], capsys, expect_exit=2)
+    assert f"{bad}:2" in got.err and "--on-error skip" in got.err
+    assert not (tmp_path / "o").exists()  # nothing half-written
+
+
+def test_bad_lines_are_skipped_and_counted(traces_dir, qwen3_tokenizer_dir, tmp_path, capsys):
+    bad = _bad_traces(traces_dir, tmp_path)
+    got = run_cli(["accept", "--traces", str(bad), "--tokenizer", str(qwen3_tokenizer_dir), "--on-error", "skip",
+                   "--output", str(tmp_path / "o"), "--no-progress", "--json", "-"], capsys)
+    result = json.loads(got.out)
+    assert result["inputs"]["skipped_lines"] == 4
+    assert sorted(s["line"] for s in result["inputs"]["skipped"]) == [2, 3, 4, 5]
+    assert all(s["file"] == str(bad) for s in result["inputs"]["skipped"])
+    assert "vocabulary" in next(s["reason"] for s in result["inputs"]["skipped"] if s["line"] == 5)
+    assert result["inputs"]["responses"] == 3
+    assert result["metrics"]["sam k=3 own"]["responses"] == 3
+    for line in (2, 3, 4, 5):
+        assert f"{bad}:{line}" in got.err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["-k", "0"], "--num-spec-tokens"),
+    (["-k", "3,x"], "--num-spec-tokens"),
+    (["--drafter", "sam,medusa"], "medusa"),
+    (["--sources", "own,friends"], "--sources"),
+    (["--sources", "corpus"], "--corpus"),
+    (["--bins", "log2:100:200"], "--bins"),
+    (["--verify-cost-ratio", "-1"], "--verify-cost-ratio"),
+    (["--engine", "vllm"], "vllm"),
+])
+def test_bad_options_exit_2_with_one_line(subset, qwen3_tokenizer_dir, tmp_path, capsys, extra, message):
+    got = run_cli(base_args(subset, qwen3_tokenizer_dir, tmp_path / "o") + extra, capsys, expect_exit=2)
+    assert message in got.err
+    assert len([x for x in got.err.splitlines() if x.startswith("error")]) <= 1
+
+
+@pytest.mark.skipif(arctic_available(), reason="arctic-inference is installed here")
+def test_suffix_unavailable_is_reported(subset, qwen3_tokenizer_dir, tmp_path, capsys):
+    got = run_cli(base_args(subset, qwen3_tokenizer_dir, tmp_path / "o") + ["--drafter", "suffix"], capsys,
+                  expect_exit=2)
+    assert "arctic-inference" in got.err
+    got = run_cli(base_args(subset, qwen3_tokenizer_dir, tmp_path / "o2") + ["--drafter", "sam,suffix",
+                                                                             "--json", "-"], capsys)
+    result = json.loads(got.out)
+    assert list(result["metrics"]) == ["sam k=3 own"]
+    assert "arctic-inference" in result["unsupported"]["suffix k=3 own"]
+
+
+def test_static_corpus_source(traces_dir, subset, qwen3_tokenizer_dir, tmp_path, capsys):
+    # an "earlier RL step" that holds the replayed responses (distinct questions, one response
+    # each): the whole context always occurs in exactly one corpus document, its own
+    corpus = _head(traces_dir / TORA, tmp_path / "earlier_step.jsonl", 40)
+    replayed = subset / TORA
+    args = ["accept", "--traces", str(replayed), "--tokenizer", str(qwen3_tokenizer_dir), "--output",
+            str(tmp_path / "o"), "--no-progress", "--sources", "own,corpus", "--corpus", str(corpus), "--json", "-"]
+    result = json.loads(run_cli(args, capsys).out)
+    own, withc = result["metrics"]["sam k=3 own"], result["metrics"]["sam k=3 own+corpus"]
+    assert result["inputs"]["corpus"]["documents"] == 40
+    # so every step drafts the true continuation, clipped at the response's end
+    assert withc["acceptance_rate"] == 1.0 and withc["draft_hit_rate"] == 1.0
+    assert withc["tokens_per_step"] >= own["tokens_per_step"]
+    # the replayed traces themselves cannot serve as the corpus
+    got = run_cli(args[:-4] + ["--corpus", str(replayed)], capsys, expect_exit=2)
+    assert "also a replayed trace" in got.err
+
+
+def test_limit_groups_and_response_position(subset, qwen3_tokenizer_dir, tmp_path, capsys):
+    got = run_cli(base_args(subset, qwen3_tokenizer_dir, tmp_path) +
+                  ["--limit-groups", "1", "--position", "response", "--json", "-"], capsys)
+    result = json.loads(got.out)
+    assert result["inputs"]["responses"] == 8 + 1  # one group of 8, one single response
+    assert result["position_basis"] == "response"
+    rows = result["tables"]["binned"]["sam k=3 own"]
+    # response positions start at 1: the first bin [0, 64) holds steps of every response
+    assert rows[0]["counts"]["steps"] > 0 and rows[0]["lo"] == 0
+
+
+def test_help_lists_the_command(capsys):
+    assert "accept" in run_cli(["--help"], capsys).out
+    assert "--num-spec-tokens" in run_cli(["accept", "--help"], capsys).out
