@@ -15,6 +15,7 @@ from samspec_bench.errors import UserError
 # A suite adds its line here when it lands; nothing is listed before it works.
 COMMANDS: dict[str, tuple[str, str]] = {
     "accept": ("samspec_bench.suites.accept:command", "Acceptance by position, drafter, k and draft source."),
+    "op-equivalence": ("samspec_bench.suites.op_equivalence:command", "Decode vs verify path: kernel pairs and a model (logprob diffs, KL, flips); --tolerance gate."),
     "drafters": ("samspec_bench.suites.drafters:command",
                  "Benchmark the drafters (speed, memory, context-length sweep) on real traces."),
     "sampler": ("samspec_bench.suites.sampler:command", "Prove rejection samplers exact or lossy (--audit any sampler); time the vectorised sampler."),

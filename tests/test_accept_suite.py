@@ -94,6 +94,10 @@ def test_sweep_end_to_end(subset, qwen3_tokenizer_dir, tmp_path, capsys):
         assert [r["label"] for r in rows] == ["[0, 128)", "[128, 256)", "[256, 512)", "[512, inf)"]
         assert sum(r["counts"]["steps"] for r in rows) == m["counts"]["steps"]
         assert sum(r["counts"]["accepted"] for r in rows) == m["counts"]["accepted"]
+        per_file = result["tables"]["by_file"][label]
+        assert sorted(per_file) == sorted([str(subset / QWEN), str(subset / TORA)])
+        for key in ("steps", "tokens", "drafts", "accepted"):
+            assert sum(f["counts"][key] for f in per_file.values()) == m["counts"][key]
     # sam without sharing equals the replay engine on the same responses (which the replay
     # tests hold to the brute-force oracle)
     from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
@@ -123,6 +127,17 @@ def test_json_to_stdout_and_sequential_order(subset, qwen3_tokenizer_dir, tmp_pa
     assert "tokens_per_step" in got.err
 
 
+def test_engine_profile_sets_the_verify_cost(subset, qwen3_tokenizer_dir, tmp_path, capsys):
+    prof = tmp_path / "profile.json"
+    prof.write_text(json.dumps({"verify_cost_ratio": {"3": 1.2, "5": 1.3}}))
+    args = base_args(subset, qwen3_tokenizer_dir, tmp_path / "o") + ["--engine-profile", str(prof), "--json", "-"]
+    result = json.loads(run_cli(args + ["-k", "3,5"], capsys).out)
+    assert result["metrics"]["sam k=5 own"]["verify_cost_ratio"] == 1.3
+    assert result["cost_model"]["verify_cost_ratio"]["3"]["source"].startswith("engine profile")
+    got = run_cli(args + ["-k", "8"], capsys, expect_exit=2)  # the profile has no ratio for k=8
+    assert "k=8" in got.err
+
+
 def test_resume_continues_and_reproduces(subset, qwen3_tokenizer_dir, tmp_path, capsys):
     out = tmp_path / "res"
     args = base_args(subset, qwen3_tokenizer_dir, out) + ["-k", "3,5", "--sources", "own,group"]
@@ -139,6 +154,10 @@ def test_resume_continues_and_reproduces(subset, qwen3_tokenizer_dir, tmp_path, 
     assert again["tables"] == first["tables"]
     assert again["resumed_responses"] > 0
     assert "resuming" in got.err
+    # the torn line stays apart: every response of every configuration can be read back
+    text = (run / "responses.jsonl").read_text()
+    recs = [json.loads(x) for x in text.splitlines() if x.startswith("{") and x.endswith("}")]
+    assert len({(r["config"], r["key"]) for r in recs}) == 22 * 4
     # other options cannot continue that run
     got = run_cli(args[:-4] + ["-k", "8", "--sources", "own,group", "--resume", str(run)], capsys, expect_exit=2)
     assert "num_spec_tokens" in got.err and "--resume" in got.err

@@ -138,3 +138,12 @@ def test_arctic_adapter_drafts_a_repeated_continuation():
     draft = d.propose("r", 3)
     assert draft == [7, 8, 9][: len(draft)] and len(draft) >= 1
     d.stop("r")
+
+
+def test_group_members_with_different_prompts_each_index_their_own():
+    d = SamDrafter(group_sharing=True)
+    d.start("a", [1, 2, 3], group="g")
+    d.start("b", [4, 5, 4], group="g")
+    assert d.propose("b", 2) == [5, 4]  # b's own prompt "4 5 4" is indexed, not a's
+    d.extend("a", [1, 2])
+    assert d.propose("a", 2) == [3, 1]

@@ -97,16 +97,24 @@ class CorpusMatcher:
 
 class GroupAutomaton:
     """One automaton shared by the responses to one prompt. Members may advance in any
-    interleaving (concurrently, step by step) or one after another."""
+    interleaving (concurrently, step by step) or one after another.
+
+    Policy detail: when the earliest occurrence of a member's longest match is another
+    member's current last token (nothing follows it yet), the member falls back to a
+    shorter match rather than to a later occurrence of the same length; on the 100x8
+    GRPO trace this changed 6 of 172,919 replay steps."""
 
     def __init__(self, prompt_ids: Iterable[int] | None = None):
         self._core = SamCore(interleaved=True)
         self._prompt = list(prompt_ids) if prompt_ids is not None else []
 
-    def add_member(self) -> "GroupMember":
+    def add_member(self, prompt_ids: Iterable[int] | None = None) -> "GroupMember":
+        """A new response. Its text starts with `prompt_ids` when given (members of one group
+        normally share the group's prompt), else with the group's prompt."""
         doc = self._core.new_doc()
-        if self._prompt:
-            self._core.extend(self._prompt, doc)
+        prompt = list(prompt_ids) if prompt_ids is not None else self._prompt
+        if prompt:
+            self._core.extend(prompt, doc)
         return GroupMember(self._core, doc)
 
     @property

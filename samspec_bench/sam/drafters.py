@@ -128,10 +128,10 @@ class SamDrafter(Drafter):
         if self.group_sharing:
             key = group if group is not None else ("__solo__", req_id)
             entry = self._groups.get(key)
-            if entry is None:  # the group's first member brings the shared prompt
-                entry = self._groups[key] = [GroupAutomaton(prompt), 0]
+            if entry is None:
+                entry = self._groups[key] = [GroupAutomaton(), 0]
             entry[1] += 1
-            member = entry[0].add_member()
+            member = entry[0].add_member(prompt)  # each member indexes its own prompt
         else:
             key = None
             own = SuffixAutomaton()

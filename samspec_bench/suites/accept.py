@@ -291,7 +291,7 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from samspec_bench.bench.metrics import (METRIC_DEFINITIONS, POSITION_BASES, AcceptanceCounts, Bins,
-                                             ResponseSteps, binned_counts, speedup_estimate)
+                                             ResponseSteps, binned_counts, speedup_estimate, total_counts)
     from samspec_bench.bench.replay import group_units, response_key
     from samspec_bench.reports.results import RunDir, file_sha256
 
@@ -321,6 +321,8 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
             raise UserError(f"--resume {resume}: the run used {diff[0]} = {saved.get(diff[0])!r}, this call "
                             f"{_identity(cfg)[diff[0]]!r}; repeat the original options to continue it")
 
+    n_files = len(expand_trace_paths(cfg.traces))
+    err.print(f"reading and tokenizing {n_files} trace file(s) with the tokenizer {cfg.tokenizer}", highlight=False)
     inputs = load_inputs(cfg, need_corpus)
     items = inputs.items
     for s in inputs.skipped:
@@ -365,16 +367,23 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
     n_resp = [0] * len(runnable)
     resp_tokens = [0] * len(runnable)
 
-    def account(j: int, steps: list) -> None:
+    per_file: list[dict[str, AcceptanceCounts]] = [{} for _ in runnable]
+
+    def account(j: int, files: list[str], steps: list) -> None:
         for b, c in enumerate(binned_counts(steps, bins, cfg.position)):
             if c.steps:
                 acc[j][b] = acc[j][b] + c
         n_resp[j] += len(steps)
         resp_tokens[j] += sum(s.response_len for s in steps)
+        by_file: dict[str, list] = {}
+        for f, s in zip(files, steps):
+            by_file.setdefault(f, []).append(s)
+        for f, group in by_file.items():
+            per_file[j][f] = per_file[j].get(f, AcceptanceCounts()) + total_counts(group)
 
     for j, kept in enumerate(reused):
         if kept:
-            account(j, [ResponseSteps.from_record(r) for r in kept])
+            account(j, [r["file"] for r in kept], [ResponseSteps.from_record(r) for r in kept])
 
     total = sum(len(todo) for _, todo in jobs)
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -382,7 +391,15 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
     resumed = sum(len(k) for k in reused)
     if resumed:
         err.print(f"resuming {run_dir.path}: {resumed} responses already recorded")
-    with open(run_dir.file(RESPONSES_FILE), "a", encoding="utf-8") as out, \
+    resp_path = run_dir.file(RESPONSES_FILE)
+    if resp_path.exists() and resp_path.stat().st_size:
+        with open(resp_path, "rb") as f:  # a torn last line (interrupted write) stays a line of its own
+            f.seek(-1, 2)
+            torn = f.read(1) != b"\n"
+        if torn:
+            with open(resp_path, "a", encoding="utf-8") as f:
+                f.write("\n")
+    with open(resp_path, "a", encoding="utf-8") as out, \
             Progress(*columns, console=err, disable=not progress) as bar:
         task = bar.add_task(f"accept ({cfg.engine})", total=total)
         for j, chunk in engine.run(items, jobs):
@@ -396,7 +413,7 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
                 lines.append(json.dumps(rec, sort_keys=True))
             out.write("\n".join(lines) + "\n")
             out.flush()
-            account(j, [s for _, s in chunk])
+            account(j, [str(items[i].source) for i, _ in chunk], [s for _, s in chunk])
             bar.advance(task, len(chunk))
 
     # ---- metrics ----
@@ -448,7 +465,8 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
         "responses_file": RESPONSES_FILE,
         "resumed_responses": resumed,
     }
-    tables = {"binned": binned}
+    by_file = {dc.label: {f: c.metrics() for f, c in sorted(per_file[j].items())} for j, dc in enumerate(runnable)}
+    tables = {"binned": binned, "by_file": by_file}
     run_dir.write_result(cfg, metrics, tables, figures, extra)
     result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))
     return result, run_dir.path
@@ -496,6 +514,27 @@ def _fmt(x, digits=3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def print_binned(result: dict, labels: list[str], console) -> None:
+    """tokens_per_step / acceptance_length per position bin (bins with enough steps)."""
+    from rich.table import Table
+
+    binned = result["tables"]["binned"]
+    first = binned[labels[0]]
+    shown = [b for b in range(len(first))
+             if any(binned[lab][b]["counts"]["steps"] >= MIN_PLOT_STEPS for lab in labels)]
+    if not shown:
+        return
+    t = Table(title=f"tokens_per_step / acceptance_length by {result['position_basis']} position at drafting time")
+    t.add_column("configuration")
+    for b in shown:
+        t.add_column(first[b]["label"], justify="right")
+    for lab in labels:
+        rows = binned[lab]
+        t.add_row(lab, *[f"{_fmt(rows[b]['tokens_per_step'], 2)} / {_fmt(rows[b]['acceptance_length'], 2)}"
+                         if rows[b]["counts"]["steps"] >= MIN_PLOT_STEPS else "-" for b in shown])
+    console.print(t)
+
+
 def print_table(result: dict, console) -> None:
     from rich.table import Table
 
@@ -511,6 +550,7 @@ def print_table(result: dict, console) -> None:
                   _fmt(m["draft_hit_rate"]), _fmt(m["acceptance_rate"]),
                   f"{_fmt(m['speedup_estimate'], 2)}x @{m['verify_cost_ratio']:g}")
     console.print(t)
+    print_binned(result, labels, console)
     sources = {v["source"] for v in result["cost_model"]["verify_cost_ratio"].values()}
     if "assumption" in sources:
         console.print(f"speedup_est: {VERIFY_COST_ASSUMPTION}", highlight=False)
