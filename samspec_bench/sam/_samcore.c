@@ -41,7 +41,7 @@ typedef struct {
     State *st;
     int64_t ns, state_cap;
     Slot *slot;
-    int64_t hcap, hcount;
+    int64_t hcap, hcount, hlimit; /* hlimit: the most entries at a load of 3/4 */
     int hbits;
     int32_t *doc_last, *doc_end;       /* per document: state of the whole document, last position */
     int64_t ndocs, doc_cap;
@@ -98,9 +98,8 @@ static inline uint64_t slot_of(const SamCore *s, int32_t p, int32_t c) {
 }
 
 /* Insert an edge known to be absent; returns its slot. Capacity must have been ensured. */
-static int64_t h_insert(SamCore *s, int32_t p, int32_t q, int32_t next) {
+static inline int64_t h_insert(SamCore *s, int32_t p, int32_t q, int32_t c, int32_t next) {
     uint64_t mask = (uint64_t)s->hcap - 1;
-    int32_t c = tok_of(s, q);
     uint64_t i = slot_of(s, p, c);
     while (s->slot[i].src != NONE) i = (i + 1) & mask;
     s->slot[i].src = p;
@@ -111,7 +110,7 @@ static int64_t h_insert(SamCore *s, int32_t p, int32_t q, int32_t next) {
     return (int64_t)i;
 }
 
-static int64_t h_find(const SamCore *s, int32_t p, int32_t c) {
+static inline int64_t h_find(const SamCore *s, int32_t p, int32_t c) {
     uint64_t mask = (uint64_t)s->hcap - 1;
     uint64_t i = slot_of(s, p, c);
     while (s->slot[i].src != NONE) {
@@ -121,29 +120,32 @@ static int64_t h_find(const SamCore *s, int32_t p, int32_t c) {
     return -1;
 }
 
-/* Make room for `extra` more hash entries at a load factor of at most 3/4. */
-static int ensure_hash(SamCore *s, int64_t extra) {
-    if ((s->hcount + extra) * 4 <= s->hcap * 3) return 0;
-    int64_t old_cap = s->hcap;
+/* Double the table until `extra` more entries fit at a load factor of at most 3/4. */
+static int grow_hash(SamCore *s, int64_t extra) {
     Slot *old = s->slot;
-    int64_t cap = old_cap ? old_cap : 64;
-    int bits = s->hbits ? s->hbits : 6;
+    int64_t cap = s->hcap;
+    int bits = s->hbits;
     while ((s->hcount + extra) * 4 > cap * 3) { cap *= 2; bits++; }
     Slot *fresh = (Slot *)malloc((size_t)cap * sizeof(Slot));
     if (!fresh) { PyErr_NoMemory(); return -1; }
     memset(fresh, 0xff, (size_t)cap * sizeof(Slot));
     s->slot = fresh; s->hcap = cap; s->hbits = bits; s->hcount = 0;
+    s->hlimit = cap / 4 * 3;
     /* Re-thread each chained state's list into the new table. */
     for (int64_t st = 0; st < s->ns; st++) {
         int32_t e = s->st[st].edge;
         if (e > -2) continue;
         int32_t head = NONE;
         for (int32_t j = -(e + 2); j != NONE; j = old[j].next)
-            head = (int32_t)h_insert(s, (int32_t)st, old[j].tgt, head);
+            head = (int32_t)h_insert(s, (int32_t)st, old[j].tgt, old[j].tok, head);
         s->st[st].edge = -(head + 2);
     }
     free(old);
     return 0;
+}
+
+static inline int ensure_hash(SamCore *s, int64_t extra) {
+    return s->hcount + extra <= s->hlimit ? 0 : grow_hash(s, extra);
 }
 
 /* ---------- transitions ---------- */
@@ -156,26 +158,32 @@ static inline int32_t get_trans(const SamCore *s, int32_t p, int32_t c) {
     return i < 0 ? NONE : s->slot[i].tgt;
 }
 
-/* Add or redirect p --c--> q (c is q's token). */
-static int set_trans(SamCore *s, int32_t p, int32_t q) {
-    int32_t c = tok_of(s, q);
+/* Add p --c--> q where p has no edge on c yet (c is q's token). */
+static int add_edge(SamCore *s, int32_t p, int32_t q, int32_t c) {
     int32_t e = s->st[p].edge;
     if (e == NONE) { s->st[p].edge = q; return 0; }
-    if (e >= 0) {
-        if (tok_of(s, e) == c) { s->st[p].edge = q; return 0; }
-        if (ensure_hash(s, 2)) return -1;
-        int64_t a = h_insert(s, p, e, NONE);
-        int64_t b = h_insert(s, p, q, (int32_t)a);
-        s->st[p].edge = -(int32_t)(b + 2);
-        return 0;
-    }
-    int64_t i = h_find(s, p, c);
-    if (i >= 0) { s->slot[i].tgt = q; return 0; }
-    if (ensure_hash(s, 1)) return -1;
-    int32_t head = -(s->st[p].edge + 2); /* re-read: ensure_hash may have moved the list */
-    int64_t b = h_insert(s, p, q, head);
-    s->st[p].edge = -(int32_t)(b + 2);
+    if (ensure_hash(s, e >= 0 ? 2 : 1)) return -1;
+    int32_t head = NONE;
+    if (e >= 0) head = (int32_t)h_insert(s, p, e, tok_of(s, e), NONE); /* the inline edge moves too */
+    else head = -(s->st[p].edge + 2); /* re-read: the table may have grown */
+    s->st[p].edge = -(int32_t)(h_insert(s, p, q, c, head) + 2);
     return 0;
+}
+
+/* If p --c--> q, point that edge at cl and return 1; else return 0. An inline edge needs no
+ * token check: an edge into q always carries q's token, c. */
+static inline int redirect_edge(SamCore *s, int32_t p, int32_t c, int32_t q, int32_t cl) {
+    int32_t e = s->st[p].edge;
+    if (e >= 0) {
+        if (e != q) return 0;
+        s->st[p].edge = cl;
+        return 1;
+    }
+    if (e == NONE) return 0;
+    int64_t i = h_find(s, p, c);
+    if (i < 0 || s->slot[i].tgt != q) return 0;
+    s->slot[i].tgt = cl;
+    return 1;
 }
 
 static int32_t new_state(SamCore *s, int32_t len, int32_t link, int32_t fpos) {
@@ -196,18 +204,14 @@ static int32_t clone_state(SamCore *s, int32_t q, int32_t len) {
     if (ensure_hash(s, deg)) return -2;
     int32_t head = NONE;
     for (int32_t j = -(s->st[q].edge + 2); j != NONE; j = s->slot[j].next)
-        head = (int32_t)h_insert(s, cl, s->slot[j].tgt, head);
+        head = (int32_t)h_insert(s, cl, s->slot[j].tgt, s->slot[j].tok, head);
     s->st[cl].edge = -(head + 2);
     return cl;
 }
 
 /* Redirect the edges on c from p up its suffix links that point at q, to cl. */
-static int redirect(SamCore *s, int32_t p, int32_t c, int32_t q, int32_t cl) {
-    while (p != NONE && get_trans(s, p, c) == q) {
-        if (set_trans(s, p, cl)) return -1;
-        p = s->st[p].link;
-    }
-    return 0;
+static inline void redirect(SamCore *s, int32_t p, int32_t c, int32_t q, int32_t cl) {
+    while (p != NONE && redirect_edge(s, p, c, q, cl)) p = s->st[p].link;
 }
 
 static int append_token(SamCore *s, int64_t doc, int32_t c) {
@@ -224,7 +228,8 @@ static int append_token(SamCore *s, int64_t doc, int32_t c) {
         /* The document's new prefix already occurs (another document of the group). */
         if (s->st[last].len + 1 == s->st[q].len) { s->doc_last[doc] = q; return 0; }
         int32_t cl = clone_state(s, q, s->st[last].len + 1);
-        if (cl < 0 || redirect(s, last, c, q, cl)) return -1;
+        if (cl < 0) return -1;
+        redirect(s, last, c, q, cl);
         s->st[q].link = cl;
         s->doc_last[doc] = cl;
         return 0;
@@ -232,17 +237,18 @@ static int append_token(SamCore *s, int64_t doc, int32_t c) {
     int32_t cur = new_state(s, s->st[last].len + 1, 0, pos);
     if (cur < 0) return -1;
     int32_t p = last;
-    while (p != NONE && get_trans(s, p, c) == NONE) {
-        if (set_trans(s, p, cur)) return -1;
+    q = NONE;
+    while (p != NONE && (q = get_trans(s, p, c)) == NONE) {
+        if (add_edge(s, p, cur, c)) return -1;
         p = s->st[p].link;
     }
     if (p != NONE) {
-        q = get_trans(s, p, c);
         if (s->st[p].len + 1 == s->st[q].len) {
             s->st[cur].link = q;
         } else {
             int32_t cl = clone_state(s, q, s->st[p].len + 1);
-            if (cl < 0 || redirect(s, p, c, q, cl)) return -1;
+            if (cl < 0) return -1;
+            redirect(s, p, c, q, cl);
             s->st[q].link = cl;
             s->st[cur].link = cl;
         }
@@ -394,7 +400,7 @@ static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
     self->interleaved = interleaved;
     if (reserve < 0) reserve = 0;
     if (ensure_text(self, reserve > 0 ? reserve : 16) || ensure_states(self, 2 * (reserve > 0 ? reserve : 8))) return -1;
-    self->hbits = 4; self->hcap = 16; self->hcount = 0; /* small: most requests are short */
+    self->hbits = 4; self->hcap = 16; self->hcount = 0; self->hlimit = 12; /* small: most requests are short */
     self->slot = (Slot *)malloc(16 * sizeof(Slot));
     if (!self->slot) { PyErr_NoMemory(); return -1; }
     memset(self->slot, 0xff, 16 * sizeof(Slot));
