@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "drafters": ("samspec_bench.suites.drafters:command",
                  "Benchmark the drafters (speed, memory, context-length sweep) on real traces."),
     "sampler": ("samspec_bench.suites.sampler:command", "Prove rejection samplers exact or lossy (--audit any sampler); time the vectorised sampler."),
+    "report": ("samspec_bench.suites.report_cmd:command", "One self-contained HTML (or Markdown) report comparing result directories."),
+    "run": ("samspec_bench.suites.run_all:command", "Run every available suite with small defaults and render the report (resumable)."),
 }
 
 
@@ -51,7 +53,7 @@ def group():
 
 def main(argv=None):
     try:
-        group.main(args=argv, prog_name="samspec-bench", standalone_mode=False)
+        rv = group.main(args=argv, prog_name="samspec-bench", standalone_mode=False)
     except UserError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(e.exit_code)
@@ -71,6 +73,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         click.echo("interrupted: finished samples are kept; re-run with --resume DIR to continue", err=True)
         sys.exit(130)
+    # without standalone mode, click returns the code of a command that raised Exit(n)
+    if isinstance(rv, int) and rv != 0:
+        sys.exit(rv)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ the probability-weighted sum of values, as attention kernels do) and cast the ou
 query's dtype. They differ where real kernels differ: the shape of the matrix products. Decode
 multiplies each request's `G` query rows (G = query heads per KV head) with its keys; splitfuse
 multiplies `G * q_len` rows at once, under a causal mask. Whether that changes any bit of the
-result is what `samspec-bench op-equivalence` measures.
+result is what `samspec-bench op-equivalence` measures. `impl="fixed-order"` replaces the BLAS
+products by reductions whose order does not depend on shapes (see `_attend`): the control that
+shows where differences come from.
 
 Inputs (vLLM's varlen conventions):
     query            [num_tokens, num_heads, head_dim], tokens of request b contiguous
@@ -146,26 +148,50 @@ def _gather_kv(key_cache, value_cache, slots):
 IMPLS = ("gemm", "fixed-order")
 
 
+def tree_sum(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sum along `dim` by a fixed pairwise tree: zero-pad to the next power of two, then
+    repeatedly add the second half onto the first. Every output is accumulated in an order fixed
+    by its own data: padding (adding exact zeros) and the sizes of the other dimensions change
+    nothing, unlike `torch.sum`, whose blocking depends on the reduced length."""
+    dim = dim % x.dim()
+    n = x.shape[dim]
+    p = 1
+    while p < n:
+        p *= 2
+    if p != n:
+        shape = list(x.shape)
+        shape[dim] = p - n
+        x = torch.cat([x, x.new_zeros(shape)], dim)
+    while x.shape[dim] > 1:
+        h = x.shape[dim] // 2
+        x = x.narrow(dim, 0, h) + x.narrow(dim, h, h)
+    return x.squeeze(dim)
+
+
 def _attend(q, k, v, masked, scale, impl="gemm"):
     """q [b, Hkv, M, D], k/v [b, Hkv, L, D] float32, masked [b, 1, M, L] bool -> [b, Hkv, M, D].
 
-    impl="gemm": two batched matrix products (BLAS). Fast; the kernel BLAS picks (and so the
-    order in which each dot product is accumulated) depends on M and L, so one query row's
-    result can change in its last bits with the number of rows beside it and with padding.
-    impl="fixed-order": elementwise products reduced with `sum` along one axis: every output
-    element is accumulated in the same order whatever the batch, the number of query rows or
-    the padding (batch-invariant), at several times the cost."""
+    impl="gemm": two batched matrix products (BLAS) and torch.softmax. Fast; the kernel BLAS
+    picks, and so the order in which each dot product is accumulated, depends on the matrix
+    shapes (M rows, L keys), so one query row's result can change in its last bits with the
+    number of rows beside it and with the padding of the batch.
+    impl="fixed-order": elementwise products reduced by `tree_sum`; the softmax denominator is
+    accumulated with the values (a column of ones appended to V) and divided at the end. Every
+    output element's arithmetic is then fixed by its own row and keys: batch-invariant (the
+    same bits whatever the batch, the number of query rows or the padding), at several times
+    the cost and memory."""
     if impl == "gemm":
         scores = torch.matmul(q, k.transpose(-1, -2)) * scale
-    elif impl == "fixed-order":
-        scores = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1) * scale
-    else:
+        scores = scores.masked_fill(masked, float("-inf"))
+        return torch.matmul(torch.softmax(scores, dim=-1), v)
+    if impl != "fixed-order":
         raise ValueError(f"attention impl {impl!r}: use one of {', '.join(IMPLS)}")
+    scores = tree_sum(q.unsqueeze(-2) * k.unsqueeze(-3), -1) * scale
     scores = scores.masked_fill(masked, float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
-    if impl == "gemm":
-        return torch.matmul(probs, v)
-    return (probs.unsqueeze(-1) * v.unsqueeze(-3)).sum(-2)
+    e = torch.exp(scores - scores.amax(-1, keepdim=True))                  # max is exact: order-free
+    v1 = torch.cat([v, v.new_ones(v.shape[:-1] + (1,))], -1)
+    o = tree_sum(e.unsqueeze(-1) * v1.unsqueeze(-3), -2)                   # [b, Hkv, M, D+1]
+    return o[..., :-1] / o[..., -1:]
 
 
 def _check(query, key_cache, value_cache):

@@ -220,3 +220,14 @@ def make_requests(prompts: Iterable[Sequence[int]], params: SamplingParams | Non
             ps = dataclasses.replace(params, seed=params.seed + i)
         out.append(Request(i, p, ps, groups[i] if groups is not None else None))
     return out
+
+
+def make_engine(name: str, model: str = "builtin:smollm2-135m", **options: Any) -> Engine:
+    """An engine by its `--engine` name. `reference`: `ReferenceEngine(model, **options)`
+    (dtype, device, max_num_seqs, max_num_batched_tokens, max_model_len, block_size,
+    num_blocks, kv_cache_gb, attention, batch_invariant, logprobs_mode)."""
+    if name == "reference":
+        from samspec_bench.bench.reference_engine import ReferenceEngine
+        return ReferenceEngine(model, **options)
+    from samspec_bench.errors import UserError
+    raise UserError(f"--engine {name!r}: this build has the engines: reference")

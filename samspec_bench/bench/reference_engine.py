@@ -27,7 +27,6 @@ slower; it exists to show where decode/verify differences come from (op-equivale
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -35,10 +34,9 @@ from typing import Any, Callable, Hashable, Sequence
 
 import torch
 
-from samspec_bench.bench.attention import IMPLS, PagedAttentionMetadata, paged_attention
+from samspec_bench.bench.attention import PagedAttentionMetadata, paged_attention
 from samspec_bench.bench.engine import (FINISH_LENGTH, FINISH_STOP, Engine, GenerationResult, Request,
-                                        RequestOutput, SamplingParams, StepRecord, StepState,
-                                        describe_policy)
+                                        RequestOutput, StepRecord, StepState, describe_policy)
 from samspec_bench.bench.kv_cache import PagedKVCache, cdiv
 from samspec_bench.bench.metrics import ResponseSteps
 from samspec_bench.errors import UserError
@@ -653,13 +651,13 @@ class ReferenceEngine(Engine):
             rows = lp_rows[: len(new)]
             if self.logprobs_mode == "processed" and not p.greedy:
                 rows = rows / float(p.temperature)
-            lse = torch.logsumexp(rows, dim=-1)
+            # log_softmax works row by row (the same bits whatever the number of rows; a
+            # logsumexp over a single row may be split across threads)
+            lp = torch.log_softmax(rows, dim=-1)
             idx = torch.tensor(new, dtype=torch.long, device=rows.device)
-            lps = (rows.gather(1, idx[:, None])[:, 0] - lse).tolist()
-            s.out_logprobs.extend(lps)
+            s.out_logprobs.extend(lp.gather(1, idx[:, None])[:, 0].tolist())
             if s.top_logprobs is not None:
-                vals, ids_ = torch.topk(rows, min(p.logprobs, rows.shape[1]), dim=-1)
-                vals = vals - lse[:, None]
+                vals, ids_ = torch.topk(lp, min(p.logprobs, lp.shape[1]), dim=-1)
                 for r in range(len(new)):
                     s.top_logprobs.append(list(zip(ids_[r].tolist(), vals[r].tolist())))
         return new

@@ -32,9 +32,16 @@ tokens at model level and tokens drawn from a at kernel level):
   rollout_probs_diff_max / mean / std, rollout_actor_probs_pearson_corr
                                   verl's names: |p_a(x) - p_b(x)| and Pearson(p_a(x), p_b(x))
   output_diff_max / mean, output_exact_zero_fraction   (kernel level) attention outputs
-and a histogram of the sampled-token differences (log10 bins plus an exact-zero bin), drawn in
-logprob_diff_hist.png. `--tolerance X` fails the run (exit 1) when any row's
-logprob_diff_max (or --tolerance-metric) exceeds X.
+and a histogram of the sampled-token differences (log10 bins plus an exact-zero bin).
+
+Output: results/op-equivalence-<timestamp>/ with result.json (metrics.pairs keyed
+"level/pair/dtype", metrics.gate, tables.kernel_cases, tables.greedy), kernel_cases.jsonl and
+greedy.jsonl (written as cases finish) and logprob_diff_hist.png. `--tolerance X` fails the run
+(exit 1, one line on stderr) when any row's logprob_diff_max (or --tolerance-metric) exceeds X.
+
+    samspec-bench op-equivalence                                  # kernel level, seconds
+    samspec-bench op-equivalence --model builtin:smollm2-135m --dtype float32,bfloat16
+    samspec-bench op-equivalence --pairs npu --dtype bfloat16 --tolerance 0   # on an Ascend box
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +61,8 @@ from samspec_bench.errors import UserError
 
 SUITE = "op-equivalence"
 FIGURE = "logprob_diff_hist.png"
+CASES_FILE = "kernel_cases.jsonl"
+GREEDY_FILE = "greedy.jsonl"
 LEVELS = ("kernel", "model")
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
 HIST_EDGES = [float(x) for x in range(-10, 1)]   # log10 |diff| bin edges: 1e-10 .. 1
@@ -77,6 +87,7 @@ BUILTIN_PROMPTS = (
 @dataclass
 class OpEqConfig:
     model: str | None = None
+    engine: str = "reference"    # model level: reference (PyTorch) or vllm (samspec_bench.bench.vllm_engine)
     levels: list[str] = field(default_factory=lambda: list(LEVELS))
     pairs: list[str] | None = None                 # None: every registered pair that runs here
     dtypes: list[str] = field(default_factory=lambda: ["float32"])
@@ -104,7 +115,7 @@ class OpEqConfig:
     # gate
     tolerance: float | None = None
     tolerance_metric: str = "logprob_diff_max"
-    threads: int = 0
+    threads: int = 1
 
 
 # --- comparing two sets of distributions ----------------------------------------------------------
@@ -223,7 +234,7 @@ def _dtype(name: str):
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def run_kernel_level(cfg: OpEqConfig, bar, pair_names: list[str]) -> tuple[dict, list[dict], dict]:
+def run_kernel_level(cfg: OpEqConfig, bar, pair_names: list[str], run_dir=None) -> tuple[dict, list[dict], dict]:
     """Returns ({row key: summary}, per-case table rows, {pair: reason} for skipped pairs)."""
     from samspec_bench.bench.kernels import PAIRS, make_case
 
@@ -271,6 +282,8 @@ def run_kernel_level(cfg: OpEqConfig, bar, pair_names: list[str]) -> tuple[dict,
                           "seq_lens": case.seq_lens, "seconds": elapsed,
                           **{k: s[k] for k in ("output_diff_max", "output_exact_zero_fraction", "logprob_diff_max",
                                                "exact_zero_fraction", "argmax_flip_rate", "kl_max")}})
+            if run_dir is not None:
+                run_dir.append_sample(table[-1], CASES_FILE)
             bar.advance(task)
         for dt, acc in accs.items():
             rows[f"kernel/{pair.name}/{dt}"] = {"level": "kernel", "pair": pair.name, "dtype": dt,
@@ -498,14 +511,26 @@ def draw_histograms(rows: dict[str, dict], path: Path) -> bool:
 # --- orchestration -------------------------------------------------------------------------------
 
 def run(cfg: OpEqConfig, output: str, progress: bool = True, console=None) -> tuple[dict, Path]:
+    """Run the levels, write the run directory (result.json, the figure, per-case JSONL written
+    as cases finish) and return (result, run directory). torch's thread count is restored."""
+    import torch
+
+    before = torch.get_num_threads()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    try:
+        return _run(cfg, output, progress, console)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run(cfg: OpEqConfig, output: str, progress: bool, console) -> tuple[dict, Path]:
     import torch
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from samspec_bench.bench.kernels import PAIRS
     from samspec_bench.reports.results import RunDir
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     pair_names = list(PAIRS) if cfg.pairs is None else cfg.pairs
     for p in pair_names:
         if p not in PAIRS:
@@ -521,7 +546,7 @@ def run(cfg: OpEqConfig, output: str, progress: bool = True, console=None) -> tu
                   TimeElapsedColumn(), console=console, disable=not progress, transient=True) as bar:
         if "kernel" in cfg.levels:
             t = time.perf_counter()
-            krows, ktable, skipped = run_kernel_level(cfg, bar, pair_names)
+            krows, ktable, skipped = run_kernel_level(cfg, bar, pair_names, run_dir)
             rows.update(krows)
             tables["kernel_cases"] = ktable
             extra["skipped_pairs"] = skipped
@@ -531,7 +556,13 @@ def run(cfg: OpEqConfig, output: str, progress: bool = True, console=None) -> tu
             extra["model_level"] = {}
             for dt in cfg.dtypes:
                 t = time.perf_counter()
-                mrows, gtable, info = run_model_level(cfg, dt, bar)
+                if cfg.engine == "vllm":
+                    from samspec_bench.bench.vllm_engine import op_equivalence_model_level
+                    mrows, gtable, info = op_equivalence_model_level(cfg, dt, bar)
+                else:
+                    mrows, gtable, info = run_model_level(cfg, dt, bar)
+                for r in gtable:
+                    run_dir.append_sample(r, GREEDY_FILE)
                 rows.update(mrows)
                 tables["greedy"].extend(gtable)
                 info["seconds"] = time.perf_counter() - t
@@ -619,6 +650,8 @@ def _seq_range(value: str) -> tuple[int, int]:
 
 
 @click.command("op-equivalence")
+@click.option("--engine", type=click.Choice(["reference", "vllm"]), default="reference", show_default=True,
+              help="Model level engine: reference (PyTorch) or vllm (decode vs verify inside vLLM).")
 @click.option("--model", default=None, help="Also run the model level on this model (builtin:smollm2-135m, "
               "builtin:tiny-qwen3 or a checkpoint directory). Without it only the kernel level runs.")
 @click.option("--level", "levels", default="kernel,model", show_default=True, help="Levels to run (comma list).")
@@ -650,11 +683,14 @@ def _seq_range(value: str) -> tuple[int, int]:
 @click.option("--tolerance", default=None, type=float,
               help="Fail (exit 1) when a row's --tolerance-metric exceeds this.")
 @click.option("--tolerance-metric", default="logprob_diff_max", show_default=True, type=click.Choice(GATE_METRICS))
-@click.option("--threads", default=0, show_default=True, type=int, help="torch threads (0: torch's default).")
+@click.option("--threads", default=1, show_default=True, type=int,
+              help="torch threads; 0 = torch's default (all cores). 1 is the default because multi-threaded small "
+                   "GEMMs stall on a machine shared with other jobs (OpenMP spin-waits): 11 min vs 3 min measured "
+                   "for the SmolLM2 run on a busy 2-core machine.")
 @click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
-def command(model, levels, pairs, dtypes, k, device, seed, num_seqs, seq_len, block_size, num_heads, gqa, head_dim,
+def command(engine, model, levels, pairs, dtypes, k, device, seed, num_seqs, seq_len, block_size, num_heads, gqa, head_dim,
             trials, benchmark, prompts_file, data_dir, num_prompts, max_tokens, chat_template, drafter, control,
             tolerance, tolerance_metric, threads, output, json_path, progress):
     """Are the decode and verify paths numerically equivalent? Kernel pairs on random paged
@@ -674,7 +710,7 @@ def command(model, levels, pairs, dtypes, k, device, seed, num_seqs, seq_len, bl
     if num_prompts < 1 or max_tokens < 1 or trials < 1 or num_seqs < 1:
         raise UserError("--num-prompts, --max-tokens, --trials and --num-seqs must be >= 1")
     lo, hi = _seq_range(seq_len)
-    cfg = OpEqConfig(model=model, levels=lv, pairs=[p.strip() for p in pairs.split(",")] if pairs else None,
+    cfg = OpEqConfig(model=model, engine=engine, levels=lv, pairs=[p.strip() for p in pairs.split(",")] if pairs else None,
                      dtypes=dts, k=k, device=device, seed=seed, num_seqs=num_seqs, min_seq_len=lo, max_seq_len=hi,
                      block_sizes=_ints(block_size, "--block-size"), num_heads=num_heads, gqa=_ints(gqa, "--gqa"),
                      head_dims=_ints(head_dim, "--head-dim"), trials=trials, benchmark=benchmark,
@@ -697,4 +733,6 @@ def command(model, levels, pairs, dtypes, k, device, seed, num_seqs, seq_len, bl
         worst = max(gate["failed"], key=lambda r: r["value"])
         click.echo(f"op-equivalence: {len(gate['failed'])} row(s) exceed {gate['metric']} <= {gate['tolerance']} "
                    f"(worst: {worst['row']} = {worst['value']:.3g})", err=True)
-        raise click.exceptions.Exit(1)
+        # SystemExit, not click's Exit: with standalone_mode=False click returns Exit's code
+        # from main() instead of exiting, and the CLI entry point would exit 0.
+        sys.exit(1)
