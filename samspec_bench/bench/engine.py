@@ -229,5 +229,8 @@ def make_engine(name: str, model: str = "builtin:smollm2-135m", **options: Any) 
     if name == "reference":
         from samspec_bench.bench.reference_engine import ReferenceEngine
         return ReferenceEngine(model, **options)
+    if name == "vllm":  # needs the vLLM install (README, "vLLM back end")
+        from samspec_bench.bench.vllm_engine import VllmEngine
+        return VllmEngine(model, **options)
     from samspec_bench.errors import UserError
-    raise UserError(f"--engine {name!r}: this build has the engines: reference")
+    raise UserError(f"--engine {name!r}: the engines are reference and vllm")

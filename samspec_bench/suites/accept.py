@@ -35,7 +35,7 @@ SUITE = "accept"
 RESPONSES_FILE = "responses.jsonl"
 CONFIG_FILE = "config.json"
 FIGURE_STEM = "acceptance_vs_position"
-ENGINES = ("replay",)  # the model engines (reference, vllm) join when they exist
+ENGINES = ("replay", "vllm")  # vllm: samspec_bench.bench.vllm_engine (needs vLLM installed)
 DEFAULT_VERIFY_COST_RATIO = 1.0
 VERIFY_COST_ASSUMPTION = ("assumed: a (k+1)-token verify step costs as much as a 1-token decode step "
                           "(memory-bound decode at small batch); an upper bound on the speedup. Pass "
@@ -46,7 +46,7 @@ MIN_PLOT_STEPS = 20  # bins with fewer steps are not drawn (their numbers are in
 # Fields that define what a run computes: --resume refuses to continue with other values.
 _IDENTITY_FIELDS = ("engine", "traces", "tokenizer", "chat_template", "drafters", "num_spec_tokens", "sources",
                     "group_order", "corpus", "on_error", "limit_groups", "ngram_min", "ngram_max",
-                    "sam_min_match")
+                    "sam_min_match", "model")
 
 
 @dataclass
@@ -70,6 +70,8 @@ class AcceptConfig:
     ngram_min: int = 2
     ngram_max: int = 5
     sam_min_match: int = 1
+    model: str | None = None                                     # --engine vllm: the model
+    engine_args: dict[str, Any] = field(default_factory=dict)    # --engine vllm: vLLM engine arguments
 
 
 # ---------- parsing and validation ----------
@@ -265,6 +267,10 @@ def make_engine(cfg: AcceptConfig, inputs: Inputs):
         from samspec_bench.bench.replay import ReplayEngine
 
         return ReplayEngine(workers=cfg.workers, corpus=inputs.corpus, corpus_description=inputs.corpus_info)
+    if cfg.engine == "vllm":
+        from samspec_bench.bench.vllm_engine import VllmAcceptanceEngine
+
+        return VllmAcceptanceEngine(cfg.model or "builtin:smollm2-135m", engine_args=cfg.engine_args)
     raise UserError(f"--engine {cfg.engine!r}: not available; use one of {', '.join(ENGINES)}")
 
 
@@ -562,9 +568,20 @@ def print_table(result: dict, console) -> None:
 
 # ---------- the command ----------
 
+def _engine_args(pairs) -> dict[str, Any]:
+    if not pairs:
+        return {}
+    from samspec_bench.bench.vllm_engine import parse_engine_args
+    return parse_engine_args(pairs)
+
+
 @click.command("accept")
 @click.option("--engine", type=click.Choice(ENGINES), default="replay", show_default=True,
-              help="replay: exact greedy acceptance from recorded traces, no model.")
+              help="replay: exact greedy acceptance from recorded traces, no model; vllm: the model generates "
+                   "from the traces' prompts inside vLLM (--model, --engine-arg).")
+@click.option("--model", default=None, help="--engine vllm: model (builtin:smollm2-135m or a checkpoint directory).")
+@click.option("--engine-arg", "engine_arg", multiple=True, help="--engine vllm: a vLLM engine argument key=value "
+              "(repeatable), e.g. tensor_parallel_size=2.")
 @click.option("--traces", multiple=True, type=click.Path(), help="Trace JSONL file or directory (repeatable). "
               "Default: the traces of the data directory.")
 @click.option("--data-dir", type=click.Path(), default=None, help="Shared data directory (default: SAMSPEC_DATA_DIR, "
@@ -604,7 +621,7 @@ def print_table(result: dict, console) -> None:
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--resume", default=None, type=click.Path(), help="Continue the run in this directory.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
-def command(engine, traces, data_dir, tokenizer, chat_template, drafters, ks, sources, group_order, corpus, bins,
+def command(engine, model, engine_arg, traces, data_dir, tokenizer, chat_template, drafters, ks, sources, group_order, corpus, bins,
             position, verify_cost_ratio, engine_profile, on_error, limit_groups, workers, ngram_min, ngram_max,
             sam_min_match, output, json_path, resume, progress):
     """Acceptance of a drafter on real rollouts: tokens_per_step, acceptance_length and more,
@@ -613,6 +630,9 @@ def command(engine, traces, data_dir, tokenizer, chat_template, drafters, ks, so
 
     from samspec_bench.data import find_traces, resolve_data_dir
 
+    if tokenizer is None and engine == "vllm":   # the model's own tokenizer
+        from samspec_bench.models import resolve_model
+        tokenizer = str(resolve_model(model or "builtin:smollm2-135m"))
     if not traces or tokenizer is None:
         ddir = resolve_data_dir(data_dir)
         if not traces:
@@ -629,7 +649,8 @@ def command(engine, traces, data_dir, tokenizer, chat_template, drafters, ks, so
         sources=parse_list(sources, "--sources"), group_order=group_order, corpus=[str(c) for c in corpus],
         chat_template=chat_template, bins=bins, position=position, verify_cost_ratio=verify_cost_ratio,
         engine_profile=engine_profile, on_error=on_error, limit_groups=limit_groups, workers=workers,
-        ngram_min=ngram_min, ngram_max=ngram_max, sam_min_match=sam_min_match)
+        ngram_min=ngram_min, ngram_max=ngram_max, sam_min_match=sam_min_match, model=model,
+        engine_args=_engine_args(engine_arg))
     for s in cfg.sources:
         parse_source(s)
     check_drafters(cfg.drafters)

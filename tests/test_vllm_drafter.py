@@ -1,0 +1,286 @@
+"""The vLLM drafter (`SamProposer`) against a simulated vLLM persistent batch: rows move when
+the batch is condensed, new requests take free rows, requests finish at different lengths.
+No vLLM needed: these run in every venv. The same proposer inside a real vLLM engine is
+tested in test_vllm_engine.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from samspec_bench.bench.vllm_drafter import EXTRA_KEY, SamProposer, SamWorkerExtension
+from samspec_bench.sam import SamDrafter
+
+K = 4
+MAX_LEN = 512
+
+
+class _Params:
+    def __init__(self, extra):
+        self.extra_args = extra
+
+
+class _Req:
+    def __init__(self, extra):
+        self.sampling_params = _Params(extra)
+
+
+class _Batch:
+    def __init__(self):
+        self.req_ids: list[str] = []
+        self.req_id_to_index: dict[str, int] = {}
+        self.num_prompt_tokens = np.zeros(64, dtype=np.int32)
+
+
+class FakeRunner:
+    """What SamProposer reads from vLLM's model runner: input_batch and requests."""
+
+    speculative_config = None
+
+    def __init__(self):
+        self.input_batch = _Batch()
+        self.requests: dict[str, _Req] = {}
+
+    def _update_states(self, *_):  # marks the class as a model runner
+        pass
+
+
+def _texts(rng, n):
+    """n (prompt, continuation) pairs with repeats inside, so SAM has something to draft."""
+    out = []
+    for _ in range(n):
+        motif = rng.integers(0, 50, size=int(rng.integers(3, 9))).tolist()
+        prompt = rng.integers(0, 50, size=int(rng.integers(4, 40))).tolist() + motif
+        cont = []
+        length = int(rng.integers(5, 160))
+        while len(cont) < length:
+            cont += motif if rng.random() < 0.6 else rng.integers(0, 50, size=3).tolist()
+        out.append((prompt, cont[:length]))
+    return out
+
+
+def simulate(proposer: SamProposer, runner: FakeRunner | None, texts, max_rows: int, rng, extra=None):
+    """Run requests through a vLLM-like batch: at most max_rows at a time, FCFS admission,
+    greedy acceptance against each request's known continuation, condense on finish (the
+    last row moves into the hole, as vLLM's InputBatch.condense does). Checks every draft
+    against a reference SamDrafter keyed by the true request. Returns per-request emissions."""
+    ref = SamDrafter()
+    rows: list[str | None] = []
+    state: dict[str, dict] = {}
+    waiting = list(range(len(texts)))
+    done: dict[str, list[int]] = {}
+    tok = np.zeros((max_rows, MAX_LEN), dtype=np.int32)
+    ntok = np.zeros(max_rows, dtype=np.int32)
+    pending_drafts: dict[str, list[int]] = {}
+    steps = 0
+    while waiting or any(r is not None for r in rows):
+        steps += 1
+        # admit into free rows (after a condense the free rows are at the end)
+        while waiting and len([r for r in rows if r is not None]) < max_rows:
+            i = waiting.pop(0)
+            rid = f"req-{i}"
+            prompt, cont = texts[i]
+            row = len(rows)
+            rows.append(rid)
+            tok[row, :len(prompt)] = prompt
+            ntok[row] = len(prompt)
+            state[rid] = {"prompt": prompt, "cont": cont, "out": [], "fresh": True, "emits": []}
+            if runner is not None:
+                runner.requests[rid] = _Req({EXTRA_KEY: dict(extra or {}, key=rid)})
+        # the step: every row samples (prefill rows sample their first token)
+        sampled = []
+        for row, rid in enumerate(rows):
+            s = state[rid]
+            if s["fresh"]:
+                new = [s["cont"][0]]
+                s["fresh"] = False
+                ref.start(rid, s["prompt"])
+            else:
+                draft = pending_drafts.get(rid, [])
+                pos = len(s["out"])
+                a = 0
+                while a < len(draft) and pos + a < len(s["cont"]) and draft[a] == s["cont"][pos + a]:
+                    a += 1
+                new = s["cont"][pos: pos + a + 1]
+            s["out"] += new
+            s["emits"].append(len(new))
+            tok[row, ntok[row]: ntok[row] + len(new)] = new
+            ntok[row] += len(new)
+            sampled.append(new)
+            ref.extend(rid, new)
+        if runner is not None:
+            b = runner.input_batch
+            b.req_ids = list(rows)
+            b.req_id_to_index = {r: j for j, r in enumerate(rows)}
+            for j, r in enumerate(rows):
+                b.num_prompt_tokens[j] = len(state[r]["prompt"])
+        drafts = proposer.propose(sampled, ntok[: len(rows)].copy(), tok[: len(rows)])
+        assert len(drafts) == len(rows)
+        for row, rid in enumerate(rows):
+            want = ref.propose(rid, K)
+            assert drafts[row] == want, f"step {steps} row {row} ({rid}): drafted {drafts[row]}, its own automaton {want}"
+            pending_drafts[rid] = drafts[row]
+        # finish, free the reference, condense: the last row moves into each hole
+        finished = [rid for rid in rows if len(state[rid]["out"]) >= len(state[rid]["cont"])]
+        for rid in finished:
+            ref.stop(rid)
+            done[rid] = state[rid]["emits"]
+            if runner is not None:
+                runner.requests.pop(rid, None)
+            hole = rows.index(rid)
+            last = len(rows) - 1
+            if hole != last:
+                rows[hole] = rows[last]
+                tok[hole] = tok[last]
+                ntok[hole] = ntok[last]
+            rows.pop()
+        if rng.random() < 0.1 and len(rows) > 2:   # vLLM may also reorder rows (swap_states)
+            a, b = rng.choice(len(rows), size=2, replace=False)
+            rows[a], rows[b] = rows[b], rows[a]
+            tok[[a, b]] = tok[[b, a]]
+            ntok[[a, b]] = ntok[[b, a]]
+    # one more call with an empty batch frees what is left, as vLLM's next step does
+    proposer.propose([], np.zeros(0, dtype=np.int32), tok[:0])
+    return done
+
+
+@pytest.mark.parametrize("mapping", ["request-id", "content"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rows_move_state_follows_request(mapping, seed):
+    rng = np.random.default_rng(seed)
+    runner = FakeRunner() if mapping == "request-id" else None
+    prop = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
+    assert prop.request_mapping == mapping
+    texts = _texts(rng, 40)
+    done = simulate(prop, runner, texts, max_rows=7, rng=rng)
+    assert len(done) == 40
+    assert not prop._states, "every finished request's automaton is freed"
+    assert prop.memory_bytes() == 0
+    assert prop.num_freed == 40
+
+
+def test_records_match_the_decode():
+    rng = np.random.default_rng(5)
+    runner = FakeRunner()
+    prop = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
+    texts = _texts(rng, 12)
+    done = simulate(prop, runner, texts, max_rows=4, rng=rng)
+    recs = {r["key"]: r for r in prop.take_records()}
+    assert set(recs) == set(done)
+    for rid, emits in done.items():
+        r = recs[rid]
+        # the first emission is the prefill's (not a decode step); the rest one record each
+        assert r["emitted"] == emits[1:]
+        assert all(0 <= a <= d for a, d in zip(r["accepted"], r["drafted"]))
+        assert all(e == a + 1 or e < a + 1 for a, e in zip(r["accepted"], r["emitted"]))
+        assert r["position"][0] == 1
+        assert r["position"] == list(np.cumsum([1] + r["emitted"][:-1]))
+    assert prop.take_records() == []  # handed out once
+
+
+def test_mode_none_never_drafts():
+    rng = np.random.default_rng(3)
+    texts = _texts(rng, 6)
+    runner = FakeRunner()
+    prop = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
+    prop_drafts = []
+    orig = prop.propose
+
+    def spy(*a, **kw):
+        out = orig(*a, **kw)
+        prop_drafts.extend(out)
+        return out
+
+    prop.propose = spy
+    with pytest.raises(AssertionError):   # the reference SAM drafts, mode none does not
+        simulate(prop, runner, texts, max_rows=3, rng=rng, extra={"mode": "none"})
+    assert prop_drafts and all(d == [] for d in prop_drafts)
+
+
+def test_oracle_drafts_the_continuation():
+    runner = FakeRunner()
+    prop = SamProposer(None, runner=runner, num_speculative_tokens=3, max_model_len=MAX_LEN)
+    prompt, cont = [5, 6, 7], [1, 2, 3, 4, 5, 6, 7, 8]
+    runner.requests["r"] = _Req({EXTRA_KEY: {"key": "r", "mode": "oracle", "oracle": cont}})
+    b = runner.input_batch
+    b.req_ids, b.req_id_to_index = ["r"], {"r": 0}
+    b.num_prompt_tokens[0] = 3
+    tok = np.zeros((1, 32), dtype=np.int32)
+    tok[0, :4] = prompt + [1]
+    assert prop.propose([[1]], np.array([4]), tok) == [[2, 3, 4]]
+    tok[0, 4:8] = [2, 3, 4, 5]
+    assert prop.propose([[2, 3, 4, 5]], np.array([8]), tok) == [[6, 7, 8]]
+    tok[0, 8] = 9   # the target disagreed: the oracle stops drafting
+    assert prop.propose([[9]], np.array([9]), tok) == [[]]
+
+
+def test_k_and_max_model_len_bound_drafts():
+    runner = FakeRunner()
+    prop = SamProposer(None, runner=runner, num_speculative_tokens=5, max_model_len=12)
+    runner.requests["r"] = _Req({EXTRA_KEY: {"key": "r", "k": 2}})
+    b = runner.input_batch
+    b.req_ids, b.req_id_to_index = ["r"], {"r": 0}
+    b.num_prompt_tokens[0] = 8
+    tok = np.zeros((1, 16), dtype=np.int32)
+    tok[0, :9] = [1, 2, 3, 4, 1, 2, 3, 4, 1]
+    assert prop.propose([[1]], np.array([9]), tok) == [[2, 3]]          # k=2 per request
+    tok[0, 9:11] = [2, 3]
+    assert prop.propose([[2, 3]], np.array([11]), tok) == [[]]          # 11 + 1 = max_model_len
+
+
+def test_worker_extension_reads_the_drafter():
+    class W(SamWorkerExtension):
+        pass
+
+    w = W()
+    w.model_runner = FakeRunner()
+    w.model_runner.drafter = SamProposer(None, runner=w.model_runner, num_speculative_tokens=3)
+    info = w.samspec_drafter_info()
+    assert info["drafter_class"] == "samspec_bench.bench.vllm_drafter.SamProposer"
+    assert info["drafter"]["request_mapping"] == "request-id"
+    assert w.samspec_take_records() == []
+    w.model_runner.drafter = None
+    assert w.samspec_take_records() is None
+
+
+# --- pure helpers of the vLLM engine adapter (no vLLM needed) -------------------------------------
+
+def _live(tokens, emitted):
+    from samspec_bench.bench.engine import Request
+    from samspec_bench.bench.vllm_engine import _Live
+
+    lv = _Live(Request(0, [1, 2, 3]), 0, "k")
+    lv.tokens = list(tokens)
+    lv.emitted = list(emitted)
+    return lv
+
+
+def test_vllm_metric_alignment_totals_exact():
+    from types import SimpleNamespace
+
+    from samspec_bench.bench.vllm_engine import _steps_from_vllm_metrics
+
+    # steps: prefill 1 | no draft 1 | draft 3 acc 0 -> 1 | draft 3 acc 2 -> 3 | no draft 1 | draft 3 acc 3 cut to 2
+    lv = _live(range(9), [1, 1, 1, 3, 1, 2])
+    m = SimpleNamespace(per_step_drafted=[3, 3, 3], per_step_accepted=[0, 2, 3])
+    s = _steps_from_vllm_metrics(lv, m, 3)
+    assert int(s.emitted.sum()) == 8
+    assert int((s.drafted > 0).sum()) == 3 and int(s.drafted.sum()) == 9
+    assert s.accepted.tolist() == [0, 0, 2, 0, 2]          # the last step was cut by max_tokens
+    assert s.drafted.tolist() == [3, 0, 3, 0, 3]            # the rejected draft placed at the earliest 1-token step
+    assert s.position.tolist() == [1, 2, 3, 6, 7]
+
+
+def test_parse_engine_args(tmp_path):
+    from samspec_bench.bench.vllm_engine import parse_engine_args
+    from samspec_bench.errors import UserError
+
+    f = tmp_path / "a.json"
+    f.write_text('{"tensor_parallel_size": 2, "max_num_seqs": 8}')
+    got = parse_engine_args(["max-num-seqs=64", "dtype=bfloat16", "enable_prefix_caching=false"], str(f))
+    assert got == {"tensor_parallel_size": 2, "max_num_seqs": 64, "dtype": "bfloat16", "enable_prefix_caching": False}
+    with pytest.raises(UserError, match="key=value"):
+        parse_engine_args(["max_num_seqs"])
+    f.write_text("[1]")
+    with pytest.raises(UserError, match="JSON object"):
+        parse_engine_args([], str(f))
