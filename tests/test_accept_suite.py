@@ -261,3 +261,23 @@ def test_limit_groups_and_response_position(subset, qwen3_tokenizer_dir, tmp_pat
 def test_help_lists_the_command(capsys):
     assert "accept" in run_cli(["--help"], capsys).out
     assert "--num-spec-tokens" in run_cli(["accept", "--help"], capsys).out
+
+
+@pytest.mark.slow
+def test_accept_on_the_reference_engine_counts_every_decode_step(tmp_path, traces_dir):
+    """The model engine path: the model writes its own responses, so the counts are checked
+    against their definitions rather than against the trace."""
+    from samspec_bench.models import resolve_model
+    from samspec_bench.suites.accept import AcceptConfig, run
+
+    cfg = AcceptConfig(engine="reference", model="builtin:tiny-qwen3",
+                       traces=[str(traces_dir / "tora70b_gsm8k.jsonl")],
+                       tokenizer=str(resolve_model("builtin:tiny-qwen3")),
+                       drafters=["sam", "ngram"], num_spec_tokens=[3], limit_groups=3)
+    result, run_dir = run(cfg, tmp_path, progress=False)
+    rows = [json.loads(line) for line in (run_dir / "responses.jsonl").read_text().splitlines()]
+    assert {r["config"] for r in rows} == {"sam k=3 own", "ngram k=3 own"}
+    for r in rows:
+        steps = ResponseSteps.from_record(r)
+        assert all(a <= d <= 3 for a, d in zip(steps.accepted, steps.drafted))
+        assert sum(steps.emitted) == steps.response_len - 1  # every token after the first is a decode step

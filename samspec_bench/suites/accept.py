@@ -35,7 +35,7 @@ SUITE = "accept"
 RESPONSES_FILE = "responses.jsonl"
 CONFIG_FILE = "config.json"
 FIGURE_STEM = "acceptance_vs_position"
-ENGINES = ("replay", "vllm")  # vllm: samspec_bench.bench.vllm_engine (needs vLLM installed)
+ENGINES = ("replay", "reference", "vllm")  # vllm: samspec_bench.bench.vllm_engine (needs vLLM installed)
 DEFAULT_VERIFY_COST_RATIO = 1.0
 VERIFY_COST_ASSUMPTION = ("assumed: a (k+1)-token verify step costs as much as a 1-token decode step "
                           "(memory-bound decode at small batch); an upper bound on the speedup. Pass "
@@ -267,6 +267,10 @@ def make_engine(cfg: AcceptConfig, inputs: Inputs):
         from samspec_bench.bench.replay import ReplayEngine
 
         return ReplayEngine(workers=cfg.workers, corpus=inputs.corpus, corpus_description=inputs.corpus_info)
+    if cfg.engine == "reference":
+        from samspec_bench.bench.model_acceptance import ReferenceAcceptanceEngine
+
+        return ReferenceAcceptanceEngine(cfg.model or "builtin:smollm2-135m")
     if cfg.engine == "vllm":
         from samspec_bench.bench.vllm_engine import VllmAcceptanceEngine
 
@@ -577,9 +581,10 @@ def _engine_args(pairs) -> dict[str, Any]:
 
 @click.command("accept")
 @click.option("--engine", type=click.Choice(ENGINES), default="replay", show_default=True,
-              help="replay: exact greedy acceptance from recorded traces, no model; vllm: the model generates "
-                   "from the traces' prompts inside vLLM (--model, --engine-arg).")
-@click.option("--model", default=None, help="--engine vllm: model (builtin:smollm2-135m or a checkpoint directory).")
+              help="replay: exact greedy acceptance from recorded traces, no model; reference / vllm: the model "
+                   "generates from the traces' prompts (--model; vllm also --engine-arg).")
+@click.option("--model", default=None, help="--engine reference/vllm: model (builtin:smollm2-135m or a checkpoint "
+              "directory).")
 @click.option("--engine-arg", "engine_arg", multiple=True, help="--engine vllm: a vLLM engine argument key=value "
               "(repeatable), e.g. tensor_parallel_size=2.")
 @click.option("--traces", multiple=True, type=click.Path(), help="Trace JSONL file or directory (repeatable). "
@@ -630,7 +635,7 @@ def command(engine, model, engine_arg, traces, data_dir, tokenizer, chat_templat
 
     from samspec_bench.data import find_traces, resolve_data_dir
 
-    if tokenizer is None and engine == "vllm":   # the model's own tokenizer
+    if tokenizer is None and engine in ("reference", "vllm"):   # the model's own tokenizer
         from samspec_bench.models import resolve_model
         tokenizer = str(resolve_model(model or "builtin:smollm2-135m"))
     if not traces or tokenizer is None:
