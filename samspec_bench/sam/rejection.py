@@ -28,12 +28,13 @@ batch); the others share one draw from the default generator. `draw_uniforms` is
 source of these numbers, so the loop reference (`rejection_loop`) fed the same uniforms
 returns the same tokens.
 
-Categorical draws are inverse-CDF draws in token-index order. The vectorised path computes
-them in two levels (float32 block sums accumulated in float64, then a float64 cumulative sum
-inside the chosen block), only for the one row per request that needs it (the first rejected
-position, or the bonus row). The loop reference uses one float64 cumulative sum over the whole
-row; the two agree except when a uniform falls within float rounding (~1e-7 relative) of a
-CDF boundary.
+Categorical draws are inverse-CDF draws in token-index order (`inverse_cdf_sample`), in two
+levels: float32 block sums (blocks of ~sqrt(V) tokens) accumulated in float64 pick the block,
+then a float64 cumulative sum inside the chosen block, rescaled to the block's sum, picks the
+token. Each token's probability is exact to float32 rounding (~1e-7 relative) and tokens of
+probability 0 are never drawn. The vectorised path draws only for the one row per request
+that needs it (the first rejected position, or the bonus row); the loop reference calls the
+same primitive row by row, so both return identical tokens for the same uniforms.
 
 The adapter contract for auditing any sampler (`samspec-bench sampler --audit mod:fn`) is
 `RejectionInputs` / `SamplerFn` below.
@@ -389,6 +390,8 @@ def inverse_cdf_sample(src: torch.Tensor, rows: torch.Tensor, u: torch.Tensor,
         return torch.zeros(0, dtype=torch.long, device=device)
     V = src.shape[1]
     nb, bs = _block_layout(V)
+    src = src if src.is_contiguous() else src.contiguous()
+    sub = sub if sub is None or sub.is_contiguous() else sub.contiguous()
     src3 = src.view(src.shape[0], nb, bs)
     sub3 = None if sub is None else sub.view(sub.shape[0], nb, bs)
     S = _row_block_sums(src3, rows, sub3)
@@ -519,6 +522,12 @@ def rejection_sample(draft_token_ids: torch.Tensor, num_draft_tokens, target_pro
         if recover not in ("lazy", "eager"):
             raise SamplerInputError(f"recover={recover!r}: use 'lazy' or 'eager'")
     draft = draft.to(torch.long)
+    # The categorical draws view rows as [blocks, block]: they need contiguous rows.
+    target_probs = target_probs if target_probs.is_contiguous() else target_probs.contiguous()
+    if draft_probs is not None and not draft_probs.is_contiguous():
+        draft_probs = draft_probs.contiguous()
+    if bonus_probs is not None and not bonus_probs.is_contiguous():
+        bonus_probs = bonus_probs.contiguous()
     out = torch.full((B, K + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.long, device=device)
     if B == 0:
         return out

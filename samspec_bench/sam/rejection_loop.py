@@ -5,12 +5,15 @@ and as the baseline of the speed comparison in `samspec-bench sampler`.
 Its structure mirrors the PyTorch fallback of vllm-ascend's sampler
 (`sample_recovered_tokens_pytorch` + `rejection_random_sample_pytorch`): a recovered token is
 drawn at every draft position of every random request (a full-vocabulary pass per position),
-then a scalar accept loop walks the drafts with `.item()` reads. Categorical draws are plain
-inverse-CDF draws: one float64 cumulative sum over the whole row.
+then a scalar accept loop walks the drafts with `.item()` reads.
 
-Given the same uniforms (`rejection.draw_uniforms`) it returns the same tokens as the
-vectorised sampler, except when a uniform falls within float rounding of a CDF boundary
-(the two compute the CDF in different orders)."""
+Categorical draws (recovered and bonus tokens) call the same primitive as the vectorised
+sampler, `rejection.inverse_cdf_sample`, one row at a time, so that given the same uniforms
+(`rejection.draw_uniforms`) the two return identical tokens: the comparison checks the
+vectorised control flow (acceptance, first rejection, placeholders, bonus) element by element.
+The primitive itself is checked against `inverse_cdf_row` below, a plain float64 cumulative
+sum over the whole row (the two round differently, so on long-tailed 151k-token rows they can
+pick neighbouring tokens for a small set of uniforms; both are inverse-CDF draws)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import torch
 
 from samspec_bench.sam.rejection import (GREEDY_EPS, PLACEHOLDER_TOKEN_ID, RejectionInputs, SamplerInputError,
                                          SamplingBatch, SpecSampleOutput, _num_list, _validate, count_accepted,
-                                         draw_uniforms)
+                                         draw_uniforms, inverse_cdf_sample)
 
 __all__ = ["expand_batch_to_tokens_loop", "apply_top_k_top_p_row", "compute_probs_loop", "inverse_cdf_row",
            "rejection_sample_loop", "speculative_sample_loop", "loop_sampler"]
@@ -92,16 +95,21 @@ def inverse_cdf_row(weights: torch.Tensor, u: float) -> Optional[int]:
     return j
 
 
+def _draw(src: torch.Tensor, row: int, u: float, exclude: Optional[int] = None,
+          sub: Optional[torch.Tensor] = None) -> int:
+    """One categorical draw from one row (the shared primitive; see the module doc)."""
+    return int(inverse_cdf_sample(src, torch.tensor([row], device=src.device),
+                                  torch.tensor([u], dtype=torch.float64, device=src.device),
+                                  exclude=None if exclude is None else torch.tensor([exclude], device=src.device),
+                                  sub=sub)[0])
+
+
 def _recovered(target_probs, draft_probs, t: int, x: int, u: float) -> int:
+    """Recovered token at flattened position t: p with x removed (deterministic draft) or
+    max(0, p - q); falls back to p when that is empty (inside the primitive)."""
     if draft_probs is None:
-        w = target_probs[t].clone()
-        w[x] = 0
-    else:
-        w = (target_probs[t] - draft_probs[t]).clamp_min(0)
-    tok = inverse_cdf_row(w, u)
-    if tok is None:  # rejection had probability 0; draw from p itself
-        tok = inverse_cdf_row(target_probs[t], u)
-    return tok
+        return _draw(target_probs, t, u, exclude=x)
+    return _draw(target_probs, t, u, sub=draft_probs)
 
 
 def rejection_sample_loop(draft_token_ids: torch.Tensor, num_draft_tokens, target_probs: torch.Tensor, *,
@@ -170,7 +178,7 @@ def rejection_sample_loop(draft_token_ids: torch.Tensor, num_draft_tokens, targe
                 if bonus_ids is not None:
                     out[i, n] = int(bonus_ids[i].item())
                 else:
-                    out[i, n] = inverse_cdf_row(bonus_probs[i], u_fin)
+                    out[i, n] = _draw(bonus_probs, i, u_fin)
         start += n
     return out
 

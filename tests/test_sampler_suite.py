@@ -1,0 +1,326 @@
+"""The exactness battery, the audit adapters and the `samspec-bench sampler` command.
+Seeds are fixed: the verdicts below are deterministic, not merely likely."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from samspec_bench.cli import main
+from samspec_bench.errors import UserError
+from samspec_bench.sam.rejection import rejection_sample, samspec_sampler
+from samspec_bench.suites import sampler as S
+
+SMALL = dict(samples=1500, max_vocab=1000, seed=0, speed=False)
+
+
+# ------------------------------------------------------------------------- statistics
+
+
+def test_partition_cells_have_enough_expectation():
+    rng = np.random.default_rng(0)
+    p = rng.random(5000) ** 6
+    p[:100] = 0
+    p /= p.sum()
+    cell, P = S.partition(p, 2000)
+    assert (cell[:100] == -1).all() and (cell[100:] >= 0).all()
+    assert abs(P.sum() - 1) < 1e-12
+    assert (2000 * P >= 5 - 1e-9).all()
+    cell, P = S.partition(np.array([0.5, 0.5 - 1e-4, 1e-4]), 100)  # a tiny token joins the rarest cell
+    assert P.size == 2 and abs(P.sum() - 1) < 1e-12
+
+
+def test_distribution_test_accepts_exact_and_rejects_biased_samples():
+    rng = np.random.default_rng(1)
+    p = S.dist("zipf", 300, rng)
+    exact = rng.choice(300, size=5000, p=p)
+    r = S.distribution_test(exact, p, 1e-4)
+    assert r["passed"] and r["tv"] < r["bound"] and r["p_value"] > 1e-4
+    q = p.copy()
+    top = int(np.argmax(p))
+    q[top] *= 1.25
+    q /= q.sum()
+    biased = rng.choice(300, size=5000, p=q)
+    r = S.distribution_test(biased, p, 1e-4)
+    assert not r["passed"] and r["p_value"] < 1e-4
+    assert r["top_deviations"][0]["token"] == top
+    p0 = p.copy()
+    p0[5] = 0
+    p0 /= p0.sum()
+    r = S.distribution_test(np.concatenate([rng.choice(300, 999, p=p0), [5]]), p0, 1e-4)
+    assert r["impossible"] == 1 and not r["passed"]
+
+
+def test_bound_shrinks_with_n_and_acceptance_law():
+    P = np.full(10, 0.1)
+    b = [S.tv_bound(P, n, 1e-5) for n in (100, 1000, 10000)]
+    assert b[0] > b[1] > b[2] and b[2] < 0.05
+    # All the mass in one cell (rounding may put its probability just above 1): a finite bound.
+    p = np.zeros(50)
+    p[3], p[7] = 0.999999, 1e-6
+    r = S.distribution_test(np.full(60, 3), p / p.sum() * (1 + 1e-15), 1e-6)
+    assert r["cells"] == 1 and np.isfinite(r["bound"]) and r["passed"]
+    law = S.acceptance_law(np.array([0.5, 0.8, 1.0]))
+    assert np.allclose(law, [0.5, 0.1, 0.0, 0.4]) and abs(law.sum() - 1) < 1e-12
+
+
+# ------------------------------------------------------------------------- verdicts
+
+
+def _audit(fn, name="x", logits_fn=None, **cfg):
+    c = S.SamplerConfig(**{**SMALL, **cfg})
+    a = S.Audited(name, name, "test", fn, "contract", logits_fn)
+    return S.audit(a, c, S.build_battery(c))
+
+
+def test_exact_samplers_pass():
+    from samspec_bench.sam.rejection import speculative_sample
+    from samspec_bench.sam.rejection_loop import loop_sampler
+
+    rec = _audit(samspec_sampler, "samspec", logits_fn=speculative_sample)
+    assert rec["verdict"] == "EXACT", rec.get("evidence")
+    assert rec["acceptance_matches_token_rule"], rec["acceptance_evidence"]
+    assert rec["greedy"]["mismatches"] == 0 and rec["seeded"]["reproducible"]
+    assert not rec["mutated_inputs"]
+    assert any(t["case"] == "logits-path-v64" for t in rec["table"])
+    rec = _audit(loop_sampler, "samspec-loop")
+    assert rec["verdict"] == "EXACT", rec.get("evidence")
+
+
+def test_block_verification_on_deterministic_drafts_is_flagged_lossy():
+    rec = _audit(S.block_verify_demo, "block-verify-demo")
+    assert rec["verdict"] == "LOSSY"
+    ev = rec["evidence"][0]
+    assert ev["p_value"] < rec["alpha_per_test"] or ev["tv"] > ev["bound"]
+    # The early positions are over-accepted: the first token's law is off, and so are the
+    # acceptance counts.
+    assert any(e["kind"] == "token" and e["position"] == 0 for e in rec["evidence"])
+    assert rec["acceptance_matches_token_rule"] is False
+    assert rec["greedy"]["mismatches"] == 0   # greedy rows are untouched: only sampling is lossy
+
+
+def test_recovering_without_removing_the_draft_is_flagged_lossy():
+    rec = _audit(S.no_exclusion_demo, "no-exclusion")
+    assert rec["verdict"] == "LOSSY"
+    assert any(e["kind"] == "token" for e in rec["evidence"])
+
+
+def test_wrong_greedy_and_bad_layout_are_flagged():
+    def off_by_one_greedy(inp):
+        out = samspec_sampler(inp)
+        if inp.all_greedy:
+            out[:, 0] = torch.where(out[:, 0] >= 0, (out[:, 0] + 1) % inp.vocab_size, out[:, 0])
+        return out
+
+    rec = _audit(off_by_one_greedy)
+    assert rec["verdict"] == "LOSSY" and rec["greedy"]["mismatches"] > 0
+
+    def no_placeholders(inp):
+        out = samspec_sampler(inp)
+        return torch.where(out == -1, torch.zeros_like(out), out)
+
+    rec = _audit(no_placeholders)
+    assert rec["verdict"] == "LOSSY"
+    assert any(e["kind"] == "layout" for e in rec["evidence"])
+
+
+def test_crashing_sampler_is_error():
+    def boom(inp):
+        raise RuntimeError("kernel not available on cpu")
+
+    rec = _audit(boom)
+    assert rec["verdict"] == "ERROR" and "kernel not available" in rec["error"]
+
+
+# ------------------------------------------------------------------------- adapters
+
+
+def _vllm_style(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs, target_probs,
+                bonus_token_ids, sampling_metadata):
+    """A function with vLLM's rejection_sample signature (as vLLM <= 0.11 has it)."""
+    greedy = None if sampling_metadata.all_greedy else sampling_metadata.temperature == 0
+    if sampling_metadata.all_greedy:
+        greedy = torch.ones(len(num_draft_tokens), dtype=torch.bool)
+    return rejection_sample(draft_token_ids, num_draft_tokens, target_probs, max_spec_len=max_spec_len,
+                            cu_num_draft_tokens=cu_num_draft_tokens, draft_probs=draft_probs,
+                            bonus_token_ids=bonus_token_ids, is_greedy=greedy,
+                            generators=sampling_metadata.generators).to(torch.int32)
+
+
+def _vllm_logits_style(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs,
+                       target_logits, bonus_token_ids, sampling_metadata, synthetic_mode=False):
+    """vLLM >= 0.2x: processed logits in, softmax inside."""
+    probs = target_logits.softmax(-1, dtype=torch.float32)
+    return _vllm_style(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs, probs,
+                       bonus_token_ids, sampling_metadata)
+
+
+@pytest.mark.parametrize("fn", [_vllm_style, _vllm_logits_style])
+def test_vllm_signature_is_adapted(fn):
+    wrapped, style = S.adapt(fn, "test:vllm")
+    assert style == "vllm"
+    rec = _audit(wrapped, max_vocab=200, samples=800)
+    assert rec["verdict"] == "EXACT", rec.get("evidence")
+
+
+def test_resolve_audit_errors_name_the_input():
+    with pytest.raises(UserError, match="--audit nocolon"):
+        S.resolve_audit("nocolon", True)
+    with pytest.raises(UserError, match="cannot import"):
+        S.resolve_audit("no_such_module_xyz:fn", True)
+    with pytest.raises(UserError, match="no attribute"):
+        S.resolve_audit("samspec_bench.sam.rejection:nope", True)
+    with pytest.raises(UserError, match="not callable"):
+        S.resolve_audit("samspec_bench.sam.rejection:PLACEHOLDER_TOKEN_ID", True)
+    with pytest.raises(UserError, match="required arguments"):
+        S.adapt(lambda a, b: None, "x:two")
+    # Built-in third-party samplers are skipped, not errors, when not importable.
+    rec = S.resolve_audit("vllm-ascend", False)
+    assert rec.skipped or rec.fn is not None
+
+
+def test_parse_vocab():
+    assert S.parse_vocab("32k,151k,qwen3,1000") == (32000, 151936, 151936, 1000)
+    for bad in ("foo", "1", ""):
+        with pytest.raises(UserError):
+            S.parse_vocab(bad)
+
+
+# ------------------------------------------------------------------------- speed (not timed)
+
+
+def test_speed_benchmark_outputs_agree():
+    cfg = S.SamplerConfig(speed_batches=(1, 3), speed_ks=(1, 3), speed_vocabs=(64,), speed_reps=1,
+                          speed_min_seconds=0.0)
+    rows = S.speed_benchmark(cfg)
+    assert len(rows) == 4 and all(r["outputs_equal"] for r in rows)
+    assert all(r["ratio"] > 0 and r["loop_ms"] > 0 for r in rows)
+
+
+# ------------------------------------------------------------------------- command
+
+
+def _run(args) -> int:
+    try:
+        main(args)
+    except SystemExit as e:
+        return 0 if e.code is None else e.code
+    return 0
+
+
+def test_command_writes_result_table_and_figures(tmp_path, capsys):
+    out = tmp_path / "res"
+    js = tmp_path / "r.json"
+    code = _run(["sampler", "--output", str(out), "--json", str(js), "--samples", "400", "--max-vocab", "60",
+                 "--speed-batch", "1,2", "--speed-k", "1,3", "--speed-vocab", "64", "--speed-reps", "1", "--speed-min-time", "0"])
+    assert code == 0
+    runs = list(out.glob("sampler-*"))
+    assert len(runs) == 1
+    res = json.loads((runs[0] / "result.json").read_text())
+    assert res["suite"] == "sampler"
+    v = res["metrics"]["verdicts"]
+    assert v["samspec"] == "EXACT" and v["samspec-loop"] == "EXACT" and v["block-verify-demo"] == "LOSSY"
+    assert v["vllm"] in ("SKIPPED", "EXACT", "LOSSY", "ERROR")
+    assert res["metrics"]["negative_controls_flagged"] and res["metrics"]["speed_outputs_equal"]
+    assert set(res["figures"]) == {"tv_vs_samples.png", "speed_ratio.png"}
+    for f in res["figures"]:
+        assert (runs[0] / f).stat().st_size > 1000
+    assert json.loads(js.read_text())["metrics"]["verdicts"] == v
+    printed = capsys.readouterr()
+    assert "EXACT" in printed.out + printed.err
+
+
+def test_command_json_to_stdout_and_lossy_audit_exit_code(tmp_path, capsys):
+    code = _run(["sampler", "--output", str(tmp_path), "--json", "-", "--no-builtin", "--no-speed", "--samples", "400",
+                 "--max-vocab", "60", "--audit", "samspec_bench.suites.sampler:no_exclusion_demo"])
+    assert code == 1
+    cap = capsys.readouterr()
+    res = json.loads(cap.out)
+    assert res["metrics"]["verdicts"] == {"samspec_bench.suites.sampler:no_exclusion_demo": "LOSSY"}
+    assert "LOSSY" in cap.err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--speed-vocab", "foo"], "--speed-vocab"),
+    (["--speed-k", "0"], "--speed-k"),
+    (["--audit", "no_such_module_xyz:fn"], "--audit"),
+    (["--samples", "5"], "--samples"),
+    (["--no-builtin", "--no-speed"], "nothing to do"),
+])
+def test_command_bad_input_exits_2(tmp_path, capsys, args, needle):
+    code = _run(["sampler", "--output", str(tmp_path), "--no-speed", *args] if "--no-speed" not in args
+                else ["sampler", "--output", str(tmp_path), *args])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and needle in err[0]
+
+
+# ------------------------------------------------------------------------- block verification
+
+
+def _block_verification(inp):
+    """Block verification (Sun et al. 2024, arXiv:2403.10444), correct version, for drafts with
+    probabilities; per-token verification otherwise. Exact, but accepts more than the per-token
+    rule: the battery must call it EXACT and report that its acceptance law differs."""
+    out = samspec_sampler(inp)
+    if inp.draft_probs is None or inp.all_greedy:
+        return out
+    out = out.clone()
+    tp = inp.target_probs.double().cpu().numpy()
+    dp = inp.draft_probs.double().cpu().numpy()
+    d = inp.draft_token_ids.cpu().numpy()
+    bonus = inp.bonus_token_ids.reshape(-1).cpu().numpy()
+    eta = torch.rand(inp.num_tokens, dtype=torch.float64).numpy()
+    u_res = torch.rand(inp.batch_size, dtype=torch.float64).numpy()
+    K = inp.max_spec_len
+    s = 0
+    for b, n in enumerate(inp.num_draft_tokens):
+        if bool(inp.is_greedy[b]):
+            s += n
+            continue
+        p, ps, tau = 1.0, [1.0], 0
+        for i in range(1, n + 1):
+            x = d[s + i - 1]
+            q = dp[s + i - 1, x]
+            p = min(p * tp[s + i - 1, x] / q, 1.0) if q > 0 else 1.0
+            ps.append(p)
+            if i < n:
+                Z = np.maximum(p * tp[s + i] - dp[s + i], 0).sum()
+                h = Z / (Z + 1 - p) if Z + 1 - p > 0 else 1.0
+            else:
+                h = p
+            if eta[s + i - 1] <= h:
+                tau = i
+        row = [int(t) for t in d[s:s + tau]]
+        if tau == n:
+            row.append(int(bonus[b]))
+        else:
+            w = np.maximum(ps[tau] * tp[s + tau] - dp[s + tau], 0)
+            if w.sum() <= 0:
+                w = tp[s + tau]
+            c = np.cumsum(w)
+            row.append(int(min(np.searchsorted(c, u_res[b] * c[-1], side="right"), len(w) - 1)))
+        out[b] = torch.tensor(row + [-1] * (K + 1 - len(row)))
+        s += n
+    return out
+
+
+def test_correct_block_verification_is_exact_with_a_different_acceptance_law():
+    # No false alarm on the battery ...
+    rec = _audit(_block_verification, "block-verification")
+    assert rec["verdict"] == "EXACT", rec.get("evidence")
+    # ... and on a case built so that the block rule accepts much more (an unlikely first draft
+    # compensated by a likely second one), exact per position while the acceptance law differs.
+    tgt = np.array([[0.3, 0.7, 0.0], [0.9, 0.1, 0.0], [0.2, 0.3, 0.5]])
+    q = np.array([[0.9, 0.1, 0.0], [0.3, 0.7, 0.0]])
+    case = S.Case("block-gain-v3-k2", 3, [S.Template("gain", tgt, q=q)])
+    run = S.run_case(_block_verification, case, 4000, seed=3, device="cpu")
+    tests = S.analyse_case(case, run, 1e-5, seed=3)
+    assert all(t["passed"] for t in tests if not t.get("informational")), [t for t in tests if not t["passed"]]
+    acc = [t for t in tests if t["kind"] == "acceptance"][0]
+    assert not acc["passed"] and acc["observed_mean_accepted"] > acc["expected_mean_accepted"] + 0.1
