@@ -30,8 +30,9 @@
 
 /* One state in 16 bytes, so the fields read together share a cache line. */
 typedef struct { int32_t len, link, fpos, edge; } State; /* edge: NONE, a target (>=0), or -(slot+2) */
-/* A hash slot. tok duplicates the target's token to save two dependent loads per probe. */
-typedef struct { int32_t src, tgt, next, tok; } Slot;   /* src == NONE marks an empty slot */
+/* A hash slot (12 bytes). The edge's token is the target's, text[firstpos[tgt]]: it is read
+ * only when src matches, so it need not be stored. */
+typedef struct { int32_t src, tgt, next; } Slot;   /* src == NONE marks an empty slot */
 
 typedef struct {
     PyObject_HEAD
@@ -105,7 +106,6 @@ static inline int64_t h_insert(SamCore *s, int32_t p, int32_t q, int32_t c, int3
     s->slot[i].src = p;
     s->slot[i].tgt = q;
     s->slot[i].next = next;
-    s->slot[i].tok = c;
     s->hcount++;
     return (int64_t)i;
 }
@@ -114,7 +114,7 @@ static inline int64_t h_find(const SamCore *s, int32_t p, int32_t c) {
     uint64_t mask = (uint64_t)s->hcap - 1;
     uint64_t i = slot_of(s, p, c);
     while (s->slot[i].src != NONE) {
-        if (s->slot[i].src == p && s->slot[i].tok == c) return (int64_t)i;
+        if (s->slot[i].src == p && tok_of(s, s->slot[i].tgt) == c) return (int64_t)i;
         i = (i + 1) & mask;
     }
     return -1;
@@ -137,7 +137,7 @@ static int grow_hash(SamCore *s, int64_t extra) {
         if (e > -2) continue;
         int32_t head = NONE;
         for (int32_t j = -(e + 2); j != NONE; j = old[j].next)
-            head = (int32_t)h_insert(s, (int32_t)st, old[j].tgt, old[j].tok, head);
+            head = (int32_t)h_insert(s, (int32_t)st, old[j].tgt, tok_of(s, old[j].tgt), head);
         s->st[st].edge = -(head + 2);
     }
     free(old);
@@ -204,7 +204,7 @@ static int32_t clone_state(SamCore *s, int32_t q, int32_t len) {
     if (ensure_hash(s, deg)) return -2;
     int32_t head = NONE;
     for (int32_t j = -(s->st[q].edge + 2); j != NONE; j = s->slot[j].next)
-        head = (int32_t)h_insert(s, cl, s->slot[j].tgt, s->slot[j].tok, head);
+        head = (int32_t)h_insert(s, cl, s->slot[j].tgt, tok_of(s, s->slot[j].tgt), head);
     s->st[cl].edge = -(head + 2);
     return cl;
 }
