@@ -1,0 +1,393 @@
+"""`samspec-bench accuracy`: does SAM change downstream accuracy?
+
+Each task runs twice through lm-eval (`lm_eval.simple_evaluate` with
+`samspec_bench.evals.lm_adapter.EngineLM` over the engine): SAM off, then SAM on, with
+lm-eval's own prompts, filters and metrics. With `--num-samples K` each arm runs K times
+(sample k uses the same per-problem seeds in both arms); pass@1 is the mean over the K
+samples. The arms are then paired by document (`samspec_bench.evals.paired.compare`):
+difference with a paired bootstrap 95% interval, McNemar's exact test (K = 1) or the paired
+sign-flip test (K > 1), the minimum detectable difference at 80% power and a verdict. Greedy
+runs also report the fraction of identical outputs and the first divergence positions.
+
+Offline data: with `--data-dir`, the task YAMLs of `samspec_bench.evals.tasks` (which
+include lm-eval's built-in tasks) read the local JSONL files; without it lm-eval's built-in
+tasks load from the hub.
+
+Run directory: `generations.jsonl` (one line per generated response, appended as each
+finishes: what `--resume` reuses), `samples.jsonl` (scored per-sample records, rewritten
+after each evaluation), `config.json`, `result.json` (lm-eval's results dicts verbatim under
+`lm_eval`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from samspec_bench.errors import UserError
+
+SUITE = "accuracy"
+GENERATIONS = "generations.jsonl"
+SAMPLES = "samples.jsonl"
+ARMS = ("off", "on")
+ARM_LABEL = {"off": "without SAM", "on": "with SAM"}
+# the metric/filter of lm-eval's results scored per problem (others are kept in the results dict)
+PRIMARY_FILTER = {"gsm8k": "strict-match"}
+
+
+def engine_choices() -> list[str]:
+    import importlib.util
+    try:
+        have = importlib.util.find_spec("samspec_bench.bench.vllm_engine") is not None
+    except (ImportError, ValueError):
+        have = False
+    return ["reference", "vllm"] if have else ["reference"]
+
+
+@dataclass
+class AccuracyConfig:
+    model: str = "builtin:smollm2-135m"
+    engine: str = "reference"
+    tasks: list[str] = field(default_factory=lambda: ["gsm8k"])
+    data_dir: str | None = None
+    limit: int | None = None
+    num_samples: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_gen_toks: int = 1024
+    drafter: str = "sam"
+    num_spec_tokens: int = 3
+    seed: int = 0
+    dtype: str = "float32"
+    max_num_seqs: int = 64
+    threads: int = 1
+    alpha: float = 0.05
+    bootstrap_iters: int = 10000      # the paired bootstrap
+    lm_eval_bootstrap_iters: int = 1000  # lm-eval's own stderr bootstrap (exact_match's stderr is analytic)
+
+    def check(self) -> None:
+        if self.num_samples < 1:
+            raise UserError(f"--num-samples {self.num_samples}: must be >= 1")
+        if self.temperature < 0 or not math.isfinite(self.temperature):
+            raise UserError(f"--temperature {self.temperature}: must be a finite number >= 0")
+        if self.temperature == 0 and self.num_samples > 1:
+            raise UserError("--num-samples > 1 with --temperature 0: greedy samples are all the same; "
+                            "use --num-samples 1 or a temperature > 0")
+        if self.max_gen_toks < 1:
+            raise UserError(f"--max-gen-toks {self.max_gen_toks}: must be >= 1")
+        if self.limit is not None and self.limit < 1:
+            raise UserError(f"--limit {self.limit}: must be >= 1")
+        if self.num_spec_tokens < 1:
+            raise UserError(f"--num-spec-tokens {self.num_spec_tokens}: must be >= 1")
+
+
+# --- the engine ------------------------------------------------------------------------------
+
+def build_engine(cfg: AccuracyConfig):
+    if cfg.engine == "vllm":
+        from samspec_bench.bench.vllm_engine import VllmEngine
+        return VllmEngine(cfg.model, speculative=cfg.drafter, num_spec_tokens=cfg.num_spec_tokens, dtype=cfg.dtype,
+                          seed=cfg.seed)
+    from samspec_bench.bench.engine import make_engine
+    return make_engine(cfg.engine, cfg.model, dtype=cfg.dtype, max_num_seqs=cfg.max_num_seqs)
+
+
+# --- lm-eval results -> per-problem scores ---------------------------------------------------
+
+def primary_metric(task: str, results: dict) -> tuple[str, str]:
+    """(metric, filter) scored per problem: the task's first metric, gsm8k's strict-match."""
+    keys = [k for k in results if "," in k and "_stderr" not in k]
+    if not keys:
+        raise RuntimeError(f"lm-eval returned no metric for {task}: {sorted(results)}")
+    want = PRIMARY_FILTER.get(task)
+    for k in keys:
+        m, f = k.split(",", 1)
+        if want is None or f == want:
+            return m, f
+    m, f = keys[0].split(",", 1)
+    return m, f
+
+
+def _score(v) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+def run(cfg: AccuracyConfig, output: str = "results", resume: str | None = None, progress: bool = True,
+        console=None, engine=None) -> tuple[dict, Path]:
+    """Run every task with SAM off and on; write the run directory; return (result, path).
+    `engine`: an engine to reuse (tests); otherwise one is built from cfg."""
+    import torch
+
+    cfg.check()
+    before = torch.get_num_threads()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    try:
+        return _run(cfg, output, resume, progress, console, engine)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _log(console, msg: str) -> None:
+    if console is not None:
+        console.print(msg)
+
+
+def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
+    from samspec_bench.evals.lm_adapter import EngineLM
+    from samspec_bench.evals.paired import agreement, compare
+    from samspec_bench.evals.tasks import TASKS, write_task_dir
+    from samspec_bench.reports.results import RunDir, to_jsonable
+
+    run_dir = RunDir(output, SUITE, resume=resume)
+    cfg_file = run_dir.file("config.json")
+    if resume is not None and cfg_file.exists():
+        saved = json.loads(cfg_file.read_text(encoding="utf-8"))
+        saved_cfg = AccuracyConfig(**saved)
+        if asdict(saved_cfg) != asdict(cfg):
+            _log(console, f"resuming {run_dir.path}: using the run's saved configuration (the options given differ)")
+        cfg = saved_cfg
+    cfg_file.write_text(json.dumps(asdict(cfg), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+    # resume: reuse every response generated before (failed ones are generated again)
+    cache = {r["key"]: r for r in run_dir.samples(GENERATIONS) if "key" in r and not r.get("error")}
+    reused = len(cache)
+
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    if cfg.data_dir is not None:
+        lm_names = write_task_dir(run_dir.file("tasks"), cfg.tasks, cfg.data_dir)
+        tm = TaskManager(include_path=str(run_dir.file("tasks")))
+    else:
+        lm_names = {t: TASKS[t].hub_task for t in cfg.tasks}
+        tm = TaskManager()
+
+    own_engine = engine is None
+    t_start = time.perf_counter()
+    if own_engine:
+        _log(console, f"loading {cfg.model} ({cfg.engine} engine) ...")
+        engine = build_engine(cfg)
+    startup_s = time.perf_counter() - t_start
+    engine_desc = engine.describe() if hasattr(engine, "describe") else None
+
+    lm_results: dict[str, dict[str, list]] = {}
+    scored: list[dict] = []
+    timings: dict[str, dict] = {}
+    metrics: dict[str, Any] = {}
+    rows = []
+    try:
+        for task in cfg.tasks:
+            lm_task = lm_names[task]
+            lm_results[task] = {arm: [] for arm in ARMS}
+            per_doc: dict[str, dict[Any, list]] = {arm: {} for arm in ARMS}
+            gens: dict[str, dict[Any, dict]] = {arm: {} for arm in ARMS}
+            metric = filt = None
+            for k in range(cfg.num_samples):
+                for arm in ARMS:
+                    lm = EngineLM(engine, arm=arm, sample=k, drafter=cfg.drafter if arm == "on" else None,
+                                  num_spec_tokens=cfg.num_spec_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                                  seed=cfg.seed, max_gen_toks=cfg.max_gen_toks, cache=cache,
+                                  on_record=lambda rec: run_dir.append_sample(rec, GENERATIONS), progress=progress)
+                    _log(console, f"{task}: {ARM_LABEL[arm]}" + (f", sample {k + 1}/{cfg.num_samples}" if cfg.num_samples > 1 else ""))
+                    t = time.perf_counter()
+                    r = lm_eval.simple_evaluate(model=lm, tasks=[lm_task], task_manager=tm, limit=cfg.limit,
+                                                gen_kwargs={"max_gen_toks": cfg.max_gen_toks},
+                                                bootstrap_iters=cfg.lm_eval_bootstrap_iters, log_samples=True,
+                                                random_seed=cfg.seed, numpy_random_seed=cfg.seed,
+                                                torch_random_seed=cfg.seed, fewshot_random_seed=cfg.seed)
+                    dt = time.perf_counter() - t
+                    res = r["results"][lm_task]
+                    lm_results[task][arm].append({"results": r["results"], "n-samples": r.get("n-samples"),
+                                                  "versions": r.get("versions"),
+                                                  "higher_is_better": r.get("higher_is_better")})
+                    if metric is None:
+                        metric, filt = primary_metric(task, res)
+                    tm_ = timings.setdefault(task, {})
+                    tm_[f"{arm}_s"] = tm_.get(f"{arm}_s", 0.0) + dt
+                    tm_[f"{arm}_generated"] = tm_.get(f"{arm}_generated", 0) + lm.generated
+                    by_doc = {rec["doc_id"]: rec for rec in lm.records}
+                    for s in r["samples"][lm_task]:
+                        if s.get("filter") != filt:
+                            continue
+                        doc = s["doc_id"]
+                        g = by_doc.get(doc, {})
+                        score = None if g.get("error") else _score(s.get(metric))
+                        per_doc[arm].setdefault(doc, []).append(score)
+                        if k == 0:
+                            gens[arm][doc] = g
+                        scored.append({
+                            "task": task, "lm_eval_task": lm_task, "doc_id": doc, "arm": arm, "sample": k,
+                            "metric": metric, "filter": filt, "score": score,
+                            "filtered_resp": s.get("filtered_resps"), "target": s.get("target"),
+                            "doc_hash": s.get("doc_hash"), "prompt_hash": s.get("prompt_hash"),
+                            "response": g.get("text"), "error": g.get("error"),
+                            "num_tokens": g.get("num_tokens"), "kept_tokens": g.get("kept_tokens"),
+                            "finish_reason": g.get("finish_reason"), "drafted": g.get("drafted"),
+                            "accepted": g.get("accepted"), "steps": g.get("steps"),
+                        })
+                    _write_samples(run_dir, scored, to_jsonable)
+            m = compare(per_doc["off"], per_doc["on"], alpha=cfg.alpha, iters=cfg.bootstrap_iters, seed=cfg.seed)
+            m["metric"], m["filter"] = metric, filt
+            m["lm_eval_task"] = lm_task
+            m["errors"] = {arm: sum(v is None for vs in per_doc[arm].values() for v in vs) for arm in ARMS}
+            for arm in ARMS:
+                key = f"{metric},{filt}"
+                m[f"lm_eval_{arm}"] = [x["results"][lm_task].get(key) for x in lm_results[task][arm]]
+                m[f"lm_eval_stderr_{arm}"] = [x["results"][lm_task].get(f"{metric}_stderr,{filt}")
+                                              for x in lm_results[task][arm]]
+                m[f"pass@1_{arm}"] = float(sum(m[f"lm_eval_{arm}"]) / len(m[f"lm_eval_{arm}"])) \
+                    if all(isinstance(x, (int, float)) for x in m[f"lm_eval_{arm}"]) else None
+            if cfg.temperature == 0:
+                pairs = []
+                for doc, g_off in gens["off"].items():
+                    g_on = gens["on"].get(doc)
+                    if g_on is None or g_off.get("error") or g_on.get("error"):
+                        continue
+                    pairs.append((g_off["token_ids"][:g_off["kept_tokens"]], g_on["token_ids"][:g_on["kept_tokens"]]))
+                m["agreement"] = agreement(pairs)
+                raw = [(gens["off"][d]["token_ids"], gens["on"][d]["token_ids"]) for d in gens["off"]
+                       if d in gens["on"] and not gens["off"][d].get("error") and not gens["on"][d].get("error")]
+                m["agreement_raw"] = agreement(raw)
+            on = [g for g in gens["on"].values() if not g.get("error")]
+            drafted = sum(g.get("drafted") or 0 for g in on)
+            acc = sum(g.get("accepted") or 0 for g in on)
+            toks = sum(g.get("num_tokens") or 0 for g in on)
+            steps = sum(g.get("steps") or 0 for g in on)
+            m["acceptance"] = {"acceptance_rate": acc / drafted if drafted else None,
+                               "tokens_per_step": toks / steps if steps else None}
+            m["timings"] = timings.get(task)
+            metrics[task] = m
+            rows.append({"dataset": task, "n": m["n"], "without_sam": m["acc_off"], "with_sam": m["acc_on"],
+                         "diff": m["diff"], "ci95_low": m["ci95"][0], "ci95_high": m["ci95"][1],
+                         "p_value": m["p_value"], "test": (m.get("test") or {}).get("test"),
+                         "identical_fraction": (m.get("agreement") or {}).get("identical_fraction"),
+                         "verdict": m["verdict"]})
+    finally:
+        if own_engine and engine is not None:
+            engine.close()
+    extra = {"lm_eval": lm_results, "reused_generations": reused, "startup_s": startup_s,
+             "wall_time_s": time.perf_counter() - t_start, "data": "local" if cfg.data_dir else "hub",
+             "engine": engine_desc,
+             "sampling": "temperature/top_p/max_gen_toks from the harness options (the tasks' own "
+                         "generation_kwargs other than `until` are not used)"}
+    run_dir.write_result(cfg, metrics, {"accuracy": rows}, extra=extra)
+    result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))
+    result["run_dir"] = str(run_dir.path)
+    return result, run_dir.path
+
+
+def _write_samples(run_dir, scored, to_jsonable) -> None:
+    out = run_dir.file(SAMPLES)
+    tmp = out.with_suffix(".jsonl.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for rec in scored:
+            f.write(json.dumps(to_jsonable(rec), sort_keys=True) + "\n")
+    tmp.replace(out)
+
+
+# --- report ----------------------------------------------------------------------------------
+
+def print_report(result: dict, console) -> None:
+    from rich.table import Table
+
+    def pct(x):
+        return "" if x is None else f"{100 * x:.1f}"
+
+    t = Table(title=f"accuracy: {result['config']['model']} ({result['config']['engine']}), pass@1 "
+                    f"over {result['config']['num_samples']} sample(s)")
+    for col in ("dataset", "n", "without SAM", "with SAM", "difference (95% CI)", "p-value", "identical"):
+        t.add_column(col, justify="left" if col == "dataset" else "right")
+    for r in result["tables"]["accuracy"]:
+        m = result["metrics"][r["dataset"]]
+        diff = "" if r["diff"] is None else (f"{100 * r['diff']:+.1f} [{100 * r['ci95_low']:+.1f}, "
+                                             f"{100 * r['ci95_high']:+.1f}]")
+        p = "" if r["p_value"] is None else f"{r['p_value']:.3g} ({r['test']})"
+        se_off = (m.get("lm_eval_stderr_off") or [None])[0]
+        se_on = (m.get("lm_eval_stderr_on") or [None])[0]
+        off = pct(r["without_sam"]) + (f" ± {100 * se_off:.1f}" if isinstance(se_off, (int, float)) else "")
+        on = pct(r["with_sam"]) + (f" ± {100 * se_on:.1f}" if isinstance(se_on, (int, float)) else "")
+        ident = "" if r["identical_fraction"] is None else f"{100 * r['identical_fraction']:.0f}%"
+        t.add_row(r["dataset"], str(r["n"]), off, on, diff, p, ident)
+    console.print(t)
+    for r in result["tables"]["accuracy"]:
+        m = result["metrics"][r["dataset"]]
+        console.print(f"{r['dataset']} ({m['metric']}, {m['filter']}): {r['verdict']}")
+        ag = m.get("agreement")
+        if ag and ag["first_divergence"]:
+            console.print(f"  greedy: {ag['identical']}/{ag['n']} identical; first divergence at tokens "
+                          f"{ag['first_divergence'][:10]}{' ...' if len(ag['first_divergence']) > 10 else ''}")
+        if any(m["errors"].values()):
+            console.print(f"  failed samples (recorded, excluded from the pairing): {m['errors']}")
+    console.print(f"run directory: {result.get('run_dir')}")
+
+
+@click.command("accuracy")
+@click.option("--model", default="builtin:smollm2-135m", show_default=True,
+              help="builtin:smollm2-135m, builtin:tiny-qwen3 or a checkpoint directory.")
+@click.option("--engine", type=click.Choice(engine_choices()), default="reference", show_default=True)
+@click.option("--tasks", default="gsm8k", show_default=True, help="Comma list of gsm8k, aime24, aime25, math500.")
+@click.option("--data-dir", default=None, type=click.Path(),
+              help="Read the tasks from local JSONL (DIR/benchmarks/*.jsonl, hub field names); "
+                   "without it lm-eval loads them from the hub.")
+@click.option("--limit", default=None, type=int, help="First N problems of each task.")
+@click.option("--num-samples", "num_samples", default=1, show_default=True, type=int,
+              help="Samples per problem (pass@1 = their mean); 1 for greedy.")
+@click.option("--temperature", default=0.0, show_default=True, type=float)
+@click.option("--top-p", default=1.0, show_default=True, type=float)
+@click.option("--max-gen-toks", default=1024, show_default=True, type=int,
+              help="Token limit per response (always set: lm-eval's gsm8k default of 256 truncates reasoning).")
+@click.option("--drafter", default="sam", show_default=True, help="Drafter of the 'with SAM' arm.")
+@click.option("-k", "--num-spec-tokens", default=3, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--dtype", default="float32", show_default=True)
+@click.option("--max-num-seqs", default=64, show_default=True, type=int, help="Reference engine batch size.")
+@click.option("--alpha", default=0.05, show_default=True, type=float, help="Test level.")
+@click.option("--threads", default=1, show_default=True, type=int,
+              help="torch threads; 0 = torch's default. 1 because small GEMMs stall with several threads "
+                   "on a machine shared with other jobs.")
+@click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
+@click.option("--resume", default=None, type=click.Path(), help="Continue this run directory (finished samples are kept).")
+@click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def command(model, engine, tasks, data_dir, limit, num_samples, temperature, top_p, max_gen_toks, drafter,
+            num_spec_tokens, seed, dtype, max_num_seqs, alpha, threads, output, resume, json_path, progress):
+    """Accuracy with SAM off vs on through lm-eval, paired by problem (difference with a
+    bootstrap interval, McNemar / sign-flip test, minimum detectable difference)."""
+    from rich.console import Console
+
+    from samspec_bench.evals.tasks import parse_tasks
+
+    if data_dir is not None:
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    cfg = AccuracyConfig(model=model, engine=engine, tasks=parse_tasks(tasks),
+                         data_dir=str(Path(data_dir).resolve()) if data_dir else None, limit=limit,
+                         num_samples=num_samples, temperature=temperature, top_p=top_p, max_gen_toks=max_gen_toks,
+                         drafter=drafter, num_spec_tokens=num_spec_tokens, seed=seed, dtype=dtype,
+                         max_num_seqs=max_num_seqs, threads=threads, alpha=alpha)
+    console = Console(stderr=json_path == "-")
+    if not console.is_terminal:
+        console = Console(stderr=json_path == "-", width=200)
+    result, _ = run(cfg, output, resume=resume, progress=progress, console=console)
+    print_report(result, console)
+    if json_path:
+        text = json.dumps(result, indent=2, sort_keys=True)
+        if json_path == "-":
+            click.echo(text)
+        else:
+            Path(json_path).write_text(text + "\n", encoding="utf-8")
