@@ -1,0 +1,88 @@
+"""`samspec-bench report html|md RESULTS... -o FILE`: one comparison report from result directories.
+
+RESULTS are run directories (holding result.json) or folders that hold them (a `results/`
+root, or the output of `samspec-bench run`); several runs of one suite are compared side by
+side, the first one as the baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+@click.group("report")
+def command():
+    """Render one self-contained comparison report from result directories of any suites.
+
+    \b
+    samspec-bench report html RESULTS... --output report.html
+    samspec-bench report md   RESULTS... --output report.md
+    Both take --json PATH (the report's data as JSON) and --fail-on-gate."""
+
+
+def _collect(results):
+    from samspec_bench.reports.summary import collect
+
+    return collect(list(results))
+
+
+def _finish(report, path: Path, json_path: str | None, fail_on_gate: bool) -> None:
+    from samspec_bench.reports.summary import status
+
+    n_fail = sum(1 for r in report.runs if status(r.gates) == "fail")
+    click.echo(f"report: {path} ({len(report.runs)} runs of {len(report.groups)} suites"
+               + (f"; {n_fail} with a failed gate" if n_fail else "") + ")")
+    if json_path:
+        text = json.dumps(report.data(), indent=2, sort_keys=True, default=str)
+        if json_path == "-":
+            click.echo(text)
+        else:
+            Path(json_path).write_text(text + "\n", encoding="utf-8")
+    if fail_on_gate and n_fail:
+        click.echo(f"report: {n_fail} run(s) failed a gate (--fail-on-gate)", err=True)
+        sys.exit(1)
+
+
+@command.command("html")
+@click.argument("results", nargs=-1, required=True, type=click.Path())
+@click.option("-o", "--output", default="report.html", show_default=True, type=click.Path(),
+              help="The HTML file to write.")
+@click.option("--title", default=None, help="Page title (default: 'samspec-bench report').")
+@click.option("--json", "json_path", default=None, help="Also write the report's data as JSON here ('-' for stdout).")
+@click.option("--fail-on-gate", is_flag=True, help="Exit with code 1 when a run failed one of its gates.")
+def html_command(results, output, title, json_path, fail_on_gate):
+    """One self-contained HTML file: inline figures and styles, the data embedded, no network.
+
+    RESULTS: run directories, or folders holding them (several runs of one suite are compared
+    side by side; the first is the baseline)."""
+    from samspec_bench.reports.html import write_html
+
+    report = _collect(results)
+    if title:
+        report.title = title
+    _finish(report, write_html(report, output), json_path, fail_on_gate)
+
+
+@command.command("md")
+@click.argument("results", nargs=-1, required=True, type=click.Path())
+@click.option("-o", "--output", default="report.md", show_default=True, type=click.Path(),
+              help="The Markdown file to write.")
+@click.option("--title", default=None, help="Title (default: 'samspec-bench report').")
+@click.option("--embed-figures", is_flag=True,
+              help="Inline figures as data URIs instead of linking them relative to the output file.")
+@click.option("--json", "json_path", default=None, help="Also write the report's data as JSON here ('-' for stdout).")
+@click.option("--fail-on-gate", is_flag=True, help="Exit with code 1 when a run failed one of its gates.")
+def md_command(results, output, title, embed_figures, json_path, fail_on_gate):
+    """The same report as Markdown (figures linked relative to the output file).
+
+    RESULTS: run directories, or folders holding them (several runs of one suite are compared
+    side by side; the first is the baseline)."""
+    from samspec_bench.reports.markdown import write_markdown
+
+    report = _collect(results)
+    if title:
+        report.title = title
+    _finish(report, write_markdown(report, output, embed_figures=embed_figures), json_path, fail_on_gate)
