@@ -4,7 +4,6 @@ renderers (self-contained, deterministic, every figure inlined)."""
 from __future__ import annotations
 
 import base64
-import html as _html
 import json
 import re
 from pathlib import Path

@@ -306,7 +306,7 @@ def json_for_script(data: Any) -> str:
 
 def render_html(report: Report) -> str:
     n_runs = len(report.runs)
-    toc = " ".join([f'<a href="#summary">summary</a>'] + ([f'<a href="#steps">steps</a>'] if report.run_states else [])
+    toc = " ".join(["<a href=\"#summary\">summary</a>"] + (["<a href=\"#steps\">steps</a>"] if report.run_states else [])
                    + [f'<a href="#{_anchor(g.suite)}">{esc(g.suite)}</a>' for g in report.groups]
                    + ['<a href="#metadata">metadata</a>'])
     overall = "fail" if any(g.status == "fail" for g in report.groups) else \

@@ -75,6 +75,7 @@ class WorkloadConfig:
     dtype: str = "float32"
     device: str = "cpu"
     max_num_seqs: int = 32
+    threads: int = 0             # torch threads (0: torch's default)
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "WorkloadConfig":
@@ -94,6 +95,8 @@ class WorkloadConfig:
     def validate(self) -> None:
         if not 1 <= int(self.num_prompts) <= len(PROMPTS):
             raise UserError(f"workload num-prompts {self.num_prompts}: use 1..{len(PROMPTS)} (the built-in prompts)")
+        if int(self.threads) < 0:
+            raise UserError(f"workload threads {self.threads}: must be >= 0 (0: torch's default)")
         for name in ("samples", "max_tokens", "num_spec_tokens", "max_num_seqs"):
             if int(getattr(self, name)) < 1:
                 raise UserError(f"workload {name.replace('_', '-')} {getattr(self, name)}: must be >= 1")
@@ -124,14 +127,13 @@ def _chat_ids(tokenizer, question: str) -> list[int]:
 def generate_trace(cfg: WorkloadConfig, output: str | Path, resume: str | Path | None = None,
                    progress: bool = True) -> tuple[dict, Path]:
     """Generate the built-in trace; returns (result dict, run directory)."""
-    from samspec_bench.bench.engine import Request, SamplingParams
-    from samspec_bench.bench.reference_engine import ReferenceEngine
+    from samspec_bench.data import load_tokenizer
     from samspec_bench.models import resolve_model
-    from samspec_bench.reports.results import RunDir, file_sha256
+    from samspec_bench.reports.results import RunDir
 
     cfg.validate()
     rd = RunDir(output, SUITE, resume)
-    identity = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "max_num_seqs")}
+    identity = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "max_num_seqs", "threads")}
     saved = rd.file(CONFIG_FILE)
     if resume is not None and saved.is_file():
         before = json.loads(saved.read_text(encoding="utf-8"))
@@ -140,14 +142,28 @@ def generate_trace(cfg: WorkloadConfig, output: str | Path, resume: str | Path |
             raise UserError(f"--resume {resume}: the workload used {diff[0]} = {before.get(diff[0])!r}, this call "
                             f"{identity[diff[0]]!r}; repeat the original settings to continue it")
     saved.write_text(json.dumps(identity, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    done = {rec["id"]: rec for rec in rd.samples(PARTIAL_FILE) if "id" in rec}
     model_dir = resolve_model(cfg.model)
-    from samspec_bench.data import load_tokenizer
-
     tok = load_tokenizer(model_dir)
     questions = list(PROMPTS[: cfg.num_prompts])
     write_prompts_file(rd.file(PROMPTS_FILE), cfg.num_prompts)
     prompt_ids = [_chat_ids(tok, q) for q in questions]
+    import torch
+
+    threads_before = torch.get_num_threads()
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))   # restored below: `run` calls the next suites in this process
+    try:
+        return _generate(cfg, rd, model_dir, tok, questions, prompt_ids, progress)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _generate(cfg: WorkloadConfig, rd, model_dir, tok, questions, prompt_ids, progress) -> tuple[dict, Path]:
+    from samspec_bench.bench.engine import Request, SamplingParams
+    from samspec_bench.bench.reference_engine import ReferenceEngine
+    from samspec_bench.reports.results import file_sha256
+
+    done = {rec["id"]: rec for rec in rd.samples(PARTIAL_FILE) if "id" in rec}
     # a KV cache sized for this workload, not for the model's longest context
     max_len = max(len(p) for p in prompt_ids) + int(cfg.max_tokens) + int(cfg.num_spec_tokens) + 16
     t_load = time.perf_counter()

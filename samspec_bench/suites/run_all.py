@@ -22,7 +22,6 @@ report.html and report.md are written into the run directory.
 
 from __future__ import annotations
 
-import copy
 import datetime as _dt
 import importlib
 import importlib.util
