@@ -46,21 +46,29 @@ class ReferenceAcceptanceEngine:
         return None
 
     def run(self, items, jobs):
-        from samspec_bench.bench.metrics import ResponseSteps
-        from samspec_bench.bench.replay import build_drafter, response_key
+        from samspec_bench.bench.replay import build_drafter
 
-        eng = self.engine()
-        for j, (cfg, indices) in enumerate(jobs):
-            if not indices:
-                continue
-            reqs = [Request(i, [int(t) for t in items[i].prompt_ids],
-                            SamplingParams(max_tokens=max(int(items[i].response_ids.size), 1)),
-                            group=f"{items[i].source}:{items[i].group}") for i in indices]
-            res = eng.generate(reqs, drafter=build_drafter(cfg, None), num_spec_tokens=cfg.k)
-            out = []
-            for i, o in zip(indices, res.outputs):
-                s = o.steps
-                out.append((i, ResponseSteps(key=response_key(items[i]), prompt_len=s.prompt_len,
-                                             response_len=s.response_len, position=s.position, drafted=s.drafted,
-                                             accepted=s.accepted, emitted=s.emitted)))
-            yield j, out
+        return generate_steps(self.engine(), items, jobs, lambda cfg: build_drafter(cfg, None))
+
+
+def generate_steps(engine, items, jobs, drafter_for):
+    """The acceptance suite's jobs on a model engine: each job's traces' prompts are generated
+    greedily (max_tokens = the recorded response's length) with `drafter_for(cfg)`, and every
+    response's decode steps are yielded as (job index, [(item index, ResponseSteps)])."""
+    from samspec_bench.bench.metrics import ResponseSteps
+    from samspec_bench.bench.replay import response_key
+
+    for j, (cfg, indices) in enumerate(jobs):
+        if not indices:
+            continue
+        reqs = [Request(i, [int(t) for t in items[i].prompt_ids],
+                        SamplingParams(max_tokens=max(int(items[i].response_ids.size), 1)),
+                        group=f"{items[i].source}:{items[i].group}") for i in indices]
+        res = engine.generate(reqs, drafter=drafter_for(cfg), num_spec_tokens=cfg.k)
+        out = []
+        for i, o in zip(indices, res.outputs):
+            s = o.steps
+            out.append((i, ResponseSteps(key=response_key(items[i]), prompt_len=s.prompt_len,
+                                         response_len=s.response_len, position=s.position, drafted=s.drafted,
+                                         accepted=s.accepted, emitted=s.emitted)))
+        yield j, out

@@ -768,31 +768,15 @@ class VllmAcceptanceEngine:
         return None
 
     def run(self, items, jobs):
-        from samspec_bench.bench.replay import response_key
+        from samspec_bench.bench.model_acceptance import generate_steps
         from samspec_bench.sam.drafters import SamDrafter
 
-        eng = self.engine()
-        for j, (cfg, indices) in enumerate(jobs):
-            if not indices:
-                continue
-            reqs = []
-            for i in indices:
-                it = items[i]
-                n = max(int(getattr(it.response_ids, "size", len(it.response_ids))), 1)
-                reqs.append(Request(i, [int(t) for t in it.prompt_ids], SamplingParams(max_tokens=n),
-                                    group=f"{it.source}:{it.group}"))
+        def drafter_for(cfg):  # SAM through our proposer; ngram / suffix are vLLM's own methods
             if cfg.drafter == "sam":
-                drafter: Any = SamDrafter(group_sharing=cfg.group, l_threshold=int(dict(cfg.options).get("l_threshold", 1)))
-            else:
-                drafter = cfg.drafter
-            res = eng.generate(reqs, drafter=drafter, num_spec_tokens=cfg.k)
-            out = []
-            for i, o in zip(indices, res.outputs):
-                s = o.steps
-                out.append((i, ResponseSteps(key=response_key(items[i]), prompt_len=s.prompt_len,
-                                             response_len=s.response_len, position=s.position, drafted=s.drafted,
-                                             accepted=s.accepted, emitted=s.emitted)))
-            yield j, out
+                return SamDrafter(group_sharing=cfg.group, l_threshold=int(dict(cfg.options).get("l_threshold", 1)))
+            return cfg.drafter
+
+        return generate_steps(self.engine(), items, jobs, drafter_for)
 
 
 # --- op-equivalence, model level (`samspec-bench op-equivalence --engine vllm`) ---------------------
