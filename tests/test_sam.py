@@ -257,3 +257,26 @@ def test_memory_per_token_is_bounded_on_a_long_repetitive_and_random_text():
         # the design target is 64 bytes per token on real text; these are the extremes
         assert sa.memory_bytes / len(sa) < 80
         assert sa.num_states <= 2 * len(sa)
+
+
+def test_real_responses_stay_within_64_bytes_per_token(qwen3_tokenizer_dir, traces_dir):
+    # The library's memory bar, on what a rollout does: the prompt in one call, then the
+    # response in one call (bulk reservation) or a few tokens per decode step (growth).
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(qwen3_tokenizer_dir / "tokenizer.json"))
+    lines = (traces_dir / "qwen25math_math_100x8.jsonl").read_text().splitlines()
+    recs = [json.loads(line) for line in random.Random(1).sample(lines, 40)]
+    for per_step in (None, 3):
+        held = tokens = 0
+        for rec in recs:
+            prompt, resp = tok.encode(rec["prompt"]).ids, tok.encode(rec["response"]).ids
+            sa = SuffixAutomaton(prompt)
+            if per_step is None:
+                sa.extend(resp)
+            else:
+                for i in range(0, len(resp), per_step):
+                    sa.extend(resp[i: i + per_step])
+            held += sa.memory_bytes
+            tokens += len(sa)
+        assert held / tokens <= 64, (per_step, held / tokens)
