@@ -115,6 +115,17 @@ def test_sampler_and_op_equivalence_gates(tmp_path):
     assert h["greedy outputs identical with/without SAM"]["value"] == "1/2"
 
 
+def test_drafter_bars_pass_and_fail_on_their_thresholds(tmp_path):
+    d = make_run(tmp_path, "drafters", {"append_speedup_vs_sam_public": 99.0, "append_speedup_vs_sam_python": 20.0,
+                                        "sam_ns_per_draft": 999.0, "sam_bytes_per_token": 64.5})
+    _, gates = summary.summarize(json.loads((d / "result.json").read_text()))
+    g = {x["name"]: x["passed"] for x in gates}
+    assert g["sam appends >= 100x faster than the public pure-Python SAM (bulk)"] is False
+    assert g["sam appends faster than the lean pure-Python reference"] is True
+    assert g["sam drafts k tokens in under 1 µs"] is True
+    assert g["sam holds at most 64 bytes per indexed token"] is False
+
+
 def test_a_summary_that_cannot_read_its_result_falls_back(tmp_path):
     d = make_run(tmp_path, "drafters", {"step_cost_growth_longest_vs_shortest_context": "not a dict"})
     heads, _ = summary.summarize(json.loads((d / "result.json").read_text()))
