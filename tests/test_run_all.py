@@ -194,6 +194,15 @@ def test_exit_code_reflects_failed_gates(fake_steps, tmp_path, monkeypatch, caps
     assert "report:" in capsys.readouterr().out
 
 
+def test_ctrl_c_exits_130_with_only_the_resume_hint(fake_steps, tmp_path, capsys):
+    FAIL_ONCE.add("beta")
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--output", str(tmp_path)])
+    assert e.value.code == 130
+    err = capsys.readouterr().err
+    assert "samspec-bench run --resume" in err and "aborted" not in err
+
+
 def test_a_failing_step_does_not_stop_the_others(fake_steps, tmp_path, monkeypatch):
     @click.command("boom")
     @click.option("--output")

@@ -674,8 +674,11 @@ def command(model, engine, data_dir, config, steps, output, resume):
 
     With no options: the built-in model and a built-in workload, about ten minutes on a
     laptop CPU. With --model, --engine and --data-dir: the real run."""
-    state, out = run_all(output=output, model=model, engine=engine, data_dir=data_dir, config=config, steps=steps,
-                         resume=resume)
+    try:
+        state, out = run_all(output=output, model=model, engine=engine, data_dir=data_dir, config=config,
+                             steps=steps, resume=resume)
+    except KeyboardInterrupt:
+        sys.exit(130)   # the resume hint is already printed; click would add "aborted"
     code = outcome(state, out)
     if code:
         click.echo("run: a step or a gate failed (see the report)", err=True)
