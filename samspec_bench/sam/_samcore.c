@@ -402,11 +402,7 @@ static int check_doc(SamCore *s, Py_ssize_t doc) {
     return 0;
 }
 
-static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"interleaved", "reserve", NULL};
-    int interleaved = 0;
-    Py_ssize_t reserve = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pn", kwlist, &interleaved, &reserve)) return -1;
+static int core_setup(SamCore *self, int interleaved, Py_ssize_t reserve) {
     if (self->st) { PyErr_SetString(PyExc_RuntimeError, "already initialised"); return -1; }
     self->interleaved = interleaved;
     if (reserve < 0) reserve = 0;
@@ -419,26 +415,39 @@ static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
     return 0;
 }
 
+static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"interleaved", "reserve", NULL};
+    int interleaved = 0;
+    Py_ssize_t reserve = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pn", kwlist, &interleaved, &reserve)) return -1;
+    return core_setup(self, interleaved, reserve);
+}
+
 static void SamCore_dealloc(SamCore *self) {
     free(self->text); free(self->succ); free(self->st); free(self->slot);
     free(self->doc_last); free(self->doc_end);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *SamCore_new_doc(SamCore *self, PyObject *unused) {
-    if (!self->st) { PyErr_SetString(PyExc_RuntimeError, "not initialised"); return NULL; }
+static int64_t add_doc(SamCore *self) {
+    if (!self->st) { PyErr_SetString(PyExc_RuntimeError, "not initialised"); return -1; }
     if (self->ndocs >= self->doc_cap) {
         int64_t cap = next_cap(self->doc_cap, self->ndocs + 1);
-        if (grow_i32(&self->doc_last, cap) || grow_i32(&self->doc_end, cap)) return NULL;
+        if (grow_i32(&self->doc_last, cap) || grow_i32(&self->doc_end, cap)) return -1;
         self->doc_cap = cap;
     }
     if (!self->interleaved && self->n > 0) { /* a separator keeps drafts inside their document */
-        if (ensure_text(self, 1)) return NULL;
+        if (ensure_text(self, 1)) return -1;
         self->text[self->n++] = SEP;
     }
     self->doc_last[self->ndocs] = 0;
     self->doc_end[self->ndocs] = NONE;
-    return PyLong_FromLongLong(self->ndocs++);
+    return self->ndocs++;
+}
+
+static PyObject *SamCore_new_doc(SamCore *self, PyObject *unused) {
+    int64_t doc = add_doc(self);
+    return doc < 0 ? NULL : PyLong_FromLongLong(doc);
 }
 
 /* Size the state array and the edge table once for a batch of n tokens, instead of growing
@@ -459,24 +468,29 @@ static void trim_states(SamCore *s) {
     if (p) { s->st = p; s->state_cap = keep; }
 }
 
+static int extend_doc(SamCore *self, PyObject *tokens, Py_ssize_t doc) {
+    if (check_doc(self, doc)) return -1;
+    if (!self->interleaved && doc != self->ndocs - 1) {
+        PyErr_SetString(PyExc_ValueError, "a contiguous automaton only extends its newest document");
+        return -1;
+    }
+    TokenVec tv;
+    if (read_tokens(tokens, &tv)) return -1;
+    if (ensure_text(self, tv.n) || reserve_for(self, tv.n)) { tv_free(&tv); return -1; }
+    for (Py_ssize_t i = 0; i < tv.n; i++) {
+        if (append_token(self, doc, tv.buf[i])) { tv_free(&tv); return -1; }
+    }
+    if (tv.n >= 8) trim_states(self);
+    tv_free(&tv);
+    return 0;
+}
+
 /* extend(tokens, doc=0) */
 static PyObject *SamCore_extend(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 2) { PyErr_SetString(PyExc_TypeError, "extend(tokens, doc=0)"); return NULL; }
     Py_ssize_t doc = 0;
     if (nargs == 2) { doc = PyLong_AsSsize_t(args[1]); if (doc == -1 && PyErr_Occurred()) return NULL; }
-    if (check_doc(self, doc)) return NULL;
-    if (!self->interleaved && doc != self->ndocs - 1) {
-        PyErr_SetString(PyExc_ValueError, "a contiguous automaton only extends its newest document");
-        return NULL;
-    }
-    TokenVec tv;
-    if (read_tokens(args[0], &tv)) return NULL;
-    if (ensure_text(self, tv.n) || reserve_for(self, tv.n)) { tv_free(&tv); return NULL; }
-    for (Py_ssize_t i = 0; i < tv.n; i++) {
-        if (append_token(self, doc, tv.buf[i])) { tv_free(&tv); return NULL; }
-    }
-    if (tv.n >= 8) trim_states(self);
-    tv_free(&tv);
+    if (extend_doc(self, args[0], doc)) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -648,6 +662,26 @@ static PyTypeObject SamCoreType = {
     .tp_getset = SamCore_getset,
 };
 
+/* One text, document 0, made in one call: SuffixAutomaton(token_ids=None, *, reserve=0). A
+ * request's automaton is created for every request of a rollout, so its constructor stays in C. */
+static int SingleCore_init(SamCore *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"token_ids", "reserve", NULL};
+    PyObject *tokens = Py_None;
+    Py_ssize_t reserve = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$n", kwlist, &tokens, &reserve)) return -1;
+    if (core_setup(self, 0, reserve) || add_doc(self) < 0) return -1;
+    return tokens == Py_None ? 0 : extend_doc(self, tokens, 0);
+}
+
+static PyTypeObject SingleCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "samspec_bench.sam._samcore.SingleCore",
+    .tp_basicsize = sizeof(SamCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A suffix automaton over one growing text (document 0).",
+    .tp_init = (initproc)SingleCore_init,
+};
+
 /* ---------- the n-gram baseline (vLLM's semantics) ---------- */
 
 /* ngram_propose(tokens, min_n, max_n, k) -> list: the longest n in [min_n, max_n] such that the
@@ -701,12 +735,16 @@ static struct PyModuleDef samcore_module = {
     PyModuleDef_HEAD_INIT, "_samcore", "Suffix automaton core for samspec_bench.sam", -1, module_methods};
 
 PyMODINIT_FUNC PyInit__samcore(void) {
-    if (PyType_Ready(&SamCoreType) < 0) return NULL;
+    SingleCoreType.tp_base = &SamCoreType;
+    if (PyType_Ready(&SamCoreType) < 0 || PyType_Ready(&SingleCoreType) < 0) return NULL;
     PyObject *m = PyModule_Create(&samcore_module);
     if (!m) return NULL;
     Py_INCREF(&SamCoreType);
-    if (PyModule_AddObject(m, "SamCore", (PyObject *)&SamCoreType) < 0) {
+    Py_INCREF(&SingleCoreType);
+    if (PyModule_AddObject(m, "SamCore", (PyObject *)&SamCoreType) < 0
+        || PyModule_AddObject(m, "SingleCore", (PyObject *)&SingleCoreType) < 0) {
         Py_DECREF(&SamCoreType);
+        Py_DECREF(&SingleCoreType);
         Py_DECREF(m);
         return NULL;
     }

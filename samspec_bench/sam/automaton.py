@@ -14,24 +14,21 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from samspec_bench.sam._samcore import SamCore
+from samspec_bench.sam._samcore import SamCore, SingleCore
 
 
-class SuffixAutomaton(SamCore):
-    """Indexes every token appended.
+class SuffixAutomaton(SingleCore):
+    """Indexes every token appended: `SuffixAutomaton(token_ids=None, *, reserve=0)`.
 
     `extend(token_ids)`: any iterable of non-negative ints or a 1-D integer numpy array.
     `match_length`: the largest l such that the last l tokens also occur ending at an
     earlier position (0 if none).
     `draft(k)`: with e the earliest end position of such an occurrence, text[e+1 : e+1+k]
     (clipped at the end of the text); [] if match_length == 0.
+    The constructor is the compiled one (one per request: it stays cheap).
     """
 
-    def __init__(self, token_ids: Iterable[int] | None = None, *, reserve: int = 0):
-        super().__init__(interleaved=False, reserve=reserve)
-        self.new_doc()
-        if token_ids is not None:
-            self.extend(token_ids)
+    __slots__ = ()
 
     def __len__(self) -> int:
         return self.num_tokens

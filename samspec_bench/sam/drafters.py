@@ -134,9 +134,7 @@ class SamDrafter(Drafter):
             member = entry[0].add_member(prompt)  # each member indexes its own prompt
         else:
             key = None
-            own = SuffixAutomaton()
-            if len(prompt):
-                own.extend(prompt)
+            own = SuffixAutomaton(prompt) if len(prompt) else SuffixAutomaton()
         matcher = None
         if self.corpus is not None:
             matcher = self.corpus.matcher()
