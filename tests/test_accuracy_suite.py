@@ -120,6 +120,59 @@ def test_stub_run_pairs_resumes_and_records_failures(tmp_path, data_dir):
     assert m2["acc_off"] == pytest.approx(1 / 3)
 
 
+class TokenizerStub(StubEngine):
+    """The stub engine over a real tokenizer; keeps the prompts it was sent."""
+
+    def __init__(self, tokenizer):
+        super().__init__()
+        self.tokenizer = tokenizer
+        self.prompts = []
+
+    def generate(self, requests, **kw):
+        self.prompts.extend(list(r.prompt_ids) for r in requests)
+        return super().generate(requests, **kw)
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer():
+    pytest.importorskip("torch")
+    from samspec_bench.models import load_model
+    return load_model("builtin:tiny-qwen3")[1]
+
+
+def test_apply_chat_template_sends_the_chat_prompt(tmp_path, data_dir, tiny_tokenizer):
+    from samspec_bench.suites.accuracy import AccuracyConfig, run
+
+    tok = tiny_tokenizer
+    marker = "\x00MARK\x00"
+    chat = tok.apply_chat_template([{"role": "user", "content": marker}], tokenize=False, add_generation_prompt=True)
+    head = tok.encode(chat.split(marker)[0], add_special_tokens=False)     # the template's tokens before the turn
+    assert head
+    runs = {}
+    for chat_on in (False, True):
+        eng = TokenizerStub(tok)
+        cfg = AccuracyConfig(tasks=["gsm8k"], data_dir=str(data_dir), limit=2, max_gen_toks=16, bootstrap_iters=100,
+                             apply_chat_template=chat_on)
+        result, _ = run(cfg, output=str(tmp_path / str(chat_on)), progress=False, engine=eng)
+        runs[chat_on] = eng.prompts
+        assert len(eng.prompts) == 4 and result["metrics"]["gsm8k"]["n"] == 2
+    assert all(p[: len(head)] == head for p in runs[True])
+    assert not any(p[: len(head)] == head for p in runs[False])
+    # few-shot examples as turns: one assistant turn per example plus the generation prompt
+    text = tok.decode(runs[True][0], skip_special_tokens=False)
+    gen_prompt = chat.split(marker)[1]
+    assert text.endswith(gen_prompt) and text.count(gen_prompt.strip()) > 1
+
+
+def test_apply_chat_template_without_a_template_is_refused(tmp_path, data_dir):
+    from samspec_bench.errors import UserError
+    from samspec_bench.suites.accuracy import AccuracyConfig, run
+
+    cfg = AccuracyConfig(tasks=["gsm8k"], data_dir=str(data_dir), limit=1, apply_chat_template=True)
+    with pytest.raises(UserError, match="--apply-chat-template"):
+        run(cfg, output=str(tmp_path), progress=False, engine=StubEngine())
+
+
 # --- end to end on the built-in model -------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -191,6 +244,18 @@ def test_smollm2_pairing_and_agreement(smol_run):
     assert m["agreement"] == agreement(pairs)
     same_text = sum(gens["off", d]["text"] == gens["on", d]["text"] for d in range(3))
     assert m["agreement"]["identical"] == same_text
+    n = {d: min(len(gens["off", d]["token_ids"]), len(gens["on", d]["token_ids"])) for d in range(3)}
+    assert m["agreement_raw"] == agreement([(gens["off", d]["token_ids"][:n[d]], gens["on", d]["token_ids"][:n[d]])
+                                            for d in range(3)])
+    # lm-eval's `until` strings ended requests inside the engine (not at max_gen_toks): without
+    # SAM right at the stop string, with SAM at most k tokens later
+    stopped = [d for d in range(3) if gens["off", d]["stop"] is not None]
+    assert stopped
+    for d in stopped:
+        off, on = gens["off", d], gens["on", d]
+        assert off["finish_reason"] == on["finish_reason"] == "stop"
+        assert off["num_tokens"] < cfg.max_gen_toks
+        assert off["num_tokens"] <= on["num_tokens"] <= off["num_tokens"] + cfg.num_spec_tokens
 
 
 @pytest.mark.slow

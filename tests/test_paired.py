@@ -8,7 +8,7 @@ from scipy import stats
 
 from samspec_bench.evals.paired import (agreement, compare, first_divergence, mcnemar_exact,
                                         min_detectable_difference, paired_bootstrap_ci, problem_means,
-                                        sign_flip_test, verdict)
+                                        problem_stderr, sign_flip_test, verdict)
 
 
 def _pairs(n11, n01, n10, n00):
@@ -84,6 +84,26 @@ def test_sign_flip_monte_carlo_close_to_exact():
 
 def test_problem_means_ignores_missing():
     assert problem_means([[1, np.nan, 0], [1, 1, 1]]).tolist() == [0.5, 1.0]
+
+
+def test_problem_stderr_is_clustered_by_problem():
+    # 3 problems x K=2: per-problem means 0.5, 1, 0 (mean 0.5); deviations 0, .5, -.5:
+    # sd (ddof 1) = sqrt((0 + .25 + .25) / 2) = .5, stderr = .5 / sqrt(3)
+    x = np.array([[1, 0], [1, 1], [0, 0]], float)
+    assert problem_stderr(x) == pytest.approx(0.5 / math.sqrt(3))
+    # not the stderr of 6 independent samples: sd([1,0,1,1,0,0]) = sqrt(.3), / sqrt(6)
+    assert problem_stderr(x) != pytest.approx(math.sqrt(0.3) / math.sqrt(6))
+    # a missing sample: the problem's mean is over the samples it has (1, 1/2, 0 -> same sd)
+    assert problem_stderr(np.array([[1, np.nan], [1, 0], [0, 0]])) == pytest.approx(0.5 / math.sqrt(3))
+    # K = 1: lm-eval's stderr of the mean (sample sd / sqrt(n))
+    from lm_eval.api.metrics import mean_stderr
+    y = [1, 0, 0, 1, 1, 1, 0]
+    assert problem_stderr(np.array(y, float)) == pytest.approx(mean_stderr(y))
+    assert math.isnan(problem_stderr([1.0]))
+    r = compare({0: [1, 0], 1: [1, 1], 2: [0, 0]}, {0: [1, 1], 1: [1, 1], 2: [0, 1]}, iters=100)
+    assert r["stderr_off"] == pytest.approx(0.5 / math.sqrt(3))
+    # on: means 1, 1, .5 -> mean 5/6, sd sqrt(((1/6)^2 * 2 + (1/3)^2) / 2) = sqrt(1/12)
+    assert r["stderr_on"] == pytest.approx(math.sqrt(1 / 12) / math.sqrt(3))
 
 
 def test_bootstrap_ci_constant_and_vs_scipy():

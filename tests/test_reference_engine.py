@@ -262,6 +262,73 @@ def test_stop_tokens_and_max_tokens(exact_engine):
     assert sum(spec.steps.emitted) == len(spec.token_ids) - 1
 
 
+def _tokens_until_stop(tok, token_ids, stop):
+    """The shortest prefix of token_ids whose decoded text contains stop."""
+    for n in range(1, len(token_ids) + 1):
+        if stop in tok.decode(token_ids[:n], skip_special_tokens=True):
+            return n
+    raise AssertionError(f"{stop!r} does not occur")
+
+
+def test_stop_strings_end_generation_with_and_without_speculation(exact_engine):
+    tok = exact_engine.tokenizer
+    ps = [p * 3 for p in prompts(2, base=6, step=3)]     # repetitive: SAM finds drafts
+    free = exact_engine.generate(make_requests(ps, SamplingParams(max_tokens=60, ignore_eos=True)))
+    texts = [tok.decode(o.token_ids, skip_special_tokens=True) for o in free.outputs]
+    # a stop string from the middle of request 0's text (its first occurrence is what counts)
+    stop = texts[0][len(texts[0]) // 2: len(texts[0]) // 2 + 3]
+    reqs = make_requests(ps, SamplingParams(max_tokens=60, ignore_eos=True, stop=(stop, "\x00never\x00")))
+    base = exact_engine.generate(reqs)
+    spec = exact_engine.generate(reqs, drafter="sam", num_spec_tokens=3)
+    script = exact_engine.generate(reqs, drafter=ScriptedDrafter({i: o.token_ids[1:] for i, o in enumerate(free.outputs)}),
+                                   num_spec_tokens=8)
+    assert script.metrics()["tokens_per_step"] > 2      # verify steps emitted several tokens at once
+    for i, f in enumerate(free.outputs):
+        if stop not in texts[i]:
+            assert base.outputs[i].token_ids == f.token_ids and base.outputs[i].finish_reason == "length"
+            continue
+        n = _tokens_until_stop(tok, f.token_ids, stop)
+        assert n < 60
+        b = base.outputs[i]
+        assert b.token_ids == f.token_ids[:n] and b.finish_reason == "stop"
+        for out, k in ((spec.outputs[i], 3), (script.outputs[i], 8)):
+            # speculation: identical up to the stop, at most k tokens more from the last verify step
+            assert out.finish_reason == "stop" and n <= len(out.token_ids) <= n + k
+            assert out.token_ids == f.token_ids[: len(out.token_ids)]
+            assert stop in tok.decode(out.token_ids, skip_special_tokens=True)
+    assert base.outputs[0].finish_reason == "stop"
+    assert exact_engine.cache.num_free_blocks == exact_engine.cache.num_blocks
+    with pytest.raises(ValueError, match="stop"):
+        SamplingParams(stop=("",))
+    assert SamplingParams(stop="x").stop == ("x",)
+
+
+class _CountingTokenizer:
+    """Wraps a tokenizer; records the length of every decode call."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        self.lengths = []
+
+    def decode(self, ids, **kw):
+        self.lengths.append(len(ids))
+        return self.tok.decode(ids, **kw)
+
+
+def test_stop_strings_decode_only_a_tail_window(exact_engine):
+    stop = "\x00never\x00"          # never matches: the request runs to max_tokens
+    counting = _CountingTokenizer(exact_engine.tokenizer)
+    real, exact_engine.tokenizer = exact_engine.tokenizer, counting
+    try:
+        reqs = make_requests(prompts(1), SamplingParams(max_tokens=80, ignore_eos=True, stop=(stop,)))
+        out = exact_engine.generate(reqs).outputs[0]
+    finally:
+        exact_engine.tokenizer = real
+    assert len(out.token_ids) == 80 and out.finish_reason == "length"
+    assert len(counting.lengths) == 80                      # one check per step
+    assert max(counting.lengths) <= len(stop) + 4 + 1       # the window, not the whole output
+
+
 def test_seeded_sampling_is_reproducible_and_independent_of_the_batch(exact_engine):
     params = SamplingParams(temperature=0.9, top_k=50, top_p=0.9, seed=1234, max_tokens=25, ignore_eos=True)
     ps = prompts(3)

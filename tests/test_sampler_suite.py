@@ -3,9 +3,7 @@ Seeds are fixed: the verdicts below are deterministic, not merely likely."""
 
 from __future__ import annotations
 
-import inspect
 import json
-import types
 
 import numpy as np
 import pytest

@@ -85,8 +85,8 @@ def test_simulation_acceptance_matches_replay_for_single_request():
 
 def test_fast_forward_equals_step_by_step_with_linear_model():
     rng = np.random.default_rng(3)
-    model = StepTimeModel(0.01, {"running": 0.001, "scheduled_tokens": 0.0001, "context_tokens": 1e-6,
-                                 "speculative": 0.002})
+    model = StepTimeModel(0.01, {"running": 0.001, "decode_tokens": 0.0001, "prefill_tokens": 0.0001,
+                                 "context_tokens": 1e-6, "speculative": 0.002})
     reqs = [SimRequest(int(p), int(n)) for p, n in zip(rng.integers(1, 50, 40), rng.integers(1, 300, 40))]
     a = simulate(reqs, k=0, policy=None, step_model=model, max_num_seqs=8, max_num_batched_tokens=64)
     b = simulate(reqs, k=0, policy=None, step_model=model, max_num_seqs=8, max_num_batched_tokens=64,
@@ -103,3 +103,107 @@ def test_large_tiled_workload_shares_profiles():
     r = simulate(reqs, k=3, policy=ThresholdPolicy(8), step_model=ONE, max_num_seqs=256)
     assert np.isfinite(r.finish_time_s).all()
     assert r.steps["num_emitted"].sum() == 2000 * 2000
+
+
+# ---------- KV capacity and preemption ----------
+
+def test_kv_preemption_by_hand():
+    # blocks of 4 tokens, 4 blocks; two requests (prompt 4, response 8). Steps 0-4 fit (each ends
+    # with 8 KV tokens = 2 blocks); at step 5 r0 needs a third block: none free, so the latest
+    # admitted (r1, 5 tokens emitted) is preempted; its recompute (4 + 5 tokens = 3 blocks) waits
+    # until r0 finishes (step 7), runs at step 8 (emits token 6) and r1 ends at step 10.
+    reqs = [SimRequest(4, 8), SimRequest(4, 8)]
+    for ff in (True, False):
+        r = simulate(reqs, k=0, policy=None, step_model=ONE, max_num_seqs=2, kv_capacity_tokens=16, block_size=4,
+                     fast_forward=ff)
+        assert r.num_steps == 11, ff
+        assert list(r.finish_time_s) == [8.0, 11.0]
+        assert r.steps["num_preempted"].sum() == 1 and r.steps["num_preempted"][5] == 1
+        assert list(r.steps["num_running"][5:9]) == [1, 1, 1, 1]
+        assert r.steps["num_scheduled_tokens"][8] == 9      # the recompute prefill
+        assert r.steps["num_emitted"].sum() == 16
+
+
+def test_kv_unlimited_and_large_capacity_agree():
+    rng = np.random.default_rng(4)
+    reqs = [SimRequest(int(p), int(n), np.full(n, 2, np.int16), np.full(n, 1, np.int16))
+            for p, n in zip(rng.integers(1, 40, 30), rng.integers(1, 200, 30))]
+    a = simulate(reqs, k=3, policy=ThresholdPolicy(4), step_model=ONE, max_num_seqs=8)
+    b = simulate(reqs, k=3, policy=ThresholdPolicy(4), step_model=ONE, max_num_seqs=8, kv_capacity_tokens=10**6)
+    c = simulate(reqs, k=3, policy=ThresholdPolicy(4), step_model=ONE, max_num_seqs=8, kv_capacity_tokens=512,
+                 block_size=16)
+    assert a.num_steps == b.num_steps and np.array_equal(a.finish_time_s, b.finish_time_s)
+    assert c.steps["num_preempted"].sum() > 0 and np.isfinite(c.finish_time_s).all()
+    assert c.steps["num_emitted"].sum() == a.steps["num_emitted"].sum()
+    # every step's KV footprint fits: context before the step + scheduled tokens <= capacity
+    assert (c.steps["context_tokens"] + c.steps["num_scheduled_tokens"] <= 512).all()
+
+
+def test_kv_capacity_too_small_is_a_user_error():
+    from samspec_bench.errors import UserError
+    with pytest.raises(UserError, match="kv-capacity-tokens"):
+        simulate([SimRequest(10, 100)], k=0, policy=None, step_model=ONE, kv_capacity_tokens=64, block_size=16)
+
+
+# ---------- repricing, stretched profiles, group profiles ----------
+
+def test_reprice_equals_simulating_with_the_model():
+    rng = np.random.default_rng(5)
+    model = StepTimeModel(0.01, {"decode_tokens": 1e-3, "draft_tokens": 5e-4, "prefill_tokens": 1e-4,
+                                 "context_tokens": 1e-6, "spec_requests": 2e-4, "speculative": 3e-3})
+    reqs = [SimRequest(int(p), int(n), np.full(n, 3, np.int16), np.full(n, 2, np.int16))
+            for p, n in zip(rng.integers(1, 60, 25), rng.integers(2, 300, 25))]
+    from samspec_bench.bench.scheduler_sim import reprice
+    a = simulate(reqs, k=3, policy=ThresholdPolicy(3), step_model=model, max_num_seqs=6, max_num_batched_tokens=64)
+    b = reprice(simulate(reqs, k=3, policy=ThresholdPolicy(3), step_model=ONE, max_num_seqs=6,
+                         max_num_batched_tokens=64), model)
+    assert np.allclose(a.steps["time_s"], b.steps["time_s"]) and a.makespan_s == pytest.approx(b.makespan_s)
+    assert np.allclose(a.finish_time_s, b.finish_time_s)
+
+
+def test_stretch_positions_keep_blocks_and_trend():
+    from samspec_bench.bench.sim_profiles import BLOCK, stretch_positions
+    p = np.arange(10 * BLOCK)
+    q = stretch_positions(p, 2 * BLOCK, 10 * BLOCK)
+    assert q[0] == 0 and q.max() == 2 * BLOCK - 1
+    assert np.array_equal(q[:BLOCK], np.arange(BLOCK))            # a block is copied whole
+    assert (np.diff(q[::BLOCK]) >= 0).all()                        # early positions read early ones
+    assert np.array_equal(stretch_positions(p, 10 * BLOCK, 10 * BLOCK), p)   # same length: identity
+
+
+def test_stretched_profile_simulates_target_lengths():
+    d, a = np.full(300, 3, np.int16), np.full(300, 3, np.int16)
+    d[:150] = 0
+    a[:150] = 0     # no drafts in the first half of the source: the first half of the target neither
+    r = simulate([SimRequest(5, 3000, d, a, stretch=True)], k=3, policy=AlwaysPolicy(), step_model=ONE)
+    assert r.steps["num_emitted"].sum() == 3000
+    from samspec_bench.bench.sim_profiles import stretch_positions
+    q = stretch_positions(np.arange(3000), 300, 3000)
+    full = simulate([SimRequest(5, 3000, d[q], a[q])], k=3, policy=AlwaysPolicy(), step_model=ONE)
+    assert r.num_steps == full.num_steps and np.array_equal(r.steps["num_accepted"], full.steps["num_accepted"])
+    # about 48 % of the target reads the draft-less first half of the source (block rounding)
+    assert 1 + 0.4 * 3000 + 0.5 * 3000 / 4 < r.num_steps < 1 + 0.55 * 3000 + 0.45 * 3000 / 4
+
+
+def test_group_profiles_lockstep():
+    from samspec_bench.bench.sim_profiles import group_acceptance_profiles, profiles_for
+    rng = np.random.default_rng(6)
+    a = rng.integers(0, 1000, 300)
+    b = a.copy()
+    b[150] = 1001            # a sibling identical up to 150, then the same text again
+    own = profiles_for([([1, 2], a), ([1, 2], b)], None, 3, "sam", "own")
+    grp = group_acceptance_profiles(SamDrafter(group_sharing=True), [1, 2], [a, b], 3)
+    # random tokens: nothing to reuse from the own context; lockstep siblings are exactly as far,
+    # so a member's next tokens are not in the group automaton yet either, until b's edit
+    assert own[0][1].sum() == 0 and grp[0][1][:150].sum() == 0
+    # after the edit both continue identically; the text the other has already emitted is not
+    # ahead of them: still nothing to accept from a sibling at the same position
+    assert grp[1][1].sum() == 0
+    # a shorter sibling that finished is fully indexed: its text is ahead of the longer member
+    short = a[:200]
+    longer = np.concatenate([a[:100], a[:200]])
+    g2 = group_acceptance_profiles(SamDrafter(group_sharing=True), [1, 2], [short, longer], 3)
+    assert g2[1][1][200:].mean() > 2   # positions 200+ repeat a[100:200], which `short` emitted by then
+    from samspec_bench.errors import UserError
+    with pytest.raises(UserError, match="different prompts"):
+        profiles_for([([1, 2], a), ([3], b)], ["g", "g"], 3, "sam", "group")

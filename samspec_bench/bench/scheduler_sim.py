@@ -2,8 +2,7 @@
 model, with per-request acceptance from real token sequences and step times from a fitted
 `StepTimeModel`.
 
-Scheduling (the same rules as `reference_engine.ReferenceEngine._step`, without KV-cache
-preemption: the simulated cache is assumed large enough):
+Scheduling (the same rules as `reference_engine.ReferenceEngine._step`):
 - before each step the policy sees StepState(step, running, waiting, decoding) and decides
   whether the step speculates;
 - token budget `max_num_batched_tokens`; running requests first, oldest first: each takes its
@@ -12,7 +11,13 @@ preemption: the simulated cache is assumed large enough):
   waiting requests are admitted first come first served while budget > 0 and fewer than
   `max_num_seqs` run, each with min(prompt, budget) prefill tokens;
 - a request whose prefill completes samples its first token; a decoding request emits its
-  accepted drafts plus one token; it finishes when its response length is reached.
+  accepted drafts plus one token; it finishes when its response length is reached;
+- KV cache (`kv_capacity_tokens`, blocks of `block_size`; default unlimited): a request holds
+  ceil(KV tokens / block_size) blocks; a running request whose step needs more blocks than
+  are free preempts the latest admitted running request (its blocks freed, its prompt and
+  output recomputed as a prefill when it is readmitted, ahead of new requests), itself last;
+  a waiting request is admitted only when its chunk's blocks are free. Blocks are reserved as
+  the step is scheduled (vLLM's allocate-as-you-go), so a step never over-commits the cache.
 
 Acceptance: `acceptance_profile` drafts at EVERY response position with a real drafter (own
 prompt + prefix; state at position p is the same whether p was reached with or without
@@ -23,9 +28,13 @@ is exact for greedy decoding, and also for sampled decoding with a deterministic
 the draft token removed). Walking the profile with pos += accepted + 1 reproduces
 `replay.replay_response` step for step (checked in tests).
 
+Profiles may be shorter or longer than the simulated response (`SimRequest.stretch`): they
+are then read through `sim_profiles.stretch_positions` (block resampling; see there why).
+
 Long stretches without speculation, admissions or prefills are fast-forwarded in closed form
-(every request emits one token a step until the next one finishes), so 1536 x 16 requests of
-tens of thousands of tokens simulate in seconds.
+(every request emits one token a step until the next one finishes, or, with a KV capacity,
+until the next block would not fit), so 1536 x 16 requests of tens of thousands of tokens
+simulate in seconds when speculation is on only in the tail (an always-on arm steps one by one).
 """
 
 from __future__ import annotations
@@ -36,11 +45,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from samspec_bench.bench.engine import NeverSpeculate, SpecPolicy, StepState
+from samspec_bench.bench.sim_profiles import stretch_positions
 from samspec_bench.bench.step_model import StepTimeModel
+from samspec_bench.errors import UserError
 
 STEP_COLUMNS = ("step", "time_s", "clock_s", "num_running", "num_waiting", "num_scheduled_tokens",
                 "num_prefill_tokens", "num_decode_reqs", "context_tokens", "num_drafted", "num_accepted",
-                "num_emitted", "speculative", "num_finished")
+                "num_emitted", "speculative", "num_finished", "num_preempted")
 
 
 class ThresholdPolicy(SpecPolicy):
@@ -133,6 +144,7 @@ class SimRequest:
     drafted: np.ndarray | None = None    # per position; None = never drafts anything
     accepted: np.ndarray | None = None
     group: Any = None
+    stretch: bool = False   # profile shorter/longer than the response: read it through sim_profiles.stretch_positions
 
 
 @dataclass
@@ -151,13 +163,51 @@ class SimResult:
         return pd.DataFrame(self.steps)
 
 
+def _schedule_kv(run_list: list[int], pending, decoding, d, computed, budget: int, free: int, bs: int):
+    """The running requests' part of a step when their new KV blocks do not all fit: the
+    reference engine's rule, request by request, oldest first. A request whose tokens (its
+    pending ones plus drafts) need more blocks than are free after the requests before it
+    preempts the latest admitted running request (freeing its blocks, recomputed later),
+    repeatedly, itself last. Blocks are reserved as requests are scheduled (vLLM's
+    allocate-as-you-go). Returns (running after preemption, tokens and drafts per request,
+    budget left, blocks reserved, free blocks, victims in preemption order)."""
+    blocks = lambda x: -(-int(x) // bs)  # noqa: E731
+    info = {j: (int(p), bool(c), int(x)) for j, p, c, x in zip(run_list, pending, decoding, d)}
+    run, sched, victims, reserved, i = list(run_list), {}, [], 0, 0
+    while i < len(run) and budget > 0:
+        j = run[i]
+        pend, dec, dj = info[j]
+        n = min(pend, budget)
+        dj = max(min(dj, budget - 1), 0) if dec else 0
+        need = blocks(computed[j] + n + dj) - blocks(computed[j])
+        preempted_self = False
+        while need > free - reserved:
+            v = run.pop()
+            victims.append(v)
+            free += blocks(computed[v])
+            if v == j:
+                preempted_self = True
+                break
+        if preempted_self:
+            continue
+        sched[j] = (n, dj)
+        reserved += need
+        budget -= n + dj
+        i += 1
+    sched_n = np.array([sched.get(j, (0, 0))[0] for j in run], dtype=np.int64)
+    sched_d = np.array([sched.get(j, (0, 0))[1] for j in run], dtype=np.int64)
+    return run, sched_n, sched_d, budget, reserved, free, victims
+
+
 # ---------- the simulation ----------
 
 def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepState], bool] | None,
              step_model: StepTimeModel, max_num_seqs: int = 64, max_num_batched_tokens: int = 2048,
              tail_threshold: int | None = None, position_edges: Sequence[int] = (),
-             fast_forward: bool = True) -> SimResult:
+             fast_forward: bool = True, kv_capacity_tokens: int | None = None,
+             block_size: int = 16) -> SimResult:
     """Simulate one rollout arm. k = 0 or policy None-like OffPolicy: no speculation.
+    kv_capacity_tokens: KV cache size (None = unlimited), in blocks of `block_size` tokens.
     tail_threshold: steps with running <= it and nobody waiting count as the tail for
     `tail_acceptance` (bins by token position at drafting time, edges `position_edges`)."""
     if max_num_seqs < 1 or max_num_batched_tokens < 1:
@@ -169,7 +219,7 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
         raise ValueError("every request needs a prompt and a response of at least one token")
     # acceptance profiles, stored once per distinct array (tiled workloads share them)
     pid: dict[int, int] = {}
-    chunks_d, chunks_a, starts = [np.zeros(1, dtype=np.int16)], [np.zeros(1, dtype=np.int16)], [0]
+    chunks_d, chunks_a = [np.zeros(1, dtype=np.int16)], [np.zeros(1, dtype=np.int16)]
     total = 1
     offs = np.zeros(N, dtype=np.int64)   # start of request i's profile in D/A (0 = the shared empty one)
     cap = np.zeros(N, dtype=np.int64)    # profile length (positions beyond it draft nothing)
@@ -186,11 +236,15 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
             total += len(r.drafted)
         offs[i] = pid[key]
         cap[i] = len(r.drafted)
+    stretch = np.array([bool(r.stretch) and r.drafted is not None for r in requests], dtype=bool)
+    any_stretch = bool(stretch.any())
     D = np.concatenate(chunks_d).astype(np.int64) if total < 50_000_000 else np.concatenate(chunks_d)
     A = np.concatenate(chunks_a).astype(np.int64) if total < 50_000_000 else np.concatenate(chunks_a)
 
     def prof_index(idx, p):
         """Index into D/A of position p of requests idx (0 = no draft)."""
+        if any_stretch:
+            p = np.where(stretch[idx], stretch_positions(p, np.maximum(cap[idx], 1), L[idx]), p)
         return np.where(p < cap[idx], offs[idx] + p, 0)
 
     k = int(k)
@@ -208,18 +262,34 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
     finish = np.full(N, np.nan)
     first = np.full(N, np.nan)
     running = np.zeros(0, dtype=np.int64)    # admission order
+    requeue: list[int] = []                  # preempted requests, at the front of the waiting queue
     next_wait = 0
     clock = 0.0
     step = 0
     cols: dict[str, list] = {c: [] for c in STEP_COLUMNS}
+    kv = kv_capacity_tokens is not None
+    bs = int(block_size)
+    if kv:
+        if bs < 1 or kv_capacity_tokens < bs:
+            raise UserError(f"--kv-capacity-tokens {kv_capacity_tokens} with --block-size {block_size}: "
+                            "the cache needs at least one block; raise the capacity")
+        num_blocks = int(kv_capacity_tokens) // bs
+        worst = int(np.max(P + L)) + k if N else 0
+        if N and -(-worst // bs) > num_blocks:
+            i = int(np.argmax(P + L))
+            raise UserError(f"--kv-capacity-tokens {kv_capacity_tokens}: request {i} needs up to {worst} KV tokens "
+                            f"({-(-worst // bs)} blocks of {bs}); raise the capacity or lower --max-response-len")
 
-    def record(**kv):
+    def record(**kv_):
         for c in STEP_COLUMNS:
-            cols[c].append(kv[c])
+            cols[c].append(kv_[c])
+
+    def blocks(x):
+        return -(-x // bs)
 
     B = int(max_num_batched_tokens)
-    while next_wait < N or running.size:
-        n_wait = N - next_wait
+    while next_wait < N or running.size or requeue:
+        n_wait = N - next_wait + len(requeue)
         pending = P[running] + pos[running] - computed[running]
         decoding = pending == 1
         n_dec = int(decoding.sum())
@@ -230,22 +300,33 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
                 and (n_wait == 0 or running.size >= max_num_seqs) and running.size <= B):
             rem = L[running] - pos[running]
             m = int(rem.min())
+            if kv and m >= 2:   # stop before the step whose new blocks would not fit
+                c0 = computed[running]
+                fits = lambda j: int(blocks(c0 + j + 1).sum()) <= num_blocks  # noqa: E731
+                if not fits(m - 1):
+                    lo, hi = 0, m - 1          # fits(lo) is unknown only for lo = 0
+                    if not fits(0):
+                        m = 0
+                    else:
+                        while hi - lo > 1:
+                            mid = (lo + hi) // 2
+                            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+                        m = hi
             if m >= 2:
                 R = int(running.size)
                 j = np.arange(m, dtype=np.int64)
                 ctx = int(computed[running].sum()) + j * R
-                t = step_model.predict(np.full(m, R), np.full(m, R), ctx, np.zeros(m))
+                t = step_model.predict(running=np.full(m, R), decode_tokens=np.full(m, R), context_tokens=ctx)
                 t = np.asarray(t, dtype=float)
                 clk = clock + np.cumsum(t)
                 fin = np.zeros(m, dtype=np.int64)
                 fin[-1] = int((rem == m).sum())
+                zero = np.zeros(m, dtype=np.int64)
                 for c, v in (("step", step + j), ("time_s", t), ("clock_s", clk), ("num_running", np.full(m, R)),
                              ("num_waiting", np.full(m, n_wait)), ("num_scheduled_tokens", np.full(m, R)),
-                             ("num_prefill_tokens", np.zeros(m, dtype=np.int64)),
-                             ("num_decode_reqs", np.full(m, R)), ("context_tokens", ctx),
-                             ("num_drafted", np.zeros(m, dtype=np.int64)), ("num_accepted", np.zeros(m, dtype=np.int64)),
-                             ("num_emitted", np.full(m, R)), ("speculative", np.zeros(m, dtype=bool)),
-                             ("num_finished", fin)):
+                             ("num_prefill_tokens", zero), ("num_decode_reqs", np.full(m, R)), ("context_tokens", ctx),
+                             ("num_drafted", zero), ("num_accepted", zero), ("num_emitted", np.full(m, R)),
+                             ("speculative", np.zeros(m, dtype=bool)), ("num_finished", fin), ("num_preempted", zero)):
                     cols[c].append(v)
                 clock = float(clk[-1])
                 step += m
@@ -278,15 +359,38 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
                 budget -= int(sched_n[j0] + sched_d[j0])
             budget = min(budget, 0) if budget <= 0 else 0  # nothing after a request that did not fit
         in_sched = sched_n > 0
-        # --- admissions
+        preempted = 0
+        free = reserved = 0
+        if kv:
+            free = num_blocks - int(blocks(computed[running]).sum())
+            new_blocks = blocks(computed[running] + sched_n + sched_d) - blocks(computed[running])
+            reserved = int(new_blocks[in_sched].sum())
+            if reserved > free:   # preemption: the engine's rule, one request at a time
+                run_list, sched_n, sched_d, budget, reserved, free, victims = _schedule_kv(
+                    running.tolist(), pending, decoding, d, computed, B, free, bs)
+                for v in victims:   # the latest admitted first; each goes to the front of the queue
+                    computed[v] = 0
+                    requeue.insert(0, v)
+                preempted = len(victims)
+                running = np.array(run_list, dtype=np.int64)
+                in_sched = sched_n > 0
+        # --- admissions (preempted requests first, then first come first served)
         admitted = []
-        while next_wait < N and budget > 0 and R + len(admitted) < max_num_seqs:
-            i = next_wait
-            n = min(int(P[i]), budget)
+        while (requeue or next_wait < N) and budget > 0 and running.size + len(admitted) < max_num_seqs:
+            i = requeue[0] if requeue else next_wait
+            n = min(int(P[i] + pos[i]), budget)
+            if kv:
+                if int(blocks(n)) > free - reserved:
+                    break
+                reserved += int(blocks(n))
             admitted.append((i, n))
             budget -= n
-            next_wait += 1
-        s_idx = np.concatenate([running[in_sched], np.array([i for i, _ in admitted], dtype=np.int64)])
+            if requeue:
+                requeue.pop(0)
+            else:
+                next_wait += 1
+        adm = np.array([i for i, _ in admitted], dtype=np.int64)
+        s_idx = np.concatenate([running[in_sched], adm])
         s_n = np.concatenate([sched_n[in_sched], np.array([n for _, n in admitted], dtype=np.int64)])
         s_d = np.concatenate([sched_d[in_sched], np.zeros(len(admitted), dtype=np.int64)])
         if not s_idx.size:
@@ -299,9 +403,14 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
         acc = np.where(dec_step, np.minimum(A[prof_index(s_idx, s_pos)], s_d), 0)
         emit = np.where(samples, np.where(dec_step, np.where(s_pos + acc < L[s_idx], acc + 1, acc), 1), 0)
         prefill_tokens = int(s_n[~dec_step].sum())
-        t = float(step_model.predict(int(s_idx.size), n_sched_tokens, ctx_tokens, int(spec)))
+        t = float(step_model.predict(running=int(s_idx.size), prefill_tokens=prefill_tokens,
+                                     decode_tokens=int(s_n[dec_step].sum()), draft_tokens=int(s_d.sum()),
+                                     context_tokens=ctx_tokens, spec_requests=int(dec_step.sum()) * int(spec),
+                                     speculative=int(spec and dec_step.any())))
         clock += t
-        if tail_threshold is not None and spec and nb and running.size <= tail_threshold and n_wait == 0:
+        n_wait_after = N - next_wait + len(requeue)
+        # the tail as rollout.phase_split defines it: nobody waiting after the step, at most T in it
+        if tail_threshold is not None and spec and nb and s_idx.size <= tail_threshold and n_wait_after == 0:
             bins = np.searchsorted(edges, s_pos[dec_step], side="right")
             np.add.at(tail_d, bins, s_d[dec_step])
             np.add.at(tail_a, bins, acc[dec_step])
@@ -312,13 +421,13 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
         pos[s_idx] += emit
         done_mask = pos[s_idx] >= L[s_idx]
         finish[s_idx[done_mask]] = clock
-        run_all = np.concatenate([running, np.array([i for i, _ in admitted], dtype=np.int64)])
+        run_all = np.concatenate([running, adm])
         running = run_all[pos[run_all] < L[run_all]]
-        record(step=step, time_s=t, clock_s=clock, num_running=int(s_idx.size), num_waiting=N - next_wait,
+        record(step=step, time_s=t, clock_s=clock, num_running=int(s_idx.size), num_waiting=n_wait_after,
                num_scheduled_tokens=n_sched_tokens, num_prefill_tokens=prefill_tokens,
                num_decode_reqs=int(dec_step.sum()), context_tokens=ctx_tokens, num_drafted=int(s_d.sum()),
                num_accepted=int(acc.sum()), num_emitted=int(emit.sum()), speculative=spec,
-               num_finished=int(done_mask.sum()))
+               num_finished=int(done_mask.sum()), num_preempted=preempted)
         step += 1
     steps = {}
     for c in STEP_COLUMNS:
@@ -330,3 +439,26 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
         ta = {"edges": edges, "drafted": tail_d, "accepted": tail_a, "draft_steps": tail_n}
     return SimResult(steps=steps, finish_time_s=finish, first_token_time_s=first, makespan_s=clock, num_steps=step,
                      policy=policy.describe() if hasattr(policy, "describe") else {}, k=k, tail_acceptance=ta)
+
+
+def reprice(result: SimResult, step_model: StepTimeModel) -> SimResult:
+    """The same schedule timed with another step-time model. Schedules do not depend on step
+    times, so one simulation with `StepTimeModel.constant(1.0)` (clock = step count) can be
+    priced with any model; `result` must come from such a run."""
+    from dataclasses import replace
+    t = step_model.predict_steps(result.steps)
+    clock = np.cumsum(t)
+    steps = dict(result.steps, time_s=t, clock_s=clock)
+
+    def at(step_clock):
+        f = np.asarray(step_clock, dtype=float)
+        out = np.full(f.shape, np.nan)
+        ok = np.isfinite(f)
+        out[ok] = clock[np.round(f[ok]).astype(np.int64) - 1]
+        return out
+
+    if result.num_steps and not np.isclose(result.makespan_s, result.num_steps):
+        raise ValueError("reprice needs a simulation run with StepTimeModel.constant(1.0)")
+    return replace(result, steps=steps, finish_time_s=at(result.finish_time_s),
+                   first_token_time_s=at(result.first_token_time_s),
+                   makespan_s=float(clock[-1]) if clock.size else 0.0)

@@ -1,16 +1,27 @@
 """Step-time model for rollout simulation: the wall time of one engine step as a linear
-function of the batch, fitted by least squares on a measured engine profile.
+function of what the step computes, fitted by least squares on measured engine steps.
 
-    t_step = c0 + c_running * running + c_tokens * scheduled_tokens
-             + c_context * context_tokens + c_spec * speculative
+    t_step = c0 + c_decode * decode_tokens + c_prefill * prefill_tokens
+             + c_draft * draft_tokens + c_context * context_tokens + c_running * running
+             + c_spec_req * spec_requests + c_spec * speculative
 
-`running` = requests in the step's batch, `scheduled_tokens` = query tokens of the forward
-(prefill + decode + draft tokens), `context_tokens` = KV tokens the step attends over
-(before the step), `speculative` = 1 when the step verified drafts. Features whose column
-is constant (or absent) in the profile are left out of the fit (coefficient 0) and listed in
-`dropped`, so a profile without speculation cannot invent a speculation cost.
-Negative coefficients are clipped to 0 by refitting without them (times cannot fall with
-more work). Saved as JSON (`save` / `load`).
+`decode_tokens` = known tokens of requests that sample after a decode step (1 each),
+`prefill_tokens` = prompt (and recomputed) tokens, `draft_tokens` = draft tokens verified
+in the forward (priced separately: a verify token costs a query row and its logits, not a
+new request), `context_tokens` = KV tokens the step attends over (before the step),
+`running` = requests in the step's batch, `spec_requests` = decoding requests in a
+speculative step (the drafter is asked once per such request), `speculative` = 1 when the
+step speculated with at least one request decoding (a speculative step of prefills only
+does nothing speculative).
+
+Identifiability: a feature enters the fit only when its column adds rank to the design
+(intercept + the features already in, in FEATURES order); otherwise it is left out with
+coefficient 0 and its reason in `fit["dropped_reason"]` ("absent", "constant", "collinear
+with ..."). A profile without speculation thus cannot invent a verify cost, and one where
+every request decodes (running == decode_tokens) gets a decode-token cost but no separate
+per-request cost. Negative coefficients are removed by refitting without them (times cannot
+fall with more work). Saved as JSON (`save` / `load`; format 1 files, with one coefficient
+for all scheduled tokens, load with it copied to the three token kinds).
 """
 
 from __future__ import annotations
@@ -22,8 +33,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-FEATURES = ("running", "scheduled_tokens", "context_tokens", "speculative")
-FORMAT = 1
+FEATURES = ("decode_tokens", "prefill_tokens", "draft_tokens", "context_tokens", "running", "spec_requests",
+            "speculative")
+FORMAT = 2
+_RANK_TOL = 1e-7   # relative singular value below which a column counts as dependent
 
 
 @dataclass
@@ -31,16 +44,29 @@ class StepTimeModel:
     intercept: float
     coef: dict[str, float]
     dropped: list[str] = field(default_factory=list)
-    fit: dict[str, Any] = field(default_factory=dict)   # n, r2, mean abs error, source
+    fit: dict[str, Any] = field(default_factory=dict)   # n, r2, mean abs error, source, dropped_reason
 
-    def predict(self, running, scheduled_tokens, context_tokens=0, speculative=0):
-        """Step time(s) in seconds; arguments are scalars or numpy arrays."""
-        c = self.coef
-        t = (self.intercept + c.get("running", 0.0) * np.asarray(running, dtype=float)
-             + c.get("scheduled_tokens", 0.0) * np.asarray(scheduled_tokens, dtype=float)
-             + c.get("context_tokens", 0.0) * np.asarray(context_tokens, dtype=float)
-             + c.get("speculative", 0.0) * np.asarray(speculative, dtype=float))
-        return np.maximum(t, 0.0) if np.ndim(t) else float(max(t, 0.0))
+    def predict(self, **features):
+        """Step time(s) in seconds from FEATURES given as keywords (scalars or numpy arrays;
+        a missing feature counts as 0)."""
+        unknown = set(features) - set(FEATURES)
+        if unknown:
+            raise TypeError(f"unknown step features {sorted(unknown)}; known: {', '.join(FEATURES)}")
+        shape = np.broadcast_shapes(*(np.shape(x) for x in features.values()))
+        t = np.full(shape, float(self.intercept))
+        for f, x in features.items():
+            c = self.coef.get(f, 0.0)
+            if c:
+                t = t + c * np.asarray(x, dtype=float)
+        if shape:
+            return np.maximum(t, 0.0)
+        return float(max(float(t), 0.0))
+
+    def predict_steps(self, steps: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Predicted time of every step of a per-step table (scheduler_sim column names)."""
+        feats = step_features(steps)
+        n = len(np.asarray(steps["num_running"]))
+        return np.broadcast_to(self.predict(**feats), (n,)).astype(float)
 
     @classmethod
     def constant(cls, seconds: float = 1.0) -> "StepTimeModel":
@@ -62,13 +88,31 @@ class StepTimeModel:
         p = Path(path)
         try:
             d = json.loads(p.read_text(encoding="utf-8"))
-            if d.get("format") != FORMAT:
-                raise ValueError(f"format {d.get('format')!r}, expected {FORMAT}")
-            coef = {f: float(d["coef"].get(f, 0.0)) for f in FEATURES}
+            fmt = d.get("format")
+            if fmt == 1:   # one coefficient for every scheduled token
+                c1 = d["coef"]
+                tok = float(c1.get("scheduled_tokens", 0.0))
+                coef = {"decode_tokens": tok, "prefill_tokens": tok, "draft_tokens": tok,
+                        "context_tokens": float(c1.get("context_tokens", 0.0)),
+                        "running": float(c1.get("running", 0.0)), "spec_requests": 0.0,
+                        "speculative": float(c1.get("speculative", 0.0))}
+            elif fmt == FORMAT:
+                coef = {f: float(d["coef"].get(f, 0.0)) for f in FEATURES}
+            else:
+                raise ValueError(f"format {fmt!r}, expected {FORMAT}")
             return cls(float(d["intercept"]), coef, list(d.get("dropped", [])), dict(d.get("fit", {})))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise UserError(f"--step-model {p}: not a step-time model ({e}); write one with "
                             "`samspec-bench rollout profile`") from None
+
+
+def _adds_rank(base: np.ndarray, col: np.ndarray) -> bool:
+    """Whether `col` is linearly independent of the columns of `base` (columns scaled to unit norm)."""
+    m = np.column_stack([base, col])
+    norms = np.linalg.norm(m, axis=0)
+    m = m / np.where(norms > 0, norms, 1.0)
+    s = np.linalg.svd(m, compute_uv=False)
+    return bool(s[-1] > _RANK_TOL * s[0])
 
 
 def fit_step_model(times: Iterable[float], features: Mapping[str, Iterable[float]],
@@ -77,20 +121,29 @@ def fit_step_model(times: Iterable[float], features: Mapping[str, Iterable[float
     y = np.asarray(list(times), dtype=float)
     if y.size < 2:
         raise ValueError(f"a step-time fit needs at least 2 steps, got {y.size}")
+    unknown = set(features) - set(FEATURES)
+    if unknown:
+        raise ValueError(f"unknown step features {sorted(unknown)}; known: {', '.join(FEATURES)}")
+    names: list[str] = []
     cols: dict[str, np.ndarray] = {}
-    dropped = []
+    reason: dict[str, str] = {}
+    design = np.ones((y.size, 1))
     for f in FEATURES:
         if f not in features:
-            dropped.append(f)
+            reason[f] = "absent"
             continue
         x = np.asarray(list(features[f]), dtype=float)
         if x.shape != y.shape:
             raise ValueError(f"feature {f!r} has {x.size} values for {y.size} step times")
         if np.ptp(x) == 0:
-            dropped.append(f)
+            reason[f] = "constant"
             continue
+        if not _adds_rank(design, x):
+            reason[f] = "collinear with " + " + ".join(["intercept"] + names)
+            continue
+        names.append(f)
         cols[f] = x
-    names = list(cols)
+        design = np.column_stack([design, x])
     while True:
         A = np.column_stack([np.ones_like(y)] + [cols[n] for n in names])
         sol, *_ = np.linalg.lstsq(A, y, rcond=None)
@@ -99,7 +152,7 @@ def fit_step_model(times: Iterable[float], features: Mapping[str, Iterable[float
             break
         worst = min(neg, key=lambda n: sol[1 + names.index(n)])
         names.remove(worst)
-        dropped.append(worst)
+        reason[worst] = "negative coefficient"
     pred = A @ sol
     ss_res = float(np.sum((y - pred) ** 2))
     ss_tot = float(np.sum((y - y.mean()) ** 2))
@@ -107,17 +160,46 @@ def fit_step_model(times: Iterable[float], features: Mapping[str, Iterable[float
     coef.update({n: float(c) for n, c in zip(names, sol[1:])})
     fit = {"n_steps": int(y.size), "r2": (1 - ss_res / ss_tot) if ss_tot > 0 else None,
            "mean_abs_error_s": float(np.mean(np.abs(y - pred))), "mean_step_s": float(y.mean()),
-           "total_error": float(pred.sum() / y.sum() - 1) if y.sum() > 0 else None, "source": source}
-    return StepTimeModel(float(sol[0]), coef, sorted(set(dropped), key=FEATURES.index), fit)
+           "total_error": float(pred.sum() / y.sum() - 1) if y.sum() > 0 else None, "source": source,
+           "identified": list(names), "dropped_reason": reason,
+           "ranges": {f: [float(np.min(cols[f])), float(np.max(cols[f]))] for f in names}}
+    return StepTimeModel(float(sol[0]), coef, [f for f in FEATURES if f in reason], fit)
+
+
+def extrapolation(model: StepTimeModel, steps: Mapping[str, np.ndarray], factor: float = 2.0) -> dict[str, Any]:
+    """Features of a step table that reach beyond `factor` x the largest value the model was
+    fitted on (its prediction there is an extrapolation): {feature: [table max, fitted max]}."""
+    ranges = model.fit.get("ranges") or {}
+    feats = step_features(steps)
+    out = {}
+    for f, (_, hi) in ranges.items():
+        if f in feats and len(feats[f]):
+            top = float(np.max(feats[f]))
+            if top > factor * hi:
+                out[f] = [top, hi]
+    return out
+
+
+def step_features(steps: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """FEATURES from a per-step table (scheduler_sim / steps_from_generation column names:
+    num_running, num_scheduled_tokens, num_prefill_tokens, num_drafted, num_decode_reqs,
+    speculative, optional context_tokens)."""
+    g = lambda k: np.asarray(steps[k], dtype=float)  # noqa: E731
+    spec = g("speculative")
+    prefill, drafted = g("num_prefill_tokens"), g("num_drafted")
+    out = {"running": g("num_running"), "prefill_tokens": prefill, "draft_tokens": drafted,
+           "decode_tokens": g("num_scheduled_tokens") - prefill - drafted,
+           "spec_requests": g("num_decode_reqs") * spec,
+           "speculative": spec * (g("num_decode_reqs") > 0)}   # a step with nobody decoding drafts nothing
+    if "context_tokens" in steps and np.isfinite(g("context_tokens")).all():
+        out["context_tokens"] = g("context_tokens")
+    return out
 
 
 def fit_from_steps(step_tables: Iterable[Mapping[str, np.ndarray]], source: str = "") -> StepTimeModel:
-    """Fit on one or more per-step tables (rollout_sim's column names: time_s, num_running,
-    num_scheduled_tokens, context_tokens, speculative)."""
+    """Fit on one or more per-step tables (context_tokens is used only when every table has it)."""
     tabs = list(step_tables)
-    cat = lambda k: np.concatenate([np.asarray(t[k], dtype=float) for t in tabs])  # noqa: E731
-    feats = {"running": cat("num_running"), "scheduled_tokens": cat("num_scheduled_tokens"),
-             "speculative": cat("speculative")}
-    if all("context_tokens" in t for t in tabs):
-        feats["context_tokens"] = cat("context_tokens")
-    return fit_step_model(cat("time_s"), feats, source=source)
+    feats = [step_features(t) for t in tabs]
+    times = np.concatenate([np.asarray(t["time_s"], dtype=float) for t in tabs]) if tabs else np.zeros(0)
+    keys = [f for f in FEATURES if feats and all(f in x for x in feats)]
+    return fit_step_model(times, {f: np.concatenate([x[f] for x in feats]) for f in keys}, source=source)

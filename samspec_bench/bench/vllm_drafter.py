@@ -30,6 +30,10 @@ Per-request options ride on `SamplingParams.extra_args["samspec"]` (a dict):
   group     GRPO group key: members share one automaton (SamDrafter group sharing)
   min_match no draft when the match is shorter (SAM-Decoding's l_threshold)
   oracle    the continuation to draft in mode "oracle"
+  threshold the seed's batch-size switch: draft only when at most this many requests stay in
+            the batch for the next step (the rows minus the requests this step finishes by
+            max_tokens, a stop token or max_model_len; stop strings end a request in the front
+            end later and are not seen here); no draft for any row otherwise
 Engine-wide defaults come from the environment variable SAMSPEC_VLLM_DRAFTER (JSON with the
 same keys), so a vLLM user who cannot set extra_args still configures the drafter.
 
@@ -78,7 +82,7 @@ def _find_runner() -> Any:
 
 class _ReqState:
     __slots__ = ("rid", "key", "mode", "k", "sam", "prompt_len", "indexed", "pending", "oracle",
-                 "on_track", "tokens")
+                 "on_track", "tokens", "threshold", "max_tokens")
 
     def __init__(self, rid, key, mode, k, sam, prompt_len):
         self.rid = rid
@@ -92,6 +96,8 @@ class _ReqState:
         self.oracle = None
         self.on_track = True
         self.tokens = None        # content mapping: the indexed tokens (np.int32)
+        self.threshold = None     # batch-size switch: draft only when the next batch is <= this
+        self.max_tokens = None    # the request's max_tokens (no draft past its last token)
 
 
 class SamProposer:
@@ -114,6 +120,7 @@ class SamProposer:
         self.num_propose_calls = 0
         self.num_freed = 0
         self.max_active = 0
+        self.gate = {"on": 0, "off": 0}          # propose calls the batch-size switch let draft / stopped
 
     # --- vLLM's interface ---------------------------------------------------------------------
 
@@ -133,6 +140,8 @@ class SamProposer:
         req_ids = list(batch.req_ids) if batch is not None else None
         drafts: list[list[int]] = []
         seen = set()
+        running_next = None   # computed once, when a request with a threshold asks
+        gated = stopped = False
         for i, sampled in enumerate(sampled_token_ids):
             n = int(num_tokens_no_spec[i])
             rid = req_ids[i] if req_ids is not None and i < len(req_ids) else None
@@ -157,11 +166,54 @@ class SamProposer:
                 st = self._new_state(rid, token_ids_cpu[i], n, len(sampled))
             seen.add(st.rid)
             self._row_hint[i] = st.rid
-            drafts.append(self._step(st, token_ids_cpu[i], n, len(sampled)))
+            allow = True
+            if st.threshold is not None:
+                if running_next is None:
+                    running_next = self._running_next(sampled_token_ids, num_tokens_no_spec, req_ids)
+                allow = running_next <= st.threshold
+                gated, stopped = True, stopped or not allow
+            drafts.append(self._step(st, token_ids_cpu[i], n, len(sampled), allow))
+        if gated:
+            self.gate["off" if stopped else "on"] += 1
         for rid in [r for r in self._states if r not in seen]:
             self._free(rid)
         self.max_active = max(self.max_active, len(self._states))
         return drafts
+
+    def _running_next(self, sampled_token_ids, num_tokens_no_spec, req_ids) -> int:
+        """Requests that stay in the batch for the next step: this step's rows minus those it
+        finishes (the batch-size switch's count, as the scheduler's running count before the
+        next step's admissions)."""
+        count = 0
+        for i, sampled in enumerate(sampled_token_ids):
+            rid = req_ids[i] if req_ids is not None and i < len(req_ids) else None
+            if req_ids is not None and rid is None:
+                continue
+            if not self._finishes(rid, sampled, int(num_tokens_no_spec[i])):
+                count += 1
+        return count
+
+    def _finishes(self, rid, sampled, n: int) -> bool:
+        """Does this step finish the request (vLLM's stop check: max_model_len, max_tokens, EOS
+        unless ignore_eos, stop_token_ids)? Needs the runner's request table; without it only
+        max_model_len is known."""
+        if n >= self.max_model_len:
+            return True
+        sp = self._sampling_params(rid)
+        if sp is None or not len(sampled):
+            return False
+        max_tokens = getattr(sp, "max_tokens", None)
+        if max_tokens is not None and n - self._prompt_len(rid, n, len(sampled)) >= max_tokens:
+            return True
+        stops = {int(t) for t in (getattr(sp, "stop_token_ids", None) or ())}
+        eos = getattr(sp, "eos_token_id", None)
+        if eos is not None:
+            stops.add(int(eos))
+        return bool(stops) and any(int(t) in stops for t in sampled)
+
+    def _sampling_params(self, rid) -> Any:
+        reqs = getattr(self.runner, "requests", None) if self.runner is not None else None
+        return getattr(reqs.get(rid), "sampling_params", None) if reqs is not None and rid is not None else None
 
     # --- per request ------------------------------------------------------------------------------
 
@@ -210,6 +262,10 @@ class SamProposer:
             sam = (d, rid)
         st = _ReqState(rid, key, mode, k, sam, plen)
         st.indexed = plen
+        if opts.get("threshold") is not None:
+            st.threshold = int(opts["threshold"])
+        mt = getattr(self._sampling_params(rid), "max_tokens", None)
+        st.max_tokens = int(mt) if isinstance(mt, int) else None
         if mode == "oracle":
             st.oracle = [int(t) for t in opts.get("oracle", [])]
         if content:
@@ -238,7 +294,7 @@ class SamProposer:
             rec["emitted"].append(num_sampled)
         return st
 
-    def _step(self, st: _ReqState, row, n: int, num_sampled: int) -> list[int]:
+    def _step(self, st: _ReqState, row, n: int, num_sampled: int, allow: bool = True) -> list[int]:
         rec = self._records.get(st.key)
         if st.pending is not None and rec is not None:
             pos, drafted = st.pending
@@ -262,7 +318,9 @@ class SamProposer:
                 want = st.oracle[start: start + len(new)]
                 st.on_track = len(want) == len(new) and all(int(a) == b for a, b in zip(new, want))
             st.indexed = n
-        room = min(st.k, self.max_model_len - n - 1)
+        room = min(st.k, self.max_model_len - n - 1) if allow else 0
+        if st.max_tokens is not None:   # the last token comes from the target: draft at most max_tokens - output - 1
+            room = min(room, st.max_tokens - (n - st.prompt_len) - 1)
         draft: list[int] = []
         if room > 0:
             if st.mode == "sam":
@@ -325,6 +383,7 @@ class SamProposer:
                 "active_requests": len(self._states), "max_active_requests": self.max_active,
                 "freed_requests": self.num_freed, "uncollected_records": len(self._finished),
                 "propose_calls": self.num_propose_calls, "memory_bytes": self.memory_bytes(),
+                "batch_switch": dict(self.gate),
                 "defaults": self.defaults, "automaton": "samspec_bench.sam (compiled core)"}
 
 
@@ -339,6 +398,9 @@ def _env_options() -> dict:
                          '{"min_match": 2, "k": 3}') from None
     if not isinstance(opts, dict):
         raise ValueError(f"{ENV_OPTIONS}: expected a JSON object")
+    t = opts.get("threshold")
+    if t is not None and (not isinstance(t, int) or isinstance(t, bool) or t < 0):
+        raise ValueError(f"{ENV_OPTIONS}: threshold {t!r}: give an integer >= 0 (or leave it out: always draft)")
     return opts
 
 

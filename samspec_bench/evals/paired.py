@@ -13,6 +13,10 @@ difference is mean(b) - mean(a) ("on minus off"). Functions here take per-proble
   otherwise. With K = 1 and exact enumeration it equals McNemar's exact test.
 - `min_detectable_difference`: the smallest difference a two-sided level-alpha test detects
   with the given power (normal approximation with the paired SD of d_i).
+- `problem_stderr`: standard error of pass@1 (the mean over problems of the per-problem mean
+  over K samples), clustered by problem: sd of the per-problem means / sqrt(n). For K = 1 it
+  is lm-eval's stderr of the mean; for K > 1 lm-eval's per-run stderr (and one over all n*K
+  samples as if independent) is not the stderr of the mean over K.
 - `compare`: all of the above plus a plain-words verdict.
 """
 
@@ -39,6 +43,16 @@ def problem_means(x) -> np.ndarray:
     a = _as2d(x)
     with np.errstate(invalid="ignore"):
         return np.nanmean(a, axis=1) if np.isnan(a).any() else a.mean(axis=1)
+
+
+def problem_stderr(x) -> float:
+    """Standard error of mean(problem_means(x)): sample sd (ddof 1) of the per-problem
+    means / sqrt(n). NaN with fewer than two problems."""
+    m = problem_means(x)
+    m = m[~np.isnan(m)]
+    if len(m) < 2:
+        return math.nan
+    return float(np.std(m, ddof=1) / math.sqrt(len(m)))
 
 
 def paired_bootstrap_ci(a, b, *, iters: int = 10000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
@@ -171,11 +185,13 @@ def compare(off: Mapping[Any, Sequence[float]], on: Mapping[Any, Sequence[float]
     out: dict[str, Any] = {"n": n, "dropped": dropped, "num_samples": k, "alpha": alpha}
     if n == 0:
         out.update({"acc_off": math.nan, "acc_on": math.nan, "diff": math.nan, "ci95": [math.nan, math.nan],
+                    "stderr_off": math.nan, "stderr_on": math.nan,
                     "p_value": math.nan, "mdd": math.nan})
         out["verdict"] = verdict(math.nan, math.nan, math.nan)
         return out
     diff = float(b.mean() - a.mean())
     out.update({"acc_off": float(a.mean()), "acc_on": float(b.mean()), "diff": diff,
+                "stderr_off": problem_stderr(a), "stderr_on": problem_stderr(b),
                 "ci95": list(paired_bootstrap_ci(a, b, iters=iters, seed=seed))})
     binary = k == 1 and np.all(np.isin(a, (0, 1))) and np.all(np.isin(b, (0, 1)))
     if binary:

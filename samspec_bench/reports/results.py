@@ -63,6 +63,17 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def emit_json(result: dict, path: str | None) -> None:
+    """A command's `--json PATH`: the result as JSON in PATH, or on stdout for '-'."""
+    if not path:
+        return
+    text = json.dumps(to_jsonable(result), indent=2, sort_keys=True, default=str)
+    if path == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(path).write_text(text + "\n", encoding="utf-8")
+
+
 def to_jsonable(obj: Any) -> Any:
     """Dataclasses, numpy scalars/arrays, paths and non-finite floats to plain JSON values."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):

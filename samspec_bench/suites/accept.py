@@ -21,7 +21,6 @@ import dataclasses
 import functools
 import json
 import math
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -666,9 +665,5 @@ def command(engine, model, engine_arg, traces, data_dir, tokenizer, chat_templat
         out_console = Console(stderr=to_stdout, width=160)
     print_table(result, out_console)
     out_console.print(f"results: {path}", highlight=False)
-    if json_path:
-        text = json.dumps(result, indent=2, sort_keys=True)
-        if to_stdout:
-            sys.stdout.write(text + "\n")
-        else:
-            Path(json_path).write_text(text + "\n", encoding="utf-8")
+    from samspec_bench.reports.results import emit_json
+    emit_json(result, json_path)

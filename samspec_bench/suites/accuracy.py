@@ -4,8 +4,11 @@ Each task runs twice through lm-eval (`lm_eval.simple_evaluate` with
 `samspec_bench.evals.lm_adapter.EngineLM` over the engine): SAM off, then SAM on, with
 lm-eval's own prompts, filters and metrics. With `--num-samples K` each arm runs K times
 (sample k uses the same per-problem seeds in both arms); pass@1 is the mean over the K
-samples. The arms are then paired by document (`samspec_bench.evals.paired.compare`):
-difference with a paired bootstrap 95% interval, McNemar's exact test (K = 1) or the paired
+samples, its standard error the sd of the per-problem means / sqrt(n) (clustered by problem;
+lm-eval's own stderrs, one per run, are kept beside it). `--apply-chat-template` takes
+lm-eval's chat-template path (few-shot examples as chat turns unless
+`--no-fewshot-as-multiturn`). The arms are then paired by document
+(`samspec_bench.evals.paired.compare`): difference with a paired bootstrap 95% interval, McNemar's exact test (K = 1) or the paired
 sign-flip test (K > 1), the minimum detectable difference at 80% power and a verdict. Greedy
 runs also report the fraction of identical outputs and the first divergence positions.
 
@@ -24,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -72,6 +74,8 @@ class AccuracyConfig:
     alpha: float = 0.05
     bootstrap_iters: int = 10000      # the paired bootstrap
     lm_eval_bootstrap_iters: int = 1000  # lm-eval's own stderr bootstrap (exact_match's stderr is analytic)
+    apply_chat_template: bool = False
+    fewshot_as_multiturn: bool = True    # with apply_chat_template (lm-eval's default)
 
     def check(self) -> None:
         if self.num_samples < 1:
@@ -184,6 +188,11 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
         engine = build_engine(cfg)
     startup_s = time.perf_counter() - t_start
     engine_desc = engine.describe() if hasattr(engine, "describe") else None
+    if cfg.apply_chat_template and not getattr(engine.tokenizer, "chat_template", None):
+        if own_engine:
+            engine.close()
+        raise UserError(f"--apply-chat-template: the tokenizer of {cfg.model} has no chat template; "
+                        "drop the option or use a chat model")
 
     lm_results: dict[str, dict[str, list]] = {}
     scored: list[dict] = []
@@ -209,7 +218,9 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
                                                 gen_kwargs={"max_gen_toks": cfg.max_gen_toks},
                                                 bootstrap_iters=cfg.lm_eval_bootstrap_iters, log_samples=True,
                                                 random_seed=cfg.seed, numpy_random_seed=cfg.seed,
-                                                torch_random_seed=cfg.seed, fewshot_random_seed=cfg.seed)
+                                                torch_random_seed=cfg.seed, fewshot_random_seed=cfg.seed,
+                                                apply_chat_template=cfg.apply_chat_template,
+                                                fewshot_as_multiturn=cfg.apply_chat_template and cfg.fewshot_as_multiturn)
                     dt = time.perf_counter() - t
                     res = r["results"][lm_task]
                     lm_results[task][arm].append({"results": r["results"], "n-samples": r.get("n-samples"),
@@ -253,15 +264,18 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
                 m[f"pass@1_{arm}"] = float(sum(m[f"lm_eval_{arm}"]) / len(m[f"lm_eval_{arm}"])) \
                     if all(isinstance(x, (int, float)) for x in m[f"lm_eval_{arm}"]) else None
             if cfg.temperature == 0:
-                pairs = []
+                # kept: the tokens the scored (cut) text keeps. raw: all generated tokens up to the
+                # shorter response (a verify step may run up to k tokens past the stop string that
+                # ended the request: a prefix is not a divergence)
+                pairs, raw = [], []
                 for doc, g_off in gens["off"].items():
                     g_on = gens["on"].get(doc)
                     if g_on is None or g_off.get("error") or g_on.get("error"):
                         continue
                     pairs.append((g_off["token_ids"][:g_off["kept_tokens"]], g_on["token_ids"][:g_on["kept_tokens"]]))
+                    n = min(len(g_off["token_ids"]), len(g_on["token_ids"]))
+                    raw.append((g_off["token_ids"][:n], g_on["token_ids"][:n]))
                 m["agreement"] = agreement(pairs)
-                raw = [(gens["off"][d]["token_ids"], gens["on"][d]["token_ids"]) for d in gens["off"]
-                       if d in gens["on"] and not gens["off"][d].get("error") and not gens["on"][d].get("error")]
                 m["agreement_raw"] = agreement(raw)
             on = [g for g in gens["on"].values() if not g.get("error")]
             drafted = sum(g.get("drafted") or 0 for g in on)
@@ -272,7 +286,9 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
                                "tokens_per_step": toks / steps if steps else None}
             m["timings"] = timings.get(task)
             metrics[task] = m
+            m["stderr_basis"] = "sd of the per-problem mean scores / sqrt(n) (clustered by problem)"
             rows.append({"dataset": task, "n": m["n"], "without_sam": m["acc_off"], "with_sam": m["acc_on"],
+                         "without_sam_stderr": m["stderr_off"], "with_sam_stderr": m["stderr_on"],
                          "diff": m["diff"], "ci95_low": m["ci95"][0], "ci95_high": m["ci95"][1],
                          "p_value": m["p_value"], "test": (m.get("test") or {}).get("test"),
                          "identical_fraction": (m.get("agreement") or {}).get("identical_fraction"),
@@ -308,6 +324,10 @@ def print_report(result: dict, console) -> None:
     def pct(x):
         return "" if x is None else f"{100 * x:.1f}"
 
+    def with_se(x, se):
+        ok = isinstance(se, (int, float)) and math.isfinite(se)
+        return pct(x) + (f" ± {100 * se:.1f}" if ok else "")
+
     t = Table(title=f"accuracy: {result['config']['model']} ({result['config']['engine']}), pass@1 "
                     f"over {result['config']['num_samples']} sample(s)")
     for col in ("dataset", "n", "without SAM", "with SAM", "difference (95% CI)", "p-value", "identical"):
@@ -317,10 +337,8 @@ def print_report(result: dict, console) -> None:
         diff = "" if r["diff"] is None else (f"{100 * r['diff']:+.1f} [{100 * r['ci95_low']:+.1f}, "
                                              f"{100 * r['ci95_high']:+.1f}]")
         p = "" if r["p_value"] is None else f"{r['p_value']:.3g} ({r['test']})"
-        se_off = (m.get("lm_eval_stderr_off") or [None])[0]
-        se_on = (m.get("lm_eval_stderr_on") or [None])[0]
-        off = pct(r["without_sam"]) + (f" ± {100 * se_off:.1f}" if isinstance(se_off, (int, float)) else "")
-        on = pct(r["with_sam"]) + (f" ± {100 * se_on:.1f}" if isinstance(se_on, (int, float)) else "")
+        off = with_se(r["without_sam"], m.get("stderr_off"))
+        on = with_se(r["with_sam"], m.get("stderr_on"))
         ident = "" if r["identical_fraction"] is None else f"{100 * r['identical_fraction']:.0f}%"
         t.add_row(r["dataset"], str(r["n"]), off, on, diff, p, ident)
     console.print(t)
@@ -356,6 +374,10 @@ def print_report(result: dict, console) -> None:
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--dtype", default="float32", show_default=True)
 @click.option("--max-num-seqs", default=64, show_default=True, type=int, help="Reference engine batch size.")
+@click.option("--apply-chat-template", is_flag=True, default=False,
+              help="Prompt through the model's chat template (lm-eval's apply_chat_template).")
+@click.option("--fewshot-as-multiturn/--no-fewshot-as-multiturn", default=True, show_default=True,
+              help="With --apply-chat-template: few-shot examples as chat turns.")
 @click.option("--alpha", default=0.05, show_default=True, type=float, help="Test level.")
 @click.option("--threads", default=1, show_default=True, type=int,
               help="torch threads; 0 = torch's default. 1 because small GEMMs stall with several threads "
@@ -365,7 +387,8 @@ def print_report(result: dict, console) -> None:
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def command(model, engine, tasks, data_dir, limit, num_samples, temperature, top_p, max_gen_toks, drafter,
-            num_spec_tokens, seed, dtype, max_num_seqs, alpha, threads, output, resume, json_path, progress):
+            num_spec_tokens, seed, dtype, max_num_seqs, apply_chat_template, fewshot_as_multiturn, alpha, threads,
+            output, resume, json_path, progress):
     """Accuracy with SAM off vs on through lm-eval, paired by problem (difference with a
     bootstrap interval, McNemar / sign-flip test, minimum detectable difference)."""
     from rich.console import Console
@@ -379,15 +402,12 @@ def command(model, engine, tasks, data_dir, limit, num_samples, temperature, top
                          data_dir=str(Path(data_dir).resolve()) if data_dir else None, limit=limit,
                          num_samples=num_samples, temperature=temperature, top_p=top_p, max_gen_toks=max_gen_toks,
                          drafter=drafter, num_spec_tokens=num_spec_tokens, seed=seed, dtype=dtype,
-                         max_num_seqs=max_num_seqs, threads=threads, alpha=alpha)
+                         max_num_seqs=max_num_seqs, threads=threads, alpha=alpha,
+                         apply_chat_template=apply_chat_template, fewshot_as_multiturn=fewshot_as_multiturn)
     console = Console(stderr=json_path == "-")
     if not console.is_terminal:
         console = Console(stderr=json_path == "-", width=200)
     result, _ = run(cfg, output, resume=resume, progress=progress, console=console)
     print_report(result, console)
-    if json_path:
-        text = json.dumps(result, indent=2, sort_keys=True)
-        if json_path == "-":
-            click.echo(text)
-        else:
-            Path(json_path).write_text(text + "\n", encoding="utf-8")
+    from samspec_bench.reports.results import emit_json
+    emit_json(result, json_path)

@@ -375,10 +375,8 @@ def command(traces, tokenizer, data_dir, drafters, k, max_tokens, sweep, sweep_s
                          k=k, max_tokens=max_tokens, sweep=sweep, sweep_steps=sweep_steps, repeats=repeats,
                          chat_template=chat_template, on_error=on_error)
     result, path = run(cfg, output, progress=not no_progress)
-    if json_out == "-":
-        click.echo(json.dumps(result, indent=2, sort_keys=True))
-    else:
+    from samspec_bench.reports.results import emit_json
+    if json_out != "-":
         print_table(result)
-        if json_out:
-            Path(json_out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
         click.echo(f"result: {path / 'result.json'}")
+    emit_json(result, json_out)

@@ -722,12 +722,8 @@ def command(engine, model, levels, pairs, dtypes, k, device, seed, num_seqs, seq
         console = Console(stderr=json_path == "-", width=200)
     result, _ = run(cfg, output, progress=progress, console=console)
     print_report(result, console)
-    if json_path:
-        text = json.dumps(result, indent=2, sort_keys=True)
-        if json_path == "-":
-            click.echo(text)
-        else:
-            Path(json_path).write_text(text + "\n", encoding="utf-8")
+    from samspec_bench.reports.results import emit_json
+    emit_json(result, json_path)
     gate = result["metrics"].get("gate")
     if gate and not gate["passed"]:
         worst = max(gate["failed"], key=lambda r: r["value"])

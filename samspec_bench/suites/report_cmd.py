@@ -7,7 +7,6 @@ side, the first one as the baseline.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -35,12 +34,8 @@ def _finish(report, path: Path, json_path: str | None, fail_on_gate: bool) -> No
     n_fail = sum(1 for r in report.runs if status(r.gates) == "fail")
     click.echo(f"report: {path} ({len(report.runs)} runs of {len(report.groups)} suites"
                + (f"; {n_fail} with a failed gate" if n_fail else "") + ")")
-    if json_path:
-        text = json.dumps(report.data(), indent=2, sort_keys=True, default=str)
-        if json_path == "-":
-            click.echo(text)
-        else:
-            Path(json_path).write_text(text + "\n", encoding="utf-8")
+    from samspec_bench.reports.results import emit_json
+    emit_json(report.data(), json_path)
     if fail_on_gate and n_fail:
         click.echo(f"report: {n_fail} run(s) failed a gate (--fail-on-gate)", err=True)
         sys.exit(1)

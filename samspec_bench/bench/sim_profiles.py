@@ -1,0 +1,119 @@
+"""Acceptance profiles for the rollout simulation beyond a response's own context.
+
+A profile is (drafted[p], accepted[p]) for every response position p: what the drafter
+proposes after resp[:p] and how much of it the recorded response confirms
+(`scheduler_sim.acceptance_profile` for the own-context source).
+
+Group sources (`group_acceptance_profiles`): GRPO siblings share one automaton
+(`SamDrafter(group_sharing=True)`, as the acceptance suite's group replay). A response's
+draft at position p depends on how far its siblings have got, which depends on the schedule.
+The profile assumes lockstep: when a member drafts at position p, every sibling has emitted
+its first p tokens (all of them if it is shorter). That is exactly the head of a rollout
+(siblings are admitted together and each emits one token per step without speculation) and
+close to the tail, where the siblings still running are few and the finished ones are fully
+indexed either way. It is computed once per trace group, before the simulation.
+
+RL-length responses (`stretch_positions`): the traces' responses are hundreds to a few
+thousand tokens, RL rollouts reach 34,816. A response's profile is stretched to a target
+length by block resampling: target position p (block b = p // BLOCK, offset r = p % BLOCK)
+reads source position (b * nb_src // nb_tgt) * BLOCK + r, nb_* = the lengths in blocks.
+Chosen over tiling, which would repeat the low-acceptance opening of a response at every
+tile (acceptance grows with position as the context fills with reusable text), and over
+per-position stretching, which would repeat each position's value several times in a row
+and lengthen the runs of accepted drafts that decide tokens per step. Blocks keep the local
+run structure of real drafts and the position trend of acceptance; the accepted length at
+the end of the target is capped by the simulation's max_tokens rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Sequence
+
+import numpy as np
+
+BLOCK = 64
+RESAMPLE_METHOD = (f"block resampling: target position p reads source position "
+                   f"(p//{BLOCK} * src_blocks // target_blocks) * {BLOCK} + p % {BLOCK}; keeps local draft runs "
+                   "and the position trend of acceptance (tiling would repeat a response's low-acceptance opening)")
+
+
+def stretch_positions(p, n_src, n_tgt, block: int = BLOCK) -> np.ndarray:
+    """Source positions read for target positions `p` (numpy broadcasting over all arguments)."""
+    p = np.asarray(p, dtype=np.int64)
+    n_src = np.asarray(n_src, dtype=np.int64)
+    nb_src = -(-n_src // block)
+    nb_tgt = np.maximum(-(-np.asarray(n_tgt, dtype=np.int64) // block), 1)
+    q = (p // block * nb_src // nb_tgt) * block + p % block
+    return np.minimum(q, n_src - 1)
+
+
+def group_acceptance_profiles(drafter, prompt_ids, responses: Sequence[Sequence[int]], k: int,
+                              group: Hashable = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Lockstep profiles of one group's responses drafting from a shared (group) drafter."""
+    resps = [[int(t) for t in r] for r in responses]
+    n = [len(r) for r in resps]
+    prof = [(np.zeros(m, dtype=np.int16), np.zeros(m, dtype=np.int16)) for m in n]
+    ids = [(group, i) for i in range(len(resps))]
+    live: list[int] = []
+    try:
+        for i in range(len(resps)):
+            drafter.start(ids[i], prompt_ids, group=group)
+            live.append(i)
+        for i in range(len(resps)):
+            if n[i]:
+                drafter.extend(ids[i], resps[i][:1])
+        p = 1
+        while True:
+            for i in [i for i in live if n[i] <= p]:   # finished: stays indexed while siblings run
+                drafter.stop(ids[i])
+                live.remove(i)
+            if not live:
+                break
+            for i in live:
+                d = drafter.propose(ids[i], k)
+                r, a = resps[i], 0
+                end = min(len(d), n[i] - p)
+                while a < end and d[a] == r[p + a]:
+                    a += 1
+                prof[i][0][p], prof[i][1][p] = len(d), a
+            for i in live:
+                drafter.extend(ids[i], resps[i][p:p + 1])
+            p += 1
+    finally:
+        for i in live:
+            drafter.stop(ids[i])
+    return prof
+
+
+def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | None, k: int, drafter: str,
+                 sources: str = "own") -> list[tuple[np.ndarray, np.ndarray]]:
+    """Profiles of (prompt_ids, response_ids) pairs: each from its own context (`own`) or from
+    its group's siblings as well (`group`; `groups[i]` = pair i's group, members in order)."""
+    from samspec_bench.bench.scheduler_sim import acceptance_profile
+    from samspec_bench.errors import UserError
+    if sources == "own":
+        from samspec_bench.sam import make_drafter
+        d = make_drafter(drafter)
+        return [acceptance_profile(d, p, r, k, req_id=i) for i, (p, r) in enumerate(pairs)]
+    if sources != "group":
+        raise UserError(f"--sources {sources!r}: use own or group")
+    from samspec_bench.bench.replay import DraftConfig, build_drafter, unsupported_reason
+    cfg = DraftConfig(drafter=drafter, k=max(int(k), 1), group=True)
+    reason = unsupported_reason(cfg)
+    if reason or drafter != "sam":
+        raise UserError(f"--sources group with drafter {drafter!r}: {reason or 'lockstep group profiles need sam'}; "
+                        "use --sources own")
+    members: dict[Hashable, list[int]] = {}
+    for i, g in enumerate(groups if groups is not None else range(len(pairs))):
+        members.setdefault(g, []).append(i)
+    out: list[Any] = [None] * len(pairs)
+    for g, idx in members.items():
+        prompt = pairs[idx[0]][0]
+        for i in idx[1:]:
+            if not np.array_equal(np.asarray(pairs[i][0]), np.asarray(prompt)):
+                raise UserError(f"--sources group: group {g!r} has responses with different prompts; fix the "
+                                "traces' group field or use --sources own")
+        profs = group_acceptance_profiles(build_drafter(cfg), prompt, [pairs[i][1] for i in idx], k, group=g)
+        for i, pr in zip(idx, profs):
+            out[i] = pr
+    return out
