@@ -406,11 +406,15 @@ static int core_setup(SamCore *self, int interleaved, Py_ssize_t reserve) {
     if (self->st) { PyErr_SetString(PyExc_RuntimeError, "already initialised"); return -1; }
     self->interleaved = interleaved;
     if (reserve < 0) reserve = 0;
-    if (ensure_text(self, reserve > 0 ? reserve : 16) || ensure_states(self, 2 * (reserve > 0 ? reserve : 8))) return -1;
-    self->hbits = 4; self->hcap = 16; self->hcount = 0; self->hlimit = 12; /* small: most requests are short */
-    self->slot = (Slot *)malloc(16 * sizeof(Slot));
+    if (ensure_text(self, reserve > 0 ? reserve : 16) || ensure_states(self, reserve > 0 ? reserve + reserve * 5 / 8 : 16))
+        return -1;
+    /* the edge table sized like reserve_for(): small (16 slots) unless told what is coming */
+    int bits = 4;
+    while (((int64_t)1 << bits) * 3 < (reserve + reserve / 8) * 4) bits++;
+    self->hbits = bits; self->hcap = (int64_t)1 << bits; self->hcount = 0; self->hlimit = self->hcap / 4 * 3;
+    self->slot = (Slot *)malloc((size_t)self->hcap * sizeof(Slot));
     if (!self->slot) { PyErr_NoMemory(); return -1; }
-    memset(self->slot, 0xff, 16 * sizeof(Slot));
+    memset(self->slot, 0xff, (size_t)self->hcap * sizeof(Slot));
     if (new_state(self, 0, NONE, NONE) < 0) return -1; /* the root */
     return 0;
 }
@@ -669,6 +673,10 @@ static int SingleCore_init(SamCore *self, PyObject *args, PyObject *kw) {
     PyObject *tokens = Py_None;
     Py_ssize_t reserve = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$n", kwlist, &tokens, &reserve)) return -1;
+    if (tokens != Py_None && reserve <= 0) {   /* size the arrays for the first batch at once */
+        Py_ssize_t n = PyObject_Length(tokens);
+        if (n < 0) PyErr_Clear(); else reserve = n;
+    }
     if (core_setup(self, 0, reserve) || add_doc(self) < 0) return -1;
     return tokens == Py_None ? 0 : extend_doc(self, tokens, 0);
 }
