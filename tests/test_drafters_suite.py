@@ -50,6 +50,12 @@ def test_sweep_covers_every_drafter_and_length(small_result):
     assert pts == {(n, L) for n in names for L in (256, 4096)}
     growth = result["metrics"]["step_cost_growth_longest_vs_shortest_context"]
     assert set(growth) == names
+    # the build ratios are the sweep's own per-token build costs, divided
+    build = {(r["drafter"], r["context_tokens"]): r["ns_per_token_build"] for r in result["tables"]["context_sweep"]}
+    ratios = result["metrics"]["build_speedup_vs_sam_public_by_context"]
+    assert set(ratios) == {"256", "4096"}
+    for L, ratio in ratios.items():
+        assert ratio == pytest.approx(build[("sam-public", int(L))] / build[("sam", int(L))])
 
 
 def test_result_directory_is_complete(small_result):

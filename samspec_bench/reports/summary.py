@@ -236,6 +236,10 @@ def _drafters(result: dict) -> tuple[list[Headline], list[Gate]]:
     for key in sorted(m):
         if key.startswith(("append_speedup_vs_", "append_stream_speedup_vs_", "draft_speedup_vs_")) and m[key] is not None:
             heads.append(headline(key, m[key]))
+    for key in sorted(m):
+        if key.startswith("build_speedup_vs_") and isinstance(m[key], dict):
+            for length, ratio in m[key].items():
+                heads.append(headline(f"{key.removesuffix('_by_context')} at {int(length):,} tokens", ratio))
     growth = m.get("step_cost_growth_longest_vs_shortest_context") or {}
     for name in sorted(growth):
         heads.append(headline(f"{name}: per-step cost, longest / shortest context", growth[name]))

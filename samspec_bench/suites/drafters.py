@@ -252,6 +252,15 @@ def summarize(rows: list[dict], sweep_rows: list[dict], cfg: DraftersConfig) -> 
                     by[base]["ns_per_token_stream"] / sam["ns_per_token_stream"])
                 m[f"draft_speedup_vs_{base.replace('-', '_')}"] = (
                     by[base]["ns_per_draft"] / sam["ns_per_draft"] if sam["ns_per_draft"] > 0 else None)
+    if sweep_rows and sam:
+        # building a long context in one call (a long prompt, or a response thousands of tokens
+        # long): per-token cost at each swept length, against the same tokens in the baselines
+        build = {(r["drafter"], r["context_tokens"]): r["ns_per_token_build"] for r in sweep_rows}
+        for base in PYTHON_BASELINES:
+            ratios = {str(L): build[(base, L)] / build[("sam", L)] for L in cfg.sweep
+                      if (base, L) in build and ("sam", L) in build and build[("sam", L)] > 0}
+            if ratios:
+                m[f"build_speedup_vs_{base.replace('-', '_')}_by_context"] = ratios
     if sweep_rows:
         lo, hi = min(cfg.sweep), max(cfg.sweep)
         growth = {}
