@@ -34,6 +34,14 @@ def steps_frame(tables: dict[str, tuple[str, dict]]):
     return pd.concat(frames, ignore_index=True)
 
 
+def _save(fig, run, name: str) -> str:
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    fig.savefig(run.file(name), dpi=110)
+    plt.close(fig)
+    return name
+
+
 def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
     import matplotlib
     matplotlib.use("Agg")
@@ -59,10 +67,7 @@ def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
     ax.set_ylabel("running requests")
     ax.set_title("Running requests vs time (shaded: long tail, running <= threshold)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(run.file("running_vs_time.png"), dpi=110)
-    plt.close(fig)
-    figs.append("running_vs_time.png")
+    figs.append(_save(fig, run, "running_vs_time.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for lbl in show:
@@ -76,10 +81,7 @@ def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
     ax.set_xlabel("batch size (requests in the step)")
     ax.set_ylabel("step time (ms)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(run.file("step_time_vs_batch.png"), dpi=110)
-    plt.close(fig)
-    figs.append("step_time_vs_batch.png")
+    figs.append(_save(fig, run, "step_time_vs_batch.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for lbl in show:
@@ -91,10 +93,7 @@ def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
     ax.set_xlabel("completion time (s)")
     ax.set_ylabel("P(completion > t)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(run.file("ccdf.png"), dpi=110)
-    plt.close(fig)
-    figs.append("ccdf.png")
+    figs.append(_save(fig, run, "ccdf.png"))
     return figs
 
 
