@@ -124,6 +124,12 @@ def test_drafter_bars_pass_and_fail_on_their_thresholds(tmp_path):
     assert g["sam appends faster than the lean pure-Python reference"] is True
     assert g["sam drafts k tokens in under 1 µs"] is True
     assert g["sam holds at most 64 bytes per indexed token"] is False
+    # a small replay (the built-in `run` workload) is shown, not judged
+    small = make_run(tmp_path / "small", "drafters", {"append_speedup_vs_sam_public": 52.0},
+                     tables={"replay": [{"drafter": "sam", "tokens": 4399}]})
+    _, gates = summary.summarize(json.loads((small / "result.json").read_text()))
+    (bar,) = [x for x in gates if x["name"].startswith("sam appends >= 100x")]
+    assert bar["passed"] is None and "4,399 tokens" in bar["note"]
 
 
 def test_a_summary_that_cannot_read_its_result_falls_back(tmp_path):

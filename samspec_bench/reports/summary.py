@@ -227,6 +227,9 @@ def _accept(result: dict) -> tuple[list[Headline], list[Gate]]:
     return heads, gates
 
 
+MIN_TOKENS_FOR_SPEED_BAR = 100_000
+
+
 @register("drafters")
 def _drafters(result: dict) -> tuple[list[Headline], list[Gate]]:
     m = result["metrics"]
@@ -252,8 +255,16 @@ def _drafters(result: dict) -> tuple[list[Headline], list[Gate]]:
     # The library's bars (issue "Foundation and the SAM drafting library"). The 100x is against
     # the public pure-Python design (sam-public), the one behind the 25 µs/token figure.
     if is_number(m.get("append_speedup_vs_sam_public")):
+        # judged on the benchmark's scale only: on a few thousand tokens the per-request fixed
+        # costs, not the automaton, set the ratio (the built-in `run` workload is that small)
+        tokens = next((r.get("tokens") for r in (result.get("tables") or {}).get("replay") or []
+                       if r.get("drafter") == "sam"), None)
+        small = is_number(tokens) and tokens < MIN_TOKENS_FOR_SPEED_BAR
         gates.append(gate("sam appends >= 100x faster than the public pure-Python SAM (bulk)",
-                          m["append_speedup_vs_sam_public"] >= 100.0, m["append_speedup_vs_sam_public"], 100.0))
+                          None if small else m["append_speedup_vs_sam_public"] >= 100.0,
+                          m["append_speedup_vs_sam_public"], 100.0,
+                          note=f"not judged: {tokens:,} tokens replayed, the bar needs "
+                               f"{MIN_TOKENS_FOR_SPEED_BAR:,}" if small else None))
     if is_number(m.get("append_speedup_vs_sam_python")):
         gates.append(gate("sam appends faster than the lean pure-Python reference", m["append_speedup_vs_sam_python"] > 1.0,
                           m["append_speedup_vs_sam_python"], 1.0))
