@@ -57,7 +57,7 @@ from typing import Any
 
 import click
 
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, int_list
 
 SUITE = "op-equivalence"
 FIGURE = "logprob_diff_hist.png"
@@ -629,16 +629,6 @@ def print_report(result: dict, console) -> None:
 
 # --- the command ---------------------------------------------------------------------------------
 
-def _ints(value: str, option: str) -> list[int]:
-    try:
-        out = [int(x) for x in str(value).split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"{option} {value!r}: expected comma-separated integers") from None
-    if not out or min(out) < 1:
-        raise UserError(f"{option} {value!r}: expected integers >= 1")
-    return out
-
-
 def _seq_range(value: str) -> tuple[int, int]:
     try:
         lo, hi = (int(x) for x in value.split(":")) if ":" in value else (1, int(value))
@@ -712,8 +702,8 @@ def command(engine, model, levels, pairs, dtypes, k, device, seed, num_seqs, seq
     lo, hi = _seq_range(seq_len)
     cfg = OpEqConfig(model=model, engine=engine, levels=lv, pairs=[p.strip() for p in pairs.split(",")] if pairs else None,
                      dtypes=dts, k=k, device=device, seed=seed, num_seqs=num_seqs, min_seq_len=lo, max_seq_len=hi,
-                     block_sizes=_ints(block_size, "--block-size"), num_heads=num_heads, gqa=_ints(gqa, "--gqa"),
-                     head_dims=_ints(head_dim, "--head-dim"), trials=trials, benchmark=benchmark,
+                     block_sizes=int_list(block_size, "--block-size"), num_heads=num_heads, gqa=int_list(gqa, "--gqa"),
+                     head_dims=int_list(head_dim, "--head-dim"), trials=trials, benchmark=benchmark,
                      prompts_file=prompts_file, data_dir=data_dir, num_prompts=num_prompts, max_tokens=max_tokens,
                      chat_template=chat_template, drafter=drafter, control=control, tolerance=tolerance,
                      tolerance_metric=tolerance_metric, threads=threads)

@@ -35,21 +35,11 @@ from typing import Any
 import click
 import numpy as np
 
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, int_list
 
 SUITE = "rollout"
 REFERENCE_LENGTHS = "lognormal:32:0.8"
 POSITION_EDGES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
-
-
-def _int_list(text: str, name: str) -> list[int]:
-    try:
-        vals = [int(x) for x in str(text).split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"{name} {text!r}: give comma-separated integers, e.g. 4,8,16") from None
-    if not vals or min(vals) < 1:
-        raise UserError(f"{name} {text!r}: give integers >= 1")
-    return vals
 
 
 @dataclass
@@ -397,8 +387,8 @@ def command(ctx, engine, model, traces, tokenizer, data_dir, prompts, group_size
                         max_num_batched_tokens=max_num_batched_tokens, ignore_eos=ignore_eos,
                         length_dist=length_dist, sources=sources, kv_capacity_tokens=kv_capacity_tokens,
                         block_size=block_size, repeats=repeats,
-                        thresholds=_int_list(spec_threshold, "--spec-threshold"),
-                        ks=_int_list(ks, "-k"), arms=arm_list, tail_threshold=tail_threshold,
+                        thresholds=int_list(spec_threshold, "--spec-threshold"),
+                        ks=int_list(ks, "-k"), arms=arm_list, tail_threshold=tail_threshold,
                         step_model=step_model, seed=seed, threads=threads)
     if engine == "replay":
         from samspec_bench.data import resolve_data_dir
@@ -437,7 +427,7 @@ def profile_command(model, batch_sizes, tokens, k, prompt_pad, threads, dtype, o
     if any(x < 0 for x in pads):
         raise UserError(f"--prompt-pad {prompt_pad!r}: give comma-separated integers >= 0, e.g. 0,256")
     from samspec_bench.suites.rollout_measured import profile
-    m, _ = profile(model, _int_list(batch_sizes, "--batch-sizes"), tokens, k, threads, dtype, prompt_pads=tuple(pads))
+    m, _ = profile(model, int_list(batch_sizes, "--batch-sizes"), tokens, k, threads, dtype, prompt_pads=tuple(pads))
     m.save(output)
     click.echo(json.dumps(m.describe(), indent=1))
     click.echo(f"step model: {output}")

@@ -74,7 +74,7 @@ from typing import Any, Callable, Optional
 import click
 import numpy as np
 
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, int_list
 
 SUITE = "sampler"
 
@@ -1198,16 +1198,6 @@ def _speed_grid(cfg, progress, task, rows, done, on_row):
 # Command
 
 
-def _parse_ints(text: str, what: str, lo: int = 1) -> tuple:
-    try:
-        vals = tuple(int(v) for v in str(text).split(",") if v.strip())
-    except ValueError:
-        raise UserError(f"{what} {text!r}: expected comma-separated integers, e.g. 1,3,8") from None
-    if not vals or min(vals) < lo:
-        raise UserError(f"{what} {text!r}: values must be >= {lo}")
-    return vals
-
-
 def parse_vocab(text: str, what: str = "--speed-vocab") -> tuple:
     out = []
     for v in str(text).split(","):
@@ -1413,8 +1403,8 @@ def command(output, json_path, resume, audits, builtin, samples, alpha, seed, ma
     cfg = SamplerConfig(samples=samples, alpha=alpha, seed=seed, audits=tuple(audits), builtin=builtin,
                         max_vocab=parse_vocab(max_vocab, "--max-vocab")[0],
                         large_vocab=parse_vocab(large_vocab, "--large-vocab")[0], full=full, device=device,
-                        speed=speed, speed_batches=_parse_ints(speed_batch, "--speed-batch"),
-                        speed_ks=_parse_ints(speed_k, "--speed-k"), speed_vocabs=parse_vocab(speed_vocab),
+                        speed=speed, speed_batches=tuple(int_list(speed_batch, "--speed-batch")),
+                        speed_ks=tuple(int_list(speed_k, "--speed-k")), speed_vocabs=parse_vocab(speed_vocab),
                         speed_reps=speed_reps, speed_min_seconds=max(0.0, speed_min_time),
                         speed_threads=speed_threads)
     if speed_threads < 1:
