@@ -34,6 +34,9 @@ typedef struct { int32_t len, link, fpos, edge; } State; /* edge: NONE, a target
  * only when src matches, so it need not be stored. */
 typedef struct { int32_t src, tgt, next; } Slot;   /* src == NONE marks an empty slot */
 
+/* A document: the state of its whole text, and its last position (NONE while empty). */
+typedef struct { int32_t last, end; } Doc;
+
 typedef struct {
     PyObject_HEAD
     int32_t *text;   /* token at each position; SEP between contiguous documents */
@@ -44,7 +47,8 @@ typedef struct {
     Slot *slot;
     int64_t hcap, hcount, hlimit; /* hlimit: the most entries at a load of 3/4 */
     int hbits;
-    int32_t *doc_last, *doc_end;       /* per document: state of the whole document, last position */
+    Doc *doc;                          /* per document; a single text uses doc_one (no malloc) */
+    Doc doc_one;
     int64_t ndocs, doc_cap;
     int interleaved;
 } SamCore;
@@ -170,6 +174,33 @@ static int add_edge(SamCore *s, int32_t p, int32_t q, int32_t c) {
     return 0;
 }
 
+/* The walk up the suffix links: p's target on c if it has one; else add p --c--> cur and
+ * return NONE (ERR on failure). For a state with hashed edges the miss and the insertion
+ * share one probe: the free slot that ended the search is where the edge goes. */
+#define ERR (-2)
+static inline int32_t trans_or_add(SamCore *s, int32_t p, int32_t c, int32_t cur) {
+    int32_t e = s->st[p].edge;
+    if (e == NONE) { s->st[p].edge = cur; return NONE; }
+    if (e >= 0) {
+        if (tok_of(s, e) == c) return e;
+        return add_edge(s, p, cur, c) ? ERR : NONE;
+    }
+    if (ensure_hash(s, 1)) return ERR;
+    e = s->st[p].edge; /* re-read: the table may have grown */
+    uint64_t mask = (uint64_t)s->hcap - 1;
+    uint64_t i = slot_of(s, p, c);
+    while (s->slot[i].src != NONE) {
+        if (s->slot[i].src == p && tok_of(s, s->slot[i].tgt) == c) return s->slot[i].tgt;
+        i = (i + 1) & mask;
+    }
+    s->slot[i].src = p;
+    s->slot[i].tgt = cur;
+    s->slot[i].next = -(e + 2);
+    s->hcount++;
+    s->st[p].edge = -(int32_t)(i + 2);
+    return NONE;
+}
+
 /* If p --c--> q, point that edge at cl and return 1; else return 0. An inline edge needs no
  * token check: an edge into q always carries q's token, c. */
 static inline int redirect_edge(SamCore *s, int32_t p, int32_t c, int32_t q, int32_t cl) {
@@ -219,29 +250,27 @@ static int append_token(SamCore *s, int64_t doc, int32_t c) {
     s->text[s->n++] = c;
     if (s->interleaved) {
         s->succ[pos] = NONE;
-        if (s->doc_end[doc] >= 0) s->succ[s->doc_end[doc]] = pos;
+        if (s->doc[doc].end >= 0) s->succ[s->doc[doc].end] = pos;
     }
-    s->doc_end[doc] = pos;
-    int32_t last = s->doc_last[doc];
+    s->doc[doc].end = pos;
+    int32_t last = s->doc[doc].last;
     int32_t q = get_trans(s, last, c);
     if (q != NONE) {
         /* The document's new prefix already occurs (another document of the group). */
-        if (s->st[last].len + 1 == s->st[q].len) { s->doc_last[doc] = q; return 0; }
+        if (s->st[last].len + 1 == s->st[q].len) { s->doc[doc].last = q; return 0; }
         int32_t cl = clone_state(s, q, s->st[last].len + 1);
         if (cl < 0) return -1;
         redirect(s, last, c, q, cl);
         s->st[q].link = cl;
-        s->doc_last[doc] = cl;
+        s->doc[doc].last = cl;
         return 0;
     }
     int32_t cur = new_state(s, s->st[last].len + 1, 0, pos);
     if (cur < 0) return -1;
     int32_t p = last;
     q = NONE;
-    while (p != NONE && (q = get_trans(s, p, c)) == NONE) {
-        if (add_edge(s, p, cur, c)) return -1;
-        p = s->st[p].link;
-    }
+    while (p != NONE && (q = trans_or_add(s, p, c, cur)) == NONE) p = s->st[p].link;
+    if (q == ERR) return -1;
     if (p != NONE) {
         if (s->st[p].len + 1 == s->st[q].len) {
             s->st[cur].link = q;
@@ -253,7 +282,7 @@ static int append_token(SamCore *s, int64_t doc, int32_t c) {
             s->st[cur].link = cl;
         }
     }
-    s->doc_last[doc] = cur;
+    s->doc[doc].last = cur;
     return 0;
 }
 
@@ -327,6 +356,22 @@ static int read_tokens_any(PyObject *obj, TokenVec *out) {
             Py_ssize_t n = view.itemsize ? view.len / view.itemsize : 0;
             if (!tv_alloc(out, n)) { PyBuffer_Release(&view); return -1; }
             const char *base = (const char *)view.buf;
+            /* int32 / int64 arrays (what tokenizers and engines hand over): copy first, check
+             * the range once over the whole batch, and find the offending index only on error. */
+            if (is_signed && (view.itemsize == 4 || view.itemsize == 8)) {
+                int bad = 0;
+                if (view.itemsize == 4) {
+                    const int32_t *src = (const int32_t *)base;
+                    for (Py_ssize_t i = 0; i < n; i++) { out->buf[i] = src[i]; bad |= src[i] < 0; }
+                } else {
+                    const int64_t *src = (const int64_t *)base;
+                    for (Py_ssize_t i = 0; i < n; i++) {
+                        out->buf[i] = (int32_t)src[i];
+                        bad |= (uint64_t)src[i] > (uint64_t)MAX_TOKEN;
+                    }
+                }
+                if (!bad) { out->n = n; PyBuffer_Release(&view); return 0; }
+            }
             for (Py_ssize_t i = 0; i < n; i++) {
                 long long v; unsigned long long u;
                 const char *ptr = base + i * view.itemsize;
@@ -429,23 +474,30 @@ static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
 
 static void SamCore_dealloc(SamCore *self) {
     free(self->text); free(self->succ); free(self->st); free(self->slot);
-    free(self->doc_last); free(self->doc_end);
+    if (self->doc != &self->doc_one) free(self->doc);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int64_t add_doc(SamCore *self) {
     if (!self->st) { PyErr_SetString(PyExc_RuntimeError, "not initialised"); return -1; }
-    if (self->ndocs >= self->doc_cap) {
+    if (self->ndocs == 0) {
+        self->doc = &self->doc_one;
+        self->doc_cap = 1;
+    } else if (self->ndocs >= self->doc_cap) {
         int64_t cap = next_cap(self->doc_cap, self->ndocs + 1);
-        if (grow_i32(&self->doc_last, cap) || grow_i32(&self->doc_end, cap)) return -1;
+        Doc *d = (Doc *)(self->doc == &self->doc_one ? malloc((size_t)cap * sizeof(Doc))
+                                                     : realloc(self->doc, (size_t)cap * sizeof(Doc)));
+        if (!d) { PyErr_NoMemory(); return -1; }
+        if (self->doc == &self->doc_one) d[0] = self->doc_one;
+        self->doc = d;
         self->doc_cap = cap;
     }
     if (!self->interleaved && self->n > 0) { /* a separator keeps drafts inside their document */
         if (ensure_text(self, 1)) return -1;
         self->text[self->n++] = SEP;
     }
-    self->doc_last[self->ndocs] = 0;
-    self->doc_end[self->ndocs] = NONE;
+    self->doc[self->ndocs].last = 0;
+    self->doc[self->ndocs].end = NONE;
     return self->ndocs++;
 }
 
@@ -524,8 +576,8 @@ static PyObject *SamCore_match(SamCore *self, PyObject *const *args, Py_ssize_t 
     if (nargs > 1) { PyErr_SetString(PyExc_TypeError, "match(doc=0)"); return NULL; }
     if (parse_doc_arg(self, args, nargs, 0, &doc)) return NULL;
     int64_t L = 0;
-    int32_t st = self->doc_end[doc] < 0 ? 0 :
-        usable_state(self, self->doc_last[doc], self->st[self->doc_last[doc]].len, self->doc_end[doc], &L);
+    int32_t st = self->doc[doc].end < 0 ? 0 :
+        usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
     return Py_BuildValue("(Li)", (long long)L, st > 0 ? self->st[st].fpos : -1);
 }
 
@@ -537,9 +589,9 @@ static PyObject *SamCore_draft(SamCore *self, PyObject *const *args, Py_ssize_t 
     if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
     Py_ssize_t doc;
     if (parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
-    if (self->doc_end[doc] < 0) return PyList_New(0);
+    if (self->doc[doc].end < 0) return PyList_New(0);
     int64_t L;
-    int32_t st = usable_state(self, self->doc_last[doc], self->st[self->doc_last[doc]].len, self->doc_end[doc], &L);
+    int32_t st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
     if (st <= 0) return PyList_New(0);
     return draft_list(self, self->st[st].fpos, k);
 }
@@ -554,17 +606,17 @@ static PyObject *SamCore_match_draft(SamCore *self, PyObject *const *args, Py_ss
     if (parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
     int64_t L = 0;
     int32_t st = 0;
-    if (self->doc_end[doc] >= 0)
-        st = usable_state(self, self->doc_last[doc], self->st[self->doc_last[doc]].len, self->doc_end[doc], &L);
+    if (self->doc[doc].end >= 0)
+        st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
     PyObject *d = st > 0 ? draft_list(self, self->st[st].fpos, k) : PyList_New(0);
     if (!d) return NULL;
     return Py_BuildValue("(LN)", (long long)L, d);
 }
 
 static PyObject *SamCore_get_match_length(SamCore *self, void *closure) {
-    if (self->ndocs == 0 || self->doc_end[0] < 0) return PyLong_FromLong(0);
+    if (self->ndocs == 0 || self->doc[0].end < 0) return PyLong_FromLong(0);
     int64_t L;
-    usable_state(self, self->doc_last[0], self->st[self->doc_last[0]].len, self->doc_end[0], &L);
+    usable_state(self, self->doc[0].last, self->st[self->doc[0].last].len, self->doc[0].end, &L);
     return PyLong_FromLongLong(L);
 }
 
@@ -612,7 +664,7 @@ static PyObject *SamCore_lookup(SamCore *self, PyObject *const *args, Py_ssize_t
 static PyObject *SamCore_doc_length(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_ssize_t doc;
     if (parse_doc_arg(self, args, nargs, 0, &doc)) return NULL;
-    return PyLong_FromLong(self->doc_end[doc] < 0 ? 0 : self->st[self->doc_last[doc]].len);
+    return PyLong_FromLong(self->doc[doc].end < 0 ? 0 : self->st[self->doc[doc].last].len);
 }
 
 static PyObject *SamCore_get_num_tokens(SamCore *s, void *c) { return PyLong_FromLongLong(s->n); }
@@ -625,7 +677,8 @@ static PyObject *SamCore_get_num_edges(SamCore *s, void *c) {
 }
 /* Bytes held by the automaton's arrays (allocated capacity, not just the used part). */
 static PyObject *SamCore_get_memory_bytes(SamCore *s, void *c) {
-    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * (int64_t)sizeof(State) + s->hcap * (int64_t)sizeof(Slot) + s->doc_cap * 8;
+    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * (int64_t)sizeof(State) + s->hcap * (int64_t)sizeof(Slot)
+        + (s->doc == &s->doc_one ? 0 : s->doc_cap * (int64_t)sizeof(Doc));
     return PyLong_FromLongLong(b + (int64_t)sizeof(SamCore));
 }
 

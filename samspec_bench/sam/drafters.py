@@ -84,16 +84,6 @@ class AdaptiveLength:
 FIXED_LENGTH = AdaptiveLength()
 
 
-class _SamRequest:
-    __slots__ = ("own", "member", "matcher", "group")
-
-    def __init__(self, own, member, matcher, group):
-        self.own = own
-        self.member = member
-        self.matcher = matcher
-        self.group = group
-
-
 class SamDrafter(Drafter):
     """Suffix-automaton drafting.
 
@@ -117,53 +107,48 @@ class SamDrafter(Drafter):
         self.l_bias = l_bias
         self.length = length
         self._fixed_length = math.isinf(length.factor)
-        self._reqs: dict[Hashable, _SamRequest] = {}
+        # Per request: the dynamic source (its own SuffixAutomaton, or its GroupMember), and
+        # only where configured its corpus matcher and group key. The plain case is one dict
+        # lookup per call: at a few hundred tokens per request, Python per call is the cost.
+        self._reqs: dict[Hashable, SuffixAutomaton | Any] = {}
+        self._matchers: dict[Hashable, Any] = {}
+        self._group_of: dict[Hashable, Hashable] = {}
         self._groups: dict[Hashable, list] = {}  # group -> [GroupAutomaton, live members]
 
     def start(self, req_id, prompt_ids, group=None):
         if req_id in self._reqs:
             raise ValueError(f"request {req_id!r} already started")
         prompt = prompt_ids if hasattr(prompt_ids, "__len__") else list(prompt_ids)
-        own = member = None
         if self.group_sharing:
             key = group if group is not None else ("__solo__", req_id)
             entry = self._groups.get(key)
             if entry is None:
                 entry = self._groups[key] = [GroupAutomaton(), 0]
             entry[1] += 1
-            member = entry[0].add_member(prompt)  # each member indexes its own prompt
+            self._group_of[req_id] = key
+            self._reqs[req_id] = entry[0].add_member(prompt)  # each member indexes its own prompt
         else:
-            key = None
-            own = SuffixAutomaton(prompt) if len(prompt) else SuffixAutomaton()
-        matcher = None
+            self._reqs[req_id] = SuffixAutomaton(prompt) if len(prompt) else SuffixAutomaton()
         if self.corpus is not None:
-            matcher = self.corpus.matcher()
+            matcher = self._matchers[req_id] = self.corpus.matcher()
             if len(prompt):
                 matcher.extend(prompt)
-        self._reqs[req_id] = _SamRequest(own, member, matcher, key)
 
     def extend(self, req_id, token_ids):
-        r = self._reqs[req_id]
-        if r.own is not None:
-            r.own.extend(token_ids)
-        else:
-            r.member.extend(token_ids)
-        if r.matcher is not None:
-            r.matcher.extend(token_ids)
+        self._reqs[req_id].extend(token_ids)
+        if self.corpus is not None:
+            self._matchers[req_id].extend(token_ids)
 
     def match_lengths(self, req_id) -> tuple[int, int]:
         """(dynamic match length, static match length); static is 0 without a corpus."""
-        r = self._reqs[req_id]
-        dyn = r.own.match_length if r.own is not None else r.member.match_length
-        stat = r.matcher.match_length if r.matcher is not None else 0
+        dyn = self._reqs[req_id].match_length
+        stat = self._matchers[req_id].match_length if self.corpus is not None else 0
         return dyn, stat
 
     def propose(self, req_id, k):
-        r = self._reqs[req_id]
-        src = r.own if r.own is not None else r.member
-        dyn_len, draft = src.match_draft(k)
-        if r.matcher is not None:
-            stat_len, stat_draft = r.matcher.lookup(k)
+        dyn_len, draft = self._reqs[req_id].match_draft(k)
+        if self.corpus is not None:
+            stat_len, stat_draft = self._matchers[req_id].lookup(k)
             if stat_len > dyn_len + self.l_bias:
                 dyn_len, draft = stat_len, stat_draft
         if dyn_len < self.l_threshold:
@@ -173,15 +158,17 @@ class SamDrafter(Drafter):
         return draft[: self.length(dyn_len, k)]
 
     def stop(self, req_id):
-        r = self._reqs.pop(req_id)
-        if r.group is not None:
-            entry = self._groups[r.group]
+        del self._reqs[req_id]
+        self._matchers.pop(req_id, None)
+        key = self._group_of.pop(req_id, None)
+        if key is not None:
+            entry = self._groups[key]
             entry[1] -= 1
             if entry[1] == 0:  # the last live member frees the group's automaton
-                del self._groups[r.group]
+                del self._groups[key]
 
     def memory_bytes(self):
-        own = sum(r.own.memory_bytes for r in self._reqs.values() if r.own is not None)
+        own = 0 if self.group_sharing else sum(a.memory_bytes for a in self._reqs.values())
         return own + sum(g.memory_bytes for g, _ in self._groups.values())
 
     def describe(self):

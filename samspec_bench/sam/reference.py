@@ -189,10 +189,12 @@ class ReferenceSam:
 
 class ObjectSam:
     """The design of the public pure-Python SAMs (SAM-Decoding's dynamic SAM, the Ascend RL
-    recipe): one object per state holding a dict of transitions and its min_endpos, clones
-    made with copy.deepcopy, and the drafting state walked along with every appended token.
-    Written here from that description, as the benchmark's "what you run today" baseline;
-    drafts follow the same min_endpos semantics as `SuffixAutomaton`."""
+    recipe), kept call for call as they are built, since the baseline is what people run
+    today: one dataclass object per state holding a dict of transitions and its min_endpos,
+    made with keyword arguments; clones made with copy.deepcopy; per appended token one call
+    to walk the drafting state (itself a call to the transfer step) and one to add the state
+    (itself a call to store it); the token list extended after the batch. Written here from
+    that description; drafts follow the same min_endpos semantics as `SuffixAutomaton`."""
 
     @dataclass
     class State:
@@ -202,48 +204,58 @@ class ObjectSam:
         min_endpos: int
 
     def __init__(self):
-        self.states = [ObjectSam.State({}, -1, 0, -1)]
+        self.states = [ObjectSam.State(next={}, link=-1, length=0, min_endpos=-1)]
         self.tokens: list[int] = []
         self.last = 0
+        self.max_length = 0
         self.cur, self.cur_len = 0, 0  # the drafting state: longest suffix seen before
 
     def extend(self, tokens: Iterable[int]) -> None:
+        tokens = as_token_list(tokens)
+        for c in tokens:
+            self._walk_drafting_state(c)  # over the text before this token, as the public code does
+            self._add_state(c)
+        self.tokens.extend(tokens)
+
+    def _store(self, state: "ObjectSam.State") -> int:
+        self.states.append(state)
+        return len(self.states) - 1
+
+    def _transfer(self, st: int, ln: int, c: int) -> tuple[int, int]:
+        while st != 0 and c not in self.states[st].next:
+            st = self.states[st].link
+            ln = self.states[st].length
+        if c in self.states[st].next:
+            return self.states[st].next[c], ln + 1
+        return 0, 0
+
+    def _walk_drafting_state(self, c: int) -> None:
+        self.cur, self.cur_len = self._transfer(self.cur, self.cur_len, c)
+
+    def _add_state(self, c: int) -> None:
         import copy
 
-        for c in as_token_list(tokens):
-            # walk the drafting state first (over the text before this token), as the public code does
-            st, ln = self.cur, self.cur_len
-            while st != 0 and c not in self.states[st].next:
-                st = self.states[st].link
-                ln = self.states[st].length
-            if c in self.states[st].next:
-                st, ln = self.states[st].next[c], ln + 1
+        pos = self.max_length  # 0-based end position of this token
+        self.max_length += 1
+        cur = self._store(ObjectSam.State(next={}, link=-1, length=self.max_length, min_endpos=pos))
+        p = self.last
+        while p != -1 and c not in self.states[p].next:
+            self.states[p].next[c] = cur
+            p = self.states[p].link
+        if p == -1:
+            self.states[cur].link = 0
+        else:
+            q = self.states[p].next[c]
+            if self.states[p].length + 1 == self.states[q].length:
+                self.states[cur].link = q
             else:
-                st, ln = 0, 0
-            self.cur, self.cur_len = st, ln
-            pos = len(self.tokens)
-            self.tokens.append(c)
-            cur = len(self.states)
-            self.states.append(ObjectSam.State({}, -1, self.states[self.last].length + 1, pos))
-            p = self.last
-            while p != -1 and c not in self.states[p].next:
-                self.states[p].next[c] = cur
-                p = self.states[p].link
-            if p == -1:
-                self.states[cur].link = 0
-            else:
-                q = self.states[p].next[c]
-                if self.states[p].length + 1 == self.states[q].length:
-                    self.states[cur].link = q
-                else:
-                    clone = len(self.states)
-                    self.states.append(copy.deepcopy(self.states[q]))
-                    self.states[clone].length = self.states[p].length + 1
-                    while p != -1 and self.states[p].next.get(c) == q:
-                        self.states[p].next[c] = clone
-                        p = self.states[p].link
-                    self.states[q].link = self.states[cur].link = clone
-            self.last = cur
+                clone = self._store(copy.deepcopy(self.states[q]))
+                self.states[clone].length = self.states[p].length + 1
+                while p != -1 and self.states[p].next.get(c) == q:
+                    self.states[p].next[c] = clone
+                    p = self.states[p].link
+                self.states[q].link = self.states[cur].link = clone
+        self.last = cur
 
     def draft(self, k: int) -> list[int]:
         # the walked state matches the text before the last token; its min_endpos is earlier
