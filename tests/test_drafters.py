@@ -67,6 +67,46 @@ def test_sam_drafter_own_context_equals_suffix_automaton():
     assert d.active == 0 and d.memory_bytes() == 0
 
 
+def test_plain_sam_drafter_runs_compiled_and_equals_the_python_path():
+    """The default configuration's per-request calls run in C; a drafter configured to draft
+    exactly as much (a huge adaptive factor) runs the Python path. Interleaved requests,
+    every prompt form, every step: same drafts, same errors, same bookkeeping."""
+    fast = SamDrafter()
+    slow = SamDrafter(length=AdaptiveLength(factor=1e9))
+    assert type(fast.extend.__self__).__name__ == "SamBatch"
+    assert type(slow.extend.__self__).__name__ == "SamDrafter"
+    rng = np.random.default_rng(3)
+    prompt_a = rng.integers(0, 9, 40)
+    prompts = lambda: {"a": prompt_a, "b": [1, 2, 3] * 5, ("c", 1): iter([4, 5, 4, 5]), "d": []}  # noqa: E731
+    for d in (fast, slow):
+        for rid, p in prompts().items():
+            d.start(rid, p, group="g")
+    for step in range(150):
+        for rid in prompts():
+            toks = rng.integers(0, 9, int(rng.integers(1, 4)))
+            for d in (fast, slow):
+                d.extend(rid, toks if step % 2 else toks.tolist())
+            assert fast.propose(rid, 6) == slow.propose(rid, 6)
+    assert fast.active == slow.active == 4
+    assert fast.memory_bytes() == slow.memory_bytes() > 0
+    for d in (fast, slow):
+        with pytest.raises(ValueError, match="already started"):
+            d.start("a", [1])
+        with pytest.raises(KeyError):
+            d.extend("zz", [1])
+        with pytest.raises(KeyError):
+            d.propose("zz", 3)
+        with pytest.raises(ValueError):
+            d.extend("a", [1.5])
+        with pytest.raises(ValueError):
+            d.extend("a", [])
+        for rid in prompts():
+            d.stop(rid)
+        with pytest.raises(KeyError):
+            d.stop("a")
+        assert d.active == 0 and d.memory_bytes() == 0
+
+
 def test_group_sharing_drafts_from_siblings_and_frees_the_group():
     d = SamDrafter(group_sharing=True)
     d.start("a", [1, 2], group="g")

@@ -142,6 +142,32 @@ def test_real_token_stream_matches_z_oracle(qwen3_tokenizer_dir, traces_dir):
             assert sa.draft(8) == (prefix[e + 1: e + 9] if length else []) == ref.draft(8)
 
 
+
+def test_long_text_with_hub_states_equals_the_reference_step_by_step():
+    """Thousands of distinct tokens give the root and a few hubs edge tables that grow many
+    times (probe groups wrapping round the table end included); repeated segments give long
+    matches. Structure (states, edges) and every draft equal the pure-Python reference."""
+    rng = np.random.default_rng(5)
+    parts = []
+    for _ in range(60):
+        if parts and rng.random() < 0.5:  # copy an earlier stretch, then go on elsewhere
+            src = np.concatenate(parts)
+            start = int(rng.integers(0, src.size))
+            parts.append(src[start: start + int(rng.integers(5, 200))])
+        else:
+            parts.append(rng.integers(0, 3000, int(rng.integers(50, 400))))
+    text = np.concatenate(parts).tolist()
+    sa, ref = SuffixAutomaton(), ReferenceSam()
+    ref.new_doc()
+    for i in range(0, len(text), 7):
+        chunk = text[i: i + 7]
+        sa.extend(chunk)
+        ref.extend(chunk)
+        assert sa.match_length == ref.match_length
+        assert sa.draft(8) == ref.draft(8)
+    assert sa.num_states == len(ref.len)
+    assert sa.num_edges == sum(len(nx) for nx in ref.next)
+
 # ---------- static corpus ----------
 
 

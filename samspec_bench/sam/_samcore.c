@@ -32,7 +32,7 @@
 typedef struct { int32_t len, link, fpos, edge; } State; /* edge: NONE, a target (>=0), or -(slot+2) */
 /* A hash slot (12 bytes). The edge's token is the target's, text[firstpos[tgt]]: it is read
  * only when src matches, so it need not be stored. */
-typedef struct { int32_t src, tgt, next; } Slot;   /* src == NONE marks an empty slot */
+typedef struct { int32_t src, tgt, next; } Slot;   /* free or not: see its control byte */
 
 /* A document: the state of its whole text, and its last position (NONE while empty). */
 typedef struct { int32_t last, end; } Doc;
@@ -45,6 +45,7 @@ typedef struct {
     State *st;
     int64_t ns, state_cap;
     Slot *slot;
+    uint8_t *ctrl;                     /* hcap + GROUP control bytes (see h_probe) */
     int64_t hcap, hcount, hlimit; /* hlimit: the most entries at a load of 3/4 */
     int hbits;
     Doc *doc;                          /* per document; a single text uses doc_one (no malloc) */
@@ -96,45 +97,100 @@ static int ensure_states(SamCore *s, int64_t extra) {
 
 static inline int32_t tok_of(const SamCore *s, int32_t q) { return s->text[s->st[q].fpos]; }
 
-static inline uint64_t slot_of(const SamCore *s, int32_t p, int32_t c) {
-    uint64_t x = ((uint64_t)(uint32_t)p << 32) | (uint32_t)c;
-    x *= 0x9E3779B97F4A7C15ULL;
-    return x >> (64 - s->hbits);
+/* Control bytes, one per slot (the SwissTable layout): CTRL_EMPTY, or 7 bits of the entry's
+ * hash. A probe reads GROUP of them as one 64-bit word (the first GROUP are mirrored after
+ * the end, so a group never wraps) and looks at a slot only where its tag matches: a miss
+ * usually costs one word compare instead of a walk along a cluster, slot by slot. */
+#define CTRL_EMPTY 0x80
+#define GROUP 8
+#define LSB 0x0101010101010101ULL
+#define MSB 0x8080808080808080ULL
+
+typedef struct { uint64_t home; uint64_t tag; } Hash;
+
+static inline Hash hash_of(const SamCore *s, int32_t p, int32_t c) {
+    uint64_t x = (((uint64_t)(uint32_t)p << 32) | (uint32_t)c) * 0x9E3779B97F4A7C15ULL;
+    Hash h = {x >> (64 - s->hbits), (x >> (57 - s->hbits)) & 0x7f}; /* the 7 bits below home's */
+    return h;
 }
 
-/* Insert an edge known to be absent; returns its slot. Capacity must have been ensured. */
-static inline int64_t h_insert(SamCore *s, int32_t p, int32_t q, int32_t c, int32_t next) {
+static inline uint64_t ctrl_group(const uint8_t *ctrl, uint64_t i) {
+    uint64_t g;
+    memcpy(&g, ctrl + i, sizeof g);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    g = __builtin_bswap64(g); /* byte k of the group in bits 8k..8k+7, as on little-endian */
+#endif
+    return g;
+}
+
+/* Bytes of g equal to tag (their top bit set in the result; a false hit is possible above a
+ * true one, and is weeded out by the slot check). Empty bytes never match: tags are < 0x80. */
+static inline uint64_t match_tag(uint64_t g, uint64_t tag) {
+    uint64_t x = g ^ (LSB * tag);
+    return (x - LSB) & ~x & MSB;
+}
+
+static inline void set_ctrl(SamCore *s, uint64_t i, uint64_t tag) {
+    s->ctrl[i] = (uint8_t)tag;
+    if (i < GROUP) s->ctrl[s->hcap + i] = (uint8_t)tag;
+}
+
+/* The slot holding edge (p, c) (*found = 1), or else the free slot where it would go. */
+static inline uint64_t h_probe(const SamCore *s, Hash h, int32_t p, int32_t c, int *found) {
     uint64_t mask = (uint64_t)s->hcap - 1;
-    uint64_t i = slot_of(s, p, c);
-    while (s->slot[i].src != NONE) i = (i + 1) & mask;
+    for (uint64_t i = h.home;; i = (i + GROUP) & mask) {
+        uint64_t g = ctrl_group(s->ctrl, i);
+        for (uint64_t m = match_tag(g, h.tag); m; m &= m - 1) {
+            uint64_t j = (i + ((uint64_t)__builtin_ctzll(m) >> 3)) & mask;
+            if (s->slot[j].src == p && tok_of(s, s->slot[j].tgt) == c) { *found = 1; return j; }
+        }
+        uint64_t empty = g & MSB;
+        if (empty) { *found = 0; return (i + ((uint64_t)__builtin_ctzll(empty) >> 3)) & mask; }
+    }
+}
+
+static inline void h_put(SamCore *s, uint64_t i, uint64_t tag, int32_t p, int32_t q, int32_t next) {
+    set_ctrl(s, i, tag);
     s->slot[i].src = p;
     s->slot[i].tgt = q;
     s->slot[i].next = next;
     s->hcount++;
+}
+
+/* Insert an edge known to be absent; returns its slot. Capacity must have been ensured. */
+static inline int64_t h_insert(SamCore *s, int32_t p, int32_t q, int32_t c, int32_t next) {
+    Hash h = hash_of(s, p, c);
+    int found;
+    uint64_t i = h_probe(s, h, p, c, &found);
+    h_put(s, i, h.tag, p, q, next);
     return (int64_t)i;
 }
 
 static inline int64_t h_find(const SamCore *s, int32_t p, int32_t c) {
-    uint64_t mask = (uint64_t)s->hcap - 1;
-    uint64_t i = slot_of(s, p, c);
-    while (s->slot[i].src != NONE) {
-        if (s->slot[i].src == p && tok_of(s, s->slot[i].tgt) == c) return (int64_t)i;
-        i = (i + 1) & mask;
-    }
-    return -1;
+    int found;
+    uint64_t i = h_probe(s, hash_of(s, p, c), p, c, &found);
+    return found ? (int64_t)i : -1;
+}
+
+/* A table of 2^bits slots, all free (the slots themselves need no clearing). */
+static int alloc_hash(SamCore *s, int bits) {
+    int64_t cap = (int64_t)1 << bits;
+    s->slot = (Slot *)malloc((size_t)cap * sizeof(Slot));
+    s->ctrl = (uint8_t *)malloc((size_t)cap + GROUP);
+    if (!s->slot || !s->ctrl) { PyErr_NoMemory(); return -1; }
+    memset(s->ctrl, CTRL_EMPTY, (size_t)cap + GROUP);
+    s->hcap = cap; s->hbits = bits; s->hcount = 0;
+    s->hlimit = cap / 4 * 3;
+    return 0;
 }
 
 /* Double the table until `extra` more entries fit at a load factor of at most 3/4. */
 static int grow_hash(SamCore *s, int64_t extra) {
     Slot *old = s->slot;
-    int64_t cap = s->hcap;
+    uint8_t *old_ctrl = s->ctrl;
     int bits = s->hbits;
-    while ((s->hcount + extra) * 4 > cap * 3) { cap *= 2; bits++; }
-    Slot *fresh = (Slot *)malloc((size_t)cap * sizeof(Slot));
-    if (!fresh) { PyErr_NoMemory(); return -1; }
-    memset(fresh, 0xff, (size_t)cap * sizeof(Slot));
-    s->slot = fresh; s->hcap = cap; s->hbits = bits; s->hcount = 0;
-    s->hlimit = cap / 4 * 3;
+    while ((s->hcount + extra) * 4 > ((int64_t)3 << bits)) bits++;
+    if (alloc_hash(s, bits)) { free(s->slot); free(s->ctrl); s->slot = old; s->ctrl = old_ctrl; return -1; }
     /* Re-thread each chained state's list into the new table. */
     for (int64_t st = 0; st < s->ns; st++) {
         int32_t e = s->st[st].edge;
@@ -145,6 +201,7 @@ static int grow_hash(SamCore *s, int64_t extra) {
         s->st[st].edge = -(head + 2);
     }
     free(old);
+    free(old_ctrl);
     return 0;
 }
 
@@ -187,16 +244,11 @@ static inline int32_t trans_or_add(SamCore *s, int32_t p, int32_t c, int32_t cur
     }
     if (ensure_hash(s, 1)) return ERR;
     e = s->st[p].edge; /* re-read: the table may have grown */
-    uint64_t mask = (uint64_t)s->hcap - 1;
-    uint64_t i = slot_of(s, p, c);
-    while (s->slot[i].src != NONE) {
-        if (s->slot[i].src == p && tok_of(s, s->slot[i].tgt) == c) return s->slot[i].tgt;
-        i = (i + 1) & mask;
-    }
-    s->slot[i].src = p;
-    s->slot[i].tgt = cur;
-    s->slot[i].next = -(e + 2);
-    s->hcount++;
+    Hash h = hash_of(s, p, c);
+    int found;
+    uint64_t i = h_probe(s, h, p, c, &found);
+    if (found) return s->slot[i].tgt;
+    h_put(s, i, h.tag, p, cur, -(e + 2));
     s->st[p].edge = -(int32_t)(i + 2);
     return NONE;
 }
@@ -455,11 +507,8 @@ static int core_setup(SamCore *self, int interleaved, Py_ssize_t reserve) {
         return -1;
     /* the edge table sized like reserve_for(): small (16 slots) unless told what is coming */
     int bits = 4;
-    while (((int64_t)1 << bits) * 3 < (reserve + reserve / 8) * 4) bits++;
-    self->hbits = bits; self->hcap = (int64_t)1 << bits; self->hcount = 0; self->hlimit = self->hcap / 4 * 3;
-    self->slot = (Slot *)malloc((size_t)self->hcap * sizeof(Slot));
-    if (!self->slot) { PyErr_NoMemory(); return -1; }
-    memset(self->slot, 0xff, (size_t)self->hcap * sizeof(Slot));
+    while (((int64_t)3 << bits) < (reserve + reserve / 8) * 4) bits++;
+    if (alloc_hash(self, bits)) return -1;
     if (new_state(self, 0, NONE, NONE) < 0) return -1; /* the root */
     return 0;
 }
@@ -473,7 +522,7 @@ static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
 }
 
 static void SamCore_dealloc(SamCore *self) {
-    free(self->text); free(self->succ); free(self->st); free(self->slot);
+    free(self->text); free(self->succ); free(self->st); free(self->slot); free(self->ctrl);
     if (self->doc != &self->doc_one) free(self->doc);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -524,6 +573,14 @@ static void trim_states(SamCore *s) {
     if (p) { s->st = p; s->state_cap = keep; }
 }
 
+static int append_tokens(SamCore *self, Py_ssize_t doc, const TokenVec *tv) {
+    if (ensure_text(self, tv->n) || reserve_for(self, tv->n)) return -1;
+    for (Py_ssize_t i = 0; i < tv->n; i++)
+        if (append_token(self, doc, tv->buf[i])) return -1;
+    if (tv->n >= 8) trim_states(self);
+    return 0;
+}
+
 static int extend_doc(SamCore *self, PyObject *tokens, Py_ssize_t doc) {
     if (check_doc(self, doc)) return -1;
     if (!self->interleaved && doc != self->ndocs - 1) {
@@ -532,13 +589,9 @@ static int extend_doc(SamCore *self, PyObject *tokens, Py_ssize_t doc) {
     }
     TokenVec tv;
     if (read_tokens(tokens, &tv)) return -1;
-    if (ensure_text(self, tv.n) || reserve_for(self, tv.n)) { tv_free(&tv); return -1; }
-    for (Py_ssize_t i = 0; i < tv.n; i++) {
-        if (append_token(self, doc, tv.buf[i])) { tv_free(&tv); return -1; }
-    }
-    if (tv.n >= 8) trim_states(self);
+    int rc = append_tokens(self, doc, &tv);
     tv_free(&tv);
-    return 0;
+    return rc;
 }
 
 /* extend(tokens, doc=0) */
@@ -677,7 +730,7 @@ static PyObject *SamCore_get_num_edges(SamCore *s, void *c) {
 }
 /* Bytes held by the automaton's arrays (allocated capacity, not just the used part). */
 static PyObject *SamCore_get_memory_bytes(SamCore *s, void *c) {
-    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * (int64_t)sizeof(State) + s->hcap * (int64_t)sizeof(Slot)
+    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * (int64_t)sizeof(State) + s->hcap * (int64_t)(sizeof(Slot) + 1) + GROUP
         + (s->doc == &s->doc_one ? 0 : s->doc_cap * (int64_t)sizeof(Doc));
     return PyLong_FromLongLong(b + (int64_t)sizeof(SamCore));
 }
@@ -743,6 +796,112 @@ static PyTypeObject SingleCoreType = {
     .tp_init = (initproc)SingleCore_init,
 };
 
+/* ---------- a batch of requests, each with its own automaton ----------
+ * The drafter interface of samspec_bench.sam.drafters (start / extend / propose / stop by
+ * request id) for the plain configuration: each request drafts from its own prompt and
+ * prefix. A decode loop calls extend and propose once per request per step; done here, a
+ * call costs a dict lookup instead of a Python frame. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *reqs; /* dict: request id -> SingleCore */
+} SamBatch;
+
+static PyObject *batch_lookup(SamBatch *self, PyObject *req_id) {
+    PyObject *a = PyDict_GetItemWithError(self->reqs, req_id);  /* borrowed */
+    if (!a && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, req_id);
+    return a;
+}
+
+/* start(req_id, prompt_ids, group=None): group is accepted for the interface and ignored. */
+static PyObject *SamBatch_start(SamBatch *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(kwnames, i)) ||
+            PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "group") != 0) {
+            PyErr_SetString(PyExc_TypeError, "start(req_id, prompt_ids, group=None)");
+            return NULL;
+        }
+    }
+    if (nargs + nkw < 2 || nargs + nkw > 3 || nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "start(req_id, prompt_ids, group=None)");
+        return NULL;
+    }
+    PyObject *req_id = args[0];
+    int has = PyDict_Contains(self->reqs, req_id);
+    if (has < 0) return NULL;
+    if (has) { PyErr_Format(PyExc_ValueError, "request %R already started", req_id); return NULL; }
+    TokenVec tv;
+    if (read_tokens_any(args[1], &tv)) return NULL;
+    SamCore *a = (SamCore *)SingleCoreType.tp_alloc(&SingleCoreType, 0);
+    int rc = !a || core_setup(a, 0, tv.n) || add_doc(a) < 0 || (tv.n > 0 && append_tokens(a, 0, &tv))
+             || PyDict_SetItem(self->reqs, req_id, (PyObject *)a);
+    tv_free(&tv);
+    Py_XDECREF(a);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* extend(req_id, token_ids) */
+static PyObject *SamBatch_extend(SamBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "extend(req_id, token_ids)"); return NULL; }
+    PyObject *a = batch_lookup(self, args[0]);
+    if (!a || extend_doc((SamCore *)a, args[1], 0)) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* propose(req_id, k) -> up to k draft tokens (min_endpos), [] without a match */
+static PyObject *SamBatch_propose(SamBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "propose(req_id, k)"); return NULL; }
+    SamCore *a = (SamCore *)batch_lookup(self, args[0]);
+    if (!a) return NULL;
+    return SamCore_draft(a, args + 1, 1);
+}
+
+/* stop(req_id): free its automaton */
+static PyObject *SamBatch_stop(SamBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1) { PyErr_SetString(PyExc_TypeError, "stop(req_id)"); return NULL; }
+    if (PyDict_DelItem(self->reqs, args[0])) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *SamBatch_get_requests(SamBatch *self, void *c) { Py_INCREF(self->reqs); return self->reqs; }
+
+static int SamBatch_init(SamBatch *self, PyObject *args, PyObject *kw) {
+    if (PyTuple_GET_SIZE(args) || (kw && PyDict_GET_SIZE(kw))) { PyErr_SetString(PyExc_TypeError, "SamBatch()"); return -1; }
+    if (!self->reqs && !(self->reqs = PyDict_New())) return -1;
+    return 0;
+}
+
+static void SamBatch_dealloc(SamBatch *self) {
+    Py_XDECREF(self->reqs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef SamBatch_methods[] = {
+    {"start", (PyCFunction)(void (*)(void))SamBatch_start, METH_FASTCALL | METH_KEYWORDS,
+     "start(req_id, prompt_ids, group=None): a request joins with its prompt"},
+    {"extend", (PyCFunction)(void (*)(void))SamBatch_extend, METH_FASTCALL, "extend(req_id, token_ids)"},
+    {"propose", (PyCFunction)(void (*)(void))SamBatch_propose, METH_FASTCALL, "propose(req_id, k) -> list[int]"},
+    {"stop", (PyCFunction)(void (*)(void))SamBatch_stop, METH_FASTCALL, "stop(req_id)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef SamBatch_getset[] = {
+    {"requests", (getter)SamBatch_get_requests, NULL, "the live requests: id -> automaton", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject SamBatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "samspec_bench.sam._samcore.SamBatch",
+    .tp_basicsize = sizeof(SamBatch),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Per-request automata behind the drafter interface (own context only).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)SamBatch_init,
+    .tp_dealloc = (destructor)SamBatch_dealloc,
+    .tp_methods = SamBatch_methods,
+    .tp_getset = SamBatch_getset,
+};
+
 /* ---------- the n-gram baseline (vLLM's semantics) ---------- */
 
 /* ngram_propose(tokens, min_n, max_n, k) -> list: the longest n in [min_n, max_n] such that the
@@ -797,15 +956,13 @@ static struct PyModuleDef samcore_module = {
 
 PyMODINIT_FUNC PyInit__samcore(void) {
     SingleCoreType.tp_base = &SamCoreType;
-    if (PyType_Ready(&SamCoreType) < 0 || PyType_Ready(&SingleCoreType) < 0) return NULL;
+    if (PyType_Ready(&SamCoreType) < 0 || PyType_Ready(&SingleCoreType) < 0 || PyType_Ready(&SamBatchType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&samcore_module);
     if (!m) return NULL;
-    Py_INCREF(&SamCoreType);
-    Py_INCREF(&SingleCoreType);
-    if (PyModule_AddObject(m, "SamCore", (PyObject *)&SamCoreType) < 0
-        || PyModule_AddObject(m, "SingleCore", (PyObject *)&SingleCoreType) < 0) {
-        Py_DECREF(&SamCoreType);
-        Py_DECREF(&SingleCoreType);
+    if (PyModule_AddObjectRef(m, "SamCore", (PyObject *)&SamCoreType) < 0
+        || PyModule_AddObjectRef(m, "SingleCore", (PyObject *)&SingleCoreType) < 0
+        || PyModule_AddObjectRef(m, "SamBatch", (PyObject *)&SamBatchType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -23,7 +23,7 @@ from typing import Any, Hashable, Iterable
 
 import numpy as np
 
-from samspec_bench.sam._samcore import ngram_propose
+from samspec_bench.sam._samcore import SamBatch, ngram_propose
 from samspec_bench.sam.automaton import CorpusAutomaton, GroupAutomaton, SuffixAutomaton
 from samspec_bench.sam.reference import ObjectSam, ReferenceSam, heap_bytes
 
@@ -114,6 +114,12 @@ class SamDrafter(Drafter):
         self._matchers: dict[Hashable, Any] = {}
         self._group_of: dict[Hashable, Hashable] = {}
         self._groups: dict[Hashable, list] = {}  # group -> [GroupAutomaton, live members]
+        if not group_sharing and corpus is None and l_threshold == 1 and self._fixed_length:
+            # The plain configuration runs its per-request calls in C (the same automata,
+            # drafts and errors): a decode loop makes two calls per request per step.
+            batch = SamBatch()
+            self._reqs = batch.requests
+            self.start, self.extend, self.propose, self.stop = batch.start, batch.extend, batch.propose, batch.stop
 
     def start(self, req_id, prompt_ids, group=None):
         if req_id in self._reqs:
