@@ -97,3 +97,23 @@ def test_malformed_trace_line_is_named(tmp_path, qwen3_tokenizer_dir, capfd):
     assert exc.value.code == 2
     err = capfd.readouterr().err
     assert f"{bad}:2" in err and "--on-error skip" in err
+
+
+def test_short_passes_are_repeated_until_the_measurement_lasts_long_enough(monkeypatch):
+    """A pass shorter than MIN_MEASURE_SECONDS is repeated and the mean per pass kept; a long
+    one runs once. Only the first pass reports progress (the repeats are short)."""
+    from samspec_bench.suites import drafters as suite
+
+    calls = []
+
+    def fake_pass(drafter, groups, k, mode, on_group=None):
+        calls.append(on_group)
+        return (0.03 if mode == "bulk" else 0.5), 100, 7, 4000
+
+    monkeypatch.setattr(suite, "replay_pass", fake_pass)
+    monkeypatch.setattr(suite, "build_drafter", lambda name: object())
+    secs, tokens, drafts, mem, loops = suite.timed_pass("sam", [], 8, "bulk", on_group="progress")
+    assert loops == 7 and secs == pytest.approx(0.03)  # 7 x 0.03 s is the first total >= 0.2 s
+    assert (tokens, drafts, mem) == (100, 7, 4000)
+    assert calls == ["progress"] + [None] * 6
+    assert suite.timed_pass("sam", [], 8, "stream")[4] == 1

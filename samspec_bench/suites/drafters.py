@@ -12,7 +12,9 @@ Two measurements, both on the same tokens for every drafter:
    per-step cost is independent of L shows a flat line; the n-gram baseline rescans the
    context every step and grows with L.
 
-Ratios are against baselines measured in the same run, never against stored figures.
+Ratios are against baselines measured in the same run, never against stored figures. Every
+timing covers at least 0.2 s (a pass or build that takes less is repeated and averaged, as
+timeit's autorange does), and each drafter keeps its fastest of `repeats` rounds.
 """
 
 from __future__ import annotations
@@ -148,12 +150,32 @@ def replay_pass(drafter, groups, k: int, mode: str, on_group=None) -> tuple[floa
     return seconds, tokens, drafts, mem
 
 
+MIN_MEASURE_SECONDS = 0.2
+
+
+def timed_pass(name: str, groups, k: int, mode: str, on_group=None) -> tuple[float, int, int, int, int]:
+    """Seconds per replay pass, measured over at least MIN_MEASURE_SECONDS as timeit's
+    autorange does: a compiled drafter's pass takes a few milliseconds, and the first one
+    after another drafter's runs up to a quarter slower (cold caches, the allocator's state);
+    repeating it until the measurement lasts 0.2 s averages that away. Slow drafters run once.
+    Returns (seconds per pass, tokens, drafts, bytes, passes timed)."""
+    secs, tokens, drafts, mem = replay_pass(build_drafter(name), groups, k, mode, on_group)
+    total, loops = secs, 1
+    while total < MIN_MEASURE_SECONDS:
+        total += replay_pass(build_drafter(name), groups, k, mode)[0]
+        loops += 1
+    return total / loops, tokens, drafts, mem, loops
+
+
 def sweep_point(name: str, stream: np.ndarray, length: int, steps: int, k: int) -> dict:
-    """Index `length` tokens, then time `steps` decode steps (append one token, draft k)."""
+    """Index `length` tokens, time `steps` decode steps on it (append one token, draft k),
+    then time the indexing over at least MIN_MEASURE_SECONDS, rebuilding as needed (after
+    the steps: rebuilding first would leave the stepped automaton cold in cache)."""
+    prefix = stream[:length]
     d = build_drafter(name)
     t0 = time.perf_counter()
-    d.start("ctx", stream[:length])
-    build = time.perf_counter() - t0
+    d.start("ctx", prefix)
+    total, loops = time.perf_counter() - t0, 1
     nxt = stream[length: length + steps].tolist()
     t0 = time.perf_counter()
     for tkn in nxt:
@@ -162,8 +184,16 @@ def sweep_point(name: str, stream: np.ndarray, length: int, steps: int, k: int) 
     step = time.perf_counter() - t0
     mem = d.memory_bytes()
     d.stop("ctx")
+    while total < MIN_MEASURE_SECONDS and loops < 1000:
+        again = build_drafter(name)
+        t0 = time.perf_counter()
+        again.start("ctx", prefix)
+        total += time.perf_counter() - t0
+        again.stop("ctx")
+        loops += 1
     return {"drafter": name, "context_tokens": length, "ns_per_step": step / len(nxt) * 1e9,
-            "ns_per_token_build": build / length * 1e9, "bytes_per_token": mem / (length + len(nxt)) if mem else None}
+            "ns_per_token_build": total / loops / length * 1e9,
+            "bytes_per_token": mem / (length + len(nxt)) if mem else None}
 
 
 def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict, Path]:
@@ -192,26 +222,27 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict
         # Repeats go round the drafters (a, b, c, b, c, a, ...) and each keeps its fastest:
         # a burst of load elsewhere on the machine then hits every drafter alike, and the
         # ratios between them, which are the point, stay steady. The order rotates each
-        # round because a pass inherits the heap and caches the previous one left (after an
-        # object-heavy pure-Python pass, the compiled drafters run up to 15 % slower).
+        # round because a pass inherits the heap and caches the previous one left.
         task = bar.add_task("replay", total=len(names) * len(groups) * (1 + cfg.repeats * len(MODES)))
         adv = lambda: bar.advance(task)  # noqa: E731
         best = {name: {m: float("inf") for m in MODES} for name in names}
         seen: dict[str, dict] = {name: {} for name in names}
+        passes: dict[str, dict] = {name: {} for name in names}
         for name in names:
             replay_pass(build_drafter(name), groups, cfg.k, "bulk", adv)  # warm-up
         for rep in range(cfg.repeats):
             for name in names[rep % len(names):] + names[:rep % len(names)]:
                 for mode in MODES:
-                    secs, tokens, n, mem_m = replay_pass(build_drafter(name), groups, cfg.k, mode, adv)
+                    secs, tokens, n, mem_m, loops = timed_pass(name, groups, cfg.k, mode, adv)
                     best[name][mode] = min(best[name][mode], secs)
+                    passes[name][mode] = passes[name].get(mode, 0) + loops
                     seen[name].update({"tokens": tokens} | ({"mem": mem_m} if mode == "bulk" else {})
                                       | ({"drafts": n} if mode == "draft" else {}))
         bar.remove_task(task)
         for name in names:
             b, tokens, drafts, mem = best[name], seen[name]["tokens"], seen[name]["drafts"], seen[name]["mem"]
             rows.append({
-                "drafter": name, "tokens": tokens, "drafts": drafts,
+                "drafter": name, "tokens": tokens, "drafts": drafts, "timed_passes": passes[name],
                 "ns_per_token": b["bulk"] / tokens * 1e9,
                 "ns_per_token_stream": b["stream"] / tokens * 1e9,
                 "ns_per_draft": max(0.0, b["draft"] - b["stream"]) / drafts * 1e9,
