@@ -117,3 +117,41 @@ def test_short_passes_are_repeated_until_the_measurement_lasts_long_enough(monke
     assert (tokens, drafts, mem) == (100, 7, 4000)
     assert calls == ["progress"] + [None] * 6
     assert suite.timed_pass("sam", [], 8, "stream")[4] == 1
+
+
+def test_sweep_builds_distinct_windows_the_same_for_every_drafter(monkeypatch):
+    """The build cost is averaged over consecutive windows (64k tokens' worth), each built
+    once; the steps run on the first window. Any drafter sees exactly the same windows."""
+    import numpy as np
+
+    from samspec_bench.suites import drafters as suite
+
+    seen = []
+
+    class Recorder:
+        def start(self, rid, prompt, group=None):
+            seen.append(np.asarray(prompt).copy())
+
+        def extend(self, rid, toks):
+            pass
+
+        def propose(self, rid, k):
+            return []
+
+        def stop(self, rid):
+            pass
+
+        def memory_bytes(self):
+            return 0
+
+    monkeypatch.setattr(suite, "build_drafter", lambda name: Recorder())
+    stream = np.arange(300_000, dtype=np.int32)
+    row = suite.sweep_point("any", stream, 1024, 10, 8)
+    assert row["build_windows"] == len(seen) == suite.SWEEP_BUILD_TOKENS // 1024
+    assert all(np.array_equal(w, stream[i * 1024:(i + 1) * 1024]) for i, w in enumerate(seen))
+    first = list(seen)
+    seen.clear()
+    suite.sweep_point("other", stream, 1024, 10, 8)
+    assert all(np.array_equal(a, b) for a, b in zip(first, seen)) and len(seen) == len(first)
+    seen.clear()
+    assert suite.sweep_point("any", stream, 262_144, 10, 8)["build_windows"] == 1 and len(seen) == 1

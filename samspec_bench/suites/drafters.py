@@ -12,9 +12,10 @@ Two measurements, both on the same tokens for every drafter:
    per-step cost is independent of L shows a flat line; the n-gram baseline rescans the
    context every step and grows with L.
 
-Ratios are against baselines measured in the same run, never against stored figures. Every
-timing covers at least 0.2 s (a pass or build that takes less is repeated and averaged, as
-timeit's autorange does), and each drafter keeps its fastest of `repeats` rounds.
+Ratios are against baselines measured in the same run, never against stored figures. A replay
+pass shorter than 0.2 s is repeated and averaged (as timeit's autorange does) and each drafter
+keeps its fastest of `repeats` rounds; a sweep build is averaged over distinct windows of the
+stream (64k tokens' worth), the same ones for every drafter.
 """
 
 from __future__ import annotations
@@ -167,15 +168,21 @@ def timed_pass(name: str, groups, k: int, mode: str, on_group=None) -> tuple[flo
     return total / loops, tokens, drafts, mem, loops
 
 
+SWEEP_BUILD_TOKENS = 65_536
+
+
 def sweep_point(name: str, stream: np.ndarray, length: int, steps: int, k: int) -> dict:
-    """Index `length` tokens, time `steps` decode steps on it (append one token, draft k),
-    then time the indexing over at least MIN_MEASURE_SECONDS, rebuilding as needed (after
-    the steps: rebuilding first would leave the stepped automaton cold in cache)."""
-    prefix = stream[:length]
+    """Index `length` tokens and time `steps` decode steps on it (append one token, draft k).
+    The build cost is the mean over consecutive windows of the stream, as many as make
+    SWEEP_BUILD_TOKENS (64 at 1k, one at 64k and above): the same windows for every drafter,
+    each built once (one 1k build is too short to time, and building the same tokens again
+    would let the branch predictor learn them). The steps run on the first window, before
+    the other builds, so it is not cold in cache."""
+    windows = max(1, min(SWEEP_BUILD_TOKENS // length, (stream.size - steps) // length))
     d = build_drafter(name)
     t0 = time.perf_counter()
-    d.start("ctx", prefix)
-    total, loops = time.perf_counter() - t0, 1
+    d.start("ctx", stream[:length])
+    build = time.perf_counter() - t0
     nxt = stream[length: length + steps].tolist()
     t0 = time.perf_counter()
     for tkn in nxt:
@@ -184,15 +191,14 @@ def sweep_point(name: str, stream: np.ndarray, length: int, steps: int, k: int) 
     step = time.perf_counter() - t0
     mem = d.memory_bytes()
     d.stop("ctx")
-    while total < MIN_MEASURE_SECONDS and loops < 1000:
+    for w in range(1, windows):
         again = build_drafter(name)
         t0 = time.perf_counter()
-        again.start("ctx", prefix)
-        total += time.perf_counter() - t0
+        again.start("ctx", stream[w * length: (w + 1) * length])
+        build += time.perf_counter() - t0
         again.stop("ctx")
-        loops += 1
     return {"drafter": name, "context_tokens": length, "ns_per_step": step / len(nxt) * 1e9,
-            "ns_per_token_build": total / loops / length * 1e9,
+            "ns_per_token_build": build / (windows * length) * 1e9, "build_windows": windows,
             "bytes_per_token": mem / (length + len(nxt)) if mem else None}
 
 
