@@ -9,11 +9,12 @@
  *
  * Memory is the point (target <= 64 bytes per indexed token), so:
  *   - a state stores len, link, firstpos and one edge word (16 bytes);
- *   - a state with one outgoing edge (about 94% of them on real text) keeps its target in
- *     the edge word, and the token on that edge is not stored: every string of a state q
- *     ends with the same token, text[firstpos[q]];
+ *   - a state with one outgoing edge (about 83% of them on the shared traces) keeps its
+ *     target in the edge word, and the token on that edge is not stored: every string of a
+ *     state q ends with the same token, text[firstpos[q]];
  *   - states with more edges keep all of them in one open-addressing hash table keyed by
- *     (state, token), threaded into a per-state list for cloning.
+ *     (state, token), with a control byte per slot (see h_probe), threaded into a per-state
+ *     list for cloning.
  *
  * The drafting policy is SAM-Decoding's min_endpos: among the occurrences of the longest
  * matching suffix, the earliest one (firstpos), whose continuation is drafted.
@@ -175,10 +176,11 @@ static inline int64_t h_find(const SamCore *s, int32_t p, int32_t c) {
 /* A table of 2^bits slots, all free (the slots themselves need no clearing). */
 static int alloc_hash(SamCore *s, int bits) {
     int64_t cap = (int64_t)1 << bits;
-    s->slot = (Slot *)malloc((size_t)cap * sizeof(Slot));
-    s->ctrl = (uint8_t *)malloc((size_t)cap + GROUP);
-    if (!s->slot || !s->ctrl) { PyErr_NoMemory(); return -1; }
-    memset(s->ctrl, CTRL_EMPTY, (size_t)cap + GROUP);
+    Slot *slot = (Slot *)malloc((size_t)cap * sizeof(Slot));
+    uint8_t *ctrl = (uint8_t *)malloc((size_t)cap + GROUP);
+    if (!slot || !ctrl) { free(slot); free(ctrl); PyErr_NoMemory(); return -1; } /* the old table stays */
+    memset(ctrl, CTRL_EMPTY, (size_t)cap + GROUP);
+    s->slot = slot; s->ctrl = ctrl;
     s->hcap = cap; s->hbits = bits; s->hcount = 0;
     s->hlimit = cap / 4 * 3;
     return 0;
@@ -190,7 +192,7 @@ static int grow_hash(SamCore *s, int64_t extra) {
     uint8_t *old_ctrl = s->ctrl;
     int bits = s->hbits;
     while ((s->hcount + extra) * 4 > ((int64_t)3 << bits)) bits++;
-    if (alloc_hash(s, bits)) { free(s->slot); free(s->ctrl); s->slot = old; s->ctrl = old_ctrl; return -1; }
+    if (alloc_hash(s, bits)) return -1;
     /* Re-thread each chained state's list into the new table. */
     for (int64_t st = 0; st < s->ns; st++) {
         int32_t e = s->st[st].edge;

@@ -108,8 +108,7 @@ class SamDrafter(Drafter):
         self.length = length
         self._fixed_length = math.isinf(length.factor)
         # Per request: the dynamic source (its own SuffixAutomaton, or its GroupMember), and
-        # only where configured its corpus matcher and group key. The plain case is one dict
-        # lookup per call: at a few hundred tokens per request, Python per call is the cost.
+        # only where configured its corpus matcher and group key.
         self._reqs: dict[Hashable, SuffixAutomaton | Any] = {}
         self._matchers: dict[Hashable, Any] = {}
         self._group_of: dict[Hashable, Hashable] = {}
