@@ -227,10 +227,22 @@ def _prompt_format(r: TraceRecord, mode: ChatTemplate, has_template: bool) -> st
     return "raw"
 
 
+def encode_chat(tokenizer: Any, user: str, system: str | None = None, *, tokenize: bool = True):
+    """The one chat encoding of the package: an optional system turn and one user turn through
+    the tokenizer's chat template, with the generation prompt. Token ids, or the text when
+    tokenize=False. Callers decide whether a template applies (they fall back to raw text)."""
+    messages = [{"role": "system", "content": system}] if system else []
+    messages.append({"role": "user", "content": user})
+    enc = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=tokenize)
+    if not tokenize:
+        return enc
+    if hasattr(enc, "keys"):  # transformers 5 returns a BatchEncoding
+        enc = enc["input_ids"]
+    return [int(t) for t in enc]
+
+
 def _chat_prompt(r: TraceRecord, tokenizer: Any) -> str:
-    messages = [{"role": "system", "content": r.system}] if r.system else []
-    messages.append({"role": "user", "content": r.prompt})
-    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return encode_chat(tokenizer, r.prompt, r.system, tokenize=False)
 
 
 def _encode(tokenizer: Any, texts: list[str | None], add_special_tokens: bool) -> list[list[int] | None]:

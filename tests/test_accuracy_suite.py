@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from samspec_bench.bench.engine import FINISH_LENGTH, GenerationResult, RequestOutput
-from samspec_bench.bench.metrics import ResponseSteps
+from samspec_bench.bench.engines.base import FINISH_LENGTH, GenerationResult, RequestOutput
+from samspec_bench.metrics import ResponseSteps
 from samspec_bench.evals.paired import agreement
 
 # --- data: GSM8K-format rows (the hub's field names), short so that prompts stay short --------
@@ -179,7 +179,7 @@ def test_apply_chat_template_without_a_template_is_refused(tmp_path, data_dir):
 def engine():
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
-    from samspec_bench.bench.reference_engine import ReferenceEngine
+    from samspec_bench.bench.engines.reference import ReferenceEngine
     eng = ReferenceEngine("builtin:smollm2-135m", max_num_seqs=8)
     yield eng
     eng.close()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from samspec_bench.bench.attention import (PagedAttentionMetadata, dense_causal_attention, paged_attention,
+from samspec_bench.bench.engines.attention import (PagedAttentionMetadata, dense_causal_attention, paged_attention,
                                            paged_attention_decode, paged_attention_splitfuse)
-from samspec_bench.bench.kernels import PAIRS, KernelPair, PagedCase, available_pairs, make_case
+from samspec_bench.bench.engines.kernels import PAIRS, KernelPair, PagedCase, available_pairs, make_case
 
 
 def _dense_reference(case: PagedCase, window=None) -> torch.Tensor:

@@ -7,7 +7,8 @@ import sys
 
 from click.testing import CliRunner
 
-from samspec_bench.cli import COMMANDS, group
+from samspec_bench.cli import group
+from samspec_bench.commands import COMMANDS
 
 
 def test_help_imports_no_torch_vllm_or_lm_eval():

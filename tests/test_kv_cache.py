@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from samspec_bench.bench.kv_cache import BlockAllocator, NoFreeBlocks, PagedKVCache
+from samspec_bench.bench.engines.kv_cache import BlockAllocator, NoFreeBlocks, PagedKVCache
 
 
 def make_cache(num_blocks=8, block_size=4, layers=2, heads=2, dim=3, dtype=torch.float32):

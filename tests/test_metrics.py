@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from samspec_bench.bench.metrics import (AcceptanceCounts, Bins, ResponseSteps, binned_counts, binned_metrics,
+from samspec_bench.metrics import (AcceptanceCounts, Bins, ResponseSteps, binned_counts, binned_metrics,
                                          decode_steps, encode_steps, speedup_estimate, step_cost, total_counts)
 
 

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from samspec_bench.bench.attention import paged_attention_decode, paged_attention_splitfuse
-from samspec_bench.bench.kernels import PAIRS, KernelPair, register_pair
+from samspec_bench.bench.engines.attention import paged_attention_decode, paged_attention_splitfuse
+from samspec_bench.bench.engines.kernels import PAIRS, KernelPair, register_pair
 from samspec_bench.cli import main
 from samspec_bench.suites.op_equivalence import Accumulator, OpEqConfig, apply_gate, histogram
 

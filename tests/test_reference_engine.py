@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from samspec_bench.bench.engine import (NeverSpeculate, Request, SamplingParams, SpecPolicy, StepState,
-                                        make_requests)
-from samspec_bench.bench.reference_engine import ReferenceEngine
+from samspec_bench.bench.policies import NeverSpeculate, SpecPolicy, StepState
+from samspec_bench.bench.engines.base import Request, SamplingParams, make_requests
+from samspec_bench.bench.engines.reference import ReferenceEngine
 from samspec_bench.errors import UserError
 from samspec_bench.sam import Drafter
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from samspec_bench.bench.metrics import total_counts
-from samspec_bench.bench.replay import (DraftConfig, ReplayEngine, build_corpus, replay_group, replay_response,
+from samspec_bench.metrics import total_counts
+from samspec_bench.bench.engines.replay import (DraftConfig, ReplayEngine, build_corpus, replay_group, replay_response,
                                         run_unit, unsupported_reason)
 from samspec_bench.sam import CorpusAutomaton
 from samspec_bench.sam.drafters import NgramDrafter, SamDrafter, arctic_available

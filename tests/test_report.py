@@ -16,7 +16,7 @@ from samspec_bench.reports import summary
 from samspec_bench.reports.compare import compare_runs
 from samspec_bench.reports.html import render_html
 from samspec_bench.reports.markdown import render_markdown
-from samspec_bench.reports.results import RunDir
+from samspec_bench.results import RunDir
 
 
 # --- synthetic run directories ----------------------------------------------------------------------

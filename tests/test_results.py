@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from samspec_bench.errors import UserError
-from samspec_bench.reports.results import RunDir, load_result, to_jsonable
+from samspec_bench.results import RunDir, load_result, to_jsonable
 
 
 @dataclass

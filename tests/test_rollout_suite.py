@@ -153,8 +153,8 @@ def test_reference_rollout_tiny_model(tmp_path):
 
 
 def _sim_table(reqs, policy, k):
-    from samspec_bench.bench.scheduler_sim import simulate
-    from samspec_bench.bench.step_model import StepTimeModel
+    from samspec_bench.bench.simulation.scheduler import simulate
+    from samspec_bench.bench.simulation.step_model import StepTimeModel
     return simulate(reqs, k=k, policy=policy, step_model=StepTimeModel.constant(1.0), max_num_seqs=8,
                     max_num_batched_tokens=128, fast_forward=False).steps
 
@@ -162,8 +162,9 @@ def _sim_table(reqs, policy, k):
 def test_arm_step_models_are_out_of_sample_and_price_verify_tokens():
     """Synthetic 'measured' arms timed by a known model: each arm's leave-one-arm-out model
     predicts it exactly, and an arm's own times never enter its model."""
-    from samspec_bench.bench.scheduler_sim import SimRequest, make_policy
-    from samspec_bench.bench.step_model import StepTimeModel
+    from samspec_bench.bench.simulation.scheduler import SimRequest
+    from samspec_bench.bench.policies import make_policy
+    from samspec_bench.bench.simulation.step_model import StepTimeModel
     rng = np.random.default_rng(0)
     reqs = [SimRequest(int(p), int(n), rng.integers(0, 4, n).astype(np.int16), None)
             for p, n in zip(rng.integers(5, 60, 40), rng.integers(5, 120, 40))]

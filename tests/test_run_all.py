@@ -11,7 +11,7 @@ import pytest
 
 from samspec_bench.cli import main
 from samspec_bench.errors import UserError
-from samspec_bench.reports.results import RunDir
+from samspec_bench.results import RunDir
 from samspec_bench.suites import run_all
 from samspec_bench.suites.run_all import Plan, Step, build_args, load_config
 
@@ -241,7 +241,7 @@ def test_default_plans_without_data(tmp_path):
 
 def test_every_default_plan_is_valid_for_its_command(tmp_path):
     """The small defaults name options the suites really have (catches a renamed option)."""
-    from samspec_bench.cli import COMMANDS
+    from samspec_bench.commands import COMMANDS
 
     trace = tmp_path / "t.jsonl"
     trace.write_text("", encoding="utf-8")
@@ -262,7 +262,7 @@ def test_every_default_plan_is_valid_for_its_command(tmp_path):
 # --- the built-in workload -----------------------------------------------------------------------------------------
 
 def test_builtin_prompts_are_ours_and_well_formed(tmp_path):
-    from samspec_bench.suites.builtin_prompts import PROMPTS, write_prompts_file
+    from samspec_bench.workload import PROMPTS, write_prompts_file
 
     assert len(PROMPTS) >= 8 and len(set(PROMPTS)) == len(PROMPTS)
     p = write_prompts_file(tmp_path / "p.jsonl", 3)
@@ -301,7 +301,7 @@ def test_workload_then_accept_and_drafters_on_a_tiny_model(tmp_path):
 
 
 def test_workload_resumes_from_its_partial_responses(tmp_path, monkeypatch):
-    from samspec_bench.suites import builtin_prompts as bp
+    from samspec_bench import workload as bp
 
     cfg = bp.WorkloadConfig(model="builtin:tiny-qwen3", num_prompts=2, samples=2, max_tokens=8)
     result, path = bp.generate_trace(cfg, tmp_path, progress=False)
@@ -323,7 +323,7 @@ def test_workload_resumes_from_its_partial_responses(tmp_path, monkeypatch):
 
 
 def test_workload_config_errors():
-    from samspec_bench.suites.builtin_prompts import WorkloadConfig
+    from samspec_bench.workload import WorkloadConfig
 
     with pytest.raises(UserError, match="unknown option 'temp'"):
         WorkloadConfig.from_options({"temp": 1.0})

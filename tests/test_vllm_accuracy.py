@@ -25,7 +25,7 @@ MAX_GEN_TOKS = 64
 
 @pytest.fixture(scope="module")
 def vllm_run(shared_data, tmp_path_factory):
-    from samspec_bench.bench.vllm_engine import close_shared, get_engine
+    from samspec_bench.bench.engines.vllm.adapter import close_shared, get_engine
     from samspec_bench.suites.accuracy import AccuracyConfig, run
 
     # the same engine arguments as test_vllm_engine.py: one engine when both modules run

@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from samspec_bench.bench import ascend_plugin
-from samspec_bench.bench.vllm_drafter import CLASS_PATH, EXTRA_KEY
+from samspec_bench.bench.engines.vllm import ascend as ascend_plugin
+from samspec_bench.bench.engines.vllm.drafter import CLASS_PATH, EXTRA_KEY
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -141,6 +141,6 @@ def test_block_verify_window(version, k, expected):
 def test_entry_point_declared():
     data = tomllib.loads((REPO / "pyproject.toml").read_text())
     eps = data["project"]["entry-points"]["vllm.general_plugins"]
-    assert eps == {"samspec_sam": "samspec_bench.bench.ascend_plugin:register"}
+    assert eps == {"samspec_sam": "samspec_bench.bench.engines.vllm.ascend:register"}
     mod, _, fn = eps["samspec_sam"].partition(":")
     assert callable(getattr(__import__(mod, fromlist=[fn]), fn))

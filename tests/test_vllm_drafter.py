@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from samspec_bench.bench.vllm_drafter import EXTRA_KEY, SamProposer, SamWorkerExtension
+from samspec_bench.bench.engines.vllm.drafter import EXTRA_KEY, SamProposer, SamWorkerExtension
 from samspec_bench.sam import SamDrafter
 
 K = 4
@@ -236,7 +236,7 @@ def test_worker_extension_reads_the_drafter():
     w.model_runner = FakeRunner()
     w.model_runner.drafter = SamProposer(None, runner=w.model_runner, num_speculative_tokens=3)
     info = w.samspec_drafter_info()
-    assert info["drafter_class"] == "samspec_bench.bench.vllm_drafter.SamProposer"
+    assert info["drafter_class"] == "samspec_bench.bench.engines.vllm.drafter.SamProposer"
     assert info["drafter"]["request_mapping"] == "request-id"
     assert w.samspec_take_records() == []
     w.model_runner.drafter = None
@@ -246,8 +246,8 @@ def test_worker_extension_reads_the_drafter():
 # --- pure helpers of the vLLM engine adapter (no vLLM needed) -------------------------------------
 
 def _live(tokens, emitted):
-    from samspec_bench.bench.engine import Request
-    from samspec_bench.bench.vllm_engine import _Live
+    from samspec_bench.bench.engines.base import Request
+    from samspec_bench.bench.engines.vllm.adapter import _Live
 
     lv = _Live(Request(0, [1, 2, 3]), 0, "k")
     lv.tokens = list(tokens)
@@ -258,7 +258,7 @@ def _live(tokens, emitted):
 def test_vllm_metric_alignment_totals_exact():
     from types import SimpleNamespace
 
-    from samspec_bench.bench.vllm_engine import _steps_from_vllm_metrics
+    from samspec_bench.bench.engines.vllm.adapter import _steps_from_vllm_metrics
 
     # steps: prefill 1 | no draft 1 | draft 3 acc 0 -> 1 | draft 3 acc 2 -> 3 | no draft 1 | draft 3 acc 3 cut to 2
     lv = _live(range(9), [1, 1, 1, 3, 1, 2])
@@ -272,7 +272,7 @@ def test_vllm_metric_alignment_totals_exact():
 
 
 def test_parse_engine_args(tmp_path):
-    from samspec_bench.bench.vllm_engine import parse_engine_args
+    from samspec_bench.bench.engines.vllm.adapter import parse_engine_args
     from samspec_bench.errors import UserError
 
     f = tmp_path / "a.json"
@@ -355,9 +355,9 @@ def test_batch_switch_bad_env_threshold(monkeypatch):
 
 def test_vllm_engine_policies():
     """Which speculation policies VllmEngine.generate runs inside vLLM (no vLLM needed)."""
-    from samspec_bench.bench.engine import SpecPolicy
-    from samspec_bench.bench.scheduler_sim import make_policy
-    from samspec_bench.bench.vllm_engine import _policy_inside_vllm
+    from samspec_bench.bench.policies import SpecPolicy
+    from samspec_bench.bench.policies import make_policy
+    from samspec_bench.bench.engines.vllm.adapter import _policy_inside_vllm
     from samspec_bench.errors import UserError
 
     assert _policy_inside_vllm(make_policy("threshold", 4), "sam") == ("sam", 4)

@@ -19,8 +19,8 @@ from vllm_tier import require_vllm  # noqa: E402
 
 require_vllm()
 
-from samspec_bench.bench.engine import Request, SamplingParams  # noqa: E402
-from samspec_bench.bench.vllm_drafter import CLASS_PATH  # noqa: E402
+from samspec_bench.bench.engines.base import Request, SamplingParams  # noqa: E402
+from samspec_bench.bench.engines.vllm.drafter import CLASS_PATH  # noqa: E402
 
 MODEL = "builtin:smollm2-135m"
 K = 3
@@ -28,7 +28,7 @@ K = 3
 
 @pytest.fixture(scope="module")
 def engine():
-    from samspec_bench.bench.vllm_engine import close_shared, get_engine
+    from samspec_bench.bench.engines.vllm.adapter import close_shared, get_engine
 
     # max_num_seqs=8: the 24-request runs below admit requests in waves into rows freed by
     # finished ones, and the batch is condensed whenever a request ends
@@ -206,7 +206,7 @@ def test_vllm_cpu_attention_kernel_pair():
     the reference paged attention (so the pair measures decode vs verify, not a layout bug)."""
     import torch
 
-    from samspec_bench.bench.kernels import PAIRS, make_case
+    from samspec_bench.bench.engines.kernels import PAIRS, make_case
 
     cls = PAIRS["vllm-cpu-attn"]
     assert cls.availability() is None

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from lm_eval.api.model import LM
 
-from samspec_bench.bench.engine import Request, SamplingParams
+from samspec_bench.bench.engines.base import Request, SamplingParams
 
 
 def sample_key(arm: str, sample: int, task: str, doc_id: Any) -> str:

@@ -28,6 +28,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from samspec_bench.metrics import first_divergence
+
 
 def _as2d(x) -> np.ndarray:
     a = np.asarray(x, dtype=float)
@@ -205,14 +207,6 @@ def compare(off: Mapping[Any, Sequence[float]], on: Mapping[Any, Sequence[float]
     out["mdd_basis"] = m["basis"]
     out["verdict"] = verdict(diff, test["p_value"], m["mdd"], alpha=alpha, power=power)
     return out
-
-
-def first_divergence(x: Sequence[int], y: Sequence[int]) -> int | None:
-    """Index of the first differing token (the shorter length when one is a prefix), None if equal."""
-    for i, (p, q) in enumerate(zip(x, y)):
-        if p != q:
-            return i
-    return None if len(x) == len(y) else min(len(x), len(y))
 
 
 def agreement(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, Any]:

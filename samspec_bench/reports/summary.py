@@ -532,7 +532,7 @@ def _suite_key(suite: str) -> tuple:
 def collect(paths: list[str | os.PathLike]) -> Report:
     """Load every run under `paths` (in the order given; a folder's runs sorted by path)."""
     from samspec_bench.reports.compare import compare_runs
-    from samspec_bench.reports.results import load_result
+    from samspec_bench.results import load_result
 
     if not paths:
         raise UserError("no results given: pass one or more run directories (or folders holding them)")

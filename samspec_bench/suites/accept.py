@@ -6,7 +6,7 @@ which k, against the alternatives, and whether sharing drafts across a GRPO grou
 
 Every combination of drafter x k x draft sources is one configuration. The engine reports
 per-step records (position at drafting time, drafted, accepted, emitted) for every response;
-the metrics (names and definitions in samspec_bench.bench.metrics and DESIGN.md) are pooled
+the metrics (names and definitions in samspec_bench.metrics and DESIGN.md) are pooled
 over all responses and binned by position. A speedup estimate follows from tokens and a
 step-cost model (the cost of a verify step relative to a plain decode step), whose ratio
 comes from --verify-cost-ratio, an engine profile, or a stated assumption.
@@ -29,12 +29,13 @@ from typing import Any, Sequence
 import click
 
 from samspec_bench.errors import UserError
+from samspec_bench.models import BUILTIN_MODEL
 
 SUITE = "accept"
 RESPONSES_FILE = "responses.jsonl"
 CONFIG_FILE = "config.json"
 FIGURE_STEM = "acceptance_vs_position"
-ENGINES = ("replay", "reference", "vllm")  # vllm: samspec_bench.bench.vllm_engine (needs vLLM installed)
+ENGINES = ("replay", "reference", "vllm")  # vllm: samspec_bench.bench.engines.vllm.adapter (needs vLLM installed)
 DEFAULT_VERIFY_COST_RATIO = 1.0
 VERIFY_COST_ASSUMPTION = ("assumed: a (k+1)-token verify step costs as much as a 1-token decode step "
                           "(memory-bound decode at small batch); an upper bound on the speedup. Pass "
@@ -83,7 +84,7 @@ def parse_list(value: str, option: str) -> list[str]:
 
 
 def parse_ks(value: str | Sequence[int]) -> list[int]:
-    from samspec_bench.bench.replay import MAX_K
+    from samspec_bench.bench.engines.replay import MAX_K
 
     raw = parse_list(value, "--num-spec-tokens") if isinstance(value, str) else [str(v) for v in value]
     ks = []
@@ -100,7 +101,7 @@ def parse_ks(value: str | Sequence[int]) -> list[int]:
 
 def parse_source(spec: str) -> tuple[bool, bool]:
     """'own', 'group', 'corpus', 'group+corpus' (own is always included) -> (group, corpus)."""
-    from samspec_bench.bench.replay import SOURCE_NAMES
+    from samspec_bench.bench.engines.replay import SOURCE_NAMES
 
     parts = [p.strip() for p in spec.split("+") if p.strip()]
     bad = [p for p in parts if p not in SOURCE_NAMES]
@@ -120,7 +121,7 @@ def check_drafters(names: Sequence[str]) -> None:
 
 def build_configs(cfg: AcceptConfig):
     """The sweep: every drafter x k x source, as DraftConfigs (drafter options attached)."""
-    from samspec_bench.bench.replay import DraftConfig
+    from samspec_bench.bench.engines.replay import DraftConfig
 
     check_drafters(cfg.drafters)
     ks = parse_ks(cfg.num_spec_tokens)
@@ -252,7 +253,7 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool) -> Inputs:
         citems = tokenize_traces(ctraces, tokenizer, chat_template=cfg.chat_template)
         inputs.skipped += [{"file": str(f), "line": ln, "reason": why, "corpus": True}
                            for f, ln, why in ctraces.skipped]
-        from samspec_bench.bench.replay import build_corpus
+        from samspec_bench.bench.engines.replay import build_corpus
 
         inputs.corpus = build_corpus(citems)
         inputs.corpus_info = {"files": [str(f) for f in cfiles], "documents": len(citems),
@@ -263,17 +264,17 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool) -> Inputs:
 
 def make_engine(cfg: AcceptConfig, inputs: Inputs):
     if cfg.engine == "replay":
-        from samspec_bench.bench.replay import ReplayEngine
+        from samspec_bench.bench.engines.replay import ReplayEngine
 
         return ReplayEngine(workers=cfg.workers, corpus=inputs.corpus, corpus_description=inputs.corpus_info)
     if cfg.engine == "reference":
-        from samspec_bench.bench.model_acceptance import ReferenceAcceptanceEngine
+        from samspec_bench.bench.engines.acceptance import ReferenceAcceptanceEngine
 
-        return ReferenceAcceptanceEngine(cfg.model or "builtin:smollm2-135m")
+        return ReferenceAcceptanceEngine(cfg.model or BUILTIN_MODEL)
     if cfg.engine == "vllm":
-        from samspec_bench.bench.vllm_engine import VllmAcceptanceEngine
+        from samspec_bench.bench.engines.vllm.adapter import VllmAcceptanceEngine
 
-        return VllmAcceptanceEngine(cfg.model or "builtin:smollm2-135m", engine_args=cfg.engine_args)
+        return VllmAcceptanceEngine(cfg.model or BUILTIN_MODEL, engine_args=cfg.engine_args)
     raise UserError(f"--engine {cfg.engine!r}: not available; use one of {', '.join(ENGINES)}")
 
 
@@ -299,10 +300,10 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from samspec_bench.bench.metrics import (METRIC_DEFINITIONS, POSITION_BASES, AcceptanceCounts, Bins,
+    from samspec_bench.metrics import (METRIC_DEFINITIONS, POSITION_BASES, AcceptanceCounts, Bins,
                                              ResponseSteps, binned_counts, speedup_estimate, total_counts)
-    from samspec_bench.bench.replay import group_units, response_key
-    from samspec_bench.reports.results import RunDir, file_sha256
+    from samspec_bench.bench.engines.replay import group_units, response_key
+    from samspec_bench.results import RunDir, file_sha256
 
     err = Console(stderr=True)
     if not err.is_terminal:
@@ -574,7 +575,7 @@ def print_table(result: dict, console) -> None:
 def _engine_args(pairs) -> dict[str, Any]:
     if not pairs:
         return {}
-    from samspec_bench.bench.vllm_engine import parse_engine_args
+    from samspec_bench.bench.engines.vllm.adapter import parse_engine_args
     return parse_engine_args(pairs)
 
 
@@ -636,7 +637,7 @@ def command(engine, model, engine_arg, traces, data_dir, tokenizer, chat_templat
 
     if tokenizer is None and engine in ("reference", "vllm"):   # the model's own tokenizer
         from samspec_bench.models import resolve_model
-        tokenizer = str(resolve_model(model or "builtin:smollm2-135m"))
+        tokenizer = str(resolve_model(model or BUILTIN_MODEL))
     if not traces or tokenizer is None:
         ddir = resolve_data_dir(data_dir)
         if not traces:
@@ -665,5 +666,5 @@ def command(engine, model, engine_arg, traces, data_dir, tokenizer, chat_templat
         out_console = Console(stderr=to_stdout, width=160)
     print_table(result, out_console)
     out_console.print(f"results: {path}", highlight=False)
-    from samspec_bench.reports.results import emit_json
+    from samspec_bench.results import emit_json
     emit_json(result, json_path)

@@ -35,6 +35,7 @@ from typing import Any
 import click
 
 from samspec_bench.errors import UserError
+from samspec_bench.models import BUILTIN_MODEL
 
 SUITE = "accuracy"
 GENERATIONS = "generations.jsonl"
@@ -48,7 +49,7 @@ PRIMARY_FILTER = {"gsm8k": "strict-match"}
 def engine_choices() -> list[str]:
     import importlib.util
     try:
-        have = importlib.util.find_spec("samspec_bench.bench.vllm_engine") is not None
+        have = importlib.util.find_spec("samspec_bench.bench.engines.vllm.adapter") is not None
     except (ImportError, ValueError):
         have = False
     return ["reference", "vllm"] if have else ["reference"]
@@ -56,7 +57,7 @@ def engine_choices() -> list[str]:
 
 @dataclass
 class AccuracyConfig:
-    model: str = "builtin:smollm2-135m"
+    model: str = BUILTIN_MODEL
     engine: str = "reference"
     tasks: list[str] = field(default_factory=lambda: ["gsm8k"])
     data_dir: str | None = None
@@ -97,10 +98,10 @@ class AccuracyConfig:
 
 def build_engine(cfg: AccuracyConfig):
     if cfg.engine == "vllm":
-        from samspec_bench.bench.vllm_engine import VllmEngine
+        from samspec_bench.bench.engines.vllm.adapter import VllmEngine
         return VllmEngine(cfg.model, speculative=cfg.drafter, num_spec_tokens=cfg.num_spec_tokens, dtype=cfg.dtype,
                           seed=cfg.seed)
-    from samspec_bench.bench.engine import make_engine
+    from samspec_bench.bench.engines.factory import make_engine
     return make_engine(cfg.engine, cfg.model, dtype=cfg.dtype, max_num_seqs=cfg.max_num_seqs)
 
 
@@ -155,7 +156,7 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
     from samspec_bench.evals.lm_adapter import EngineLM
     from samspec_bench.evals.paired import agreement, compare
     from samspec_bench.evals.tasks import TASKS, write_task_dir
-    from samspec_bench.reports.results import RunDir, to_jsonable
+    from samspec_bench.results import RunDir, to_jsonable
 
     run_dir = RunDir(output, SUITE, resume=resume)
     cfg_file = run_dir.file("config.json")
@@ -355,7 +356,7 @@ def print_report(result: dict, console) -> None:
 
 
 @click.command("accuracy")
-@click.option("--model", default="builtin:smollm2-135m", show_default=True,
+@click.option("--model", default=BUILTIN_MODEL, show_default=True,
               help="builtin:smollm2-135m, builtin:tiny-qwen3 or a checkpoint directory.")
 @click.option("--engine", type=click.Choice(engine_choices()), default="reference", show_default=True)
 @click.option("--tasks", default="gsm8k", show_default=True, help="Comma list of gsm8k, aime24, aime25, math500.")
@@ -409,5 +410,5 @@ def command(model, engine, tasks, data_dir, limit, num_samples, temperature, top
         console = Console(stderr=json_path == "-", width=200)
     result, _ = run(cfg, output, resume=resume, progress=progress, console=console)
     print_report(result, console)
-    from samspec_bench.reports.results import emit_json
+    from samspec_bench.results import emit_json
     emit_json(result, json_path)

@@ -203,7 +203,7 @@ def sweep_point(name: str, stream: np.ndarray, length: int, steps: int, k: int) 
 
 
 def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict, Path]:
-    from samspec_bench.reports.results import RunDir, file_sha256
+    from samspec_bench.results import RunDir, file_sha256
 
     if cfg.k < 1:
         raise UserError(f"--k {cfg.k}: the number of draft tokens must be >= 1")
@@ -424,7 +424,7 @@ def command(traces, tokenizer, data_dir, drafters, k, max_tokens, sweep, sweep_s
                          k=k, max_tokens=max_tokens, sweep=sweep, sweep_steps=sweep_steps, repeats=repeats,
                          chat_template=chat_template, on_error=on_error)
     result, path = run(cfg, output, progress=not no_progress)
-    from samspec_bench.reports.results import emit_json
+    from samspec_bench.results import emit_json
     if json_out != "-":
         print_table(result)
         click.echo(f"result: {path / 'result.json'}")

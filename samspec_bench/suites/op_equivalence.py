@@ -6,7 +6,7 @@ tokens. Two levels:
 
 Kernel level. Random paged inputs (batch, sequence lengths, block size, heads, GQA ratio,
 head size, dtype as options) through every available kernel pair of
-`samspec_bench.bench.kernels` (the reference engine's two paths, a fixed-order control,
+`samspec_bench.bench.engines.kernels` (the reference engine's two paths, a fixed-order control,
 PyTorch's fused SDPA, and where installed torch-npu's `_npu_paged_attention` vs
 `_npu_paged_attention_splitfuse` / `npu_fused_infer_attention_score` and vLLM's flash-attention
 varlen kernel). The verify kernel runs once over k+1 query tokens per request, the decode
@@ -87,7 +87,7 @@ BUILTIN_PROMPTS = (
 @dataclass
 class OpEqConfig:
     model: str | None = None
-    engine: str = "reference"    # model level: reference (PyTorch) or vllm (samspec_bench.bench.vllm_engine)
+    engine: str = "reference"    # model level: reference (PyTorch) or vllm (samspec_bench.bench.engines.vllm.adapter)
     levels: list[str] = field(default_factory=lambda: list(LEVELS))
     pairs: list[str] | None = None                 # None: every registered pair that runs here
     dtypes: list[str] = field(default_factory=lambda: ["float32"])
@@ -236,7 +236,7 @@ def _dtype(name: str):
 
 def run_kernel_level(cfg: OpEqConfig, bar, pair_names: list[str], run_dir=None) -> tuple[dict, list[dict], dict]:
     """Returns ({row key: summary}, per-case table rows, {pair: reason} for skipped pairs)."""
-    from samspec_bench.bench.kernels import PAIRS, make_case
+    from samspec_bench.bench.engines.kernels import PAIRS, make_case
 
     rows: dict[str, dict] = {}
     table: list[dict] = []
@@ -378,8 +378,8 @@ def run_model_level(cfg: OpEqConfig, dtype: str, bar) -> tuple[dict, list[dict],
     """Rows {key: summary}, per-prompt greedy table rows, extra info."""
     import torch
 
-    from samspec_bench.bench.engine import Request, SamplingParams
-    from samspec_bench.bench.reference_engine import ReferenceEngine
+    from samspec_bench.bench.engines.base import Request, SamplingParams
+    from samspec_bench.bench.engines.reference import ReferenceEngine
     from samspec_bench.models import load_model
 
     t_load = time.perf_counter()
@@ -528,8 +528,8 @@ def _run(cfg: OpEqConfig, output: str, progress: bool, console) -> tuple[dict, P
     import torch
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from samspec_bench.bench.kernels import PAIRS
-    from samspec_bench.reports.results import RunDir
+    from samspec_bench.bench.engines.kernels import PAIRS
+    from samspec_bench.results import RunDir
 
     pair_names = list(PAIRS) if cfg.pairs is None else cfg.pairs
     for p in pair_names:
@@ -557,7 +557,7 @@ def _run(cfg: OpEqConfig, output: str, progress: bool, console) -> tuple[dict, P
             for dt in cfg.dtypes:
                 t = time.perf_counter()
                 if cfg.engine == "vllm":
-                    from samspec_bench.bench.vllm_engine import op_equivalence_model_level
+                    from samspec_bench.bench.engines.vllm.adapter import op_equivalence_model_level
                     mrows, gtable, info = op_equivalence_model_level(cfg, dt, bar)
                 else:
                     mrows, gtable, info = run_model_level(cfg, dt, bar)
@@ -712,7 +712,7 @@ def command(engine, model, levels, pairs, dtypes, k, device, seed, num_seqs, seq
         console = Console(stderr=json_path == "-", width=200)
     result, _ = run(cfg, output, progress=progress, console=console)
     print_report(result, console)
-    from samspec_bench.reports.results import emit_json
+    from samspec_bench.results import emit_json
     emit_json(result, json_path)
     gate = result["metrics"].get("gate")
     if gate and not gate["passed"]:

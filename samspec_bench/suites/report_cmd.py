@@ -34,7 +34,7 @@ def _finish(report, path: Path, json_path: str | None, fail_on_gate: bool) -> No
     n_fail = sum(1 for r in report.runs if status(r.gates) == "fail")
     click.echo(f"report: {path} ({len(report.runs)} runs of {len(report.groups)} suites"
                + (f"; {n_fail} with a failed gate" if n_fail else "") + ")")
-    from samspec_bench.reports.results import emit_json
+    from samspec_bench.results import emit_json
     emit_json(report.data(), json_path)
     if fail_on_gate and n_fail:
         click.echo(f"report: {n_fail} run(s) failed a gate (--fail-on-gate)", err=True)

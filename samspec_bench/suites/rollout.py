@@ -36,6 +36,7 @@ import click
 import numpy as np
 
 from samspec_bench.errors import UserError, int_list
+from samspec_bench.models import BUILTIN_MODEL
 
 SUITE = "rollout"
 REFERENCE_LENGTHS = "lognormal:32:0.8"
@@ -45,7 +46,7 @@ POSITION_EDGES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 @dataclass
 class RolloutConfig:
     engine: str = "replay"
-    model: str = "builtin:smollm2-135m"
+    model: str = BUILTIN_MODEL
     traces: str | None = None
     tokenizer: str | None = None
     prompts: int | None = None
@@ -180,7 +181,7 @@ def best_setting(metrics: dict[str, dict]) -> str | None:
 # ---------- workloads ----------
 
 def _policy(s):
-    from samspec_bench.bench.scheduler_sim import make_policy
+    from samspec_bench.bench.policies import make_policy
     return make_policy(s["arm"], s["threshold"])
 
 
@@ -192,12 +193,12 @@ def _tail_T(s, cfg) -> int:
 
 def _profiles(pairs, k: int, drafter: str, sources: str = "own", groups=None):
     """Acceptance profiles (drafted, accepted) for (prompt_ids, response_ids) pairs."""
-    from samspec_bench.bench.sim_profiles import profiles_for
+    from samspec_bench.bench.simulation.profiles import profiles_for
     return profiles_for(pairs, groups, k, drafter, sources)
 
 
 def _sim_requests(pairs, lengths, profiles):
-    from samspec_bench.bench.scheduler_sim import SimRequest
+    from samspec_bench.bench.simulation.scheduler import SimRequest
     out = []
     for i, ((p, r), n) in enumerate(zip(pairs, lengths)):
         dr, ac = (profiles[i] if profiles is not None else (None, None))
@@ -211,9 +212,9 @@ def run_replay(cfg: RolloutConfig, step_model) -> dict[str, Any]:
     sources draft from the trace group's distinct responses). Lengths: the responses' own, or
     drawn from `length_dist` with each response's acceptance profile stretched to its length
     (sim_profiles.stretch_positions)."""
-    from samspec_bench.bench.scheduler_sim import SimRequest, simulate
-    from samspec_bench.bench.sim_profiles import RESAMPLE_METHOD
-    from samspec_bench.bench.step_model import extrapolation
+    from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
+    from samspec_bench.bench.simulation.profiles import RESAMPLE_METHOD
+    from samspec_bench.bench.simulation.step_model import extrapolation
     from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
     items = tokenize_traces(read_traces(cfg.traces), load_tokenizer(cfg.tokenizer))
     groups: dict[tuple[str, str], list] = {}
@@ -303,8 +304,8 @@ def _kv_options(cfg) -> dict[str, Any]:
 
 
 def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, Any]]:
-    from samspec_bench.bench.step_model import StepTimeModel
-    from samspec_bench.reports.results import RunDir
+    from samspec_bench.bench.simulation.step_model import StepTimeModel
+    from samspec_bench.results import RunDir
     from samspec_bench.suites.rollout_outputs import make_figures, write_steps
     if cfg.engine == "replay":
         if cfg.step_model:
@@ -338,7 +339,7 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
 @click.option("--engine", type=click.Choice(["replay", "reference", "vllm"]), default="replay", show_default=True,
               help="replay: simulate from traces; reference: measure on the PyTorch engine; vllm: measure inside "
                    "vLLM (SAM as its proposer, the threshold switch in the proposer).")
-@click.option("--model", default="builtin:smollm2-135m", show_default=True, help="Model for the reference engine.")
+@click.option("--model", default=BUILTIN_MODEL, show_default=True, help="Model for the reference engine.")
 @click.option("--traces", default=None, help="Trace JSONL for replay (default: shared qwen25math_math_100x8.jsonl).")
 @click.option("--tokenizer", default=None, help="Tokenizer directory for the traces (default: shared qwen3).")
 @click.option("--data-dir", default=None, help="Shared data directory.")
@@ -396,7 +397,7 @@ def command(ctx, engine, model, traces, tokenizer, data_dir, prompts, group_size
             ddir = resolve_data_dir(data_dir)
             cfg.traces = cfg.traces or str(ddir / "traces" / "qwen25math_math_100x8.jsonl")
             cfg.tokenizer = cfg.tokenizer or str(ddir / "tokenizers" / "qwen3")
-    from samspec_bench.reports.results import emit_json
+    from samspec_bench.results import emit_json
     path, summary = run(cfg, output)
     say = (lambda text: click.echo(text, err=True)) if json_path == "-" else click.echo  # stdout: the JSON only
     for lbl, m in summary["arms"].items():
@@ -409,7 +410,7 @@ def command(ctx, engine, model, traces, tokenizer, data_dir, prompts, group_size
 
 
 @command.command("profile")
-@click.option("--model", default="builtin:smollm2-135m", show_default=True)
+@click.option("--model", default=BUILTIN_MODEL, show_default=True)
 @click.option("--batch-sizes", default="1,2,4,8,16", show_default=True)
 @click.option("--tokens", type=int, default=24, show_default=True, help="Tokens generated per request.")
 @click.option("-k", "k", type=int, default=3, show_default=True)

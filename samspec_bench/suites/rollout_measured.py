@@ -40,7 +40,7 @@ def arm_step_models(measured: dict[str, dict], path: str | None):
     """Step-time model per arm for predicting it: the profile's model when given, otherwise a
     leave-one-arm-out fit (every other measured arm; the predicted arm's own times are never
     used). '__all__': the fit on every arm (in sample; saved with the result for reuse)."""
-    from samspec_bench.bench.step_model import StepTimeModel, fit_from_steps
+    from samspec_bench.bench.simulation.step_model import StepTimeModel, fit_from_steps
     labels = list(measured)
     if path:
         m = StepTimeModel.load(path)
@@ -57,7 +57,7 @@ def arm_step_models(measured: dict[str, dict], path: str | None):
 
 def _unidentified_used(model, steps) -> list[str]:
     """Features the model could not price (dropped) although this arm's steps have them."""
-    from samspec_bench.bench.step_model import step_features
+    from samspec_bench.bench.simulation.step_model import step_features
     f = step_features(steps)
     reason = model.fit.get("dropped_reason", {})
     return [n for n in model.dropped if reason.get(n) != "negative coefficient" and n in f and np.any(f[n] != 0)]
@@ -89,10 +89,11 @@ def run_measured(cfg: RolloutConfig, step_model_path: str | None) -> dict[str, A
                         "reference engine and the sam drafter (or simulate it with --engine replay)")
     import torch
 
-    from samspec_bench.bench.engine import Request, SamplingParams, make_engine
-    from samspec_bench.bench.scheduler_sim import reprice, simulate
-    from samspec_bench.bench.step_model import StepTimeModel
-    from samspec_bench.suites.builtin_prompts import PROMPTS, _chat_ids
+    from samspec_bench.bench.engines.base import Request, SamplingParams
+    from samspec_bench.bench.engines.factory import make_engine
+    from samspec_bench.bench.simulation.scheduler import reprice, simulate
+    from samspec_bench.bench.simulation.step_model import StepTimeModel
+    from samspec_bench.workload import PROMPTS, question_ids
     torch.set_num_threads(cfg.threads)
     engine = make_engine(cfg.engine, cfg.model, **_engine_options(cfg))
     tok = engine.tokenizer
@@ -101,7 +102,7 @@ def run_measured(cfg: RolloutConfig, step_model_path: str | None) -> dict[str, A
                            cfg.max_response_len)
     reqs = []
     for i in range(n_prompts):
-        p = _chat_ids(tok, PROMPTS[i % len(PROMPTS)]) if tok is not None else [1 + (i % 50)] * 16
+        p = question_ids(tok, PROMPTS[i % len(PROMPTS)]) if tok is not None else [1 + (i % 50)] * 16
         for j in range(n):
             q = i * n + j
             reqs.append(Request(q, p, SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed + q,
@@ -214,21 +215,23 @@ def profile(model: str, batch_sizes: list[int], tokens: int, k: int, threads: in
     draft (verify) tokens."""
     import torch
 
-    from samspec_bench.bench.engine import Request, SamplingParams, make_engine
-    from samspec_bench.bench.scheduler_sim import make_policy, simulate
-    from samspec_bench.bench.step_model import StepTimeModel, fit_from_steps
-    from samspec_bench.suites.builtin_prompts import PROMPTS, _chat_ids
+    from samspec_bench.bench.engines.base import Request, SamplingParams
+    from samspec_bench.bench.engines.factory import make_engine
+    from samspec_bench.bench.policies import make_policy
+    from samspec_bench.bench.simulation.scheduler import simulate
+    from samspec_bench.bench.simulation.step_model import StepTimeModel, fit_from_steps
+    from samspec_bench.workload import PROMPTS, question_ids
     torch.set_num_threads(threads)
     mx = max(batch_sizes)
     engine = make_engine("reference", model, dtype=dtype, max_num_seqs=mx, max_num_batched_tokens=max(2048, mx * (k + 1)))
     tok = engine.tokenizer
-    engine.generate([Request("w", _chat_ids(tok, PROMPTS[0]), SamplingParams(max_tokens=4))])
+    engine.generate([Request("w", question_ids(tok, PROMPTS[0]), SamplingParams(max_tokens=4))])
     tables = []
     def padded(ids, pad):
         return (list(ids) * (pad // max(len(ids), 1) + 1))[:pad] + list(ids)
 
     for b, pad in [(b, pad) for b in batch_sizes for pad in prompt_pads]:
-        reqs = [Request(i, padded(_chat_ids(tok, PROMPTS[i % len(PROMPTS)]), pad),
+        reqs = [Request(i, padded(question_ids(tok, PROMPTS[i % len(PROMPTS)]), pad),
                         SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True, seed=seed + i))
                 for i in range(b)]
         for kk in (0, k):

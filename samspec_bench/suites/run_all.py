@@ -37,10 +37,11 @@ from typing import Any, Callable
 import click
 
 from samspec_bench.errors import UserError
+from samspec_bench.models import BUILTIN_MODEL
 
 STATE_FILE = "run_state.json"
 STATE_FORMAT = 1
-DEFAULT_MODEL = "builtin:smollm2-135m"
+DEFAULT_MODEL = BUILTIN_MODEL
 RESERVED_OPTIONS = ("output", "resume", "json")   # set by `run` itself
 GLOBAL_KEYS = ("model", "engine", "data-dir", "steps")
 
@@ -87,7 +88,7 @@ class Plan:
 @dataclass(frozen=True)
 class Step:
     name: str                        # config section name and report label
-    command: str | None              # key of samspec_bench.cli.COMMANDS; None: a built-in function
+    command: str | None              # key of samspec_bench.commands.COMMANDS; None: a built-in function
     what: str
     plan: Callable[[Ctx], Plan]
 
@@ -157,7 +158,7 @@ def _plan_op_equivalence(ctx: Ctx) -> Plan:
     if ctx.data_dir is not None:
         opts["data-dir"] = str(ctx.data_dir)
     else:
-        from samspec_bench.suites.builtin_prompts import write_prompts_file
+        from samspec_bench.workload import write_prompts_file
 
         ctx.out.mkdir(parents=True, exist_ok=True)
         opts["prompts"] = str(write_prompts_file(ctx.out / "builtin_prompts.jsonl"))
@@ -202,7 +203,7 @@ STEP_NAMES = tuple(s.name for s in STEPS)
 # --- options -> argument lists ------------------------------------------------------------------------
 
 def _load_command(name: str) -> click.Command | None:
-    from samspec_bench.cli import COMMANDS
+    from samspec_bench.commands import COMMANDS
 
     if name not in COMMANDS:
         return None
@@ -503,7 +504,7 @@ def _run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
 
 
 def _run_workload(ctx: Ctx, step_dir: Path, options: dict, resume_dir: Path | None) -> None:
-    from samspec_bench.suites.builtin_prompts import WorkloadConfig, generate_trace
+    from samspec_bench.workload import WorkloadConfig, generate_trace
 
     cfg = WorkloadConfig.from_options(options)
     result, path = generate_trace(cfg, step_dir, resume=resume_dir)
@@ -603,13 +604,13 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
 
 
 def _check_sections(sections: dict) -> None:
-    from samspec_bench.cli import COMMANDS
+    from samspec_bench.commands import COMMANDS
 
     for step in STEPS:
         sec = sections.get(step.name)
         if not isinstance(sec, dict) or step.command is None:
             if step.command is None and isinstance(sec, dict):
-                from samspec_bench.suites.builtin_prompts import WorkloadConfig
+                from samspec_bench.workload import WorkloadConfig
 
                 WorkloadConfig.from_options({k: v for k, v in sec.items() if k != "skip"})
             continue

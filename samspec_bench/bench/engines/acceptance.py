@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samspec_bench.bench.engine import Request, SamplingParams
+from samspec_bench.bench.engines.base import Request, SamplingParams
 
 
 class ReferenceAcceptanceEngine:
@@ -22,7 +22,7 @@ class ReferenceAcceptanceEngine:
         if self._engine is None:
             import torch
 
-            from samspec_bench.bench.reference_engine import ReferenceEngine
+            from samspec_bench.bench.engines.reference import ReferenceEngine
 
             torch.set_num_threads(self.threads)  # small GEMMs stall with several threads on a busy CPU
             self._engine = ReferenceEngine(self.model, dtype=self.dtype, max_num_seqs=self.max_num_seqs)
@@ -46,7 +46,7 @@ class ReferenceAcceptanceEngine:
         return None
 
     def run(self, items, jobs):
-        from samspec_bench.bench.replay import build_drafter
+        from samspec_bench.bench.engines.replay import build_drafter
 
         return generate_steps(self.engine(), items, jobs, lambda cfg: build_drafter(cfg, None))
 
@@ -55,8 +55,8 @@ def generate_steps(engine, items, jobs, drafter_for):
     """The acceptance suite's jobs on a model engine: each job's traces' prompts are generated
     greedily (max_tokens = the recorded response's length) with `drafter_for(cfg)`, and every
     response's decode steps are yielded as (job index, [(item index, ResponseSteps)])."""
-    from samspec_bench.bench.metrics import ResponseSteps
-    from samspec_bench.bench.replay import response_key
+    from samspec_bench.metrics import ResponseSteps
+    from samspec_bench.bench.engines.replay import response_key
 
     for j, (cfg, indices) in enumerate(jobs):
         if not indices:

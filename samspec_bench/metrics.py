@@ -337,3 +337,21 @@ def speedup_estimate(counts: AcceptanceCounts, verify_cost_ratio: float) -> floa
         raise ValueError(f"verify_cost_ratio = {verify_cost_ratio}: must be > 0")
     cost = step_cost(counts, verify_cost_ratio)
     return counts.tokens / cost if cost else None
+
+
+# ---------- comparing two decodes of the same prompt ----------
+
+def first_divergence(x: Sequence[int], y: Sequence[int]) -> int | None:
+    """Index of the first differing token (the shorter length when one is a prefix), None if equal."""
+    for i, (p, q) in enumerate(zip(x, y)):
+        if p != q:
+            return i
+    return None if len(x) == len(y) else min(len(x), len(y))
+
+
+def logit_margin(top: Sequence[tuple[int, float]] | None) -> float | None:
+    """Logprob gap between the two most likely tokens of a position's top list (best first):
+    how close a greedy choice was to flipping. None when fewer than two are known."""
+    if not top or len(top) < 2:
+        return None
+    return float(top[0][1] - top[1][1])

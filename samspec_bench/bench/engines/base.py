@@ -9,7 +9,7 @@ records out, with or without speculative decoding.
 
 Nothing here imports torch: the interface (and a replay back end) work without it.
 
-Metric names follow DESIGN.md and `samspec_bench.bench.metrics`: each `RequestOutput`
+Metric names follow DESIGN.md and `samspec_bench.metrics`: each `RequestOutput`
 carries its decode as a `ResponseSteps` record (drafted / accepted / emitted per decode
 step), and `GenerationResult.metrics()` pools them.
 """
@@ -22,7 +22,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable, Sequence
 
-from samspec_bench.bench.metrics import AcceptanceCounts, ResponseSteps, total_counts
+from samspec_bench.bench.policies import StepState
+from samspec_bench.metrics import AcceptanceCounts, ResponseSteps, total_counts
 
 FINISH_STOP = "stop"      # a stop token (EOS or one of stop_token_ids) was emitted, or a stop string
 FINISH_LENGTH = "length"  # max_tokens reached, or the sequence reached the engine's max_model_len
@@ -154,46 +155,6 @@ class GenerationResult:
         return m
 
 
-# --- speculation policy (the hook; the batch-size threshold policy plugs in here) --------------
-
-@dataclass(frozen=True)
-class StepState:
-    """What a policy sees before a step is scheduled."""
-
-    step: int
-    num_running: int     # requests admitted and not finished
-    num_waiting: int     # requests not admitted yet
-    num_decoding: int    # running requests past their prefill (the ones that would draft)
-
-
-class SpecPolicy:
-    """Decides, step by step, whether the step speculates. Any callable
-    `(StepState) -> bool` works too. This default always speculates."""
-
-    name = "always"
-
-    def __call__(self, state: StepState) -> bool:
-        return True
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name}
-
-
-class NeverSpeculate(SpecPolicy):
-    name = "never"
-
-    def __call__(self, state: StepState) -> bool:
-        return False
-
-
-def describe_policy(policy: Callable[[StepState], bool] | None) -> dict[str, Any] | None:
-    if policy is None:
-        return None
-    if hasattr(policy, "describe"):
-        return policy.describe()
-    return {"name": getattr(policy, "__name__", type(policy).__name__)}
-
-
 class Engine(ABC):
     """A model engine. Back ends: `reference` (PyTorch, this package), `vllm`, `replay`."""
 
@@ -249,17 +210,3 @@ def make_requests(prompts: Iterable[Sequence[int]], params: SamplingParams | Non
             ps = dataclasses.replace(params, seed=params.seed + i)
         out.append(Request(i, p, ps, groups[i] if groups is not None else None))
     return out
-
-
-def make_engine(name: str, model: str = "builtin:smollm2-135m", **options: Any) -> Engine:
-    """An engine by its `--engine` name. `reference`: `ReferenceEngine(model, **options)`
-    (dtype, device, max_num_seqs, max_num_batched_tokens, max_model_len, block_size,
-    num_blocks, kv_cache_gb, attention, batch_invariant, logprobs_mode)."""
-    if name == "reference":
-        from samspec_bench.bench.reference_engine import ReferenceEngine
-        return ReferenceEngine(model, **options)
-    if name == "vllm":  # needs the vLLM install (README, "vLLM back end")
-        from samspec_bench.bench.vllm_engine import VllmEngine
-        return VllmEngine(model, **options)
-    from samspec_bench.errors import UserError
-    raise UserError(f"--engine {name!r}: the engines are reference and vllm")

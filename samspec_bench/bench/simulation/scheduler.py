@@ -44,97 +44,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from samspec_bench.bench.engine import NeverSpeculate, SpecPolicy, StepState
-from samspec_bench.bench.sim_profiles import stretch_positions
-from samspec_bench.bench.step_model import StepTimeModel
+from samspec_bench.bench.policies import AlwaysPolicy, NeverSpeculate, OffPolicy, SpecPolicy, StepState
+from samspec_bench.bench.simulation.profiles import stretch_positions
+from samspec_bench.bench.simulation.step_model import StepTimeModel
 from samspec_bench.errors import UserError
 
 STEP_COLUMNS = ("step", "time_s", "clock_s", "num_running", "num_waiting", "num_scheduled_tokens",
                 "num_prefill_tokens", "num_decode_reqs", "context_tokens", "num_drafted", "num_accepted",
                 "num_emitted", "speculative", "num_finished", "num_preempted")
-
-
-class ThresholdPolicy(SpecPolicy):
-    """Speculate when the number of running requests is at most `threshold` (the seed's
-    adaptive switch). Decided on the state before the step (running = admitted, unfinished)."""
-
-    name = "threshold"
-    counts_only = True
-
-    def __init__(self, threshold: int):
-        if threshold < 0:
-            raise ValueError(f"spec threshold {threshold}: must be >= 0")
-        self.threshold = int(threshold)
-
-    def __call__(self, state: StepState) -> bool:
-        return state.num_running <= self.threshold
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "threshold": self.threshold}
-
-
-class AlwaysPolicy(SpecPolicy):
-    name = "always"
-    counts_only = True
-
-
-class OffPolicy(NeverSpeculate):
-    counts_only = True
-
-
-def make_policy(arm: str, threshold: int | None = None) -> SpecPolicy:
-    if arm == "off":
-        return OffPolicy()
-    if arm == "always":
-        return AlwaysPolicy()
-    if arm == "threshold":
-        if threshold is None:
-            raise ValueError("the threshold arm needs a threshold")
-        return ThresholdPolicy(threshold)
-    raise ValueError(f"arm {arm!r}: use off, always or threshold")
-
-
-# ---------- acceptance from real token sequences ----------
-
-def acceptance_profile(drafter, prompt_ids, response_ids, k: int, req_id=0, group=None
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """(drafted[p], accepted[p]) for every response position p (p = 0 is the prefill's token:
-    0, 0). The draft at p is the drafter's proposal of up to k tokens after resp[:p]."""
-    resp = [int(t) for t in response_ids]
-    n = len(resp)
-    drafted = np.zeros(n, dtype=np.int16)
-    accepted = np.zeros(n, dtype=np.int16)
-    drafter.start(req_id, prompt_ids, group=group)
-    try:
-        if n:
-            drafter.extend(req_id, resp[:1])
-        for p in range(1, n):
-            d = drafter.propose(req_id, k)
-            a = 0
-            end = min(len(d), n - p)
-            while a < end and d[a] == resp[p + a]:
-                a += 1
-            drafted[p] = len(d)
-            accepted[p] = a
-            drafter.extend(req_id, resp[p:p + 1])
-    finally:
-        drafter.stop(req_id)
-    return drafted, accepted
-
-
-def walk_profile(drafted: np.ndarray, accepted: np.ndarray, k: int) -> tuple[list[int], list[int], list[int], list[int]]:
-    """Always-speculating decode of one response from its profile: (position, drafted, accepted,
-    emitted) per decode step, with replay.py's end rule (no bonus token past the last token)."""
-    n = len(drafted)
-    pos, out = 1, ([], [], [], [])
-    while pos < n:
-        d = min(int(drafted[pos]), k)
-        a = min(int(accepted[pos]), d)
-        e = a + 1 if pos + a < n else a
-        for lst, v in zip(out, (pos, d, a, e)):
-            lst.append(v)
-        pos += e
-    return out
 
 
 @dataclass

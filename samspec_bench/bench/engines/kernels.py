@@ -41,7 +41,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 import torch
 
-from samspec_bench.bench.attention import (PagedAttentionMetadata, paged_attention_decode,
+from samspec_bench.bench.engines.attention import (PagedAttentionMetadata, paged_attention_decode,
                                            paged_attention_splitfuse)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

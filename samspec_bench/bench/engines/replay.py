@@ -29,7 +29,7 @@ from typing import Any, Hashable, Iterator, Protocol, Sequence
 
 import numpy as np
 
-from samspec_bench.bench.metrics import MAX_ENCODED, ResponseSteps
+from samspec_bench.metrics import MAX_ENCODED, ResponseSteps
 from samspec_bench.sam.drafters import (DRAFTERS, ArcticSuffixDrafter, Drafter, SamDrafter, arctic_available,
                                         make_drafter)
 

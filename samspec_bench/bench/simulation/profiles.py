@@ -2,7 +2,7 @@
 
 A profile is (drafted[p], accepted[p]) for every response position p: what the drafter
 proposes after resp[:p] and how much of it the recorded response confirms
-(`scheduler_sim.acceptance_profile` for the own-context source).
+(`acceptance_profile` for the own-context source).
 
 Group sources (`group_acceptance_profiles`): GRPO siblings share one automaton
 (`SamDrafter(group_sharing=True)`, as the acceptance suite's group replay). A response's
@@ -35,6 +35,47 @@ BLOCK = 64
 RESAMPLE_METHOD = (f"block resampling: target position p reads source position "
                    f"(p//{BLOCK} * src_blocks // target_blocks) * {BLOCK} + p % {BLOCK}; keeps local draft runs "
                    "and the position trend of acceptance (tiling would repeat a response's low-acceptance opening)")
+
+
+def acceptance_profile(drafter, prompt_ids, response_ids, k: int, req_id=0, group=None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(drafted[p], accepted[p]) for every response position p (p = 0 is the prefill's token:
+    0, 0). The draft at p is the drafter's proposal of up to k tokens after resp[:p]."""
+    resp = [int(t) for t in response_ids]
+    n = len(resp)
+    drafted = np.zeros(n, dtype=np.int16)
+    accepted = np.zeros(n, dtype=np.int16)
+    drafter.start(req_id, prompt_ids, group=group)
+    try:
+        if n:
+            drafter.extend(req_id, resp[:1])
+        for p in range(1, n):
+            d = drafter.propose(req_id, k)
+            a = 0
+            end = min(len(d), n - p)
+            while a < end and d[a] == resp[p + a]:
+                a += 1
+            drafted[p] = len(d)
+            accepted[p] = a
+            drafter.extend(req_id, resp[p:p + 1])
+    finally:
+        drafter.stop(req_id)
+    return drafted, accepted
+
+
+def walk_profile(drafted: np.ndarray, accepted: np.ndarray, k: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Always-speculating decode of one response from its profile: (position, drafted, accepted,
+    emitted) per decode step, with replay.py's end rule (no bonus token past the last token)."""
+    n = len(drafted)
+    pos, out = 1, ([], [], [], [])
+    while pos < n:
+        d = min(int(drafted[pos]), k)
+        a = min(int(accepted[pos]), d)
+        e = a + 1 if pos + a < n else a
+        for lst, v in zip(out, (pos, d, a, e)):
+            lst.append(v)
+        pos += e
+    return out
 
 
 def stretch_positions(p, n_src, n_tgt, block: int = BLOCK) -> np.ndarray:
@@ -89,7 +130,6 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
                  sources: str = "own") -> list[tuple[np.ndarray, np.ndarray]]:
     """Profiles of (prompt_ids, response_ids) pairs: each from its own context (`own`) or from
     its group's siblings as well (`group`; `groups[i]` = pair i's group, members in order)."""
-    from samspec_bench.bench.scheduler_sim import acceptance_profile
     from samspec_bench.errors import UserError
     if sources == "own":
         from samspec_bench.sam import make_drafter
@@ -97,7 +137,7 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
         return [acceptance_profile(d, p, r, k, req_id=i) for i, (p, r) in enumerate(pairs)]
     if sources != "group":
         raise UserError(f"--sources {sources!r}: use own or group")
-    from samspec_bench.bench.replay import DraftConfig, build_drafter, unsupported_reason
+    from samspec_bench.bench.engines.replay import DraftConfig, build_drafter, unsupported_reason
     cfg = DraftConfig(drafter=drafter, k=max(int(k), 1), group=True)
     reason = unsupported_reason(cfg)
     if reason or drafter != "sam":

@@ -48,12 +48,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
-from samspec_bench.bench.engine import (FINISH_LENGTH, FINISH_STOP, Engine, GenerationResult, NeverSpeculate,
-                                        Request, RequestOutput, RequestProgress, SamplingParams, SpecPolicy,
-                                        StepRecord, describe_policy)
-from samspec_bench.bench.metrics import ResponseSteps
-from samspec_bench.bench.vllm_drafter import CLASS_PATH, EXTENSION_PATH, EXTRA_KEY
+from samspec_bench.bench.engines.base import (FINISH_LENGTH, FINISH_STOP, Engine, GenerationResult, Request, RequestOutput, RequestProgress, SamplingParams, StepRecord)
+from samspec_bench.bench.policies import NeverSpeculate, SpecPolicy, describe_policy
+from samspec_bench.metrics import ResponseSteps
+from samspec_bench.bench.engines.vllm.drafter import CLASS_PATH, EXTENSION_PATH, EXTRA_KEY
 from samspec_bench.errors import UserError
+from samspec_bench.models import BUILTIN_MODEL
 
 METHODS = ("sam", "ngram", "suffix")
 INSTALL_HINT = ("the vLLM engine needs vLLM: on CPU, in a separate venv: pip install -e '.[test]' "
@@ -175,7 +175,7 @@ class VllmEngine(Engine):
 
     name = "vllm"
 
-    def __init__(self, model: str = "builtin:smollm2-135m", *, speculative: str | None = "sam",
+    def __init__(self, model: str = BUILTIN_MODEL, *, speculative: str | None = "sam",
                  num_spec_tokens: int = 3, dtype: str = "float32", max_model_len: int | None = 4096,
                  seed: int = 0, engine_args: dict[str, Any] | None = None,
                  speculative_options: dict[str, Any] | None = None, probe: bool = True,
@@ -295,7 +295,7 @@ class VllmEngine(Engine):
     # --- guard-rails ------------------------------------------------------------------------------
 
     def _guard_rails(self, method: str | None, k: int) -> dict[str, Any]:
-        from samspec_bench.bench import ascend_plugin
+        from samspec_bench.bench.engines.vllm import ascend as ascend_plugin
 
         info = self._rpc("samspec_drafter_info") or {}
         vc = self._llm.llm_engine.vllm_config
@@ -840,7 +840,7 @@ def _platform_name() -> str | None:
 _SHARED: dict[str, VllmEngine] = {}
 
 
-def get_engine(model: str = "builtin:smollm2-135m", *, dtype: str = "float32", num_spec_tokens: int = 3,
+def get_engine(model: str = BUILTIN_MODEL, *, dtype: str = "float32", num_spec_tokens: int = 3,
                max_model_len: int | None = 4096, engine_args: dict[str, Any] | None = None,
                speculative: str | None = "sam") -> VllmEngine:
     """A VllmEngine shared by everything in this process that asks for the same model, dtype,
@@ -920,7 +920,7 @@ class VllmAcceptanceEngine:
         return None
 
     def run(self, items, jobs):
-        from samspec_bench.bench.model_acceptance import generate_steps
+        from samspec_bench.bench.engines.acceptance import generate_steps
         from samspec_bench.sam.drafters import SamDrafter
 
         def drafter_for(cfg):  # SAM through our proposer; ngram / suffix are vLLM's own methods
@@ -1040,7 +1040,7 @@ def op_equivalence_model_level(cfg: Any, dtype: str, bar: Any) -> tuple[dict, li
 
 # --- the comparison of the closing note: none / ngram / suffix / sam on the same prompts ------------
 
-def compare_methods(model: str = "builtin:smollm2-135m", *, dtype: str = "float32", k: int = 3,
+def compare_methods(model: str = BUILTIN_MODEL, *, dtype: str = "float32", k: int = 3,
                     benchmark: str = "math500", num_prompts: int = 8, max_tokens: int = 256,
                     data_dir: str | None = None, engine_args: dict[str, Any] | None = None,
                     methods: Sequence[str] = ("none-plain", "none", "sam", "ngram", "suffix", "suffix-own"),
@@ -1132,9 +1132,9 @@ def compare_methods(model: str = "builtin:smollm2-135m", *, dtype: str = "float3
 def _main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m samspec_bench.bench.vllm_engine",
+    ap = argparse.ArgumentParser(prog="python -m samspec_bench.bench.engines.vllm.adapter",
                                  description="none / ngram / suffix / sam inside vLLM on the same prompts")
-    ap.add_argument("--model", default="builtin:smollm2-135m")
+    ap.add_argument("--model", default=BUILTIN_MODEL)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("-k", type=int, default=3)
     ap.add_argument("--benchmark", default="math500")

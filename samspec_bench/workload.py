@@ -22,7 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samspec_bench.bench.engines.base import Request, SamplingParams
+from samspec_bench.data import encode_chat, load_tokenizer
 from samspec_bench.errors import UserError
+from samspec_bench.models import BUILTIN_MODEL, resolve_model
+from samspec_bench.results import RunDir, file_sha256
 
 SUITE = "workload"
 TRACE_FILE = "trace.jsonl"
@@ -63,7 +67,7 @@ PROMPTS: tuple[str, ...] = (
 
 @dataclass
 class WorkloadConfig:
-    model: str = "builtin:smollm2-135m"
+    model: str = BUILTIN_MODEL
     num_prompts: int = 6
     samples: int = 4            # responses per prompt (one GRPO group)
     max_tokens: int = 128
@@ -114,22 +118,16 @@ def write_prompts_file(path: str | Path, n: int | None = None) -> Path:
     return path
 
 
-def _chat_ids(tokenizer, question: str) -> list[int]:
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
+def question_ids(tokenizer, question: str) -> list[int]:
+    """A built-in question as the model sees it: through its chat template when it has one."""
     if getattr(tokenizer, "chat_template", None):
-        enc = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        if hasattr(enc, "keys"):
-            enc = enc["input_ids"]
-        return [int(t) for t in enc]
+        return encode_chat(tokenizer, question, SYSTEM_PROMPT)
     return [int(t) for t in tokenizer(f"{SYSTEM_PROMPT}\n\n{question}\n")["input_ids"]]
 
 
 def generate_trace(cfg: WorkloadConfig, output: str | Path, resume: str | Path | None = None,
                    progress: bool = True) -> tuple[dict, Path]:
     """Generate the built-in trace; returns (result dict, run directory)."""
-    from samspec_bench.data import load_tokenizer
-    from samspec_bench.models import resolve_model
-    from samspec_bench.reports.results import RunDir
 
     cfg.validate()
     rd = RunDir(output, SUITE, resume)
@@ -146,7 +144,7 @@ def generate_trace(cfg: WorkloadConfig, output: str | Path, resume: str | Path |
     tok = load_tokenizer(model_dir)
     questions = list(PROMPTS[: cfg.num_prompts])
     write_prompts_file(rd.file(PROMPTS_FILE), cfg.num_prompts)
-    prompt_ids = [_chat_ids(tok, q) for q in questions]
+    prompt_ids = [question_ids(tok, q) for q in questions]
     import torch
 
     threads_before = torch.get_num_threads()
@@ -159,9 +157,7 @@ def generate_trace(cfg: WorkloadConfig, output: str | Path, resume: str | Path |
 
 
 def _generate(cfg: WorkloadConfig, rd, model_dir, tok, questions, prompt_ids, progress) -> tuple[dict, Path]:
-    from samspec_bench.bench.engine import Request, SamplingParams
-    from samspec_bench.bench.reference_engine import ReferenceEngine
-    from samspec_bench.reports.results import file_sha256
+    from samspec_bench.bench.engines.reference import ReferenceEngine  # imports torch
 
     done = {rec["id"]: rec for rec in rd.samples(PARTIAL_FILE) if "id" in rec}
     # a KV cache sized for this workload, not for the model's longest context

@@ -1,0 +1,91 @@
+"""Speculation policies: before each engine step, decide whether the step speculates.
+
+One home for the rule every engine and the rollout simulation apply: the reference and vLLM
+engines take a policy in `generate(spec_policy=...)`, the simulation in `simulate(policy=...)`.
+Any callable `(StepState) -> bool` works; these classes add a `describe()` for results and
+`counts_only` (the decision depends on the counts alone, not the step index), which lets
+the simulation fast-forward long stretches in closed form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class StepState:
+    """What a policy sees before a step is scheduled."""
+
+    step: int
+    num_running: int     # requests admitted and not finished
+    num_waiting: int     # requests not admitted yet
+    num_decoding: int    # running requests past their prefill (the ones that would draft)
+
+
+class SpecPolicy:
+    """Decides, step by step, whether the step speculates. Any callable
+    `(StepState) -> bool` works too. This default always speculates."""
+
+    name = "always"
+
+    def __call__(self, state: StepState) -> bool:
+        return True
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+class NeverSpeculate(SpecPolicy):
+    name = "never"
+    counts_only = True
+
+    def __call__(self, state: StepState) -> bool:
+        return False
+
+
+def describe_policy(policy: Callable[[StepState], bool] | None) -> dict[str, Any] | None:
+    if policy is None:
+        return None
+    if hasattr(policy, "describe"):
+        return policy.describe()
+    return {"name": getattr(policy, "__name__", type(policy).__name__)}
+
+
+class ThresholdPolicy(SpecPolicy):
+    """Speculate when the number of running requests is at most `threshold` (the seed's
+    adaptive switch). Decided on the state before the step (running = admitted, unfinished)."""
+
+    name = "threshold"
+    counts_only = True
+
+    def __init__(self, threshold: int):
+        if threshold < 0:
+            raise ValueError(f"spec threshold {threshold}: must be >= 0")
+        self.threshold = int(threshold)
+
+    def __call__(self, state: StepState) -> bool:
+        return state.num_running <= self.threshold
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "threshold": self.threshold}
+
+
+class AlwaysPolicy(SpecPolicy):
+    name = "always"
+    counts_only = True
+
+
+OffPolicy = NeverSpeculate  # the rollout arm's name for it
+
+
+def make_policy(arm: str, threshold: int | None = None) -> SpecPolicy:
+    if arm == "off":
+        return OffPolicy()
+    if arm == "always":
+        return AlwaysPolicy()
+    if arm == "threshold":
+        if threshold is None:
+            raise ValueError("the threshold arm needs a threshold")
+        return ThresholdPolicy(threshold)
+    raise ValueError(f"arm {arm!r}: use off, always or threshold")
