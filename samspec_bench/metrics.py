@@ -1,4 +1,4 @@
-"""Acceptance metrics of speculative decoding: one name, one definition (DESIGN.md).
+"""Acceptance metrics of speculative decoding: one name, one definition (docs/architecture.md).
 
 Every engine (trace replay, the reference engine, vLLM) describes a response's decode as
 per-step records, `ResponseSteps`: for every decode step (one target forward pass) the

@@ -18,6 +18,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from samspec_bench.errors import UserError
+
 SCHEMA_VERSION = 1
 
 # Versions recorded in every result; read from package metadata, so nothing is imported.
@@ -98,7 +100,6 @@ class RunDir:
         if resume is not None:
             self.path = Path(resume)
             if not self.path.is_dir():
-                from samspec_bench.errors import UserError
                 raise UserError(f"--resume {resume}: no such run directory; pass a directory "
                                 f"written by an earlier `samspec-bench {suite}` run")
         else:
@@ -162,11 +163,9 @@ def build_result(suite: str, config: Any, metrics: dict, tables: dict | None = N
 def load_result(run_dir: str | os.PathLike) -> dict:
     p = Path(run_dir) / "result.json"
     if not p.exists():
-        from samspec_bench.errors import UserError
         raise UserError(f"{run_dir}: no result.json; pass a run directory written by a samspec-bench suite")
     data = json.loads(p.read_text(encoding="utf-8"))
     if data.get("schema_version") != SCHEMA_VERSION:
-        from samspec_bench.errors import UserError
         raise UserError(f"{p}: schema_version {data.get('schema_version')!r}, this samspec-bench reads "
                         f"{SCHEMA_VERSION}; re-run the suite with this version")
     return data

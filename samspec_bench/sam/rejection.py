@@ -38,6 +38,10 @@ same primitive row by row, so both return identical tokens for the same uniforms
 
 The adapter contract for auditing any sampler (`samspec-bench sampler --audit mod:fn`) is
 `RejectionInputs` / `SamplerFn` below.
+
+One module of about 700 lines on purpose: the semantics above, the uniforms and the categorical
+draw that make them exact, and the adapter contract are one specification; the loop reference
+(`rejection_loop`) and the audit import these same pieces.
 """
 
 from __future__ import annotations

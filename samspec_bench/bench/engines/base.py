@@ -9,7 +9,7 @@ records out, with or without speculative decoding.
 
 Nothing here imports torch: the interface (and a replay back end) work without it.
 
-Metric names follow DESIGN.md and `samspec_bench.metrics`: each `RequestOutput`
+Metric names follow docs/architecture.md and `samspec_bench.metrics`: each `RequestOutput`
 carries its decode as a `ResponseSteps` record (drafted / accepted / emitted per decode
 step), and `GenerationResult.metrics()` pools them.
 """
@@ -145,7 +145,7 @@ class GenerationResult:
         return total_counts(o.steps for o in self.outputs)
 
     def metrics(self) -> dict[str, Any]:
-        """Acceptance metrics (DESIGN.md names) plus throughput."""
+        """Acceptance metrics (docs/architecture.md names) plus throughput."""
         m = self.counts().metrics()
         m["num_requests"] = len(self.outputs)
         m["output_tokens"] = self.num_output_tokens

@@ -1,0 +1,215 @@
+"""The package's dependency direction (docs/architecture.md), asserted on its source.
+
+Imports point down the layers below; inside a layer any direction is allowed as long as there
+is no loop. A lazy (function-level) import of one of our modules is allowed only where that
+module pulls torch, vLLM or lm-eval in at import time: everything else is imported at the top,
+so a module's first lines show what it depends on.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "samspec_bench"
+NAME = "samspec_bench"
+HEAVY = ("torch", "vllm", "vllm_ascend", "torch_npu", "lm_eval", "transformers")
+MAX_LINES = 520  # "about 500": a longer module says at its top why it is one module
+
+# lowest first; a module belongs to the longest prefix listed
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "paths"),
+    ("sam", "metrics", "results", "commands"),
+    ("data", "models"),
+    ("bench",),
+    ("workload", "evals"),
+    ("reports",),
+    ("suites",),
+    ("cli", "__main__"),
+)
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        rel = p.relative_to(PKG.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        out[name.removesuffix(".__init__")] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(mod: str, path: Path):
+    """(target module, is_top_level, imported names, line) for each import of our package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = set(id(n) for n in tree.body)
+    # imports under `if TYPE_CHECKING:` or try/except at module level count as top level
+    for n in tree.body:
+        if isinstance(n, (ast.If, ast.Try)):
+            top.update(id(c) for c in ast.walk(n))
+    is_pkg = path.name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            for a in node.names:
+                tgt = _resolve(f"{base}.{a.name}") or _resolve(base)
+                if tgt and tgt.startswith(NAME):
+                    yield tgt, id(node) in top, a.name, node.lineno
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                tgt = _resolve(a.name)
+                if tgt and tgt.startswith(NAME):
+                    yield tgt, id(node) in top, a.name, node.lineno
+
+
+def _heavy_at_top(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for n in tree.body:
+        if isinstance(n, ast.Import) and any(a.name.split(".")[0] in HEAVY for a in n.names):
+            return True
+        if isinstance(n, ast.ImportFrom) and not n.level and (n.module or "").split(".")[0] in HEAVY:
+            return True
+    return False
+
+
+def _layer(mod: str) -> int:
+    rest = mod.removeprefix(NAME + ".")
+    best, best_len = None, -1
+    for i, names in enumerate(LAYERS):
+        for n in names:
+            if (rest == n or rest.startswith(n + ".")) and len(n) > best_len:
+                best, best_len = i, len(n)
+    assert best is not None, f"{mod}: no layer in tests/test_architecture.py LAYERS; place it (and in docs/architecture.md)"
+    return best
+
+
+EDGES = {m: list(_imports(m, p)) for m, p in MODULES.items()}
+
+
+def _top_graph() -> dict[str, set[str]]:
+    return {m: {t for t, top, _, _ in EDGES[m] if top and t != m} for m in MODULES}
+
+
+def _pulls_heavy(mod: str, graph: dict[str, set[str]], seen=None) -> bool:
+    seen = set() if seen is None else seen
+    if mod in seen:
+        return False
+    seen.add(mod)
+    if _heavy_at_top(MODULES[mod]):
+        return True
+    return any(_pulls_heavy(t, graph, seen) for t in graph[mod])
+
+
+def test_every_module_has_a_layer():
+    for m in MODULES:
+        if m != NAME:
+            _layer(m)
+
+
+def test_imports_point_down():
+    bad = []
+    for m, edges in EDGES.items():
+        if m == NAME:
+            continue
+        for tgt, _, name, line in edges:
+            if tgt != NAME and _layer(tgt) > _layer(m):
+                bad.append(f"{m}:{line} imports {tgt} ({name}), a higher layer")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_loops():
+    graph = {m: {t for t, _, _, _ in EDGES[m] if t != m and t != NAME} for m in MODULES
+             if not MODULES[m].name == "__init__.py"}
+    graph = {m: {t for t in ts if t in graph} for m, ts in graph.items()}
+    index, low, stack, on, loops = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                loops.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert not loops, "import loops: " + "; ".join(" <-> ".join(c) for c in loops)
+
+
+def test_no_suite_imports_another_suites_private_names():
+    bad = []
+    for m, edges in EDGES.items():
+        if not m.startswith(f"{NAME}.suites."):
+            continue
+        own = m.split(".")[2]
+        for tgt, _, name, line in edges:
+            if tgt.startswith(f"{NAME}.suites.") and tgt.split(".")[2] != own and name.startswith("_"):
+                bad.append(f"{m}:{line} imports {tgt}.{name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_lazy_imports_only_for_heavy_modules():
+    graph = _top_graph()
+    bad = []
+    for m, edges in EDGES.items():
+        for tgt, top, name, line in edges:
+            if not top and tgt != m and not _pulls_heavy(tgt, graph):
+                bad.append(f"{m}:{line} imports {tgt} ({name}) inside a function; it imports no torch/vLLM/lm-eval: "
+                           "import it at the top")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("mod", sorted(MODULES))
+def test_long_modules_say_why(mod):
+    path = MODULES[mod]
+    lines = path.read_text(encoding="utf-8").count("\n")
+    if lines <= MAX_LINES:
+        return
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    if "one module" not in doc.lower():
+        pytest.fail(f"{mod} has {lines} lines: split it along its seams, or say at its top "
+                    "(docstring: 'One module ... because ...') why it is one module")
+
+
+def test_the_drafting_library_needs_no_torch():
+    """sam/ is the pure layer: its modules that the drafters use import no torch."""
+    graph = _top_graph()
+    for m in (f"{NAME}.sam", f"{NAME}.sam.automaton", f"{NAME}.sam.drafters", f"{NAME}.sam.reference"):
+        assert not _pulls_heavy(m, graph), m
+
+
+def test_the_checker_sees_a_planted_upward_import(tmp_path):
+    """The layer rule can fail: an import from bench into suites is reported."""
+    src = "from samspec_bench.suites.accept import SUITE\n"
+    tree = ast.parse(src)
+    node = tree.body[0]
+    tgt = _resolve(node.module)
+    assert tgt is not None and _layer(tgt) > _layer(f"{NAME}.bench.engines.base")
