@@ -1,5 +1,6 @@
-"""The exactness battery, the audit adapters and the `samspec-bench sampler` command.
-Seeds are fixed: the verdicts below are deterministic, not merely likely."""
+"""The exactness battery, the audit adapters and the `samspec-bench sampler` command
+(the statistics alone: test_sampler_stats.py). Seeds are fixed: the verdicts below are
+deterministic, not merely likely."""
 
 from __future__ import annotations
 
@@ -12,68 +13,23 @@ import torch
 from samspec_bench.cli import main
 from samspec_bench.errors import UserError
 from samspec_bench.sam.rejection import rejection_sample, samspec_sampler
-from samspec_bench.suites import sampler as S
+from samspec_bench.suites.sampler.adapters import Audited, adapt, resolve_audit
+from samspec_bench.suites.sampler.audit import analyse_case, audit, run_case
+from samspec_bench.suites.sampler.battery import Case, Template, build_battery
+from samspec_bench.suites.sampler.config import SamplerConfig, parse_vocab
+from samspec_bench.suites.sampler.controls import block_verify_demo, no_exclusion_demo
+from samspec_bench.suites.sampler.speed import speed_benchmark
 
 SMALL = dict(samples=1500, max_vocab=1000, seed=0, speed=False)
-
-
-# ------------------------------------------------------------------------- statistics
-
-
-def test_partition_cells_have_enough_expectation():
-    rng = np.random.default_rng(0)
-    p = rng.random(5000) ** 6
-    p[:100] = 0
-    p /= p.sum()
-    cell, P = S.partition(p, 2000)
-    assert (cell[:100] == -1).all() and (cell[100:] >= 0).all()
-    assert abs(P.sum() - 1) < 1e-12
-    assert (2000 * P >= 5 - 1e-9).all()
-    cell, P = S.partition(np.array([0.5, 0.5 - 1e-4, 1e-4]), 100)  # a tiny token joins the rarest cell
-    assert P.size == 2 and abs(P.sum() - 1) < 1e-12
-
-
-def test_distribution_test_accepts_exact_and_rejects_biased_samples():
-    rng = np.random.default_rng(1)
-    p = S.dist("zipf", 300, rng)
-    exact = rng.choice(300, size=5000, p=p)
-    r = S.distribution_test(exact, p, 1e-4)
-    assert r["passed"] and r["tv"] < r["bound"] and r["p_value"] > 1e-4
-    q = p.copy()
-    top = int(np.argmax(p))
-    q[top] *= 1.25
-    q /= q.sum()
-    biased = rng.choice(300, size=5000, p=q)
-    r = S.distribution_test(biased, p, 1e-4)
-    assert not r["passed"] and r["p_value"] < 1e-4
-    assert r["top_deviations"][0]["token"] == top
-    p0 = p.copy()
-    p0[5] = 0
-    p0 /= p0.sum()
-    r = S.distribution_test(np.concatenate([rng.choice(300, 999, p=p0), [5]]), p0, 1e-4)
-    assert r["impossible"] == 1 and not r["passed"]
-
-
-def test_bound_shrinks_with_n_and_acceptance_law():
-    P = np.full(10, 0.1)
-    b = [S.tv_bound(P, n, 1e-5) for n in (100, 1000, 10000)]
-    assert b[0] > b[1] > b[2] and b[2] < 0.05
-    # All the mass in one cell (rounding may put its probability just above 1): a finite bound.
-    p = np.zeros(50)
-    p[3], p[7] = 0.999999, 1e-6
-    r = S.distribution_test(np.full(60, 3), p / p.sum() * (1 + 1e-15), 1e-6)
-    assert r["cells"] == 1 and np.isfinite(r["bound"]) and r["passed"]
-    law = S.acceptance_law(np.array([0.5, 0.8, 1.0]))
-    assert np.allclose(law, [0.5, 0.1, 0.0, 0.4]) and abs(law.sum() - 1) < 1e-12
 
 
 # ------------------------------------------------------------------------- verdicts
 
 
 def _audit(fn, name="x", logits_fn=None, **cfg):
-    c = S.SamplerConfig(**{**SMALL, **cfg})
-    a = S.Audited(name, name, "test", fn, "contract", logits_fn)
-    return S.audit(a, c, S.build_battery(c))
+    c = SamplerConfig(**{**SMALL, **cfg})
+    a = Audited(name, name, "test", fn, "contract", logits_fn)
+    return audit(a, c, build_battery(c))
 
 
 def test_exact_samplers_pass():
@@ -91,7 +47,7 @@ def test_exact_samplers_pass():
 
 
 def test_block_verification_on_deterministic_drafts_is_flagged_lossy():
-    rec = _audit(S.block_verify_demo, "block-verify-demo")
+    rec = _audit(block_verify_demo, "block-verify-demo")
     assert rec["verdict"] == "LOSSY"
     ev = rec["evidence"][0]
     assert ev["p_value"] < rec["alpha_per_test"] or ev["tv"] > ev["bound"]
@@ -103,7 +59,7 @@ def test_block_verification_on_deterministic_drafts_is_flagged_lossy():
 
 
 def test_recovering_without_removing_the_draft_is_flagged_lossy():
-    rec = _audit(S.no_exclusion_demo, "no-exclusion")
+    rec = _audit(no_exclusion_demo, "no-exclusion")
     assert rec["verdict"] == "LOSSY"
     assert any(e["kind"] == "token" for e in rec["evidence"])
 
@@ -160,7 +116,7 @@ def _vllm_logits_style(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_d
 
 @pytest.mark.parametrize("fn", [_vllm_style, _vllm_logits_style])
 def test_vllm_signature_is_adapted(fn):
-    wrapped, style = S.adapt(fn, "test:vllm")
+    wrapped, style = adapt(fn, "test:vllm")
     assert style == "vllm"
     rec = _audit(wrapped, max_vocab=200, samples=800)
     assert rec["verdict"] == "EXACT", rec.get("evidence")
@@ -168,34 +124,34 @@ def test_vllm_signature_is_adapted(fn):
 
 def test_resolve_audit_errors_name_the_input():
     with pytest.raises(UserError, match="--audit nocolon"):
-        S.resolve_audit("nocolon", True)
+        resolve_audit("nocolon", True)
     with pytest.raises(UserError, match="cannot import"):
-        S.resolve_audit("no_such_module_xyz:fn", True)
+        resolve_audit("no_such_module_xyz:fn", True)
     with pytest.raises(UserError, match="no attribute"):
-        S.resolve_audit("samspec_bench.sam.rejection:nope", True)
+        resolve_audit("samspec_bench.sam.rejection:nope", True)
     with pytest.raises(UserError, match="not callable"):
-        S.resolve_audit("samspec_bench.sam.rejection:PLACEHOLDER_TOKEN_ID", True)
+        resolve_audit("samspec_bench.sam.rejection:PLACEHOLDER_TOKEN_ID", True)
     with pytest.raises(UserError, match="required arguments"):
-        S.adapt(lambda a, b: None, "x:two")
+        adapt(lambda a, b: None, "x:two")
     # Built-in third-party samplers are skipped, not errors, when not importable.
-    rec = S.resolve_audit("vllm-ascend", False)
+    rec = resolve_audit("vllm-ascend", False)
     assert rec.skipped or rec.fn is not None
 
 
 def test_parse_vocab():
-    assert S.parse_vocab("32k,151k,qwen3,1000") == (32000, 151936, 151936, 1000)
+    assert parse_vocab("32k,151k,qwen3,1000") == (32000, 151936, 151936, 1000)
     for bad in ("foo", "1", ""):
         with pytest.raises(UserError):
-            S.parse_vocab(bad)
+            parse_vocab(bad)
 
 
 # ------------------------------------------------------------------------- speed (not timed)
 
 
 def test_speed_benchmark_outputs_agree():
-    cfg = S.SamplerConfig(speed_batches=(1, 3), speed_ks=(1, 3), speed_vocabs=(64,), speed_reps=1,
+    cfg = SamplerConfig(speed_batches=(1, 3), speed_ks=(1, 3), speed_vocabs=(64,), speed_reps=1,
                           speed_min_seconds=0.0)
-    rows = S.speed_benchmark(cfg)
+    rows = speed_benchmark(cfg)
     assert len(rows) == 4 and all(r["outputs_equal"] for r in rows)
     assert all(r["ratio"] > 0 and r["loop_ms"] > 0 for r in rows)
 
@@ -316,9 +272,9 @@ def test_correct_block_verification_is_exact_with_a_different_acceptance_law():
     # compensated by a likely second one), exact per position while the acceptance law differs.
     tgt = np.array([[0.3, 0.7, 0.0], [0.9, 0.1, 0.0], [0.2, 0.3, 0.5]])
     q = np.array([[0.9, 0.1, 0.0], [0.3, 0.7, 0.0]])
-    case = S.Case("block-gain-v3-k2", 3, [S.Template("gain", tgt, q=q)])
-    run = S.run_case(_block_verification, case, 4000, seed=3, device="cpu")
-    tests = S.analyse_case(case, run, 1e-5, seed=3)
+    case = Case("block-gain-v3-k2", 3, [Template("gain", tgt, q=q)])
+    run = run_case(_block_verification, case, 4000, seed=3, device="cpu")
+    tests = analyse_case(case, run, 1e-5, seed=3)
     assert all(t["passed"] for t in tests if not t.get("informational")), [t for t in tests if not t["passed"]]
     acc = [t for t in tests if t["kind"] == "acceptance"][0]
     assert not acc["passed"] and acc["observed_mean_accepted"] > acc["expected_mean_accepted"] + 0.1

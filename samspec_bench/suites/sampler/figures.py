@@ -7,6 +7,8 @@ from typing import Optional
 
 
 def _plt():
+    # Lazy: pyplot is slow to import, and the Agg backend is chosen only when a figure is drawn
+    # (not as a side effect of importing the sampler package).
     import matplotlib
 
     matplotlib.use("Agg")

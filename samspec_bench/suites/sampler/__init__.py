@@ -1,0 +1,23 @@
+"""`samspec-bench sampler`: is a rejection sampler exact? And how fast is ours?
+
+Exactness: a seeded battery of cases (`battery`) is run through the audited sampler
+(`adapters` loads `--audit module:function` or a built-in, `audit` runs it), and every
+position's emitted law, the acceptance counts, the output layout, greedy rows and seeded
+requests are tested (`stats`, `checks`). Verdict EXACT, LOSSY (with evidence) or ERROR. The
+negative controls (`controls`, lossy on purpose) show the battery's power; `vllm` audits
+vLLM's whole verify step. Speed (`speed`): the vectorised sampler against the loop reference
+on the same inputs and uniforms. `command` writes the run directory and the figures
+(`figures`).
+
+The suite contract: SUITE, command, build_config(**options) -> SamplerConfig,
+execute(config, output=..., resume=..., json_path=...) -> exit code. The negative controls
+are re-exported here: `--audit samspec_bench.suites.sampler:no_exclusion_demo` names them so.
+Importing the package imports neither torch nor vLLM.
+"""
+
+from samspec_bench.suites.sampler.command import command, execute, run  # noqa: F401
+from samspec_bench.suites.sampler.config import SUITE, SamplerConfig, build_config  # noqa: F401
+from samspec_bench.suites.sampler.controls import block_verify_demo, no_exclusion_demo  # noqa: F401
+
+__all__ = ["SUITE", "SamplerConfig", "block_verify_demo", "build_config", "command", "execute", "no_exclusion_demo",
+           "run"]

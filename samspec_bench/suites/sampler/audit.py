@@ -1,0 +1,237 @@
+"""Running the battery against one sampler, and its verdict.
+
+Trials are requests of one batch; a sampler is called on many such batches (vLLM layout,
+requests with different draft counts mixed). Besides the distribution tests of `stats`
+(every position, and the acceptance counts), each run checks the output layout (accepted
+drafts, one recovered/bonus token, then -1 placeholders; no id outside the vocabulary),
+greedy rows (the argmax path, token for token) and seeded reproducibility (`checks`).
+
+The verdict is EXACT when every exactness test passes, LOSSY otherwise (with the failing
+position, TV, bound and p-value as evidence), ERROR when the sampler raised. The acceptance
+counts' law is reported separately ("acceptance: per-token / differs"): block verification
+accepts more by design without being lossy; this project's samplers must match it. Seeds are
+fixed, so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from typing import Callable, Optional
+
+import numpy as np
+
+from samspec_bench.suites.sampler.adapters import Audited
+from samspec_bench.suites.sampler.battery import Case, planned_tests
+from samspec_bench.suites.sampler.checks import greedy_check, logits_battery, reproducibility_check
+from samspec_bench.suites.sampler.config import NEGATIVE_CONTROLS, SamplerConfig
+from samspec_bench.suites.sampler.stats import acceptance_test, complete, position_tests, tv_curve
+from samspec_bench.suites.sampler.vllm import platform_check
+
+
+def _chunk_requests(case: Case, max_requests: int = 4096, budget_floats: int = 1 << 24) -> int:
+    """Requests per sampler call: about budget_floats floats of target (and draft) rows."""
+    mean_rows = max(1.0, sum(max(t.k, 1) for t in case.templates) / len(case.templates))
+    per = int(budget_floats // (case.vocab * mean_rows * (2 if case.with_probs else 1)))
+    return max(1, min(max_requests, per))
+
+
+@dataclasses.dataclass
+class CaseRun:
+    """Outputs of one sampler on one case: per template, [trials, K+1] tokens, the drafts and
+    bonus ids each trial got."""
+    outputs: dict
+    drafts: dict
+    bonus: dict
+    mutated: bool = False
+
+
+def run_case(sampler: Callable, case: Case, n_trials: int, seed: int, device: str,
+             progress_cb: Optional[Callable[[int], None]] = None) -> CaseRun:
+    import torch  # imports torch
+
+    from samspec_bench.sam.rejection import RejectionInputs  # imports torch
+
+    rng = np.random.default_rng(seed)
+    T = len(case.templates)
+    K = case.max_k
+    per_t = max(1, n_trials // T)
+    n_total = per_t * T
+    # Pre-draw the per-trial drafts (probability drafts) and bonus tokens.
+    drafts, bonus = {}, {}
+    for ti, t in enumerate(case.templates):
+        if t.q is None:
+            drafts[ti] = np.broadcast_to(t.drafts, (per_t, t.k))
+        else:
+            drafts[ti] = (np.stack([rng.choice(case.vocab, size=per_t, p=t.q[j]) for j in range(t.k)], axis=1)
+                          if t.k else np.zeros((per_t, 0), dtype=np.int64))
+        bonus[ti] = rng.choice(case.vocab, size=per_t, p=t.target[t.k])
+    table = torch.tensor(np.concatenate([t.target[: t.k] for t in case.templates] + [np.zeros((0, case.vocab))]),
+                         dtype=torch.float32)
+    qtable = (torch.tensor(np.concatenate([t.q[: t.k] for t in case.templates] + [np.zeros((0, case.vocab))]),
+                           dtype=torch.float32) if case.with_probs else None)
+    offsets = np.cumsum([0] + [t.k for t in case.templates])
+    outputs = {ti: np.full((per_t, K + 1), -2, dtype=np.int64) for ti in range(T)}
+    chunk = _chunk_requests(case)
+    mutated = False
+    done = 0
+    call_no = 0
+    tbuf = qbuf = None
+    while done < n_total:
+        R = min(chunk, n_total - done)
+        gidx = np.arange(done, done + R)
+        tis, trial = gidx % T, gidx // T
+        nums = [case.templates[ti].k for ti in tis]
+        row_idx = np.concatenate([np.arange(offsets[ti], offsets[ti] + case.templates[ti].k) for ti in tis]
+                                 + [np.zeros(0, dtype=np.int64)]).astype(np.int64)
+        d_ids = np.concatenate([drafts[ti][tr] for ti, tr in zip(tis, trial)] + [np.zeros(0, dtype=np.int64)])
+        b_ids = np.array([bonus[ti][tr] for ti, tr in zip(tis, trial)], dtype=np.int64)
+        ridx = torch.from_numpy(row_idx)
+        # Rebuild the inputs in buffers reused across calls: fresh [rows, V] allocations cost
+        # page faults that dwarf the samplers' own work at large vocabularies.
+        if tbuf is None or tbuf.shape[0] < ridx.numel():
+            tbuf = torch.empty((ridx.numel(), case.vocab), dtype=torch.float32)
+            qbuf = None if qtable is None else torch.empty_like(tbuf)
+        tp = torch.index_select(table, 0, ridx, out=tbuf[: ridx.numel()]).to(device)
+        dp = None if qtable is None else torch.index_select(qtable, 0, ridx, out=qbuf[: ridx.numel()]).to(device)
+        inputs = RejectionInputs(
+            draft_token_ids=torch.from_numpy(d_ids.astype(np.int64)).to(device),
+            num_draft_tokens=nums,
+            cu_num_draft_tokens=torch.tensor(np.cumsum(nums), dtype=torch.int32, device=device),
+            max_spec_len=K, draft_probs=dp, target_probs=tp,
+            bonus_token_ids=torch.from_numpy(b_ids).reshape(-1, 1).to(device),
+            is_greedy=torch.zeros(R, dtype=torch.bool, device=device), generators={})
+        snapshot = None
+        if call_no == 0:
+            snapshot = (tp.clone(), None if dp is None else dp.clone(), inputs.draft_token_ids.clone())
+        torch.manual_seed((seed * 1_000_003 + call_no) % (2 ** 63))
+        out = sampler(inputs)
+        out = torch.as_tensor(out).to("cpu", torch.int64)
+        if tuple(out.shape) != (R, K + 1):
+            raise RuntimeError(f"returned shape {tuple(out.shape)}, expected ({R}, {K + 1}) = [B, max_spec_len + 1]")
+        if snapshot is not None:
+            mutated = not (torch.equal(snapshot[0], tp) and (dp is None or torch.equal(snapshot[1], dp))
+                           and torch.equal(snapshot[2], inputs.draft_token_ids))
+        o = out.numpy()
+        for ti in range(T):
+            sel = np.nonzero(tis == ti)[0]
+            outputs[ti][trial[sel]] = o[sel]
+        done += R
+        call_no += 1
+        if progress_cb:
+            progress_cb(R)
+    return CaseRun(outputs, {ti: np.asarray(drafts[ti]) for ti in drafts}, bonus, mutated)
+
+
+def analyse_case(case: Case, run: CaseRun, alpha_t: float, seed: int = 0) -> list[dict]:
+    """Layout, per-position (exactness) and acceptance-count tests of one case run."""
+    tests = []
+    V = case.vocab
+    rng = np.random.default_rng(seed + 5)
+    for ti, t in enumerate(case.templates):
+        out = run.outputs[ti]
+        n = out.shape[0]
+        K1 = out.shape[1]
+        valid = out != -1
+        A = valid.sum(1) - 1
+        label = {"case": case.name, "template": t.label}
+        # Layout: tokens form a prefix, length in 1..k+1, accepted positions equal the drafts,
+        # the bonus sits at position k when all were accepted.
+        prefix_ok = np.all(valid == (np.arange(K1)[None, :] <= A[:, None]), axis=1)
+        len_ok = (A >= 0) & (A <= t.k)
+        drafts = run.drafts[ti]
+        acc_ok = np.ones(n, dtype=bool)
+        for j in range(t.k):
+            m = A > j
+            acc_ok[m] &= out[m, j] == drafts[m, j]
+        bonus_ok = np.ones(n, dtype=bool)
+        allacc = A == t.k
+        bonus_ok[allacc] = out[allacc, t.k] == run.bonus[ti][allacc]
+        range_ok = np.all((out == -1) | ((out >= 0) & (out < V)), axis=1)
+        bad = ~(prefix_ok & len_ok & acc_ok & bonus_ok & range_ok)
+        lay = dict(label, kind="layout", position=None, n=int(n), violations=int(bad.sum()), passed=bool(not bad.any()))
+        if bad.any():
+            i = int(np.nonzero(bad)[0][0])
+            lay["example"] = {"row": out[i].tolist(), "drafts": drafts[i].tolist(), "bonus": int(run.bonus[ti][i])}
+        tests.append(lay)
+        good = ~bad
+        tests.append(acceptance_test(A[good], t.acceptance_probs(), alpha_t, label))
+        Y = complete(out[good], A[good], t.target, rng)
+        tests += position_tests(Y, drafts[good], t.target, alpha_t, label)
+    return tests
+
+
+def audit(a: Audited, cfg: SamplerConfig, cases: list[Case], progress=None) -> dict:
+    """Run the whole battery against one sampler; returns the JSON-able record."""
+    t0 = time.perf_counter()
+    rec = {"name": a.name, "target": a.target, "description": a.description, "style": a.style,
+           "negative_control": a.name in NEGATIVE_CONTROLS}
+    if a.skipped:
+        rec.update(verdict="SKIPPED", reason=a.skipped)
+        return rec
+    if a.name == "vllm":   # a known platform defect, named next to whatever the battery finds
+        rec["platform_check"] = platform_check()
+    n_planned = planned_tests(cases) + (4 * 5 if a.logits_fn else 0)
+    alpha_t = cfg.alpha / (3 * n_planned)  # three criteria per test: TV bound, chi-square, max cell
+    rec.update(alpha=cfg.alpha, tests_planned=n_planned, alpha_per_test=alpha_t)
+    scale = 4 if cfg.full else 1
+    tests: list[dict] = []
+    mutated = []
+    task = None
+    total = sum(max(1, int(cfg.samples * scale * c.scale)) for c in cases)
+    if a.logits_fn:
+        total += cfg.samples
+    if progress is not None:
+        task = progress.add_task(f"audit {a.name}", total=total)
+    cb = (lambda n: progress.advance(task, n)) if progress is not None else None
+    try:
+        for ci, case in enumerate(cases):
+            n = max(1, int(cfg.samples * scale * case.scale))
+            run = run_case(a.fn, case, n, cfg.seed * 1000 + ci, cfg.device, cb)
+            if run.mutated:
+                mutated.append(case.name)
+            tests += analyse_case(case, run, alpha_t, cfg.seed * 1000 + ci)
+        greedy = greedy_check(a.fn, cfg.seed, cfg.device, cfg.large_vocab, cfg.max_vocab)
+        seeded = reproducibility_check(a.fn, cfg.seed, cfg.device)
+        if a.logits_fn:
+            tests += logits_battery(a.logits_fn, cfg.seed, cfg.samples, lambda: alpha_t, cfg.device, cb)
+    except Exception as e:  # noqa: BLE001 - a crashing third-party sampler is a finding
+        tb = traceback.format_exception_only(type(e), e)[-1].strip()
+        rec.update(verdict="ERROR", error=tb, seconds=time.perf_counter() - t0)
+        if progress is not None and task is not None:
+            progress.update(task, visible=False)
+        return rec
+    if progress is not None and task is not None:
+        progress.update(task, visible=False)
+    failed = [t for t in tests if not t.get("passed", True) and not t.get("informational")]
+    if not greedy["passed"]:
+        failed.append(greedy)
+    acc_failed = [t for t in tests if not t.get("passed", True) and t.get("informational")]
+    verdict = "LOSSY" if failed else "EXACT"
+    dist_tests = [t for t in tests if "tv" in t and not t.get("informational")]
+    # Worst test: the largest TV / bound (the one a figure shows).
+    worst = max(dist_tests, key=lambda t: (t["tv"] / t["bound"], -t["p_value"]), default=None)
+    rec.update(
+        verdict=verdict, tests=len(tests) + 1, failed=len(failed),
+        greedy=greedy, seeded=seeded, mutated_inputs=mutated,
+        acceptance_matches_token_rule=not acc_failed,
+        acceptance_evidence=[public(t) for t in sorted(acc_failed, key=lambda t: t.get("p_value", 0.0))[:5]],
+        evidence=[public(t) for t in sorted(failed, key=lambda t: t.get("p_value", 0.0))[:8]],
+        worst=public(worst) if worst else None,
+        table=[public(t) for t in tests],
+        curve=dict(tv_curve(worst["_samples"], worst["_expected"], alpha_t), label=where(worst)) if worst else None,
+        seconds=time.perf_counter() - t0,
+    )
+    return rec
+
+
+def where(t: dict) -> str:
+    """case/template/kind[@position] of a test."""
+    pos = t.get("position")
+    return f"{t['case']}/{t['template']}/{t['kind']}" + ("" if pos is None else f"@{pos}")
+
+
+def public(t: dict) -> dict:
+    """A test record without its private fields (samples kept for the curve)."""
+    return {k: v for k, v in t.items() if not k.startswith("_")}

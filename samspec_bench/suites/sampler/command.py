@@ -1,0 +1,228 @@
+"""The `samspec-bench sampler` command: `execute` runs the audits and the speed benchmark,
+writes the run directory, prints the tables and returns the exit code; the click command
+only turns its options into a config (`config.build_config`) and calls it."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import click
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from samspec_bench.results import RunDir, build_result, emit_json
+from samspec_bench.suites.sampler.adapters import resolve_audit
+from samspec_bench.suites.sampler.audit import audit, where
+from samspec_bench.suites.sampler.battery import build_battery
+from samspec_bench.suites.sampler.config import (DEFAULT_BUILTINS, EXPECTED_EXACT, NEGATIVE_CONTROLS, SUITE,
+                                                 SamplerConfig, build_config)
+from samspec_bench.suites.sampler.figures import plot_speed, plot_tv_curves
+from samspec_bench.suites.sampler.speed import speed_benchmark
+
+
+def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = None, console=None) -> dict:
+    """Run audits and the speed benchmark, write the run directory, return the result dict."""
+    import torch  # imports torch
+
+    rd = RunDir(output, SUITE, resume)
+    done_audits = {r["name"]: r for r in rd.samples("audits.jsonl")}
+    done_speed = {r["key"]: r["row"] for r in rd.samples("speed.jsonl")}
+    specs = []
+    if cfg.builtin:
+        specs += [(s, False) for s in DEFAULT_BUILTINS]
+    specs += [(s, True) for s in cfg.audits]
+    audited = []
+    for s, explicit in _dedup(specs):
+        if s in done_audits:
+            audited.append(None)
+            continue
+        audited.append(resolve_audit(s, explicit))
+    cases = build_battery(cfg)
+    records = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
+        for (s, explicit), a in zip(list(_dedup(specs)), audited):
+            if a is None:
+                records.append(done_audits[s])
+                continue
+            rec = audit(a, cfg, cases, progress)
+            rec["explicit"] = explicit
+            rd.append_sample(rec, "audits.jsonl")
+            records.append(rec)
+        speed_rows = []
+        if cfg.speed:
+            speed_rows = speed_benchmark(cfg, progress, done_speed,
+                                         on_row=lambda key, row: rd.append_sample({"key": key, "row": row},
+                                                                                  "speed.jsonl"))
+    figure_names = []
+    fig = plot_tv_curves(records, rd.file("tv_vs_samples.png"))
+    if fig:
+        figure_names.append(fig.name)
+    if speed_rows:
+        fig = plot_speed(speed_rows, rd.file("speed_ratio.png"))
+        if fig:
+            figure_names.append(fig.name)
+    metrics = summarise(records, speed_rows, cfg)
+    tables = {"audits": [_audit_row(r) for r in records],
+              "audit_tests": [dict(sampler=r["name"], **t) for r in records for t in r.get("table", [])],
+              "speed": speed_rows}
+    config = dataclasses.asdict(cfg)
+    config["battery"] = [{"case": c.name, "vocab": c.vocab, "templates": [t.label for t in c.templates],
+                          "draft_probs": c.with_probs, "k": [t.k for t in c.templates],
+                          "trials": max(1, int(cfg.samples * (4 if cfg.full else 1) * c.scale))} for c in cases]
+    config["torch_threads"] = torch.get_num_threads()
+    extra = {"audits": [{k: v for k, v in r.items() if k != "table"} for r in records]}
+    rd.write_result(config, metrics, tables, figure_names, extra=extra)
+    result = build_result(SUITE, config, metrics, tables, figure_names, extra)
+    result["run_dir"] = str(rd.path)
+    return result
+
+
+def _dedup(specs):
+    seen = set()
+    for s, e in specs:
+        if s not in seen:
+            seen.add(s)
+            yield s, e
+
+
+def _audit_row(r: dict) -> dict:
+    w = r.get("evidence", [None])[0] if r.get("verdict") == "LOSSY" and r.get("evidence") else r.get("worst")
+    return {"sampler": r["name"], "verdict": r["verdict"], "tests": r.get("tests"), "failed": r.get("failed"),
+            "where": where(w) if w and "case" in w else (w or {}).get("kind"),
+            "tv": (w or {}).get("tv"), "bound": (w or {}).get("bound"), "p_value": (w or {}).get("p_value"),
+            "greedy_mismatches": (r.get("greedy") or {}).get("mismatches"),
+            "acceptance_matches_token_rule": r.get("acceptance_matches_token_rule"),
+            "seeded_reproducible": (r.get("seeded") or {}).get("reproducible"),
+            "note": "; ".join(filter(None, [r.get("reason") or r.get("error"),
+                                            (r.get("platform_check") or {}).get("finding")])) or None}
+
+
+def summarise(records: list[dict], speed_rows: list[dict], cfg: SamplerConfig) -> dict:
+    verdicts = {r["name"]: r["verdict"] for r in records}
+    acc = {r["name"]: r.get("acceptance_matches_token_rule") for r in records if "acceptance_matches_token_rule" in r}
+    m = {"verdicts": verdicts, "acceptance_matches_token_rule": acc,
+         "exact_builtins_pass": all(verdicts.get(n) == "EXACT" and acc.get(n) is not False
+                                    for n in EXPECTED_EXACT if n in verdicts),
+         "negative_controls_flagged": all(verdicts.get(n) == "LOSSY" for n in NEGATIVE_CONTROLS if n in verdicts)}
+    if speed_rows:
+        ratios = [r["ratio"] for r in speed_rows]
+        m["speed_ratio_min"] = float(min(ratios))
+        m["speed_ratio_median"] = float(np.median(ratios))
+        m["speed_outputs_equal"] = all(r["outputs_equal"] for r in speed_rows)
+        head = [r for r in speed_rows if r["batch"] == 64 and r["k"] == 3]
+        big = max(head, key=lambda r: r["vocab"]) if head else None
+        if big:
+            m["speed_headline"] = {key: big[key] for key in ("batch", "k", "vocab", "loop_ms", "vectorised_ms",
+                                                               "ratio", "loop_lazy_ms", "ratio_vs_loop_lazy",
+                                                               "ratio_wall_min", "acceptance_rate")}
+            m["speed_target_10x_met"] = big["ratio"] >= 10 if big["vocab"] >= 151936 else None
+    return m
+
+
+def print_report(result: dict, console) -> None:
+    t = Table(title="Sampler audits (alpha = family-wise false-alarm rate per sampler)")
+    for col in ("sampler", "verdict", "tests", "failed", "evidence / worst test", "TV", "bound", "p-value",
+                "greedy", "acceptance", "seeded"):
+        t.add_column(col)
+    styles = {"EXACT": "green", "LOSSY": "red", "ERROR": "magenta", "SKIPPED": "dim"}
+    for r in result["tables"]["audits"]:
+        fmt = (lambda v, f: "" if v is None else f.format(v))
+        t.add_row(r["sampler"], f"[{styles.get(r['verdict'], '')}]{r['verdict']}[/]", fmt(r["tests"], "{}"),
+                  fmt(r["failed"], "{}"), r["where"] or (r["note"] or ""), fmt(r["tv"], "{:.4f}"),
+                  fmt(r["bound"], "{:.4f}"), fmt(r["p_value"], "{:.2e}"),
+                  "" if r["greedy_mismatches"] is None else ("exact" if r["greedy_mismatches"] == 0
+                                                             else f"{r['greedy_mismatches']} mismatches"),
+                  "" if r.get("acceptance_matches_token_rule") is None else
+                  ("per-token" if r["acceptance_matches_token_rule"] else "differs"),
+                  "" if r["seeded_reproducible"] is None else ("yes" if r["seeded_reproducible"] else "no"))
+    console.print(t)
+    speed = result["tables"].get("speed") or []
+    if speed:
+        threads = result["config"].get("speed_threads")
+        s = Table(title=f"Speed: vectorised vs loop reference, same inputs and uniforms (median CPU ms, "
+                        f"{threads} thread(s); wall = fastest call)")
+        for col in ("vocab", "k", "batch", "loop ms", "vectorised ms", "ratio", "loop(lazy) ms",
+                    "ratio vs lazy", "wall ratio", "accept", "equal"):
+            s.add_column(col, justify="right")
+        for r in speed:
+            s.add_row(str(r["vocab"]), str(r["k"]), str(r["batch"]), f"{r['loop_ms']:.2f}", f"{r['vectorised_ms']:.3f}",
+                      f"{r['ratio']:.1f}x", f"{r['loop_lazy_ms']:.2f}", f"{r['ratio_vs_loop_lazy']:.1f}x",
+                      f"{r['ratio_wall_min']:.1f}x", f"{r['acceptance_rate']:.2f}", "yes" if r["outputs_equal"] else "NO")
+        console.print(s)
+    console.print(f"run directory: {result.get('run_dir')}")
+
+
+def findings(result: dict) -> list[str]:
+    """What makes the run fail (exit 1): a built-in expected exact that is not, a negative
+    control the battery did not catch, an explicit --audit that is LOSSY or ERROR."""
+    problems = []
+    for r in result.get("audits", []):
+        if r["name"] in EXPECTED_EXACT and r["verdict"] not in ("EXACT", "SKIPPED"):
+            problems.append(f"{r['name']} is {r['verdict']}")
+        if r["name"] in EXPECTED_EXACT and r.get("acceptance_matches_token_rule") is False:
+            problems.append(f"{r['name']}: acceptance counts differ from the per-token rule")
+        if r["name"] in NEGATIVE_CONTROLS and r["verdict"] not in ("LOSSY", "SKIPPED"):
+            problems.append(f"negative control {r['name']} is {r['verdict']} (the battery lost its power)")
+        if r.get("explicit") and r["name"] not in NEGATIVE_CONTROLS and r["verdict"] in ("LOSSY", "ERROR"):
+            problems.append(f"{r['name']} is {r['verdict']}")
+    return list(dict.fromkeys(problems))
+
+
+def execute(config: SamplerConfig, *, output: str, resume: Optional[str] = None,
+            json_path: Optional[str] = None) -> int:
+    """Everything the command does after parsing its options (the suite contract): run, print
+    the tables, write the run directory, emit the JSON; 0, or 1 with a one-line finding."""
+    console = Console(stderr=json_path == "-")
+    if not console.is_terminal:
+        console = Console(stderr=json_path == "-", width=150)
+    result = run(config, output, resume, console)
+    print_report(result, console)
+    emit_json(result, json_path)
+    problems = findings(result)
+    if problems:
+        # Shown as click shows a ClickException: "Error: ..." on stderr, exit 1 (a finding, not bad input).
+        err = click.ClickException("; ".join(problems) + f" (evidence in {result.get('run_dir')}/result.json)")
+        err.show()
+        return err.exit_code
+    return 0
+
+
+@click.command("sampler")
+@click.option("--output", default="results", show_default=True, help="Root directory for run directories.")
+@click.option("--json", "json_path", default=None, help="Also write the result dict to PATH ('-' for stdout).")
+@click.option("--resume", default=None, help="Continue an interrupted run directory.")
+@click.option("--audit", "audits", multiple=True,
+              help="Sampler to audit: module:function taking one samspec_bench.sam.rejection.RejectionInputs "
+                   "(the adapter contract, documented there) or with vLLM's rejection_sample signature; or a "
+                   "built-in name (samspec, samspec-loop, vllm, vllm-ascend, block-verify-demo, "
+                   "no-exclusion-demo). Repeatable.")
+@click.option("--builtin/--no-builtin", default=True, show_default=True,
+              help="Also audit the built-ins (samspec, samspec-loop, vllm and vllm-ascend where importable, "
+                   "the block-verify negative control).")
+@click.option("--samples", default=4000, show_default=True, type=int, help="Trials per battery case (base).")
+@click.option("--alpha", default=1e-3, show_default=True, type=float, help="Family-wise false-alarm rate per sampler.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--max-vocab", default="151936", show_default=True, help="Skip battery cases with a larger vocabulary.")
+@click.option("--large-vocab", default="151936", show_default=True, help="Vocabulary of the large-vocab cases.")
+@click.option("--full", is_flag=True, help="Extra cases and 4x the samples (minutes).")
+@click.option("--device", default="cpu", show_default=True, help="Device for the sampler inputs (cpu, cuda, npu).")
+@click.option("--speed/--no-speed", default=True, show_default=True, help="Run the speed benchmark.")
+@click.option("--speed-batch", default="1,4,16,64,256", show_default=True, help="Batch sizes.")
+@click.option("--speed-k", default="1,2,3,4,8", show_default=True, help="Draft lengths.")
+@click.option("--speed-vocab", default="32000,151936", show_default=True, help="Vocabulary sizes (or 32k, 151k, qwen3...).")
+@click.option("--speed-reps", default=3, show_default=True, type=int, help="Minimum timed calls per configuration.")
+@click.option("--speed-min-time", default=0.3, show_default=True, type=float,
+              help="Keep timing each configuration at least this many seconds.")
+@click.option("--speed-threads", default=1, show_default=True, type=int,
+              help="Intra-op threads while timing; with 1 the reported CPU time is the work done, "
+                   "unaffected by other load on the machine.")
+def command(output, json_path, resume, **params):
+    """Prove rejection samplers exact or lossy (statistical battery, --audit any sampler) and time
+    the vectorised sampler against the loop reference."""
+    code = execute(build_config(**params), output=output, resume=resume, json_path=json_path)
+    if code:
+        click.get_current_context().exit(code)
