@@ -1,10 +1,11 @@
-"""`samspec-bench op-equivalence`: the comparison metrics, the kernel level, the model level on
-the tiny Qwen3, the --tolerance gate and the output files."""
+"""`samspec-bench op-equivalence`: the kernel level, the model level on the tiny Qwen3, the
+--tolerance gate, the output files and the suite contract (build_config / execute). The numbers
+themselves: test_op_equivalence_stats.py; the model level on either engine:
+test_op_equivalence_model_level.py."""
 
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 import torch
@@ -12,75 +13,8 @@ import torch
 from samspec_bench.bench.engines.attention import paged_attention_decode, paged_attention_splitfuse
 from samspec_bench.bench.engines.kernels import PAIRS, KernelPair, register_pair
 from samspec_bench.cli import main
-from samspec_bench.suites.op_equivalence import Accumulator, OpEqConfig, apply_gate, histogram
-
-
-def _lp(x):
-    return torch.log_softmax(x, -1)
-
-
-def test_identical_paths_give_zero_everywhere():
-    torch.manual_seed(0)
-    a = _lp(torch.randn(20, 50))
-    acc = Accumulator()
-    acc.add(a, a.clone(), torch.randint(0, 50, (20,)))
-    s = acc.summary()
-    assert s["positions"] == 20
-    for k in ("logprob_diff_max", "logprob_diff_mean", "logprob_diff_p99", "argmax_flip_rate", "kl_mean", "kl_max",
-              "full_logprob_diff_max", "rollout_probs_diff_max", "rollout_probs_diff_mean", "rollout_probs_diff_std"):
-        assert s[k] == 0, k
-    assert s["exact_zero_fraction"] == 1 and s["full_exact_zero_fraction"] == 1
-    assert s["rollout_actor_probs_pearson_corr"] == pytest.approx(1.0)
-    assert s["histogram"]["zero"] == 20 and sum(s["histogram"]["counts"]) == 0
-
-
-def test_metrics_against_hand_computed_values():
-    la = _lp(torch.tensor([[2.0, 1.0, 0.0], [0.0, 0.0, 3.0]], dtype=torch.float64)).float()
-    lb = _lp(torch.tensor([[1.0, 2.0, 0.0], [0.0, 0.0, 3.0]], dtype=torch.float64)).float()
-    toks = torch.tensor([0, 2])
-    acc = Accumulator()
-    acc.add(la, lb, toks)
-    s = acc.summary()
-    d0 = abs(float(la[0, 0]) - float(lb[0, 0]))
-    assert s["logprob_diff_max"] == pytest.approx(d0)
-    assert s["exact_zero_fraction"] == 0.5
-    assert s["argmax_flip_rate"] == 0.5
-    pa, pb = la.double().exp(), lb.double().exp()
-    kl0 = float((pa[0] * (pa[0].log() - pb[0].log())).sum())
-    assert s["kl_max"] == pytest.approx(kl0, rel=1e-6)
-    assert s["kl_mean"] == pytest.approx(kl0 / 2, rel=1e-6)
-    pdiff = abs(float(pa[0, 0] - pb[0, 0]))
-    assert s["rollout_probs_diff_max"] == pytest.approx(pdiff)
-    assert s["rollout_probs_diff_mean"] == pytest.approx(pdiff / 2)
-    assert s["rollout_probs_diff_std"] == pytest.approx(float(torch.tensor([pdiff, 0.0]).std()))
-
-
-def test_kl_is_infinite_where_b_rules_out_a_token_a_allows():
-    la = _lp(torch.tensor([[0.0, 0.0]]))
-    lb = torch.tensor([[0.0, -math.inf]])
-    acc = Accumulator()
-    acc.add(la, lb, torch.tensor([0]))
-    s = acc.summary()
-    assert math.isinf(s["kl_max"]) and s["kl_infinite_positions"] == 1
-
-
-def test_histogram_bins():
-    h = histogram([0.0, 0.0, 1e-12, 3e-7, 5e-3, 2.0])
-    assert h["zero"] == 2
-    edges = h["log10_edges"]
-    assert sum(h["counts"]) == 4
-    assert h["counts"][0] == 1                          # below 1e-10 lands in the first bin
-    assert h["counts"][edges.index(-7)] == 1            # 3e-7 in [1e-7, 1e-6)
-    assert h["counts"][edges.index(-3)] == 1
-    assert h["counts"][-1] == 1                         # 2.0 clipped into the last bin
-
-
-def test_gate():
-    rows = {"kernel/a/float32": {"logprob_diff_max": 0.0}, "model/b/float32": {"logprob_diff_max": 1e-3}}
-    assert apply_gate(OpEqConfig(), rows) is None
-    g = apply_gate(OpEqConfig(tolerance=1e-4), rows)
-    assert not g["passed"] and [f["row"] for f in g["failed"]] == ["model/b/float32"]
-    assert apply_gate(OpEqConfig(tolerance=1e-2), rows)["passed"]
+from samspec_bench.errors import UserError
+from samspec_bench.suites.op_equivalence import OpEqConfig, SUITE, build_config, command, execute
 
 
 def _run(tmp_path, *args):
@@ -179,3 +113,51 @@ def _prompts_file(tmp_path):
     p = tmp_path / "prompts.txt"
     p.write_text("What is 2 + 2?\nName three prime numbers.\n")
     return p
+
+
+# --- the suite contract: build_config(**params) / execute(config, output=..., ...) ----------------
+
+def _click_defaults(**overrides):
+    """Every parameter of the command as click converts its default, less the output options."""
+    ctx = command.make_context("op-equivalence", [])
+    params = {k: v for k, v in ctx.params.items() if k not in ("output", "json_path")}
+    params.update(overrides)
+    return params
+
+
+def test_build_config_from_the_click_defaults():
+    cfg = build_config(**_click_defaults())
+    assert SUITE == "op-equivalence"
+    assert cfg == OpEqConfig()                 # the dataclass defaults agree with the options'
+    assert "progress" not in cfg.record()      # display only: not in result.json's config
+    cfg = build_config(**_click_defaults(levels="kernel", dtypes="float32,bfloat16", seq_len="8:64", gqa="2",
+                                         pairs="reference", progress=False))
+    assert (cfg.levels, cfg.dtypes, cfg.min_seq_len, cfg.max_seq_len, cfg.gqa, cfg.pairs, cfg.progress) == \
+        (["kernel"], ["float32", "bfloat16"], 8, 64, [2], ["reference"], False)
+    assert build_config(**_click_defaults(seq_len="300")).min_seq_len == 1
+
+
+@pytest.mark.parametrize("override, words", [
+    ({"dtypes": "float64"}, "--dtype"), ({"pairs": "nope"}, "unknown kernel pair"), ({"levels": "model"}, "--model"),
+    ({"k": 0}, "-k"), ({"seq_len": "9:3"}, "--seq-len"), ({"gqa": "x"}, "--gqa"), ({"num_prompts": 0}, "--num-prompts")])
+def test_build_config_refuses_bad_values(override, words):
+    with pytest.raises(UserError, match=words.replace("-", r"\-")):
+        build_config(**_click_defaults(**override))
+
+
+def test_build_config_takes_no_defaults():
+    with pytest.raises(TypeError):
+        build_config(levels="kernel")
+
+
+def test_execute_returns_the_exit_code_and_refuses_resume(tmp_path, noisy_pair, capsys):
+    small = dict(levels="kernel", num_seqs=2, seq_len="8:40", gqa="2", trials=1, progress=False)
+    ok = build_config(**_click_defaults(pairs="reference-fixed-order", tolerance=0.0, **small))
+    out = tmp_path / "r.json"
+    assert execute(ok, output=str(tmp_path / "results"), json_path=str(out)) == 0
+    assert json.loads(out.read_text())["config"] == ok.record()
+    bad = build_config(**_click_defaults(pairs="test-noisy", tolerance=1e-6, **small))
+    assert execute(bad, output=str(tmp_path / "results")) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("op-equivalence: 1 row(s) exceed")
+    with pytest.raises(UserError, match="resume"):
+        execute(ok, output=str(tmp_path / "results"), resume=str(tmp_path))

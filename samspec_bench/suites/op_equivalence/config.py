@@ -1,0 +1,114 @@
+"""op-equivalence's settings: the config object, its constants and `build_config`, which turns
+the click command's parameters into it (validating them; the click options hold the defaults)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from samspec_bench.errors import UserError, int_list
+from samspec_bench.models import BUILTIN_MODEL
+
+SUITE = "op-equivalence"
+FIGURE = "logprob_diff_hist.png"
+CASES_FILE = "kernel_cases.jsonl"
+GREEDY_FILE = "greedy.jsonl"
+LEVELS = ("kernel", "model")
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
+GATE_METRICS = ("logprob_diff_max", "logprob_diff_p99", "logprob_diff_mean", "kl_max", "kl_mean",
+                "argmax_flip_rate", "output_diff_max", "rollout_probs_diff_max")
+# How the run is shown, not what it computes: left out of result.json's "config".
+DISPLAY_FIELDS = ("progress",)
+
+
+@dataclass
+class OpEqConfig:
+    model: str | None = None
+    engine: str = "reference"    # model level: reference (PyTorch) or vllm (samspec_bench.bench.engines.vllm.adapter)
+    levels: list[str] = field(default_factory=lambda: list(LEVELS))
+    pairs: list[str] | None = None                 # None: every registered pair that runs here
+    dtypes: list[str] = field(default_factory=lambda: ["float32"])
+    k: int = 3
+    device: str = "cpu"
+    seed: int = 0
+    # kernel level
+    num_seqs: int = 8
+    min_seq_len: int = 16
+    max_seq_len: int = 1024
+    block_sizes: list[int] = field(default_factory=lambda: [16])
+    num_heads: int = 8
+    gqa: list[int] = field(default_factory=lambda: [1, 4])
+    head_dims: list[int] = field(default_factory=lambda: [64])
+    trials: int = 2
+    # model level
+    benchmark: str = "gsm8k"
+    prompts_file: str | None = None
+    data_dir: str | None = None
+    num_prompts: int = 8
+    max_tokens: int = 128
+    chat_template: str = "auto"
+    drafter: str = "sam"
+    control: bool = True
+    # gate
+    tolerance: float | None = None
+    tolerance_metric: str = "logprob_diff_max"
+    threads: int = 1
+    # display
+    progress: bool = True
+
+    def record(self) -> dict[str, Any]:
+        """The settings as result.json records them (display options left out)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in DISPLAY_FIELDS}
+
+
+def seq_range(value: str) -> tuple[int, int]:
+    """--seq-len: "MIN:MAX", or "MAX" for 1:MAX."""
+    try:
+        lo, hi = (int(x) for x in value.split(":")) if ":" in value else (1, int(value))
+    except ValueError:
+        raise UserError(f"--seq-len {value!r}: expected MIN:MAX (e.g. 16:1024) or MAX") from None
+    if lo < 1 or hi < lo:
+        raise UserError(f"--seq-len {value!r}: need 1 <= MIN <= MAX")
+    return lo, hi
+
+
+def check_pairs(names: list[str] | None) -> list[str]:
+    """The kernel pairs to run (None: every registered one); a UserError for an unknown name."""
+    from samspec_bench.bench.engines.kernels import PAIRS  # imports torch
+
+    chosen = list(PAIRS) if names is None else names
+    for p in chosen:
+        if p not in PAIRS:
+            raise UserError(f"--pairs {p!r}: unknown kernel pair; choose from {', '.join(PAIRS)}")
+    return chosen
+
+
+def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_seqs, seq_len, block_size, num_heads,
+                 gqa, head_dim, trials, benchmark, prompts_file, data_dir, num_prompts, max_tokens, chat_template,
+                 drafter, control, tolerance, tolerance_metric, threads, progress) -> OpEqConfig:
+    """The command's parameters (by their Python names, as click converts them; the choices
+    already checked by click's types) as a checked OpEqConfig. Raises UserError naming the bad
+    option."""
+    lv = [x.strip() for x in levels.split(",") if x.strip()]
+    if not lv or any(x not in LEVELS for x in lv):
+        raise UserError(f"--level {levels!r}: use kernel, model or both (comma list)")
+    dts = [x.strip() for x in dtypes.split(",") if x.strip()]
+    if not dts or any(x not in DTYPE_NAMES for x in dts):
+        raise UserError(f"--dtype {dtypes!r}: use float32, bfloat16 and/or float16 (comma list)")
+    if k < 1 or k > 32:
+        raise UserError(f"-k {k}: draft length must be in 1..32")
+    if lv == ["model"] and not model:
+        raise UserError(f"--level model needs --model (e.g. --model {BUILTIN_MODEL})")
+    if num_prompts < 1 or max_tokens < 1 or trials < 1 or num_seqs < 1:
+        raise UserError("--num-prompts, --max-tokens, --trials and --num-seqs must be >= 1")
+    lo, hi = seq_range(seq_len)
+    cfg = OpEqConfig(model=model, engine=engine, levels=lv, pairs=[p.strip() for p in pairs.split(",")] if pairs else None,
+                     dtypes=dts, k=k, device=device, seed=seed, num_seqs=num_seqs, min_seq_len=lo, max_seq_len=hi,
+                     block_sizes=int_list(block_size, "--block-size"), num_heads=num_heads, gqa=int_list(gqa, "--gqa"),
+                     head_dims=int_list(head_dim, "--head-dim"), trials=trials, benchmark=benchmark,
+                     prompts_file=prompts_file, data_dir=data_dir, num_prompts=num_prompts, max_tokens=max_tokens,
+                     chat_template=chat_template, drafter=drafter, control=control, tolerance=tolerance,
+                     tolerance_metric=tolerance_metric, threads=threads, progress=progress)
+    check_pairs(cfg.pairs)   # checked whatever the levels, as the command always did
+    return cfg

@@ -1,0 +1,99 @@
+"""Kernel level of op-equivalence: random paged inputs through every kernel pair of
+`samspec_bench.bench.engines.kernels` (verify kernel once over k+1 query tokens per request,
+decode kernel once per query position). Compared: the attention outputs element by element,
+and "probe" distributions (the outputs projected by one fixed random matrix onto PROBE_VOCAB
+logits), so that the logprob metrics exist at this level too."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from typing import Any
+
+from samspec_bench.errors import UserError
+from samspec_bench.results import RunDir
+from samspec_bench.suites.op_equivalence.config import CASES_FILE, OpEqConfig
+from samspec_bench.suites.op_equivalence.stats import Accumulator
+
+PROBE_VOCAB = 4096
+CASE_METRICS = ("output_diff_max", "output_exact_zero_fraction", "logprob_diff_max", "exact_zero_fraction",
+                "argmax_flip_rate", "kl_max")
+
+
+def _dtype(name: str):
+    import torch  # kernels run on torch tensors
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def run_kernel_level(cfg: OpEqConfig, bar, pair_names: list[str],
+                     run_dir: RunDir | None = None) -> tuple[dict, list[dict], dict]:
+    """Returns ({row key: summary}, per-case table rows, {pair: reason} for skipped pairs).
+    Each case row is also appended to run_dir's kernel_cases.jsonl as it finishes."""
+    from samspec_bench.bench.engines.kernels import PAIRS, make_case  # imports torch
+
+    rows: dict[str, dict] = {}
+    table: list[dict] = []
+    skipped: dict[str, str] = {}
+    grid = list(itertools.product(cfg.dtypes, cfg.block_sizes, cfg.gqa, cfg.head_dims, range(cfg.trials)))
+    usable = []
+    for name in pair_names:
+        reason = PAIRS[name].availability()
+        if reason:
+            skipped[name] = reason
+        else:
+            usable.append(PAIRS[name]())
+    task = bar.add_task("kernel pairs", total=len(usable) * len(grid))
+    for pair in usable:
+        accs: dict[str, Accumulator] = {}
+        for dt, bs, gqa, hd, trial in grid:
+            if cfg.num_heads % gqa:
+                raise UserError(f"--gqa {gqa}: --num-heads {cfg.num_heads} is not a multiple of it")
+            seed = cfg.seed * 1000003 + trial * 7919 + bs * 31 + gqa * 17 + hd
+            case = make_case(num_seqs=cfg.num_seqs, query_len=cfg.k + 1, min_seq_len=cfg.min_seq_len,
+                             max_seq_len=cfg.max_seq_len, block_size=bs, num_heads=cfg.num_heads,
+                             num_kv_heads=cfg.num_heads // gqa, head_dim=hd, dtype=_dtype(dt), seed=seed)
+            why = pair.supports(case)
+            if why:
+                table.append({"pair": pair.name, "dtype": dt, "block_size": bs, "gqa": gqa, "head_dim": hd,
+                              "trial": trial, "skipped": why})
+                bar.advance(task)
+                continue
+            t0 = time.perf_counter()
+            out_a, out_b = pair.run(case)
+            elapsed = time.perf_counter() - t0
+            out_a, out_b = out_a.float().cpu(), out_b.float().cpu()
+            lp_a, lp_b, toks = _probe(out_a, out_b, seed)
+            acc = accs.setdefault(dt, Accumulator())
+            acc.add(lp_a, lp_b, toks)
+            acc.add_outputs(out_a, out_b)
+            one = Accumulator()
+            one.add(lp_a, lp_b, toks)
+            one.add_outputs(out_a, out_b)
+            s = one.summary()
+            table.append({"pair": pair.name, "dtype": dt, "block_size": bs, "gqa": gqa, "head_dim": hd,
+                          "trial": trial, "num_seqs": cfg.num_seqs, "query_len": cfg.k + 1,
+                          "seq_lens": case.seq_lens, "seconds": elapsed, **{k: s[k] for k in CASE_METRICS}})
+            if run_dir is not None:
+                run_dir.append_sample(table[-1], CASES_FILE)
+            bar.advance(task)
+        for dt, acc in accs.items():
+            rows[f"kernel/{pair.name}/{dt}"] = {"level": "kernel", "pair": pair.name, "dtype": dt,
+                                                "a": pair.decode_name, "b": pair.verify_name,
+                                                "description": pair.description, **acc.summary()}
+    return rows, table, skipped
+
+
+def _probe(out_a, out_b, seed: int) -> tuple[Any, Any, Any]:
+    """Project both outputs [T, H, D] by one fixed random matrix onto PROBE_VOCAB logits
+    (scaled to a standard deviation of about 3) and return (log p_a, log p_b, tokens drawn
+    from p_a)."""
+    import torch  # the outputs are torch tensors
+
+    g = torch.Generator().manual_seed(seed + 1)
+    a, b = out_a.reshape(out_a.shape[0], -1), out_b.reshape(out_b.shape[0], -1)
+    rms = float(a.pow(2).mean().sqrt()) or 1.0
+    w = torch.randn((a.shape[1], PROBE_VOCAB), generator=g) * (3.0 / (rms * math.sqrt(a.shape[1])))
+    lp_a, lp_b = torch.log_softmax(a @ w, -1), torch.log_softmax(b @ w, -1)
+    toks = torch.multinomial(lp_a.exp(), 1, generator=g)[:, 0]
+    return lp_a, lp_b, toks
