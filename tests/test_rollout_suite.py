@@ -3,37 +3,15 @@ import json
 import numpy as np
 import pytest
 
+from samspec_bench.bench.policies import make_policy
+from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
+from samspec_bench.bench.simulation.step_model import StepTimeModel
+from samspec_bench.errors import UserError
 from samspec_bench.suites import rollout as ro
-from samspec_bench.suites import rollout_measured as rm
-from samspec_bench.suites import rollout_outputs
+from samspec_bench.suites.rollout import measured as rm
+from samspec_bench.suites.rollout import outputs as rollout_outputs
 
-
-def _steps(running, waiting, times):
-    n = len(times)
-    return {"time_s": np.asarray(times, float), "num_running": np.asarray(running), "num_waiting": np.asarray(waiting),
-            "speculative": np.zeros(n, bool), "num_drafted": np.zeros(n, int), "num_accepted": np.zeros(n, int),
-            "num_emitted": np.ones(n, int)}
-
-
-def test_phase_split_sums_to_total_and_uses_waiting():
-    st = _steps([8, 8, 4, 4, 2, 1], [3, 1, 1, 0, 0, 0], [1, 2, 3, 4, 5, 6])
-    p = ro.phase_split(st, 4)
-    assert p["total_s"] == 21 and p["head_s"] + p["tail_s"] == p["total_s"]
-    assert p["tail_s"] == 15   # the step with 4 running but 1 waiting is head
-    assert p["tail_steps"] == 3
-
-
-def test_completion_stats_and_speedups():
-    c = ro.completion_stats(np.array([1.0, 1.0, 1.0, 5.0]))
-    assert c["makespan_s"] == 5.0 and c["straggler_ratio"] == pytest.approx(2.5)
-    off = _steps([4, 2, 1], [0, 0, 0], [4, 4, 4])
-    on = _steps([4, 2, 1], [0, 0, 0], [4, 2, 2])
-    settings = [{"arm": "off", "label": "off"}, {"arm": "threshold", "label": "t"}]
-    metrics = {"off": ro.arm_metrics(off, np.ones(3), 2), "t": ro.arm_metrics(on, np.ones(3), 2)}
-    ro.add_speedups(metrics, settings, off, 2)
-    assert metrics["t"]["speedup_overall"] == pytest.approx(1.5)
-    assert metrics["t"]["speedup_tail"] == pytest.approx(2.0) and metrics["t"]["speedup_head"] == pytest.approx(1.0)
-    assert ro.best_setting(metrics) == "t"
+# phase split, completion stats, speedups and the best setting: tests/test_rollout_phases.py
 
 
 def test_draw_lengths_deterministic_and_clipped():
@@ -41,7 +19,6 @@ def test_draw_lengths_deterministic_and_clipped():
     b = ro.draw_lengths("lognormal:32:1.0", 100, 7, 4, 64)
     assert np.array_equal(a, b) and a.min() >= 4 and a.max() <= 64
     assert np.array_equal(ro.draw_lengths("fixed:9", 3, 0, 1, 100), [9, 9, 9])
-    from samspec_bench.errors import UserError
     with pytest.raises(UserError, match="length-dist"):
         ro.draw_lengths("weird:1", 3, 0, 1, 10)
 
@@ -153,8 +130,6 @@ def test_reference_rollout_tiny_model(tmp_path):
 
 
 def _sim_table(reqs, policy, k):
-    from samspec_bench.bench.simulation.scheduler import simulate
-    from samspec_bench.bench.simulation.step_model import StepTimeModel
     return simulate(reqs, k=k, policy=policy, step_model=StepTimeModel.constant(1.0), max_num_seqs=8,
                     max_num_batched_tokens=128, fast_forward=False).steps
 
@@ -162,9 +137,6 @@ def _sim_table(reqs, policy, k):
 def test_arm_step_models_are_out_of_sample_and_price_verify_tokens():
     """Synthetic 'measured' arms timed by a known model: each arm's leave-one-arm-out model
     predicts it exactly, and an arm's own times never enter its model."""
-    from samspec_bench.bench.simulation.scheduler import SimRequest
-    from samspec_bench.bench.policies import make_policy
-    from samspec_bench.bench.simulation.step_model import StepTimeModel
     rng = np.random.default_rng(0)
     reqs = [SimRequest(int(p), int(n), rng.integers(0, 4, n).astype(np.int16), None)
             for p, n in zip(rng.integers(5, 60, 40), rng.integers(5, 120, 40))]
@@ -189,8 +161,8 @@ def test_arm_step_models_are_out_of_sample_and_price_verify_tokens():
     assert models2["always"].coef == models["always"].coef and models2["off"].coef != models["off"].coef
     # an arm the others cannot price is flagged: off alone cannot price draft tokens
     m_off = rm.arm_step_models({"off": measured["off"], "x": measured["off"]}, None)[0]["x"]
-    assert {"draft_tokens", "spec_requests", "speculative"} <= set(rm._unidentified_used(m_off, measured["always"]))
-    assert rm._unidentified_used(models["always"], measured["always"]) == []
+    assert {"draft_tokens", "spec_requests", "speculative"} <= set(rm.unidentified_used(m_off, measured["always"]))
+    assert rm.unidentified_used(models["always"], measured["always"]) == []
 
 
 def test_large_step_tables_keep_only_parquet(shared_data, tmp_path, monkeypatch):

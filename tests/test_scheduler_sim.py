@@ -3,9 +3,11 @@ import pytest
 
 from samspec_bench.bench.engines.replay import replay_response
 from samspec_bench.bench.policies import AlwaysPolicy, OffPolicy, ThresholdPolicy
-from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
-from samspec_bench.bench.simulation.profiles import acceptance_profile, walk_profile
+from samspec_bench.bench.simulation.profiles import (BLOCK, acceptance_profile, group_acceptance_profiles,
+                                                     profiles_for, stretch_positions, walk_profile)
+from samspec_bench.bench.simulation.scheduler import SimRequest, reprice, simulate
 from samspec_bench.bench.simulation.step_model import StepTimeModel
+from samspec_bench.errors import UserError
 from samspec_bench.sam import SamDrafter
 
 ONE = StepTimeModel.constant(1.0)
@@ -141,7 +143,6 @@ def test_kv_unlimited_and_large_capacity_agree():
 
 
 def test_kv_capacity_too_small_is_a_user_error():
-    from samspec_bench.errors import UserError
     with pytest.raises(UserError, match="kv-capacity-tokens"):
         simulate([SimRequest(10, 100)], k=0, policy=None, step_model=ONE, kv_capacity_tokens=64, block_size=16)
 
@@ -154,7 +155,6 @@ def test_reprice_equals_simulating_with_the_model():
                                  "context_tokens": 1e-6, "spec_requests": 2e-4, "speculative": 3e-3})
     reqs = [SimRequest(int(p), int(n), np.full(n, 3, np.int16), np.full(n, 2, np.int16))
             for p, n in zip(rng.integers(1, 60, 25), rng.integers(2, 300, 25))]
-    from samspec_bench.bench.simulation.scheduler import reprice
     a = simulate(reqs, k=3, policy=ThresholdPolicy(3), step_model=model, max_num_seqs=6, max_num_batched_tokens=64)
     b = reprice(simulate(reqs, k=3, policy=ThresholdPolicy(3), step_model=ONE, max_num_seqs=6,
                          max_num_batched_tokens=64), model)
@@ -163,7 +163,6 @@ def test_reprice_equals_simulating_with_the_model():
 
 
 def test_stretch_positions_keep_blocks_and_trend():
-    from samspec_bench.bench.simulation.profiles import BLOCK, stretch_positions
     p = np.arange(10 * BLOCK)
     q = stretch_positions(p, 2 * BLOCK, 10 * BLOCK)
     assert q[0] == 0 and q.max() == 2 * BLOCK - 1
@@ -178,7 +177,6 @@ def test_stretched_profile_simulates_target_lengths():
     a[:150] = 0     # no drafts in the first half of the source: the first half of the target neither
     r = simulate([SimRequest(5, 3000, d, a, stretch=True)], k=3, policy=AlwaysPolicy(), step_model=ONE)
     assert r.steps["num_emitted"].sum() == 3000
-    from samspec_bench.bench.simulation.profiles import stretch_positions
     q = stretch_positions(np.arange(3000), 300, 3000)
     full = simulate([SimRequest(5, 3000, d[q], a[q])], k=3, policy=AlwaysPolicy(), step_model=ONE)
     assert r.num_steps == full.num_steps and np.array_equal(r.steps["num_accepted"], full.steps["num_accepted"])
@@ -187,7 +185,6 @@ def test_stretched_profile_simulates_target_lengths():
 
 
 def test_group_profiles_lockstep():
-    from samspec_bench.bench.simulation.profiles import group_acceptance_profiles, profiles_for
     rng = np.random.default_rng(6)
     a = rng.integers(0, 1000, 300)
     b = a.copy()
@@ -205,6 +202,5 @@ def test_group_profiles_lockstep():
     longer = np.concatenate([a[:100], a[:200]])
     g2 = group_acceptance_profiles(SamDrafter(group_sharing=True), [1, 2], [short, longer], 3)
     assert g2[1][1][200:].mean() > 2   # positions 200+ repeat a[100:200], which `short` emitted by then
-    from samspec_bench.errors import UserError
     with pytest.raises(UserError, match="different prompts"):
         profiles_for([([1, 2], a), ([3], b)], ["g", "g"], 3, "sam", "group")

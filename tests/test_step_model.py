@@ -3,7 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from samspec_bench.bench.simulation.step_model import FEATURES, StepTimeModel, fit_from_steps, fit_step_model, step_features
+from samspec_bench.bench.simulation.step_model import (FEATURES, StepTimeModel, extrapolation, fit_from_steps,
+                                                      fit_step_model, step_features)
 from samspec_bench.errors import UserError
 
 TRUE = {"decode_tokens": 2e-4, "prefill_tokens": 5e-5, "draft_tokens": 1e-4, "context_tokens": 1e-6,
@@ -88,7 +89,6 @@ def test_save_load_roundtrip_and_format_1(tmp_path):
 
 
 def test_extrapolation_flags_features_beyond_the_fitted_range():
-    from samspec_bench.bench.simulation.step_model import extrapolation
     rng = np.random.default_rng(2)
     x = _synthetic(200, rng)
     m = fit_step_model(0.01 + sum(TRUE[f] * x[f] for f in FEATURES), x)

@@ -1,8 +1,10 @@
-"""Acceptance profiles for the rollout simulation beyond a response's own context.
+"""Acceptance profiles, the simulation's input: per response, what a drafter proposes at every
+position and how much of it the recorded response accepts, from the response's own context
+or its GRPO group's; read at other lengths by block resampling.
 
 A profile is (drafted[p], accepted[p]) for every response position p: what the drafter
 proposes after resp[:p] and how much of it the recorded response confirms
-(`acceptance_profile` for the own-context source).
+(`acceptance_profile` for the own-context source; `walk_profile` decodes one with it).
 
 Group sources (`group_acceptance_profiles`): GRPO siblings share one automaton
 (`SamDrafter(group_sharing=True)`, as the acceptance suite's group replay). A response's
@@ -30,6 +32,10 @@ from __future__ import annotations
 from typing import Any, Hashable, Sequence
 
 import numpy as np
+
+from samspec_bench.bench.engines.replay import DraftConfig, build_drafter, unsupported_reason
+from samspec_bench.errors import UserError
+from samspec_bench.sam import make_drafter
 
 BLOCK = 64
 RESAMPLE_METHOD = (f"block resampling: target position p reads source position "
@@ -65,7 +71,8 @@ def acceptance_profile(drafter, prompt_ids, response_ids, k: int, req_id=0, grou
 
 def walk_profile(drafted: np.ndarray, accepted: np.ndarray, k: int) -> tuple[list[int], list[int], list[int], list[int]]:
     """Always-speculating decode of one response from its profile: (position, drafted, accepted,
-    emitted) per decode step, with replay.py's end rule (no bonus token past the last token)."""
+    emitted) per decode step, with `bench.engines.replay`'s end rule (no bonus token past the
+    last token)."""
     n = len(drafted)
     pos, out = 1, ([], [], [], [])
     while pos < n:
@@ -130,14 +137,11 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
                  sources: str = "own") -> list[tuple[np.ndarray, np.ndarray]]:
     """Profiles of (prompt_ids, response_ids) pairs: each from its own context (`own`) or from
     its group's siblings as well (`group`; `groups[i]` = pair i's group, members in order)."""
-    from samspec_bench.errors import UserError
     if sources == "own":
-        from samspec_bench.sam import make_drafter
         d = make_drafter(drafter)
         return [acceptance_profile(d, p, r, k, req_id=i) for i, (p, r) in enumerate(pairs)]
     if sources != "group":
         raise UserError(f"--sources {sources!r}: use own or group")
-    from samspec_bench.bench.engines.replay import DraftConfig, build_drafter, unsupported_reason
     cfg = DraftConfig(drafter=drafter, k=max(int(k), 1), group=True)
     reason = unsupported_reason(cfg)
     if reason or drafter != "sam":

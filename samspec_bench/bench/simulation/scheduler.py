@@ -2,7 +2,7 @@
 model, with per-request acceptance from real token sequences and step times from a fitted
 `StepTimeModel`.
 
-Scheduling (the same rules as `reference_engine.ReferenceEngine._step`):
+Scheduling (the same rules as `bench.engines.reference.ReferenceEngine._step`):
 - before each step the policy sees StepState(step, running, waiting, decoding) and decides
   whether the step speculates;
 - token budget `max_num_batched_tokens`; running requests first, oldest first: each takes its
@@ -19,17 +19,17 @@ Scheduling (the same rules as `reference_engine.ReferenceEngine._step`):
   a waiting request is admitted only when its chunk's blocks are free. Blocks are reserved as
   the step is scheduled (vLLM's allocate-as-you-go), so a step never over-commits the cache.
 
-Acceptance: `acceptance_profile` drafts at EVERY response position with a real drafter (own
-prompt + prefix; state at position p is the same whether p was reached with or without
-speculation, because the drafter is always extended with the same tokens) and records the
-draft length and the accepted length (the longest prefix matching the recorded tokens). That
-is exact for greedy decoding, and also for sampled decoding with a deterministic drafter
+Acceptance: `profiles.acceptance_profile` drafts at EVERY response position with a real
+drafter (own prompt + prefix; state at position p is the same whether p was reached with or
+without speculation, because the drafter is always extended with the same tokens) and records
+the draft length and the accepted length (the longest prefix matching the recorded tokens).
+That is exact for greedy decoding, and also for sampled decoding with a deterministic drafter
 (a draft token is accepted iff the sampled token equals it, since rejection re-samples with
 the draft token removed). Walking the profile with pos += accepted + 1 reproduces
-`replay.replay_response` step for step (checked in tests).
+`bench.engines.replay.replay_response` step for step (checked in tests).
 
 Profiles may be shorter or longer than the simulated response (`SimRequest.stretch`): they
-are then read through `sim_profiles.stretch_positions` (block resampling; see there why).
+are then read through `profiles.stretch_positions` (block resampling; see there why).
 
 Long stretches without speculation, admissions or prefills are fast-forwarded in closed form
 (every request emits one token a step until the next one finishes, or, with a KV capacity,
@@ -39,12 +39,12 @@ simulate in seconds when speculation is on only in the tail (an always-on arm st
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from samspec_bench.bench.policies import AlwaysPolicy, NeverSpeculate, OffPolicy, SpecPolicy, StepState
+from samspec_bench.bench.policies import AlwaysPolicy, OffPolicy, StepState
 from samspec_bench.bench.simulation.profiles import stretch_positions
 from samspec_bench.bench.simulation.step_model import StepTimeModel
 from samspec_bench.errors import UserError
@@ -61,7 +61,7 @@ class SimRequest:
     drafted: np.ndarray | None = None    # per position; None = never drafts anything
     accepted: np.ndarray | None = None
     group: Any = None
-    stretch: bool = False   # profile shorter/longer than the response: read it through sim_profiles.stretch_positions
+    stretch: bool = False   # profile shorter/longer than the response: read it through profiles.stretch_positions
 
 
 @dataclass
@@ -76,7 +76,7 @@ class SimResult:
     tail_acceptance: dict[str, np.ndarray] | None = None   # by position bin: drafted, accepted, steps
 
     def table(self):
-        import pandas as pd
+        import pandas as pd  # only for this view; the simulation itself needs numpy alone
         return pd.DataFrame(self.steps)
 
 
@@ -326,7 +326,8 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
                                      speculative=int(spec and dec_step.any())))
         clock += t
         n_wait_after = N - next_wait + len(requeue)
-        # the tail as rollout.phase_split defines it: nobody waiting after the step, at most T in it
+        # the tail as the rollout suite defines it (suites/rollout/phases.py): nobody waiting after
+        # the step, at most T in it
         if tail_threshold is not None and spec and nb and s_idx.size <= tail_threshold and n_wait_after == 0:
             bins = np.searchsorted(edges, s_pos[dec_step], side="right")
             np.add.at(tail_d, bins, s_d[dec_step])
@@ -362,7 +363,6 @@ def reprice(result: SimResult, step_model: StepTimeModel) -> SimResult:
     """The same schedule timed with another step-time model. Schedules do not depend on step
     times, so one simulation with `StepTimeModel.constant(1.0)` (clock = step count) can be
     priced with any model; `result` must come from such a run."""
-    from dataclasses import replace
     t = step_model.predict_steps(result.steps)
     clock = np.cumsum(t)
     steps = dict(result.steps, time_s=t, clock_s=clock)

@@ -33,6 +33,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from samspec_bench.errors import UserError
+
 FEATURES = ("decode_tokens", "prefill_tokens", "draft_tokens", "context_tokens", "running", "spec_requests",
             "speculative")
 FORMAT = 2
@@ -63,7 +65,7 @@ class StepTimeModel:
         return float(max(float(t), 0.0))
 
     def predict_steps(self, steps: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Predicted time of every step of a per-step table (scheduler_sim column names)."""
+        """Predicted time of every step of a per-step table (`scheduler.STEP_COLUMNS` names)."""
         feats = step_features(steps)
         n = len(np.asarray(steps["num_running"]))
         return np.broadcast_to(self.predict(**feats), (n,)).astype(float)
@@ -84,7 +86,6 @@ class StepTimeModel:
 
     @classmethod
     def load(cls, path: str | Path) -> "StepTimeModel":
-        from samspec_bench.errors import UserError
         p = Path(path)
         try:
             d = json.loads(p.read_text(encoding="utf-8"))
@@ -181,9 +182,9 @@ def extrapolation(model: StepTimeModel, steps: Mapping[str, np.ndarray], factor:
 
 
 def step_features(steps: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """FEATURES from a per-step table (scheduler_sim / steps_from_generation column names:
-    num_running, num_scheduled_tokens, num_prefill_tokens, num_drafted, num_decode_reqs,
-    speculative, optional context_tokens)."""
+    """FEATURES from a per-step table (`scheduler.STEP_COLUMNS` names, simulated or an engine's
+    step records: num_running, num_scheduled_tokens, num_prefill_tokens, num_drafted,
+    num_decode_reqs, speculative, optional context_tokens)."""
     g = lambda k: np.asarray(steps[k], dtype=float)  # noqa: E731
     spec = g("speculative")
     prefill, drafted = g("num_prefill_tokens"), g("num_drafted")

@@ -1,11 +1,15 @@
 """Outputs of `samspec-bench rollout`: the per-step tables (Parquet, and CSV up to a size) and
-the figures (running requests vs time with the tail shaded, step time vs batch, the CCDF)."""
+the figures (running requests vs time with the tail shaded, step time vs batch, the CCDF).
+pandas and matplotlib are imported when the outputs are written (slow imports, not needed
+by the rest of the suite)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+
+from samspec_bench.suites.rollout.phases import tail_mask
 
 CSV_MAX_ROWS = 1_000_000   # above this the CSV (hundreds of MB at RL scale) is left out: use the Parquet
 
@@ -58,7 +62,7 @@ def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
         x = np.concatenate([[0.0], st["clock_s"]])
         y = np.concatenate([st["num_running"][:1], st["num_running"]])
         line, = ax.step(x, y, where="pre", label=f"{lbl} ({src})")
-        tail = (st["num_waiting"] == 0) & (st["num_running"] <= T)
+        tail = tail_mask(st, T)
         if tail.any():
             first = int(np.argmax(tail))
             start = float(st["clock_s"][first - 1]) if first > 0 else 0.0

@@ -1,0 +1,35 @@
+"""`samspec-bench rollout`: RL-shaped rollouts with SAM speculation off, always on, or on when
+the running batch is at or below a threshold (the seed's adaptive switch); the long-tail phase
+and the whole rollout timed per arm.
+
+    samspec-bench rollout --engine reference --prompts 8 --group-size 4 --length-dist lognormal:32:0.8 \\
+        --spec-threshold 4 -k 3
+    samspec-bench rollout profile --output step_model.json            # measure a step-time model
+    samspec-bench rollout --engine replay --traces shared/data/traces/qwen25math_math_100x8.jsonl \\
+        --step-model step_model.json --spec-threshold 4,8,16 -k 3,5
+
+    samspec-bench rollout --engine replay --sources group --length-dist lognormal:6000:0.9 \\
+        --prompts 1536 --group-size 16 --max-num-seqs 256 --arms off,threshold   # RL-length responses
+
+Engines: `reference` measures real runs (and the simulation's prediction of the same workload,
+with its error: each arm predicted by a step-time model fitted on the OTHER arms, or by the
+`--step-model` profile; features a model could not identify are listed); `replay` simulates
+from traces (`bench.simulation.scheduler.simulate`, a fitted step-time model). Replay options:
+draft sources `own` or `group` (GRPO siblings, lockstep profiles: `bench.simulation.profiles`),
+lengths from the traces or drawn from `--length-dist` (profiles stretched by block resampling),
+a KV capacity with the engine's preemption rule (`--kv-capacity-tokens`). Per-step tables:
+steps.csv and steps.parquet. Phases: the tail is the steps with nobody waiting and at most T
+requests in the batch (T = the arm's threshold; `--tail-threshold` for the always-on arm); the
+head is the rest, so head + tail = total.
+
+Modules (each imports only those before it): `config` (RolloutConfig, build_config, arms, lengths),
+`phases` (head / tail split, tail metrics, speedups, best setting: pure functions), `replay_arm`
+(simulated arms), `measured` (arms on a real engine, their step models, prediction error),
+`profile` (`rollout profile`), `outputs` (step tables, figures), `command` (run, execute, the
+click group).
+"""
+
+from samspec_bench.suites.rollout.command import command, execute, run
+from samspec_bench.suites.rollout.config import SUITE, RolloutConfig, arm_settings, build_config, draw_lengths
+
+__all__ = ["SUITE", "RolloutConfig", "arm_settings", "build_config", "command", "draw_lengths", "execute", "run"]

@@ -1,0 +1,237 @@
+"""The measured arms of `samspec-bench rollout` (engines reference and vllm): the arms run on
+a real engine, repeated and interleaved; each is also predicted by the simulation of the same
+workload, priced by a step-time model fitted on the OTHER arms (or a `rollout profile`
+model), with the prediction's error and the features that model could not identify."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from samspec_bench.bench.engines.base import Request, SamplingParams
+from samspec_bench.bench.engines.factory import make_engine
+from samspec_bench.bench.simulation.profiles import profiles_for
+from samspec_bench.bench.simulation.scheduler import reprice, simulate
+from samspec_bench.bench.simulation.step_model import StepTimeModel, fit_from_steps, step_features
+from samspec_bench.sam import SamDrafter
+from samspec_bench.suites.rollout.config import (MEASURED_GROUP_SIZE, MEASURED_PROMPTS, REFERENCE_LENGTHS,
+                                                 RolloutConfig, arm_policy, arm_settings, draw_lengths, kv_options,
+                                                 tail_threshold_for, validate)
+from samspec_bench.suites.rollout.phases import (POSITION_EDGES, add_speedups, arm_metrics, tail_acceptance_rows,
+                                                 tail_mask)
+from samspec_bench.suites.rollout.replay_arm import sim_requests
+from samspec_bench.workload import PROMPTS, question_ids
+
+
+def steps_from_generation(res) -> dict[str, np.ndarray]:
+    """An engine generation's per-step records as a step table (the simulation's columns
+    except context_tokens, which the engine does not record)."""
+    s = res.steps
+    col = lambda name: np.array([getattr(r, name) for r in s])  # noqa: E731
+    t = col("time_s").astype(float)
+    return {"step": col("step"), "time_s": t, "clock_s": np.cumsum(t), "num_running": col("num_running"),
+            "num_waiting": col("num_waiting"), "num_scheduled_tokens": col("num_scheduled_tokens"),
+            "num_prefill_tokens": col("num_prefill_tokens"), "num_decode_reqs": col("num_decode_reqs"),
+            "num_drafted": col("num_drafted"), "num_accepted": col("num_accepted"),
+            "num_emitted": col("num_emitted"), "speculative": col("speculative").astype(bool),
+            "num_finished": col("num_finished"),
+            "num_preempted": col("num_preempted")}
+
+
+def median_of_repeats(gens) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, Any]]:
+    """One measured table from repeated runs of an arm. When every repeat ran the same schedule
+    (same steps, batch sizes and tokens: deterministic sampling with seeds), each step's time is
+    its median over the repeats; otherwise the repeat with the median total is kept. Finish
+    times: per request, the median. The repeats' totals (the measurement noise) are returned."""
+    tabs = [steps_from_generation(g) for g in gens]
+    totals = [float(t["time_s"].sum()) for t in tabs]
+    same = all(len(t["time_s"]) == len(tabs[0]["time_s"]) and
+               all(np.array_equal(t[c], tabs[0][c]) for c in ("num_running", "num_scheduled_tokens", "num_emitted"))
+               for t in tabs[1:])
+    fin = np.array([[o.finish_time_s if o.finish_time_s is not None else np.nan for o in g.outputs] for g in gens])
+    if same:
+        out = dict(tabs[0])
+        out["time_s"] = np.median(np.stack([t["time_s"] for t in tabs]), axis=0)
+        out["clock_s"] = np.cumsum(out["time_s"])
+    else:
+        out = tabs[int(np.argsort(totals)[len(totals) // 2])]
+    info = {"n": len(tabs), "same_schedule": bool(same), "total_s_each": totals,
+            "spread": (max(totals) / min(totals) - 1) if min(totals) > 0 else None}
+    return out, np.nanmedian(fin, axis=0) if len(gens) > 1 else fin[0], info
+
+
+# ---------- step models and their prediction ----------
+
+def arm_step_models(measured: dict[str, dict], path: str | None):
+    """Step-time model per arm for predicting it: the profile's model when given, otherwise a
+    leave-one-arm-out fit (every other measured arm; the predicted arm's own times are never
+    used). '__all__': the fit on every arm (in sample; saved with the result for reuse)."""
+    labels = list(measured)
+    if path:
+        m = StepTimeModel.load(path)
+        return {lbl: m for lbl in labels + ["__all__"]}, {lbl: path for lbl in labels + ["__all__"]}
+    models, fitted_on = {}, {}
+    for lbl in labels:
+        others = [o for o in labels if o != lbl]
+        models[lbl] = fit_from_steps([measured[o] for o in others], source=f"arms {others} of this run")
+        fitted_on[lbl] = f"leave-one-arm-out: arms {others} of this run (out of sample for {lbl!r})"
+    models["__all__"] = fit_from_steps([measured[o] for o in labels], source=f"arms {labels} of this run")
+    fitted_on["__all__"] = f"every arm of this run ({', '.join(labels)}; in sample)"
+    return models, fitted_on
+
+
+def unidentified_used(model: StepTimeModel, steps) -> list[str]:
+    """Features the model could not price (dropped) although this arm's steps have them."""
+    f = step_features(steps)
+    reason = model.fit.get("dropped_reason", {})
+    return [n for n in model.dropped if reason.get(n) != "negative coefficient" and n in f and np.any(f[n] != 0)]
+
+
+def prediction_error(measured: dict[str, Any], simulated: dict[str, Any]) -> dict[str, float | None]:
+    """simulated / measured - 1 of an arm's total and tail time and accepted tokens (None
+    where the measured value is zero)."""
+    m, sm = measured, simulated
+    return {"total": sm["total_s"] / m["total_s"] - 1 if m["total_s"] > 0 else None,
+            "tail": sm["tail_s"] / m["tail_s"] - 1 if m["tail_s"] > 0 else None,
+            "accepted": sm["accepted"] / m["accepted"] - 1 if m["accepted"] else None}
+
+
+def speedup_error(measured: float | None, simulated: float | None) -> float | None:
+    return (simulated / measured - 1) if measured and simulated else None
+
+
+# ---------- the engine and its workload ----------
+
+def arm_drafter(cfg: RolloutConfig, k: int):
+    """The drafter an arm's generate() gets: none (off), the drafter's name, or for group
+    sources a fresh group-sharing SAM drafter (requests carry their prompt index as group)."""
+    if not k:
+        return None
+    if cfg.sources == "group":
+        return SamDrafter(group_sharing=True)
+    return cfg.drafter
+
+
+def kv_engine_options(cfg: RolloutConfig) -> dict[str, Any]:
+    """The same KV cache for the reference engine (num_blocks of block_size tokens)."""
+    kv = kv_options(cfg)
+    return {"num_blocks": kv["kv_capacity_tokens"] // kv["block_size"], "block_size": kv["block_size"]} if kv else {}
+
+
+def engine_options(cfg: RolloutConfig) -> dict[str, Any]:
+    """make_engine options. vLLM: the scheduler limits as engine arguments, one SAM engine with
+    the sweep's largest k for every arm (the off arm runs on it with the drafter off: the same
+    scheduling), the model's own max_model_len; the threshold arm's switch runs in the proposer."""
+    limits = {"max_num_seqs": cfg.max_num_seqs, "max_num_batched_tokens": cfg.max_num_batched_tokens}
+    if cfg.engine == "vllm":   # the simulated KV capacity as vLLM's block count (num_gpu_blocks_override)
+        kv = kv_engine_options(cfg)
+        args = {**limits, **({"num_gpu_blocks_override": kv["num_blocks"], "block_size": kv["block_size"]} if kv else {})}
+        return {"dtype": cfg.dtype, "seed": cfg.seed, "speculative": "sam", "num_spec_tokens": max(cfg.ks),
+                "max_model_len": (kv["num_blocks"] - 1) * kv["block_size"] if kv else None, "engine_args": args}
+    return {"dtype": cfg.dtype, **limits, **kv_engine_options(cfg)}
+
+
+def rollout_requests(cfg: RolloutConfig, tok, n_prompts: int, n: int, lengths: np.ndarray) -> list[Request]:
+    """`n_prompts` built-in questions x `n` samples each (seed + request index), with the
+    drawn target lengths; the prompt index is the request's group."""
+    reqs = []
+    for i in range(n_prompts):
+        p = question_ids(tok, PROMPTS[i % len(PROMPTS)]) if tok is not None else [1 + (i % 50)] * 16
+        for j in range(n):
+            q = i * n + j
+            reqs.append(Request(q, p, SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed + q,
+                                                     max_tokens=int(lengths[q]), ignore_eos=cfg.ignore_eos), group=i))
+    return reqs
+
+
+# ---------- the run ----------
+
+def run_measured(cfg: RolloutConfig, step_model_path: str | None) -> dict[str, Any]:
+    """Measured arms on the reference or vLLM engine, plus the simulation's prediction of each."""
+    validate(cfg)
+    import torch  # imports torch: the measured engines run on it
+
+    torch.set_num_threads(cfg.threads)
+    engine = make_engine(cfg.engine, cfg.model, **engine_options(cfg))
+    n_prompts, n = cfg.prompts or MEASURED_PROMPTS, cfg.group_size or MEASURED_GROUP_SIZE
+    lengths = draw_lengths(cfg.length_dist or REFERENCE_LENGTHS, n_prompts * n, cfg.seed, cfg.min_len,
+                           cfg.max_response_len)
+    reqs = rollout_requests(cfg, engine.tokenizer, n_prompts, n, lengths)
+    engine.generate(reqs[:2])  # warm-up (allocations, first-call overheads)
+    settings = arm_settings(cfg)
+    gens, runs = {}, {}
+    for _ in range(cfg.repeats):   # arms interleaved, so slow phases of a busy machine hit every arm
+        for s in settings:
+            g = engine.generate(reqs, drafter=arm_drafter(cfg, s["k"]),
+                                num_spec_tokens=max(s["k"], 1), spec_policy=arm_policy(s), progress=True)
+            gens.setdefault(s["label"], g)
+            runs.setdefault(s["label"], []).append(g)
+    measured, finish, repeat_info = {}, {}, {}
+    for lbl, rs in runs.items():
+        measured[lbl], finish[lbl], repeat_info[lbl] = median_of_repeats(rs)
+    # the simulation of the same workload: same requests and lengths, acceptance from the
+    # arm's own outputs, scheduling checked step by step against the measured run
+    base, match = {}, {}
+    for s in settings:   # step-count schedules (clock = step count), priced below with a step model
+        g = gens[s["label"]]
+        pairs = [(o.prompt_ids, o.token_ids) for o in g.outputs]
+        prof = profiles_for(pairs, [r.group for r in reqs], s["k"], cfg.drafter, cfg.sources) if s["k"] else None
+        r = simulate(sim_requests(pairs, [len(o.token_ids) for o in g.outputs], prof), k=s["k"],
+                     policy=arm_policy(s), step_model=StepTimeModel.constant(1.0),
+                     max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
+                     tail_threshold=tail_threshold_for(s, cfg), position_edges=POSITION_EDGES, fast_forward=False,
+                     **kv_options(cfg))
+        base[s["label"]] = r
+        ms = measured[s["label"]]
+        same = (r.num_steps == len(ms["time_s"]) and np.array_equal(r.steps["num_running"], ms["num_running"])
+                and np.array_equal(r.steps["num_scheduled_tokens"], ms["num_scheduled_tokens"]))
+        match[s["label"]] = bool(same)
+        if same:
+            ms["context_tokens"] = r.steps["context_tokens"]
+    models, fitted_on = arm_step_models(measured, step_model_path)
+    metrics, sims = {}, {}
+    off_out = gens["off"].outputs
+    for s in settings:
+        lbl, T = s["label"], tail_threshold_for(s, cfg)
+        m = arm_metrics(measured[lbl], finish[lbl], T)
+        m["scheduler_match"] = match[lbl]
+        m["repeats"] = repeat_info[lbl]
+        m["outputs_identical_to_off"] = float(np.mean([list(a.token_ids) == list(b.token_ids) for a, b in
+                                                       zip(gens[lbl].outputs, off_out)]))
+        if match[lbl] and s["k"]:
+            # measured tail acceptance by position: the per-request decode records placed on the
+            # engine's steps by the schedule-matched simulation (checked: same tail totals)
+            ta = tail_acceptance_rows(base[lbl].tail_acceptance)
+            tail = tail_mask(measured[lbl], T)
+            ok = (sum(r["drafted"] for r in ta) == int(measured[lbl]["num_drafted"][tail].sum())
+                  and sum(r["accepted"] for r in ta) == int(measured[lbl]["num_accepted"][tail].sum()))
+            m["tail_acceptance_by_position"] = ta if ok else None
+        sims[lbl] = reprice(base[lbl], models[lbl])
+        sm = arm_metrics(sims[lbl].steps, sims[lbl].finish_time_s, T)
+        m["simulated"] = sm
+        m["sim_fit"] = {"fitted_on": fitted_on[lbl], "identified": models[lbl].fit.get("identified"),
+                        "unidentified_but_used": unidentified_used(models[lbl], measured[lbl])}
+        m["sim_error"] = prediction_error(m, sm)
+        metrics[lbl] = m
+    add_speedups(metrics, settings, measured["off"], cfg.thresholds[0])
+    for s in settings:   # simulated speedups: the baseline priced with the arm's own model
+        lbl = s["label"]
+        if lbl == "off":
+            continue
+        off_sim = reprice(base["off"], models[lbl])
+        sm = {"off": arm_metrics(off_sim.steps, off_sim.finish_time_s, metrics[lbl]["tail_threshold"]),
+              lbl: metrics[lbl]["simulated"]}
+        add_speedups(sm, [s], off_sim.steps, cfg.thresholds[0])
+        for key in ("speedup_overall", "speedup_tail"):
+            metrics[lbl]["sim_error"][key] = speedup_error(metrics[lbl].get(key), sm[lbl].get(key))
+    tables = {}
+    for s in settings:
+        tables[s["label"]] = ("measured", measured[s["label"]])
+        tables[s["label"] + " [sim]"] = ("simulated", sims[s["label"]].steps)
+    engine.close()
+    return {"settings": settings, "metrics": metrics, "tables": tables, "finish": finish,
+            "step_model": models["__all__"].describe(), "step_model_fitted_on": fitted_on["__all__"],
+            "workload": {"requests": len(reqs), "prompts": n_prompts, "group_size": n,
+                         "lengths": {"min": int(lengths.min()), "median": float(np.median(lengths)),
+                                     "max": int(lengths.max()), "dist": cfg.length_dist or REFERENCE_LENGTHS}}}

@@ -1,0 +1,115 @@
+"""The rollout suite's contract (build_config / execute) and its small pure helpers: option
+parsing, arms, the measured side's prediction error, the profile's --prompt-pad."""
+
+import inspect
+
+import click
+import numpy as np
+import pytest
+
+from samspec_bench.errors import UserError
+from samspec_bench.suites import rollout as ro
+from samspec_bench.suites.rollout import config as rc
+from samspec_bench.suites.rollout import measured as rm
+from samspec_bench.suites.rollout.profile import padded, parse_prompt_pads
+
+OUTPUT_OPTIONS = ("output", "json_path")
+
+
+def _defaults(**over):
+    """Every parameter of the click command at its click default (what `samspec-bench run` fills)."""
+    params = {p.name: p.default for p in ro.command.params if p.name not in OUTPUT_OPTIONS}
+    params.update(over)
+    return params
+
+
+def test_build_config_takes_every_command_parameter():
+    names = {p.name for p in ro.command.params} - set(OUTPUT_OPTIONS)
+    sig = inspect.signature(ro.build_config).parameters
+    assert set(sig) == names and all(p.default is p.empty for p in sig.values())
+    assert isinstance(ro.build_config(**_defaults(engine="reference")), ro.RolloutConfig)
+    with pytest.raises(TypeError):
+        ro.build_config(**{k: v for k, v in _defaults().items() if k != "seed"})   # no defaults of its own
+
+
+def test_click_defaults_make_the_dataclass_defaults(shared_data):
+    cfg = ro.build_config(**_defaults(data_dir=str(shared_data)))
+    assert cfg.traces == str(shared_data / "traces" / "qwen25math_math_100x8.jsonl")
+    assert cfg.tokenizer == str(shared_data / "tokenizers" / "qwen3")
+    assert cfg == ro.RolloutConfig(traces=cfg.traces, tokenizer=cfg.tokenizer)
+    # a measured engine needs no data directory
+    assert ro.build_config(**_defaults(engine="reference", data_dir="/no/such/dir")).traces is None
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"arms": "off,sometimes"}, "--arms"),
+    ({"spec_threshold": "4,x"}, "--spec-threshold"),
+    ({"ks": "0"}, "-k"),
+    ({"kv_capacity_tokens": 8, "block_size": 16}, "--kv-capacity-tokens"),
+    ({"repeats": 0}, "--repeats"),
+    ({"sources": "group", "engine": "vllm"}, "--sources group"),
+    ({"engine": "sglang"}, "--engine"),
+    ({"engine": "replay", "data_dir": "/no/such/dir"}, "data directory"),
+])
+def test_build_config_refuses_bad_options(over, match):
+    with pytest.raises(UserError, match=match):
+        ro.build_config(**_defaults(**{"engine": "reference", **over}))
+
+
+def test_repeats_matter_only_to_measured_engines(shared_data):
+    assert ro.build_config(**_defaults(data_dir=str(shared_data), repeats=0)).repeats == 0
+
+
+def test_execute_refuses_resume(tmp_path):
+    with pytest.raises(UserError, match="--resume"):
+        ro.execute(ro.RolloutConfig(), output=str(tmp_path), resume=str(tmp_path))
+    assert not list(tmp_path.iterdir())
+
+
+def test_command_is_a_group_with_profile():
+    assert isinstance(ro.command, click.Group) and ro.command.name == ro.SUITE == "rollout"
+    assert set(ro.command.commands) == {"profile"}
+
+
+def test_arm_settings_and_tail_thresholds():
+    cfg = ro.RolloutConfig(thresholds=[2, 8], ks=[3, 5], arms=["threshold"], tail_threshold=None)
+    labels = [s["label"] for s in ro.arm_settings(cfg)]
+    assert labels == ["off", "threshold<=2 k=3", "threshold<=8 k=3", "threshold<=2 k=5", "threshold<=8 k=5"]
+    always = {"arm": "always", "k": 3, "threshold": None}
+    assert rc.tail_threshold_for(always, cfg) == 2
+    assert rc.tail_threshold_for(always, ro.RolloutConfig(tail_threshold=7)) == 7
+    assert rc.tail_threshold_for({"arm": "threshold", "k": 3, "threshold": 8}, cfg) == 8
+    assert rc.arm_policy({"arm": "threshold", "threshold": 8}).describe() == {"name": "threshold", "threshold": 8}
+
+
+def test_kv_options_for_the_simulation_and_the_engines():
+    assert rc.kv_options(ro.RolloutConfig()) == {}
+    cfg = ro.RolloutConfig(kv_capacity_tokens=100, block_size=16)
+    assert rc.kv_options(cfg) == {"kv_capacity_tokens": 100, "block_size": 16}
+    assert rm.kv_engine_options(cfg) == {"num_blocks": 6, "block_size": 16}
+    v = rm.engine_options(ro.RolloutConfig(engine="vllm", kv_capacity_tokens=100, block_size=16, ks=[3, 5]))
+    assert v["num_spec_tokens"] == 5 and v["max_model_len"] == 80
+    assert v["engine_args"]["num_gpu_blocks_override"] == 6
+
+
+def test_prediction_error():
+    m = {"total_s": 2.0, "tail_s": 0.0, "accepted": 10}
+    e = rm.prediction_error(m, {"total_s": 3.0, "tail_s": 1.0, "accepted": 5})
+    assert e == {"total": 0.5, "tail": None, "accepted": -0.5}
+    assert rm.speedup_error(2.0, 3.0) == 0.5 and rm.speedup_error(None, 3.0) is None
+
+
+def test_prompt_pads():
+    assert parse_prompt_pads("0,256") == (0, 256) and parse_prompt_pads("") == (0,)
+    for bad in ("x", "-1"):
+        with pytest.raises(UserError, match="--prompt-pad"):
+            parse_prompt_pads(bad)
+    assert padded([1, 2, 3], 5) == [1, 2, 3, 1, 2, 1, 2, 3] and padded([7], 0) == [7]
+
+
+def test_draw_lengths_trace_and_pareto():
+    t = ro.draw_lengths("trace", 50, 0, 1, 1000, trace_lengths=np.array([10, 20]))
+    assert set(t) <= {10, 20}
+    assert ro.draw_lengths("pareto:5:2", 20, 0, 5, 50).min() >= 5
+    with pytest.raises(UserError):
+        ro.draw_lengths("trace", 3, 0, 1, 10)
