@@ -1,4 +1,4 @@
-"""Metric definitions (DESIGN.md names), binning by position and the per-step encoding."""
+"""Metric definitions (docs/architecture.md names), binning by position and the per-step encoding."""
 
 from __future__ import annotations
 
