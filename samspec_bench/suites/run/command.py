@@ -14,9 +14,10 @@ from rich.table import Table
 
 from samspec_bench.errors import UserError
 from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.reports.collect import collect
 from samspec_bench.reports.html import write_html
 from samspec_bench.reports.markdown import write_markdown
-from samspec_bench.reports.summary import collect, status
+from samspec_bench.reports.model import status
 from samspec_bench.suites.run import plan
 from samspec_bench.suites.run.config_file import check_sections, load_config, parse_steps
 from samspec_bench.suites.run.plan import Ctx
