@@ -286,6 +286,26 @@ def test_cli_lists_accuracy_and_rejects_bad_tasks():
     assert isinstance(r.exception, UserError) and "gsm9k" in str(r.exception)
 
 
+def test_build_config_converts_and_checks_the_options(tmp_path):
+    """The suite contract: the command's options (as click gives them) -> AccuracyRun, checked
+    before anything loads."""
+    from samspec_bench.errors import UserError
+    from samspec_bench.suites.accuracy import AccuracyConfig, build_config
+
+    opts = dict(model="m", engine="reference", tasks="gsm8k,math500,gsm8k", data_dir=str(tmp_path), limit=None,
+                num_samples=1, temperature=0.0, top_p=1.0, max_gen_toks=64, drafter="sam", num_spec_tokens=3, seed=0,
+                dtype="float32", max_num_seqs=8, apply_chat_template=False, fewshot_as_multiturn=True, alpha=0.05,
+                threads=1, progress=False)
+    job = build_config(**opts)
+    assert job.config == AccuracyConfig(model="m", tasks=["gsm8k", "math500"], data_dir=str(tmp_path.resolve()),
+                                        max_gen_toks=64, max_num_seqs=8)
+    assert job.progress is False
+    with pytest.raises(UserError, match="greedy"):
+        build_config(**{**opts, "num_samples": 2})
+    with pytest.raises(UserError, match="gsm9k"):
+        build_config(**{**opts, "tasks": "gsm9k"})
+
+
 def test_sampled_k_samples_use_the_same_seeds_in_both_arms(tmp_path, data_dir):
     from samspec_bench.suites.accuracy import AccuracyConfig, run
 

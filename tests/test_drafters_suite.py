@@ -155,3 +155,22 @@ def test_sweep_builds_distinct_windows_the_same_for_every_drafter(monkeypatch):
     assert all(np.array_equal(a, b) for a, b in zip(first, seen)) and len(seen) == len(first)
     seen.clear()
     assert suite.sweep_point("any", stream, 262_144, 10, 8)["build_windows"] == 1 and len(seen) == 1
+
+
+def test_build_config_checks_before_loading_and_execute_has_no_resume(tmp_path):
+    """The suite contract: build_config checks the options (no file is read); the command has
+    no --resume, so execute refuses one."""
+    from samspec_bench.errors import UserError
+    from samspec_bench.suites import drafters as suite
+
+    opts = dict(traces=(str(tmp_path / "missing.jsonl"),), tokenizer="tok", data_dir=None, drafters="sam", k=8,
+                max_tokens=100, sweep=[64], sweep_steps=10, repeats=1, chat_template="auto", on_error="stop",
+                no_progress=True)
+    job = suite.build_config(**opts)
+    assert job.config.traces == [str(tmp_path / "missing.jsonl")] and job.progress is False
+    with pytest.raises(UserError, match="-k 0"):
+        suite.build_config(**{**opts, "k": 0})
+    with pytest.raises(UserError, match="medusa"):
+        suite.build_config(**{**opts, "drafters": "sam,medusa"})
+    with pytest.raises(UserError, match="no resume"):
+        suite.execute(job, output=str(tmp_path), resume=str(tmp_path))

@@ -12,11 +12,16 @@ import pytest
 
 from samspec_bench.cli import main
 from samspec_bench.errors import UserError
-from samspec_bench.reports import summary
+from samspec_bench.reports.collect import collect
 from samspec_bench.reports.compare import compare_runs
+from samspec_bench.reports.fmt import fmt_headline
+from samspec_bench.reports.headlines import summarize
 from samspec_bench.reports.html import render_html
 from samspec_bench.reports.markdown import render_markdown
+from samspec_bench.reports.metadata import data_files
+from samspec_bench.reports.model import status
 from samspec_bench.results import RunDir
+from samspec_bench.suites import accept, drafters
 
 
 # --- synthetic run directories ----------------------------------------------------------------------
@@ -68,23 +73,23 @@ def two_runs(tmp_path) -> list[Path]:
 
 def test_generic_summary_finds_headlines_intervals_and_gates(two_runs):
     result = json.loads((two_runs[0] / "result.json").read_text())
-    heads, gates = summary.summarize(result)
+    heads, gates = summarize(result)
     by = {h["name"]: h for h in heads}
     assert by["speed"]["value"] == 2.0
     assert by["nested.latency_ms"]["value"] == 10.0
     assert by["accuracy_diff"]["value"] == 0.01 and by["accuracy_diff"]["ci"] == [-0.02, 0.04]
     assert [(g["name"], g["passed"]) for g in gates] == [("checks_pass", True)]
-    assert summary.status(gates) == "pass"
-    assert summary.status(summary.summarize(json.loads((two_runs[1] / "result.json").read_text()))[1]) == "fail"
+    assert status(gates) == "pass"
+    assert status(summarize(json.loads((two_runs[1] / "result.json").read_text()))[1]) == "fail"
 
 
 def test_suite_gates_in_result_json_are_preferred(tmp_path):
     d = make_run(tmp_path, "sampler", {"exact_builtins_pass": True, "negative_controls_flagged": True,
                                        "verdicts": {"samspec": "EXACT"}},
                  extra={"gates": [{"name": "own gate", "passed": False, "value": 3, "threshold": 2}]})
-    heads, gates = summary.summarize(json.loads((d / "result.json").read_text()))
+    heads, gates = summarize(json.loads((d / "result.json").read_text()))
     assert [g["name"] for g in gates] == ["own gate"]
-    assert gates[0]["passed"] is False and summary.status(gates) == "fail"
+    assert gates[0]["passed"] is False and status(gates) == "fail"
     assert any(h["name"] == "samspec: verdict" and h["value"] == "EXACT" for h in heads)
 
 
@@ -92,7 +97,7 @@ def test_sampler_and_op_equivalence_gates(tmp_path):
     s = make_run(tmp_path, "sampler", {"exact_builtins_pass": True, "negative_controls_flagged": False,
                                        "speed_outputs_equal": True,
                                        "verdicts": {"samspec": "EXACT", "block-verify-demo": "EXACT"}})
-    _, gates = summary.summarize(json.loads((s / "result.json").read_text()))
+    _, gates = summarize(json.loads((s / "result.json").read_text()))
     assert {g["name"]: g["passed"] for g in gates} == {
         "built-in samplers exact": True, "negative control flagged LOSSY (the battery has power)": False,
         "vectorised outputs equal the loop reference": True}
@@ -103,7 +108,7 @@ def test_sampler_and_op_equivalence_gates(tmp_path):
                  {"pairs": pairs, "gate": {"metric": "logprob_diff_max", "tolerance": 1e-5, "passed": False,
                                            "failed": [{"row": "model/reference/float32", "value": 2e-5}]}},
                  tables={"greedy": [{"identical": True}, {"identical": False}]})
-    heads, gates = summary.summarize(json.loads((o / "result.json").read_text()))
+    heads, gates = summarize(json.loads((o / "result.json").read_text()))
     g = {x["name"]: x for x in gates}
     assert g["logprob_diff_max <= tolerance on every row"]["passed"] is False
     assert g["logprob_diff_max <= tolerance on every row"]["value"] == 2e-5
@@ -118,7 +123,7 @@ def test_sampler_and_op_equivalence_gates(tmp_path):
 def test_drafter_bars_pass_and_fail_on_their_thresholds(tmp_path):
     d = make_run(tmp_path, "drafters", {"append_speedup_vs_sam_public": 99.0, "append_speedup_vs_sam_python": 20.0,
                                         "sam_ns_per_draft": 999.0, "sam_bytes_per_token": 64.5})
-    _, gates = summary.summarize(json.loads((d / "result.json").read_text()))
+    _, gates = summarize(json.loads((d / "result.json").read_text()))
     g = {x["name"]: x["passed"] for x in gates}
     assert g["sam appends >= 100x faster than the public pure-Python SAM (bulk)"] is False
     assert g["sam appends faster than the lean pure-Python reference"] is True
@@ -127,21 +132,21 @@ def test_drafter_bars_pass_and_fail_on_their_thresholds(tmp_path):
     # a small replay (the built-in `run` workload) is shown, not judged
     small = make_run(tmp_path / "small", "drafters", {"append_speedup_vs_sam_public": 52.0},
                      tables={"replay": [{"drafter": "sam", "tokens": 4399}]})
-    _, gates = summary.summarize(json.loads((small / "result.json").read_text()))
+    _, gates = summarize(json.loads((small / "result.json").read_text()))
     (bar,) = [x for x in gates if x["name"].startswith("sam appends >= 100x")]
     assert bar["passed"] is None and "4,399 tokens" in bar["note"]
 
 
 def test_a_summary_that_cannot_read_its_result_falls_back(tmp_path):
     d = make_run(tmp_path, "drafters", {"step_cost_growth_longest_vs_shortest_context": "not a dict"})
-    heads, _ = summary.summarize(json.loads((d / "result.json").read_text()))
+    heads, _ = summarize(json.loads((d / "result.json").read_text()))
     assert heads[0]["name"] == "summary" and "could not read" in heads[0]["note"]
 
 
 # --- comparison -----------------------------------------------------------------------------------------
 
 def test_comparison_differences(two_runs):
-    report = summary.collect(two_runs)
+    report = collect(two_runs)
     (group,) = report.groups
     assert [r.label for r in group.runs] == ["A", "B"]
     c = group.comparison
@@ -171,8 +176,8 @@ def test_comparison_of_three_runs_uses_the_first_as_baseline():
 # --- HTML ------------------------------------------------------------------------------------------------
 
 def test_html_is_deterministic_and_self_contained(two_runs):
-    a = render_html(summary.collect(two_runs))
-    b = render_html(summary.collect(two_runs))
+    a = render_html(collect(two_runs))
+    b = render_html(collect(two_runs))
     assert a == b
     for bad in ("http://", "https://", 'src="//', "href=\"//", "<link", "<script src", "url("):
         assert bad not in a, bad
@@ -182,7 +187,7 @@ def test_html_is_deterministic_and_self_contained(two_runs):
 
 
 def test_every_figure_is_inlined(two_runs):
-    html = render_html(summary.collect(two_runs))
+    html = render_html(collect(two_runs))
     n = 0
     for d in two_runs:
         for name in json.loads((d / "result.json").read_text())["figures"]:
@@ -195,19 +200,19 @@ def test_every_figure_is_inlined(two_runs):
 
 def test_svg_preferred_over_png_of_the_same_figure(tmp_path):
     d = make_run(tmp_path, "toy", {"x": 1.0}, figures=("fig.png", "fig.svg"))
-    (run,) = summary.collect([d]).runs
+    (run,) = collect([d]).runs
     assert [f.name for f in run.figures] == ["fig.svg"]
 
 
 def test_missing_figure_is_reported_not_fatal(tmp_path):
     d = make_run(tmp_path, "toy", {"x": 1.0}, figures=("gone.png",))
     (d / "gone.png").unlink()
-    html = render_html(summary.collect([d]))
+    html = render_html(collect([d]))
     assert "gone.png is listed in result.json but missing" in html
 
 
 def test_embedded_data_round_trips(two_runs):
-    html = render_html(summary.collect(two_runs))
+    html = render_html(collect(two_runs))
     m = re.search(r'<script type="application/json" id="samspec-data">(.*?)</script>', html, re.S)
     data = json.loads(m.group(1))
     (suite,) = data["suites"]
@@ -219,7 +224,7 @@ def test_embedded_data_round_trips(two_runs):
 
 def test_script_breaking_text_is_escaped(tmp_path):
     d = make_run(tmp_path, "toy", {"x": 1.0, "note": "</script><script>alert(1)</script>", "inf": float("inf")})
-    html = render_html(summary.collect([d]))
+    html = render_html(collect([d]))
     assert html.count("<script") == 1 and "alert(1)</script>" not in html
     m = re.search(r'id="samspec-data">(.*?)</script>', html, re.S)
     json.loads(m.group(1))  # still valid JSON
@@ -227,20 +232,20 @@ def test_script_breaking_text_is_escaped(tmp_path):
 
 def test_inputs_folder_and_run_dirs(two_runs, tmp_path):
     # a folder holding run directories is expanded; the same run given twice counts once
-    report = summary.collect([tmp_path, two_runs[0]])
+    report = collect([tmp_path, two_runs[0]])
     assert len(report.runs) == 2
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(UserError, match="no result.json"):
-        summary.collect([empty])
+        collect([empty])
 
 
 def test_metadata_lists_environment_and_data_hashes(tmp_path):
     d = make_run(tmp_path, "accept", {}, config={"traces": ["t.jsonl"]},
                  extra={"inputs": {"traces": [{"file": "t.jsonl", "sha256": "ab" * 32}]}})
-    (run,) = summary.collect([d]).runs
-    assert summary.data_files(run.result) == [("t.jsonl", "ab" * 32)]
-    html = render_html(summary.collect([d]))
+    (run,) = collect([d]).runs
+    assert data_files(run.result) == [("t.jsonl", "ab" * 32)]
+    html = render_html(collect([d]))
     assert "ab" * 32 in html and "git revision" in html and "samspec-bench" in html
 
 
@@ -249,8 +254,8 @@ def test_metadata_lists_environment_and_data_hashes(tmp_path):
 def test_markdown_deterministic_with_relative_figure_links(two_runs, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    a = render_markdown(summary.collect(two_runs), out)
-    assert a == render_markdown(summary.collect(two_runs), out)
+    a = render_markdown(collect(two_runs), out)
+    assert a == render_markdown(collect(two_runs), out)
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", a)
     assert len(links) == 3
     for link in links:
@@ -289,8 +294,6 @@ def test_report_command_bad_input_is_one_line(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory, request):
     shared = request.getfixturevalue("shared_data")
-    from samspec_bench.suites import accept, drafters
-
     root = tmp_path_factory.mktemp("real")
     # the first 3 groups (8 responses each) of a real trace: tokenizing the whole file is slow
     lines = (shared / "traces" / "qwen25math_math_100x8.jsonl").read_text(encoding="utf-8").splitlines()[:24]
@@ -309,7 +312,7 @@ def real_runs(tmp_path_factory, request):
 
 
 def test_real_accept_runs_compare_across_k(real_runs):
-    report = summary.collect(real_runs)
+    report = collect(real_runs)
     groups = {g.suite: g for g in report.groups}
     acc = groups["accept"]
     assert len(acc.runs) == 2
@@ -323,11 +326,11 @@ def test_real_accept_runs_compare_across_k(real_runs):
         for f in run.figures:
             assert f.data_uri() in html
     assert "qwen25math_math_100x8.jsonl" in html  # the data file and its hash in the metadata
-    assert html == render_html(summary.collect(real_runs))
+    assert html == render_html(collect(real_runs))
 
 
 def test_real_drafters_summary(real_runs):
-    (run,) = [r for r in summary.collect(real_runs).runs if r.suite == "drafters"]
+    (run,) = [r for r in collect(real_runs).runs if r.suite == "drafters"]
     assert any(h["name"] == "sam ns/token (append, bulk)" and h["value"] > 0 for h in run.headlines)
     assert any(g["name"].startswith("sam per-step cost flat") for g in run.gates)
 
@@ -338,18 +341,18 @@ def test_accuracy_and_rollout_summaries(tmp_path):
         "pass@1_off": 0.6, "pass@1_on": 0.5, "metric": "exact_match", "filter": "strict-match",
         "test": {"test": "mcnemar_exact"}, "agreement": {"identical_fraction": 0.8},
         "acceptance": {"tokens_per_step": 1.4}}})
-    heads, gates = summary.summarize(json.loads((acc / "result.json").read_text()))
+    heads, gates = summarize(json.loads((acc / "result.json").read_text()))
     h = {x["name"]: x for x in heads}
     assert h["gsm8k: accuracy difference with SAM (on - off)"]["ci"] == [-0.2, -0.02]
-    assert summary.fmt_headline(h["gsm8k: accuracy difference with SAM (on - off)"]) == "-0.1 [-0.2, -0.02]"
+    assert fmt_headline(h["gsm8k: accuracy difference with SAM (on - off)"]) == "-0.1 [-0.2, -0.02]"
     assert [(g["name"], g["passed"]) for g in gates] == [("gsm8k: no significant accuracy drop with SAM", False)]
     ok = make_run(tmp_path, "accuracy", {"gsm8k": {"diff": -0.01, "ci95": [-0.05, 0.03], "p_value": 0.6}})
-    assert summary.summarize(json.loads((ok / "result.json").read_text()))[1][0]["passed"] is True
+    assert summarize(json.loads((ok / "result.json").read_text()))[1][0]["passed"] is True
     ro = make_run(tmp_path, "rollout", {"best_setting": "always k=3", "arms": {
         "off": {"total_s": 10.0},
         "always k=3": {"speedup_overall": 1.25, "speedup_tail": 1.5, "time_saved_fraction": 0.2,
                        "baseline_phases": {"tail_s": 4.0}}}})
-    heads, gates = summary.summarize(json.loads((ro / "result.json").read_text()))
+    heads, gates = summarize(json.loads((ro / "result.json").read_text()))
     h = {x["name"]: x["value"] for x in heads}
     assert h["always k=3: speedup_makespan (rollout time off / on)"] == 1.25
     assert h["always k=3: speedup in the long tail"] == 1.5 and gates == []

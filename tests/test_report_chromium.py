@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from samspec_bench.reports import summary
+from samspec_bench.reports.collect import collect
 from samspec_bench.reports.html import render_html
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
@@ -79,7 +79,7 @@ def report_html(tmp_path_factory) -> tuple[str, int]:
     make_run(root / "c", "sampler", {"exact_builtins_pass": True, "negative_controls_flagged": True,
                                      "verdicts": {"samspec": "EXACT"}},
              tables={"audits": [{"sampler": "samspec", "verdict": "EXACT"}]}, figures=("tv.png", "mpl_speed.svg"))
-    report = summary.collect([root / "a", root / "b", root / "c"])
+    report = collect([root / "a", root / "b", root / "c"])
     n_figures = sum(len(r.figures) for r in report.runs)
     return render_html(report), n_figures
 
@@ -123,7 +123,7 @@ def test_the_probe_can_fail(tmp_path):
 
     d = make_run(tmp_path / "x", "toy", {"x": 1.0}, figures=("bad.png",))
     (d / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really a png" * 4)
-    html = render_html(summary.collect([d]))
+    html = render_html(collect([d]))
     html = html.replace("</main>", "<script>undefinedFunctionCall();</script></main>")
     probe = _probe(html, tmp_path)
     assert any("undefinedFunctionCall" in e for e in probe["errors"])

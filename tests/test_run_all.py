@@ -1,19 +1,28 @@
 """`samspec-bench run`: option plumbing, the config file, skipping with reasons, resuming an
-interrupted run, and the built-in workload (a trace generated with a model, replayed by accept)."""
+interrupted run, and the built-in workload (a trace generated with a model, replayed by accept).
+The orchestration tests run stand-in suites (a click command with build_config and execute,
+registered in the command table)."""
 
 from __future__ import annotations
 
 import json
+import sys
+import types
 from pathlib import Path
 
 import click
 import pytest
 
 from samspec_bench.cli import main
+from samspec_bench.commands import COMMANDS
 from samspec_bench.errors import UserError
 from samspec_bench.results import RunDir
-from samspec_bench.suites import run_all
-from samspec_bench.suites.run_all import Plan, Step, build_args, load_config
+from samspec_bench.suites.run import plan
+from samspec_bench.suites.run.command import DEFAULT_MODEL, outcome, run_all
+from samspec_bench.suites.run.config_file import load_config
+from samspec_bench.suites.run.options import build_args, suite_command, suite_params
+from samspec_bench.suites.run.plan import Ctx, Plan, Step
+from samspec_bench.suites.run.state import STATE_FILE
 
 
 # --- options -> arguments --------------------------------------------------------------------------------
@@ -81,13 +90,34 @@ def test_bad_config_option_fails_before_anything_runs(tmp_path, capsys):
     assert not list((tmp_path / "out").glob("run-*/runs"))
 
 
-# --- fake suites: the orchestration without the cost --------------------------------------------------------
+# --- stand-in suites: the orchestration without the cost --------------------------------------------------------
 
 CALLS: list[tuple[str, list[str]]] = []
 FAIL_ONCE: set[str] = set()
 
 
-def _fake(name: str, gate_passed: bool = True) -> click.Command:
+def _suite(name: str, command: click.Command, build_config, execute) -> types.ModuleType:
+    mod = types.ModuleType(f"samspec_standin_{name}")
+    mod.SUITE, mod.command, mod.build_config, mod.execute = name, command, build_config, execute
+    return mod
+
+
+def _fake(name: str, gate_passed: bool = True) -> types.ModuleType:
+    """A suite that records how it was called and writes a result with one gate."""
+    def build_config(*, size, model, engine):
+        return {"size": size, "model": model, "engine": engine}
+
+    def execute(cfg, *, output, resume=None, json_path=None):
+        CALLS.append((name, list(sys.argv[2:])))
+        rd = RunDir(output, name, resume)
+        if name in FAIL_ONCE:
+            FAIL_ONCE.discard(name)
+            raise KeyboardInterrupt   # interrupted mid-run: a partial directory, no result.json
+        rd.write_result(cfg, {"size": cfg["size"]},
+                        extra={"gates": [{"name": f"{name} ok", "passed": gate_passed, "value": cfg["size"],
+                                          "threshold": 1}]})
+        return 0
+
     @click.command(name)
     @click.option("--size", type=int, default=1)
     @click.option("--model", default=None)
@@ -95,58 +125,59 @@ def _fake(name: str, gate_passed: bool = True) -> click.Command:
     @click.option("--output", default="results")
     @click.option("--resume", default=None)
     def cmd(size, model, engine, output, resume):
-        import sys
-        CALLS.append((name, list(sys.argv[2:])))
-        rd = RunDir(output, name, resume)
-        if name in FAIL_ONCE:
-            FAIL_ONCE.discard(name)
-            raise KeyboardInterrupt   # interrupted mid-run: a partial directory, no result.json
-        rd.write_result({"size": size, "model": model, "engine": engine}, {"size": size},
-                        extra={"gates": [{"name": f"{name} ok", "passed": gate_passed, "value": size, "threshold": 1}]})
-    return cmd
+        execute(build_config(size=size, model=model, engine=engine), output=output, resume=resume)
+
+    return _suite(name, cmd, build_config, execute)
+
+
+def _register(monkeypatch, suites: dict[str, types.ModuleType], steps: tuple[Step, ...]) -> None:
+    """The stand-ins in the command table (as `module:command`) and `steps` as run's steps."""
+    for name, mod in suites.items():
+        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+        monkeypatch.setitem(COMMANDS, name, (f"{mod.__name__}:command", f"stand-in {name}"))
+    monkeypatch.setattr(plan, "STEPS", steps)
+    monkeypatch.setattr(plan, "STEP_NAMES", tuple(s.name for s in steps))
 
 
 @pytest.fixture()
 def fake_steps(monkeypatch):
     CALLS.clear()
     FAIL_ONCE.clear()
-    commands = {"alpha": _fake("alpha"), "beta": _fake("beta"), "gamma": _fake("gamma", gate_passed=False)}
+    suites = {"alpha": _fake("alpha"), "beta": _fake("beta"), "gamma": _fake("gamma", gate_passed=False)}
     steps = (
         Step("alpha", "alpha", "first", lambda ctx: Plan(options={"size": 2})),
         Step("beta", "beta", "second", lambda ctx: Plan(options={"size": 3})),
         Step("missing", "not-in-this-build", "absent", lambda ctx: Plan()),
         Step("never", "alpha", "cannot run here", lambda ctx: Plan(skip="needs something this machine lacks")),
     )
-    monkeypatch.setattr(run_all, "STEPS", steps)
-    monkeypatch.setattr(run_all, "STEP_NAMES", tuple(s.name for s in steps))
-    monkeypatch.setattr(run_all, "_load_command", lambda name: commands.get(name))
-    return commands
+    _register(monkeypatch, suites, steps)
+    return suites
 
 
 def test_run_records_steps_and_renders_the_report(fake_steps, tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("beta:\n  size: 7\n", encoding="utf-8")
-    state, out = run_all.run_all(output=tmp_path / "res", config=cfg, engine="reference")
+    state, out = run_all(output=tmp_path / "res", config=cfg, engine="reference")
     st = state["steps"]
     assert [st[n]["status"] for n in ("alpha", "beta", "missing", "never")] == ["done", "done", "skipped", "skipped"]
     assert "no `not-in-this-build` command" in st["missing"]["reason"]
     assert st["never"]["reason"] == "needs something this machine lacks"
     # defaults < globals < the config file's section
-    assert st["alpha"]["args"] == ["--size", "2", "--model", run_all.DEFAULT_MODEL, "--engine", "reference"]
+    assert st["alpha"]["args"] == ["--size", "2", "--model", DEFAULT_MODEL, "--engine", "reference"]
     assert st["beta"]["args"][:2] == ["--size", "7"]
     beta = json.loads((out / st["beta"]["run_dir"] / "result.json").read_text())
-    assert beta["config"] == {"size": 7, "model": run_all.DEFAULT_MODEL, "engine": "reference"}
+    assert beta["config"] == {"size": 7, "model": DEFAULT_MODEL, "engine": "reference"}
     # the suite's result records the command that reproduces it
     assert beta["environment"]["argv"][:2] == ["samspec-bench", "beta"]
     html = (out / "report.html").read_text()
     assert "needs something this machine lacks" in html and "Steps of samspec-bench run" in html
     assert (out / "report.md").is_file()
-    saved = json.loads((out / run_all.STATE_FILE).read_text())
+    saved = json.loads((out / STATE_FILE).read_text())
     assert saved["steps"]["beta"]["status"] == "done" and saved["report"]["html"] == "report.html"
 
 
 def test_engine_a_suite_cannot_use_is_noted(fake_steps, tmp_path):
-    state, _ = run_all.run_all(output=tmp_path, engine="vllm-xyz", steps="alpha")
+    state, _ = run_all(output=tmp_path, engine="vllm-xyz", steps="alpha")
     assert "--engine" not in state["steps"]["alpha"]["args"]
     assert any("not one of this suite's engines" in n for n in state["steps"]["alpha"]["notes"])
 
@@ -154,14 +185,14 @@ def test_engine_a_suite_cannot_use_is_noted(fake_steps, tmp_path):
 def test_interrupted_run_resumes(fake_steps, tmp_path):
     FAIL_ONCE.add("beta")
     with pytest.raises(KeyboardInterrupt):
-        run_all.run_all(output=tmp_path)
+        run_all(output=tmp_path)
     (out,) = tmp_path.glob("run-*")
-    state = json.loads((out / run_all.STATE_FILE).read_text())
+    state = json.loads((out / STATE_FILE).read_text())
     assert state["steps"]["alpha"]["status"] == "done" and state["steps"]["beta"]["status"] == "running"
     (partial,) = (out / "runs" / "beta").iterdir()
     assert not (partial / "result.json").exists()
     CALLS.clear()
-    state, out2 = run_all.run_all(resume=out)
+    state, out2 = run_all(resume=out)
     assert out2 == out
     # alpha is not run again; beta continues its partial directory
     assert [c[0] for c in CALLS] == ["beta"]
@@ -170,24 +201,20 @@ def test_interrupted_run_resumes(fake_steps, tmp_path):
     assert out / state["steps"]["beta"]["run_dir"] == partial
     # a finished run resumed again does nothing but render the report
     CALLS.clear()
-    run_all.run_all(resume=out)
+    run_all(resume=out)
     assert CALLS == []
 
 
 def test_resume_refuses_other_settings(fake_steps, tmp_path):
-    state, out = run_all.run_all(output=tmp_path, steps="alpha")
+    state, out = run_all(output=tmp_path, steps="alpha")
     with pytest.raises(UserError, match="--model"):
-        run_all.run_all(resume=out, model="other")
+        run_all(resume=out, model="other")
     with pytest.raises(UserError, match="no run_state.json"):
-        run_all.run_all(resume=tmp_path)
+        run_all(resume=tmp_path)
 
 
 def test_exit_code_reflects_failed_gates(fake_steps, tmp_path, monkeypatch, capsys):
-    commands = dict(fake_steps)
-    steps = (Step("gamma", "gamma", "a failing gate", lambda ctx: Plan()),)
-    monkeypatch.setattr(run_all, "STEPS", steps)
-    monkeypatch.setattr(run_all, "STEP_NAMES", ("gamma",))
-    monkeypatch.setattr(run_all, "_load_command", lambda name: commands.get(name))
+    _register(monkeypatch, {}, (Step("gamma", "gamma", "a failing gate", lambda ctx: Plan()),))
     with pytest.raises(SystemExit) as e:
         main(["run", "--output", str(tmp_path)])
     assert e.value.code == 1
@@ -204,29 +231,148 @@ def test_ctrl_c_exits_130_with_only_the_resume_hint(fake_steps, tmp_path, capsys
 
 
 def test_a_failing_step_does_not_stop_the_others(fake_steps, tmp_path, monkeypatch):
+    def execute(cfg, *, output, resume=None, json_path=None):
+        raise UserError("boom: the input is bad; fix it")
+
     @click.command("boom")
     @click.option("--output")
     def boom(output):
-        raise UserError("boom: the input is bad; fix it")
+        execute(None, output=output)
 
-    commands = {**fake_steps, "boom": boom}
     steps = (Step("boom", "boom", "fails", lambda ctx: Plan()), Step("alpha", "alpha", "runs", lambda ctx: Plan()))
-    monkeypatch.setattr(run_all, "STEPS", steps)
-    monkeypatch.setattr(run_all, "STEP_NAMES", ("boom", "alpha"))
-    monkeypatch.setattr(run_all, "_load_command", lambda name: commands.get(name))
-    state, out = run_all.run_all(output=tmp_path)
+    _register(monkeypatch, {"boom": _suite("boom", boom, lambda: None, execute)}, steps)
+    state, out = run_all(output=tmp_path)
     assert state["steps"]["boom"] == {**state["steps"]["boom"], "status": "failed",
                                       "reason": "boom: the input is bad; fix it"}
     assert state["steps"]["alpha"]["status"] == "done"
-    assert run_all.outcome(state, out) == 1
+    assert outcome(state, out) == 1
+
+
+# --- the suite contract: values converted by the suite's click options, defaults from them ----------------------
+
+RECEIVED: list[dict] = []
+
+
+def _typed_suite() -> types.ModuleType:
+    """A stand-in whose build_config records what it gets: each option's type, a multiple
+    option, a callback, flags with and without a negative form, and output options it leaves
+    to execute."""
+    def int_list(ctx, param, value):
+        try:
+            return [int(v) for v in value.split(",")]
+        except ValueError:
+            raise click.BadParameter(f"{value!r}: give comma-separated integers") from None
+
+    def build_config(**params):
+        RECEIVED.append({"build_config": params})
+        return params
+
+    def execute(cfg, *, output, resume=None, json_path=None):
+        RECEIVED.append({"execute": {"output": output, "resume": resume, "json_path": json_path}})
+        RunDir(output, "typed").write_result(cfg, {})
+        return 0
+
+    @click.command("typed")
+    @click.option("--count", type=int, default=5)
+    @click.option("--ratio", type=float, default=0.5)
+    @click.option("--mode", type=click.Choice(["a", "b"]), default="a")
+    @click.option("--trace", "traces", multiple=True)
+    @click.option("--sweep", default="1,2", callback=int_list)
+    @click.option("--progress/--no-progress", default=True)
+    @click.option("--fast", is_flag=True)
+    @click.option("--name", default=None)
+    @click.option("--output", default="results")
+    @click.option("--resume", default=None)
+    @click.option("--json", "json_path", default=None)
+    def cmd(**params):
+        pass
+
+    return _suite("typed", cmd, build_config, execute)
+
+
+@pytest.fixture()
+def typed_suite(monkeypatch):
+    RECEIVED.clear()
+    mod = _typed_suite()
+    # alpha finishes, so that the report has a run even when the typed step fails
+    _register(monkeypatch, {"typed": mod, "alpha": _fake("alpha")},
+              (Step("typed", "typed", "types", lambda ctx: Plan(options={"count": 7})),
+               Step("alpha", "alpha", "first", lambda ctx: Plan())))
+    return mod
+
+
+def test_run_calls_build_config_with_converted_values_and_defaults(typed_suite, tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("typed:\n  ratio: 2\n  mode: b\n  trace: [x.jsonl, y.jsonl]\n  sweep: [64, 256]\n"
+                   "  progress: false\n  fast: true\n", encoding="utf-8")
+    state, out = run_all(output=tmp_path / "res", config=cfg)
+    st = state["steps"]["typed"]
+    assert st["status"] == "done", st
+    assert RECEIVED[0] == {"build_config": {"count": 7, "ratio": 2.0, "mode": "b", "traces": ("x.jsonl", "y.jsonl"),
+                                            "sweep": [64, 256], "progress": False, "fast": True, "name": None}}
+    assert RECEIVED[1] == {"execute": {"output": str(out / "runs" / "typed"), "resume": None, "json_path": None}}
+    # the equivalent command line is still shown and recorded
+    assert st["args"] == ["--count", "7", "--ratio", "2", "--mode", "b", "--trace", "x.jsonl", "--trace", "y.jsonl",
+                          "--sweep", "64,256", "--no-progress", "--fast"]
+
+
+def test_suite_params_fill_defaults_and_leave_out_what_run_sets(typed_suite):
+    params = suite_params(typed_suite.command, "typed", {"fast": False, "name": None})
+    assert params == {"count": 5, "ratio": 0.5, "mode": "a", "traces": (), "sweep": [1, 2], "progress": True,
+                      "fast": False, "name": None}
+    for key in ("output", "resume", "json"):
+        with pytest.raises(UserError, match="set by `samspec-bench run` itself"):
+            suite_params(typed_suite.command, "typed", {key: "x"})
+    with pytest.raises(UserError, match="flag"):
+        suite_params(typed_suite.command, "typed", {"fast": "yes"})
+
+
+def test_a_bad_value_fails_the_step_with_clicks_message(typed_suite, tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("typed:\n  sweep: 1,x\n  mode: c\n", encoding="utf-8")
+    state, _ = run_all(output=tmp_path / "res", config=cfg)
+    st = state["steps"]["typed"]
+    assert st["status"] == "failed" and "--mode" in st["reason"] and "'c' is not one of 'a', 'b'" in st["reason"]
+    cfg.write_text("typed:\n  sweep: 1,x\n", encoding="utf-8")
+    state, _ = run_all(output=tmp_path / "res", config=cfg)
+    assert "'1,x': give comma-separated integers" in state["steps"]["typed"]["reason"]
+    assert RECEIVED == []
+
+
+def test_a_suite_without_the_contract_fails_its_step(typed_suite, tmp_path, monkeypatch):
+    monkeypatch.delattr(typed_suite, "build_config")
+    state, _ = run_all(output=tmp_path)
+    st = state["steps"]["typed"]
+    assert st["status"] == "failed" and "does not implement the suite contract" in st["reason"]
+
+
+def test_an_output_option_build_config_does_not_take_is_refused(tmp_path, monkeypatch):
+    """A suite may keep an output-only option out of build_config; run then leaves it out too,
+    and a config section that sets it is told so."""
+    RECEIVED.clear()
+    mod = _typed_suite()
+
+    def build_config(*, count, ratio, mode, traces, sweep, progress, fast):   # no `name`
+        RECEIVED.append({"build_config": {"count": count}})
+        return {"count": count}
+
+    mod.build_config = build_config
+    _register(monkeypatch, {"typed": mod, "alpha": _fake("alpha")},
+              (Step("typed", "typed", "types", lambda ctx: Plan()), Step("alpha", "alpha", "first", lambda ctx: Plan())))
+    state, _ = run_all(output=tmp_path / "a")
+    assert state["steps"]["typed"]["status"] == "done" and RECEIVED[0] == {"build_config": {"count": 5}}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("typed:\n  name: x\n", encoding="utf-8")
+    state, _ = run_all(output=tmp_path / "b", config=cfg)
+    assert "--name is an output option" in state["steps"]["typed"]["reason"]
 
 
 # --- the real steps' plans ---------------------------------------------------------------------------------------
 
 def test_default_plans_without_data(tmp_path):
-    ctx = run_all.Ctx(out=tmp_path, model="builtin:tiny-qwen3", engine=None, data_dir=None, sections={},
-                      state={"steps": {}})
-    plans = {s.name: s.plan(ctx) for s in run_all.STEPS}
+    ctx = Ctx(out=tmp_path, model="builtin:tiny-qwen3", engine=None, data_dir=None, sections={},
+              state={"steps": {}})
+    plans = {s.name: s.plan(ctx) for s in plan.STEPS}
     assert plans["workload"].skip is None and plans["workload"].options["model"] == "builtin:tiny-qwen3"
     assert "workload step" in plans["accept"].skip and "workload step" in plans["drafters"].skip
     assert "workload step" in plans["rollout"].skip
@@ -234,15 +380,14 @@ def test_default_plans_without_data(tmp_path):
     assert plans["op-equivalence"].options["prompts"].endswith("builtin_prompts.jsonl")
     assert Path(plans["op-equivalence"].options["prompts"]).is_file()
     ctx.data_dir = tmp_path
-    assert "traces of" in run_all._plan_workload(ctx).skip
-    assert run_all._plan_accept(ctx).options["data-dir"] == str(tmp_path)
-    assert run_all._plan_accuracy(ctx).options["limit"] == 10
+    assert "traces of" in plan.plan_workload(ctx).skip
+    assert plan.plan_accept(ctx).options["data-dir"] == str(tmp_path)
+    assert plan.plan_accuracy(ctx).options["limit"] == 10
 
 
 def test_every_default_plan_is_valid_for_its_command(tmp_path):
-    """The small defaults name options the suites really have (catches a renamed option)."""
-    from samspec_bench.commands import COMMANDS
-
+    """The small defaults name options the suites really have (catches a renamed option), with
+    values their click types accept."""
     trace = tmp_path / "t.jsonl"
     trace.write_text("", encoding="utf-8")
     state = {"steps": {"workload": {"status": "done", "run_dir": "w"}}}
@@ -250,13 +395,35 @@ def test_every_default_plan_is_valid_for_its_command(tmp_path):
     (tmp_path / "w" / "result.json").write_text(json.dumps({"trace": "t.jsonl", "tokenizer": "tok",
                                                             "metrics": {"total_tokens": 5000}}))
     for data_dir in (None, tmp_path):
-        ctx = run_all.Ctx(out=tmp_path, model="m", engine=None, data_dir=data_dir, sections={}, state=state)
-        for step in run_all.STEPS:
+        ctx = Ctx(out=tmp_path, model="m", engine=None, data_dir=data_dir, sections={}, state=state)
+        for step in plan.STEPS:
             if step.command is None or step.command not in COMMANDS:
                 continue
-            plan = step.plan(ctx)
-            if plan.skip is None:
-                build_args(run_all._load_command(step.command), step.name, plan.options)
+            p = step.plan(ctx)
+            if p.skip is None:
+                cmd = suite_command(step.command)
+                build_args(cmd, step.name, p.options)
+                suite_params(cmd, step.name, p.options)
+
+
+def test_accuracy_and_drafters_get_their_config_from_run_options(tmp_path):
+    """The real suites this branch gives the contract: click's defaults reach the config."""
+    from samspec_bench.suites import accuracy, drafters
+
+    job = accuracy.build_config(**suite_params(accuracy.command, "accuracy",
+                                               {"model": "m", "tasks": "gsm8k", "limit": 10, "max-gen-toks": 256,
+                                                "data-dir": str(tmp_path), "progress": False}))
+    assert job.config == accuracy.AccuracyConfig(model="m", tasks=["gsm8k"], limit=10, max_gen_toks=256,
+                                                 data_dir=str(tmp_path.resolve()))
+    assert job.progress is False
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("", encoding="utf-8")
+    job = drafters.build_config(**suite_params(drafters.command, "drafters",
+                                               {"traces": str(trace), "tokenizer": "tok", "k": 8, "repeats": 1,
+                                                "sweep": [256, 1024], "no-progress": True}))
+    assert job.config == drafters.DraftersConfig(traces=[str(trace)], tokenizer="tok", k=8, repeats=1,
+                                                 sweep=[256, 1024])
+    assert job.progress is False
 
 
 # --- the built-in workload -----------------------------------------------------------------------------------------
@@ -277,8 +444,8 @@ def test_workload_then_accept_and_drafters_on_a_tiny_model(tmp_path):
     cfg.write_text("workload:\n  num-prompts: 2\n  samples: 3\n  max-tokens: 48\n"
                    "accept:\n  num-spec-tokens: 3\n  sources: own\n  workers: 1\n"
                    "drafters:\n  drafters: sam,ngram\n  sweep: 64,256\n  sweep-steps: 20\n", encoding="utf-8")
-    state, out = run_all.run_all(output=tmp_path / "res", model="builtin:tiny-qwen3", config=cfg,
-                                 steps="workload,accept,drafters")
+    state, out = run_all(output=tmp_path / "res", model="builtin:tiny-qwen3", config=cfg,
+                         steps="workload,accept,drafters")
     st = state["steps"]
     assert [st[n]["status"] for n in ("workload", "accept", "drafters")] == ["done", "done", "done"], st
     wdir = out / st["workload"]["run_dir"]
@@ -295,7 +462,7 @@ def test_workload_then_accept_and_drafters_on_a_tiny_model(tmp_path):
         assert f'id="suite-{suite}"' in html
     # resuming the finished workload step reuses its trace (nothing is regenerated)
     before = (wdir / "trace.jsonl").read_bytes()
-    state2, _ = run_all.run_all(resume=out)
+    state2, _ = run_all(resume=out)
     assert state2["steps"]["workload"]["run_dir"] == st["workload"]["run_dir"]
     assert (wdir / "trace.jsonl").read_bytes() == before
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -124,7 +125,6 @@ def sign_flip_test(a, b, *, iters: int = 100000, exact_max: int = 20, seed: int 
 
 
 def _norm_ppf(q: float) -> float:
-    from statistics import NormalDist
     return NormalDist().inv_cdf(q)
 
 

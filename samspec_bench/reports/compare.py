@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from samspec_bench.reports.summary import flatten, is_number
+from samspec_bench.reports.values import flatten, is_number
 
 
 def diff(base: Any, value: Any) -> tuple[float | None, float | None]:
@@ -50,7 +50,7 @@ def _ordered_union(keys_lists: Sequence[Sequence[str]]) -> list[str]:
 
 
 def compare_runs(runs: Sequence[Any]) -> dict:
-    """The comparison of runs (summary.Run objects, or dicts with 'result', 'headlines',
+    """The comparison of runs (model.Run objects, or dicts with 'result', 'headlines',
     'gates', 'label') of one suite."""
     def get(r, key):
         return r[key] if isinstance(r, dict) else getattr(r, key)

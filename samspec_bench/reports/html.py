@@ -15,8 +15,11 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
-from samspec_bench.reports.summary import (Report, Run, SuiteGroup, Table, data_files, fmt, fmt_headline,
-                                           is_number, metadata_rows, shape_tables)
+from samspec_bench.reports.fmt import fmt, fmt_headline
+from samspec_bench.reports.metadata import data_files, metadata_rows
+from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
+from samspec_bench.reports.tables import Table, shape_tables
+from samspec_bench.reports.values import is_number
 
 MAX_TABLE_ROWS = 300    # longer tables are cut (every row is in the embedded data)
 OPEN_TABLE_ROWS = 8     # tables up to this many rows are shown open, longer ones folded
@@ -140,7 +143,7 @@ def _summary(report: Report) -> str:
         heads = []
         last = g.runs[-1]
         comp = {r["name"]: r for r in (g.comparison or {}).get("headlines", [])}
-        for h in [h for h in last.headlines if h.get("value") is not None][:6]:
+        for h in [h for h in last.headlines if h.get("value") is not None][:SUMMARY_HEADLINES]:
             text = fmt_headline(h)
             c = comp.get(h["name"])
             if c is not None and c["diffs"][-1] is not None:

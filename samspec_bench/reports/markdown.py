@@ -13,8 +13,10 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from samspec_bench.reports.summary import Report, Run, SuiteGroup, Table, data_files, fmt, fmt_headline, \
-    metadata_rows, shape_tables
+from samspec_bench.reports.fmt import fmt, fmt_headline
+from samspec_bench.reports.metadata import data_files, metadata_rows
+from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
+from samspec_bench.reports.tables import Table, shape_tables
 
 MAX_TABLE_ROWS = 40
 
@@ -85,7 +87,7 @@ class _Renderer:
         rows = []
         for g in self.report.groups:
             last = g.runs[-1]
-            heads = "; ".join([f"{h['name']}: {fmt_headline(h)}" for h in last.headlines if h.get("value") is not None][:6])
+            heads = "; ".join([f"{h['name']}: {fmt_headline(h)}" for h in last.headlines if h.get("value") is not None][:SUMMARY_HEADLINES])
             ngates = sum(len(r.gates) for r in g.runs)
             npass = sum(1 for r in g.runs for x in r.gates if x.get("passed") is True)
             rows.append([g.suite, _status(g.status), len(g.runs), f"{npass}/{ngates}", heads or "–"])

@@ -24,18 +24,26 @@ after each evaluation), `config.json`, `result.json` (lm-eval's results dicts ve
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
+from rich.table import Table
 
+from samspec_bench.bench.engines.factory import make_engine
 from samspec_bench.errors import UserError
+from samspec_bench.evals.paired import agreement, compare
+from samspec_bench.evals.tasks import TASKS, parse_tasks, write_task_dir
 from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.results import RunDir, emit_json, to_jsonable
 
 SUITE = "accuracy"
 GENERATIONS = "generations.jsonl"
@@ -47,7 +55,6 @@ PRIMARY_FILTER = {"gsm8k": "strict-match"}
 
 
 def engine_choices() -> list[str]:
-    import importlib.util
     try:
         have = importlib.util.find_spec("samspec_bench.bench.engines.vllm.adapter") is not None
     except (ImportError, ValueError):
@@ -98,10 +105,9 @@ class AccuracyConfig:
 
 def build_engine(cfg: AccuracyConfig):
     if cfg.engine == "vllm":
-        from samspec_bench.bench.engines.vllm.adapter import VllmEngine
+        from samspec_bench.bench.engines.vllm.adapter import VllmEngine  # imports vLLM
         return VllmEngine(cfg.model, speculative=cfg.drafter, num_spec_tokens=cfg.num_spec_tokens, dtype=cfg.dtype,
                           seed=cfg.seed)
-    from samspec_bench.bench.engines.factory import make_engine
     return make_engine(cfg.engine, cfg.model, dtype=cfg.dtype, max_num_seqs=cfg.max_num_seqs)
 
 
@@ -135,7 +141,7 @@ def run(cfg: AccuracyConfig, output: str = "results", resume: str | None = None,
         console=None, engine=None) -> tuple[dict, Path]:
     """Run every task with SAM off and on; write the run directory; return (result, path).
     `engine`: an engine to reuse (tests); otherwise one is built from cfg."""
-    import torch
+    import torch  # lazy: `samspec-bench --help` and the run planner import this module
 
     cfg.check()
     before = torch.get_num_threads()
@@ -153,10 +159,10 @@ def _log(console, msg: str) -> None:
 
 
 def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
-    from samspec_bench.evals.lm_adapter import EngineLM
-    from samspec_bench.evals.paired import agreement, compare
-    from samspec_bench.evals.tasks import TASKS, write_task_dir
-    from samspec_bench.results import RunDir, to_jsonable
+    import lm_eval  # lazy, as torch above: lm-eval imports torch and datasets
+    from lm_eval.tasks import TaskManager
+
+    from samspec_bench.evals.lm_adapter import EngineLM  # imports lm-eval
 
     run_dir = RunDir(output, SUITE, resume=resume)
     cfg_file = run_dir.file("config.json")
@@ -171,9 +177,6 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
     # resume: reuse every response generated before (failed ones are generated again)
     cache = {r["key"]: r for r in run_dir.samples(GENERATIONS) if "key" in r and not r.get("error")}
     reused = len(cache)
-
-    import lm_eval
-    from lm_eval.tasks import TaskManager
 
     if cfg.data_dir is not None:
         lm_names = write_task_dir(run_dir.file("tasks"), cfg.tasks, cfg.data_dir)
@@ -252,7 +255,7 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
                             "finish_reason": g.get("finish_reason"), "drafted": g.get("drafted"),
                             "accepted": g.get("accepted"), "steps": g.get("steps"),
                         })
-                    _write_samples(run_dir, scored, to_jsonable)
+                    _write_samples(run_dir, scored)
             m = compare(per_doc["off"], per_doc["on"], alpha=cfg.alpha, iters=cfg.bootstrap_iters, seed=cfg.seed)
             m["metric"], m["filter"] = metric, filt
             m["lm_eval_task"] = lm_task
@@ -308,7 +311,7 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
     return result, run_dir.path
 
 
-def _write_samples(run_dir, scored, to_jsonable) -> None:
+def _write_samples(run_dir, scored) -> None:
     out = run_dir.file(SAMPLES)
     tmp = out.with_suffix(".jsonl.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
@@ -320,8 +323,6 @@ def _write_samples(run_dir, scored, to_jsonable) -> None:
 # --- report ----------------------------------------------------------------------------------
 
 def print_report(result: dict, console) -> None:
-    from rich.table import Table
-
     def pct(x):
         return "" if x is None else f"{100 * x:.1f}"
 
@@ -353,6 +354,50 @@ def print_report(result: dict, console) -> None:
         if any(m["errors"].values()):
             console.print(f"  failed samples (recorded, excluded from the pairing): {m['errors']}")
     console.print(f"run directory: {result.get('run_dir')}")
+
+
+# --- the suite contract: options -> AccuracyRun -> the run ------------------------------------
+
+OUTPUT_PARAMS = ("output", "resume", "json_path")   # where results go: execute's keywords, not settings
+
+
+@dataclass(frozen=True)
+class AccuracyRun:
+    """What build_config returns: the measured settings (config.json and result.json record
+    exactly these) and the display option that is not one of them."""
+    config: AccuracyConfig
+    progress: bool
+
+
+def build_config(*, model, engine, tasks, data_dir, limit, num_samples, temperature, top_p, max_gen_toks, drafter,
+                 num_spec_tokens, seed, dtype, max_num_seqs, apply_chat_template, fewshot_as_multiturn, alpha,
+                 threads, progress) -> AccuracyRun:
+    """The command's options (click's values; the click options hold the defaults), checked."""
+    cfg = AccuracyConfig(model=model, engine=engine, tasks=parse_tasks(tasks),
+                         data_dir=str(Path(data_dir).resolve()) if data_dir else None, limit=limit,
+                         num_samples=num_samples, temperature=temperature, top_p=top_p, max_gen_toks=max_gen_toks,
+                         drafter=drafter, num_spec_tokens=num_spec_tokens, seed=seed, dtype=dtype,
+                         max_num_seqs=max_num_seqs, threads=threads, alpha=alpha,
+                         apply_chat_template=apply_chat_template, fewshot_as_multiturn=fewshot_as_multiturn)
+    cfg.check()
+    return AccuracyRun(cfg, progress)
+
+
+def execute(job: AccuracyRun, *, output, resume=None, json_path=None) -> int:
+    """Run both arms, print the table, write the run directory and `json_path` ('-': stdout,
+    the table then goes to stderr). Returns the exit code (0: the comparison has no gate)."""
+    cfg = job.config
+    if cfg.data_dir is not None:
+        # local task files: lm-eval and datasets must not reach for the hub
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    console = Console(stderr=json_path == "-")
+    if not console.is_terminal:
+        console = Console(stderr=json_path == "-", width=200)
+    result, _ = run(cfg, output, resume=resume, progress=job.progress, console=console)
+    print_report(result, console)
+    emit_json(result, json_path)
+    return 0
 
 
 @click.command("accuracy")
@@ -392,23 +437,7 @@ def command(model, engine, tasks, data_dir, limit, num_samples, temperature, top
             output, resume, json_path, progress):
     """Accuracy with SAM off vs on through lm-eval, paired by problem (difference with a
     bootstrap interval, McNemar / sign-flip test, minimum detectable difference)."""
-    from rich.console import Console
-
-    from samspec_bench.evals.tasks import parse_tasks
-
-    if data_dir is not None:
-        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    cfg = AccuracyConfig(model=model, engine=engine, tasks=parse_tasks(tasks),
-                         data_dir=str(Path(data_dir).resolve()) if data_dir else None, limit=limit,
-                         num_samples=num_samples, temperature=temperature, top_p=top_p, max_gen_toks=max_gen_toks,
-                         drafter=drafter, num_spec_tokens=num_spec_tokens, seed=seed, dtype=dtype,
-                         max_num_seqs=max_num_seqs, threads=threads, alpha=alpha,
-                         apply_chat_template=apply_chat_template, fewshot_as_multiturn=fewshot_as_multiturn)
-    console = Console(stderr=json_path == "-")
-    if not console.is_terminal:
-        console = Console(stderr=json_path == "-", width=200)
-    result, _ = run(cfg, output, resume=resume, progress=progress, console=console)
-    print_report(result, console)
-    from samspec_bench.results import emit_json
-    emit_json(result, json_path)
+    params = {name: v for name, v in click.get_current_context().params.items() if name not in OUTPUT_PARAMS}
+    code = execute(build_config(**params), output=output, resume=resume, json_path=json_path)
+    if code:
+        sys.exit(code)

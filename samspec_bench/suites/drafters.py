@@ -21,14 +21,23 @@ stream (64k tokens' worth), the same ones for every drafter.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 import numpy as np
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
 
+from samspec_bench.data import find_traces, load_tokenizer, read_traces, resolve_data_dir, tokenize_traces
 from samspec_bench.errors import UserError
+from samspec_bench.results import RunDir, emit_json, file_sha256
+from samspec_bench.sam.drafters import DRAFTERS, SamDrafter, arctic_available, make_drafter
+
+SUITE = "drafters"
 
 DEFAULT_DRAFTERS = ("sam", "sam-group", "ngram", "suffix", "sam-python", "sam-public")
 PYTHON_BASELINES = ("sam-python", "sam-public")
@@ -47,11 +56,19 @@ class DraftersConfig:
     chat_template: str = "auto"
     on_error: str = "stop"
 
+    def check(self) -> None:
+        """The checks that need no file: raised before anything is loaded."""
+        if self.k < 1:
+            raise UserError(f"--k {self.k}: the number of draft tokens must be >= 1")
+        if self.max_tokens < 1 or self.sweep_steps < 1 or self.repeats < 1:
+            raise UserError("--max-tokens, --sweep-steps and --repeats must be >= 1")
+        for n in self.drafters:
+            if n not in DRAFTERS and n != "sam-group":
+                raise UserError(f"--drafters: unknown drafter {n!r}; choose from {', '.join(DEFAULT_DRAFTERS)}")
+
 
 def build_drafter(name: str):
     """Benchmark names: the library's drafters plus 'sam-group' (SAM with GRPO sharing)."""
-    from samspec_bench.sam.drafters import SamDrafter, make_drafter
-
     if name == "sam-group":
         d = SamDrafter(group_sharing=True)
         d.name = "sam-group"
@@ -60,13 +77,10 @@ def build_drafter(name: str):
 
 
 def available(names: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The drafters that can run here, and why the others cannot."""
-    from samspec_bench.sam.drafters import DRAFTERS, arctic_available
-
+    """The drafters that can run here, and why the others cannot (names checked by
+    DraftersConfig.check)."""
     ok, skipped = [], {}
     for n in names:
-        if n not in DRAFTERS and n != "sam-group":
-            raise UserError(f"--drafters: unknown drafter {n!r}; choose from {', '.join(DEFAULT_DRAFTERS)}")
         if n == "suffix" and not arctic_available():
             skipped[n] = "arctic-inference is not installed (see the README's optional installs)"
             continue
@@ -76,8 +90,6 @@ def available(names: list[str]) -> tuple[list[str], dict[str, str]]:
 
 def load_workload(cfg: DraftersConfig):
     """Tokenized responses, an equal share of max_tokens from each trace file, in file order."""
-    from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
-
     tok = load_tokenizer(cfg.tokenizer)
     files = [Path(t) for t in cfg.traces]
     per_file = max(1, cfg.max_tokens // max(1, len(files)))
@@ -203,12 +215,7 @@ def sweep_point(name: str, stream: np.ndarray, length: int, steps: int, k: int) 
 
 
 def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict, Path]:
-    from samspec_bench.results import RunDir, file_sha256
-
-    if cfg.k < 1:
-        raise UserError(f"--k {cfg.k}: the number of draft tokens must be >= 1")
-    if cfg.max_tokens < 1 or cfg.sweep_steps < 1 or cfg.repeats < 1:
-        raise UserError("--max-tokens, --sweep-steps and --repeats must be >= 1")
+    cfg.check()
     names, unavailable = available(cfg.drafters)
     responses, skipped, formats = load_workload(cfg)
     groups = _groups(responses)
@@ -222,8 +229,6 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict
                         f"found {stream.size}; pass more --traces or smaller --sweep values")
 
     rows, sweep_rows = [], []
-    from rich.progress import Progress
-
     with Progress(disable=not progress, transient=True) as bar:
         # Repeats go round the drafters (a, b, c, b, c, a, ...) and each keeps its fastest:
         # a burst of load elsewhere on the machine then hits every drafter alike, and the
@@ -261,7 +266,7 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict
                 bar.advance(task)
         bar.remove_task(task)
 
-    run_dir = RunDir(out_root, "drafters")
+    run_dir = RunDir(out_root, SUITE)
     metrics = summarize(rows, sweep_rows, cfg)
     figure = plot(rows, sweep_rows, run_dir.file("drafters.png"))
     result = {
@@ -313,7 +318,7 @@ def summarize(rows: list[dict], sweep_rows: list[dict], cfg: DraftersConfig) -> 
 
 
 def plot(rows: list[dict], sweep_rows: list[dict], path: Path) -> Path:
-    import matplotlib
+    import matplotlib  # lazy (not ours, slow to import): only the figure needs it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -348,9 +353,6 @@ def plot(rows: list[dict], sweep_rows: list[dict], path: Path) -> Path:
 
 
 def print_table(result: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     t = Table(title=f"Drafters (k={result['config']['k']})")
     for col in ("drafter", "tokens", "ns/token (bulk)", "ns/token (1 per call)", "ns/draft", "bytes/token"):
         t.add_column(col, justify="right" if col != "drafter" else "left")
@@ -386,6 +388,51 @@ def _int_list(ctx, param, value: str) -> list[int]:
     return out
 
 
+# --- the suite contract: options -> DraftersRun -> the run ------------------------------------
+
+OUTPUT_PARAMS = ("output", "json_out")   # where results go: execute's keywords, not settings
+
+
+@dataclass(frozen=True)
+class DraftersRun:
+    """What build_config returns: the measured settings (result.json records exactly these)
+    and the display option that is not one of them."""
+    config: DraftersConfig
+    progress: bool
+
+
+def build_config(*, traces, tokenizer, data_dir, drafters, k, max_tokens, sweep, sweep_steps, repeats,
+                 chat_template, on_error, no_progress) -> DraftersRun:
+    """The command's options (click's values; the click options hold the defaults), checked.
+    Without --traces / --tokenizer, the shared data directory's; a directory means its *.jsonl."""
+    if not traces or not tokenizer:
+        root = resolve_data_dir(data_dir)
+        traces = traces or tuple(str(p) for p in find_traces(root))
+        tokenizer = tokenizer or str(root / "tokenizers" / "qwen3")
+    files = []
+    for t in traces:
+        p = Path(t)
+        files.extend(str(f) for f in (sorted(p.glob("*.jsonl")) if p.is_dir() else [p]))
+    cfg = DraftersConfig(traces=files, tokenizer=str(tokenizer), drafters=[d.strip() for d in drafters.split(",") if d.strip()],
+                         k=k, max_tokens=max_tokens, sweep=sweep, sweep_steps=sweep_steps, repeats=repeats,
+                         chat_template=chat_template, on_error=on_error)
+    cfg.check()
+    return DraftersRun(cfg, not no_progress)
+
+
+def execute(job: DraftersRun, *, output, resume=None, json_path=None) -> int:
+    """Run the benchmark, print the tables (not when the JSON goes to stdout), write the run
+    directory and `json_path`. Returns the exit code (0: the benchmark has no gate)."""
+    if resume is not None:
+        raise UserError(f"--resume {resume}: `samspec-bench drafters` has no resume; start a new run")
+    result, path = run(job.config, output, progress=job.progress)
+    if json_path != "-":
+        print_table(result)
+        click.echo(f"result: {path / 'result.json'}")
+    emit_json(result, json_path)
+    return 0
+
+
 @click.command("drafters")
 @click.option("--traces", "traces", multiple=True, type=click.Path(),
               help="Trace JSONL file or directory (repeatable). Default: <data dir>/traces/*.jsonl.")
@@ -410,22 +457,7 @@ def _int_list(ctx, param, value: str) -> list[int]:
 def command(traces, tokenizer, data_dir, drafters, k, max_tokens, sweep, sweep_steps, repeats, chat_template,
             on_error, output, json_out, no_progress):
     """Speed and memory of every drafter on real traces, and per-step cost versus context length."""
-    from samspec_bench.data import find_traces, resolve_data_dir
-
-    if not traces or not tokenizer:
-        root = resolve_data_dir(data_dir)
-        traces = traces or tuple(str(p) for p in find_traces(root))
-        tokenizer = tokenizer or str(root / "tokenizers" / "qwen3")
-    files = []
-    for t in traces:
-        p = Path(t)
-        files.extend(str(f) for f in (sorted(p.glob("*.jsonl")) if p.is_dir() else [p]))
-    cfg = DraftersConfig(traces=files, tokenizer=str(tokenizer), drafters=[d.strip() for d in drafters.split(",") if d.strip()],
-                         k=k, max_tokens=max_tokens, sweep=sweep, sweep_steps=sweep_steps, repeats=repeats,
-                         chat_template=chat_template, on_error=on_error)
-    result, path = run(cfg, output, progress=not no_progress)
-    from samspec_bench.results import emit_json
-    if json_out != "-":
-        print_table(result)
-        click.echo(f"result: {path / 'result.json'}")
-    emit_json(result, json_out)
+    params = {name: v for name, v in click.get_current_context().params.items() if name not in OUTPUT_PARAMS}
+    code = execute(build_config(**params), output=output, json_path=json_out)
+    if code:
+        sys.exit(code)

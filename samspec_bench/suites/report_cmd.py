@@ -12,6 +12,13 @@ from pathlib import Path
 
 import click
 
+from samspec_bench.reports.collect import collect
+from samspec_bench.reports.html import write_html
+from samspec_bench.reports.markdown import write_markdown
+from samspec_bench.reports.model import status
+from samspec_bench.results import emit_json
+
+
 @click.group("report")
 def command():
     """Render one self-contained comparison report from result directories of any suites.
@@ -22,19 +29,10 @@ def command():
     Both take --json PATH (the report's data as JSON) and --fail-on-gate."""
 
 
-def _collect(results):
-    from samspec_bench.reports.summary import collect
-
-    return collect(list(results))
-
-
 def _finish(report, path: Path, json_path: str | None, fail_on_gate: bool) -> None:
-    from samspec_bench.reports.summary import status
-
     n_fail = sum(1 for r in report.runs if status(r.gates) == "fail")
     click.echo(f"report: {path} ({len(report.runs)} runs of {len(report.groups)} suites"
                + (f"; {n_fail} with a failed gate" if n_fail else "") + ")")
-    from samspec_bench.results import emit_json
     emit_json(report.data(), json_path)
     if fail_on_gate and n_fail:
         click.echo(f"report: {n_fail} run(s) failed a gate (--fail-on-gate)", err=True)
@@ -53,9 +51,7 @@ def html_command(results, output, title, json_path, fail_on_gate):
 
     RESULTS: run directories, or folders holding them (several runs of one suite are compared
     side by side; the first is the baseline)."""
-    from samspec_bench.reports.html import write_html
-
-    report = _collect(results)
+    report = collect(list(results))
     if title:
         report.title = title
     _finish(report, write_html(report, output), json_path, fail_on_gate)
@@ -75,9 +71,7 @@ def md_command(results, output, title, embed_figures, json_path, fail_on_gate):
 
     RESULTS: run directories, or folders holding them (several runs of one suite are compared
     side by side; the first is the baseline)."""
-    from samspec_bench.reports.markdown import write_markdown
-
-    report = _collect(results)
+    report = collect(list(results))
     if title:
         report.title = title
     _finish(report, write_markdown(report, output, embed_figures=embed_figures), json_path, fail_on_gate)

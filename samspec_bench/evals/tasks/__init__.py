@@ -34,7 +34,7 @@ TASKS: dict[str, TaskSpec] = {
 
 
 def lm_eval_tasks_dir() -> Path:
-    import lm_eval.tasks
+    import lm_eval.tasks  # lazy: lm-eval is heavy and the task table is read without it
     return Path(lm_eval.tasks.__file__).resolve().parent
 
 

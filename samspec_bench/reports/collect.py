@@ -1,0 +1,114 @@
+"""Run directories (or folders holding them) into the `Report` the renderers draw: runs grouped
+by suite in a fixed order, each summarized (headlines, gates) with its figures loaded, several
+runs of one suite compared. Nothing here depends on the time of rendering, so the same inputs
+give the same report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from samspec_bench.errors import UserError
+from samspec_bench.reports.compare import compare_runs
+from samspec_bench.reports.headlines import summarize
+from samspec_bench.reports.model import Figure, Report, Run, SuiteGroup
+from samspec_bench.results import load_result
+
+# Suites in the order a report shows them (others follow alphabetically).
+SUITE_ORDER = ("workload", "accept", "drafters", "sampler", "op-equivalence", "accuracy", "rollout")
+RUN_STATE_FILE = "run_state.json"
+FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+
+
+def find_run_dirs(path: str | os.PathLike) -> list[Path]:
+    """A run directory itself, or every run directory (holding result.json) below a folder."""
+    p = Path(path)
+    if (p / "result.json").is_file():
+        return [p]
+    if not p.exists():
+        raise UserError(f"{path}: no such directory; pass run directories (holding result.json) or folders "
+                        "that contain them")
+    if not p.is_dir():
+        raise UserError(f"{path}: not a directory; pass run directories (holding result.json)")
+    found = sorted({f.parent for f in p.rglob("result.json")}, key=lambda d: d.as_posix())
+    if not found:
+        raise UserError(f"{path}: no result.json found in it; pass the directory a samspec-bench suite wrote "
+                        "(results/<suite>-<timestamp>/) or a folder that holds such directories")
+    return found
+
+
+def load_figures(run_dir: Path, names: list) -> list[Figure]:
+    """The run's figures, one per stem (SVG preferred to PNG when a suite wrote both)."""
+    by_stem: dict[str, list[str]] = {}
+    for n in names:
+        if isinstance(n, str):
+            by_stem.setdefault(Path(n).stem, []).append(n)
+    out = []
+    for stem, files in by_stem.items():
+        files = sorted(files, key=lambda n: (Path(n).suffix.lower() != ".svg", n))
+        name = files[0]
+        mime = FIGURE_TYPES.get(Path(name).suffix.lower())
+        p = run_dir / name
+        if mime is None:
+            out.append(Figure(name, None, None, note=f"{name}: not an image type the report inlines"))
+        elif not p.is_file():
+            out.append(Figure(name, mime, None, note=f"{name} is listed in result.json but missing from {run_dir}"))
+        else:
+            out.append(Figure(name, mime, p.read_bytes()))
+    return out
+
+
+def _suite_key(suite: str) -> tuple:
+    return (SUITE_ORDER.index(suite), "") if suite in SUITE_ORDER else (len(SUITE_ORDER), suite)
+
+
+def collect(paths: list[str | os.PathLike]) -> Report:
+    """Load every run under `paths` (in the order given; a folder's runs sorted by path)."""
+    if not paths:
+        raise UserError("no results given: pass one or more run directories (or folders holding them)")
+    runs: list[Run] = []
+    seen: set[str] = set()
+    states = []
+    for given in paths:
+        given_p = Path(given)
+        state_file = given_p / RUN_STATE_FILE
+        if state_file.is_file():
+            try:
+                states.append({"path": str(given_p), "state": json.loads(state_file.read_text(encoding="utf-8"))})
+            except ValueError:
+                raise UserError(f"{state_file}: not valid JSON; delete it or pass the run directories instead") from None
+        for d in find_run_dirs(given_p):
+            key = os.path.normpath(os.path.abspath(d))
+            if key in seen:
+                continue
+            seen.add(key)
+            result = load_result(d)
+            runs.append(Run(path=d, result=result, name=d.name))
+    names = [r.name for r in runs]
+    for r in runs:
+        if names.count(r.name) > 1:
+            r.name = f"{r.path.parent.name}/{r.path.name}"
+    groups: dict[str, list[Run]] = {}
+    for r in runs:
+        r.headlines, r.gates = summarize(r.result)
+        r.figures = load_figures(r.path, r.result.get("figures") or [])
+        groups.setdefault(r.suite, []).append(r)
+    out = []
+    for suite in sorted(groups, key=_suite_key):
+        g = groups[suite]
+        for i, r in enumerate(g):
+            r.label = run_label(i)
+        out.append(SuiteGroup(suite, g, compare_runs(g) if len(g) > 1 else None))
+    return Report(inputs=[str(p) for p in paths], groups=out, run_states=states)
+
+
+def run_label(i: int) -> str:
+    """A, B, ..., Z, AA, AB, ..."""
+    s = ""
+    i += 1
+    while i:
+        i, rem = divmod(i - 1, 26)
+        s = chr(65 + rem) + s
+    return s

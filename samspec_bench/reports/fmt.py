@@ -1,0 +1,46 @@
+"""Number formatting shared by the renderers (and the summaries' notes): short and stable, so
+the same result always reads the same."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def fmt(value: Any) -> str:
+    """A short, stable text for a value: floats to 4 significant digits, tiny ones in e-notation."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        if value == 0:
+            return "0"
+        a = abs(value)
+        if a < 1e-3 or a >= 1e7:
+            return f"{value:.3g}"
+        if a >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        if len(value) <= 8 and all(not isinstance(v, (dict, list)) for v in value):
+            return "[" + ", ".join(str(v) if isinstance(v, int) and not isinstance(v, bool) else fmt(v)
+                                   for v in value) + "]"
+        return json.dumps(value, sort_keys=True)[:200]
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)[:200]
+    return str(value)
+
+
+def fmt_headline(h: dict) -> str:
+    """A headline's value, with its interval when it has one: "0.1 [0.05, 0.2]"."""
+    s = fmt(h.get("value"))
+    ci = h.get("ci")
+    if ci and len(ci) == 2:
+        s += f" [{fmt(ci[0])}, {fmt(ci[1])}]"
+    return s

@@ -1,0 +1,239 @@
+"""Each suite's headlines and gates, read from its result.json: which numbers a reader looks at
+first, and the pass/fail bars the project set for them. `headlines.summarize` looks a suite up
+in SUITE_SUMMARIZERS (suites not listed get the generic summary).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from samspec_bench.reports.fmt import fmt
+from samspec_bench.reports.model import Gate, Headline, Summarizer, gate, headline
+from samspec_bench.reports.values import is_number
+
+SUITE_SUMMARIZERS: dict[str, Summarizer] = {}
+
+
+def _suite(name: str) -> Callable[[Summarizer], Summarizer]:
+    def deco(fn: Summarizer) -> Summarizer:
+        SUITE_SUMMARIZERS[name] = fn
+        return fn
+    return deco
+
+
+@_suite("accept")
+def _accept(result: dict) -> tuple[list[Headline], list[Gate]]:
+    metrics = result["metrics"]
+    labels = [lab for lab in (result.get("configurations") or sorted(metrics)) if lab in metrics]
+    rows = [metrics[lab] for lab in labels]
+    # Name a configuration by the dimensions that vary inside this run, so that a k=3 run and
+    # a k=5 run line up in a comparison (the k is in the note and in the config diff).
+    varies = {d: len({json.dumps(r.get(d), sort_keys=True) for r in rows}) > 1 for d in ("k", "sources")}
+    heads = []
+    for lab, r in zip(labels, rows):
+        name = str(r.get("drafter", lab))
+        if varies["k"]:
+            name += f" k={r.get('k')}"
+        if varies["sources"]:
+            name += f" {r.get('sources')}"
+        note = lab
+        heads.append(headline(f"{name}: tokens_per_step", r.get("tokens_per_step"), note=note))
+        heads.append(headline(f"{name}: acceptance_length", r.get("acceptance_length"), note=note))
+        if r.get("verify_cost_ratio") not in (None, 1, 1.0):   # at ratio 1 it equals tokens_per_step
+            heads.append(headline(f"{name}: speedup_estimate", r.get("speedup_estimate"),
+                                  note=f"{note}; verify_cost_ratio {fmt(r.get('verify_cost_ratio'))}"))
+    # Put the tokens_per_step headlines (the honest speed proxy) first.
+    heads.sort(key=lambda h: (not h["name"].endswith("tokens_per_step"),))
+    inputs = result.get("inputs") or {}
+    if inputs:
+        heads.append(headline("responses replayed", inputs.get("responses")))
+        heads.append(headline("trace lines skipped", inputs.get("skipped_lines")))
+    gates = []
+    if "skipped_lines" in inputs:
+        gates.append(gate("no trace lines skipped", inputs["skipped_lines"] == 0, inputs["skipped_lines"], 0))
+    return heads, gates
+
+
+MIN_TOKENS_FOR_SPEED_BAR = 100_000
+
+
+@_suite("drafters")
+def _drafters(result: dict) -> tuple[list[Headline], list[Gate]]:
+    m = result["metrics"]
+    heads = [headline("sam ns/token (append, bulk)", m.get("sam_ns_per_token")),
+             headline("sam ns/draft", m.get("sam_ns_per_draft")),
+             headline("sam bytes/token", m.get("sam_bytes_per_token"))]
+    for key in sorted(m):
+        if key.startswith(("append_speedup_vs_", "append_stream_speedup_vs_", "draft_speedup_vs_")) and m[key] is not None:
+            heads.append(headline(key, m[key]))
+    for key in sorted(m):
+        if key.startswith("build_speedup_vs_") and isinstance(m[key], dict):
+            for length, ratio in m[key].items():
+                heads.append(headline(f"{key.removesuffix('_by_context')} at {int(length):,} tokens", ratio))
+    growth = m.get("step_cost_growth_longest_vs_shortest_context") or {}
+    for name in sorted(growth):
+        heads.append(headline(f"{name}: per-step cost, longest / shortest context", growth[name]))
+    gates = []
+    sweep = (result.get("config") or {}).get("sweep") or []
+    if "sam" in growth and len(sweep) >= 2 and max(sweep) >= 8 * min(sweep):
+        gates.append(gate("sam per-step cost flat in context length (longest/shortest <= 2)",
+                          growth["sam"] <= 2.0, growth["sam"], 2.0,
+                          note=f"context {min(sweep):,} to {max(sweep):,} tokens"))
+    # The library's bars (issue "Foundation and the SAM drafting library"). The 100x is against
+    # the public pure-Python design (sam-public), the one behind the 25 µs/token figure.
+    if is_number(m.get("append_speedup_vs_sam_public")):
+        # judged on the benchmark's scale only: on a few thousand tokens the per-request fixed
+        # costs, not the automaton, set the ratio (the built-in `run` workload is that small)
+        tokens = next((r.get("tokens") for r in (result.get("tables") or {}).get("replay") or []
+                       if r.get("drafter") == "sam"), None)
+        small = is_number(tokens) and tokens < MIN_TOKENS_FOR_SPEED_BAR
+        gates.append(gate("sam appends >= 100x faster than the public pure-Python SAM (bulk)",
+                          None if small else m["append_speedup_vs_sam_public"] >= 100.0,
+                          m["append_speedup_vs_sam_public"], 100.0,
+                          note=f"not judged: {tokens:,} tokens replayed, the bar needs "
+                               f"{MIN_TOKENS_FOR_SPEED_BAR:,}" if small else None))
+    if is_number(m.get("append_speedup_vs_sam_python")):
+        gates.append(gate("sam appends faster than the lean pure-Python reference", m["append_speedup_vs_sam_python"] > 1.0,
+                          m["append_speedup_vs_sam_python"], 1.0))
+    if is_number(m.get("sam_ns_per_draft")):
+        gates.append(gate("sam drafts k tokens in under 1 µs", m["sam_ns_per_draft"] < 1000.0, m["sam_ns_per_draft"], 1000.0))
+    if is_number(m.get("sam_bytes_per_token")):
+        gates.append(gate("sam holds at most 64 bytes per indexed token", m["sam_bytes_per_token"] <= 64.0,
+                          m["sam_bytes_per_token"], 64.0))
+    return heads, gates
+
+
+@_suite("sampler")
+def _sampler(result: dict) -> tuple[list[Headline], list[Gate]]:
+    m = result["metrics"]
+    verdicts = sorted((m.get("verdicts") or {}).items(),
+                      key=lambda kv: (kv[1] == "SKIPPED", kv[0].endswith("-demo"), kv[0]))
+    heads = [headline(f"{name}: verdict", v, note="negative control" if name.endswith("-demo") else None)
+             for name, v in verdicts if v != "SKIPPED"]
+    for key in ("speed_ratio_median", "speed_ratio_min"):
+        if key in m:
+            heads.append(headline(f"{key} (loop / vectorised)", m[key]))
+    heads += [headline(f"{name}: verdict", v) for name, v in verdicts if v == "SKIPPED"]
+    sh = m.get("speed_headline")
+    if isinstance(sh, dict) and "ratio" in sh:
+        heads.append(headline(f"speedup vs loop at batch {sh.get('batch')}, k={sh.get('k')}, vocab {sh.get('vocab')}",
+                              sh["ratio"]))
+    gates = []
+    if "exact_builtins_pass" in m:
+        gates.append(gate("built-in samplers exact", bool(m["exact_builtins_pass"]), m["exact_builtins_pass"], True))
+    if "negative_controls_flagged" in m:
+        gates.append(gate("negative control flagged LOSSY (the battery has power)", bool(m["negative_controls_flagged"]),
+                          m["negative_controls_flagged"], True))
+    if "speed_outputs_equal" in m:
+        gates.append(gate("vectorised outputs equal the loop reference", bool(m["speed_outputs_equal"]),
+                          m["speed_outputs_equal"], True))
+    for a in result.get("audits") or []:
+        if isinstance(a, dict) and a.get("explicit") and a.get("verdict") not in (None, "SKIPPED") \
+                and not str(a.get("name", "")).endswith("-demo"):
+            gates.append(gate(f"audited sampler {a.get('name')} exact", a["verdict"] == "EXACT", a["verdict"], "EXACT"))
+    return heads, gates
+
+
+@_suite("op-equivalence")
+def _op_equivalence(result: dict) -> tuple[list[Headline], list[Gate]]:
+    m = result["metrics"]
+    pairs = m.get("pairs") or {}
+    heads = []
+    worst = None
+    for key in sorted(pairs, key=lambda k: (not k.startswith("model/"), k)):
+        r = pairs[key]
+        control = _is_control(key, r)
+        v = r.get("logprob_diff_max")
+        if not control and is_number(v) and (worst is None or v > worst[1]):
+            worst = (key, v)
+        heads.append(headline(f"{key}: logprob_diff_max", v, note="control" if control else None))
+        heads.append(headline(f"{key}: argmax_flip_rate", r.get("argmax_flip_rate")))
+    if worst is not None:
+        heads.insert(0, headline("max logprob difference (decode vs verify)", worst[1], note=worst[0]))
+    greedy = (result.get("tables") or {}).get("greedy") or []
+    if greedy:
+        same = sum(1 for g in greedy if g.get("identical"))
+        heads.insert(1 if worst else 0, headline("greedy outputs identical with/without SAM", f"{same}/{len(greedy)}"))
+    gates = []
+    g = m.get("gate")
+    if isinstance(g, dict):
+        failed = g.get("failed") or []
+        value = max((f.get("value") for f in failed if is_number(f.get("value"))), default=None)
+        if value is None:
+            value = max((r.get(g.get("metric")) for r in pairs.values() if is_number(r.get(g.get("metric")))), default=None)
+        gates.append(gate(f"{g.get('metric')} <= tolerance on every row", bool(g.get("passed")), value, g.get("tolerance"),
+                          note=", ".join(str(f.get("row")) for f in failed) or None))
+    for key in sorted(pairs):
+        r = pairs[key]
+        if _is_control(key, r) and is_number(r.get("logprob_diff_max")):
+            gates.append(gate(f"control {key} is bit-exact", r["logprob_diff_max"] == 0, r["logprob_diff_max"], 0))
+    return heads, gates
+
+
+def _is_control(key: str, row: dict) -> bool:
+    return "batch-invariant" in key or "fixed-order" in key
+
+
+@_suite("accuracy")
+def _accuracy(result: dict) -> tuple[list[Headline], list[Gate]]:
+    heads, gates = [], []
+    for task, t in (result.get("metrics") or {}).items():
+        if not isinstance(t, dict) or "diff" not in t:
+            continue
+        n = t.get("n")
+        heads.append(headline(f"{task}: accuracy difference with SAM (on - off)", t.get("diff"), t.get("ci95"),
+                              note=f"n={n}; {t.get('metric')}, {t.get('filter')}; 95% interval"))
+        heads.append(headline(f"{task}: pass@1 without SAM", t.get("pass@1_off", t.get("acc_off"))))
+        heads.append(headline(f"{task}: pass@1 with SAM", t.get("pass@1_on", t.get("acc_on"))))
+        test = t.get("test") or {}
+        heads.append(headline(f"{task}: p-value", t.get("p_value"), note=test.get("test")))
+        heads.append(headline(f"{task}: minimum detectable difference (80% power)", t.get("mdd")))
+        agree = t.get("agreement") or {}
+        if agree.get("identical_fraction") is not None:
+            heads.append(headline(f"{task}: identical outputs", agree["identical_fraction"]))
+        acc = t.get("acceptance") or {}
+        if acc.get("tokens_per_step") is not None:
+            heads.append(headline(f"{task}: tokens_per_step with SAM", acc["tokens_per_step"]))
+        alpha = t.get("alpha", 0.05)
+        p, d = t.get("p_value"), t.get("diff")
+        if is_number(p) and is_number(d):
+            gates.append(gate(f"{task}: no significant accuracy drop with SAM", not (d < 0 and p < alpha),
+                              d, f"p >= {alpha} or diff >= 0", note=f"p = {fmt(p)}; {t.get('verdict') or ''}".strip()))
+    return heads, gates
+
+
+@_suite("rollout")
+def _rollout(result: dict) -> tuple[list[Headline], list[Gate]]:
+    m = result["metrics"]
+    arms = m.get("arms") or {}
+    heads = []
+    if m.get("best_setting") is not None:
+        heads.append(headline("best setting", m["best_setting"]))
+    for name, a in arms.items():
+        if name == "off" or not isinstance(a, dict):
+            continue
+        heads.append(headline(f"{name}: speedup_makespan (rollout time off / on)", a.get("speedup_overall")))
+        base_tail = (a.get("baseline_phases") or {}).get("tail_s")
+        if base_tail:
+            heads.append(headline(f"{name}: speedup in the long tail", a.get("speedup_tail"),
+                                  note=f"tail: {fmt(base_tail)} s of the baseline"))
+        else:
+            heads.append(headline(f"{name}: speedup in the long tail", None, note="no tail phase in this workload"))
+        heads.append(headline(f"{name}: time saved", a.get("time_saved_fraction")))
+    src = m.get("step_model_fitted_on")
+    if src:
+        heads.append(headline("step-time model", src))
+    return heads, []
+
+
+@_suite("workload")
+def _workload(result: dict) -> tuple[list[Headline], list[Gate]]:
+    m = result["metrics"]
+    heads = [headline("responses", m.get("responses")), headline("output tokens", m.get("output_tokens")),
+             headline("prompts", m.get("prompts"))]
+    for key in ("tokens_per_step", "acceptance_length", "output_tokens_per_s", "wall_time_s"):
+        if key in m:
+            heads.append(headline(f"generation with SAM: {key}", m[key]))
+    return heads, []
+

@@ -1,0 +1,160 @@
+"""`samspec-bench run` itself: settle the settings (options < config file; or the saved ones
+with --resume), run the chosen steps in order, render report.html / report.md, print a summary
+and exit 1 when a step or a gate failed."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from samspec_bench.errors import UserError
+from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.reports.collect import collect
+from samspec_bench.reports.html import write_html
+from samspec_bench.reports.markdown import write_markdown
+from samspec_bench.reports.model import status
+from samspec_bench.suites.run import plan
+from samspec_bench.suites.run.config_file import check_sections, load_config, parse_steps
+from samspec_bench.suites.run.plan import Ctx
+from samspec_bench.suites.run.state import STATE_FILE, STATE_FORMAT, new_run_dir, now, read_state, write_state
+from samspec_bench.suites.run.steps import run_step
+
+DEFAULT_MODEL = BUILTIN_MODEL
+
+
+def render_reports(out: Path) -> tuple[Path, Path]:
+    report = collect([out])
+    report.title = f"samspec-bench report: {out.name}"
+    return write_html(report, out / "report.html"), write_markdown(report, out / "report.md")
+
+
+def run_all(output: str | Path = "results", model: str | None = None, engine: str | None = None,
+            data_dir: str | Path | None = None, config: str | Path | None = None, steps: str | None = None,
+            resume: str | Path | None = None, console=None) -> tuple[dict, Path]:
+    """Run the steps and render the report; returns (the final state, the run directory)."""
+    console = console or Console(stderr=False)
+    if resume is not None:
+        out = Path(resume)
+        state = read_state(out)
+        s = state["settings"]
+        for opt, given, saved in (("--model", model, s.get("model")), ("--engine", engine, s.get("engine")),
+                                  ("--data-dir", str(Path(data_dir).expanduser().resolve()) if data_dir else None,
+                                   s.get("data_dir"))):
+            if given is not None and given != saved:
+                raise UserError(f"--resume {resume}: the run used {opt} {saved!r}, this call {given!r}; "
+                                f"repeat the original options (or none) to continue it")
+        if config is not None:
+            raise UserError(f"--resume {resume}: the run's configuration is saved in its {STATE_FILE}; "
+                            "drop --config to continue it (or start a new run)")
+        if steps is not None and parse_steps(steps, "--steps") != s.get("steps"):
+            raise UserError(f"--resume {resume}: the run used --steps {s.get('steps')}; drop --steps to continue it")
+        console.print(f"resuming {out}", highlight=False)
+    else:
+        sections = load_config(config) if config else {}
+        model = model or sections.get("model") or DEFAULT_MODEL
+        engine = engine or sections.get("engine")
+        dd = data_dir or sections.get("data-dir") or os.environ.get("SAMSPEC_DATA_DIR") or None
+        if dd is not None:
+            p = Path(dd).expanduser()
+            if not p.is_dir():
+                raise UserError(f"--data-dir {dd}: no such directory; pass the shared data directory "
+                                "(traces/, tokenizers/, benchmarks/), or leave it out for the built-in workload")
+            dd = str(p.resolve())
+        chosen = parse_steps(steps, "--steps") if steps is not None else parse_steps(sections.get("steps"), "steps:")
+        out = new_run_dir(Path(output))
+        state = {"format": STATE_FORMAT, "created": now(),
+                 "settings": {"model": model, "engine": engine, "data_dir": dd, "config_file": str(config) if config else None,
+                              "sections": {k: v for k, v in sections.items() if k in plan.STEP_NAMES}, "steps": chosen},
+                 "steps": {}}
+        # fail fast on a bad config section (unknown option) before anything runs
+        check_sections(state["settings"]["sections"])
+        write_state(out, state)
+        click.echo(f"run directory: {out}")
+    s = state["settings"]
+    ctx = Ctx(out=out, model=s["model"], engine=s.get("engine"), data_dir=Path(s["data_dir"]) if s.get("data_dir") else None,
+              sections=s.get("sections") or {}, state=state)
+    chosen = s.get("steps") or list(plan.STEP_NAMES)
+    todo = [st for st in plan.STEPS if st.name in chosen]
+    try:
+        for i, step in enumerate(todo, start=1):
+            prev = state["steps"].get(step.name) or {}
+            if prev.get("status") == "done" and ctx.run_dir_of(step.name) is not None:
+                console.print(f"[{i}/{len(todo)}] {step.name}: done in an earlier session ({prev['run_dir']})",
+                              highlight=False)
+                continue
+            run_step(step, ctx, console, i, len(todo))
+            write_state(out, state)
+    except KeyboardInterrupt:
+        write_state(out, state)
+        click.echo(f"\ninterrupted: continue with  samspec-bench run --resume {out}", err=True)
+        raise
+    state["report"] = {"html": "report.html", "md": "report.md"}
+    write_state(out, state)
+    html, md = render_reports(out)
+    _print_summary(state, console, html)
+    return state, out
+
+
+def _print_summary(state: dict, console, html: Path) -> None:
+    t = Table(title="samspec-bench run")
+    for col in ("step", "status", "seconds", "gates", "reason / notes"):
+        t.add_column(col)
+    report = collect([html.parent])
+    by_dir = {os.path.normpath(os.path.abspath(r.path)): r for r in report.runs}
+    for name, st in state["steps"].items():
+        run = by_dir.get(os.path.normpath(os.path.abspath(html.parent / st["run_dir"]))) if st.get("run_dir") else None
+        gates = ""
+        if run is not None and run.gates:
+            npass = sum(1 for g in run.gates if g.get("passed") is True)
+            gates = f"{npass}/{len(run.gates)} passed"
+        secs = f"{st['seconds']:.0f}" if isinstance(st.get("seconds"), (int, float)) else ""
+        style = {"done": "green", "failed": "red"}.get(st.get("status"), "yellow")
+        t.add_row(name, f"[{style}]{st.get('status')}[/]", secs, gates,
+                  "; ".join(x for x in [st.get("reason") or "", *(st.get("notes") or [])] if x))
+    console.print(t)
+    click.echo(f"report: {html}")
+    click.echo(f"        {html.with_suffix('.md')}")
+
+
+def outcome(state: dict, out: Path) -> int:
+    """Exit status: 1 when a step failed or a gate failed, else 0."""
+    if any(st.get("status") == "failed" for st in state["steps"].values()):
+        return 1
+    report = collect([out])
+    return 1 if any(status(r.gates) == "fail" for r in report.runs) else 0
+
+
+@click.command("run")
+@click.option("--model", default=None, help=f"Model for the suites that run one (default: {DEFAULT_MODEL}; "
+              "a checkpoint directory for the real run).")
+@click.option("--engine", default=None, help="Engine for the suites that take --engine (reference, vllm, replay). "
+              "Suites that cannot use it run with their default; with vllm missing they are skipped.")
+@click.option("--data-dir", type=click.Path(), default=None,
+              help="Shared data directory (traces/, tokenizers/, benchmarks/). Default: SAMSPEC_DATA_DIR; "
+                   "without one, a built-in workload is generated with the model.")
+@click.option("--config", "config", type=click.Path(), default=None,
+              help="YAML: optional model/engine/data-dir/steps, then one section per suite with its CLI "
+                   "options (e.g. accept: {num-spec-tokens: [3, 5]}); `suite: false` skips one.")
+@click.option("--steps", default=None, help=f"Only these steps, comma list ({', '.join(plan.STEP_NAMES)}).")
+@click.option("--output", default="results", show_default=True, type=click.Path(),
+              help="Root directory: the run goes to <output>/run-<timestamp>/.")
+@click.option("--resume", default=None, type=click.Path(), help="Continue an interrupted run in this directory.")
+def command(model, engine, data_dir, config, steps, output, resume):
+    """Run every suite that can run here with small defaults and render one report.
+
+    With no options: the built-in model and a built-in workload, about ten minutes on a
+    laptop CPU. With --model, --engine and --data-dir: the real run."""
+    try:
+        state, out = run_all(output=output, model=model, engine=engine, data_dir=data_dir, config=config,
+                             steps=steps, resume=resume)
+    except KeyboardInterrupt:
+        sys.exit(130)   # the resume hint is already printed; click would add "aborted"
+    code = outcome(state, out)
+    if code:
+        click.echo("run: a step or a gate failed (see the report)", err=True)
+        sys.exit(code)
