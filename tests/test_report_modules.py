@@ -1,6 +1,5 @@
 """The reports package's building blocks, called directly: value helpers, number formatting,
-tables, labels, metadata, the summarizer registry; its imports point one way, and the old
-`reports.summary` path still gives the same objects."""
+tables, labels, metadata, the summarizer registry; its imports point one way."""
 
 from __future__ import annotations
 
@@ -11,9 +10,7 @@ import pytest
 
 import samspec_bench
 from samspec_bench.errors import UserError
-from samspec_bench.reports import collect as collect_mod
-from samspec_bench.reports import fmt as fmt_mod
-from samspec_bench.reports import headlines, metadata, model, suite_headlines, summary, tables, values
+from samspec_bench.reports import model, suite_headlines
 from samspec_bench.reports.collect import SUITE_ORDER, find_run_dirs, load_figures, run_label
 from samspec_bench.reports.fmt import fmt, fmt_headline
 from samspec_bench.reports.headlines import REGISTRY, register, summarize
@@ -134,15 +131,6 @@ def test_status_of_gates():
 
 # --- the layout -----------------------------------------------------------------------------------------
 
-def test_old_summary_path_gives_the_same_objects():
-    homes = [collect_mod, fmt_mod, headlines, metadata, model, suite_headlines, tables, values]
-    for name in summary.__all__:
-        obj = getattr(summary, name)
-        owners = [m for m in homes if name in vars(m) and vars(m)[name] is obj]
-        assert owners, f"summary.{name} is not the object of its home module"
-    assert summary.collect is collect_mod.collect and summary.status is model.status
-
-
 def _own_imports(path: Path) -> tuple[set[str], list[str]]:
     """(modules of ours imported at module top, those imported inside a function or class)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -163,7 +151,7 @@ def _own_imports(path: Path) -> tuple[set[str], list[str]]:
 
 # Each module of the package imports only modules to its left.
 LAYERS = ["values", "fmt", "model", "suite_headlines", "headlines", "compare", "tables", "metadata", "collect",
-          "html", "markdown", "summary"]
+          "html", "markdown"]
 
 
 def test_reports_imports_point_down_and_sit_at_the_top():
@@ -176,7 +164,7 @@ def test_reports_imports_point_down_and_sit_at_the_top():
         assert not any(m.startswith(("samspec_bench.suites", "samspec_bench.evals", "samspec_bench.bench"))
                        for m in top), f"reports/{name}.py imports above its floor"
     top, nested = _own_imports(PKG / "suites" / "report_cmd.py")
-    assert not nested and not any(m.startswith("samspec_bench.reports.summary") for m in top)
+    assert not nested
 
 
 def test_no_module_of_the_package_is_over_500_lines():
