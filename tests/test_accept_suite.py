@@ -11,6 +11,7 @@ import pytest
 from samspec_bench import cli
 from samspec_bench.metrics import ResponseSteps, total_counts
 from samspec_bench.bench.engines.replay import DraftConfig, ReplayEngine, response_key
+from samspec_bench.errors import UserError
 from samspec_bench.sam.drafters import arctic_available
 
 QWEN = "qwen25math_math_100x8.jsonl"
@@ -281,3 +282,28 @@ def test_accept_on_the_reference_engine_counts_every_decode_step(tmp_path, trace
         steps = ResponseSteps.from_record(r)
         assert all(a <= d <= 3 for a, d in zip(steps.accepted, steps.drafted))
         assert sum(steps.emitted) == steps.response_len - 1  # every token after the first is a decode step
+
+
+def test_suite_contract_build_config_and_execute(subset, qwen3_tokenizer_dir, tmp_path, capsys):
+    """`run` (and any caller) builds the config from the command's options by name, as click
+    converts them, and calls execute: the same run as the command line."""
+    import inspect
+
+    from samspec_bench.suites import accept
+
+    assert accept.SUITE == "accept"
+    names = {p.name for p in accept.command.params} - {"output", "json_path", "resume"}
+    params = inspect.signature(accept.build_config).parameters
+    assert set(params) == names and all(p.default is inspect.Parameter.empty for p in params.values())
+    ctx = accept.command.make_context("accept", ["--traces", str(subset / TORA), "--tokenizer",
+                                                 str(qwen3_tokenizer_dir), "-k", "2,3", "--no-progress"])
+    cfg = accept.build_config(**{k: v for k, v in ctx.params.items() if k in names})
+    assert cfg.num_spec_tokens == [2, 3] and cfg.progress is False
+    assert accept.execute(cfg, output=tmp_path / "a", json_path=str(tmp_path / "a.json")) == 0
+    run_cli(["accept", "--traces", str(subset / TORA), "--tokenizer", str(qwen3_tokenizer_dir), "-k", "2,3",
+             "--no-progress", "--output", str(tmp_path / "b"), "--json", str(tmp_path / "b.json")], capsys)
+    a, b = (json.loads((tmp_path / f"{x}.json").read_text()) for x in "ab")
+    assert a["config"] == b["config"] and a["metrics"] == b["metrics"]
+    assert "progress" not in a["config"]   # how a run is shown is not what it computed
+    with pytest.raises(UserError, match="--sam-min-match"):
+        accept.build_config(**{**{k: v for k, v in ctx.params.items() if k in names}, "sam_min_match": 0})

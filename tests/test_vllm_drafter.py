@@ -247,9 +247,9 @@ def test_worker_extension_reads_the_drafter():
 
 def _live(tokens, emitted):
     from samspec_bench.bench.engines.base import Request
-    from samspec_bench.bench.engines.vllm.adapter import _Live
+    from samspec_bench.bench.engines.vllm.step_records import LiveRequest
 
-    lv = _Live(Request(0, [1, 2, 3]), 0, "k")
+    lv = LiveRequest(Request(0, [1, 2, 3]), 0, "k")
     lv.tokens = list(tokens)
     lv.emitted = list(emitted)
     return lv
@@ -258,12 +258,12 @@ def _live(tokens, emitted):
 def test_vllm_metric_alignment_totals_exact():
     from types import SimpleNamespace
 
-    from samspec_bench.bench.engines.vllm.adapter import _steps_from_vllm_metrics
+    from samspec_bench.bench.engines.vllm.step_records import steps_from_vllm_metrics
 
     # steps: prefill 1 | no draft 1 | draft 3 acc 0 -> 1 | draft 3 acc 2 -> 3 | no draft 1 | draft 3 acc 3 cut to 2
     lv = _live(range(9), [1, 1, 1, 3, 1, 2])
     m = SimpleNamespace(per_step_drafted=[3, 3, 3], per_step_accepted=[0, 2, 3])
-    s = _steps_from_vllm_metrics(lv, m, 3)
+    s = steps_from_vllm_metrics(lv, m, 3)
     assert int(s.emitted.sum()) == 8
     assert int((s.drafted > 0).sum()) == 3 and int(s.drafted.sum()) == 9
     assert s.accepted.tolist() == [0, 0, 2, 0, 2]          # the last step was cut by max_tokens

@@ -21,6 +21,7 @@ require_vllm()
 
 from samspec_bench.bench.engines.base import Request, SamplingParams  # noqa: E402
 from samspec_bench.bench.engines.vllm.drafter import CLASS_PATH  # noqa: E402
+from samspec_bench.data import encode_chat  # noqa: E402
 
 MODEL = "builtin:smollm2-135m"
 K = 3
@@ -46,11 +47,7 @@ def _math_prompts(tokenizer, n):
     f = Path(d) / "benchmarks" / "math500_test.jsonl"
     if f.is_file():
         texts = [json.loads(line)["problem"] for line in f.read_text(encoding="utf-8").splitlines()[:n]]
-    ids = []
-    for t in texts[:n]:
-        enc = tokenizer.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True, tokenize=True)
-        ids.append(list(enc["input_ids"] if hasattr(enc, "keys") else enc))
-    return ids
+    return [encode_chat(tokenizer, t) for t in texts[:n]]
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,7 @@ from typing import Any, Hashable, Iterator, Protocol, Sequence
 import numpy as np
 
 from samspec_bench.metrics import MAX_ENCODED, ResponseSteps
+from samspec_bench.sam.automaton import CorpusAutomaton
 from samspec_bench.sam.drafters import (DRAFTERS, ArcticSuffixDrafter, Drafter, SamDrafter, arctic_available,
                                         make_drafter)
 
@@ -216,8 +217,9 @@ def replay_group(drafter: Drafter, members: Sequence[tuple[str, Any, Any]], k: i
 # ---------- the engine ----------
 
 class AcceptanceEngine(Protocol):
-    """What the acceptance suite needs from an engine (replay now; the reference and vLLM
-    engines implement the same): per-response step records for drafter configurations.
+    """What the acceptance suite needs from an engine (`ReplayEngine` here; the reference and
+    vLLM engines through `acceptance.ModelAcceptanceEngine`): per-response step records for
+    drafter configurations.
 
     `items` are tokenized responses (samspec_bench.data.TokenizedResponse: id, group,
     prompt_ids, response_ids, source, line). `run` yields, as work finishes, (index of the
@@ -234,6 +236,9 @@ class AcceptanceEngine(Protocol):
 
     def run(self, items: Sequence[Any], jobs: Sequence[tuple[DraftConfig, Sequence[int]]]
             ) -> Iterator[tuple[int, list[tuple[int, ResponseSteps]]]]: ...
+
+    def close(self) -> None:
+        """Release what the engine holds (a model, its KV cache) once the suite is done."""
 
 
 def response_key(item: Any) -> str:
@@ -340,6 +345,9 @@ class ReplayEngine:
             reason = "the 'corpus' draft source needs a corpus (pass --corpus with other traces)"
         return reason
 
+    def close(self) -> None:
+        """Nothing held between runs: the workers live for one `run`."""
+
     def run(self, items, jobs):
         plan: list[tuple[int, list[list[int]]]] = []
         total = 0
@@ -378,8 +386,6 @@ class ReplayEngine:
 
 def build_corpus(items: Sequence[Any]):
     """A static corpus automaton: one document per response (its prompt then its response)."""
-    from samspec_bench.sam import CorpusAutomaton
-
     total = sum(int(it.prompt_ids.size + it.response_ids.size) for it in items)
     corpus = CorpusAutomaton(reserve=total + len(items))
     for it in items:

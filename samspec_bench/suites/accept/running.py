@@ -1,0 +1,245 @@
+"""Running the accept suite: the sweep of drafter configurations on one engine (trace replay,
+or a model engine through `ModelAcceptanceEngine`), per-response records appended as they come
+(so --resume continues an interrupted run), metrics pooled overall, by position bin and by
+trace file, and the run folder. `execute` is everything the command does after parsing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from samspec_bench.bench.engines.acceptance import ModelAcceptanceEngine
+from samspec_bench.bench.engines.replay import ReplayEngine, group_units, response_key
+from samspec_bench.errors import UserError
+from samspec_bench.metrics import (METRIC_DEFINITIONS, POSITION_BASES, AcceptanceCounts, Bins, ResponseSteps,
+                                   binned_counts, speedup_estimate, total_counts)
+from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.results import RunDir, emit_json, file_sha256
+from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSITIVITY_RATIOS, SUITE, AcceptConfig,
+                                                build_configs, expand_trace_paths, resolve_verify_cost)
+from samspec_bench.suites.accept.inputs import Inputs, load_inputs
+from samspec_bench.suites.accept.output import print_table, write_figure
+
+RESPONSES_FILE = "responses.jsonl"
+CONFIG_FILE = "config.json"
+
+
+def execute(config: AcceptConfig, *, output: str | Path, resume: str | Path | None = None,
+            json_path: str | None = None) -> int:
+    """Run, print the table, write the run folder and the JSON (`json_path`, '-' for stdout);
+    returns the exit code."""
+    result, path = run(config, output=output, resume=resume)
+    to_stdout = json_path == "-"
+    out_console = Console(stderr=to_stdout)
+    if not out_console.is_terminal:  # a log file or a pipe: no need to squeeze the table into 80 columns
+        out_console = Console(stderr=to_stdout, width=160)
+    print_table(result, out_console)
+    out_console.print(f"results: {path}", highlight=False)
+    emit_json(result, json_path)
+    return 0
+
+
+def _load_done(run_dir, labels: set[str]) -> dict[str, dict[str, dict]]:
+    """Records already written, by configuration label then response key (the last one wins)."""
+    done: dict[str, dict[str, dict]] = {}
+    for rec in run_dir.samples(RESPONSES_FILE):
+        if rec.get("config") in labels and "key" in rec:
+            done.setdefault(rec["config"], {})[rec["key"]] = rec
+    return done
+
+
+def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | None = None,
+        progress: bool | None = None) -> tuple[dict, Path]:
+    """Run the suite; returns (result dict, run directory). progress: show a progress bar
+    (None: as the config says)."""
+    progress = cfg.progress if progress is None else progress
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        err = Console(stderr=True, width=160)
+    if cfg.engine not in ENGINES:
+        raise UserError(f"--engine {cfg.engine!r}: not available; use one of {', '.join(ENGINES)}")
+    try:
+        bins = Bins.parse(cfg.bins)
+    except ValueError as e:
+        raise UserError(f"--bins: {e}") from None
+    if cfg.position not in POSITION_BASES:
+        raise UserError(f"--position {cfg.position!r}: use one of {', '.join(POSITION_BASES)}")
+    configs = build_configs(cfg)
+    costs = resolve_verify_cost(cfg, sorted({c.k for c in configs}))
+    need_corpus = any(c.corpus for c in configs)
+
+    if resume is not None:
+        saved_path = Path(resume) / CONFIG_FILE
+        if not saved_path.is_file():
+            raise UserError(f"--resume {resume}: no {CONFIG_FILE} there; pass a directory written by an "
+                            f"earlier `samspec-bench {SUITE}` run")
+        saved = json.loads(saved_path.read_text(encoding="utf-8"))
+        diff = [k for k in IDENTITY_FIELDS if saved.get(k) != cfg.identity()[k]]
+        if diff:
+            raise UserError(f"--resume {resume}: the run used {diff[0]} = {saved.get(diff[0])!r}, this call "
+                            f"{cfg.identity()[diff[0]]!r}; repeat the original options to continue it")
+
+    n_files = len(expand_trace_paths(cfg.traces))
+    err.print(f"reading and tokenizing {n_files} trace file(s) with the tokenizer {cfg.tokenizer}", highlight=False)
+    inputs = load_inputs(cfg, need_corpus)
+    for s in inputs.skipped:
+        err.print(f"[yellow]skipped[/] {s['file']}:{s['line']}: {s['reason']}", markup=True, highlight=False)
+    if cfg.engine == "replay":
+        engine = ReplayEngine(workers=cfg.workers, corpus=inputs.corpus, corpus_description=inputs.corpus_info)
+    else:
+        engine = ModelAcceptanceEngine(cfg.engine, cfg.model or BUILTIN_MODEL, engine_args=cfg.engine_args)
+    try:
+        return _sweep(cfg, inputs, engine, configs, costs, bins, output, resume, progress, err)
+    finally:
+        engine.close()
+
+
+def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict, bins: Bins, output, resume,
+           progress: bool, err: Console) -> tuple[dict, Path]:
+    """The sweep on an engine, its records, metrics and run folder."""
+    items = inputs.items
+    runnable, unsupported = [], {}
+    for dc in configs:
+        reason = engine.unsupported(dc)
+        if reason:
+            unsupported[dc.label] = reason
+            err.print(f"[yellow]not run[/] {dc.label}: {reason}", markup=True, highlight=False)
+        else:
+            runnable.append(dc)
+    if not runnable:
+        first = next(iter(unsupported.items()))
+        raise UserError(f"--drafter/--sources: nothing can run here ({first[0]}: {first[1]})")
+
+    run_dir = RunDir(output, SUITE, resume)
+    if resume is None:
+        run_dir.file(CONFIG_FILE).write_text(json.dumps(cfg.identity(), indent=2) + "\n", encoding="utf-8")
+
+    # Resume: responses already recorded are read back; unfinished groups run again whole.
+    keys = [response_key(it) for it in items]
+    done = _load_done(run_dir, {dc.label for dc in runnable}) if resume is not None else {}
+    jobs, reused = [], []
+    for dc in runnable:
+        have = done.get(dc.label, {})
+        todo: list[int] = []
+        kept: list[dict] = []
+        units = group_units(items, range(len(items))) if dc.group else [[i] for i in range(len(items))]
+        for unit in units:
+            if all(keys[i] in have for i in unit):
+                kept.extend(have[keys[i]] for i in unit)
+            else:
+                todo.extend(unit)
+        jobs.append((dc, todo))
+        reused.append(kept)
+
+    n_bins = bins.count
+    acc = [[AcceptanceCounts() for _ in range(n_bins)] for _ in runnable]
+    n_resp = [0] * len(runnable)
+    resp_tokens = [0] * len(runnable)
+
+    per_file: list[dict[str, AcceptanceCounts]] = [{} for _ in runnable]
+
+    def account(j: int, files: list[str], steps: list) -> None:
+        for b, c in enumerate(binned_counts(steps, bins, cfg.position)):
+            if c.steps:
+                acc[j][b] = acc[j][b] + c
+        n_resp[j] += len(steps)
+        resp_tokens[j] += sum(s.response_len for s in steps)
+        by_file: dict[str, list] = {}
+        for f, s in zip(files, steps):
+            by_file.setdefault(f, []).append(s)
+        for f, group in by_file.items():
+            per_file[j][f] = per_file[j].get(f, AcceptanceCounts()) + total_counts(group)
+
+    for j, kept in enumerate(reused):
+        if kept:
+            account(j, [r["file"] for r in kept], [ResponseSteps.from_record(r) for r in kept])
+
+    total = sum(len(todo) for _, todo in jobs)
+    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("responses"), TimeElapsedColumn())
+    resumed = sum(len(k) for k in reused)
+    if resumed:
+        err.print(f"resuming {run_dir.path}: {resumed} responses already recorded")
+    resp_path = run_dir.file(RESPONSES_FILE)
+    if resp_path.exists() and resp_path.stat().st_size:
+        with open(resp_path, "rb") as f:  # a torn last line (interrupted write) stays a line of its own
+            f.seek(-1, 2)
+            torn = f.read(1) != b"\n"
+        if torn:
+            with open(resp_path, "a", encoding="utf-8") as f:
+                f.write("\n")
+    with open(resp_path, "a", encoding="utf-8") as out, \
+            Progress(*columns, console=err, disable=not progress) as bar:
+        task = bar.add_task(f"accept ({cfg.engine})", total=total)
+        for j, chunk in engine.run(items, jobs):
+            dc = jobs[j][0]
+            lines = []
+            for i, steps in chunk:
+                it = items[i]
+                rec = {"config": dc.label, "drafter": dc.drafter, "k": dc.k, "sources": dc.sources,
+                       "group_order": dc.order if dc.group else None, "file": str(it.source), "line": it.line,
+                       "id": it.id, "group": it.group, "prompt_format": it.prompt_format, **steps.to_record()}
+                lines.append(json.dumps(rec, sort_keys=True))
+            out.write("\n".join(lines) + "\n")
+            out.flush()
+            account(j, [str(items[i].source) for i, _ in chunk], [s for _, s in chunk])
+            bar.advance(task, len(chunk))
+
+    # ---- metrics ----
+    metrics: dict[str, Any] = {}
+    binned: dict[str, list] = {}
+    for j, dc in enumerate(runnable):
+        overall = AcceptanceCounts()
+        for c in acc[j]:
+            overall = overall + c
+        cost = costs[dc.k]
+        m = {**dc.describe(), "responses": n_resp[j], "response_tokens": resp_tokens[j], **overall.metrics(),
+             "verify_cost_ratio": cost["ratio"], "speedup_estimate": speedup_estimate(overall, cost["ratio"]),
+             "speedup_sensitivity": {str(r): speedup_estimate(overall, r) for r in SENSITIVITY_RATIOS}}
+        metrics[dc.label] = m
+        rows = []
+        for b, c in enumerate(acc[j]):
+            lo, hi = bins.bounds(b)
+            rows.append({"bin": b, "lo": lo, "hi": hi, "label": bins.label(b), **c.metrics()})
+        binned[dc.label] = rows
+
+    figures = []
+    try:
+        figures = write_figure(run_dir.path, runnable, binned, bins, cfg)
+    except Exception as e:  # noqa: BLE001 - a figure must not lose the numbers
+        err.print(f"[yellow]figure not written[/]: {type(e).__name__}: {e}", markup=True, highlight=False)
+
+    extra = {
+        "engine": engine.describe(),
+        "inputs": {
+            "traces": [{"file": str(f), "sha256": file_sha256(f)} for f in inputs.files],
+            "tokenizer": str(cfg.tokenizer),
+            "responses": len(items),
+            "response_tokens": int(sum(it.response_ids.size for it in items)),
+            "prompt_tokens": int(sum(it.prompt_ids.size for it in items)),
+            "prompt_formats": inputs.prompt_formats,
+            "skipped_lines": len(inputs.skipped),
+            "skipped": inputs.skipped,
+            "on_error": cfg.on_error,
+            "corpus": inputs.corpus_info or None,
+        },
+        "position_basis": cfg.position,
+        "bins": {"spec": cfg.bins, "edges": list(bins.edges)},
+        "cost_model": {"formula": "speedup = tokens / ((steps - drafts) * 1 + drafts * verify_cost_ratio); "
+                                  "a step with an empty draft is a plain decode step; drafting is not charged",
+                       "verify_cost_ratio": {str(k): v for k, v in costs.items()}},
+        "metric_definitions": METRIC_DEFINITIONS,
+        "configurations": [dc.label for dc in runnable],  # sweep order (metrics are keyed by label)
+        "unsupported": unsupported,
+        "responses_file": RESPONSES_FILE,
+        "resumed_responses": resumed,
+    }
+    by_file = {dc.label: {f: c.metrics() for f, c in sorted(per_file[j].items())} for j, dc in enumerate(runnable)}
+    tables = {"binned": binned, "by_file": by_file}
+    run_dir.write_result(cfg.recorded(), metrics, tables, figures, extra)
+    result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))
+    return result, run_dir.path
