@@ -105,9 +105,8 @@ class AccuracyConfig:
 
 def build_engine(cfg: AccuracyConfig):
     if cfg.engine == "vllm":
-        from samspec_bench.bench.engines.vllm.adapter import VllmEngine  # imports vLLM
-        return VllmEngine(cfg.model, speculative=cfg.drafter, num_spec_tokens=cfg.num_spec_tokens, dtype=cfg.dtype,
-                          seed=cfg.seed)
+        return make_engine("vllm", cfg.model, speculative=cfg.drafter, num_spec_tokens=cfg.num_spec_tokens,
+                           dtype=cfg.dtype, seed=cfg.seed)
     return make_engine(cfg.engine, cfg.model, dtype=cfg.dtype, max_num_seqs=cfg.max_num_seqs)
 
 

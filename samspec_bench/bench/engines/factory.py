@@ -1,12 +1,13 @@
 """`make_engine`: an engine by its `--engine` name. Apart from the interface (`base`) so
 that the interface imports no back end; each back end is imported only when asked for
-(torch for `reference`, vLLM for `vllm`)."""
+(torch for `reference`; the vLLM adapter imports vLLM itself when an engine starts)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from samspec_bench.bench.engines.base import Engine
+from samspec_bench.bench.engines.vllm.adapter import VllmEngine  # imports vLLM only when an engine starts
 from samspec_bench.errors import UserError
 from samspec_bench.models import BUILTIN_MODEL
 
@@ -21,6 +22,5 @@ def make_engine(name: str, model: str = BUILTIN_MODEL, **options: Any) -> Engine
         from samspec_bench.bench.engines.reference import ReferenceEngine  # imports torch
         return ReferenceEngine(model, **options)
     if name == "vllm":  # needs the vLLM install (README, "vLLM back end")
-        from samspec_bench.bench.engines.vllm.adapter import VllmEngine  # imports vLLM
         return VllmEngine(model, **options)
     raise UserError(f"--engine {name!r}: the engines are reference and vllm")
