@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from samspec_bench.reports.answers import Answer, answer_sets
 from samspec_bench.reports.fmt import fmt, fmt_headline
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
@@ -68,6 +69,19 @@ def _render_table(t: Table) -> str:
     return f"**{t.title}**\n\n" + _table(t.columns, ([fmt(v) for v in r] for r in rows)) + more + "\n"
 
 
+def _answer_md(a: Answer, level: str) -> str:
+    """One answer: the question and its verdict, the sentence, a line per check, the source."""
+    out = [f"{level} {a.question} — {a.badge}\n\n{a.text}\n\n"]
+    for c in a.checks:
+        out.append(f"- **{c.name}** — {c.badge}: {c.text}" + (f"  \n  _Source: {c.source}_" if c.source else "")
+                   + "\n")
+    if a.checks:
+        out.append("\n")
+    if a.source:
+        out.append(f"_Source: {a.source}_\n\n")
+    return "".join(out)
+
+
 class _Renderer:
     def __init__(self, report: Report, out_dir: Path | None, embed_figures: bool, tables: bool):
         self.report = report
@@ -82,6 +96,25 @@ class _Renderer:
         base = self.out_dir if self.out_dir.is_absolute() else Path(os.path.abspath(self.out_dir))
         target = path if path.is_absolute() else Path(os.path.abspath(path))
         return Path(os.path.relpath(target, base)).as_posix()
+
+    def answers(self) -> str:
+        """The three answers first, in plain text: one block per answer set (a single one, or one
+        per compared `run` folder: see answers.answer_sets)."""
+        sets = answer_sets(self.report)
+        out = ["## Answers\n\n"]
+        if len(sets) == 1:
+            out.append(f"_Answers from {sets[0].title}. {sets[0].note + ' ' if sets[0].note else ''}"
+                       "The evidence follows below._\n\n")
+            out.extend(_answer_md(a, "###") for a in sets[0].answers)
+            return "".join(out)
+        out.append(f"_Answers of {len(sets)} `samspec-bench run` folders (each from its newest run of each suite); "
+                   "the evidence follows below._\n\n")
+        out.append(_table(["question", *(s.title for s in sets)],
+                          [[a.question, *(s.answers[i].badge for s in sets)]
+                           for i, a in enumerate(sets[0].answers)]) + "\n")
+        for s in sets:
+            out.append(f"### {s.title}\n\n" + "".join(_answer_md(a, "####") for a in s.answers))
+        return "".join(out)
 
     def summary(self) -> str:
         rows = []
@@ -178,7 +211,7 @@ class _Renderer:
             "pass" if any(g.status == "pass" for g in r.groups) else "no gates"
         out = [f"# {r.title} ({_status(overall)})\n\n",
                f"{len(r.runs)} runs of {len(r.groups)} suites from {', '.join(r.inputs)}.\n\n",
-               self.summary(), self.steps()]
+               self.answers(), self.summary(), self.steps()]
         for g in r.groups:
             out.append(f"## {g.suite} ({_status(g.status)})\n\n")
             out.append(self.comparison(g))
