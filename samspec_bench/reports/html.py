@@ -21,6 +21,7 @@ from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
 from samspec_bench.reports.tables import Table, shape_tables
 from samspec_bench.reports.values import is_number
+from samspec_bench.results import atomic_write_text, check_output_file
 
 MAX_TABLE_ROWS = 300    # longer tables are cut (every row is in the embedded data)
 OPEN_TABLE_ROWS = 8     # tables up to this many rows are shown open, longer ones folded
@@ -244,6 +245,14 @@ def _steps(report: Report) -> str:
     return "".join(out)
 
 
+def _unreadable(report: Report) -> str:
+    if not report.unreadable:
+        return ""
+    rows = [[f"<td class=\"mono\">{esc(u['path'])}</td>", f"<td>{esc(u['reason'])}</td>"] for u in report.unreadable]
+    return ("<h2 id=\"unreadable\">Runs that could not be read</h2>"
+            f'<p class="note">Left out of this report ({len(rows)}):</p>' + _table(["path", "reason"], rows))
+
+
 def _gates_table(run: Run) -> str:
     if not run.gates:
         return '<p class="note">This suite defines no pass/fail gate for this run.</p>'
@@ -385,6 +394,7 @@ def render_html(report: Report) -> str:
         f'<nav class="toc">{toc}</nav>',
         _answers(sets),
         _summary(report),
+        _unreadable(report),
         _steps(report),
         *(_suite_section(g) for g in report.groups),
         _metadata_section(report),
@@ -398,11 +408,5 @@ def render_html(report: Report) -> str:
 
 
 def write_html(report: Report, out: str | Path) -> Path:
-    out = Path(out)
-    if out.parent and not out.parent.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-    text = render_html(report)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
-    return out
+    out = check_output_file(out, "--output", "report.html")   # before rendering: a directory, or a file in the way
+    return atomic_write_text(out, render_html(report), option="--output")

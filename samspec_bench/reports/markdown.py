@@ -18,6 +18,7 @@ from samspec_bench.reports.fmt import fmt, fmt_headline
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
 from samspec_bench.reports.tables import Table, shape_tables
+from samspec_bench.results import atomic_write_text, check_output_file
 
 MAX_TABLE_ROWS = 40
 
@@ -126,6 +127,12 @@ class _Renderer:
             rows.append([g.suite, _status(g.status), len(g.runs), f"{npass}/{ngates}", heads or "–"])
         return "## Summary\n\n" + _table(["suite", "status", "runs", "gates passed", "headline numbers"], rows) + "\n"
 
+    def unreadable(self) -> str:
+        if not self.report.unreadable:
+            return ""
+        return ("## Runs that could not be read\n\n"
+                + _table(["path", "reason"], [[f"`{u['path']}`", u["reason"]] for u in self.report.unreadable]) + "\n")
+
     def steps(self) -> str:
         out = []
         for rs in self.report.run_states:
@@ -211,7 +218,7 @@ class _Renderer:
             "pass" if any(g.status == "pass" for g in r.groups) else "no gates"
         out = [f"# {r.title} ({_status(overall)})\n\n",
                f"{len(r.runs)} runs of {len(r.groups)} suites from {', '.join(r.inputs)}.\n\n",
-               self.answers(), self.summary(), self.steps()]
+               self.answers(), self.summary(), self.unreadable(), self.steps()]
         for g in r.groups:
             out.append(f"## {g.suite} ({_status(g.status)})\n\n")
             out.append(self.comparison(g))
@@ -226,10 +233,5 @@ def render_markdown(report: Report, out_dir: str | Path | None = None, embed_fig
 
 
 def write_markdown(report: Report, out: str | Path, embed_figures: bool = False) -> Path:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = render_markdown(report, out.parent, embed_figures)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
-    return out
+    out = check_output_file(out, "--output", "report.md")
+    return atomic_write_text(out, render_markdown(report, out.parent, embed_figures), option="--output")

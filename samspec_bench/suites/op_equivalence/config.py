@@ -7,8 +7,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from samspec_bench.errors import UserError, int_list
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.errors import UserError, int_at_least, int_list
+from samspec_bench.models import BUILTIN_MODEL, resolve_model
 
 SUITE = "op-equivalence"
 FIGURE = "logprob_diff_hist.png"
@@ -102,6 +102,13 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
         raise UserError(f"--level model needs --model (e.g. --model {BUILTIN_MODEL})")
     if num_prompts < 1 or max_tokens < 1 or trials < 1 or num_seqs < 1:
         raise UserError("--num-prompts, --max-tokens, --trials and --num-seqs must be >= 1")
+    int_at_least(num_heads, "--num-heads", 1)
+    int_at_least(threads, "--threads", 0)
+    bad_gqa = [g for g in int_list(gqa, "--gqa") if num_heads % g]
+    if bad_gqa:
+        raise UserError(f"--gqa {bad_gqa[0]}: --num-heads {num_heads} is not a multiple of it")
+    if model and "model" in lv and not model.startswith("builtin:"):
+        resolve_model(model)   # a checkpoint path: checked before any work (built-in models are built on use)
     lo, hi = seq_range(seq_len)
     cfg = OpEqConfig(model=model, engine=engine, levels=lv, pairs=[p.strip() for p in pairs.split(",")] if pairs else None,
                      dtypes=dts, k=k, device=device, seed=seed, num_seqs=num_seqs, min_seq_len=lo, max_seq_len=hi,
