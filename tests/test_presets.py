@@ -201,7 +201,7 @@ def test_preset_run_prints_prediction_beside_published(shared_data, tmp_path):
 def test_preset_step_model_is_its_roofline_spec(shared_data, tmp_path, monkeypatch, capsys):
     seen = []
 
-    def stand_in(spec):   # until the roofline model is merged: a profile-like model, the spec recorded
+    def stand_in(spec):   # a cheap model in place of the roofline one; the spec recorded
         seen.append(spec)
         return StepTimeModel.constant(0.05)
 
@@ -213,11 +213,3 @@ def test_preset_step_model_is_its_roofline_spec(shared_data, tmp_path, monkeypat
     met = json.loads((run / "result.json").read_text())["metrics"]
     assert "sensitivity" not in met and met["workload"]["dp"]["instances"] == 2
     assert met["preset"]["inputs"]["step_model"] == PRESETS["seed-qwen3-32b"].step_model
-    # without a roofline implementation in the build: one line, exit 2, naming --step-model
-    monkeypatch.setattr(rcmd, "load_step_model", None)
-    from samspec_bench.cli import main
-    with pytest.raises(SystemExit) as e:
-        main(["rollout", "--preset", "seed-qwen3-32b", "--data-dir", str(shared_data), *SMALL,
-              "--output", str(tmp_path / "b")])
-    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert e.value.code == 2 and len(err) == 1 and "--step-model roofline:" in err[0]
