@@ -7,8 +7,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from samspec_bench.data import BUILTIN_BENCHMARKS
 from samspec_bench.errors import UserError, int_list
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models import BUILTIN_MODEL, check_model
+
+# --data-dir when none is given: the package directory, whose benchmarks/ holds the built-in sets
+BUILTIN_DATA_DIR = str(BUILTIN_BENCHMARKS.parent)
 
 SUITE = "op-equivalence"
 FIGURE = "logprob_diff_hist.png"
@@ -103,6 +107,10 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
     if num_prompts < 1 or max_tokens < 1 or trials < 1 or num_seqs < 1:
         raise UserError("--num-prompts, --max-tokens, --trials and --num-seqs must be >= 1")
     lo, hi = seq_range(seq_len)
+    if model:
+        check_model(model)
+    if data_dir is None and prompts_file is None:
+        data_dir = BUILTIN_DATA_DIR   # model level: the --benchmark prompts of the built-in sets
     cfg = OpEqConfig(model=model, engine=engine, levels=lv, pairs=[p.strip() for p in pairs.split(",")] if pairs else None,
                      dtypes=dts, k=k, device=device, seed=seed, num_seqs=num_seqs, min_seq_len=lo, max_seq_len=hi,
                      block_sizes=int_list(block_size, "--block-size"), num_heads=num_heads, gqa=int_list(gqa, "--gqa"),
