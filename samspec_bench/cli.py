@@ -1,16 +1,71 @@
 """The `samspec-bench` command. Subcommands are imported only when invoked, so
-`samspec-bench --help` stays fast and imports no torch, vLLM or lm-eval."""
+`samspec-bench --help` stays fast and imports no torch, vLLM or lm-eval.
+
+One error path for every command (exit codes in samspec_bench.errors):
+- bad input (UserError, click's usage errors, an unusable path): one line `error: ...` naming
+  the input and the fix on stderr, exit 2;
+- anything else: one line naming the exception and the file the full traceback was written to
+  (under <cache>/errors/), exit 3;
+- either way, a run folder the command created but put no work in is removed.
+Output paths are checked before a command runs: `--output` of a suite (a results root) must not
+be a file, `--json` and a report's `--output` must not be a directory.
+"""
 
 from __future__ import annotations
 
+import datetime as _dt
 import importlib
+import os
 import sys
+import tempfile
+import traceback
+from pathlib import Path
 
 import click
 
 from samspec_bench import __version__
 from samspec_bench.commands import COMMANDS
-from samspec_bench.errors import UserError
+from samspec_bench.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UserError, one_line
+from samspec_bench.paths import cache_dir
+from samspec_bench.results import check_output_file, check_output_root, created_mark, discard_unfinished
+
+
+def _checked_callback(param: click.Parameter, check):
+    """`param`'s callback, followed by `check(value)` for a given value."""
+    inner = param.callback
+
+    def callback(ctx, p, value):
+        if inner is not None:
+            value = inner(ctx, p, value)
+        if value not in (None, "", "-") and not isinstance(value, (tuple, list)):
+            check(value)
+        return value
+    return callback
+
+
+def guard_outputs(cmd: click.Command) -> click.Command:
+    """Check a command's output paths as they are parsed (before anything runs): `--json`
+    is a file; `--output` is a results root, or a file where its default names one
+    (report.html, step_model.json)."""
+    if getattr(cmd, "_samspec_guarded", False):
+        return cmd
+    cmd._samspec_guarded = True   # commands are module-level objects: wrap each callback once
+    for p in cmd.params:
+        if not isinstance(p, click.Option):
+            continue
+        flags = set(p.opts) | set(p.secondary_opts)
+        if "--json" in flags:
+            p.callback = _checked_callback(p, lambda v: check_output_file(v, "--json"))
+        elif "--output" in flags:
+            shown = "/".join(sorted(flags, key=len))
+            if isinstance(p.default, str) and Path(p.default).suffix:
+                p.callback = _checked_callback(p, lambda v, s=shown, e=Path(p.default).name: check_output_file(v, s, e))
+            else:
+                p.callback = _checked_callback(p, lambda v: check_output_root(v, "--output"))
+    for sub in getattr(cmd, "commands", {}).values():
+        guard_outputs(sub)
+    return cmd
+
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
@@ -21,7 +76,7 @@ class LazyGroup(click.Group):
             return None
         target, _ = COMMANDS[name]
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        return guard_outputs(getattr(importlib.import_module(module), attr))
 
     def format_commands(self, ctx, formatter):
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
@@ -36,31 +91,67 @@ def group():
     """Validate and benchmark suffix-automaton (SAM) speculative decoding for RL rollouts.
 
     Every command writes a result directory (result.json, samples, figures) and can
-    print its metrics as JSON."""
+    print its metrics as JSON. Exit codes: 0 done, 1 a gate or step failed, 2 bad input,
+    3 internal error (the message names the file with the traceback), 130 interrupted."""
+
+
+def save_traceback(argv) -> Path:
+    """The current exception's traceback in <cache>/errors/<time>-<pid>.txt (else the temp dir)."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    text = (f"samspec-bench {__version__}\nargv: {list(argv) if argv is not None else sys.argv}\n"
+            f"python: {sys.version.split()[0]}\n\n{traceback.format_exc()}")
+    for base in (cache_dir() / "errors", Path(tempfile.gettempdir())):
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            path = base / f"samspec-bench-error-{stamp}-{os.getpid()}.txt"
+            path.write_text(text, encoding="utf-8")
+            return path
+        except OSError:
+            continue
+    return Path("(not saved: no writable cache or temp directory)")
+
+
+def _fail(message: str, code: int, mark: int) -> None:
+    discard_unfinished(mark)
+    click.echo(message, err=True)
+    sys.exit(code)
 
 
 def main(argv=None):
+    mark = created_mark()
     try:
         rv = group.main(args=argv, prog_name="samspec-bench", standalone_mode=False)
     except UserError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(e.exit_code)
+        _fail(f"error: {one_line(e)}", e.exit_code, mark)
     except click.UsageError as e:
         # one line, naming the bad option, instead of click's usage block
-        where = f"samspec-bench {e.ctx.info_name} --help" if e.ctx and e.ctx.parent else "samspec-bench --help"
-        click.echo(f"error: {e.format_message()} (see {where})", err=True)
-        sys.exit(2)
+        where = f"{e.ctx.command_path} --help" if e.ctx and e.ctx.parent else "samspec-bench --help"
+        _fail(f"error: {one_line(e.format_message())} (see {where})", EXIT_USAGE, mark)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as e:   # e.g. a file click could not open
+        _fail(f"error: {one_line(e.format_message())}", EXIT_USAGE, mark)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted: finished samples are kept; re-run with --resume DIR to continue", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:   # the reader of stdout went away (| head): nothing more to say
+        try:   # so that the interpreter's final flush of stdout does not fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        sys.exit(1)
+    except OSError as e:
+        # a path the command could not use (permissions, disk full, a vanished file)
+        where = save_traceback(argv)
+        what = f"{e.strerror or type(e).__name__}: {e.filename}" if e.filename else one_line(e) or type(e).__name__
+        _fail(f"error: {what}: check the path and its permissions (traceback: {where})", EXIT_USAGE, mark)
+    except Exception as e:  # noqa: BLE001 - the one place an unexpected error becomes a message
+        where = save_traceback(argv)
+        _fail(f"error: internal error, {type(e).__name__}: {one_line(e)[:300]} (full traceback: {where})",
+              EXIT_INTERNAL, mark)
     # without standalone mode, click returns the code of a command that raised Exit(n)
     if isinstance(rv, int) and rv != 0:
         sys.exit(rv)

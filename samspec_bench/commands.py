@@ -15,5 +15,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sampler": ("samspec_bench.suites.sampler:command", "Prove rejection samplers exact or lossy (--audit any sampler); time the vectorised sampler."),
     "report": ("samspec_bench.suites.report_cmd:command", "One self-contained HTML (or Markdown) report comparing result directories."),
     "rollout": ("samspec_bench.suites.rollout:command", "RL rollout time with SAM off/always/below a batch threshold: head vs long tail, sweeps, simulation."),
+    "curves": ("samspec_bench.suites.curves:command", "Training curves SAM off vs on (TensorBoard, verl console, wandb, CSV): learning EQUIVALENT/DIFFERENT, step-time ratios."),
     "run": ("samspec_bench.suites.run.command:command", "Run every available suite with small defaults and render the report (resumable)."),
 }

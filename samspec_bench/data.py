@@ -2,12 +2,18 @@
 
 Bad input never disappears silently: with on_error="stop" the first bad line raises a
 UserError naming file and line; with on_error="skip" it is recorded in TraceSet.skipped.
+A bad line is one that is not UTF-8 text, not a JSON object, lacks a field or has one of the
+wrong type, or repeats an id seen earlier in the same file: ids identify responses (results
+key them by file and line, resume matches them), so a repeated id is refused with
+on_error="stop" and, with "skip", the first line with that id is kept and every repeat is
+skipped and recorded (never counted twice). Ids are per file: two files may use the same ids.
 transformers is imported inside functions only (the CLI's --help must stay light).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,19 +85,45 @@ def read_traces(path: str | Path | Iterable[str | Path], on_error: OnError = "st
         path = list(path)  # read twice: for the files and for error messages
     traces = TraceSet(records=[], on_error=on_error)
     for file in _trace_files(path):
-        with file.open(encoding="utf-8") as f:
-            for lineno, text in enumerate(f, start=1):
-                if not text.strip():
-                    continue  # blank lines (e.g. a trailing one) hold no record
-                try:
-                    traces.records.append(_parse_record(text, file, lineno))
-                except _BadLine as e:
-                    _reject(traces, file, lineno, str(e))
+        first_line: dict[str, int] = {}   # id -> line of its first record in this file
+        for lineno, text in _lines(file):
+            if not text.strip():
+                continue  # blank lines (e.g. a trailing one) hold no record
+            try:
+                rec = _parse_record(text, file, lineno)
+                if rec.id in first_line:
+                    raise _BadLine(f"id {rec.id!r} repeats line {first_line[rec.id]} (each response needs its "
+                                   "own id; with --on-error skip the first is kept)")
+                first_line[rec.id] = lineno
+                traces.records.append(rec)
+            except _BadLine as e:
+                _reject(traces, file, lineno, str(e))
     if not traces.records:
         detail = f" ({len(traces.skipped)} bad lines skipped)" if traces.skipped else ""
         raise UserError(f"no usable traces in {_describe(path)}{detail}: pass JSONL files with one "
                         "response a line (id, group, prompt, response)")
     return traces
+
+
+def _lines(file: Path) -> Iterable[tuple[int, str]]:
+    """(1-based line number, text) of each line; a line that is not UTF-8 comes back as the
+    _UNDECODABLE marker with its reason (a BOM at the start is dropped)."""
+    try:
+        f = file.open("rb")
+    except OSError as e:
+        raise UserError(f"trace file {file} cannot be read ({e.strerror or type(e).__name__}): pass a "
+                        "readable JSONL file") from None
+    with f:
+        for lineno, raw in enumerate(f, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield lineno, _UNDECODABLE + f"not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
+
+
+_UNDECODABLE = "\x00undecodable:"
 
 
 def _trace_files(path: str | Path | Iterable[str | Path]) -> list[Path]:
@@ -124,6 +156,8 @@ def _reject(traces: TraceSet, file: Path, line: int, reason: str) -> None:
 
 
 def _parse_record(text: str, file: Path, line: int) -> TraceRecord:
+    if text.startswith(_UNDECODABLE):
+        raise _BadLine(text[len(_UNDECODABLE):])
     try:
         row = json.loads(text)
     except ValueError as e:
@@ -138,9 +172,9 @@ def _parse_record(text: str, file: Path, line: int) -> TraceRecord:
     if not (response or response_ids):
         raise _BadLine("the response is empty")
     logprobs = row.get("logprobs")
-    if logprobs is not None and not (isinstance(logprobs, list)
-                                     and all(isinstance(x, (int, float)) for x in logprobs)):
-        raise _BadLine("field 'logprobs' is not a list of numbers")
+    if logprobs is not None and not (isinstance(logprobs, list) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in logprobs)):
+        raise _BadLine("field 'logprobs' is not a list of finite numbers")
     return TraceRecord(
         id=str(row["id"]), group=str(row["group"]), source=file, line=line,
         prompt=prompt, response=response, prompt_ids=prompt_ids, response_ids=response_ids,
@@ -307,8 +341,14 @@ def read_benchmark(name: str, data_dir: str | Path | None = None) -> list[dict]:
     if not path.is_file():
         raise UserError(f"benchmark {name} not found: expected {path} (pass --data-dir pointing at the shared data)")
     rows = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, text in enumerate(f, start=1):
+    seen: dict[str, int] = {}
+    restore = "restore the file from the shared data"
+    with path.open("rb") as f:
+        for lineno, bline in enumerate(f, start=1):
+            try:
+                text = bline.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UserError(f"{path}:{lineno}: not UTF-8 text: {restore}") from None
             if not text.strip():
                 continue
             try:
@@ -324,6 +364,9 @@ def read_benchmark(name: str, data_dir: str | Path | None = None) -> list[dict]:
                 if m is None:
                     raise UserError(f"{path}:{lineno}: the answer has no '#### N' line: restore the file from the shared data")
                 answer = m.group(1).replace(",", "")
+            if row_id in seen:
+                raise UserError(f"{path}:{lineno}: id {row_id!r} repeats line {seen[row_id]}: {restore}")
+            seen[row_id] = lineno
             rows.append({"id": row_id, "question": question, "answer": answer, "raw": raw})
     return rows
 

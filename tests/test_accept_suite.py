@@ -380,10 +380,10 @@ def test_single_step_traces_emulate_an_earlier_step(subset, qwen3_tokenizer_dir,
 def test_replay_with_model_refuses_other_models_traces(subset, qwen3_tokenizer_dir, tmp_path, capsys):
     args = base_args(subset, qwen3_tokenizer_dir, tmp_path / "o") + ["--model", "Qwen3-8B"]
     got = run_cli(args, capsys, expect_exit=2)
-    assert "responses of 'Qwen2.5-Math-Instruct (size unstated)', not of --model Qwen3-8B" in got.err
+    assert "responses of 'Qwen2.5-Math-Instruct (size unstated)', not of --model Qwen/Qwen3-8B" in got.err
     assert "--any-model" in got.err and not (tmp_path / "o").exists()
     result = json.loads(run_cli(args + ["--any-model", "--json", "-"], capsys).out)
-    assert result["config"]["model"] == "Qwen3-8B" and result["config"]["any_model"] is True
+    assert result["config"]["model"] == "Qwen/Qwen3-8B" and result["config"]["any_model"] is True
     assert "Qwen2.5-Math-Instruct (size unstated)" in result["inputs"]["models"]["models"][str(subset / QWEN)]
 
 
@@ -427,7 +427,7 @@ def test_model_without_engine_runs_the_model(tmp_path, monkeypatch, capsys):
     if importlib.util.find_spec("vllm") is None:
         assert engine == "reference" and "vLLM does not import here" in why
     got = run_cli(["accept", "--model", "Qwen3-8B"], capsys, expect_exit=2)
-    assert got.err.strip() == (f"error: model 'Qwen3-8B' (Qwen/Qwen3-8B): its weights are not in the Hugging Face "
+    assert got.err.strip() == (f"error: model Qwen/Qwen3-8B: its weights are not in the Hugging Face "
                                f"cache ({tmp_path / 'hub'}) and HF_HUB_OFFLINE is set: download it where the hub is "
                                "reachable: hf download Qwen/Qwen3-8B")
     got = run_cli(["accept"], capsys, expect_exit=2)
@@ -462,7 +462,7 @@ def test_lm_eval_samples_replay(traces_dir, qwen3_tokenizer_dir, tmp_path, capsy
     assert len(keys) == 12 and all("#" in k for k in keys)   # four responses on one line: distinct keys
     got = run_cli(args[:-5] + ["--model", "Qwen3-8B", "--output", str(tmp_path / "o2"), "--no-progress"], capsys,
                   expect_exit=2)
-    assert "not of --model Qwen3-8B" in got.err
+    assert "not of --model Qwen/Qwen3-8B" in got.err
 
 
 def test_trace_format_errors_exit_2(tmp_path, qwen3_tokenizer_dir, capsys):

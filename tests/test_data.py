@@ -136,9 +136,13 @@ BAD_LINES = [
 ]
 
 
+def _good(i: int) -> dict:
+    return {**GOOD, "id": f"ok{i}"}
+
+
 @pytest.mark.parametrize("bad, reason", BAD_LINES)
 def test_bad_line_stops_with_file_and_line(tmp_path, bad, reason):
-    path = _write(tmp_path / "t.jsonl", [GOOD, GOOD, bad, GOOD])
+    path = _write(tmp_path / "t.jsonl", [_good(1), _good(2), bad, _good(4)])
     with pytest.raises(UserError) as e:
         data.read_traces(path)
     msg = str(e.value)
@@ -147,11 +151,52 @@ def test_bad_line_stops_with_file_and_line(tmp_path, bad, reason):
 
 @pytest.mark.parametrize("bad, reason", BAD_LINES)
 def test_bad_line_is_counted_when_skipped(tmp_path, bad, reason):
-    path = _write(tmp_path / "t.jsonl", [GOOD, bad, GOOD, bad])
+    path = _write(tmp_path / "t.jsonl", [_good(1), bad, _good(3), bad])
     traces = data.read_traces(path, on_error="skip")
     assert [r.line for r in traces.records] == [1, 3]
     assert [(f, line) for f, line, _ in traces.skipped] == [(path, 2), (path, 4)]
     assert all(why.startswith(reason) for _, _, why in traces.skipped)
+
+
+def test_undecodable_line_is_a_bad_line_not_a_crash(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(_good(1)).encode() + b"\n"    # a BOM is not an error
+                     + b'{"id": "x", "group": "g", "prompt": "caf\xe9", "response": "r"}\n'
+                     + json.dumps(_good(3)).encode() + b"\n")
+    with pytest.raises(UserError, match=re.escape(f"{path}:2: not UTF-8 text (byte 0xe9")):
+        data.read_traces(path)
+    traces = data.read_traces(path, on_error="skip")
+    assert [r.id for r in traces.records] == ["ok1", "ok3"]
+    assert [(line, why.split(" (")[0]) for _, line, why in traces.skipped] == [(2, "not UTF-8 text")]
+
+
+def test_repeated_ids_are_refused_or_kept_once(tmp_path):
+    path = _write(tmp_path / "t.jsonl", [_good(1), {**_good(1), "response": "other"}, _good(2), _good(1)])
+    with pytest.raises(UserError, match=re.escape(f"{path}:2: id 'ok1' repeats line 1")):
+        data.read_traces(path)
+    traces = data.read_traces(path, on_error="skip")
+    assert [(r.id, r.line, r.response) for r in traces.records] == [("ok1", 1, "2"), ("ok2", 3, "2")]
+    assert [line for _, line, _ in traces.skipped] == [2, 4]
+    u, v = _write(tmp_path / "u.jsonl", [_good(1)]), _write(tmp_path / "v.jsonl", [_good(1)])
+    assert [r.id for r in data.read_traces([u, v]).records] == ["ok1", "ok1"]   # ids are per file
+
+
+def test_non_finite_logprobs_are_a_bad_line(tmp_path):
+    path = _write(tmp_path / "t.jsonl", ['{"id": "a", "group": "g", "prompt": "p", "response": "r", "logprobs": [NaN]}'])
+    with pytest.raises(UserError, match="'logprobs' is not a list of finite numbers"):
+        data.read_traces(path)
+
+
+def test_benchmark_with_repeated_ids_or_bad_bytes(tmp_path):
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    row = {"id": "1", "problem": "p", "answer": "3"}
+    (bench / "aime25.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(UserError, match=r"aime25.jsonl:2: id '1' repeats line 1"):
+        data.read_benchmark("aime25", tmp_path)
+    (bench / "aime25.jsonl").write_bytes(b'{"id": "1", "problem": "\xff", "answer": "3"}\n')
+    with pytest.raises(UserError, match=r"aime25.jsonl:1: not UTF-8 text"):
+        data.read_benchmark("aime25", tmp_path)
 
 
 def test_ids_beyond_the_vocab(tmp_path, qwen3):

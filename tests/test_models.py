@@ -199,10 +199,9 @@ def test_local_directory_is_returned_as_is(tmp_path):
 
 
 @pytest.mark.parametrize("spec, expected", [
-    ("Qwen3-8B", "model 'Qwen3-8B' (Qwen/Qwen3-8B): its weights are not in the Hugging Face cache"),
     ("Qwen/Qwen3-8B", "model Qwen/Qwen3-8B: its weights are not in the Hugging Face cache"),
-    ("qwen3-8b", "model 'qwen3-8b' (Qwen/qwen3-8b)"),
-    ("llama-7b", "model 'llama-7b' is not a local directory, a built-in"),
+    ("Qwen3-8B", "model 'Qwen3-8B' is not a local directory, a built-in (builtin:smollm2-135m, builtin:tiny-qwen3) "
+                 "or a Hugging Face id (org/name, e.g. Qwen/Qwen3-8B)"),   # short names are the suites' (model_id)
     ("builtin:llama-7b", "unknown built-in model 'builtin:llama-7b': use one of builtin:smollm2-135m, builtin:tiny-qwen3"),
     ("./no/such/dir", "model path no/such/dir is not a directory"),
     ("a/b/c", "model path a/b/c is not a directory"),
@@ -241,20 +240,18 @@ def _snapshot(cache: Path, repo: str, files: dict[str, bytes | str], commit: str
 
 def test_offline_and_not_cached_names_the_id_and_the_command(hub_cache):
     with pytest.raises(UserError) as e:
-        models.resolve_model("Qwen3-32B")
-    assert str(e.value) == (f"model 'Qwen3-32B' (Qwen/Qwen3-32B): its weights are not in the Hugging Face cache "
+        models.resolve_model("Qwen/Qwen3-32B")
+    assert str(e.value) == (f"model Qwen/Qwen3-32B: its weights are not in the Hugging Face cache "
                             f"({hub_cache}) and HF_HUB_OFFLINE is set: download it where the hub is reachable: "
                             "hf download Qwen/Qwen3-32B")
     with pytest.raises(UserError, match="its tokenizer files .* hf download Qwen/Qwen3-32B tokenizer.json"):
-        models.resolve_tokenizer("Qwen3-32B")
+        models.resolve_tokenizer("Qwen/Qwen3-32B")
 
 
 def test_cached_snapshot_is_used(hub_cache):
     snap = _snapshot(hub_cache, "Qwen/Qwen3-8B", {"config.json": "{}", "model.safetensors": b"x",
                                                   "tokenizer.json": "{}"})
-    assert models.resolve_model("Qwen3-8B") == snap == models.resolve_model("Qwen/Qwen3-8B")
-    assert models.resolve_tokenizer("Qwen3-8B") == snap
-    assert models.check_model("Qwen3-8B") == "Qwen3-8B"
+    assert models.resolve_model("Qwen/Qwen3-8B") == snap == models.resolve_tokenizer("Qwen/Qwen3-8B")
 
 
 def test_sharded_snapshot_needs_every_shard(hub_cache):
@@ -290,9 +287,9 @@ def test_download_when_the_hub_may_be_used(hub_cache, monkeypatch, capsys):
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_download)
-    tok = models.resolve_tokenizer("Qwen3-4B")
+    tok = models.resolve_tokenizer("Qwen/Qwen3-4B")
     assert calls[0][0] == "Qwen/Qwen3-4B" and "tokenizer.json" in calls[0][1] and (tok / "tokenizer.json").is_file()
-    assert models.resolve_model("Qwen3-4B").name == "2" * 40 and calls[1] == ("Qwen/Qwen3-4B", None)
+    assert models.resolve_model("Qwen/Qwen3-4B").name == "2" * 40 and calls[1] == ("Qwen/Qwen3-4B", None)
     assert "downloading Qwen/Qwen3-4B" in capsys.readouterr().err
 
     def failing(repo, **kw):
@@ -300,32 +297,11 @@ def test_download_when_the_hub_may_be_used(hub_cache, monkeypatch, capsys):
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", failing)
     with pytest.raises(UserError) as e:
-        models.resolve_model("Qwen3-1.7B")
+        models.resolve_model("Qwen/Qwen3-1.7B")
     msg = str(e.value)
     assert "downloading failed (Name or service not known)" in msg and msg.endswith("hf download Qwen/Qwen3-1.7B")
 
 
-@pytest.mark.parametrize("trace_model, spec, same", [
-    ("Qwen/Qwen3-8B", "Qwen3-8B", True),
-    ("Qwen3-8B", "Qwen/Qwen3-8B", True),
-    ("qwen/qwen3-8b", "/ckpt/Qwen3-8B", True),
-    ("Qwen/Qwen3-8B", "Qwen3-32B", False),
-    ("Qwen2.5-Math-Instruct (size unstated)", "Qwen3-8B", False),
-    ("builtin:smollm2-135m", "builtin:smollm2-135m", True),
-    ("builtin:smollm2-135m", "builtin:tiny-qwen3", False),
-])
-def test_same_model(trace_model, spec, same):
-    assert models.same_model(trace_model, spec) is same
-
-
-def test_check_model_fails_fast_only_where_it_can_know(hub_cache, tmp_path):
-    with pytest.raises(UserError, match="hf download Qwen/Qwen3-8B"):
-        models.check_model("Qwen3-8B")
-    with pytest.raises(UserError, match="unknown built-in"):
-        models.check_model("builtin:nope")
-    assert models.check_model("builtin:tiny-qwen3") == "builtin:tiny-qwen3"   # nothing is built
-    assert not (Path(models.cache_dir()) / "models" / "nope").exists()
-    assert models.check_model("m") == "m"   # not a path, an id or a short name: left to the loader
 
 
 def test_directory_without_config(tmp_path):

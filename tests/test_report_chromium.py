@@ -134,3 +134,34 @@ def test_the_probe_can_fail(tmp_path):
     r = _chromium(["--enable-logging=stderr", "--v=0", "--virtual-time-budget=3000", "--dump-dom", page.as_uri()],
                   tmp_path)
     assert _console_errors(r.stderr), "chromium's console log did not show the script error"
+
+
+ANSWERS_PROBE = """<script>window.addEventListener('load', function () {
+  var box = function (sel) { var e = document.querySelector(sel); if (!e) return null;
+    var r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom}; };
+  var out = document.createElement('pre'); out.id = '__answers';
+  out.textContent = JSON.stringify({answers: box('#answers'), summary: box('#summary'),
+    cards: Array.prototype.map.call(document.querySelectorAll('.answer'), function (e) {
+      return [e.getAttribute('data-answer'), getComputedStyle(e).borderLeftColor]; })});
+  document.body.appendChild(out);
+});</script>"""
+
+
+def test_the_three_answers_fill_the_first_screen(tmp_path):
+    """At 1200x1600 the answers (all three, badges coloured by verdict) are on screen before the
+    summary and the evidence."""
+    from test_report_answers import accept, accuracy, opeq, rollout, sampler
+
+    runs = [opeq(tmp_path), sampler(tmp_path), accuracy(tmp_path), accept(tmp_path), rollout(tmp_path, constant=True)]
+    page = tmp_path / "answers.html"
+    page.write_text(render_html(collect(runs)).replace("</body>", ANSWERS_PROBE + "</body>", 1), encoding="utf-8")
+    r = _chromium(["--virtual-time-budget=5000", "--window-size=1200,1600", "--dump-dom", page.as_uri()], tmp_path)
+    m = re.search(r'<pre id="__answers">(.*?)</pre>', r.stdout, re.S)
+    assert m, r.stderr[-2000:]
+    import html as _html
+    probe = json.loads(_html.unescape(m.group(1)))
+    assert 0 < probe["answers"]["top"] < probe["answers"]["bottom"] <= 1600   # all of it on the first screen
+    assert probe["answers"]["bottom"] <= probe["summary"]["top"]
+    colours = dict(probe["cards"])
+    assert list(colours) == ["lossless", "accept", "rollout"]
+    assert len({colours["lossless"], colours["accept"], colours["rollout"]}) == 3   # partial, yes, unknown

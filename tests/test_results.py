@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,3 +58,111 @@ def test_bad_resume_and_missing_result_are_user_errors(tmp_path):
 
 def test_to_jsonable_handles_numpy_and_nested_values():
     assert to_jsonable({"a": (np.int32(1), [np.float64(2.5)])}) == {"a": [1, [2.5]]}
+
+
+# --- nothing half-written is trusted (issue 18) ------------------------------------------------
+
+def test_atomic_write_replaces_whole_and_leaves_no_temp(tmp_path, monkeypatch):
+    from samspec_bench.results import atomic_write_text
+
+    target = tmp_path / "r.json"
+    atomic_write_text(target, "old\n")
+    real_replace = os.replace
+
+    def crash(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        atomic_write_text(target, "new\n")
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["r.json"]
+    (tmp_path / "d").mkdir()
+    with pytest.raises(UserError, match=r"--json .*: is a directory"):
+        atomic_write_text(tmp_path / "d", "x", option="--json")
+    assert not list((tmp_path / "d").iterdir()) and sorted(p.name for p in tmp_path.iterdir()) == ["d", "r.json"]
+
+
+def test_stale_temp_of_a_dead_writer_is_removed_on_resume(tmp_path):
+    run = RunDir(tmp_path, "accept")
+    dead = run.file(".result.json.999999999.1.0123abcd.tmp")
+    dead.write_text("half")
+    RunDir(tmp_path, "accept", resume=run.path)
+    assert not dead.exists()
+
+
+def test_resume_refuses_other_suites_and_damaged_settings(tmp_path):
+    from samspec_bench.results import check_resume
+
+    run = RunDir(tmp_path, "sampler")
+    with pytest.raises(UserError, match=r"a `samspec-bench sampler` run folder \(samspec_run.json says so\), not accept"):
+        RunDir(tmp_path, "accept", resume=run.path)
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    with pytest.raises(UserError, match=r"not a samspec-bench run folder .*it holds notes.txt"):
+        check_resume(other, "accept")
+    acc = RunDir(tmp_path, "accept")
+    with pytest.raises(UserError, match="no config.json there"):
+        check_resume(acc.path, "accept", {"k": 3})
+    acc.write_json("config.json", {"k": 3, "traces": ["a"]})
+    assert check_resume(acc.path, "accept", {"k": 3, "traces": ["a"]}) == {"k": 3, "traces": ["a"]}
+    with pytest.raises(UserError, match=r"the run used k = 3, this call 5"):
+        check_resume(acc.path, "accept", {"k": 5, "traces": ["a"]})
+    acc.file("config.json").write_text('{"k": 3, "tra')
+    with pytest.raises(UserError, match="not valid JSON"):
+        check_resume(acc.path, "accept", {"k": 3})
+    legacy = tmp_path / "drafters-20260101-120000-2"     # a folder from before the marker
+    legacy.mkdir()
+    with pytest.raises(UserError, match="drafters` run folder \\(its name says so\\)"):
+        check_resume(legacy, "accept")
+
+
+def test_failed_commands_leave_no_empty_run_folder_but_keep_samples(tmp_path):
+    from samspec_bench.results import created_mark, discard_unfinished
+
+    mark = created_mark()
+    empty = RunDir(tmp_path / "res", "accept")
+    empty.write_json("config.json", {"k": 3})
+    kept = RunDir(tmp_path / "res", "accept")
+    kept.append_sample({"id": 1})
+    done = RunDir(tmp_path / "res", "accept")
+    done.write_result({}, {})
+    assert discard_unfinished(mark) == [empty.path]
+    assert kept.path.is_dir() and done.path.is_dir() and not empty.path.exists()
+    mark = created_mark()
+    RunDir(tmp_path / "fresh", "accept")
+    discard_unfinished(mark)
+    assert not (tmp_path / "fresh").exists()              # the root it made for itself goes too
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda d: [d], "holds a JSON list"),
+    (lambda d: {**d, "metrics": []}, "'metrics' is a JSON list"),
+    (lambda d: {**d, "figures": "a.png"}, "'figures' is a JSON str"),
+    (lambda d: {k: v for k, v in d.items() if k != "suite"}, "no 'suite'"),
+])
+def test_load_result_names_what_is_damaged(tmp_path, change, match):
+    run = RunDir(tmp_path, "drafters")
+    run.write_result({}, {"v": 1})
+    data = json.loads(run.file("result.json").read_text())
+    run.file("result.json").write_text(json.dumps(change(data)))
+    with pytest.raises(UserError, match=match):
+        load_result(run.path)
+
+
+def test_option_checks_name_the_option_and_the_range():
+    from samspec_bench.errors import int_at_least, int_list, number_in
+
+    assert int_at_least(3, "--n") == 3 and int_at_least(None, "--n", optional=True) is None
+    for bad in (0, -1, True, "x", 2.5, None):
+        with pytest.raises(UserError, match=r"^--n .*give an integer >= 1$"):
+            int_at_least(bad, "--n")
+    with pytest.raises(UserError, match=r"^-k 40: give an integer in 1\.\.34$"):
+        int_at_least(40, "-k", 1, 34)
+    assert number_in(0.5, "--p", 0, 1, lo_open=True) == 0.5
+    for bad in (0, 1.5, float("nan"), float("inf"), "x"):
+        with pytest.raises(UserError, match=r"^--p .*give a number in \(0, 1\]$"):
+            number_in(bad, "--p", 0, 1, lo_open=True)
+    with pytest.raises(UserError, match="in 1..8"):
+        int_list("2,9", "--b", 1, 8)

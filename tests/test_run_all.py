@@ -19,7 +19,7 @@ from samspec_bench.results import RunDir
 from samspec_bench.suites.run import plan
 from samspec_bench.suites.run.command import DEFAULT_MODEL, outcome, run_all
 from samspec_bench.suites.run.config_file import load_config
-from samspec_bench.suites.run.options import build_args, suite_command, suite_params
+from samspec_bench.suites.run.options import build_args, engine_option, suite_command, suite_params
 from samspec_bench.suites.run.plan import Ctx, Plan, Step
 from samspec_bench.suites.run.state import STATE_FILE
 
@@ -175,10 +175,12 @@ def test_run_records_steps_and_renders_the_report(fake_steps, tmp_path):
     assert saved["steps"]["beta"]["status"] == "done" and saved["report"]["html"] == "report.html"
 
 
-def test_engine_a_suite_cannot_use_is_noted(fake_steps, tmp_path):
-    state, _ = run_all(output=tmp_path, engine="vllm-xyz", steps="alpha")
-    assert "--engine" not in state["steps"]["alpha"]["args"]
-    assert any("not one of this suite's engines" in n for n in state["steps"]["alpha"]["notes"])
+def test_engine_typo_is_refused_and_an_engine_a_suite_cannot_use_is_noted(fake_steps, tmp_path):
+    with pytest.raises(UserError, match="--engine 'vllm-xyz': not an engine of this build; use one of replay, reference"):
+        run_all(output=tmp_path, engine="vllm-xyz", steps="alpha")
+    assert not list(tmp_path.iterdir())
+    value, note = engine_option(fake_steps["alpha"].command, "vllm")   # an engine of another suite
+    assert value is None and "not one of this suite's engines" in note
 
 
 def test_interrupted_run_resumes(fake_steps, tmp_path):
@@ -326,16 +328,15 @@ def test_suite_params_fill_defaults_and_leave_out_what_run_sets(typed_suite):
         suite_params(typed_suite.command, "typed", {"fast": "yes"})
 
 
-def test_a_bad_value_fails_the_step_with_clicks_message(typed_suite, tmp_path):
+def test_a_bad_value_is_refused_with_clicks_message_before_the_run_starts(typed_suite, tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("typed:\n  sweep: 1,x\n  mode: c\n", encoding="utf-8")
-    state, _ = run_all(output=tmp_path / "res", config=cfg)
-    st = state["steps"]["typed"]
-    assert st["status"] == "failed" and "--mode" in st["reason"] and "'c' is not one of 'a', 'b'" in st["reason"]
+    with pytest.raises(UserError, match=r"config section typed: .*--mode.*'c' is not one of 'a', 'b'"):
+        run_all(output=tmp_path / "res", config=cfg)
     cfg.write_text("typed:\n  sweep: 1,x\n", encoding="utf-8")
-    state, _ = run_all(output=tmp_path / "res", config=cfg)
-    assert "'1,x': give comma-separated integers" in state["steps"]["typed"]["reason"]
-    assert RECEIVED == []
+    with pytest.raises(UserError, match="config section typed: .*'1,x': give comma-separated integers"):
+        run_all(output=tmp_path / "res", config=cfg)
+    assert RECEIVED == [] and not (tmp_path / "res").exists()
 
 
 def test_a_suite_without_the_contract_fails_its_step(typed_suite, tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ import pytest
 from samspec_bench.commands import COMMANDS
 
 # the suites of this branch that implement the contract; the others join this list as they do
-CONTRACT_SUITES = ("accept", "accuracy", "drafters", "op-equivalence", "rollout", "sampler")
+CONTRACT_SUITES = ("accept", "accuracy", "curves", "drafters", "op-equivalence", "rollout", "sampler")
 OUTPUT_OPTIONS = ("--output", "--resume", "--json")
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
 from samspec_bench.errors import UserError
-from samspec_bench.trace_formats import check_models, detect_file, expand, prompt_group, read_any
+from samspec_bench.trace_formats import (check_models, detect_file, expand, model_id, prompt_group, read_any,
+                                          same_model)
 from trace_fixtures import grouped_rows, verl_input, write_lm_eval_samples, write_verl_dump
 
 QWEN = "qwen25math_math_100x8.jsonl"
@@ -207,3 +208,25 @@ def test_lm_eval_files_are_detected_in_a_folder_tree(tmp_path, groups):
     out = write_lm_eval_samples(tmp_path / "lm", groups[:1], task="gsm8k", repeats=2)
     (Path(out) / "notes.jsonl").write_text(json.dumps({"prompt": "x", "response": "y"}) + "\n")
     assert [k for _, k in expand(out)] == ["lm-eval"]   # the samples files win over stray JSONL
+
+
+@pytest.mark.parametrize("trace_model, spec, same", [
+    ("Qwen/Qwen3-8B", "Qwen3-8B", True),
+    ("Qwen3-8B", "Qwen/Qwen3-8B", True),
+    ("qwen/qwen3-8b", "/ckpt/Qwen3-8B", True),
+    ("Qwen/Qwen3-8B", "Qwen3-32B", False),
+    ("Qwen2.5-Math-Instruct (size unstated)", "Qwen3-8B", False),
+    ("builtin:smollm2-135m", "builtin:smollm2-135m", True),
+    ("builtin:smollm2-135m", "builtin:tiny-qwen3", False),
+])
+def test_same_model(trace_model, spec, same):
+    assert same_model(trace_model, spec) is same
+
+
+def test_model_id_maps_short_names_and_keeps_paths(tmp_path, monkeypatch):
+    assert model_id("Qwen3-8B") == "Qwen/Qwen3-8B" and model_id("qwen3-235b-a22b") == "Qwen/Qwen3-235B-A22B"
+    assert model_id("DeepSeek-R1-Distill-Qwen-7B") == "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"
+    assert model_id("org/other") == "org/other" and model_id("builtin:tiny-qwen3") == "builtin:tiny-qwen3"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Qwen3-8B").mkdir()   # a local checkpoint directory of that name wins over the alias
+    assert model_id("Qwen3-8B") == "Qwen3-8B"

@@ -2,28 +2,34 @@
 by suite in a fixed order, each summarized (headlines, gates) with its figures loaded, several
 runs of one suite compared. Nothing here depends on the time of rendering, so the same inputs
 give the same report.
+
+One bad run never blocks the others: a run whose result.json cannot be read (truncated, not
+JSON, a list, another schema, damaged fields) or summarized is left out and listed in
+`Report.unreadable` with the reason, as is a torn run_state.json; only when nothing at all can
+be read is that an error. A `samspec-bench run` folder whose steps all failed (a run_state.json,
+no result) is a report of its steps.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, one_line
 from samspec_bench.reports.compare import compare_runs
 from samspec_bench.reports.headlines import summarize
 from samspec_bench.reports.model import Figure, Report, Run, SuiteGroup
-from samspec_bench.results import load_result
+from samspec_bench.results import load_result, read_json
 
 # Suites in the order a report shows them (others follow alphabetically).
-SUITE_ORDER = ("workload", "accept", "drafters", "sampler", "op-equivalence", "accuracy", "rollout")
+SUITE_ORDER = ("workload", "accept", "drafters", "sampler", "op-equivalence", "accuracy", "rollout", "curves")
 RUN_STATE_FILE = "run_state.json"
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
 
-def find_run_dirs(path: str | os.PathLike) -> list[Path]:
-    """A run directory itself, or every run directory (holding result.json) below a folder."""
+def find_run_dirs(path: str | os.PathLike, allow_none: bool = False) -> list[Path]:
+    """A run directory itself, or every run directory (holding result.json) below a folder
+    (none found: a UserError, or [] with allow_none)."""
     p = Path(path)
     if (p / "result.json").is_file():
         return [p]
@@ -32,8 +38,8 @@ def find_run_dirs(path: str | os.PathLike) -> list[Path]:
                         "that contain them")
     if not p.is_dir():
         raise UserError(f"{path}: not a directory; pass run directories (holding result.json)")
-    found = sorted({f.parent for f in p.rglob("result.json")}, key=lambda d: d.as_posix())
-    if not found:
+    found = sorted({f.parent for f in p.rglob("result.json") if f.is_file()}, key=lambda d: d.as_posix())
+    if not found and not allow_none:
         raise UserError(f"{path}: no result.json found in it; pass the directory a samspec-bench suite wrote "
                         "(results/<suite>-<timestamp>/) or a folder that holds such directories")
     return found
@@ -64,36 +70,61 @@ def _suite_key(suite: str) -> tuple:
     return (SUITE_ORDER.index(suite), "") if suite in SUITE_ORDER else (len(SUITE_ORDER), suite)
 
 
+def _reason(e: Exception) -> str:
+    return one_line(e) if isinstance(e, UserError) else f"cannot be summarized ({type(e).__name__}: {one_line(e)})"
+
+
+def _read_state(state_file: Path) -> dict:
+    state = read_json(state_file, "the run's step list is left out; re-run with --resume to rewrite it")
+    if not isinstance(state, dict) or not isinstance(state.get("steps", {}), dict):
+        raise UserError(f"{state_file}: not a samspec-bench run state (a JSON {type(state).__name__}); "
+                        "the run's step list is left out")
+    return state
+
+
 def collect(paths: list[str | os.PathLike]) -> Report:
-    """Load every run under `paths` (in the order given; a folder's runs sorted by path)."""
+    """Load every run under `paths` (in the order given; a folder's runs sorted by path).
+    Runs that cannot be read are listed in the report's `unreadable` with the reason; a
+    UserError only when nothing at all can be read."""
     if not paths:
         raise UserError("no results given: pass one or more run directories (or folders holding them)")
     runs: list[Run] = []
     seen: set[str] = set()
     states = []
+    unreadable: list[dict] = []
     for given in paths:
         given_p = Path(given)
         state_file = given_p / RUN_STATE_FILE
-        if state_file.is_file():
+        has_state = state_file.is_file()
+        if has_state:
             try:
-                states.append({"path": str(given_p), "state": json.loads(state_file.read_text(encoding="utf-8"))})
-            except ValueError:
-                raise UserError(f"{state_file}: not valid JSON; delete it or pass the run directories instead") from None
-        for d in find_run_dirs(given_p):
+                states.append({"path": str(given_p), "state": _read_state(state_file)})
+            except UserError as e:
+                unreadable.append({"path": str(state_file), "reason": _reason(e)})
+        for d in find_run_dirs(given_p, allow_none=has_state):
             key = os.path.normpath(os.path.abspath(d))
             if key in seen:
                 continue
             seen.add(key)
-            result = load_result(d)
-            runs.append(Run(path=d, result=result, name=d.name))
+            try:
+                result = load_result(d)
+                run = Run(path=d, result=result, name=d.name)
+                run.headlines, run.gates = summarize(result)
+                run.figures = load_figures(d, result.get("figures") or [])
+            except Exception as e:  # noqa: BLE001 - one bad run must not block the report of the others
+                unreadable.append({"path": str(d), "reason": _reason(e)})
+                continue
+            runs.append(run)
+    if not runs and not states:
+        first = unreadable[0]["reason"] if unreadable else "no run found"
+        more = f" (and {len(unreadable) - 1} more unreadable)" if len(unreadable) > 1 else ""
+        raise UserError(f"nothing to report: {first}{more}")
     names = [r.name for r in runs]
     for r in runs:
         if names.count(r.name) > 1:
             r.name = f"{r.path.parent.name}/{r.path.name}"
     groups: dict[str, list[Run]] = {}
     for r in runs:
-        r.headlines, r.gates = summarize(r.result)
-        r.figures = load_figures(r.path, r.result.get("figures") or [])
         groups.setdefault(r.suite, []).append(r)
     out = []
     for suite in sorted(groups, key=_suite_key):
@@ -101,7 +132,7 @@ def collect(paths: list[str | os.PathLike]) -> Report:
         for i, r in enumerate(g):
             r.label = run_label(i)
         out.append(SuiteGroup(suite, g, compare_runs(g) if len(g) > 1 else None))
-    return Report(inputs=[str(p) for p in paths], groups=out, run_states=states)
+    return Report(inputs=[str(p) for p in paths], groups=out, run_states=states, unreadable=unreadable)
 
 
 def run_label(i: int) -> str:

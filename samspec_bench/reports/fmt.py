@@ -44,3 +44,18 @@ def fmt_headline(h: dict) -> str:
     if ci and len(ci) == 2:
         s += f" [{fmt(ci[0])}, {fmt(ci[1])}]"
     return s
+
+
+def pct(x: float) -> str:
+    """A fraction as a percentage: 0.1234 -> "12.3 %"."""
+    return f"{100 * x:.1f} %"
+
+
+def pts(x: float | None, sign: str = "") -> str:
+    """A fraction as percentage points: 0.123 -> "12.3" ("+12.3" with sign="+"); "–" when missing."""
+    return "–" if x is None or not math.isfinite(x) else f"{100 * x:{sign}.1f}"
+
+
+def x2(v: Any) -> str:
+    """A ratio with two decimals (speedups, tokens per step); "–" when missing."""
+    return f"{v:.2f}" if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else "–"

@@ -15,11 +15,13 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
+from samspec_bench.reports.answers import Answer, AnswerSet, answer_sets
 from samspec_bench.reports.fmt import fmt, fmt_headline
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
 from samspec_bench.reports.tables import Table, shape_tables
 from samspec_bench.reports.values import is_number
+from samspec_bench.results import atomic_write_text, check_output_file
 
 MAX_TABLE_ROWS = 300    # longer tables are cut (every row is in the embedded data)
 OPEN_TABLE_ROWS = 8     # tables up to this many rows are shown open, longer ones folded
@@ -27,7 +29,7 @@ OPEN_TABLE_ROWS = 8     # tables up to this many rows are shown open, longer one
 CSS = """
 :root { --fg:#1d2330; --muted:#5b6475; --line:#dde2ea; --bg:#ffffff; --panel:#f6f8fb;
         --pass:#16794a; --pass-bg:#e3f5ea; --fail:#b42318; --fail-bg:#fde8e6; --none:#5b6475; --none-bg:#eef1f5;
-        --accent:#2952a3; }
+        --warn:#8a5300; --warn-bg:#fff1d1; --accent:#2952a3; }
 * { box-sizing: border-box; }
 body { margin:0; background:var(--bg); color:var(--fg);
        font: 14px/1.45 -apple-system, "Segoe UI", Roboto, "Liberation Sans", "DejaVu Sans", sans-serif; }
@@ -64,6 +66,28 @@ summary { cursor: pointer; color: var(--accent); }
 nav.toc a { margin-right: 14px; color: var(--accent); text-decoration: none; }
 .run { border-left: 3px solid var(--line); padding-left: 14px; margin-top: 16px; }
 pre { background: var(--panel); padding: 10px; overflow-x: auto; font-size: 12px; border-radius: 4px; }
+.badge.yes { color: var(--pass); background: var(--pass-bg); }
+.badge.no { color: var(--fail); background: var(--fail-bg); }
+.badge.partial { color: var(--warn); background: var(--warn-bg); }
+.badge.unknown { color: var(--none); background: var(--none-bg); }
+section.answers { margin: 14px 0 8px; }
+.answer { border: 1px solid var(--line); border-left: 6px solid var(--none); border-radius: 6px;
+          padding: 10px 14px 8px; margin: 0 0 10px; background: #fff; }
+.answer.yes { border-left-color: var(--pass); } .answer.no { border-left-color: var(--fail); }
+.answer.partial { border-left-color: var(--warn); }
+.answer .q { font-size: 16px; font-weight: 650; margin: 0 0 3px; }
+.answer .badge { text-transform: none; letter-spacing: 0; }
+.answer .q .badge { font-size: 13px; margin-left: 8px; vertical-align: 2px; }
+.answer p.a { font-size: 14.5px; margin: 2px 0 6px; }
+.answer ul { list-style: none; margin: 0 0 4px; padding: 0; }
+.answer li { margin: 3px 0; font-size: 13px; }
+.answer li .badge { font-size: 11px; min-width: 112px; text-align: center; margin-right: 6px; }
+.answer li b { margin-right: 4px; }
+.prov { color: var(--muted); font-size: 11.5px; }
+.prov::before { content: "source: "; font-weight: 600; }
+table.answers-grid { width: 100%; table-layout: fixed; }
+table.answers-grid td { vertical-align: top; padding: 6px; border: 0; }
+table.answers-grid .answer { margin: 0; }
 """
 
 
@@ -137,6 +161,37 @@ def render_comparison_rows(rows: list[dict], labels: list[str], with_ci: bool = 
 
 # --- sections ----------------------------------------------------------------------------------------------
 
+def _answer_card(a: Answer) -> str:
+    checks = "".join(f'<li data-check="{esc(c.name)}"><span class="badge {esc(c.status)}">{esc(c.badge)}</span>'
+                     f"<b>{esc(c.name)}</b> {esc(c.text)}"
+                     + (f'<br><span class="prov">{esc(c.source)}</span>' if c.source else "") + "</li>"
+                     for c in a.checks)
+    return (f'<div class="answer {esc(a.status)}" data-answer="{esc(a.key)}">'
+            f'<div class="q">{esc(a.question)} <span class="badge {esc(a.status)}">{esc(a.badge)}</span></div>'
+            f'<p class="a">{esc(a.text)}</p>' + (f"<ul>{checks}</ul>" if checks else "")
+            + (f'<div class="prov">{esc(a.source)}</div>' if a.source else "") + "</div>")
+
+
+def _answers(sets: list[AnswerSet]) -> str:
+    """The first screen: the three answers with their provenance (one column per compared
+    `run` folder; see answers.answer_sets for the choice)."""
+    out = ['<section class="answers" id="answers">']
+    if len(sets) == 1:
+        s = sets[0]
+        out.append(f'<p class="note">Answers from {esc(s.title)}. {esc(s.note)} The evidence (every table and figure) '
+                   "follows below.</p>")
+        out.extend(_answer_card(a) for a in s.answers)
+    else:
+        out.append(f'<p class="note">Answers of {len(sets)} <code>samspec-bench run</code> folders side by side '
+                   "(each from its newest run of each suite); the evidence follows below.</p>")
+        head = "".join(f'<th>{esc(s.title)}</th>' for s in sets)
+        rows = "".join("<tr>" + "".join(f"<td>{_answer_card(s.answers[i])}</td>" for s in sets) + "</tr>"
+                       for i in range(len(sets[0].answers)))
+        out.append(f'<table class="answers-grid"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>')
+    out.append("</section>")
+    return "".join(out)
+
+
 def _summary(report: Report) -> str:
     rows = []
     for g in report.groups:
@@ -159,6 +214,8 @@ def _summary(report: Report) -> str:
                      f'<td class="num">{npass}/{ngates}</td>',
                      f'<td class="heads">{"".join(heads) or "<span class=note>no headline numbers</span>"}</td>'])
     return ("<h2 id=\"summary\">Summary</h2>"
+            "<p class=\"note\">Metric names follow samspec-bench's definitions (tokens_per_step: tokens per target "
+            "forward over all decode steps; acceptance_length: vLLM's, over steps that had a draft).</p>"
             + _table(["suite", "status", "runs", "gates passed", "headline numbers"
                       + (" (last run; Δ against the first)" if any(len(g.runs) > 1 for g in report.groups) else "")],
                      rows, "summary"))
@@ -186,6 +243,14 @@ def _steps(report: Report) -> str:
                          f'<td class="mono">{esc(cmd)}</td>'])
         out.append(_table(["step", "status", "seconds", "reason / notes", "command"], rows))
     return "".join(out)
+
+
+def _unreadable(report: Report) -> str:
+    if not report.unreadable:
+        return ""
+    rows = [[f"<td class=\"mono\">{esc(u['path'])}</td>", f"<td>{esc(u['reason'])}</td>"] for u in report.unreadable]
+    return ("<h2 id=\"unreadable\">Runs that could not be read</h2>"
+            f'<p class="note">Left out of this report ({len(rows)}):</p>' + _table(["path", "reason"], rows))
 
 
 def _gates_table(run: Run) -> str:
@@ -309,7 +374,10 @@ def json_for_script(data: Any) -> str:
 
 def render_html(report: Report) -> str:
     n_runs = len(report.runs)
-    toc = " ".join(["<a href=\"#summary\">summary</a>"] + (["<a href=\"#steps\">steps</a>"] if report.run_states else [])
+    sets = answer_sets(report)
+    data = report.data()
+    data["answers"] = [s.data() for s in sets]
+    toc = " ".join(["<a href=\"#answers\">answers</a>", "<a href=\"#summary\">summary</a>"] + (["<a href=\"#steps\">steps</a>"] if report.run_states else [])
                    + [f'<a href="#{_anchor(g.suite)}">{esc(g.suite)}</a>' for g in report.groups]
                    + ['<a href="#metadata">metadata</a>'])
     overall = "fail" if any(g.status == "fail" for g in report.groups) else \
@@ -322,17 +390,17 @@ def render_html(report: Report) -> str:
         f"<style>{CSS}</style></head><body><main>",
         f"<h1>{esc(report.title)} {_badge(overall)}</h1>",
         f'<p class="sub">{n_runs} run{"s" if n_runs != 1 else ""} of {len(report.groups)} '
-        f'suite{"s" if len(report.groups) != 1 else ""} from {esc(", ".join(report.inputs))}. '
-        "Metric names follow samspec-bench's definitions (tokens_per_step: tokens per target forward over all "
-        "decode steps; acceptance_length: vLLM's, over steps that had a draft).</p>",
+        f'suite{"s" if len(report.groups) != 1 else ""} from {esc(", ".join(report.inputs))}.</p>',
         f'<nav class="toc">{toc}</nav>',
+        _answers(sets),
         _summary(report),
+        _unreadable(report),
         _steps(report),
         *(_suite_section(g) for g in report.groups),
         _metadata_section(report),
         '<p class="note">Machine-readable data: the JSON in <code>script#samspec-data</code> of this file '
         "(every result.json, headline, gate and comparison).</p>",
-        f'<script type="application/json" id="samspec-data">{json_for_script(report.data())}</script>',
+        f'<script type="application/json" id="samspec-data">{json_for_script(data)}</script>',
         "</main></body></html>",
         "",
     ]
@@ -340,11 +408,5 @@ def render_html(report: Report) -> str:
 
 
 def write_html(report: Report, out: str | Path) -> Path:
-    out = Path(out)
-    if out.parent and not out.parent.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-    text = render_html(report)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
-    return out
+    out = check_output_file(out, "--output", "report.html")   # before rendering: a directory, or a file in the way
+    return atomic_write_text(out, render_html(report), option="--output")

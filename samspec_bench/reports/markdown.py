@@ -13,10 +13,12 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from samspec_bench.reports.answers import Answer, answer_sets
 from samspec_bench.reports.fmt import fmt, fmt_headline
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
 from samspec_bench.reports.tables import Table, shape_tables
+from samspec_bench.results import atomic_write_text, check_output_file
 
 MAX_TABLE_ROWS = 40
 
@@ -68,6 +70,19 @@ def _render_table(t: Table) -> str:
     return f"**{t.title}**\n\n" + _table(t.columns, ([fmt(v) for v in r] for r in rows)) + more + "\n"
 
 
+def _answer_md(a: Answer, level: str) -> str:
+    """One answer: the question and its verdict, the sentence, a line per check, the source."""
+    out = [f"{level} {a.question} — {a.badge}\n\n{a.text}\n\n"]
+    for c in a.checks:
+        out.append(f"- **{c.name}** — {c.badge}: {c.text}" + (f"  \n  _Source: {c.source}_" if c.source else "")
+                   + "\n")
+    if a.checks:
+        out.append("\n")
+    if a.source:
+        out.append(f"_Source: {a.source}_\n\n")
+    return "".join(out)
+
+
 class _Renderer:
     def __init__(self, report: Report, out_dir: Path | None, embed_figures: bool, tables: bool):
         self.report = report
@@ -83,6 +98,25 @@ class _Renderer:
         target = path if path.is_absolute() else Path(os.path.abspath(path))
         return Path(os.path.relpath(target, base)).as_posix()
 
+    def answers(self) -> str:
+        """The three answers first, in plain text: one block per answer set (a single one, or one
+        per compared `run` folder: see answers.answer_sets)."""
+        sets = answer_sets(self.report)
+        out = ["## Answers\n\n"]
+        if len(sets) == 1:
+            out.append(f"_Answers from {sets[0].title}. {sets[0].note + ' ' if sets[0].note else ''}"
+                       "The evidence follows below._\n\n")
+            out.extend(_answer_md(a, "###") for a in sets[0].answers)
+            return "".join(out)
+        out.append(f"_Answers of {len(sets)} `samspec-bench run` folders (each from its newest run of each suite); "
+                   "the evidence follows below._\n\n")
+        out.append(_table(["question", *(s.title for s in sets)],
+                          [[a.question, *(s.answers[i].badge for s in sets)]
+                           for i, a in enumerate(sets[0].answers)]) + "\n")
+        for s in sets:
+            out.append(f"### {s.title}\n\n" + "".join(_answer_md(a, "####") for a in s.answers))
+        return "".join(out)
+
     def summary(self) -> str:
         rows = []
         for g in self.report.groups:
@@ -92,6 +126,12 @@ class _Renderer:
             npass = sum(1 for r in g.runs for x in r.gates if x.get("passed") is True)
             rows.append([g.suite, _status(g.status), len(g.runs), f"{npass}/{ngates}", heads or "–"])
         return "## Summary\n\n" + _table(["suite", "status", "runs", "gates passed", "headline numbers"], rows) + "\n"
+
+    def unreadable(self) -> str:
+        if not self.report.unreadable:
+            return ""
+        return ("## Runs that could not be read\n\n"
+                + _table(["path", "reason"], [[f"`{u['path']}`", u["reason"]] for u in self.report.unreadable]) + "\n")
 
     def steps(self) -> str:
         out = []
@@ -178,7 +218,7 @@ class _Renderer:
             "pass" if any(g.status == "pass" for g in r.groups) else "no gates"
         out = [f"# {r.title} ({_status(overall)})\n\n",
                f"{len(r.runs)} runs of {len(r.groups)} suites from {', '.join(r.inputs)}.\n\n",
-               self.summary(), self.steps()]
+               self.answers(), self.summary(), self.unreadable(), self.steps()]
         for g in r.groups:
             out.append(f"## {g.suite} ({_status(g.status)})\n\n")
             out.append(self.comparison(g))
@@ -193,10 +233,5 @@ def render_markdown(report: Report, out_dir: str | Path | None = None, embed_fig
 
 
 def write_markdown(report: Report, out: str | Path, embed_figures: bool = False) -> Path:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = render_markdown(report, out.parent, embed_figures)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
-    return out
+    out = check_output_file(out, "--output", "report.md")
+    return atomic_write_text(out, render_markdown(report, out.parent, embed_figures), option="--output")

@@ -90,6 +90,7 @@ class Report:
     groups: list[SuiteGroup]
     run_states: list[dict]   # {"path", "state"} of `samspec-bench run` outputs among the inputs
     title: str = "samspec-bench report"
+    unreadable: list[dict] = field(default_factory=list)   # {"path", "reason"}: runs / states left out
 
     @property
     def runs(self) -> list[Run]:
@@ -101,6 +102,7 @@ class Report:
             "format": "samspec-bench-report/1",
             "inputs": self.inputs,
             "run_states": self.run_states,
+            "unreadable": self.unreadable,
             "suites": [{
                 "suite": g.suite, "status": g.status,
                 "runs": [{"label": r.label, "path": str(r.path), "status": r.status, "headlines": r.headlines,

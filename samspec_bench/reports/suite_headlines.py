@@ -237,3 +237,41 @@ def _workload(result: dict) -> tuple[list[Headline], list[Gate]]:
             heads.append(headline(f"generation with SAM: {key}", m[key]))
     return heads, []
 
+
+@_suite("curves")
+def _curves(result: dict) -> tuple[list[Headline], list[Gate]]:
+    m = result["metrics"]
+    base = m.get("baseline")
+    order = [r.get("label") for r in result.get("runs") or []]
+    comps = sorted((m.get("comparisons") or {}).items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 0)
+    rank = {x.get("name"): i for i, x in enumerate(m.get("metrics") or []) if isinstance(x, dict)}
+    heads, gates = [], []
+    for label, c in comps:
+        n = c.get("counts") or {}
+        heads.append(headline(f"{label} vs {base}: learning", c.get("verdict"),
+                              note=", ".join(f"{v} {k}" for k, v in n.items() if v) or None))
+        speed = c.get("speed") or {}
+        main = [k for k in ("gen_time", "step_time") if k in speed]
+        rest = sorted((k for k in speed if k not in main), key=lambda k: rank.get(k, len(rank)))
+        for name in main:
+            s = speed[name]
+            heads.append(headline(f"{label}: {name} ratio B/A", s.get("ratio"), s.get("ci"),
+                                  note=f"{s.get('change')}; {s.get('source')}; {s.get('steps')} steps"))
+        learning = c.get("learning") or {}
+        for name in sorted(learning, key=lambda k: rank.get(k, len(rank))):
+            r = learning[name]
+            w = r.get("whole") or {}
+            unit = f" {r.get('unit')}" if r.get("unit") else ""
+            heads.append(headline(f"{label}: {name}", r.get("verdict"),
+                                  note=f"B - A {fmt(w.get('diff'))}{unit} [{fmt((w.get('ci_tost') or [None])[0])}, "
+                                       f"{fmt((w.get('ci_tost') or [None, None])[1])}], margin ±{fmt(w.get('margin'))}; "
+                                       f"{w.get('steps')} steps"))
+        for name in rest:
+            s = speed[name]
+            heads.append(headline(f"{label}: {name} ratio B/A", s.get("ratio"), s.get("ci"),
+                                  note=f"{s.get('change')}; {s.get('source')}"))
+        v = c.get("verdict")
+        gates.append(gate(f"{label}: learning equivalent to {base}", True if v == "EQUIVALENT" else
+                          False if v == "DIFFERENT" else None, v, "EQUIVALENT",
+                          note="not judged: INCONCLUSIVE (see the metrics)" if v == "INCONCLUSIVE" else None))
+    return heads, gates

@@ -12,6 +12,11 @@ def is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def number(v: Any) -> float | None:
+    """v as a float when it is a finite number, else None."""
+    return float(v) if is_number(v) else None
+
+
 def flatten(obj: Any, prefix: str = "", max_list: int = 16) -> dict[str, Any]:
     """Nested dicts to {"a.b.c": scalar}; short lists of scalars to "a[0]"...; long lists and
     lists of dicts are left out (they are tables, not metrics)."""

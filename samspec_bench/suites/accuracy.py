@@ -45,11 +45,12 @@ from rich.table import Table
 
 from samspec_bench.bench.engines.factory import make_engine
 from samspec_bench.data import BUILTIN_BENCHMARKS
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, int_at_least, number_in
 from samspec_bench.evals.paired import agreement, compare
 from samspec_bench.evals.tasks import TASKS, parse_tasks, write_task_dir
-from samspec_bench.models import BUILTIN_MODEL, check_model
-from samspec_bench.results import RunDir, emit_json, to_jsonable
+from samspec_bench.models import BUILTIN_MODEL, resolve_model
+from samspec_bench.results import RunDir, atomic_write_text, emit_json, to_jsonable
+from samspec_bench.trace_formats import model_id
 
 SUITE = "accuracy"
 GENERATIONS = "generations.jsonl"
@@ -113,6 +114,10 @@ class AccuracyConfig:
             raise UserError(f"--limit {self.limit}: must be >= 1")
         if self.num_spec_tokens < 1:
             raise UserError(f"--num-spec-tokens {self.num_spec_tokens}: must be >= 1")
+        int_at_least(self.max_num_seqs, "--max-num-seqs", 1)
+        int_at_least(self.threads, "--threads", 0)
+        number_in(self.top_p, "--top-p", 0, 1, lo_open=True)
+        number_in(self.alpha, "--alpha", 0, 1, lo_open=True, hi_open=True)
 
 
 # --- the engine ------------------------------------------------------------------------------
@@ -154,9 +159,11 @@ def run(cfg: AccuracyConfig, output: str = "results", resume: str | None = None,
         console=None, engine=None) -> tuple[dict, Path]:
     """Run every task with SAM off and on; write the run directory; return (result, path).
     `engine`: an engine to reuse (tests); otherwise one is built from cfg."""
+    cfg.check()
+    if engine is None and not cfg.model.startswith("builtin:"):
+        resolve_model(cfg.model)   # a checkpoint path: checked before any work (built-ins are built on use)
     import torch  # lazy: `samspec-bench --help` and the run planner import this module
 
-    cfg.check()
     before = torch.get_num_threads()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -178,14 +185,18 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
     from samspec_bench.evals.lm_adapter import EngineLM  # imports lm-eval
 
     run_dir = RunDir(output, SUITE, resume=resume)
-    cfg_file = run_dir.file("config.json")
-    if resume is not None and cfg_file.exists():
-        saved = json.loads(cfg_file.read_text(encoding="utf-8"))
-        saved_cfg = AccuracyConfig(**saved)
+    saved = run_dir.saved_config() if resume is not None else None
+    if saved is not None:
+        try:
+            saved_cfg = AccuracyConfig(**saved)
+        except TypeError:
+            raise UserError(f"--resume {resume}: its config.json holds other settings than this version's "
+                            f"({', '.join(sorted(set(saved) - set(asdict(cfg))) or ['fields missing'])}); "
+                            "start a new run") from None
         if asdict(saved_cfg) != asdict(cfg):
             _log(console, f"resuming {run_dir.path}: using the run's saved configuration (the options given differ)")
         cfg = saved_cfg
-    cfg_file.write_text(json.dumps(asdict(cfg), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    run_dir.write_json("config.json", asdict(cfg))
 
     # resume: reuse every response generated before (failed ones are generated again)
     cache = {r["key"]: r for r in run_dir.samples(GENERATIONS) if "key" in r and not r.get("error")}
@@ -350,12 +361,8 @@ def write_builtin_tasks(task_dir: Path, data_dir: Path, names: list[str]) -> dic
 
 
 def _write_samples(run_dir, scored) -> None:
-    out = run_dir.file(SAMPLES)
-    tmp = out.with_suffix(".jsonl.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for rec in scored:
-            f.write(json.dumps(to_jsonable(rec), sort_keys=True) + "\n")
-    tmp.replace(out)
+    atomic_write_text(run_dir.file(SAMPLES), "".join(json.dumps(to_jsonable(rec), sort_keys=True) + "\n"
+                                                    for rec in scored))
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -411,7 +418,7 @@ def build_config(*, model, engine, tasks, data_dir, limit, num_samples, temperat
                  num_spec_tokens, seed, dtype, max_num_seqs, apply_chat_template, fewshot_as_multiturn, alpha,
                  threads, progress) -> AccuracyRun:
     """The command's options (click's values; the click options hold the defaults), checked."""
-    cfg = AccuracyConfig(model=check_model(model), engine=engine, tasks=parse_tasks(tasks),
+    cfg = AccuracyConfig(model=model_id(model), engine=engine, tasks=parse_tasks(tasks),
                          data_dir=str(Path(data_dir).resolve()) if data_dir else None, limit=limit,
                          num_samples=num_samples, temperature=temperature, top_p=top_p, max_gen_toks=max_gen_toks,
                          drafter=drafter, num_spec_tokens=num_spec_tokens, seed=seed, dtype=dtype,

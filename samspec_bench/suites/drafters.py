@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from samspec_bench.bench.engines.replay import MAX_K
 from samspec_bench.data import find_traces, load_tokenizer, read_traces, resolve_data_dir, tokenize_traces
 from samspec_bench.errors import UserError
 from samspec_bench.results import RunDir, emit_json, file_sha256
@@ -58,8 +59,8 @@ class DraftersConfig:
 
     def check(self) -> None:
         """The checks that need no file: raised before anything is loaded."""
-        if self.k < 1:
-            raise UserError(f"--k {self.k}: the number of draft tokens must be >= 1")
+        if not 1 <= self.k <= MAX_K:
+            raise UserError(f"-k {self.k}: the number of draft tokens must be in 1..{MAX_K} (as in accept and rollout)")
         if self.max_tokens < 1 or self.sweep_steps < 1 or self.repeats < 1:
             raise UserError("--max-tokens, --sweep-steps and --repeats must be >= 1")
         for n in self.drafters:
@@ -217,6 +218,9 @@ def sweep_point(name: str, stream: np.ndarray, length: int, steps: int, k: int) 
 def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict, Path]:
     cfg.check()
     names, unavailable = available(cfg.drafters)
+    if not names:
+        name, why = next(iter(unavailable.items()))
+        raise UserError(f"--drafters {','.join(cfg.drafters)}: none of them can run here ({name}: {why})")
     responses, skipped, formats = load_workload(cfg)
     groups = _groups(responses)
     stream = np.concatenate([np.concatenate([r.prompt_ids, r.response_ids]) for r in responses])

@@ -33,6 +33,8 @@ def _finish(report, path: Path, json_path: str | None, fail_on_gate: bool) -> No
     n_fail = sum(1 for r in report.runs if status(r.gates) == "fail")
     click.echo(f"report: {path} ({len(report.runs)} runs of {len(report.groups)} suites"
                + (f"; {n_fail} with a failed gate" if n_fail else "") + ")")
+    for u in report.unreadable:
+        click.echo(f"report: left out {u['path']}: {u['reason']}", err=True)
     emit_json(report.data(), json_path)
     if fail_on_gate and n_fail:
         click.echo(f"report: {n_fail} run(s) failed a gate (--fail-on-gate)", err=True)

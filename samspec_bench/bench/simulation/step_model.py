@@ -21,7 +21,8 @@ with ..."). A profile without speculation thus cannot invent a verify cost, and 
 every request decodes (running == decode_tokens) gets a decode-token cost but no separate
 per-request cost. Negative coefficients are removed by refitting without them (times cannot
 fall with more work). Saved as JSON (`save` / `load`; format 1 files, with one coefficient
-for all scheduled tokens, load with it copied to the three token kinds).
+for all scheduled tokens, load with it copied to the three token kinds; format 3 profile files
+of `rollout profile` load the model they hold under "model").
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from samspec_bench.errors import UserError
 FEATURES = ("decode_tokens", "prefill_tokens", "draft_tokens", "context_tokens", "running", "spec_requests",
             "speculative")
 FORMAT = 2
+PROFILE_FORMAT = 3   # `rollout profile` output: {"format": 3, "kind": "step-profile", "engine", "measured_steps", "model"}
 _RANK_TOL = 1e-7   # relative singular value below which a column counts as dependent
 
 
@@ -75,9 +77,20 @@ class StepTimeModel:
         """Every step takes `seconds` (makes the simulated time a step count)."""
         return cls(float(seconds), {f: 0.0 for f in FEATURES}, fit={"source": "constant"})
 
+    @property
+    def is_constant(self) -> bool:
+        return self.fit.get("source") == "constant"
+
     def describe(self) -> dict[str, Any]:
-        return {"format": FORMAT, "intercept": self.intercept, "coef": dict(self.coef),
+        kind = "constant-steps" if self.is_constant else "fitted-profile"
+        units = (f"steps ({self.intercept:g} per step: a step count, not time)" if self.is_constant
+                 else "seconds per engine step (fitted on measured steps)")
+        return {"format": FORMAT, "kind": kind, "units": units, "intercept": self.intercept, "coef": dict(self.coef),
                 "dropped": list(self.dropped), "fit": dict(self.fit), "features": list(FEATURES)}
+
+    def valid_range(self) -> dict[str, list[float]]:
+        """feature -> [lo, hi] the fit saw (identified features only; {} for a constant model)."""
+        return {f: [float(lo), float(hi)] for f, (lo, hi) in (self.fit.get("ranges") or {}).items()}
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)
@@ -90,6 +103,12 @@ class StepTimeModel:
         try:
             d = json.loads(p.read_text(encoding="utf-8"))
             fmt = d.get("format")
+            if fmt == PROFILE_FORMAT:   # a `rollout profile` file: the fitted model is under "model"
+                engine = d.get("engine")
+                d = dict(d["model"])
+                fmt = d.get("format")
+                if engine is not None:
+                    d["fit"] = {**d.get("fit", {}), "engine": engine}
             if fmt == 1:   # one coefficient for every scheduled token
                 c1 = d["coef"]
                 tok = float(c1.get("scheduled_tokens", 0.0))
@@ -167,10 +186,10 @@ def fit_step_model(times: Iterable[float], features: Mapping[str, Iterable[float
     return StepTimeModel(float(sol[0]), coef, [f for f in FEATURES if f in reason], fit)
 
 
-def extrapolation(model: StepTimeModel, steps: Mapping[str, np.ndarray], factor: float = 2.0) -> dict[str, Any]:
+def extrapolation(model, steps: Mapping[str, np.ndarray], factor: float = 2.0) -> dict[str, Any]:
     """Features of a step table that reach beyond `factor` x the largest value the model was
     fitted on (its prediction there is an extrapolation): {feature: [table max, fitted max]}."""
-    ranges = model.fit.get("ranges") or {}
+    ranges = model.valid_range() or {}   # an analytic model (valid_range() None) never extrapolates
     feats = step_features(steps)
     out = {}
     for f, (_, hi) in ranges.items():

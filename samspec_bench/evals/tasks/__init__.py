@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from samspec_bench.errors import UserError
+from samspec_bench.results import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,6 @@ def write_task_dir(out_dir: str | Path, names: list[str], data_dir: str | Path) 
                                 f"(benchmarks/{Path(rel).name}), or leave --data-dir out to load from the hub")
             files[split] = str(p)
         cfg["dataset_kwargs"]["data_files"] = files
-        (out / f"{spec.local_task}.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+        atomic_write_text(out / f"{spec.local_task}.yaml", yaml.safe_dump(cfg, sort_keys=False))
         mapping[name] = spec.local_task
     return mapping

@@ -16,10 +16,10 @@ from samspec_bench.bench.engines.replay import MAX_K, SOURCE_NAMES, DraftConfig
 from samspec_bench.bench.engines.vllm.adapter import parse_engine_args
 from samspec_bench.bench.engines.vllm.platform import require_vllm, vllm_available
 from samspec_bench.data import BENCHMARKS, find_traces, resolve_data_dir
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, int_at_least
 from samspec_bench.models import BUILTIN_MODEL, resolve_model, resolve_tokenizer
 from samspec_bench.sam.drafters import DRAFTERS
-from samspec_bench.trace_formats import FORMATS, expand
+from samspec_bench.trace_formats import FORMATS, expand, model_id
 
 SUITE = "accept"
 ENGINES = ("replay", "reference", "vllm")  # vllm: samspec_bench.bench.engines.vllm.adapter (needs vLLM installed)
@@ -28,6 +28,7 @@ VERIFY_COST_ASSUMPTION = ("assumed: a (k+1)-token verify step costs as much as a
                           "(memory-bound decode at small batch); an upper bound on the speedup. Pass "
                           "--verify-cost-ratio or --engine-profile with a measured value")
 SENSITIVITY_RATIOS = (1.0, 1.1, 1.25, 1.5, 2.0)
+MAX_WORKERS = 1024   # --workers: processes; more than any machine's cores is a typo
 
 # Fields that define what a run computes: --resume refuses to continue with other values.
 IDENTITY_FIELDS = ("engine", "traces", "tokenizer", "chat_template", "drafters", "num_spec_tokens", "sources",
@@ -102,6 +103,7 @@ def build_config(*, engine, model, any_model, engine_arg, traces, trace_format, 
     else the built-in benchmark prompts; replay takes the traces of --traces or the data
     directory, and the tokenizer of --model, else the data directory's."""
     choice = None
+    model = model_id(model) if model else model   # a short name (Qwen3-8B) -> its Hugging Face id
     if engine is None:
         engine, choice = choose_engine(model)
     if engine in ("reference", "vllm"):
@@ -144,6 +146,8 @@ def build_config(*, engine, model, any_model, engine_arg, traces, trace_format, 
         raise UserError(f"--ngram-min {ngram_min} --ngram-max {ngram_max}: need 1 <= min <= max")
     if sam_min_match < 1:
         raise UserError(f"--sam-min-match {sam_min_match}: must be >= 1")
+    int_at_least(workers, "--workers", 0, MAX_WORKERS)   # 0: one per core
+    int_at_least(limit_groups, "--limit-groups", 1, optional=True)
     cfg = AcceptConfig(
         traces=[str(t) for t in traces], tokenizer=str(tokenizer), engine=engine,
         drafters=parse_list(drafters, "--drafter"), num_spec_tokens=parse_ks(ks),

@@ -18,7 +18,7 @@ from samspec_bench.errors import UserError
 from samspec_bench.metrics import (METRIC_DEFINITIONS, POSITION_BASES, AcceptanceCounts, Bins, ResponseSteps,
                                    binned_counts, speedup_estimate, total_counts)
 from samspec_bench.models import BUILTIN_MODEL
-from samspec_bench.results import RunDir, emit_json, file_sha256
+from samspec_bench.results import RunDir, check_resume, emit_json, file_sha256
 from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSITIVITY_RATIOS, SUITE, AcceptConfig,
                                                 build_configs, expand_trace_paths, resolve_verify_cost)
 from samspec_bench.suites.accept.inputs import Inputs, load_inputs
@@ -93,16 +93,8 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
     costs = resolve_verify_cost(cfg, sorted({c.k for c in configs}))
     need_corpus = any(c.corpus for c in configs)
 
-    if resume is not None:
-        saved_path = Path(resume) / CONFIG_FILE
-        if not saved_path.is_file():
-            raise UserError(f"--resume {resume}: no {CONFIG_FILE} there; pass a directory written by an "
-                            f"earlier `samspec-bench {SUITE}` run")
-        saved = json.loads(saved_path.read_text(encoding="utf-8"))
-        diff = [k for k in IDENTITY_FIELDS if saved.get(k) != cfg.identity()[k]]
-        if diff:
-            raise UserError(f"--resume {resume}: the run used {diff[0]} = {saved.get(diff[0])!r}, this call "
-                            f"{cfg.identity()[diff[0]]!r}; repeat the original options to continue it")
+    if resume is not None:   # the folder is an accept run with whole, matching settings (else a UserError)
+        check_resume(resume, SUITE, cfg.identity(), IDENTITY_FIELDS, CONFIG_FILE)
 
     if cfg.engine_choice:
         err.print(f"engine: {cfg.engine} ({cfg.engine_choice}); model {cfg.model}", highlight=False)
@@ -150,7 +142,7 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict
 
     run_dir = RunDir(output, SUITE, resume)
     if resume is None:
-        run_dir.file(CONFIG_FILE).write_text(json.dumps(cfg.identity(), indent=2) + "\n", encoding="utf-8")
+        run_dir.write_json(CONFIG_FILE, cfg.identity())
 
     # Resume: responses already recorded are read back; unfinished groups run again whole.
     keys = [response_key(it) for it in items]

@@ -18,7 +18,7 @@ from samspec_bench.suites.op_equivalence.config import (FIGURE, GATE_METRICS, GR
                                                         build_config, check_pairs)
 from samspec_bench.suites.op_equivalence.figures import draw_histograms
 from samspec_bench.suites.op_equivalence.kernel_level import run_kernel_level
-from samspec_bench.suites.op_equivalence.model_level import run_model_level
+from samspec_bench.suites.op_equivalence.model_level import _prompt_texts, run_model_level
 from samspec_bench.suites.op_equivalence.stats import apply_gate
 
 
@@ -44,6 +44,8 @@ def _run(cfg: OpEqConfig, output: str, progress: bool, console) -> tuple[dict, P
     pair_names = check_pairs(cfg.pairs)
     if "model" in cfg.levels and not cfg.model:
         cfg.levels = [lv for lv in cfg.levels if lv != "model"]
+    if "model" in cfg.levels:
+        _prompt_texts(cfg)   # a bad prompts file fails now, not after the kernel level and the model load
     run_dir = RunDir(output, SUITE)
     rows: dict[str, dict] = {}
     tables: dict[str, list] = {}

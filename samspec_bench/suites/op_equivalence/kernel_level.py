@@ -46,6 +46,7 @@ def run_kernel_level(cfg: OpEqConfig, bar, pair_names: list[str],
     task = bar.add_task("kernel pairs", total=len(usable) * len(grid))
     for pair in usable:
         accs: dict[str, Accumulator] = {}
+        case_skips: dict[str, int] = {}   # reason -> cases skipped for it
         for dt, bs, gqa, hd, trial in grid:
             if cfg.num_heads % gqa:
                 raise UserError(f"--gqa {gqa}: --num-heads {cfg.num_heads} is not a multiple of it")
@@ -55,6 +56,7 @@ def run_kernel_level(cfg: OpEqConfig, bar, pair_names: list[str],
                              num_kv_heads=cfg.num_heads // gqa, head_dim=hd, dtype=_dtype(dt), seed=seed)
             why = pair.supports(case)
             if why:
+                case_skips[why] = case_skips.get(why, 0) + 1
                 table.append({"pair": pair.name, "dtype": dt, "block_size": bs, "gqa": gqa, "head_dim": hd,
                               "trial": trial, "skipped": why})
                 bar.advance(task)
@@ -77,6 +79,10 @@ def run_kernel_level(cfg: OpEqConfig, bar, pair_names: list[str],
             if run_dir is not None:
                 run_dir.append_sample(table[-1], CASES_FILE)
             bar.advance(task)
+        if case_skips:   # a requested pair runs or says why not: in the terminal and result.json
+            n = sum(case_skips.values())
+            key = pair.name if n == len(grid) else f"{pair.name} ({n} of {len(grid)} cases)"
+            skipped[key] = ("every case skipped: " if n == len(grid) else "") + "; ".join(case_skips)
         for dt, acc in accs.items():
             rows[f"kernel/{pair.name}/{dt}"] = {"level": "kernel", "pair": pair.name, "dtype": dt,
                                                 "a": pair.decode_name, "b": pair.verify_name,

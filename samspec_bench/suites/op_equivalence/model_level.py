@@ -63,7 +63,11 @@ def _prompt_texts(cfg: OpEqConfig) -> tuple[list[str], dict]:
             raise UserError(f"--prompts {p}: no such file; pass a JSONL file with a 'prompt', 'question' or "
                             "'problem' field per line, or a text file with one prompt per line")
         texts = []
-        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            text = p.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise UserError(f"--prompts {p}: not UTF-8 text (byte {e.start}); pass a UTF-8 JSONL or text file") from None
+        for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             if p.suffix == ".jsonl":

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from samspec_bench.bench.simulation.step_model import StepTimeModel
+from samspec_bench.bench.simulation.step_models import load_step_model
 from samspec_bench.errors import UserError, int_list
 from samspec_bench.models import BUILTIN_MODEL
 from samspec_bench.results import RunDir, emit_json
@@ -33,7 +34,7 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
     Returns the folder and the result's metrics."""
     validate(cfg)
     if cfg.engine == "replay":
-        model = StepTimeModel.load(cfg.step_model) if cfg.step_model else StepTimeModel.constant(1.0)
+        model = load_step_model(cfg.step_model) if cfg.step_model else StepTimeModel.constant(1.0)
         out = run_replay(cfg, model)
         out["step_model"] = model.describe()
         out["step_model_fitted_on"] = cfg.step_model or "none: constant 1 s per step (times are step counts)"
@@ -98,7 +99,8 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
 @click.option("-k", "--num-spec-tokens", "ks", default="3", show_default=True, help="Comma-separated k to sweep.")
 @click.option("--arms", default="off,always,threshold", show_default=True)
 @click.option("--tail-threshold", type=int, default=None, help="Tail definition for the always-on arm (default: first threshold).")
-@click.option("--step-model", default=None, help="Step-time model JSON from `rollout profile`.")
+@click.option("--step-model", default=None, help="Step-time model JSON from `rollout profile`, or "
+              "roofline:hardware=H100,model=Qwen/Qwen3-32B,tp=8[,dtype=bfloat16][,mode=eager|graph] (modelled).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads (1 avoids stalls on busy machines).")
 @click.option("--output", default="results", show_default=True)

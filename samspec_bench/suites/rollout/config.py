@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from samspec_bench.bench.engines.replay import MAX_K
 from samspec_bench.bench.policies import SpecPolicy, make_policy
 from samspec_bench.data import resolve_data_dir
-from samspec_bench.errors import UserError, int_list
+from samspec_bench.errors import UserError, int_at_least, int_list, number_in
 from samspec_bench.models import BUILTIN_MODEL
 
 SUITE = "rollout"
@@ -89,6 +90,7 @@ def validate(cfg: RolloutConfig) -> None:
     """The checks that need no file or model: raised before anything runs."""
     if cfg.engine not in ENGINES:
         raise UserError(f"--engine {cfg.engine!r}: use reference, vllm or replay")
+    check_limits(cfg)
     kv_options(cfg)
     if cfg.engine in MEASURED_ENGINES:
         if cfg.repeats < 1:
@@ -96,6 +98,25 @@ def validate(cfg: RolloutConfig) -> None:
         if cfg.sources != "own" and (cfg.engine != "reference" or cfg.drafter != "sam"):
             raise UserError(f"--sources {cfg.sources} with --engine {cfg.engine}: measured group drafting needs the "
                             "reference engine and the sam drafter (or simulate it with --engine replay)")
+
+
+def check_limits(cfg: RolloutConfig) -> None:
+    """Sizes, counts and numbers in their ranges (a 0 would stall or crash the scheduler; a k
+    beyond what a step can encode would be simulated and named the best setting)."""
+    for opt, value in (("--max-num-seqs", cfg.max_num_seqs), ("--max-num-batched-tokens", cfg.max_num_batched_tokens),
+                       ("--max-response-len", cfg.max_response_len), ("--block-size", cfg.block_size)):
+        int_at_least(value, opt, 1)
+    for opt, value in (("--prompts", cfg.prompts), ("--group-size", cfg.group_size),
+                       ("--tail-threshold", cfg.tail_threshold), ("--kv-capacity-tokens", cfg.kv_capacity_tokens)):
+        int_at_least(value, opt, 1, optional=True)
+    int_at_least(cfg.seed, "--seed", 0)
+    int_at_least(cfg.threads, "--threads", 0)
+    for k in cfg.ks:
+        int_at_least(k, "-k", 1, MAX_K)
+    for t in cfg.thresholds:
+        int_at_least(t, "--spec-threshold", 1)
+    number_in(cfg.temperature, "--temperature", 0)
+    number_in(cfg.top_p, "--top-p", 0, 1, lo_open=True)
 
 
 def kv_options(cfg: RolloutConfig) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from samspec_bench.bench.engines.factory import make_engine
 from samspec_bench.bench.simulation.profiles import profiles_for
 from samspec_bench.bench.simulation.scheduler import reprice, simulate
 from samspec_bench.bench.simulation.step_model import StepTimeModel, fit_from_steps, step_features
+from samspec_bench.bench.simulation.step_models import load_step_model
 from samspec_bench.sam import SamDrafter
 from samspec_bench.suites.rollout.config import (MEASURED_GROUP_SIZE, MEASURED_PROMPTS, REFERENCE_LENGTHS,
                                                  RolloutConfig, arm_policy, arm_settings, draw_lengths, kv_options,
@@ -69,7 +70,7 @@ def arm_step_models(measured: dict[str, dict], path: str | None):
     used). '__all__': the fit on every arm (in sample; saved with the result for reuse)."""
     labels = list(measured)
     if path:
-        m = StepTimeModel.load(path)
+        m = load_step_model(path)
         return {lbl: m for lbl in labels + ["__all__"]}, {lbl: path for lbl in labels + ["__all__"]}
     models, fitted_on = {}, {}
     for lbl in labels:
@@ -84,8 +85,9 @@ def arm_step_models(measured: dict[str, dict], path: str | None):
 def unidentified_used(model: StepTimeModel, steps) -> list[str]:
     """Features the model could not price (dropped) although this arm's steps have them."""
     f = step_features(steps)
-    reason = model.fit.get("dropped_reason", {})
-    return [n for n in model.dropped if reason.get(n) != "negative coefficient" and n in f and np.any(f[n] != 0)]
+    reason = getattr(model, "fit", {}).get("dropped_reason", {})   # an analytic (roofline) model drops nothing
+    return [n for n in getattr(model, "dropped", []) if reason.get(n) != "negative coefficient" and n in f
+            and np.any(f[n] != 0)]
 
 
 def prediction_error(measured: dict[str, Any], simulated: dict[str, Any]) -> dict[str, float | None]:
@@ -210,7 +212,7 @@ def run_measured(cfg: RolloutConfig, step_model_path: str | None) -> dict[str, A
         sims[lbl] = reprice(base[lbl], models[lbl])
         sm = arm_metrics(sims[lbl].steps, sims[lbl].finish_time_s, T)
         m["simulated"] = sm
-        m["sim_fit"] = {"fitted_on": fitted_on[lbl], "identified": models[lbl].fit.get("identified"),
+        m["sim_fit"] = {"fitted_on": fitted_on[lbl], "identified": getattr(models[lbl], "fit", {}).get("identified"),
                         "unidentified_but_used": unidentified_used(models[lbl], measured[lbl])}
         m["sim_error"] = prediction_error(m, sm)
         metrics[lbl] = m

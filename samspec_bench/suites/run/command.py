@@ -20,6 +20,7 @@ from samspec_bench.reports.markdown import write_markdown
 from samspec_bench.reports.model import status
 from samspec_bench.suites.run import plan
 from samspec_bench.suites.run.config_file import check_sections, load_config, parse_steps
+from samspec_bench.suites.run.options import check_engine
 from samspec_bench.suites.run.plan import Ctx
 from samspec_bench.suites.run.state import STATE_FILE, STATE_FORMAT, new_run_dir, now, read_state, write_state
 from samspec_bench.suites.run.steps import run_step
@@ -57,7 +58,7 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
     else:
         sections = load_config(config) if config else {}
         model = model or sections.get("model") or DEFAULT_MODEL
-        engine = engine or sections.get("engine")
+        engine = check_engine(engine, "--engine") if engine else check_engine(sections.get("engine"), "engine:")
         dd = data_dir or sections.get("data-dir") or os.environ.get("SAMSPEC_DATA_DIR") or None
         if dd is not None:
             p = Path(dd).expanduser()
@@ -66,13 +67,15 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
                                 "(traces/, tokenizers/, benchmarks/), or leave it out for the built-in workload")
             dd = str(p.resolve())
         chosen = parse_steps(steps, "--steps") if steps is not None else parse_steps(sections.get("steps"), "steps:")
+        step_sections = {k: v for k, v in sections.items() if k in plan.STEP_NAMES}
+        # fail fast on a bad config section (unknown option, a value of the wrong type) before
+        # the run folder is made or anything runs
+        check_sections(step_sections)
         out = new_run_dir(Path(output))
         state = {"format": STATE_FORMAT, "created": now(),
                  "settings": {"model": model, "engine": engine, "data_dir": dd, "config_file": str(config) if config else None,
-                              "sections": {k: v for k, v in sections.items() if k in plan.STEP_NAMES}, "steps": chosen},
+                              "sections": step_sections, "steps": chosen},
                  "steps": {}}
-        # fail fast on a bad config section (unknown option) before anything runs
-        check_sections(state["settings"]["sections"])
         write_state(out, state)
         click.echo(f"run directory: {out}")
     s = state["settings"]
@@ -117,6 +120,8 @@ def _print_summary(state: dict, console, html: Path) -> None:
         t.add_row(name, f"[{style}]{st.get('status')}[/]", secs, gates,
                   "; ".join(x for x in [st.get("reason") or "", *(st.get("notes") or [])] if x))
     console.print(t)
+    for u in report.unreadable:
+        click.echo(f"report: left out {u['path']}: {u['reason']}", err=True)
     click.echo(f"report: {html}")
     click.echo(f"        {html.with_suffix('.md')}")
 

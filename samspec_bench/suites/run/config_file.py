@@ -8,11 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import click
 import yaml
 
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, one_line
 from samspec_bench.suites.run import plan
-from samspec_bench.suites.run.options import build_args, suite_command
+from samspec_bench.suites.run.options import build_args, suite_command, suite_params
 from samspec_bench.workload import WorkloadConfig
 
 GLOBAL_KEYS = ("model", "engine", "data-dir", "steps")
@@ -24,7 +25,11 @@ def load_config(path: str | Path) -> dict:
     if not p.is_file():
         raise UserError(f"--config {path}: no such file; pass a YAML file with one section per suite")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(p.read_bytes().decode("utf-8")) or {}
+    except UnicodeDecodeError as e:
+        raise UserError(f"--config {path}: not UTF-8 text (byte {e.start}); pass a YAML text file") from None
+    except OSError as e:
+        raise UserError(f"--config {path}: cannot be read ({e.strerror or type(e).__name__})") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -35,6 +40,11 @@ def load_config(path: str | Path) -> dict:
     for key, value in data.items():
         k = str(key).replace("_", "-")
         if k in GLOBAL_KEYS:
+            if k in ("model", "engine", "data-dir") and value is not None and not isinstance(value, str):
+                raise UserError(f"--config {path}: {key} must be a string (got {type(value).__name__} {value!r})")
+            if k == "steps" and value is not None and not isinstance(value, (str, list)):
+                raise UserError(f"--config {path}: steps must be a comma list or a YAML list of step names "
+                                f"(got {value!r})")
             out[k] = value
         elif k in plan.STEP_NAMES:
             if value is None:
@@ -59,14 +69,33 @@ def parse_steps(value: Any, where: str) -> list[str] | None:
     return names
 
 
+def workload_config(options: dict) -> WorkloadConfig:
+    """The built-in workload step's settings; a value of the wrong type is a UserError."""
+    try:
+        return WorkloadConfig.from_options(options)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise UserError(f"config section workload: {one_line(e)}; give numbers for the numeric settings") from None
+
+
 def check_sections(sections: dict) -> None:
-    """Every section names options its suite has (fail fast, before any step runs)."""
+    """Every section names options its suite has, with values its click types take (fail
+    fast, before the run folder is made or any step runs)."""
     for step in plan.STEPS:
         sec = sections.get(step.name)
         if not isinstance(sec, dict):
             continue
+        if "skip" in sec and not isinstance(sec["skip"], bool):
+            raise UserError(f"config section {step.name}: skip must be true or false (got {sec['skip']!r})")
         options = {k: v for k, v in sec.items() if k != "skip"}
+        for key, value in options.items():
+            if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
+                raise UserError(f"config section {step.name}: {key} must be a value or a list of values "
+                                f"(got {value!r})")
         if step.command is None:
-            WorkloadConfig.from_options(options)
+            workload_config(options)
         elif (cmd := suite_command(step.command)) is not None:   # None: not in this build
             build_args(cmd, step.name, options)
+            try:
+                suite_params(cmd, step.name, options)   # each value through its option's click type
+            except click.ClickException as e:
+                raise UserError(f"config section {step.name}: {one_line(e.format_message())}") from None

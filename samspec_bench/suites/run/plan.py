@@ -189,6 +189,13 @@ def plan_rollout(ctx: Ctx) -> Plan:
     return Plan(options={"model": ctx.model, "threads": threads["threads"]}, notes=[threads_note(ctx)])
 
 
+def plan_curves(ctx: Ctx) -> Plan:
+    sec = ctx.sections.get("curves")
+    if not (isinstance(sec, dict) and any(sec.get(k) for k in ("runs", "run", "extra-runs", "extra_runs"))):
+        return Plan(skip="no training logs to compare: give them in --config as `curves: {runs: [BASELINE, OTHER]}`")
+    return Plan(options={})
+
+
 STEPS: tuple[Step, ...] = (
     Step("workload", None, "a small GRPO-like trace generated with the model (no --data-dir)", plan_workload),
     Step("accept", "accept", "acceptance by position, drafter, k and source (trace replay)", plan_accept),
@@ -197,5 +204,6 @@ STEPS: tuple[Step, ...] = (
     Step("sampler", "sampler", "rejection samplers exact or lossy; vectorised sampler speed", plan_sampler),
     Step("op-equivalence", "op-equivalence", "decode vs verify path numerics on the model", plan_op_equivalence),
     Step("accuracy", "accuracy", "downstream accuracy with and without SAM (paired)", plan_accuracy),
+    Step("curves", "curves", "training curves with and without SAM: learning equivalence, step-time ratios", plan_curves),
 )
 STEP_NAMES = tuple(s.name for s in STEPS)

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from samspec_bench.errors import UserError
+from samspec_bench.results import atomic_write_text, found_suite, make_unique_dir, read_json
 
 STATE_FILE = "run_state.json"
 STATE_FORMAT = 1
@@ -19,32 +20,31 @@ def now() -> str:
 
 
 def write_state(out: Path, state: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / (STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    tmp.replace(out / STATE_FILE)
+    """run_state.json, written whole (a temp name unique to the process, then a rename)."""
+    atomic_write_text(Path(out) / STATE_FILE, json.dumps(state, indent=2, sort_keys=False) + "\n")
 
 
 def read_state(run_dir: str | Path) -> dict:
     p = Path(run_dir) / STATE_FILE
     if not p.is_file():
-        raise UserError(f"--resume {run_dir}: no {STATE_FILE} there; pass a directory written by `samspec-bench run`")
-    try:
-        state = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError:
-        raise UserError(f"{p}: not valid JSON; delete the run directory and start a new run") from None
+        found, how = found_suite(run_dir) if Path(run_dir).is_dir() else (None, "")
+        what = f" (a `samspec-bench {found}` run folder, by {how})" if found else ""
+        raise UserError(f"--resume {run_dir}: no {STATE_FILE} there{what}; pass a directory written by "
+                        "`samspec-bench run`")
+    state = read_json(p, "delete the run directory and start a new run")
+    if not isinstance(state, dict):
+        raise UserError(f"{p}: holds a JSON {type(state).__name__}, not a run state; start a new run")
     if state.get("format") != STATE_FORMAT:
         raise UserError(f"{p}: written by another version of samspec-bench; start a new run")
+    if not isinstance(state.get("settings"), dict) or not isinstance(state.get("steps"), dict):
+        raise UserError(f"{p}: no 'settings' or 'steps': the file is damaged; start a new run")
     return state
 
 
 def new_run_dir(root: Path) -> Path:
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path, n = root / f"run-{stamp}", 1
-    while path.exists():
-        n += 1
-        path = root / f"run-{stamp}-{n}"
-    return path
+    """A new, empty `<root>/run-<timestamp>[-n]`: made with an exclusive mkdir, so two runs
+    started in the same second on one --output get their own."""
+    return make_unique_dir(root, "run")
 
 
 def run_dirs(step_dir: Path) -> list[Path]:

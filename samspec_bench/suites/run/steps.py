@@ -18,11 +18,13 @@ from typing import Any
 import click
 
 from samspec_bench.errors import UserError
+from samspec_bench.results import created_mark, discard_unfinished
 from samspec_bench.suites.run import state as run_state
+from samspec_bench.suites.run.config_file import workload_config
 from samspec_bench.suites.run.options import (build_args, engine_option, find_option, merge, suite_command,
                                               suite_module, suite_params)
 from samspec_bench.suites.run.plan import Ctx, Step
-from samspec_bench.workload import WorkloadConfig, generate_trace
+from samspec_bench.workload import generate_trace
 
 
 def _contract_params(module: ModuleType, step: str, params: dict[str, Any], given: dict[str, Any],
@@ -122,6 +124,7 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
     t0 = time.perf_counter()
     code = 0
     error = None
+    mark = created_mark()
     try:
         if cmd is None:
             run_workload(step_dir, options, resume_dir)
@@ -152,10 +155,15 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
         st["status"] = "failed"
         st["reason"] = error or (f"exit code {code}, no result.json written" if code else "no result.json written")
         console.print(f"[red]step {step.name} failed[/]: {st['reason']}", highlight=False)
+        # a run folder the step made but put no work in is not kept (one with samples stays: --resume)
+        discard_unfinished(mark)
+        for d in (step_dir, step_dir.parent):
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
 
 
 def run_workload(step_dir: Path, options: dict, resume_dir: Path | None) -> None:
-    cfg = WorkloadConfig.from_options(options)
+    cfg = workload_config(options)
     result, path = generate_trace(cfg, step_dir, resume=resume_dir)
     m = result["metrics"]
     click.echo(f"workload: {m['responses']} responses, {m['output_tokens']} tokens"

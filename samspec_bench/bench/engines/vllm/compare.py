@@ -14,7 +14,6 @@ import json
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any, Sequence
 
 from samspec_bench.bench.engines.base import Request, SamplingParams
@@ -25,6 +24,7 @@ from samspec_bench.errors import UserError
 from samspec_bench.metrics import first_divergence
 from samspec_bench.models import BUILTIN_MODEL
 from samspec_bench.paths import default_data_dir
+from samspec_bench.results import atomic_write_text
 from samspec_bench.sam.drafters import SamDrafter
 
 PROG = "python -m samspec_bench.bench.engines.vllm.compare"
@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
                           methods=[m.strip() for m in a.methods.split(",") if m.strip()], repeats=a.repeats)
     text = json.dumps(out, indent=2)
     if a.json:
-        Path(a.json).write_text(text + "\n", encoding="utf-8")
+        atomic_write_text(a.json, text + "\n", option="--json")
     print(text)
     for m, r in out["arms"].items():
         if "skipped" in r:

@@ -1,0 +1,230 @@
+"""wandb run folders (`wandb/run-<date>-<id>/`, or its `files/` folder).
+
+What a folder holds and what is read, best first:
+- `run-<id>.wandb`: the binary log with every `wandb.log` call (leveldb's log format holding
+  protobuf records), read directly: no wandb package needed (recent wandb versions no longer
+  ship a Python reader for it).
+- `files/wandb-history.jsonl` (older wandb versions): one JSON object per step, read directly.
+- `files/output.log`: the captured console, read as a verl console log (lines cut at 4096
+  bytes: see console.py). It fills in what the history lacks (or is all there is).
+A history value wins over the console's for the same tag and step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from samspec_bench.errors import UserError
+from samspec_bench.evals.training_logs.console import read_console
+from samspec_bench.evals.training_logs.protowire import Bad, fields, signed64, zigzag
+from samspec_bench.evals.training_logs.series import Series, SeriesBuilder, TrainingRun
+
+
+def run_files(folder: Path) -> dict[str, Path | None]:
+    """The files of a wandb run folder that this reader uses (None where absent)."""
+    files = folder / "files" if (folder / "files").is_dir() else folder
+    root = folder if files != folder else (folder.parent if folder.name == "files" else folder)
+    binary = sorted(root.glob("*.wandb"))
+    hist = files / "wandb-history.jsonl"
+    out = files / "output.log"
+    return {"binary": binary[0] if binary else None, "history": hist if hist.is_file() else None,
+            "console": out if out.is_file() else None}
+
+
+def is_wandb_folder(folder: Path) -> bool:
+    return folder.is_dir() and any(v is not None for v in run_files(folder).values())
+
+
+def _flatten(prefix: str, value, out: dict) -> None:
+    if isinstance(value, dict):
+        if "_type" in value:          # a media object (table, image, histogram): not a scalar
+            return
+        for k, v in value.items():
+            _flatten(f"{prefix}/{k}" if prefix else str(k), v, out)
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, (int, float)):
+        out[prefix] = float(value)
+
+
+def _add_row(builder: SeriesBuilder, row: dict, run: TrainingRun) -> None:
+    step = row.get("_step")
+    if not isinstance(step, (int, float)) or isinstance(step, bool):
+        run.count("history_rows_without_step")
+        return
+    wall = row.get("_timestamp")
+    wall = float(wall) if isinstance(wall, (int, float)) and math.isfinite(wall) else None
+    flat: dict[str, float] = {}
+    for k, v in row.items():
+        if not str(k).startswith("_"):
+            _flatten(str(k), v, flat)
+    for k, x in flat.items():
+        builder.add(k, int(step), x, wall)
+
+
+def read_history_jsonl(path: Path, run: TrainingRun, builder: SeriesBuilder) -> int:
+    rows = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                run.count("broken_history_lines")
+                continue
+            if isinstance(row, dict):
+                rows += 1
+                _add_row(builder, row, run)
+    return rows
+
+
+WANDB_IDENT = b":W&B"
+BLOCK = 32768           # the leveldb log format's block size, counted from the file's start
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+
+
+def iter_log_records(blob: bytes, run: TrainingRun):
+    """The records of a .wandb file: leveldb's log format after a 7-byte header (":W&B",
+    magic, version); each chunk is `u32 crc32(type + data) | u16 length | u8 type | data`,
+    chunks never cross a 32 KiB block (a block's last < 7 bytes are padding) and a record
+    longer than a block is split FIRST, MIDDLE..., LAST. A chunk whose CRC fails is counted
+    and reading resumes at the next block, as leveldb's reader does."""
+    pos, n = len(WANDB_IDENT) + 3, len(blob)
+    pending: list[bytes] | None = None
+    while pos + 7 <= n:
+        left = BLOCK - pos % BLOCK
+        if left < 7:
+            pos += left
+            continue
+        crc, length, kind = struct.unpack_from("<IHB", blob, pos)
+        if crc == 0 and length == 0 and kind == 0:       # zero fill up to the block's end
+            pos += left
+            continue
+        data = blob[pos + 7:pos + 7 + length]
+        if len(data) < length:
+            run.count("truncated_records")
+            return
+        if zlib.crc32(bytes([kind]) + data) != crc or kind not in (FULL, FIRST, MIDDLE, LAST):
+            run.count("corrupt_records")
+            pending = None
+            pos += left
+            continue
+        pos += 7 + length
+        if kind == FULL:
+            pending = None
+            yield data
+        elif kind == FIRST:
+            pending = [data]
+        elif pending is None:                            # a MIDDLE or LAST without its FIRST
+            run.count("corrupt_records")
+        elif kind == MIDDLE:
+            pending.append(data)
+        else:
+            yield b"".join(pending + [data])
+            pending = None
+
+
+def _history_row(buf: bytes) -> dict | None:
+    """wandb_internal.proto: Record.history = 2 -> HistoryRecord {item = 1, step = 2 {num = 1}};
+    HistoryItem {key = 1, nested_key = 2, integer = 5 (sint64), number = 6 (double),
+    json = 8, value_json = 16}. None for other records."""
+    hist = next((v for num, wt, v in fields(buf) if num == 2 and wt == 2), None)
+    if hist is None:
+        return None
+    row: dict = {}
+    for num, wt, val in fields(hist):
+        if num == 2 and wt == 2:
+            step = next((v for n, w, v in fields(val) if n == 1 and w == 0), None)
+            if step is not None:
+                row.setdefault("_step", signed64(step))
+        elif num == 1 and wt == 2:
+            key, nested, value = None, [], None
+            for inum, iwt, ival in fields(val):
+                if inum == 1 and iwt == 2:
+                    key = ival.decode("utf-8", "replace")
+                elif inum == 2 and iwt == 2:
+                    nested.append(ival.decode("utf-8", "replace"))
+                elif inum == 6 and iwt == 1:
+                    value = struct.unpack("<d", ival)[0]
+                elif inum == 5 and iwt == 0:
+                    value = zigzag(ival)
+                elif inum in (8, 16) and iwt == 2:
+                    try:
+                        value = json.loads(ival)
+                    except ValueError:
+                        value = None
+            name = key or "/".join(nested)
+            if name:
+                row[name] = value
+    return row
+
+
+def read_wandb_log(path: Path, run: TrainingRun, builder: SeriesBuilder) -> int:
+    """History rows of a run-<id>.wandb file (read directly: no wandb package needed)."""
+    blob = Path(path).read_bytes()
+    if not blob.startswith(WANDB_IDENT):
+        run.notes.append(f"{path.name}: not a .wandb log (no ':W&B' header); skipped")
+        return 0
+    rows = 0
+    for data in iter_log_records(blob, run):
+        try:
+            row = _history_row(data)
+        except (Bad, struct.error):
+            run.count("undecodable_records")
+            continue
+        if row is not None:
+            rows += 1
+            _add_row(builder, row, run)
+    return rows
+
+
+def read_wandb(folder: Path, label: str) -> TrainingRun:
+    files = run_files(folder)
+    if all(v is None for v in files.values()):
+        raise UserError(f"{folder}: not a wandb run folder (no run-*.wandb, files/wandb-history.jsonl or "
+                        "files/output.log); pass wandb/run-<date>-<id>/")
+    run = TrainingRun(path=str(folder), format="wandb", label=label)
+    builder = SeriesBuilder()
+    rows = 0
+    if files["binary"] is not None:
+        rows = read_wandb_log(files["binary"], run, builder)
+        run.read["history_rows"] = rows
+    if rows == 0 and files["history"] is not None:
+        rows = read_history_jsonl(files["history"], run, builder)
+        run.read["history_rows"] = rows
+    builder.build_into(run)
+    if files["console"] is not None:
+        con = read_console(files["console"], label)
+        run.read["step_lines"] = con.read.get("step_lines", 0)
+        for kind, n in con.counts.items():
+            run.count(kind, n)
+        run.notes.extend(con.notes)
+        _merge(run, con)
+    if not run.series:
+        raise UserError(f"{folder}: a wandb run folder with no scalars this reader can use "
+                        f"({'no history rows in ' + files['binary'].name if files['binary'] else 'no history'}"
+                        f"{', console log without step lines' if files['console'] else ''})")
+    return run
+
+
+def _merge(run: TrainingRun, con: TrainingRun) -> None:
+    """Console points for the tags and steps the history lacks."""
+    for tag, s in con.series.items():
+        have = run.series.get(tag)
+        if have is None:
+            run.series[tag] = s
+            continue
+        extra = ~np.isin(s.steps, have.steps)
+        if not extra.any():
+            continue
+        steps = np.concatenate([have.steps, s.steps[extra]])
+        vals = np.concatenate([have.values, s.values[extra]])
+        order = np.argsort(steps, kind="stable")
+        run.series[tag] = Series(steps[order], vals[order], None)

@@ -1,0 +1,111 @@
+"""curves' settings: the config object and `build_config`, which turns the click command's
+parameters into it (validating them; the click options hold the defaults)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from samspec_bench.errors import UserError
+from samspec_bench.evals.curve_stats import Margin, parse_margin
+from samspec_bench.evals.training_logs import FORMATS
+from samspec_bench.suites.curves.metrics import FAMILIES
+
+SUITE = "curves"
+FAIL_ON = ("never", "different", "not-equivalent")
+FIGURE_LEARNING = "curves_learning.png"
+FIGURE_SPEED = "curves_speed.png"
+FIGURE_VERDICTS = "curves_verdicts.png"
+
+
+@dataclass
+class CurvesConfig:
+    runs: list[str]                                  # the first is the baseline
+    labels: list[str] | None = None
+    format: str | None = None                        # None: detected per run
+    families: list[str] = field(default_factory=lambda: list(FAMILIES))
+    metrics: list[str] = field(default_factory=list)          # extra learning tags / globs
+    speed_metrics: list[str] = field(default_factory=list)    # extra speed tags / globs
+    margins: dict[str, str] = field(default_factory=dict)     # family, metric or tag -> "0.05" / "10%"
+    alpha: float = 0.05
+    min_steps: int = 10
+    final_fraction: float = 0.25
+    step_range: tuple[int | None, int | None] | None = None
+    smooth: float = 0.6
+    fail_on: str = "never"
+
+    def margin_objects(self) -> dict[str, Margin]:
+        return {k: parse_margin(v, f"--margin {k}=") for k, v in self.margins.items()}
+
+    def record(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def parse_step_range(text: str | None) -> tuple[int | None, int | None] | None:
+    """--steps 'START:END' (either side may be empty), or None."""
+    if text is None or not str(text).strip():
+        return None
+    t = str(text).strip()
+    lo_s, sep, hi_s = t.partition(":")
+    try:
+        lo = int(lo_s) if lo_s.strip() else None
+        hi = int(hi_s) if sep and hi_s.strip() else (None if sep else lo)
+    except ValueError:
+        raise UserError(f"--steps {text!r}: give START:END (e.g. 1:100, 50: or :100)") from None
+    if lo is not None and hi is not None and hi < lo:
+        raise UserError(f"--steps {text!r}: END must be >= START")
+    return lo, hi
+
+
+def _margins(items) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UserError(f"--margin {item!r}: give NAME=VALUE, e.g. reward=0.02 or entropy=5% (NAME: a family, "
+                            "a metric or a tag)")
+        parse_margin(value.strip(), f"--margin {key.strip()}=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _list(text: str | None) -> list[str]:
+    return [x.strip() for x in str(text or "").split(",") if x.strip()]
+
+
+def build_config(*, runs, extra_runs, labels, format, families, metrics, speed_metrics, margins, alpha, min_steps,
+                 final_fraction, step_range, smooth, fail_on) -> CurvesConfig:
+    """The command's parameters (by their Python names) as a checked CurvesConfig. Raises
+    UserError naming the bad option."""
+    paths = [str(p) for p in (runs or ())] + [str(p) for p in (extra_runs or ())]
+    if len(paths) < 2:
+        got = f"got {len(paths)}" + (f" ({paths[0]})" if paths else "")
+        raise UserError(f"curves compares training runs: give at least two (the baseline first, e.g. "
+                        f"`samspec-bench curves sam_off/ sam_on/`), {got}")
+    labs = _list(labels) or None
+    if labs is not None and len(labs) != len(paths):
+        raise UserError(f"--labels {labels!r}: {len(labs)} name(s) for {len(paths)} runs; give one per run")
+    if labs is not None and len(set(labs)) != len(labs):
+        raise UserError(f"--labels {labels!r}: the names must differ")
+    fmt = None if format in (None, "auto") else format
+    if fmt is not None and fmt not in FORMATS:
+        raise UserError(f"--format {format!r}: use auto or one of {', '.join(FORMATS)}")
+    fams = _list(families)
+    bad = [f for f in fams if f not in FAMILIES]
+    if bad or (not fams and not metrics and not speed_metrics):
+        raise UserError(f"--families {families!r}: use a comma list of {', '.join(FAMILIES)}")
+    if not 0 < alpha < 0.5:
+        raise UserError(f"--alpha {alpha}: give a level in (0, 0.5), e.g. 0.05")
+    if min_steps < 3:
+        raise UserError(f"--min-steps {min_steps}: give at least 3")
+    if not 0 <= final_fraction < 0.5:
+        raise UserError(f"--final-window {final_fraction}: give a fraction in [0, 0.5) (0 turns it off)")
+    if not 0 <= smooth < 1:
+        raise UserError(f"--smooth {smooth}: give an EMA weight in [0, 1)")
+    if fail_on not in FAIL_ON:
+        raise UserError(f"--fail-on {fail_on!r}: use one of {', '.join(FAIL_ON)}")
+    return CurvesConfig(runs=paths, labels=labs, format=fmt, families=fams, metrics=list(metrics or ()),
+                        speed_metrics=list(speed_metrics or ()), margins=_margins(margins), alpha=alpha,
+                        min_steps=min_steps, final_fraction=final_fraction, step_range=parse_step_range(step_range),
+                        smooth=smooth, fail_on=fail_on)

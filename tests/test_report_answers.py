@@ -1,0 +1,307 @@
+"""The report's first screen: the three answers (lossless? how much accepted? how much rollout
+time saved?), each with its numbers taken from the result files and its provenance; suites that
+did not run named as NOT checked (with run_state.json's reason); step counts never shown as time;
+the Markdown saying the same as the HTML."""
+
+from __future__ import annotations
+
+import html as _html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from samspec_bench.reports.answers import DEFAULT_ACCEPT, NO, PARTIAL, UNKNOWN, YES, answer_sets, pricing
+from samspec_bench.reports.collect import collect
+from samspec_bench.reports.html import render_html
+from samspec_bench.reports.markdown import render_markdown
+from samspec_bench.results import RunDir
+
+# --- result folders in the shapes the suites write -----------------------------------------------------------
+
+
+def run(root: Path, suite: str, metrics: dict, config: dict | None = None, tables: dict | None = None,
+        extra: dict | None = None) -> Path:
+    rd = RunDir(root, suite)
+    rd.write_result(config or {}, metrics, tables or {}, [], extra)
+    return rd.path
+
+
+OPEQ = {"kernel/reference/float32": {"level": "kernel", "pair": "reference", "dtype": "float32", "positions": 300,
+                                     "logprob_diff_max": 4.2e-06, "exact_zero_fraction": 0.6, "argmax_flip_rate": 0.0},
+        "model/reference/float32": {"level": "model", "pair": "reference", "dtype": "float32", "positions": 100,
+                                    "logprob_diff_max": 7.5e-06, "exact_zero_fraction": 0.2, "argmax_flip_rate": 0.0},
+        # a control row (bit-exact by construction) is not part of the answer
+        "model/reference-batch-invariant/float32": {"level": "model", "pair": "reference-batch-invariant",
+                                                    "dtype": "float32", "positions": 100, "logprob_diff_max": 0.0,
+                                                    "exact_zero_fraction": 1.0, "argmax_flip_rate": 0.0}}
+
+
+def opeq(root: Path, gate: dict | None = None, pairs: dict | None = None, greedy: list | None = None) -> Path:
+    return run(root, "op-equivalence", {"pairs": pairs or OPEQ, "gate": gate},
+               {"pairs": ["reference"], "dtypes": ["float32"], "k": 3, "model": "builtin:smollm2-135m",
+                "engine": "reference", "device": "cpu"},
+               {"greedy": greedy if greedy is not None else [{"identical": True}, {"identical": True}]})
+
+
+def sampler(root: Path, verdict: str = "EXACT", control: str = "LOSSY") -> Path:
+    audits = [{"name": "samspec", "verdict": verdict, "tests": 98, "negative_control": False},
+              {"name": "vllm", "verdict": "SKIPPED", "reason": "vllm is not installed", "negative_control": False},
+              {"name": "block-verify-demo", "verdict": control, "tests": 78, "negative_control": True}]
+    return run(root, "sampler", {"verdicts": {a["name"]: a["verdict"] for a in audits}},
+               {"alpha": 0.001, "device": "cpu",
+                "battery": [{"case": "flat", "vocab": 6, "trials": 300}, {"case": "big", "vocab": 151936, "trials": 90}]},
+               extra={"audits": audits})
+
+
+def accuracy(root: Path, off: float = 0.62, on: float = 0.6, p: float = 0.5, mdd: float = 0.04, n: int = 900) -> Path:
+    return run(root, "accuracy", {"gsm8k": {"n": n, "pass@1_off": off, "pass@1_on": on, "diff": on - off,
+                                            "ci95": [on - off - 0.05, on - off + 0.04], "p_value": p, "alpha": 0.05,
+                                            "mdd": mdd}},
+               {"model": "builtin:smollm2-135m", "engine": "reference", "drafter": "sam", "num_spec_tokens": 3,
+                "temperature": 0.0, "max_gen_toks": 256})
+
+
+def accept_row(drafter: str, k: int, sources: str, tokens: int, steps: int, drafted: int, accepted: int) -> dict:
+    return {"drafter": drafter, "k": k, "sources": sources, "tokens_per_step": tokens / steps,
+            "acceptance_rate": accepted / drafted, "counts": {"tokens": tokens, "steps": steps, "drafted": drafted,
+                                                              "accepted": accepted}}
+
+
+ACCEPT = {"sam k=3 own": accept_row("sam", 3, "own", 9000, 6000, 12000, 3000),
+          "sam k=5 own+group(concurrent)": accept_row("sam", 5, "own+group", 9000, 4000, 15000, 5000),
+          "ngram k=3 own": accept_row("ngram", 3, "own", 9000, 7000, 6000, 2000)}
+
+
+def accept(root: Path, metrics: dict | None = None) -> Path:
+    return run(root, "accept", metrics or ACCEPT, {"engine": "replay", "limit_groups": 5},
+               extra={"inputs": {"traces": [{"file": "/data/traces/qwen25math_math_100x8.jsonl", "sha256": "ab"}],
+                                 "responses": 40, "response_tokens": 9000},
+                      "engine": {"name": "replay"}})
+
+
+def arm(total: float, tail: float, steps: int, tail_steps: int, base: dict, threshold: int = 4) -> dict:
+    return {"total_s": total, "tail_s": tail, "steps": steps, "tail_steps": tail_steps, "tail_threshold": threshold,
+            "speedup_overall": base["total_s"] / total, "speedup_tail": base["tail_s"] / tail,
+            "baseline_phases": {"total_s": base["total_s"], "tail_s": base["tail_s"], "tail_steps": base["tail_steps"]}}
+
+
+def rollout(root: Path, extra_metrics: dict | None = None, constant: bool = False, config: dict | None = None) -> Path:
+    off = {"total_s": 900.0, "tail_s": 200.0, "steps": 900, "tail_steps": 200}
+    arms = {"off": off, "always k=3": arm(1200.0, 120.0, 500, 90, off), "threshold<=4 k=3": arm(800.0, 100.0, 820, 95, off)}
+    m = {"arms": arms, "best_setting": "threshold<=4 k=3",
+         "workload": {"prompts": 10, "group_size": 8},
+         "step_model": {"intercept": 1.0, "fit": {"source": "constant"}} if constant else
+         {"intercept": 0.01, "fit": {"source": "rollout profile: builtin:smollm2-135m"}},
+         "step_model_fitted_on": "none: constant 1 s per step (times are step counts)" if constant else "/p/profile.json"}
+    m.update(extra_metrics or {})
+    return run(root, "rollout", m, {"engine": "replay", "max_num_seqs": 64, **(config or {})})
+
+
+def answers_of(paths) -> dict:
+    (s,) = answer_sets(collect(paths))
+    return {a.key: a for a in s.answers}
+
+
+def answers_html(html: str) -> str:
+    """The answers section of a rendered report, as text."""
+    sec = re.search(r'<section class="answers" id="answers">(.*?)</section>', html, re.S).group(1)
+    return _html.unescape(re.sub(r"<[^>]+>", " ", sec))
+
+
+# --- the three answers with their numbers -------------------------------------------------------------------
+
+@pytest.fixture()
+def full(tmp_path) -> list[Path]:
+    return [opeq(tmp_path), sampler(tmp_path), accuracy(tmp_path), accept(tmp_path), rollout(tmp_path)]
+
+
+def test_answers_come_first_and_carry_the_numbers_of_the_result_files(full):
+    html = render_html(collect(full))
+    assert html.index('id="answers"') < html.index('id="summary"') < html.index('id="suite-accept"')
+    text = answers_html(html)
+    # kernels: worst |Δ logprob| of the non-control rows, the exactly-equal share pooled over positions
+    assert "7.5e-06" in text and f"{100 * (0.6 * 300 + 0.2 * 100) / 400:.1f} % of 400 logprobs" in text
+    assert "greedy outputs identical with/without SAM 2/2" in text
+    # sampler: verdicts, vocabularies and trials; the skipped one named with its reason
+    assert "samspec EXACT (98 tests)" in text and "6–151,936" in text and "90–300 trials" in text
+    assert "vllm (vllm is not installed)" in text and "block-verify-demo LOSSY" in text
+    # accuracy: pass@1 off vs on, difference and interval in points
+    assert "pass@1 62.0 % off vs 60.0 % on, difference -2.0 points [95 % CI -7.0, +2.0]" in text
+    # acceptance: default and best SAM settings, tokens and drafted tokens per step
+    assert f"{9000 / 6000:.2f} tokens per target step with the default" in text
+    assert f"{9000 / 4000:.2f} at best (sam k=5, own context + GRPO siblings; {15000 / 4000:.2f} drafted" in text
+    assert f"{12000 / 6000:.2f} drafted per step" in text and "qwen25math_math_100x8.jsonl" in text
+    # rollout: the best setting, overall and tail, modelled, by which step model
+    assert f"threshold<=4 k=3 saves {100 * (1 - 800 / 900):.1f} % of rollout time ({900 / 800:.2f}x)" in text
+    assert f"{200 / 100:.2f}x in the long tail" in text and "modelled" in text
+    assert "rollout profile: builtin:smollm2-135m" in text and "/p/profile.json" in text
+    assert f"{900 / 1200:.2f}x" in text and "more rollout time" in text    # the always-on arm is slower
+
+
+def test_lossless_verdicts(full, tmp_path):
+    a = answers_of(full)
+    assert a["lossless"].status == PARTIAL          # kernels equal only up to rounding, no tolerance given
+    assert [c.status for c in a["lossless"].checks] == [PARTIAL, YES, YES]
+    gate_ok = {"metric": "logprob_diff_max", "tolerance": 1e-4, "passed": True, "failed": []}
+    a = answers_of([opeq(tmp_path / "g", gate_ok), *full[1:]])
+    assert a["lossless"].status == YES and a["lossless"].badge == "yes"
+    gate_bad = {"metric": "logprob_diff_max", "tolerance": 1e-6, "passed": False,
+                "failed": [{"row": "model/reference/float32", "value": 7.5e-06}]}
+    a = answers_of([opeq(tmp_path / "b", gate_bad), *full[1:]])
+    assert a["lossless"].status == NO and "model/reference/float32" in a["lossless"].checks[0].text
+    a = answers_of([opeq(tmp_path / "f", greedy=[{"identical": True}, {"identical": False}]), *full[1:]])
+    assert a["lossless"].checks[0].status == NO
+    a = answers_of([full[0], sampler(tmp_path / "s", verdict="LOSSY"), *full[2:]])
+    assert a["lossless"].status == NO and a["lossless"].checks[1].badge == "lossy"
+    a = answers_of([full[0], sampler(tmp_path / "c", control="EXACT"), *full[2:]])   # the battery had no power
+    assert a["lossless"].checks[1].status == UNKNOWN and "NOT flagged" in a["lossless"].checks[1].text
+    a = answers_of([*full[:2], accuracy(tmp_path / "d", off=0.7, on=0.5, p=0.001)])
+    assert a["lossless"].status == NO and a["lossless"].checks[2].status == NO
+    a = answers_of([*full[:2], accuracy(tmp_path / "m", p=0.9, mdd=1.3, n=3)])
+    assert a["lossless"].checks[2].status == UNKNOWN
+    assert "inconclusive" in a["lossless"].text and "NOT checked" not in a["lossless"].text
+    # a check too coarse to see a drop of a few points is not a plain "no drop found"
+    a = answers_of([opeq(tmp_path / "g2", gate_ok), full[1], accuracy(tmp_path / "c2", p=0.9, mdd=0.3, n=20)])
+    assert a["lossless"].status == PARTIAL and a["lossless"].badge == "partly checked"
+    assert a["lossless"].checks[2].badge == "too few problems" and a["lossless"].checks[2].status == UNKNOWN
+    assert "smallest detectable is 30.0 points" in a["lossless"].checks[2].text
+    assert "accuracy inconclusive" in a["lossless"].text
+
+
+# --- not checked ------------------------------------------------------------------------------------------
+
+def test_a_missing_suite_is_named_not_checked(full):
+    a = answers_of([p for p in full if "accuracy" not in p.name and "accept" not in p.name])
+    acc = a["lossless"].checks[2]
+    assert acc.name == "accuracy" and not acc.ran and acc.badge == "not checked"
+    assert "NOT checked: no accuracy run" in acc.text and "samspec-bench accuracy" in acc.text
+    assert "accuracy NOT checked" in a["lossless"].text and a["lossless"].status == PARTIAL
+    assert a["accept"].status == UNKNOWN and "no accept run" in a["accept"].text
+
+
+def test_not_checked_reasons_come_from_run_state(tmp_path):
+    root = tmp_path / "run-1"
+    opeq(root / "runs" / "op-equivalence")
+    state = {"format": 1, "settings": {"model": "m"}, "steps": {
+        "accuracy": {"status": "skipped", "reason": "needs the benchmark sets: pass --data-dir"},
+        "sampler": {"status": "failed", "reason": "RuntimeError: out of memory"},
+        "accept": {"status": "done", "run_dir": "runs/accept/x"}}}
+    (root / "run_state.json").write_text(json.dumps(state), encoding="utf-8")
+    report = collect([root])
+    a = {x.key: x for x in answer_sets(report)[0].answers}
+    checks = {c.name: c for c in a["lossless"].checks}
+    assert checks["accuracy"].text == "NOT checked: the accuracy step was skipped (needs the benchmark sets: pass --data-dir)."
+    assert checks["sampler"].badge == "failed" and "RuntimeError: out of memory" in checks["sampler"].text
+    assert "the rollout step" not in a["rollout"].text and "not among its --steps" in a["rollout"].text
+    md = render_markdown(report)
+    assert "needs the benchmark sets: pass --data-dir" in md.split("## Summary")[0]
+
+
+# --- units: step counts are never time ----------------------------------------------------------------------
+
+SECONDS = re.compile(r"\d(\.\d+)?\s?s\b|second|rollout time \(|of rollout time")
+
+
+@pytest.mark.parametrize("shape", ["legacy-constant", "units-steps"])
+def test_step_count_rollouts_never_show_seconds(tmp_path, shape):
+    if shape == "legacy-constant":   # an older result: a constant 1-second step model, no "units"
+        path = rollout(tmp_path, constant=True)
+    else:
+        path = rollout(tmp_path, {"units": "steps", "measured": False,
+                                  "priced_by": {"kind": "constant-steps", "source": None}})
+    assert pricing(json.loads((path / "result.json").read_text()))["units"] == "steps"
+    a = answers_of([path])["rollout"]
+    assert a.badge == "not priced: step counts" and a.status == UNKNOWN
+    words = " ".join([a.text, a.badge, a.source, *(c.text + c.badge for c in a.checks)])
+    assert not SECONDS.search(words), words
+    assert f"{900 / 820:.2f}x" in words and "900 → 820 steps" in words   # the step counts themselves
+    report = collect([path])
+    assert not SECONDS.search(answers_html(render_html(report)))
+    md_answers = render_markdown(report).split("## Summary")[0]
+    assert "not priced: step counts" in md_answers and not SECONDS.search(md_answers)
+
+
+def test_units_priced_by_and_measured_are_read(tmp_path):
+    roof = rollout(tmp_path / "r", {"units": "s", "measured": False, "priced_by": {
+        "kind": "roofline", "source": "roofline:hardware=H100,model=Qwen/Qwen3-32B,tp=8",
+        "hardware": {"name": "H100"}, "tp": 8, "model": {"name": "Qwen/Qwen3-32B"}}},
+        config={"preset": "seed-qwen3-32b", "dp": 4})
+    a = answers_of([roof])["rollout"]
+    assert "modelled by the roofline step model: H100, TP 8, Qwen/Qwen3-32B" in a.text
+    assert a.badge.endswith("(modelled)") and "preset seed-qwen3-32b" in a.source and "DP 4" in a.source
+    meas = rollout(tmp_path / "m", {"units": "s", "measured": True}, config={"engine": "reference", "model": "tiny"})
+    a = answers_of([meas])["rollout"]
+    assert a.badge.endswith("(measured)") and "measured on the reference engine, model tiny" in a.text
+    # extrapolated beyond the profile: flagged, and not a plain yes
+    ex = rollout(tmp_path / "x")
+    res = json.loads((ex / "result.json").read_text())
+    res["metrics"]["arms"]["threshold<=4 k=3"]["step_model_extrapolation"] = {"decode_tokens": [64, 8]}
+    (ex / "result.json").write_text(json.dumps(res))
+    a = answers_of([ex])["rollout"]
+    assert a.status == PARTIAL and "EXTRAPOLATED beyond the profiled range (decode_tokens)" in a.text
+    # every SAM setting slower: the answer is no
+    slow = rollout(tmp_path / "s", {"best_setting": "always k=3"})
+    res = json.loads((slow / "result.json").read_text())
+    del res["metrics"]["arms"]["threshold<=4 k=3"]
+    (slow / "result.json").write_text(json.dumps(res))
+    a = answers_of([slow])["rollout"]
+    assert a.status == NO and a.text.startswith("No: every SAM setting is slower")
+
+
+# --- Markdown, several runs, defaults ------------------------------------------------------------------------
+
+def test_markdown_states_the_same_answers(full, tmp_path):
+    report = collect(full)
+    md = render_markdown(report)
+    head = md.split("## Summary")[0]
+    assert "## Answers" in head
+    for a in answer_sets(report)[0].answers:
+        assert f"{a.question} — {a.badge}" in head and a.text in head and a.source in head
+        for c in a.checks:
+            assert c.text in head
+    html_text = answers_html(render_html(report))
+    for a in answer_sets(report)[0].answers:
+        assert a.text in html_text
+
+
+def test_two_run_folders_side_by_side(tmp_path):
+    for name, rows in (("run-a", ACCEPT), ("run-b", {"sam k=3 own": accept_row("sam", 3, "own", 9000, 5000, 1, 1)})):
+        accept(tmp_path / name / "runs" / "accept", rows)
+        (tmp_path / name / "run_state.json").write_text(json.dumps({"format": 1, "steps": {}}), encoding="utf-8")
+    report = collect([tmp_path / "run-a", tmp_path / "run-b"])
+    sets = answer_sets(report)
+    assert [Path(s.title).name for s in sets] == ["run-a", "run-b"]
+    assert sets[0].answers[1].badge == f"{9000 / 4000:.2f} tok/step" and sets[1].answers[1].badge == f"{9000 / 5000:.2f} tok/step"
+    html = render_html(report)
+    assert 'class="answers-grid"' in html and html.count('data-answer="accept"') == 2
+    md = render_markdown(report)
+    assert "| question | " in md and md.index("### " + str(tmp_path / "run-a")) < md.index("## Summary")
+
+
+def test_the_newest_run_of_a_suite_answers(tmp_path):
+    old = accept(tmp_path / "a", {"sam k=3 own": accept_row("sam", 3, "own", 100, 80, 10, 5)})
+    new = accept(tmp_path / "b")
+    for p, when in ((old, "2026-01-01T00:00:00+00:00"), (new, "2026-02-01T00:00:00+00:00")):
+        res = json.loads((p / "result.json").read_text())
+        res["created"] = when
+        (p / "result.json").write_text(json.dumps(res))
+    (s,) = answer_sets(collect([new, old]))
+    assert s.answers[1].badge == f"{9000 / 4000:.2f} tok/step" and new.name in s.answers[1].source
+    assert "Several runs of accept" in s.note
+
+
+def test_default_accept_setting_matches_the_accept_command():
+    from samspec_bench.suites.accept import command as accept_cmd
+
+    params = {p.name: p.default for p in accept_cmd.params}
+    assert params["drafters"] == DEFAULT_ACCEPT["drafter"]
+    assert str(params["ks"]) == str(DEFAULT_ACCEPT["k"]) and params["sources"] == DEFAULT_ACCEPT["sources"]
+
+
+def test_answers_are_embedded_in_the_data(full):
+    html = render_html(collect(full))
+    data = json.loads(re.search(r'id="samspec-data">(.*?)</script>', html, re.S).group(1))
+    keys = [a["key"] for a in data["answers"][0]["answers"]]
+    assert keys == ["lossless", "accept", "rollout"]
