@@ -46,6 +46,8 @@ class TraceRecord:
     system: str | None = None
     correct: bool | None = None
     logprobs: list[float] | None = None
+    step: int | None = None  # the RL step that generated it (verl dumps, a 'step' field), else None
+    sub: int | None = None   # which response of its line, where a line holds several (lm-eval repeats)
 
 
 @dataclass
@@ -65,6 +67,8 @@ class TokenizedResponse:
     line: int
     prompt_format: str  # "chat_template", "raw" or "ids" (given as token ids in the trace)
     logprobs: np.ndarray | None = None  # float32, one per response token
+    step: int | None = None  # the RL step (TraceRecord.step)
+    sub: int | None = None   # TraceRecord.sub
 
 
 class _BadLine(Exception):
@@ -176,7 +180,7 @@ def _parse_record(text: str, file: Path, line: int) -> TraceRecord:
         prompt=prompt, response=response, prompt_ids=prompt_ids, response_ids=response_ids,
         model=_opt_str(row, "model"), dataset=_opt_str(row, "dataset"), system=_opt_str(row, "system"),
         correct=row.get("correct") if isinstance(row.get("correct"), bool) else None,
-        logprobs=logprobs,
+        logprobs=logprobs, step=_opt_step(row),
     )
 
 
@@ -191,6 +195,11 @@ def _side(row: dict, name: str) -> tuple[str | None, list[int] | None]:
     if not isinstance(text, str):
         raise _BadLine(f"field {name!r} (or '{name}_ids') is missing or not a string")
     return text, None
+
+
+def _opt_step(row: dict) -> int | None:
+    value = row.get("step")
+    return value if type(value) is int else None
 
 
 def _opt_str(row: dict, key: str) -> str | None:
@@ -248,7 +257,8 @@ def tokenize_traces(traces: TraceSet, tokenizer: Any, chat_template: ChatTemplat
         out.append(TokenizedResponse(
             id=r.id, group=r.group, prompt_ids=p_ids.astype(np.int32), response_ids=r_ids.astype(np.int32),
             source=r.source, line=r.line, prompt_format=fmt,
-            logprobs=None if r.logprobs is None else np.asarray(r.logprobs, dtype=np.float32),
+            logprobs=None if r.logprobs is None else np.asarray(r.logprobs, dtype=np.float32), step=r.step,
+            sub=r.sub,
         ))
     return out
 
@@ -311,15 +321,23 @@ BENCHMARKS: dict[str, tuple[str, str | None, str, str]] = {
     "aime25": ("aime25.jsonl", "id", "problem", "answer"),
 }
 _GSM8K_FINAL = re.compile(r"####\s*(.+?)\s*$", re.S)
+# The built-in copies shipped with the package (licences and sources in its README.md).
+BUILTIN_BENCHMARKS = Path(__file__).resolve().parent / "benchmarks"
 
 
-def read_benchmark(name: str, data_dir: str | Path) -> list[dict]:
-    """Rows as {"id", "question", "answer" (the final answer as a string), "raw" (the row)}.
+def benchmarks_dir(data_dir: str | Path | None = None) -> Path:
+    """<data_dir>/benchmarks, or the package's built-in sets when data_dir is None."""
+    return BUILTIN_BENCHMARKS if data_dir is None else Path(data_dir).expanduser() / "benchmarks"
+
+
+def read_benchmark(name: str, data_dir: str | Path | None = None) -> list[dict]:
+    """Rows as {"id", "question", "answer" (the final answer as a string), "raw" (the row)},
+    from <data_dir>/benchmarks or (data_dir None) the built-in sets.
     GSM8K's answer is the text after "####" without thousands separators ("2,125" -> "2125")."""
     if name not in BENCHMARKS:
         raise UserError(f"unknown benchmark {name!r}: use one of {', '.join(BENCHMARKS)}")
     fname, id_key, q_key, a_key = BENCHMARKS[name]
-    path = Path(data_dir).expanduser() / "benchmarks" / fname
+    path = benchmarks_dir(data_dir) / fname
     if not path.is_file():
         raise UserError(f"benchmark {name} not found: expected {path} (pass --data-dir pointing at the shared data)")
     rows = []

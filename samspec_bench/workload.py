@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from samspec_bench.data import encode_chat, load_tokenizer
 from samspec_bench.errors import UserError
 from samspec_bench.models import BUILTIN_MODEL, resolve_model
 from samspec_bench.results import RunDir, atomic_write_text, file_sha256
+from samspec_bench.trace_formats import model_id
 
 SUITE = "workload"
 TRACE_FILE = "trace.jsonl"
@@ -79,7 +81,7 @@ class WorkloadConfig:
     dtype: str = "float32"
     device: str = "cpu"
     max_num_seqs: int = 32
-    threads: int = 0             # torch threads (0: torch's default)
+    threads: int = 0             # torch threads (0: choose_threads(), from what is free now)
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "WorkloadConfig":
@@ -100,7 +102,7 @@ class WorkloadConfig:
         if not 1 <= int(self.num_prompts) <= len(PROMPTS):
             raise UserError(f"workload num-prompts {self.num_prompts}: use 1..{len(PROMPTS)} (the built-in prompts)")
         if int(self.threads) < 0:
-            raise UserError(f"workload threads {self.threads}: must be >= 0 (0: torch's default)")
+            raise UserError(f"workload threads {self.threads}: must be >= 0 (0: chosen from the free cores)")
         for name in ("samples", "max_tokens", "num_spec_tokens", "max_num_seqs"):
             if int(getattr(self, name)) < 1:
                 raise UserError(f"workload {name.replace('_', '-')} {getattr(self, name)}: must be >= 1")
@@ -108,6 +110,24 @@ class WorkloadConfig:
             raise UserError(f"workload temperature {self.temperature}: must be >= 0")
         if not 0 < float(self.top_p) <= 1:
             raise UserError(f"workload top-p {self.top_p}: must be in (0, 1]")
+
+
+def choose_threads() -> dict[str, Any]:
+    """torch intra-op threads from what is free now: the cores this process may run on
+    (os.sched_getaffinity) minus the 1-minute load average, rounded, at least 1. Several
+    threads on cores other work is using stall each other (small GEMMs wait for the slowest
+    thread): on a loaded machine one thread is faster. Returns the choice and its inputs."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = 0.0
+    threads = max(1, min(cores, int(cores - min(load, cores) + 0.5)))
+    return {"threads": threads, "cores": cores, "load_avg_1m": round(load, 2),
+            "rule": "cores available to this process - 1-minute load average, rounded, at least 1"}
 
 
 def write_prompts_file(path: str | Path, n: int | None = None) -> Path:
@@ -129,6 +149,7 @@ def generate_trace(cfg: WorkloadConfig, output: str | Path, resume: str | Path |
     """Generate the built-in trace; returns (result dict, run directory)."""
 
     cfg.validate()
+    cfg = dataclasses.replace(cfg, model=model_id(cfg.model))   # a short name -> its Hugging Face id
     rd = RunDir(output, SUITE, resume)
     identity = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "max_num_seqs", "threads")}
     before = rd.saved_config(CONFIG_FILE) if resume is not None else None
@@ -146,15 +167,16 @@ def generate_trace(cfg: WorkloadConfig, output: str | Path, resume: str | Path |
     import torch
 
     threads_before = torch.get_num_threads()
-    if cfg.threads:
-        torch.set_num_threads(int(cfg.threads))   # restored below: `run` calls the next suites in this process
+    threads = {"threads": int(cfg.threads), "rule": "given"} if cfg.threads else choose_threads()
+    torch.set_num_threads(threads["threads"])   # restored below: `run` calls the next suites in this process
     try:
-        return _generate(cfg, rd, model_dir, tok, questions, prompt_ids, progress)
+        return _generate(cfg, rd, model_dir, tok, questions, prompt_ids, progress, threads)
     finally:
         torch.set_num_threads(threads_before)
 
 
-def _generate(cfg: WorkloadConfig, rd, model_dir, tok, questions, prompt_ids, progress) -> tuple[dict, Path]:
+def _generate(cfg: WorkloadConfig, rd, model_dir, tok, questions, prompt_ids, progress,
+              threads: dict[str, Any]) -> tuple[dict, Path]:
     from samspec_bench.bench.engines.reference import ReferenceEngine  # imports torch
 
     done = {rec["id"]: rec for rec in rd.samples(PARTIAL_FILE) if "id" in rec}
@@ -235,7 +257,7 @@ def _generate(cfg: WorkloadConfig, rd, model_dir, tok, questions, prompt_ids, pr
               "tokens_per_step": (r["step_tokens"] / r["steps"]) if r["steps"] else None}
              for r in records]
     trace_path = rd.file(TRACE_FILE)
-    extra = {"trace": TRACE_FILE, "tokenizer": str(model_dir), "engine": engine_info,
+    extra = {"trace": TRACE_FILE, "tokenizer": str(model_dir), "engine": engine_info, "torch_threads": threads,
              "data_files": {str(trace_path): file_sha256(trace_path)},
              "note": "tokens_per_step counts the model's own decode steps with SAM (k = num_spec_tokens); "
                      "trace replay (accept) measures other drafters and k on the same tokens"}

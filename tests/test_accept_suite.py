@@ -307,3 +307,166 @@ def test_suite_contract_build_config_and_execute(subset, qwen3_tokenizer_dir, tm
     assert "progress" not in a["config"]   # how a run is shown is not what it computed
     with pytest.raises(UserError, match="--sam-min-match"):
         accept.build_config(**{**{k: v for k, v in ctx.params.items() if k in names}, "sam_min_match": 0})
+
+
+# --- the user's model and the user's rollouts ----------------------------------------------------------
+
+from trace_fixtures import grouped_rows, write_lm_eval_samples, write_verl_dump  # noqa: E402
+
+from samspec_bench.bench.engines.replay import EMULATED_STEPS  # noqa: E402
+from samspec_bench.data import load_tokenizer  # noqa: E402
+
+SIDE = ("own", "own+group", "own+history", "own+group+history")
+
+
+@pytest.fixture(scope="module")
+def verl_dump(traces_dir, qwen3_tokenizer_dir, tmp_path_factory) -> Path:
+    """A verl rollout_data_dir: 4 prompts, 2 a step, 4 responses each, 2 epochs (steps 1-4;
+    steps 3 and 4 see the prompts of steps 1 and 2 again)."""
+    d = tmp_path_factory.mktemp("verl") / "rollout_data_dir"
+    write_verl_dump(d, load_tokenizer(qwen3_tokenizer_dir), grouped_rows(traces_dir / QWEN, 4), batch=2, n=4,
+                    epochs=2)
+    return d
+
+
+def _metric_counts(result, label, step):
+    rows = {r["step"]: r for r in result["tables"]["by_step"][label]}
+    return rows[step]["counts"]
+
+
+def test_verl_dump_replays_step_by_step_with_group_and_history(verl_dump, qwen3_tokenizer_dir, tmp_path, capsys):
+    got = run_cli(["accept", "--traces", str(verl_dump), "--tokenizer", str(qwen3_tokenizer_dir), "--sources",
+                   "own,group,history,group+history", "--output", str(tmp_path / "o"), "--no-progress",
+                   "--json", str(tmp_path / "r.json")], capsys)
+    result = json.loads((tmp_path / "r.json").read_text())
+    inp = result["inputs"]
+    assert set(inp["trace_formats"].values()) == {"verl"} and len(inp["trace_formats"]) == 4
+    assert inp["responses"] == 32 and inp["steps"] == "RL steps from the traces (4 steps)"
+    assert inp["models"]["unstated"] and not inp["models"]["models"]   # verl dumps name no model
+    labels = {"own": "sam k=3 own", "group": "sam k=3 own+group(concurrent)", "history": "sam k=3 own+history",
+              "both": "sam k=3 own+group+history(concurrent)"}
+    for label in labels.values():
+        assert [r["step"] for r in result["tables"]["by_step"][label]] == [1, 2, 3, 4]
+    # epoch 1 (steps 1, 2): nothing earlier, so history changes nothing
+    for step in (1, 2):
+        assert _metric_counts(result, labels["history"], step) == _metric_counts(result, labels["own"], step)
+        assert _metric_counts(result, labels["both"], step) == _metric_counts(result, labels["group"], step)
+    hist = result["engine"]["history"]["by_configuration"][labels["history"]]
+    assert hist["replayed_with_history"] == 16 and hist["responses_added"] == 32
+    # side by side, one row per drafter and k
+    (row,) = result["tables"]["sources"]
+    assert all(row[s] is not None for s in SIDE) and row[SIDE[2]]["label"] == labels["history"]
+    assert "draft sources side by side" in got.out and "16/32 responses had earlier responses" in got.out
+    run = only_run(tmp_path / "o")
+    recs = read_jsonl(run / "responses.jsonl")
+    assert {r["step"] for r in recs} == {1, 2, 3, 4}
+
+
+def test_single_step_traces_emulate_an_earlier_step(subset, qwen3_tokenizer_dir, tmp_path, capsys):
+    got = run_cli(["accept", "--traces", str(subset / QWEN), "--tokenizer", str(qwen3_tokenizer_dir),
+                   "--sources", "own,history", "--output", str(tmp_path), "--no-progress", "--json", "-"], capsys)
+    result = json.loads(got.out)
+    assert result["inputs"]["steps"] == EMULATED_STEPS
+    assert result["engine"]["steps"] == EMULATED_STEPS
+    own, hist = "sam k=3 own", "sam k=3 own+history"
+    assert _metric_counts(result, hist, 0) == _metric_counts(result, own, 0)   # the earlier half has no history
+    h = result["engine"]["history"]["by_configuration"][hist]
+    assert h["replayed_with_history"] == 8 and h["responses_held"] == 16
+    # without a history source nothing is split
+    plain = json.loads(run_cli(base_args(subset, qwen3_tokenizer_dir, tmp_path / "p") + ["--json", "-"], capsys).out)
+    assert plain["inputs"]["steps"] is None and "by_step" not in plain["tables"]
+
+
+def test_replay_with_model_refuses_other_models_traces(subset, qwen3_tokenizer_dir, tmp_path, capsys):
+    args = base_args(subset, qwen3_tokenizer_dir, tmp_path / "o") + ["--model", "Qwen3-8B"]
+    got = run_cli(args, capsys, expect_exit=2)
+    assert "responses of 'Qwen2.5-Math-Instruct (size unstated)', not of --model Qwen/Qwen3-8B" in got.err
+    assert "--any-model" in got.err and not (tmp_path / "o").exists()
+    result = json.loads(run_cli(args + ["--any-model", "--json", "-"], capsys).out)
+    assert result["config"]["model"] == "Qwen/Qwen3-8B" and result["config"]["any_model"] is True
+    assert "Qwen2.5-Math-Instruct (size unstated)" in result["inputs"]["models"]["models"][str(subset / QWEN)]
+
+
+def test_replay_with_a_cached_hub_model_uses_its_tokenizer(traces_dir, qwen3_tokenizer_dir, tmp_path, monkeypatch,
+                                                          capsys):
+    """--model Qwen3-8B from the local Hugging Face cache (only its tokenizer files are needed to
+    replay), on traces that name that model."""
+    cache = tmp_path / "hub"
+    snap = cache / "models--Qwen--Qwen3-8B" / "snapshots" / ("c" * 40)
+    snap.mkdir(parents=True)
+    for f in qwen3_tokenizer_dir.iterdir():
+        (snap / f.name).write_bytes(f.read_bytes())
+    (cache / "models--Qwen--Qwen3-8B" / "refs").mkdir()
+    (cache / "models--Qwen--Qwen3-8B" / "refs" / "main").write_text("c" * 40)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rows = [json.loads(x) for x in (traces_dir / QWEN).read_text(encoding="utf-8").splitlines()[:8]]
+    trace = tmp_path / "mine.jsonl"
+    trace.write_text("".join(json.dumps({**r, "model": "Qwen/Qwen3-8B"}) + "\n" for r in rows), encoding="utf-8")
+    result = json.loads(run_cli(["accept", "--engine", "replay", "--model", "Qwen3-8B", "--traces", str(trace),
+                                 "--output", str(tmp_path / "o"), "--no-progress", "--json", "-"], capsys).out)
+    assert result["inputs"]["tokenizer"] == str(snap) and result["inputs"]["responses"] == 8
+    # not cached: one line with the id and the command that downloads the tokenizer
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    got = run_cli(["accept", "--engine", "replay", "--model", "Qwen3-8B", "--traces", str(trace), "--output",
+                   str(tmp_path / "o2"), "--no-progress"], capsys, expect_exit=2)
+    assert "hf download Qwen/Qwen3-8B tokenizer.json" in got.err and len(got.err.strip().splitlines()) == 1
+
+
+def test_model_without_engine_runs_the_model(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    from samspec_bench.suites.accept.config import choose_engine
+
+    monkeypatch.chdir(tmp_path)   # from any directory: no shared data here
+    monkeypatch.delenv("SAMSPEC_DATA_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert choose_engine(None) == ("replay", None)
+    engine, why = choose_engine("builtin:tiny-qwen3")
+    if importlib.util.find_spec("vllm") is None:
+        assert engine == "reference" and "vLLM does not import here" in why
+    got = run_cli(["accept", "--model", "Qwen3-8B"], capsys, expect_exit=2)
+    assert got.err.strip() == (f"error: model Qwen/Qwen3-8B: its weights are not in the Hugging Face "
+                               f"cache ({tmp_path / 'hub'}) and HF_HUB_OFFLINE is set: download it where the hub is "
+                               "reachable: hf download Qwen/Qwen3-8B")
+    got = run_cli(["accept"], capsys, expect_exit=2)
+    assert "needs recorded responses: pass --traces" in got.err and "--model MODEL" in got.err
+
+
+def test_model_engine_on_the_builtin_prompts(tmp_path, monkeypatch, capsys):
+    """A fresh install: `accept --model M --engine reference` generates from a built-in benchmark set."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SAMSPEC_DATA_DIR", raising=False)
+    got = run_cli(["accept", "--model", "builtin:tiny-qwen3", "--engine", "reference", "--benchmark", "aime25",
+                   "--limit-groups", "2", "--max-tokens", "12", "--sources", "own,history", "--output",
+                   str(tmp_path / "o"), "--no-progress", "--json", "-"], capsys)
+    result = json.loads(got.out)
+    assert result["inputs"]["builtin_prompts"]["benchmark"] == "aime25"
+    assert result["inputs"]["builtin_prompts"]["prompts"] == 2 and result["inputs"]["responses"] == 2
+    assert list(result["metrics"]) == ["sam k=3 own"]
+    assert "--engine replay only" in result["unsupported"]["sam k=3 own+history"]
+    recs = read_jsonl(only_run(tmp_path / "o") / "responses.jsonl")
+    assert len(recs) == 2 and all(0 < r["response_tokens"] <= 12 for r in recs)
+    assert "prompts from the built-in aime25 set (first 2)" in got.err
+
+
+def test_lm_eval_samples_replay(traces_dir, qwen3_tokenizer_dir, tmp_path, capsys):
+    out = write_lm_eval_samples(tmp_path / "lm", grouped_rows(traces_dir / QWEN, 3), repeats=4)
+    args = ["accept", "--engine", "replay", "--traces", str(out), "--tokenizer", str(qwen3_tokenizer_dir),
+            "--sources", "own,group", "--output", str(tmp_path / "o"), "--no-progress", "--json", "-"]
+    result = json.loads(run_cli(args + ["--model", "Qwen/Qwen2.5-Math-7B-Instruct"], capsys).out)
+    assert result["inputs"]["responses"] == 12 and set(result["inputs"]["trace_formats"].values()) == {"lm-eval"}
+    assert result["metrics"]["sam k=3 own+group(concurrent)"]["responses"] == 12
+    keys = {r["key"] for r in read_jsonl(only_run(tmp_path / "o") / "responses.jsonl") if r["sources"] == "own"}
+    assert len(keys) == 12 and all("#" in k for k in keys)   # four responses on one line: distinct keys
+    got = run_cli(args[:-5] + ["--model", "Qwen3-8B", "--output", str(tmp_path / "o2"), "--no-progress"], capsys,
+                  expect_exit=2)
+    assert "not of --model Qwen/Qwen3-8B" in got.err
+
+
+def test_trace_format_errors_exit_2(tmp_path, qwen3_tokenizer_dir, capsys):
+    (tmp_path / "rollouts.jsonl").write_text(json.dumps({"input": "q", "output": "a"}) + "\n")
+    got = run_cli(["accept", "--traces", str(tmp_path), "--trace-format", "verl", "--tokenizer",
+                   str(qwen3_tokenizer_dir), "--output", str(tmp_path / "o"), "--no-progress"], capsys, expect_exit=2)
+    assert "holds no verl step files" in got.err and len(got.err.strip().splitlines()) == 1

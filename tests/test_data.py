@@ -299,3 +299,56 @@ def test_resolve_data_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no shared/data here or one level up
     with pytest.raises(UserError, match="no data directory found: pass --data-dir or set SAMSPEC_DATA_DIR"):
         data.resolve_data_dir()
+
+
+# --- the built-in benchmark sets (shipped in the package) -----------------------------------------
+
+@pytest.mark.parametrize("name", sorted(data.BENCHMARKS))
+def test_builtin_benchmarks_are_the_shared_sets(shared_data, name):
+    fname = data.BENCHMARKS[name][0]
+    assert (data.BUILTIN_BENCHMARKS / fname).read_bytes() == (shared_data / "benchmarks" / fname).read_bytes()
+    assert data.read_benchmark(name) == data.read_benchmark(name, shared_data)
+
+
+def test_gsm8k_fewshot_pool_is_the_head_of_the_train_split(shared_data):
+    pool = (data.BUILTIN_BENCHMARKS / "gsm8k_fewshot.jsonl").read_text(encoding="utf-8").splitlines()
+    train = (shared_data / "benchmarks" / "gsm8k_train.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(pool) >= 5 and pool == train[: len(pool)]
+
+
+def test_builtin_benchmarks_need_no_data_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SAMSPEC_DATA_DIR", raising=False)
+    assert len(data.read_benchmark("aime25")) == 30 and len(data.read_benchmark("math500")) == 500
+    assert data.benchmarks_dir() == data.BUILTIN_BENCHMARKS and data.benchmarks_dir(tmp_path) == tmp_path / "benchmarks"
+
+
+def test_builtin_benchmarks_ship_with_licences_sources_and_package_data():
+    import fnmatch
+    import tomllib
+
+    root = data.BUILTIN_BENCHMARKS
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    files = sorted(p.relative_to(root.parent).as_posix() for p in root.rglob("*") if p.is_file())
+    jsonl = [p for p in files if p.endswith(".jsonl")]
+    licences = [p for p in files if p.startswith("benchmarks/licenses/")]
+    assert {p.rsplit("/", 1)[1] for p in jsonl} == {"gsm8k_test.jsonl", "gsm8k_fewshot.jsonl", "math500_test.jsonl",
+                                                     "aime24.jsonl", "aime25.jsonl"}
+    for p in jsonl + licences:   # every file and licence is named in the README
+        assert p.rsplit("/", 1)[1] in readme, p
+    for repo in ("openai/grade-school-math", "hao-ai-lab/Dynasor", "QwenLM/Qwen2.5-Math", "QwenLM/QwQ"):
+        assert repo in readme
+    assert any("Apache" in (root.parent / p).read_text() for p in licences)
+    assert sum((root.parent / p).stat().st_size for p in jsonl) < 1.5e6
+    globs = tomllib.loads((Path(data.__file__).parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["samspec_bench"]
+    for p in files:   # what a wheel ships
+        assert any(fnmatch.fnmatch(p, g) for g in globs), f"{p} is not package data"
+
+
+def test_step_field_reaches_the_tokenized_items(tmp_path, qwen3):
+    p = _write(tmp_path / "t.jsonl", [{"id": 1, "group": "g", "prompt": "p", "response": "r", "step": 3},
+                                      {"id": 2, "group": "g", "prompt": "p", "response": "r", "step": True}])
+    traces = data.read_traces(p)
+    assert [r.step for r in traces.records] == [3, None]
+    assert [it.step for it in data.tokenize_traces(traces, qwen3)] == [3, None]

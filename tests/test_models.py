@@ -199,15 +199,109 @@ def test_local_directory_is_returned_as_is(tmp_path):
 
 
 @pytest.mark.parametrize("spec, expected", [
-    ("Qwen3-8B", "'Qwen3-8B' is not a local directory and the Hugging Face hub is not reachable"),
-    ("Qwen/Qwen3-8B", "'Qwen/Qwen3-8B' is not a local directory and the Hugging Face hub is not reachable"),
+    ("Qwen/Qwen3-8B", "model Qwen/Qwen3-8B: its weights are not in the Hugging Face cache"),
+    ("Qwen3-8B", "model 'Qwen3-8B' is not a local directory, a built-in (builtin:smollm2-135m, builtin:tiny-qwen3) "
+                 "or a Hugging Face id (org/name, e.g. Qwen/Qwen3-8B)"),   # short names are the suites' (model_id)
     ("builtin:llama-7b", "unknown built-in model 'builtin:llama-7b': use one of builtin:smollm2-135m, builtin:tiny-qwen3"),
     ("./no/such/dir", "model path no/such/dir is not a directory"),
+    ("a/b/c", "model path a/b/c is not a directory"),
 ])
-def test_unusable_specs(spec, expected):
+def test_unusable_specs(spec, expected, hub_cache):
     with pytest.raises(UserError) as e:
         models.resolve_model(spec)
-    assert expected in str(e.value)
+    assert expected in str(e.value) and "\n" not in str(e.value)
+
+
+# --- Hugging Face ids: the local cache, offline, downloads --------------------------------------------
+
+@pytest.fixture()
+def hub_cache(tmp_path, monkeypatch) -> Path:
+    """An empty Hugging Face cache, offline."""
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return cache
+
+
+def _snapshot(cache: Path, repo: str, files: dict[str, bytes | str], commit: str = "a" * 40,
+              ref: bool = True) -> Path:
+    """A snapshot in the cache layout huggingface_hub writes (models--org--name/snapshots/<commit>)."""
+    root = cache / f"models--{repo.replace('/', '--')}"
+    snap = root / "snapshots" / commit
+    snap.mkdir(parents=True)
+    for name, data in files.items():
+        (snap / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    if ref:
+        (root / "refs").mkdir(exist_ok=True)
+        (root / "refs" / "main").write_text(commit)
+    return snap
+
+
+def test_offline_and_not_cached_names_the_id_and_the_command(hub_cache):
+    with pytest.raises(UserError) as e:
+        models.resolve_model("Qwen/Qwen3-32B")
+    assert str(e.value) == (f"model Qwen/Qwen3-32B: its weights are not in the Hugging Face cache "
+                            f"({hub_cache}) and HF_HUB_OFFLINE is set: download it where the hub is reachable: "
+                            "hf download Qwen/Qwen3-32B")
+    with pytest.raises(UserError, match="its tokenizer files .* hf download Qwen/Qwen3-32B tokenizer.json"):
+        models.resolve_tokenizer("Qwen/Qwen3-32B")
+
+
+def test_cached_snapshot_is_used(hub_cache):
+    snap = _snapshot(hub_cache, "Qwen/Qwen3-8B", {"config.json": "{}", "model.safetensors": b"x",
+                                                  "tokenizer.json": "{}"})
+    assert models.resolve_model("Qwen/Qwen3-8B") == snap == models.resolve_tokenizer("Qwen/Qwen3-8B")
+
+
+def test_sharded_snapshot_needs_every_shard(hub_cache):
+    index = json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})
+    snap = _snapshot(hub_cache, "Qwen/Qwen3-32B", {"config.json": "{}", "model.safetensors.index.json": index,
+                                                   "model-00001-of-00002.safetensors": b"x", "tokenizer.json": "{}"})
+    with pytest.raises(UserError, match="its weights are not in the Hugging Face cache"):
+        models.resolve_model("Qwen/Qwen3-32B")
+    assert models.resolve_tokenizer("Qwen/Qwen3-32B") == snap   # the tokenizer alone is there
+    (snap / "model-00002-of-00002.safetensors").write_bytes(b"y")
+    assert models.resolve_model("Qwen/Qwen3-32B") == snap
+
+
+def test_snapshot_without_a_ref_and_the_cache_location(hub_cache, monkeypatch, tmp_path):
+    snap = _snapshot(hub_cache, "org/m", {"config.json": "{}", "pytorch_model.bin": b"x"}, ref=False)
+    assert models.resolve_model("org/m") == snap
+    monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    assert models.hub_cache_dir() == tmp_path / "home" / "hub"
+
+
+def test_download_when_the_hub_may_be_used(hub_cache, monkeypatch, capsys):
+    """HF_HUB_OFFLINE unset: the id is fetched with huggingface_hub into the cache (a stand-in
+    for the network here), and a failed download gives the same advice."""
+    import huggingface_hub
+
+    calls = []
+
+    def fake_download(repo, cache_dir=None, allow_patterns=None, **kw):
+        calls.append((repo, allow_patterns))
+        files = {"tokenizer.json": "{}"} if allow_patterns else {"config.json": "{}", "model.safetensors": b"x"}
+        return str(_snapshot(Path(cache_dir), repo, files, commit=str(len(calls)) * 40))
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_download)
+    tok = models.resolve_tokenizer("Qwen/Qwen3-4B")
+    assert calls[0][0] == "Qwen/Qwen3-4B" and "tokenizer.json" in calls[0][1] and (tok / "tokenizer.json").is_file()
+    assert models.resolve_model("Qwen/Qwen3-4B").name == "2" * 40 and calls[1] == ("Qwen/Qwen3-4B", None)
+    assert "downloading Qwen/Qwen3-4B" in capsys.readouterr().err
+
+    def failing(repo, **kw):
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", failing)
+    with pytest.raises(UserError) as e:
+        models.resolve_model("Qwen/Qwen3-1.7B")
+    msg = str(e.value)
+    assert "downloading failed (Name or service not known)" in msg and msg.endswith("hf download Qwen/Qwen3-1.7B")
+
+
 
 
 def test_directory_without_config(tmp_path):

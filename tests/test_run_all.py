@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import sys
 import types
-from pathlib import Path
 
 import click
 import pytest
@@ -377,13 +376,43 @@ def test_default_plans_without_data(tmp_path):
     assert plans["workload"].skip is None and plans["workload"].options["model"] == "builtin:tiny-qwen3"
     assert "workload step" in plans["accept"].skip and "workload step" in plans["drafters"].skip
     assert "workload step" in plans["rollout"].skip
-    assert "--data-dir" in plans["accuracy"].skip   # offline, its benchmark sets come from the data dir
-    assert plans["op-equivalence"].options["prompts"].endswith("builtin_prompts.jsonl")
-    assert Path(plans["op-equivalence"].options["prompts"]).is_file()
+    # accuracy runs on the built-in benchmark sets: no data directory needed
+    acc = plans["accuracy"]
+    assert acc.skip is None and acc.options["limit"] == plan.ACCURACY_LIMIT and "data-dir" not in acc.options
+    assert "built-in gsm8k" in acc.notes[0]
+    # op-equivalence: the built-in gsm8k set (its config fills the data directory in), no prompts file
+    assert "prompts" not in plans["op-equivalence"].options and "data-dir" not in plans["op-equivalence"].options
     ctx.data_dir = tmp_path
     assert "traces of" in plan.plan_workload(ctx).skip
-    assert plan.plan_accept(ctx).options["data-dir"] == str(tmp_path)
-    assert plan.plan_accuracy(ctx).options["limit"] == 10
+    opts = plan.plan_accept(ctx).options
+    assert opts["data-dir"] == str(tmp_path) and opts["engine"] == "replay" and "model" not in opts
+    assert opts["sources"] == "own,group,history,group+history"
+    assert plan.plan_accuracy(ctx).options["limit"] == plan.ACCURACY_LIMIT
+    # the built-in model on the shared traces (other models'): their own tokenizer, no model check
+    ctx.model = DEFAULT_MODEL
+    assert plan.plan_accept(ctx).options["model"] is None
+
+
+def test_threads_are_chosen_once_from_what_is_free(tmp_path, monkeypatch):
+    from samspec_bench import workload
+
+    monkeypatch.setattr(workload.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    load = [0.2]
+    monkeypatch.setattr(workload.os, "getloadavg", lambda: (load[0], 0.0, 0.0))
+    assert workload.choose_threads()["threads"] == 2      # a quiet 2-core machine
+    load[0] = 5.0
+    got = workload.choose_threads()
+    assert got == {**got, "threads": 1, "cores": 2, "load_avg_1m": 5.0}   # loaded: one thread
+    load[0] = 1.2
+    assert workload.choose_threads()["threads"] == 1
+    ctx = Ctx(out=tmp_path, model="builtin:tiny-qwen3", engine=None, data_dir=None, sections={},
+              state={"steps": {}})
+    p = plan.plan_workload(ctx)
+    assert p.options["threads"] == 1 and "torch threads 1: 2 core(s) available, load average 1.2" in p.notes[0]
+    load[0] = 0.0   # later steps keep the run's choice (this run's own load would count otherwise)
+    assert plan.plan_accuracy(ctx).options["threads"] == 1
+    assert plan.plan_op_equivalence(ctx).options["threads"] == 1
+    assert ctx.state["threads"]["threads"] == 1
 
 
 def test_every_default_plan_is_valid_for_its_command(tmp_path):
@@ -412,10 +441,10 @@ def test_accuracy_and_drafters_get_their_config_from_run_options(tmp_path):
     from samspec_bench.suites import accuracy, drafters
 
     job = accuracy.build_config(**suite_params(accuracy.command, "accuracy",
-                                               {"model": "m", "tasks": "gsm8k", "limit": 10, "max-gen-toks": 256,
-                                                "data-dir": str(tmp_path), "progress": False}))
-    assert job.config == accuracy.AccuracyConfig(model="m", tasks=["gsm8k"], limit=10, max_gen_toks=256,
-                                                 data_dir=str(tmp_path.resolve()))
+                                               {"model": "builtin:tiny-qwen3", "tasks": "gsm8k", "limit": 10,
+                                                "max-gen-toks": 256, "data-dir": str(tmp_path), "progress": False}))
+    assert job.config == accuracy.AccuracyConfig(model="builtin:tiny-qwen3", tasks=["gsm8k"], limit=10,
+                                                 max_gen_toks=256, data_dir=str(tmp_path.resolve()))
     assert job.progress is False
     trace = tmp_path / "t.jsonl"
     trace.write_text("", encoding="utf-8")
@@ -497,3 +526,31 @@ def test_workload_config_errors():
         WorkloadConfig.from_options({"temp": 1.0})
     with pytest.raises(UserError, match="num-prompts"):
         WorkloadConfig.from_options({"num-prompts": 1000})
+
+
+def test_run_includes_accuracy_on_the_builtin_sets(tmp_path, monkeypatch):
+    """A fresh install has no data directory: accuracy runs on the package's benchmark sets,
+    with the run's torch threads, and says so."""
+    monkeypatch.delenv("SAMSPEC_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)   # no shared/data next to the working directory
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("accuracy:\n  limit: 2\n  max-gen-toks: 8\n  max-num-seqs: 4\n", encoding="utf-8")
+    state, out = run_all(output=tmp_path / "res", model="builtin:tiny-qwen3", config=cfg, steps="accuracy")
+    st = state["steps"]["accuracy"]
+    assert st["status"] == "done", st
+    assert st["args"][st["args"].index("--limit") + 1] == "2" and "--data-dir" not in st["args"]
+    assert st["args"][st["args"].index("--threads") + 1] == str(state["threads"]["threads"])
+    assert any(n.startswith("torch threads") for n in st["notes"])
+    run_dir = out / st["run_dir"]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["config"]["data_dir"] is None and result["data"].startswith("built-in benchmark sets")
+    samples = [json.loads(x) for x in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert sorted((r["arm"], r["doc_id"]) for r in samples) == [("off", 0), ("off", 1), ("on", 0), ("on", 1)]
+    # gsm8k over the built-in sets: the shipped test set, 5-shot from the first train problems
+    task = (run_dir / "tasks" / "samspec_gsm8k.yaml").read_text()
+    assert "sampler: first_n" in task
+    from samspec_bench.data import BUILTIN_BENCHMARKS
+
+    data = run_dir / "builtin_benchmarks"
+    assert (data / "gsm8k_test.jsonl").read_bytes() == (BUILTIN_BENCHMARKS / "gsm8k_test.jsonl").read_bytes()
+    assert (data / "gsm8k_train.jsonl").read_bytes() == (BUILTIN_BENCHMARKS / "gsm8k_fewshot.jsonl").read_bytes()

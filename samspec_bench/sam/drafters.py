@@ -7,8 +7,9 @@ A drafter holds per-request state keyed by a request id:
     d.propose(req_id, k) -> list[int]         # up to k draft tokens (may be empty)
     d.stop(req_id)                            # it finished: free its state
 
-Drafters: `SamDrafter` (the suffix automaton: own context, GRPO group sharing, static
-corpus, SAM-Decoding's selection, adaptive length), `NgramDrafter` (vLLM's prompt-lookup
+Drafters: `SamDrafter` (the suffix automaton: own context, GRPO group sharing, earlier RL
+steps' responses to the same prompt (`history`, see sam/history.py), static corpus,
+SAM-Decoding's selection, adaptive length), `NgramDrafter` (vLLM's prompt-lookup
 semantics, the baseline), `ArcticSuffixDrafter` (Arctic Inference's suffix tree, when
 `arctic-inference` is installed) and `ReferenceSamDrafter` (pure Python, for comparison).
 `make_drafter(name, **options)` builds one by name.
@@ -25,6 +26,7 @@ import numpy as np
 
 from samspec_bench.sam._samcore import SamBatch, ngram_propose
 from samspec_bench.sam.automaton import CorpusAutomaton, GroupAutomaton, SuffixAutomaton
+from samspec_bench.sam.history import HistoryStore
 from samspec_bench.sam.reference import ObjectSam, ReferenceSam, heap_bytes
 
 
@@ -89,16 +91,19 @@ class SamDrafter(Drafter):
 
     Sources: the request's own prompt and prefix (always), the GRPO group's responses so
     far (`group_sharing`: one automaton per group holding the prompt and every sibling's
-    tokens; it replaces the own automaton, which it contains), and a static `corpus`.
-    Selection between the dynamic match (own or group) and the static one follows
-    SAM-Decoding: the static draft is used when its match is longer than the dynamic one by
-    more than `l_bias`; no draft when the chosen match is shorter than `l_threshold`.
+    tokens; it replaces the own automaton, which it contains), earlier RL steps' responses
+    to the same prompt (`history`: a HistoryStore, looked up when a request starts), and a
+    static `corpus`. Selection between the dynamic match (own or group) and the static ones
+    (history, then corpus) follows SAM-Decoding: a static draft is used when its match is
+    longer than the one chosen so far by more than `l_bias`; no draft when the chosen match
+    is shorter than `l_threshold`.
     """
 
     name = "sam"
 
     def __init__(self, *, group_sharing: bool = False, corpus: CorpusAutomaton | None = None,
-                 l_threshold: int = 1, l_bias: int = 0, length: AdaptiveLength = FIXED_LENGTH):
+                 l_threshold: int = 1, l_bias: int = 0, length: AdaptiveLength = FIXED_LENGTH,
+                 history: HistoryStore | None = None):
         if l_threshold < 1:
             raise ValueError(f"l_threshold = {l_threshold}: must be >= 1")
         self.group_sharing = group_sharing
@@ -106,6 +111,7 @@ class SamDrafter(Drafter):
         self.l_threshold = l_threshold
         self.l_bias = l_bias
         self.length = length
+        self.history = history
         self._fixed_length = math.isinf(length.factor)
         # Per request: the dynamic source (its own SuffixAutomaton, or its GroupMember), and
         # only where configured its corpus matcher and group key.
@@ -113,7 +119,8 @@ class SamDrafter(Drafter):
         self._matchers: dict[Hashable, Any] = {}
         self._group_of: dict[Hashable, Hashable] = {}
         self._groups: dict[Hashable, list] = {}  # group -> [GroupAutomaton, live members]
-        if not group_sharing and corpus is None and l_threshold == 1 and self._fixed_length:
+        self._hist: dict[Hashable, Any] = {}     # request -> its matcher over the prompt's history
+        if not group_sharing and corpus is None and history is None and l_threshold == 1 and self._fixed_length:
             # The plain configuration runs its per-request calls in C (the same automata,
             # drafts and errors): a decode loop makes two calls per request per step.
             batch = SamBatch()
@@ -138,11 +145,20 @@ class SamDrafter(Drafter):
             matcher = self._matchers[req_id] = self.corpus.matcher()
             if len(prompt):
                 matcher.extend(prompt)
+        if self.history is not None:
+            auto = self.history.automaton(prompt)
+            if auto is not None:
+                matcher = self._hist[req_id] = auto.matcher()
+                if len(prompt):
+                    matcher.extend(prompt)
 
     def extend(self, req_id, token_ids):
         self._reqs[req_id].extend(token_ids)
         if self.corpus is not None:
             self._matchers[req_id].extend(token_ids)
+        hist = self._hist.get(req_id)
+        if hist is not None:
+            hist.extend(token_ids)
 
     def match_lengths(self, req_id) -> tuple[int, int]:
         """(dynamic match length, static match length); static is 0 without a corpus."""
@@ -152,6 +168,11 @@ class SamDrafter(Drafter):
 
     def propose(self, req_id, k):
         dyn_len, draft = self._reqs[req_id].match_draft(k)
+        hist = self._hist.get(req_id)
+        if hist is not None:
+            hist_len, hist_draft = hist.lookup(k)
+            if hist_len > dyn_len + self.l_bias:
+                dyn_len, draft = hist_len, hist_draft
         if self.corpus is not None:
             stat_len, stat_draft = self._matchers[req_id].lookup(k)
             if stat_len > dyn_len + self.l_bias:
@@ -165,6 +186,7 @@ class SamDrafter(Drafter):
     def stop(self, req_id):
         del self._reqs[req_id]
         self._matchers.pop(req_id, None)
+        self._hist.pop(req_id, None)
         key = self._group_of.pop(req_id, None)
         if key is not None:
             entry = self._groups[key]
@@ -179,6 +201,8 @@ class SamDrafter(Drafter):
     def describe(self):
         return {"name": self.name, "group_sharing": self.group_sharing,
                 "corpus_tokens": self.corpus.num_tokens if self.corpus is not None else 0,
+                "history": None if self.history is None else {"window": self.history.window,
+                                                              "budget_bytes": self.history.budget_bytes},
                 "l_threshold": self.l_threshold, "l_bias": self.l_bias,
                 "length": {"factor": None if math.isinf(self.length.factor) else self.length.factor,
                            "offset": self.length.offset, "min_tokens": self.length.min_tokens}}

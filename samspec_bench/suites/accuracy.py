@@ -12,9 +12,12 @@ lm-eval's chat-template path (few-shot examples as chat turns unless
 sign-flip test (K > 1), the minimum detectable difference at 80% power and a verdict. Greedy
 runs also report the fraction of identical outputs and the first divergence positions.
 
-Offline data: with `--data-dir`, the task YAMLs of `samspec_bench.evals.tasks` (which
-include lm-eval's built-in tasks) read the local JSONL files; without it lm-eval's built-in
-tasks load from the hub.
+Offline data: the task YAMLs of `samspec_bench.evals.tasks` (which include lm-eval's
+built-in tasks: their prompts, filters and metrics) read local JSONL files: those of
+`--data-dir`, or without it the benchmark sets shipped in the package
+(samspec_bench/benchmarks, see its README). With the built-in sets gsm8k's five shots are
+the first five train problems (lm-eval's `first_n` sampler; the full train split is not
+shipped), with `--data-dir` lm-eval's random draw from the train split.
 
 Run directory: `generations.jsonl` (one line per generated response, appended as each
 finishes: what `--resume` reuses), `samples.jsonl` (scored per-sample records, rewritten
@@ -28,6 +31,7 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -35,15 +39,18 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 from rich.console import Console
 from rich.table import Table
 
 from samspec_bench.bench.engines.factory import make_engine
+from samspec_bench.data import BUILTIN_BENCHMARKS
 from samspec_bench.errors import UserError, int_at_least, number_in
 from samspec_bench.evals.paired import agreement, compare
 from samspec_bench.evals.tasks import TASKS, parse_tasks, write_task_dir
 from samspec_bench.models import BUILTIN_MODEL, resolve_model
 from samspec_bench.results import RunDir, atomic_write_text, emit_json, to_jsonable
+from samspec_bench.trace_formats import model_id
 
 SUITE = "accuracy"
 GENERATIONS = "generations.jsonl"
@@ -52,6 +59,14 @@ ARMS = ("off", "on")
 ARM_LABEL = {"off": "without SAM", "on": "with SAM"}
 # the metric/filter of lm-eval's results scored per problem (others are kept in the results dict)
 PRIMARY_FILTER = {"gsm8k": "strict-match"}
+# the built-in sets under the file names the task templates read (gsm8k's train split: its
+# first rows, the few-shot pool); tasks whose few-shot sampler is switched to first_n there
+BUILTIN_FILES = {"gsm8k_test.jsonl": "gsm8k_test.jsonl", "gsm8k_train.jsonl": "gsm8k_fewshot.jsonl",
+                 "math500_test.jsonl": "math500_test.jsonl", "aime24.jsonl": "aime24.jsonl",
+                 "aime25.jsonl": "aime25.jsonl"}
+BUILTIN_FIRST_N = ("gsm8k",)
+BUILTIN_DATA = ("built-in benchmark sets (samspec_bench/benchmarks); gsm8k 5-shot from the first five "
+                "train problems (lm-eval's first_n sampler)")
 
 
 def engine_choices() -> list[str]:
@@ -189,10 +204,11 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
 
     if cfg.data_dir is not None:
         lm_names = write_task_dir(run_dir.file("tasks"), cfg.tasks, cfg.data_dir)
-        tm = TaskManager(include_path=str(run_dir.file("tasks")))
     else:
-        lm_names = {t: TASKS[t].hub_task for t in cfg.tasks}
-        tm = TaskManager()
+        lm_names = write_builtin_tasks(run_dir.file("tasks"), run_dir.file("builtin_benchmarks"), cfg.tasks)
+    # only our task files are indexed (they include lm-eval's by path): indexing all of lm-eval's
+    # task YAMLs costs about 13 s of CPU
+    tm = TaskManager(include_path=str(run_dir.file("tasks")), include_defaults=False)
 
     own_engine = engine is None
     t_start = time.perf_counter()
@@ -310,7 +326,8 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
         if own_engine and engine is not None:
             engine.close()
     extra = {"lm_eval": lm_results, "reused_generations": reused, "startup_s": startup_s,
-             "wall_time_s": time.perf_counter() - t_start, "data": "local" if cfg.data_dir else "hub",
+             "wall_time_s": time.perf_counter() - t_start,
+             "data": f"local: {cfg.data_dir}" if cfg.data_dir else BUILTIN_DATA,
              "engine": engine_desc,
              "sampling": "temperature/top_p/max_gen_toks from the harness options (the tasks' own "
                          "generation_kwargs other than `until` are not used)"}
@@ -318,6 +335,29 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
     result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))
     result["run_dir"] = str(run_dir.path)
     return result, run_dir.path
+
+
+def write_builtin_tasks(task_dir: Path, data_dir: Path, names: list[str]) -> dict[str, str]:
+    """Task YAMLs over the built-in sets: `data_dir` gets links (copies where links fail) under
+    the templates' file names; gsm8k's few-shot sampler becomes first_n (its pool is the first
+    train problems, not the whole split)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for name, src in BUILTIN_FILES.items():
+        dst = data_dir / name
+        if dst.is_symlink() or dst.exists():
+            dst.unlink()
+        try:
+            dst.symlink_to(BUILTIN_BENCHMARKS / src)
+        except OSError:
+            shutil.copyfile(BUILTIN_BENCHMARKS / src, dst)
+    mapping = write_task_dir(task_dir, names, data_dir)
+    for name in names:
+        if name in BUILTIN_FIRST_N:
+            path = Path(task_dir) / f"{TASKS[name].local_task}.yaml"
+            spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+            spec["fewshot_config"] = {"sampler": "first_n"}
+            path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return mapping
 
 
 def _write_samples(run_dir, scored) -> None:
@@ -378,7 +418,7 @@ def build_config(*, model, engine, tasks, data_dir, limit, num_samples, temperat
                  num_spec_tokens, seed, dtype, max_num_seqs, apply_chat_template, fewshot_as_multiturn, alpha,
                  threads, progress) -> AccuracyRun:
     """The command's options (click's values; the click options hold the defaults), checked."""
-    cfg = AccuracyConfig(model=model, engine=engine, tasks=parse_tasks(tasks),
+    cfg = AccuracyConfig(model=model_id(model), engine=engine, tasks=parse_tasks(tasks),
                          data_dir=str(Path(data_dir).resolve()) if data_dir else None, limit=limit,
                          num_samples=num_samples, temperature=temperature, top_p=top_p, max_gen_toks=max_gen_toks,
                          drafter=drafter, num_spec_tokens=num_spec_tokens, seed=seed, dtype=dtype,
@@ -392,10 +432,9 @@ def execute(job: AccuracyRun, *, output, resume=None, json_path=None) -> int:
     """Run both arms, print the table, write the run directory and `json_path` ('-': stdout,
     the table then goes to stderr). Returns the exit code (0: the comparison has no gate)."""
     cfg = job.config
-    if cfg.data_dir is not None:
-        # local task files: lm-eval and datasets must not reach for the hub
-        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # local task files (--data-dir or the built-in sets): lm-eval and datasets must not reach for the hub
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     console = Console(stderr=json_path == "-")
     if not console.is_terminal:
         console = Console(stderr=json_path == "-", width=200)
@@ -407,12 +446,13 @@ def execute(job: AccuracyRun, *, output, resume=None, json_path=None) -> int:
 
 @click.command("accuracy")
 @click.option("--model", default=BUILTIN_MODEL, show_default=True,
-              help="builtin:smollm2-135m, builtin:tiny-qwen3 or a checkpoint directory.")
+              help="builtin:smollm2-135m, builtin:tiny-qwen3, a checkpoint directory, a Hugging Face id (from the "
+                   "local cache) or a short name (Qwen3-8B).")
 @click.option("--engine", type=click.Choice(engine_choices()), default="reference", show_default=True)
 @click.option("--tasks", default="gsm8k", show_default=True, help="Comma list of gsm8k, aime24, aime25, math500.")
 @click.option("--data-dir", default=None, type=click.Path(),
-              help="Read the tasks from local JSONL (DIR/benchmarks/*.jsonl, hub field names); "
-                   "without it lm-eval loads them from the hub.")
+              help="Read the tasks from DIR/benchmarks/*.jsonl (hub field names); without it, the benchmark "
+                   "sets built into the package.")
 @click.option("--limit", default=None, type=int, help="First N problems of each task.")
 @click.option("--num-samples", "num_samples", default=1, show_default=True, type=int,
               help="Samples per problem (pass@1 = their mean); 1 for greedy.")
@@ -438,8 +478,8 @@ def execute(job: AccuracyRun, *, output, resume=None, json_path=None) -> int:
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def command(model, engine, tasks, data_dir, limit, num_samples, temperature, top_p, max_gen_toks, drafter,
-            num_spec_tokens, seed, dtype, max_num_seqs, apply_chat_template, fewshot_as_multiturn, alpha, threads,
-            output, resume, json_path, progress):
+            num_spec_tokens, seed, dtype, max_num_seqs, apply_chat_template, fewshot_as_multiturn, alpha,
+            threads, output, resume, json_path, progress):
     """Accuracy with SAM off vs on through lm-eval, paired by problem (difference with a
     bootstrap interval, McNemar / sign-flip test, minimum detectable difference)."""
     params = {name: v for name, v in click.get_current_context().params.items() if name not in OUTPUT_PARAMS}

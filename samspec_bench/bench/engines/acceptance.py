@@ -108,7 +108,8 @@ def generate_steps(engine, items, jobs, drafter_for):
         if not indices:
             continue
         reqs = [Request(i, [int(t) for t in items[i].prompt_ids],
-                        SamplingParams(max_tokens=max(int(items[i].response_ids.size), 1)),
+                        SamplingParams(max_tokens=max(int(getattr(items[i], "max_tokens", None)
+                                                          or items[i].response_ids.size), 1)),
                         group=f"{items[i].source}:{items[i].group}") for i in indices]
         res = engine.generate(reqs, drafter=drafter_for(cfg), num_spec_tokens=cfg.k)
         out = []

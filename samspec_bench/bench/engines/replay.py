@@ -10,18 +10,27 @@ its last token are rejected and a step whose draft covers the rest emits no bonu
 (the trace holds no end-of-sequence token), so the decode steps emit response_len - 1 tokens.
 
 Draft sources (`DraftConfig`): the response's own prompt and prefix (always), the GRPO
-group's sibling responses generated so far (`group`), and a static corpus (`corpus`, SAM
-only). Group members advance either `concurrent`ly (every round, all live members draft from
-the state after the previous round, then all emitted tokens are added: one batched decode
-step) or `sequential`ly (one member after another, in file order). Groups are keyed by
-(trace file, group field). Without group sharing every response is independent.
+group's sibling responses generated so far (`group`), earlier RL steps' responses to the same
+prompt (`history`, SAM only: sam/history.py), and a static corpus (`corpus`, SAM only). Group
+members advance either `concurrent`ly (every round, all live members draft from the state
+after the previous round, then all emitted tokens are added: one batched decode step) or
+`sequential`ly (one member after another, in file order). Groups are keyed by (trace file,
+group field, RL step). Without group sharing every response is independent.
+
+History replays step by step: the responses of every step are added to a HistoryStore (per
+prompt window, memory budget: ReplayEngine.history_window / history_budget_bytes) when the
+step is over, and the next step drafts from it. Items carry their RL step (verl dumps); on
+traces of a single step `emulate_steps` splits each group into an earlier step (the first
+half of its responses, in file order) and a current one (the rest).
 
 Work runs in forked worker processes, one unit per group (group sharing) or per response,
-where no state crosses units; results do not depend on the number of workers.
+where no state crosses units (history: within one step); results do not depend on the
+number of workers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 from dataclasses import dataclass, field
@@ -33,9 +42,14 @@ from samspec_bench.metrics import MAX_ENCODED, ResponseSteps
 from samspec_bench.sam.automaton import CorpusAutomaton
 from samspec_bench.sam.drafters import (DRAFTERS, ArcticSuffixDrafter, Drafter, SamDrafter, arctic_available,
                                         make_drafter)
+from samspec_bench.sam.history import HistoryStore
 
 GROUP_ORDERS = ("concurrent", "sequential")
-SOURCE_NAMES = ("own", "group", "corpus")
+SOURCE_NAMES = ("own", "group", "history", "corpus")
+EMULATED_STEPS = ("single-step traces: each group (trace file, group field) is split in file order into an "
+                  "earlier step 0 (its first floor(n/2) responses) and a current step 1 (the rest); every "
+                  "configuration replays the same split, group sources share within a half, and history drafts "
+                  "the current half from the earlier one")
 MAX_K = MAX_ENCODED - 1  # emitted = accepted + 1 must fit the per-step encoding
 
 
@@ -51,6 +65,7 @@ class DraftConfig:
     corpus: bool = False
     order: str = "concurrent"  # group order; meaningful only with group=True
     options: tuple[tuple[str, Any], ...] = ()  # drafter keyword options, sorted (name, value) pairs
+    history: bool = False  # earlier RL steps' responses to the same prompt
 
     def __post_init__(self):
         if self.drafter not in DRAFTERS:
@@ -62,7 +77,8 @@ class DraftConfig:
 
     @property
     def sources(self) -> str:
-        return "+".join(["own"] + (["group"] if self.group else []) + (["corpus"] if self.corpus else []))
+        return "+".join(["own"] + (["group"] if self.group else []) + (["history"] if self.history else [])
+                        + (["corpus"] if self.corpus else []))
 
     @property
     def label(self) -> str:
@@ -83,13 +99,15 @@ def unsupported_reason(cfg: DraftConfig) -> str | None:
         return f"the '{cfg.drafter}' drafter drafts from the request's own context only: no group sharing"
     if cfg.corpus and cfg.drafter != "sam":
         return f"a static corpus is supported by the 'sam' drafter only, not '{cfg.drafter}'"
+    if cfg.history and cfg.drafter != "sam":
+        return f"the history source is supported by the 'sam' drafter only, not '{cfg.drafter}'"
     return None
 
 
-def build_drafter(cfg: DraftConfig, corpus=None) -> Drafter:
+def build_drafter(cfg: DraftConfig, corpus=None, history: HistoryStore | None = None) -> Drafter:
     """A fresh drafter for `cfg`. Group sharing: SAM keeps one automaton per group; Arctic's
     suffix drafter keeps finished responses cached (one drafter per group, so nothing is
-    shared across groups)."""
+    shared across groups). History: SAM drafts from `history` too."""
     reason = unsupported_reason(cfg)
     if reason:
         raise ValueError(reason)
@@ -97,7 +115,10 @@ def build_drafter(cfg: DraftConfig, corpus=None) -> Drafter:
     if cfg.drafter == "sam":
         if cfg.corpus and corpus is None:
             raise ValueError("a corpus draft source needs a CorpusAutomaton")
-        return SamDrafter(group_sharing=cfg.group, corpus=corpus if cfg.corpus else None, **opts)
+        if cfg.history and history is None:
+            raise ValueError("a history draft source needs a HistoryStore")
+        return SamDrafter(group_sharing=cfg.group, corpus=corpus if cfg.corpus else None,
+                          history=history if cfg.history else None, **opts)
     if cfg.drafter == "suffix":
         return ArcticSuffixDrafter(share_finished=cfg.group, **opts)
     return make_drafter(cfg.drafter, **opts)
@@ -242,18 +263,42 @@ class AcceptanceEngine(Protocol):
 
 
 def response_key(item: Any) -> str:
-    """A response's identity in results: '<trace file>:<line>'."""
-    return f"{item.source}:{item.line}"
+    """A response's identity in results: '<trace file>:<line>', '#<n>' added where a line
+    holds several responses (lm-eval repeats)."""
+    sub = getattr(item, "sub", None)
+    return f"{item.source}:{item.line}" if sub is None else f"{item.source}:{item.line}#{sub}"
 
 
 def group_units(items: Sequence[Any], indices: Sequence[int]) -> list[list[int]]:
-    """The given item indices split into groups keyed by (trace file, group), in first-appearance
-    order, members in file order."""
-    groups: dict[tuple[str, str], list[int]] = {}
+    """The given item indices split into groups keyed by (trace file, group, RL step), in
+    first-appearance order, members in file order."""
+    groups: dict[tuple[str, str, Any], list[int]] = {}
     for i in indices:
         it = items[i]
-        groups.setdefault((str(it.source), str(it.group)), []).append(i)
+        groups.setdefault((str(it.source), str(it.group), getattr(it, "step", None)), []).append(i)
     return list(groups.values())
+
+
+def item_step(item: Any) -> int:
+    """An item's RL step for ordering (no step: -1, before every numbered step)."""
+    step = getattr(item, "step", None)
+    return -1 if step is None else int(step)
+
+
+def has_steps(items: Sequence[Any]) -> bool:
+    """Whether the items span more than one RL step."""
+    return len({getattr(it, "step", None) for it in items}) > 1
+
+
+def emulate_steps(items: Sequence[Any]) -> list[Any]:
+    """Single-step traces as two steps (EMULATED_STEPS): each group's first floor(n/2)
+    responses in file order become step 0, the rest step 1. Items are dataclass copies."""
+    out = list(items)
+    for unit in group_units(items, range(len(items))):
+        half = len(unit) // 2
+        for rank, i in enumerate(unit):
+            out[i] = dataclasses.replace(items[i], step=0 if rank < half else 1)
+    return out
 
 
 def check_group_prompts(items: Sequence[Any], unit: Sequence[int]) -> None:
@@ -269,17 +314,17 @@ def check_group_prompts(items: Sequence[Any], unit: Sequence[int]) -> None:
 
 
 def run_unit(cfg: DraftConfig, items: Sequence[Any], unit: Sequence[int], corpus=None,
-             drafter: Drafter | None = None) -> list[tuple[int, ResponseSteps]]:
+             drafter: Drafter | None = None, history: HistoryStore | None = None) -> list[tuple[int, ResponseSteps]]:
     """Replay one unit: a whole group (group sharing) or independent responses."""
     if cfg.group:
         check_group_prompts(items, unit)
         # A fresh drafter per group: nothing crosses groups (Arctic keeps finished responses).
-        d = build_drafter(cfg, corpus)
+        d = build_drafter(cfg, corpus, history)
         members = [(response_key(items[i]), items[i].prompt_ids, items[i].response_ids) for i in unit]
         first = items[unit[0]]
         steps = replay_group(d, members, cfg.k, cfg.order, group=(str(first.source), str(first.group)))
         return list(zip(unit, steps))
-    d = drafter if drafter is not None else build_drafter(cfg, corpus)
+    d = drafter if drafter is not None else build_drafter(cfg, corpus, history)
     return [(i, replay_response(d, items[i].prompt_ids, items[i].response_ids, cfg.k,
                                 key=response_key(items[i]), req_id=i)) for i in unit]
 
@@ -291,11 +336,11 @@ _SHARED: dict[str, Any] = {}
 def _worker(task: tuple[int, list[list[int]]]) -> tuple[int, list[tuple[int, ResponseSteps]]]:
     job, units = task
     cfg = _SHARED["jobs"][job][0]
-    items, corpus = _SHARED["items"], _SHARED["corpus"]
+    items, corpus, history = _SHARED["items"], _SHARED["corpus"], _SHARED.get("history")
     out: list[tuple[int, ResponseSteps]] = []
-    drafter = None if cfg.group else build_drafter(cfg, corpus)
+    drafter = None if cfg.group else build_drafter(cfg, corpus, history)
     for unit in units:
-        out.extend(run_unit(cfg, items, unit, corpus, drafter))
+        out.extend(run_unit(cfg, items, unit, corpus, drafter, history))
     return job, out
 
 
@@ -318,7 +363,8 @@ class ReplayEngine:
     """`--engine replay`: exact greedy acceptance from recorded responses, no model.
 
     workers: processes (0 = one per core, capped at 8; 1 = in this process). Small jobs run
-    in-process whatever the setting: forking costs more than they take."""
+    in-process whatever the setting: forking costs more than they take. history_window /
+    history_budget_bytes bound the history source's store (one store per configuration)."""
 
     workers: int = 0
     corpus: Any = None  # a CorpusAutomaton for the 'corpus' draft source
@@ -327,12 +373,20 @@ class ReplayEngine:
     exact: bool = True
     min_parallel_tokens: int = 200_000
     task_tokens: int = 40_000
+    history_window: int = 16
+    history_budget_bytes: int = 512 << 20
+    steps_description: str | None = None   # how items got their RL steps (verl dumps, emulated), for describe
+    history_stats: dict[str, dict] = field(default_factory=dict)   # configuration label -> what its store did
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "exact": self.exact, "workers": self.resolved_workers(),
                 "first_token": "from the prefill (not a decode step)",
                 "response_end": "draft tokens past the last response token are rejected; no bonus token there",
-                "group_key": "(trace file, group field)", "corpus": self.corpus_description or None}
+                "group_key": "(trace file, group field, RL step)", "corpus": self.corpus_description or None,
+                "steps": self.steps_description,
+                "history": {"window_responses_per_prompt": self.history_window,
+                            "budget_bytes": self.history_budget_bytes, "by_configuration": self.history_stats}
+                if self.history_stats else None}
 
     def resolved_workers(self) -> int:
         if self.workers and self.workers > 0:
@@ -349,22 +403,50 @@ class ReplayEngine:
         """Nothing held between runs: the workers live for one `run`."""
 
     def run(self, items, jobs):
-        plan: list[tuple[int, list[list[int]]]] = []
-        total = 0
+        plain = [(j, idx) for j, (cfg, idx) in enumerate(jobs) if not cfg.history]
+        yield from self._execute(items, jobs, self._plan(items, jobs, plain), None)
         for j, (cfg, indices) in enumerate(jobs):
-            if cfg.group:
-                units = group_units(items, indices)
-            else:
-                units = [[i] for i in indices]
+            if cfg.history:
+                yield from self._run_history(items, jobs, j, indices)
+
+    def _plan(self, items, jobs, selected) -> list[tuple[int, list[list[int]]]]:
+        plan: list[tuple[int, list[list[int]]]] = []
+        for j, indices in selected:
+            units = group_units(items, indices) if jobs[j][0].group else [[i] for i in indices]
             for chunk in _chunks(items, units, self.task_tokens):
                 plan.append((j, chunk))
-            total += sum(int(items[i].response_ids.size) for i in indices)
+        return plan
+
+    def _run_history(self, items, jobs, j, indices):
+        """One history configuration, step by step: each step drafts from the store of the
+        steps before it; then every response of the step (also those not replayed now, e.g.
+        on --resume) is added."""
+        cfg = jobs[j][0]
+        store = HistoryStore(window=self.history_window, budget_bytes=self.history_budget_bytes)
+        wanted = set(indices)
+        by_step: dict[int, list[int]] = {}
+        for i, it in enumerate(items):
+            by_step.setdefault(item_step(it), []).append(i)
+        with_history = 0
+        for step in sorted(by_step):
+            members = by_step[step]
+            todo = [i for i in members if i in wanted]
+            with_history += sum(1 for i in todo if store.responses(items[i].prompt_ids))
+            if todo:
+                yield from self._execute(items, jobs, self._plan(items, jobs, [(j, todo)]), store)
+            for i in members:
+                store.add(items[i].prompt_ids, items[i].response_ids)
+        self.history_stats[cfg.label] = {**store.describe(), "replayed_responses": len(indices),
+                                         "replayed_with_history": with_history}
+
+    def _execute(self, items, jobs, plan, history):
+        total = sum(int(items[i].response_ids.size) for _, units in plan for u in units for i in u)
         workers = self.resolved_workers()
         if workers <= 1 or total < self.min_parallel_tokens or len(plan) < 2 \
                 or "fork" not in mp.get_all_start_methods():
-            yield from self._run_serial(items, jobs, plan)
+            yield from self._run_serial(items, jobs, plan, history)
             return
-        _SHARED.update(items=items, jobs=list(jobs), corpus=self.corpus)
+        _SHARED.update(items=items, jobs=list(jobs), corpus=self.corpus, history=history)
         try:
             ctx = mp.get_context("fork")
             with ctx.Pool(processes=min(workers, len(plan))) as pool:
@@ -372,15 +454,15 @@ class ReplayEngine:
         finally:
             _SHARED.clear()
 
-    def _run_serial(self, items, jobs, plan):
+    def _run_serial(self, items, jobs, plan, history=None):
         drafters: dict[int, Drafter] = {}
         for j, units in plan:
             cfg = jobs[j][0]
             if not cfg.group and j not in drafters:
-                drafters[j] = build_drafter(cfg, self.corpus)
+                drafters[j] = build_drafter(cfg, self.corpus, history)
             out: list[tuple[int, ResponseSteps]] = []
             for unit in units:
-                out.extend(run_unit(cfg, items, unit, self.corpus, drafters.get(j)))
+                out.extend(run_unit(cfg, items, unit, self.corpus, drafters.get(j), history))
             yield j, out
 
 

@@ -7,21 +7,31 @@ import sys
 
 import click
 
+from samspec_bench.data import BENCHMARKS
 from samspec_bench.models import BUILTIN_MODEL
 from samspec_bench.suites.accept.config import ENGINES, build_config
 from samspec_bench.suites.accept.running import execute
+from samspec_bench.trace_formats import FORMATS
 
 
 @click.command("accept")
-@click.option("--engine", type=click.Choice(ENGINES), default="replay", show_default=True,
+@click.option("--engine", type=click.Choice(ENGINES), default=None,
               help="replay: exact greedy acceptance from recorded traces, no model; reference / vllm: the model "
-                   "generates from the traces' prompts (--model; vllm also --engine-arg).")
-@click.option("--model", default=None, help=f"--engine reference/vllm: model ({BUILTIN_MODEL} or a checkpoint "
-              "directory).")
+                   "generates (from the traces' prompts, else the built-in --benchmark prompts). Default: replay, "
+                   "or with --model the model itself (vllm where it imports, else reference).")
+@click.option("--model", default=None, help=f"The model measured: {BUILTIN_MODEL}, a checkpoint directory, a Hugging "
+              "Face id (from the local cache; downloaded unless HF_HUB_OFFLINE is set) or a short name (Qwen3-8B). "
+              "Replay: its tokenizer, and only traces of that model (see --any-model).")
+@click.option("--any-model", is_flag=True, default=False,
+              help="Replay traces whose 'model' field names another model than --model (or token-id traces of "
+                   "several models) anyway.")
 @click.option("--engine-arg", "engine_arg", multiple=True, help="--engine vllm: a vLLM engine argument key=value "
               "(repeatable), e.g. tensor_parallel_size=2.")
-@click.option("--traces", multiple=True, type=click.Path(), help="Trace JSONL file or directory (repeatable). "
-              "Default: the traces of the data directory.")
+@click.option("--traces", multiple=True, type=click.Path(), help="Traces (repeatable): a JSONL file or directory, a "
+              "verl trainer.rollout_data_dir ({global_step}.jsonl), lm-eval --log_samples output. Default: the traces "
+              "of the data directory (replay).")
+@click.option("--trace-format", type=click.Choice(FORMATS), default="auto", show_default=True,
+              help="Trace format: detected per file, or samspec / verl / lm-eval / plain (prompt, response).")
 @click.option("--data-dir", type=click.Path(), default=None, help="Shared data directory (default: SAMSPEC_DATA_DIR, "
               "./shared/data or ../shared/data).")
 @click.option("--tokenizer", type=click.Path(), default=None,
@@ -33,8 +43,14 @@ from samspec_bench.suites.accept.running import execute
                    "or a pure-Python SAM (sam-python, sam-public).")
 @click.option("--num-spec-tokens", "-k", "ks", default="3", show_default=True, help="Draft lengths k, comma list.")
 @click.option("--sources", default="own", show_default=True,
-              help="Draft sources, comma list of own, group, corpus or '+' combinations (group+corpus): own = the "
-                   "response's prompt and prefix, group = + its GRPO siblings so far, corpus = + a static corpus.")
+              help="Draft sources, comma list of own, group, history, corpus or '+' combinations (group+history): "
+                   "own = the response's prompt and prefix, group = + its GRPO siblings so far, history = + earlier "
+                   "RL steps' responses to the same prompt (replay; single-step traces: each group split into an "
+                   "earlier and a current half), corpus = + a static corpus.")
+@click.option("--history-window", type=int, default=16, show_default=True,
+              help="History source: earlier responses kept per prompt (the newest).")
+@click.option("--history-budget-mb", type=float, default=512.0, show_default=True,
+              help="History source: memory for stored responses, MiB (over it, the least recently seen prompts go).")
 @click.option("--group-order", type=click.Choice(["concurrent", "sequential"]), default="concurrent", show_default=True,
               help="With group sharing: members advance one batched step at a time, or one after another.")
 @click.option("--corpus", multiple=True, type=click.Path(), help="Traces (other than the replayed ones) that build "
@@ -49,7 +65,12 @@ from samspec_bench.suites.accept.running import execute
               help="Measured engine profile JSON with 'verify_cost_ratio' (a number or {k: number}).")
 @click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop", show_default=True,
               help="A bad trace line stops the run (naming file and line) or is skipped and counted.")
-@click.option("--limit-groups", type=int, default=None, help="Replay only the first N groups of each trace file.")
+@click.option("--limit-groups", type=int, default=None, help="Replay only the first N groups of each trace file "
+              "(built-in prompts: the first N prompts, default 16).")
+@click.option("--benchmark", type=click.Choice(list(BENCHMARKS)), default="gsm8k", show_default=True,
+              help="Model engines without traces: the built-in benchmark set whose prompts are generated.")
+@click.option("--max-tokens", type=int, default=256, show_default=True,
+              help="Model engines on the built-in prompts: tokens per response (on traces: the recorded length).")
 @click.option("--workers", type=int, default=0, show_default=True, help="Processes (0 = one per core).")
 @click.option("--ngram-min", type=int, default=2, show_default=True, help="n-gram drafter: smallest n.")
 @click.option("--ngram-max", type=int, default=5, show_default=True, help="n-gram drafter: largest n.")

@@ -5,6 +5,7 @@ verify-cost ratio of the speedup estimate."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 from dataclasses import dataclass, field
@@ -13,10 +14,12 @@ from typing import Any, Sequence
 
 from samspec_bench.bench.engines.replay import MAX_K, SOURCE_NAMES, DraftConfig
 from samspec_bench.bench.engines.vllm.adapter import parse_engine_args
-from samspec_bench.data import find_traces, resolve_data_dir
+from samspec_bench.bench.engines.vllm.platform import require_vllm, vllm_available
+from samspec_bench.data import BENCHMARKS, find_traces, resolve_data_dir
 from samspec_bench.errors import UserError, int_at_least
-from samspec_bench.models import BUILTIN_MODEL, resolve_model
+from samspec_bench.models import BUILTIN_MODEL, resolve_model, resolve_tokenizer
 from samspec_bench.sam.drafters import DRAFTERS
+from samspec_bench.trace_formats import FORMATS, expand, model_id
 
 SUITE = "accept"
 ENGINES = ("replay", "reference", "vllm")  # vllm: samspec_bench.bench.engines.vllm.adapter (needs vLLM installed)
@@ -30,7 +33,9 @@ MAX_WORKERS = 1024   # --workers: processes; more than any machine's cores is a 
 # Fields that define what a run computes: --resume refuses to continue with other values.
 IDENTITY_FIELDS = ("engine", "traces", "tokenizer", "chat_template", "drafters", "num_spec_tokens", "sources",
                    "group_order", "corpus", "on_error", "limit_groups", "ngram_min", "ngram_max",
-                   "sam_min_match", "model")
+                   "sam_min_match", "model", "any_model", "trace_format", "benchmark", "max_tokens",
+                   "history_window", "history_budget_mb")
+DEFAULT_BENCHMARK_PROMPTS = 16   # model engines on the built-in prompts, without --limit-groups
 # How a run is shown, not what it computes: left out of result.json's "config".
 NOT_RECORDED = ("progress",)
 
@@ -56,9 +61,17 @@ class AcceptConfig:
     ngram_min: int = 2
     ngram_max: int = 5
     sam_min_match: int = 1
-    model: str | None = None                                     # --engine reference/vllm: the model
+    model: str | None = None                                     # the model: generates (reference/vllm) or
+                                                                 # names the traces' model and tokenizer (replay)
     engine_args: dict[str, Any] = field(default_factory=dict)    # --engine vllm: vLLM engine arguments
     progress: bool = True                                        # show a progress bar (not recorded)
+    any_model: bool = False                                      # replay traces of other models too
+    trace_format: str = "auto"
+    benchmark: str = "gsm8k"                                     # model engines without traces: built-in prompts
+    max_tokens: int = 256                                        # ... and their token limit
+    history_window: int = 16                                     # history source: responses kept per prompt
+    history_budget_mb: float = 512.0                             # history source: stored tokens, MiB
+    engine_choice: str | None = None                             # why this engine (no --engine given)
 
     def recorded(self) -> dict[str, Any]:
         """The configuration as result.json records it."""
@@ -70,20 +83,65 @@ class AcceptConfig:
         return {k: d[k] for k in IDENTITY_FIELDS}
 
 
-def build_config(*, engine, model, engine_arg, traces, data_dir, tokenizer, chat_template, drafters, ks, sources,
-                 group_order, corpus, bins, position, verify_cost_ratio, engine_profile, on_error, limit_groups,
-                 workers, ngram_min, ngram_max, sam_min_match, progress) -> AcceptConfig:
+def choose_engine(model: str | None) -> tuple[str, str | None]:
+    """The engine when --engine is not given: replay without --model; with it the model runs:
+    vLLM where it imports, else the reference engine. (engine, why)"""
+    if model is None:
+        return "replay", None
+    if importlib.util.find_spec("vllm") is not None and vllm_available() is None:
+        return "vllm", "--model without --engine: the model runs on vLLM (it imports here)"
+    return "reference", "--model without --engine: the model runs on the reference engine (vLLM does not import here)"
+
+
+def build_config(*, engine, model, any_model, engine_arg, traces, trace_format, data_dir, tokenizer, chat_template,
+                 drafters, ks, sources, group_order, corpus, bins, position, verify_cost_ratio, engine_profile,
+                 on_error, limit_groups, benchmark, max_tokens, history_window, history_budget_mb, workers,
+                 ngram_min, ngram_max, sam_min_match, progress) -> AcceptConfig:
     """The `accept` command's options (by their Python names, as click converts them) as a
-    validated AcceptConfig. Defaults the traces and the tokenizer from the data directory
-    (the model's own tokenizer for the model engines)."""
-    if tokenizer is None and engine in ("reference", "vllm"):   # the model's own tokenizer
-        tokenizer = str(resolve_model(model or BUILTIN_MODEL))
-    if not traces or tokenizer is None:
-        ddir = resolve_data_dir(data_dir)
-        if not traces:
-            traces = [str(p) for p in find_traces(ddir)]
+    validated AcceptConfig. No --engine: replay, or the model's engine with --model. The
+    model engines take the model's tokenizer and the traces' prompts (--traces, --data-dir),
+    else the built-in benchmark prompts; replay takes the traces of --traces or the data
+    directory, and the tokenizer of --model, else the data directory's."""
+    choice = None
+    model = model_id(model) if model else model   # a short name (Qwen3-8B) -> its Hugging Face id
+    if engine is None:
+        engine, choice = choose_engine(model)
+    if engine in ("reference", "vllm"):
+        if engine == "vllm":
+            require_vllm()                 # why vLLM cannot run here, before the model is looked for
+        model = model or BUILTIN_MODEL
+        model_dir = resolve_model(model)   # now: an uncached model offline stops here, before anything runs
         if tokenizer is None:
-            tokenizer = str(Path(ddir) / "tokenizers" / "qwen3")
+            tokenizer = str(model_dir)
+        if not traces and data_dir is not None:
+            traces = [str(p) for p in find_traces(resolve_data_dir(data_dir))]
+    else:
+        if tokenizer is None and model is not None:
+            tokenizer = str(resolve_tokenizer(model))
+        if not traces or tokenizer is None:
+            if data_dir is None and not traces:
+                try:
+                    ddir = resolve_data_dir(None)
+                except UserError:
+                    raise UserError("accept --engine replay needs recorded responses: pass --traces (a verl "
+                                    "rollout_data_dir, lm-eval --log_samples files or JSONL) or --data-dir; or "
+                                    "--model MODEL to run a model on the built-in prompts") from None
+            else:
+                ddir = resolve_data_dir(data_dir)
+            if not traces:
+                traces = [str(p) for p in find_traces(ddir)]
+            if tokenizer is None:
+                tokenizer = str(Path(ddir) / "tokenizers" / "qwen3")
+    if trace_format not in FORMATS:
+        raise UserError(f"--trace-format {trace_format!r}: use one of {', '.join(FORMATS)}")
+    if benchmark not in BENCHMARKS:
+        raise UserError(f"--benchmark {benchmark!r}: use one of {', '.join(BENCHMARKS)}")
+    if max_tokens < 1:
+        raise UserError(f"--max-tokens {max_tokens}: must be >= 1")
+    if history_window < 1:
+        raise UserError(f"--history-window {history_window}: must be >= 1 (responses kept per prompt)")
+    if not history_budget_mb > 0 or not math.isfinite(history_budget_mb):
+        raise UserError(f"--history-budget-mb {history_budget_mb}: must be a positive number of MiB")
     if ngram_min < 1 or ngram_max < ngram_min:
         raise UserError(f"--ngram-min {ngram_min} --ngram-max {ngram_max}: need 1 <= min <= max")
     if sam_min_match < 1:
@@ -97,7 +155,9 @@ def build_config(*, engine, model, engine_arg, traces, data_dir, tokenizer, chat
         chat_template=chat_template, bins=bins, position=position, verify_cost_ratio=verify_cost_ratio,
         engine_profile=engine_profile, on_error=on_error, limit_groups=limit_groups, workers=workers,
         ngram_min=ngram_min, ngram_max=ngram_max, sam_min_match=sam_min_match, model=model,
-        engine_args=parse_engine_args(engine_arg), progress=progress)
+        engine_args=parse_engine_args(engine_arg), progress=progress, any_model=bool(any_model),
+        trace_format=trace_format, benchmark=benchmark, max_tokens=max_tokens, history_window=history_window,
+        history_budget_mb=float(history_budget_mb), engine_choice=choice)
     for s in cfg.sources:
         parse_source(s)
     check_drafters(cfg.drafters)
@@ -127,14 +187,15 @@ def parse_ks(value: str | Sequence[int]) -> list[int]:
     return list(dict.fromkeys(ks))
 
 
-def parse_source(spec: str) -> tuple[bool, bool]:
-    """'own', 'group', 'corpus', 'group+corpus' (own is always included) -> (group, corpus)."""
+def parse_source(spec: str) -> tuple[bool, bool, bool]:
+    """'own', 'group', 'history', 'corpus' or '+' combinations ('group+history'; own is
+    always included) -> (group, history, corpus)."""
     parts = [p.strip() for p in spec.split("+") if p.strip()]
     bad = [p for p in parts if p not in SOURCE_NAMES]
     if bad or not parts:
-        raise UserError(f"--sources {spec!r}: use own, group, corpus or combinations joined by '+' "
-                        "(e.g. own,group,group+corpus)")
-    return "group" in parts, "corpus" in parts
+        raise UserError(f"--sources {spec!r}: use own, group, history, corpus or combinations joined by '+' "
+                        "(e.g. own,group,history,group+history)")
+    return "group" in parts, "history" in parts, "corpus" in parts
 
 
 def check_drafters(names: Sequence[str]) -> None:
@@ -156,10 +217,10 @@ def build_configs(cfg: AcceptConfig) -> list[DraftConfig]:
             opts = {"l_threshold": cfg.sam_min_match}
         for k in ks:
             for src in cfg.sources:
-                group, corpus = parse_source(src)
+                group, history, corpus = parse_source(src)
                 try:
                     dc = DraftConfig(drafter=name, k=k, group=group, corpus=corpus, order=cfg.group_order,
-                                     options=tuple(sorted(opts.items())))
+                                     options=tuple(sorted(opts.items())), history=history)
                 except ValueError as e:
                     raise UserError(f"--drafter/--num-spec-tokens/--sources: {e}") from None
                 if dc.label not in seen:
@@ -168,19 +229,14 @@ def build_configs(cfg: AcceptConfig) -> list[DraftConfig]:
     return out
 
 
-def expand_trace_paths(paths: Sequence[str | Path], option: str = "--traces") -> list[Path]:
+def expand_trace_paths(paths: Sequence[str | Path], option: str = "--traces", fmt: str = "auto") -> list[Path]:
+    """The trace files `paths` stand for (trace_formats.expand: verl step files in step order,
+    lm-eval samples files, *.jsonl)."""
     files: list[Path] = []
     for p in paths:
-        p = Path(p).expanduser()
-        if p.is_dir():
-            found = sorted(p.glob("*.jsonl"))
-            if not found:
-                raise UserError(f"{option} {p}: the directory holds no *.jsonl trace files")
-            files.extend(found)
-        elif p.is_file():
-            files.append(p)
-        else:
+        if not Path(p).expanduser().exists():
             raise UserError(f"{option} {p}: no such file or directory; pass trace JSONL files or a directory")
+        files.extend(f for f, _ in expand(p, fmt))
     return list(dict.fromkeys(files))
 
 

@@ -1,5 +1,8 @@
-"""The accept suite's inputs: the traces read and tokenized (bad lines stopped at or skipped
-and counted), limited to the first groups, and the static corpus for the 'corpus' source."""
+"""The accept suite's inputs: the traces read in their format (samspec, verl rollout dumps,
+lm-eval samples, plain JSONL) and tokenized (bad lines stopped at or skipped and counted),
+checked against --model, limited to the first groups, given RL steps for the history source
+(emulated on single-step traces), and the static corpus for the 'corpus' source. Without
+traces (model engines only), the prompts of a built-in benchmark set."""
 
 from __future__ import annotations
 
@@ -9,10 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samspec_bench.bench.engines.replay import build_corpus
-from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
+import numpy as np
+
+from samspec_bench.bench.engines.replay import EMULATED_STEPS, build_corpus, emulate_steps, has_steps
+from samspec_bench.data import (BUILTIN_BENCHMARKS, BENCHMARKS, benchmarks_dir, encode_chat, load_tokenizer,
+                                read_benchmark, tokenize_traces)
 from samspec_bench.errors import UserError
-from samspec_bench.suites.accept.config import AcceptConfig, expand_trace_paths
+from samspec_bench.suites.accept.config import DEFAULT_BENCHMARK_PROMPTS, AcceptConfig, expand_trace_paths
+from samspec_bench.trace_formats import check_models, read_any, trace_models
+
+# the system prompt of the built-in prompts (Qwen's math chain-of-thought instruction)
+BENCHMARK_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 
 
 @dataclass
@@ -23,6 +33,24 @@ class Inputs:
     prompt_formats: dict[str, dict[str, int]]
     corpus: Any = None
     corpus_info: dict[str, Any] = field(default_factory=dict)
+    trace_formats: dict[str, str] = field(default_factory=dict)     # file -> format
+    models: dict[str, Any] = field(default_factory=dict)            # the traces' models, the --model check
+    steps: str | None = None                                        # where the RL steps come from
+    prompts: dict[str, Any] | None = None                           # built-in prompts (no traces)
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    """A prompt without a recorded response (model engines): generated up to max_tokens."""
+    id: str
+    group: str
+    prompt_ids: np.ndarray
+    response_ids: np.ndarray
+    source: Path
+    line: int
+    prompt_format: str
+    max_tokens: int
+    step: int | None = None
 
 
 def limit_groups(items: list, n: int | None) -> list:
@@ -48,20 +76,62 @@ def _load_tokenizer(path: str):
     return load_tokenizer(path)
 
 
-def load_inputs(cfg: AcceptConfig, need_corpus: bool) -> Inputs:
-    files = expand_trace_paths(cfg.traces)
+def benchmark_items(cfg: AcceptConfig, tokenizer) -> tuple[list[PromptItem], dict[str, Any]]:
+    """The first prompts of the built-in benchmark set `cfg.benchmark` (--limit-groups of them,
+    DEFAULT_BENCHMARK_PROMPTS without it), through the tokenizer's chat template with Qwen's
+    math instruction as the system turn (raw text where there is no template)."""
+    n = cfg.limit_groups or DEFAULT_BENCHMARK_PROMPTS
+    if n < 1:
+        raise UserError(f"--limit-groups {n}: must be >= 1")
+    rows = read_benchmark(cfg.benchmark)[:n]
+    chat = bool(getattr(tokenizer, "chat_template", None)) and cfg.chat_template != "never"
+    source = benchmarks_dir() / BENCHMARKS[cfg.benchmark][0]
+    items = []
+    for line, row in enumerate(rows, start=1):
+        ids = encode_chat(tokenizer, row["question"], BENCHMARK_SYSTEM) if chat else \
+            [int(t) for t in tokenizer(f"{BENCHMARK_SYSTEM}\n\n{row['question']}\n")["input_ids"]]
+        items.append(PromptItem(id=row["id"], group=row["id"], prompt_ids=np.asarray(ids, dtype=np.int32),
+                                response_ids=np.zeros(0, dtype=np.int32), source=source, line=line,
+                                prompt_format="chat_template" if chat else "raw", max_tokens=cfg.max_tokens))
+    return items, {"benchmark": cfg.benchmark, "dir": str(BUILTIN_BENCHMARKS), "prompts": len(items),
+                   "max_tokens": cfg.max_tokens, "system": BENCHMARK_SYSTEM, "chat_template": chat,
+                   "responses_per_prompt": 1}
+
+
+def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False) -> Inputs:
     tokenizer = _load_tokenizer(str(Path(cfg.tokenizer).expanduser().resolve()))
-    traces = read_traces(files, on_error=cfg.on_error)
+    if not cfg.traces:
+        if cfg.engine == "replay":
+            raise UserError("accept --engine replay needs traces: pass --traces or --data-dir")
+        items, prompts = benchmark_items(cfg, tokenizer)
+        formats = Counter(it.prompt_format for it in items)
+        return Inputs(items=items, skipped=[], files=[], prompt_formats={str(items[0].source): dict(formats)},
+                      prompts=prompts)
+    traces, trace_fmt = read_any(cfg.traces, cfg.trace_format, on_error=cfg.on_error)
+    files = [Path(f) for f in trace_fmt]
+    if cfg.engine == "replay":
+        models = check_models(traces, cfg.model, cfg.any_model)
+    else:   # the model writes its own responses: the traces give prompts (and lengths) only
+        models = {"models": trace_models(traces), "note": "the traces' prompts only: the model generates"}
+    if cfg.chat_template == "always" and "verl" in trace_fmt.values():
+        raise UserError("--chat-template always: verl's 'input' already holds the chat template's text; "
+                        "use --chat-template auto or never with verl rollout dumps")
     items = tokenize_traces(traces, tokenizer, chat_template=cfg.chat_template)
     skipped = [{"file": str(f), "line": ln, "reason": why} for f, ln, why in traces.skipped]
     items = limit_groups(items, cfg.limit_groups)
     if not items:
         raise UserError(f"--traces {', '.join(map(str, files))}: no usable responses ({len(skipped)} lines skipped)")
+    steps = None
+    if has_steps(items):
+        steps = f"RL steps from the traces ({len({it.step for it in items})} steps)"
+    elif need_history:
+        items, steps = emulate_steps(items), EMULATED_STEPS
     formats: dict[str, Counter] = {}
     for it in items:
         formats.setdefault(str(it.source), Counter())[it.prompt_format] += 1
     inputs = Inputs(items=items, skipped=skipped, files=files,
-                    prompt_formats={f: dict(c) for f, c in formats.items()})
+                    prompt_formats={f: dict(c) for f, c in formats.items()}, trace_formats=trace_fmt,
+                    models=models, steps=steps)
     if need_corpus:
         if not cfg.corpus:
             raise UserError("--sources with 'corpus' needs --corpus: pass trace files (e.g. an earlier RL step) "
@@ -71,7 +141,7 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool) -> Inputs:
         if overlap:
             raise UserError(f"--corpus {sorted(map(str, overlap))[0]} is also a replayed trace: the corpus must be "
                             "other traces, or every response would draft from itself")
-        ctraces = read_traces(cfiles, on_error=cfg.on_error)
+        ctraces, _ = read_any(cfiles, "auto", on_error=cfg.on_error)
         citems = tokenize_traces(ctraces, tokenizer, chat_template=cfg.chat_template)
         inputs.skipped += [{"file": str(f), "line": ln, "reason": why, "corpus": True}
                            for f, ln, why in ctraces.skipped]

@@ -43,6 +43,27 @@ def execute(config: AcceptConfig, *, output: str | Path, resume: str | Path | No
     return 0
 
 
+SIDE_BY_SIDE = ("own", "own+group", "own+history", "own+group+history")
+
+
+def sources_side_by_side(configs: list, metrics: dict) -> list[dict]:
+    """One row per drafter / k / group order: tokens_per_step and acceptance_length of each
+    of own, group, history and group+history that ran (None where it did not)."""
+    rows: dict[tuple, dict] = {}
+    for dc in configs:
+        if dc.corpus or dc.sources not in SIDE_BY_SIDE:
+            continue
+        key = (dc.drafter, dc.k, dc.order if dc.group else None)
+        row = rows.setdefault((dc.drafter, dc.k), {"drafter": dc.drafter, "k": dc.k, "group_order": None,
+                                                   **{s: None for s in SIDE_BY_SIDE}})
+        if key[2] is not None:
+            row["group_order"] = key[2]
+        m = metrics[dc.label]
+        row[dc.sources] = {"tokens_per_step": m["tokens_per_step"], "acceptance_length": m["acceptance_length"],
+                           "label": dc.label}
+    return [r for r in rows.values() if sum(r[s] is not None for s in SIDE_BY_SIDE) >= 2]
+
+
 def _load_done(run_dir, labels: set[str]) -> dict[str, dict[str, dict]]:
     """Records already written, by configuration label then response key (the last one wins)."""
     done: dict[str, dict[str, dict]] = {}
@@ -75,13 +96,24 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
     if resume is not None:   # the folder is an accept run with whole, matching settings (else a UserError)
         check_resume(resume, SUITE, cfg.identity(), IDENTITY_FIELDS, CONFIG_FILE)
 
-    n_files = len(expand_trace_paths(cfg.traces))
-    err.print(f"reading and tokenizing {n_files} trace file(s) with the tokenizer {cfg.tokenizer}", highlight=False)
-    inputs = load_inputs(cfg, need_corpus)
+    if cfg.engine_choice:
+        err.print(f"engine: {cfg.engine} ({cfg.engine_choice}); model {cfg.model}", highlight=False)
+    if cfg.traces:
+        n_files = len(expand_trace_paths(cfg.traces, fmt=cfg.trace_format))
+        err.print(f"reading and tokenizing {n_files} trace file(s) with the tokenizer {cfg.tokenizer}", highlight=False)
+    else:
+        err.print(f"prompts: the built-in {cfg.benchmark} set (no --traces / --data-dir), up to {cfg.max_tokens} "
+                  "tokens each", highlight=False)
+    need_history = any(c.history for c in configs)
+    inputs = load_inputs(cfg, need_corpus, need_history)
     for s in inputs.skipped:
         err.print(f"[yellow]skipped[/] {s['file']}:{s['line']}: {s['reason']}", markup=True, highlight=False)
+    if inputs.steps and need_history:
+        err.print(f"history: {inputs.steps}", highlight=False)
     if cfg.engine == "replay":
-        engine = ReplayEngine(workers=cfg.workers, corpus=inputs.corpus, corpus_description=inputs.corpus_info)
+        engine = ReplayEngine(workers=cfg.workers, corpus=inputs.corpus, corpus_description=inputs.corpus_info,
+                              history_window=cfg.history_window,
+                              history_budget_bytes=int(cfg.history_budget_mb * (1 << 20)), steps_description=inputs.steps)
     else:
         engine = ModelAcceptanceEngine(cfg.engine, cfg.model or BUILTIN_MODEL, engine_args=cfg.engine_args)
     try:
@@ -97,6 +129,8 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict
     runnable, unsupported = [], {}
     for dc in configs:
         reason = engine.unsupported(dc)
+        if reason is None and dc.history and cfg.engine != "replay":
+            reason = "the history source replays earlier RL steps' recorded responses: --engine replay only"
         if reason:
             unsupported[dc.label] = reason
             err.print(f"[yellow]not run[/] {dc.label}: {reason}", markup=True, highlight=False)
@@ -133,6 +167,8 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict
     resp_tokens = [0] * len(runnable)
 
     per_file: list[dict[str, AcceptanceCounts]] = [{} for _ in runnable]
+    per_step: list[dict[Any, AcceptanceCounts]] = [{} for _ in runnable]
+    step_of = {keys[i]: getattr(it, "step", None) for i, it in enumerate(items)}
 
     def account(j: int, files: list[str], steps: list) -> None:
         for b, c in enumerate(binned_counts(steps, bins, cfg.position)):
@@ -145,6 +181,11 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict
             by_file.setdefault(f, []).append(s)
         for f, group in by_file.items():
             per_file[j][f] = per_file[j].get(f, AcceptanceCounts()) + total_counts(group)
+        by_step: dict[Any, list] = {}
+        for s in steps:
+            by_step.setdefault(step_of.get(s.key), []).append(s)
+        for st, group in by_step.items():
+            per_step[j][st] = per_step[j].get(st, AcceptanceCounts()) + total_counts(group)
 
     for j, kept in enumerate(reused):
         if kept:
@@ -174,7 +215,8 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict
                 it = items[i]
                 rec = {"config": dc.label, "drafter": dc.drafter, "k": dc.k, "sources": dc.sources,
                        "group_order": dc.order if dc.group else None, "file": str(it.source), "line": it.line,
-                       "id": it.id, "group": it.group, "prompt_format": it.prompt_format, **steps.to_record()}
+                       "id": it.id, "group": it.group, "step": getattr(it, "step", None),
+                       "prompt_format": it.prompt_format, **steps.to_record()}
                 lines.append(json.dumps(rec, sort_keys=True))
             out.write("\n".join(lines) + "\n")
             out.flush()
@@ -218,6 +260,10 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict
             "skipped": inputs.skipped,
             "on_error": cfg.on_error,
             "corpus": inputs.corpus_info or None,
+            "trace_formats": inputs.trace_formats,
+            "models": inputs.models or None,
+            "steps": inputs.steps,
+            "builtin_prompts": inputs.prompts,
         },
         "position_basis": cfg.position,
         "bins": {"spec": cfg.bins, "edges": list(bins.edges)},
@@ -231,7 +277,11 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict
         "resumed_responses": resumed,
     }
     by_file = {dc.label: {f: c.metrics() for f, c in sorted(per_file[j].items())} for j, dc in enumerate(runnable)}
-    tables = {"binned": binned, "by_file": by_file}
+    tables = {"binned": binned, "by_file": by_file, "sources": sources_side_by_side(runnable, metrics)}
+    if any(k is not None for ps in per_step for k in ps):
+        tables["by_step"] = {dc.label: [{"step": st, **c.metrics()} for st, c in
+                                        sorted(per_step[j].items(), key=lambda kv: -1 if kv[0] is None else kv[0])]
+                             for j, dc in enumerate(runnable)}
     run_dir.write_result(cfg.recorded(), metrics, tables, figures, extra)
     result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))
     return result, run_dir.path

@@ -3,6 +3,10 @@ options of its suite on this machine, or the reason it cannot run here.
 
 A plan names options by the suite's CLI option names (as a config-file section does); the run's
 global settings and the config file's section go over them (see steps.py).
+
+torch threads: chosen once per run, when the first step is planned (before this run loads
+the machine itself), from the cores this process may use and the load average
+(workload.choose_threads); the steps that run a model get them, and the choice is noted.
 """
 
 from __future__ import annotations
@@ -12,8 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from samspec_bench.models import BUILTIN_MODEL
 from samspec_bench.sam.drafters import arctic_available
-from samspec_bench.workload import write_prompts_file
+from samspec_bench.workload import choose_threads
+
+# accuracy in the default run: a smoke-sized paired comparison (set accuracy: {limit: ..,
+# max-gen-toks: ..} in a config file for a real one)
+ACCURACY_LIMIT = 4
+ACCURACY_MAX_GEN_TOKS = 96
+ACCEPT_SOURCES = "own,group,history,group+history"
 
 
 @dataclass
@@ -62,6 +73,23 @@ class Step:
     plan: Callable[[Ctx], Plan]
 
 
+def threads_for(ctx: Ctx) -> dict[str, Any]:
+    """The run's torch threads: chosen at the first call (workload.choose_threads), then kept
+    in the run's state (a resumed run keeps them)."""
+    chosen = ctx.state.get("threads")
+    if not chosen:
+        chosen = ctx.state["threads"] = choose_threads()
+    return chosen
+
+
+def threads_note(ctx: Ctx) -> str:
+    t = threads_for(ctx)
+    if "cores" not in t:
+        return f"torch threads {t['threads']}"
+    return (f"torch threads {t['threads']}: {t['cores']} core(s) available, load average {t['load_avg_1m']:g} "
+            "when the run started")
+
+
 def _traces(ctx: Ctx) -> tuple[dict | None, str | None]:
     """(trace options for accept/drafters, or a reason why there are none)."""
     if ctx.data_dir is not None:
@@ -75,28 +103,39 @@ def _traces(ctx: Ctx) -> tuple[dict | None, str | None]:
 
 
 def plan_workload(ctx: Ctx) -> Plan:
+    threads = threads_for(ctx)
     if ctx.data_dir is not None:
         return Plan(skip=f"not needed: the traces of {ctx.data_dir} are used")
+    opts = {"model": ctx.model, "threads": threads["threads"]}
+    notes = [threads_note(ctx)]
     if ctx.engine not in (None, "reference"):
-        return Plan(options={"model": ctx.model},
-                    notes=[f"generated with the reference engine (--engine {ctx.engine} has no trace writer yet)"])
-    return Plan(options={"model": ctx.model})
+        notes.append(f"generated with the reference engine (--engine {ctx.engine} has no trace writer yet)")
+    return Plan(options=opts, notes=notes)
 
 
 def plan_accept(ctx: Ctx) -> Plan:
+    threads_for(ctx)
     tr, why = _traces(ctx)
     if tr is None:
         return Plan(skip=why)
     drafters = "sam,ngram" + (",suffix" if arctic_available() else "")
-    opts = {**tr, "drafter": drafters, "num-spec-tokens": "3,5", "sources": "own,group"}
+    opts: dict[str, Any] = {**tr, "engine": "replay", "drafter": drafters, "num-spec-tokens": "3,5",
+                            "sources": ACCEPT_SOURCES}
+    notes = []
     if ctx.data_dir is not None:
         opts["limit-groups"] = 25
+        if ctx.model == BUILTIN_MODEL:
+            # the shared traces are other models' (Qwen2.5-Math, ToRA, GPT-3): the data directory's
+            # tokenizer, no model check
+            opts["model"] = None
+            notes.append("the data directory's traces with its tokenizer (written by other models than the built-in)")
     else:   # short responses: finer position bins than the default log2:64:32768
         opts["bins"] = "32,64,96,128,160,192,224,256,320,384"
-    return Plan(options=opts)
+    return Plan(options=opts, notes=notes)
 
 
 def plan_drafters(ctx: Ctx) -> Plan:
+    threads_for(ctx)   # chosen before this run loads the machine (the first step planned)
     tr, why = _traces(ctx)
     if tr is None:
         return Plan(skip=why)
@@ -115,37 +154,39 @@ def plan_drafters(ctx: Ctx) -> Plan:
 
 
 def plan_sampler(ctx: Ctx) -> Plan:
+    threads_for(ctx)   # chosen before this run loads the machine (the first step planned)
     return Plan(options={"samples": 1000, "max-vocab": 1000, "speed-batch": "1,16,64", "speed-k": "3",
                          "speed-vocab": "32000,151936", "speed-reps": 3, "speed-min-time": 0.1})
 
 
 def plan_op_equivalence(ctx: Ctx) -> Plan:
+    """The model-level prompts: the data directory's gsm8k, else the built-in gsm8k set."""
     opts: dict[str, Any] = {"model": ctx.model, "num-prompts": 2, "max-tokens": 32, "trials": 1,
-                            "seq-len": "16:256"}
+                            "seq-len": "16:256", "threads": threads_for(ctx)["threads"]}
     if ctx.data_dir is not None:
         opts["data-dir"] = str(ctx.data_dir)
-    else:
-        ctx.out.mkdir(parents=True, exist_ok=True)
-        opts["prompts"] = str(write_prompts_file(ctx.out / "builtin_prompts.jsonl"))
-    return Plan(options=opts)
+    return Plan(options=opts, notes=[threads_note(ctx)])
 
 
 def plan_accuracy(ctx: Ctx) -> Plan:
-    if ctx.data_dir is None:
-        return Plan(skip="needs the benchmark sets: pass --data-dir (offline, lm-eval would fetch gsm8k "
-                         "from the hub)")
-    # a smoke-sized paired comparison; set accuracy: {limit: ..., max-gen-toks: ...} for a real one
-    return Plan(options={"model": ctx.model, "tasks": "gsm8k", "limit": 10, "max-gen-toks": 256,
-                         "max-num-seqs": 16})
+    """A smoke-sized paired comparison on gsm8k (the data directory's, else the built-in set):
+    ACCURACY_LIMIT problems, ACCURACY_MAX_GEN_TOKS tokens each."""
+    opts = {"model": ctx.model, "tasks": "gsm8k", "limit": ACCURACY_LIMIT, "max-gen-toks": ACCURACY_MAX_GEN_TOKS,
+            "max-num-seqs": 16, "threads": threads_for(ctx)["threads"]}
+    where = f"the gsm8k set of {ctx.data_dir}" if ctx.data_dir is not None else "the built-in gsm8k set"
+    return Plan(options=opts, notes=[f"{ACCURACY_LIMIT} problems of {where}, {ACCURACY_MAX_GEN_TOKS} tokens each: "
+                                     "a smoke test of the pairing, far too few to detect an accuracy change "
+                                     "(accuracy: {limit: ...} in a config file for a real one)", threads_note(ctx)])
 
 
 def plan_rollout(ctx: Ctx) -> Plan:
+    threads = threads_for(ctx)
     if ctx.engine in (None, "replay"):
         tr, why = _traces(ctx)
         if tr is None:
             return Plan(skip=why)
         return Plan(options=tr)
-    return Plan(options={"model": ctx.model})
+    return Plan(options={"model": ctx.model, "threads": threads["threads"]}, notes=[threads_note(ctx)])
 
 
 def plan_curves(ctx: Ctx) -> Plan:
