@@ -13,14 +13,17 @@ verification (Sun et al. 2024, arXiv:2403.10444). Each request uses n + 1 unifor
 tests or block draws, one final draw), from its own generator when it has one.
 
 Exact references: `token_rule_sampler`, `block_verification` (accepts as much as the per-token
-rule on deterministic drafts, more with draft probabilities).
+rule on deterministic drafts, more with draft probabilities), `token_rule_logits_sampler`
+(LogitsInputs: `compute_probs`, then the per-token rule).
 Lossy, on the probability contract (RejectionInputs):
   planted_loss(mode, position, tv): a loss of exactly `tv` in total variation at one draft
       position (deterministic drafts): "over" accepts p(x) + tv, "under" p(x) - tv, "leak"
       emits the draft token instead of the recovered one with probability tv / (1 - p(x));
   smoothed_draft_demo: treats the draft as q = 0.98 one-hot + 0.02 uniform (accept
       min(1, p/q), recover from max(0, p - q));
-  scaled_acceptance(position, factor): acceptance multiplied by factor (0.97) at one position;
+  overaccept_1pct_demo / underaccept_1pct_demo / leak_1pct_demo: planted_loss at position 2;
+  scaled_acceptance(position, factor): acceptance multiplied by factor (0.97) at one position
+      (scaled_acceptance_demo: position 1);
   block_verification_token_residual_demo: block verification's acceptance with the per-token
       residual max(0, p - q) instead of max(0, p_tau p - q);
   seeded_reuse_demo / seeded_scaled_demo: exact for unseeded requests; a seeded request
