@@ -9,11 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from samspec_bench.errors import UserError
-from samspec_bench.sam.rejection import (PLACEHOLDER_TOKEN_ID, SamplerInputError, SamplingBatch, _block_layout,
-                                         apply_top_k_top_p, compute_probs, count_accepted, cu_num_tokens,
-                                         draw_uniforms, expand_batch_to_tokens, inverse_cdf_sample, make_generators,
-                                         parse_output, rejection_sample, speculative_sample)
-from samspec_bench.sam.rejection_loop import (compute_probs_loop, expand_batch_to_tokens_loop, inverse_cdf_row,
+from samspec_bench.sam.rejection import (PLACEHOLDER_TOKEN_ID, LogitsInputs, RejectionInputs, SamplerInputError,
+                                         SamplingBatch, _block_layout, apply_top_k_top_p, block_layout, compute_probs,
+                                         count_accepted, cu_num_tokens, draw_uniforms, expand_batch_to_tokens,
+                                         inverse_cdf_sample, make_generators, parse_output, rejection_sample,
+                                         samspec_logits_sampler, samspec_sampler, speculative_sample)
+from samspec_bench.sam.rejection_loop import (apply_top_k_top_p_row, compute_probs_loop, expand_batch_to_tokens_loop,
+                                              inverse_cdf_row, loop_logits_sampler, loop_sampler,
                                               rejection_sample_loop, speculative_sample_loop)
 
 
@@ -324,3 +326,50 @@ def test_non_contiguous_inputs():
     a = rejection_sample(draft, nums, wide[:, ::2], bonus_probs=bonus_probs.t().contiguous().t(), uniforms=u)
     b = rejection_sample(draft, nums, tp, bonus_probs=bonus_probs, uniforms=u)
     assert torch.equal(a, b)
+
+
+# ------------------------------------------------------------------------- the two adapter shapes
+
+
+def test_adapter_shapes_give_the_engine_level_results():
+    V, nums = 48, [3, 0, 2, 4, 1]
+    g = torch.Generator().manual_seed(21)
+    N, B = sum(nums), len(nums)
+    logits = torch.randn((N, V), generator=g) * 2
+    bonus_logits = torch.randn((B, V), generator=g) * 2
+    draft = torch.randint(0, V, (N,), generator=g)
+    sb = SamplingBatch(temperature=[0.0, 0.8, 1.0, 1.4, 0.6], top_k=[0, 5, 0, 12, 0], top_p=[1.0, 1.0, 0.7, 0.9, 1.0],
+                       generators=make_generators([None, 5, None, None, 9]))
+    cu = cu_num_tokens(nums)
+    inp = LogitsInputs(draft, nums, cu, 4, None, logits, bonus_logits, sb)
+    assert (inp.batch_size, inp.num_tokens, inp.vocab_size) == (B, N, V)
+    torch.manual_seed(3)
+    ref = speculative_sample(draft, nums, logits, bonus_logits, sb, max_spec_len=4).token_ids
+    for fn in (samspec_logits_sampler, loop_logits_sampler):
+        torch.manual_seed(3)
+        sb.generators = make_generators([None, 5, None, None, 9])   # fresh generators: the same numbers
+        assert torch.equal(fn(LogitsInputs(draft, nums, cu, 4, None, logits, bonus_logits, sb)), ref)
+    probs = compute_probs(logits, cu, sb)
+    rin = RejectionInputs(draft, nums, cu, 4, None, probs, bonus_logits.argmax(-1).reshape(-1, 1), sb.is_greedy(), {})
+    torch.manual_seed(4)
+    a = samspec_sampler(rin)
+    torch.manual_seed(4)
+    assert torch.equal(a, loop_sampler(rin))          # the loop reference draws lazily: same tokens
+
+
+def test_block_layout_is_public_and_one_block_below_1024():
+    assert block_layout(1000) == (1, 1000) == _block_layout(1000)
+    nb, bs = block_layout(151936)
+    assert nb * bs == 151936 and nb > 1 and 100 < bs < 2000
+
+
+def test_top_p_of_the_loop_row_equals_the_vectorised_masking():
+    g = torch.Generator().manual_seed(8)
+    logits = torch.randn((200, 30), generator=g) * 3
+    ks = torch.randint(0, 31, (200,), generator=g)
+    ps = torch.rand(200, generator=g).clamp(0.05, 1.0)
+    ps[::7] = 1.0
+    vec = apply_top_k_top_p(logits, ks, ps)
+    for r in range(200):
+        row = apply_top_k_top_p_row(logits[r], int(ks[r]), float(ps[r]))
+        assert torch.equal(torch.isinf(row), torch.isinf(vec[r])), r

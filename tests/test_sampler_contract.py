@@ -82,3 +82,20 @@ def test_importing_the_suite_imports_neither_torch_nor_vllm():
             "print(sorted(m for m in ('torch', 'vllm', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_run_step_audits_the_vocabularies_real_models_use_with_the_default_power(tmp_path):
+    from samspec_bench.suites.run.options import suite_params
+    from samspec_bench.suites.run.plan import Ctx, plan_sampler
+    from samspec_bench.suites.sampler.battery import build_battery
+    from samspec_bench.suites.sampler.power import planned_power
+
+    plan = plan_sampler(Ctx(tmp_path, "m", None, None, {}, {"steps": {}}))
+    params = suite_params(command, "sampler", plan.options)
+    cfg = build_config(**{k: v for k, v in params.items() if k not in OUTPUT_ONLY})
+    cases = build_battery(cfg)
+    vocabs = {c.vocab for c in cases}
+    assert {32000, 151936} <= vocabs             # the two-level draw (vocabularies above 1,024)
+    assert cfg.samples == SamplerConfig().samples and planned_power(cases, cfg)["detects_target_everywhere"]
+    assert "samspec" in cfg.builtins and "samspec-loop" not in cfg.builtins
+    assert any(b.endswith("-1pct-demo") for b in cfg.builtins)    # a 1 % loss among the negative controls

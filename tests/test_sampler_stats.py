@@ -4,6 +4,7 @@ freedom, the bound's formula, the acceptance law), and the battery's seeded chec
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -11,8 +12,9 @@ import numpy as np
 import pytest
 
 from samspec_bench.suites.sampler.battery import dist
-from samspec_bench.suites.sampler.stats import (acceptance_law, acceptance_test, complete, distribution_test,
-                                                partition, position_tests, tv_bound, tv_curve)
+from samspec_bench.suites.sampler.stats import (acceptance_law, acceptance_test, complete, detectable_excess,
+                                                detectable_shift, distribution_test, overacceptance_bounds,
+                                                overacceptance_test, partition, position_tests, tv_bound, tv_curve)
 
 
 def _counts(*per_token: int) -> np.ndarray:
@@ -195,3 +197,92 @@ def test_tv_curve_grows_n_and_shrinks_the_bound():
     assert c["n"][0] == 20 and c["n"][-1] == 5000 and c["n"] == sorted(set(c["n"]))
     assert all(b1 > b2 for b1, b2 in zip(c["bound"], c["bound"][1:]))
     assert tv_curve(np.zeros(19, int), p, 1e-3) == {"n": [], "tv": [], "bound": []}
+
+
+# ------------------------------------------------------------------------- over-acceptance
+
+
+def test_overacceptance_bound_of_deterministic_drafts_is_the_product():
+    target = np.array([[0.5, 0.25, 0.25], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
+    b = overacceptance_bounds(target, np.array([0, 1]))
+    assert b == pytest.approx([0.5, 0.4])
+
+
+def test_overacceptance_bound_with_draft_probabilities_is_the_best_coupling():
+    # sum over prefixes of min(prod p, prod q), checked by brute force; the per-token rule's
+    # acceptance prod sum min(p_i, q_i) stays under it
+    rng = np.random.default_rng(3)
+    target = rng.dirichlet(np.ones(3), size=3)
+    q = rng.dirichlet(np.ones(3), size=2)
+    b = overacceptance_bounds(target, q=q)
+    for j in (1, 2):
+        brute = sum(min(np.prod([target[i, x[i]] for i in range(j)]), np.prod([q[i, x[i]] for i in range(j)]))
+                    for x in itertools.product(range(3), repeat=j))
+        assert b[j - 1] == pytest.approx(brute, rel=1e-6)
+    assert np.prod(np.minimum(target[:2], q).sum(1)) <= b[1] + 1e-12
+    # beyond max_terms prefixes: no bound
+    assert overacceptance_bounds(target, q=q, max_terms=5) == [pytest.approx(b[0]), None]
+
+
+def test_overacceptance_test_is_one_sided():
+    label = {"case": "c", "template": "t"}
+    bounds = [0.5, 0.25]
+    at = np.repeat([0, 1, 2], [500, 250, 250])          # exactly at the bounds
+    r = overacceptance_test(at, bounds, 1e-3, label)
+    assert r["passed"] and r["kind"] == "over-acceptance" and not r.get("informational")
+    below = np.zeros(1000, dtype=int)                   # never accepting is legal
+    assert overacceptance_test(below, bounds, 1e-3, label)["passed"]
+    above = np.repeat([0, 1, 2], [400, 250, 350])       # P(A >= 1) = 0.6 > 0.5: 6.3 sigma
+    r = overacceptance_test(above, bounds, 1e-3, label)
+    assert not r["passed"] and r["worst_level"] in (1, 2) and r["excess"] > 0
+    level1 = [lv for lv in r["levels"] if lv["accepted_at_least"] == 1][0]
+    assert level1["p_value"] == pytest.approx(float(sum(Fraction(math.comb(1000, k)) * Fraction(1, 2 ** 1000)
+                                                        for k in range(600, 1001))), rel=1e-6)
+    assert r["p_value"] == pytest.approx(2 * min(lv["p_value"] for lv in r["levels"]))   # Bonferroni over 2 levels
+    assert all(lv["mdd"] > 0 for lv in r["levels"])
+
+
+# ------------------------------------------------------------------------- power
+
+
+def _cell_power(P: np.ndarray, n: int, alpha: float, c: int, Pa: float) -> float:
+    """Power of the largest-cell criterion for cell c when its probability is Pa, by summing
+    the binomial law over every count the criterion rejects (as distribution_test computes it)."""
+    from scipy.stats import binom
+
+    O = np.arange(n + 1)
+    tails = np.minimum(binom.cdf(O, n, P[c]), binom.sf(O - 1, n, P[c]))
+    reject = 2 * tails * P.size < alpha
+    return float(binom.pmf(O, n, Pa)[reject].sum())
+
+
+def test_detectable_shift_is_where_the_power_reaches_80_percent():
+    P, n, alpha = np.array([0.6, 0.3, 0.1]), 400, 1e-3
+    d = detectable_shift(P, n, alpha)
+    for c in range(3):
+        up_ok = _cell_power(P, n, alpha, c, P[c] + d[c]) >= 0.8 - 1e-9
+        down_ok = d[c] >= P[c] or _cell_power(P, n, alpha, c, P[c] - d[c]) >= 0.8 - 1e-9
+        assert up_ok and down_ok
+        # a shift 10 % smaller is missed in one direction at least
+        e = 0.9 * d[c]
+        assert min(_cell_power(P, n, alpha, c, P[c] + e), _cell_power(P, n, alpha, c, max(0.0, P[c] - e))) < 0.8
+    # four times the samples halve it (about: the binomial is discrete)
+    assert detectable_shift(P, 4 * n, alpha).max() == pytest.approx(d.max() / 2, rel=0.15)
+
+
+def test_detectable_excess_is_where_the_one_sided_test_reaches_80_percent():
+    from scipy.stats import binom
+
+    b, n, level = 0.9, 2000, 1e-5
+    e = detectable_excess(b, n, level)
+    crit = next(m for m in range(n + 1) if binom.sf(m - 1, n, b) < level)
+    assert binom.sf(crit - 1, n, b + e) >= 0.8 - 1e-9 and binom.sf(crit - 1, n, b + 0.9 * e) < 0.8
+    assert detectable_excess(1.0, n, level) == math.inf
+
+
+def test_position_tests_carry_their_power():
+    rng = np.random.default_rng(4)
+    targets = np.array([[0.98, 0.01, 0.01], [0.5, 0.3, 0.2]])
+    Y = np.stack([rng.choice(3, 5000, p=targets[0]), rng.choice(3, 5000, p=targets[1])], axis=1)
+    tests = position_tests(Y, np.zeros((5000, 1), int), targets, 1e-4, {"case": "c", "template": "t"})
+    assert 0 < tests[0]["mdd"] < tests[1]["mdd"] < 0.1   # a peaked position is the cheaper one to test

@@ -36,10 +36,14 @@ probability 0 are never drawn. The vectorised path draws only for the one row pe
 that needs it (the first rejected position, or the bonus row); the loop reference calls the
 same primitive row by row, so both return identical tokens for the same uniforms.
 
-The adapter contract for auditing any sampler (`samspec-bench sampler --audit mod:fn`) is
-`RejectionInputs` / `SamplerFn` below.
+The adapter contract for auditing any sampler (`samspec-bench sampler --audit mod:fn`) has two
+shapes, both below: `RejectionInputs` / `SamplerFn` (target probabilities, after the caller
+applied temperature, top-k and top-p; bonus tokens sampled by the caller) and `LogitsInputs` /
+`LogitsSamplerFn` (raw target and bonus logits plus each request's temperature, top-k, top-p
+and optional seeded generator, as vLLM's verify step receives them; the sampler does all of
+it). Worked examples of both: `samspec_bench.suites.sampler.adapters`.
 
-One module of about 700 lines on purpose: the semantics above, the uniforms and the categorical
+One module of about 800 lines on purpose: the semantics above, the uniforms and the categorical
 draw that make them exact, and the adapter contract are one specification; the loop reference
 (`rejection_loop`) and the audit import these same pieces.
 """
@@ -61,9 +65,10 @@ GREEDY_EPS = 1e-5
 
 __all__ = [
     "PLACEHOLDER_TOKEN_ID", "GREEDY_EPS", "SamplerInputError", "SamplingBatch", "SpecSampleOutput",
-    "RejectionInputs", "SamplerFn", "make_generators", "cu_num_tokens", "expand_batch_to_tokens",
+    "RejectionInputs", "SamplerFn", "LogitsInputs", "LogitsSamplerFn", "make_generators", "block_layout",
+    "cu_num_tokens", "expand_batch_to_tokens",
     "apply_top_k_top_p", "compute_probs", "draw_uniforms", "rejection_sample",
-    "speculative_sample", "samspec_sampler", "parse_output", "count_accepted",
+    "speculative_sample", "samspec_sampler", "samspec_logits_sampler", "parse_output", "count_accepted",
     "inverse_cdf_sample",
 ]
 
@@ -190,6 +195,56 @@ class RejectionInputs:
 SamplerFn = Callable[[RejectionInputs], torch.Tensor]
 
 
+@dataclasses.dataclass
+class LogitsInputs:
+    """The logits-level adapter contract: what a sampler that does the whole verify step
+    receives (vLLM's `RejectionSampler.forward` takes the same information).
+
+    draft_token_ids:     int64 [num_tokens], the drafts of all requests, flattened.
+    num_draft_tokens:    list[int] [B]; 0 is allowed.
+    cu_num_draft_tokens: int32 [B], inclusive cumulative sum of num_draft_tokens.
+    max_spec_len:        int, >= max(num_draft_tokens); the output has max_spec_len + 1 columns.
+    draft_probs:         float32 [num_tokens, V], or None for deterministic drafts (q one-hot).
+    target_logits:       float32 [num_tokens, V], the target's raw logits at each draft position
+                         (no temperature, top-k or top-p applied; -inf marks excluded tokens).
+    bonus_logits:        float32 [B, V], the raw logits at each request's bonus position.
+    sampling:            SamplingBatch: per-request temperature [B] (<= GREEDY_EPS: greedy,
+                         verified against argmax(target_logits)), top_k [B] or None (<= 0 or
+                         >= V: off), top_p [B] or None (>= 1: off) and generators {request index:
+                         torch.Generator} for seeded requests (the others use the default
+                         generator, which the audit seeds).
+
+    The sampler applies each request's temperature, then top-k, then top-p to its own rows
+    (`compute_probs` is the reference), samples the bonus token itself from the processed
+    bonus logits when every draft was accepted, and returns an integer tensor [B,
+    max_spec_len + 1] laid out as in `RejectionInputs` (or any object with a `token_ids`
+    attribute holding it, such as `SpecSampleOutput`). It must not modify its inputs."""
+
+    draft_token_ids: torch.Tensor
+    num_draft_tokens: list
+    cu_num_draft_tokens: torch.Tensor
+    max_spec_len: int
+    draft_probs: Optional[torch.Tensor]
+    target_logits: torch.Tensor
+    bonus_logits: torch.Tensor
+    sampling: "SamplingBatch"
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.num_draft_tokens)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.draft_token_ids.shape[0])
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.target_logits.shape[-1])
+
+
+LogitsSamplerFn = Callable[[LogitsInputs], torch.Tensor]
+
+
 def samspec_sampler(inputs: RejectionInputs) -> torch.Tensor:
     """This project's vectorised sampler under the adapter contract."""
     return rejection_sample(
@@ -197,6 +252,14 @@ def samspec_sampler(inputs: RejectionInputs) -> torch.Tensor:
         cu_num_draft_tokens=inputs.cu_num_draft_tokens, max_spec_len=inputs.max_spec_len,
         draft_probs=inputs.draft_probs, bonus_token_ids=inputs.bonus_token_ids,
         is_greedy=inputs.is_greedy, generators=inputs.generators)
+
+
+def samspec_logits_sampler(inputs: LogitsInputs) -> torch.Tensor:
+    """This project's verify step (`speculative_sample`) under the logits-level contract."""
+    return speculative_sample(
+        inputs.draft_token_ids, inputs.num_draft_tokens, inputs.target_logits, inputs.bonus_logits,
+        inputs.sampling, draft_probs=inputs.draft_probs, cu_num_draft_tokens=inputs.cu_num_draft_tokens,
+        max_spec_len=inputs.max_spec_len).token_ids
 
 
 # --------------------------------------------------------------------------------------
@@ -357,6 +420,12 @@ def _block_layout(vocab_size: int) -> tuple[int, int]:
     if best is None or vocab_size < 1024:
         return 1, vocab_size
     return vocab_size // best[1], best[1]
+
+
+def block_layout(vocab_size: int) -> tuple[int, int]:
+    """(num_blocks, block_size) of the two-level categorical draw for a vocabulary: one block
+    below 1,024 tokens (a plain cumulative sum), about sqrt(V) tokens per block above."""
+    return _block_layout(int(vocab_size))
 
 
 def _last_positive(mask: torch.Tensor) -> torch.Tensor:

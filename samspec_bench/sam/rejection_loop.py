@@ -21,12 +21,13 @@ from typing import Mapping, Optional
 
 import torch
 
-from samspec_bench.sam.rejection import (GREEDY_EPS, PLACEHOLDER_TOKEN_ID, RejectionInputs, SamplerInputError,
-                                         SamplingBatch, SpecSampleOutput, _num_list, _validate, count_accepted,
-                                         draw_uniforms, inverse_cdf_sample)
+from samspec_bench.sam.rejection import (GREEDY_EPS, PLACEHOLDER_TOKEN_ID, LogitsInputs, RejectionInputs,
+                                         SamplerInputError, SamplingBatch, SpecSampleOutput, _num_list, _validate,
+                                         count_accepted, draw_uniforms, inverse_cdf_sample)
 
 __all__ = ["expand_batch_to_tokens_loop", "apply_top_k_top_p_row", "compute_probs_loop", "inverse_cdf_row",
-           "rejection_sample_loop", "speculative_sample_loop", "loop_sampler"]
+           "rejection_sample_loop", "speculative_sample_loop", "loop_sampler",
+           "loop_logits_sampler"]
 
 
 def expand_batch_to_tokens_loop(x: torch.Tensor, cu_num_tokens, num_tokens: int, replace_from=0,
@@ -53,10 +54,11 @@ def apply_top_k_top_p_row(row: torch.Tensor, k: int, p: float) -> torch.Tensor:
         sorted_logits, order = torch.sort(row, descending=True, stable=True)
         probs = torch.softmax(sorted_logits.float(), dim=-1)
         csum = torch.cumsum(probs, dim=-1)
-        for i in range(1, V):  # mass before token i in descending order is csum[i - 1]
-            if csum[i - 1].item() >= p:
-                row[order[i:]] = float("-inf")
-                break
+        # mass before token i in descending order is csum[i - 1]: cut from the first i >= 1
+        # with csum[i - 1] >= p (compared in float64, as Python floats would be)
+        i = int(torch.searchsorted(csum.double(), torch.tensor([p], dtype=torch.float64)).item()) + 1
+        if i < V:
+            row[order[i:]] = float("-inf")
     return row
 
 
@@ -185,7 +187,7 @@ def rejection_sample_loop(draft_token_ids: torch.Tensor, num_draft_tokens, targe
 
 def speculative_sample_loop(draft_token_ids, num_draft_tokens, target_logits, bonus_logits,
                             sampling: SamplingBatch, *, draft_probs=None, max_spec_len=None,
-                            uniforms=None) -> SpecSampleOutput:
+                            uniforms=None, eager_recovered: bool = True) -> SpecSampleOutput:
     """Loop version of `rejection.speculative_sample`."""
     nums = _num_list(num_draft_tokens)
     B = len(nums)
@@ -198,14 +200,24 @@ def speculative_sample_loop(draft_token_ids, num_draft_tokens, target_logits, bo
         bonus_ids = None
     out = rejection_sample_loop(draft_token_ids, nums, target, max_spec_len=max_spec_len, draft_probs=draft_probs,
                                 bonus_token_ids=bonus_ids, bonus_probs=bonus_probs, is_greedy=greedy,
-                                generators=sampling.generators, uniforms=uniforms)
+                                generators=sampling.generators, uniforms=uniforms, eager_recovered=eager_recovered)
     return SpecSampleOutput(out, count_accepted(out))
 
 
 def loop_sampler(inputs: RejectionInputs) -> torch.Tensor:
-    """The loop reference under the adapter contract."""
+    """The loop reference under the adapter contract (recovered tokens drawn only at the first
+    rejection: the same output as the eager layout, with a fraction of the draws, which keeps
+    the audit's large sample counts affordable)."""
     return rejection_sample_loop(
         inputs.draft_token_ids, inputs.num_draft_tokens, inputs.target_probs,
         cu_num_draft_tokens=inputs.cu_num_draft_tokens, max_spec_len=inputs.max_spec_len,
         draft_probs=inputs.draft_probs, bonus_token_ids=inputs.bonus_token_ids,
-        is_greedy=inputs.is_greedy, generators=inputs.generators)
+        is_greedy=inputs.is_greedy, generators=inputs.generators, eager_recovered=False)
+
+
+def loop_logits_sampler(inputs: LogitsInputs) -> torch.Tensor:
+    """The loop reference under the logits-level contract."""
+    return speculative_sample_loop(
+        inputs.draft_token_ids, inputs.num_draft_tokens, inputs.target_logits, inputs.bonus_logits,
+        inputs.sampling, draft_probs=inputs.draft_probs, max_spec_len=inputs.max_spec_len,
+        eager_recovered=False).token_ids

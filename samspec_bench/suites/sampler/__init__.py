@@ -1,13 +1,17 @@
 """`samspec-bench sampler`: is a rejection sampler exact? And how fast is ours?
 
 Exactness: a seeded battery of cases (`battery`) is run through the audited sampler
-(`adapters` loads `--audit module:function` or a built-in, `audit` runs it), and every
-position's emitted law, the acceptance counts, the output layout, greedy rows and seeded
-requests are tested (`stats`, `checks`). Verdict EXACT, LOSSY (with evidence) or ERROR. The
-negative controls (`controls`, lossy on purpose) show the battery's power; `vllm` audits
-vLLM's whole verify step. Speed (`speed`): the vectorised sampler against the loop reference
-on the same inputs and uniforms. `command` writes the run directory and the figures
-(`figures`).
+(`adapters` loads `--audit module:function` or a built-in, in one of two adapter shapes:
+probabilities or logits with per-request sampling parameters; `audit` runs it), and every
+position's emitted law, the over-acceptance bounds, the acceptance counts, the output layout,
+greedy rows and seeded requests are tested (`stats`, `checks`). Verdict EXACT, LOSSY (with
+evidence) or ERROR. `power` states the smallest loss each test detects with 80 % power at the
+run's sample counts. The controls (`controls`: exact references of another construction, and
+negative controls lossy on purpose, down to a 1 % loss at one position) show the battery's
+power; `vllm` audits vLLM's whole verify step. Speed (`speed`): the vectorised sampler
+against both loop references (eager and lazy recovery) on the same inputs and uniforms, and
+against vLLM's own rejection sampler where it imports. `command` writes the run directory
+and the figures (`figures`).
 
 The suite contract: SUITE, command, build_config(**options) -> SamplerConfig,
 execute(config, output=..., resume=..., json_path=...) -> exit code. The negative controls

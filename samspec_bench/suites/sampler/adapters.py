@@ -1,16 +1,76 @@
 """Loading the audited samplers: `--audit module:function` or a built-in name.
 
-Adapter contract: either a function taking one `samspec_bench.sam.rejection.RejectionInputs`
-and returning the [B, max_spec_len + 1] output (see that class for every tensor's shape and
-dtype), or a function with vLLM's `rejection_sample(draft_token_ids, num_draft_tokens,
-max_spec_len, cu_num_draft_tokens, draft_probs, target_probs | target_logits, bonus_token_ids,
-sampling_metadata)` signature, which is adapted automatically: token ids are passed as int32,
-`target_logits` (vLLM >= 0.1x, softmax applied inside) as log-probabilities, and
-`sampling_metadata` as an object with all_greedy, all_random, temperature (the module's
-GREEDY_TEMPERATURE for greedy rows, else 1), generators, top_k = top_p = None. For vLLM
-modules on CPU the platform's kernel overrides are registered first, as the engine does at
-start-up. The audit seeds the default generator before every call, so a verdict is
-reproducible.
+A sampler is audited through one of two adapter shapes (both defined, field by field, in
+`samspec_bench.sam.rejection`):
+
+1. Probabilities (`RejectionInputs` -> [B, max_spec_len + 1] token ids): the target
+   probabilities after temperature / top-k / top-p, the drafts, the bonus tokens (sampled by
+   the caller), greedy flags and seeded generators. The caller did the sampling parameters,
+   so the audit cannot see how they are handled: the probability battery, the seeded-request
+   battery and the greedy check run, the logits battery does not.
+
+       # mysampler.py: the per-token rule, one request and one position at a time
+       import torch
+       from samspec_bench.sam.rejection import RejectionInputs
+
+       def verify(inp: RejectionInputs) -> torch.Tensor:
+           out = torch.full((inp.batch_size, inp.max_spec_len + 1), -1, dtype=torch.long)
+           start = 0
+           for b, n in enumerate(inp.num_draft_tokens):
+               g = inp.generators.get(b)                    # a seeded request's generator, or None
+               for j in range(n + 1):
+                   if j == n:                               # every draft accepted: the bonus token
+                       out[b, j] = int(inp.bonus_token_ids[b, 0])
+                       break
+                   x, p = int(inp.draft_token_ids[start + j]), inp.target_probs[start + j].double()
+                   if inp.draft_probs is None:              # a deterministic draft: q is one-hot
+                       q = torch.zeros_like(p)
+                       q[x] = 1.0
+                   else:
+                       q = inp.draft_probs[start + j].double()
+                   if bool(inp.is_greedy[b]):               # greedy: the argmax path
+                       out[b, j] = int(p.argmax())
+                       if out[b, j] != x:
+                           break
+                   elif torch.rand((), dtype=torch.float64, generator=g) * q[x] < p[x]:
+                       out[b, j] = x                        # accepted with probability min(1, p(x) / q(x))
+                   else:                                    # rejected: a token of max(0, p - q)
+                       out[b, j] = int(torch.multinomial((p - q).clamp_min(0), 1, generator=g))
+                       break
+               start += n
+           return out
+
+       samspec-bench sampler --no-builtin --audit mysampler:verify
+
+2. Logits (`LogitsInputs`: raw target logits [num_tokens, V], bonus logits [B, V] and a
+   `SamplingBatch` with each request's temperature, top-k, top-p and optional generator, as
+   vLLM's verify step receives them): the sampler applies the sampling parameters and
+   samples the bonus token itself. The audit runs the probability battery through it
+   (logits log p at temperature 1), the logits battery (per-request temperature / top-k /
+   top-p mixed in every batch), the seeded-request battery and the greedy check (temperature
+   0). A function declares this shape by annotating its one parameter as `LogitsInputs`, or
+   by having `speculative_sample`'s parameters (draft_token_ids, num_draft_tokens,
+   target_logits, bonus_logits, sampling):
+
+       from samspec_bench.sam.rejection import LogitsInputs, compute_probs, cu_num_tokens, rejection_sample
+
+       def verify(inp: LogitsInputs):
+           s = inp.sampling
+           probs = compute_probs(inp.target_logits, inp.cu_num_draft_tokens, s)
+           bonus = compute_probs(inp.bonus_logits, cu_num_tokens([1] * inp.batch_size), s)
+           return rejection_sample(inp.draft_token_ids, inp.num_draft_tokens, probs,
+                                   max_spec_len=inp.max_spec_len, draft_probs=inp.draft_probs,
+                                   bonus_probs=bonus, is_greedy=s.is_greedy(), generators=s.generators)
+
+A function with vLLM's `rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len,
+cu_num_draft_tokens, draft_probs, target_probs | target_logits, bonus_token_ids,
+sampling_metadata)` signature is adapted to the probability shape automatically: token ids are
+passed as int32, `target_logits` (vLLM >= 0.1x, softmax applied inside) as
+log-probabilities, and `sampling_metadata` as an object with all_greedy, all_random,
+temperature (the module's GREEDY_TEMPERATURE for greedy rows, else 1), generators, top_k =
+top_p = None. For vLLM modules on CPU the platform's kernel overrides are registered first,
+as the engine does at start-up. The audit seeds the default generator before every call, so a
+verdict is reproducible.
 """
 
 from __future__ import annotations
@@ -24,6 +84,7 @@ from typing import Callable, Optional
 from samspec_bench.errors import UserError
 from samspec_bench.suites.sampler.config import BUILTIN_AUDITS, LOGITS_LEVEL
 from samspec_bench.suites.sampler.vllm import register_cpu_kernels
+
 
 def _resolve_target(spec: str):
     """'module:function' -> the function. UserError naming the input when that fails."""
@@ -49,31 +110,59 @@ def _resolve_target(spec: str):
 
 VLLM_PARAMS = ("draft_token_ids", "num_draft_tokens", "max_spec_len", "cu_num_draft_tokens", "draft_probs",
                "target_probs", "target_logits", "bonus_token_ids", "sampling_metadata")
+LOGITS_PARAMS = ("draft_token_ids", "num_draft_tokens", "target_logits", "bonus_logits", "sampling")
 
 
-def adapt(fn: Callable, spec: str) -> tuple[Callable, str]:
-    """A contract-style callable (RejectionInputs -> tensor) for fn, and the style detected."""
+def _annotation_name(p: inspect.Parameter) -> str:
+    a = p.annotation
+    return a if isinstance(a, str) else getattr(a, "__name__", "")
+
+
+def adapt(fn: Callable, spec: str) -> tuple[Callable, str, str]:
+    """(a contract-style callable, its shape "probs" | "logits", the style detected)."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
-        return fn, "contract"
+        return fn, "probs", "contract"
     names = list(params)
+    required = [n for n, p in params.items() if p.default is inspect.Parameter.empty
+                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if all(n in names for n in LOGITS_PARAMS) and "sampling_metadata" not in names:
+        return _speculative_adapter(fn, names), "logits", "speculative_sample"
     if "sampling_metadata" in names or (("target_probs" in names or any(n.startswith("target_logits") for n in names))
                                         and "cu_num_draft_tokens" in names):
-        required = [n for n, p in params.items() if p.default is inspect.Parameter.empty
-                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         unknown = [n for n in required if n not in VLLM_PARAMS and not n.startswith("target_logits")]
         if unknown:
             raise UserError(f"--audit {spec}: vLLM-style signature with unknown required parameters "
                             f"{unknown}; wrap it in a function taking RejectionInputs "
                             "(see samspec_bench.sam.rejection.RejectionInputs)")
-        return _vllm_adapter(fn, names), "vllm"
+        return _vllm_adapter(fn, names), "probs", "vllm"
     positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
                   and p.default is inspect.Parameter.empty]
     if len(positional) > 1:
         raise UserError(f"--audit {spec}: takes {len(positional)} required arguments; a sampler must take one "
-                        "RejectionInputs (or have vLLM's rejection_sample signature)")
-    return fn, "contract"
+                        "RejectionInputs or LogitsInputs (or have vLLM's rejection_sample signature)")
+    if positional and _annotation_name(positional[0]).endswith("LogitsInputs"):
+        return _token_ids(fn), "logits", "contract"
+    return fn, "probs", "contract"
+
+
+def _token_ids(fn: Callable) -> Callable:
+    """The sampler's output as a tensor (a SpecSampleOutput-like result gives its token_ids)."""
+    def call(inp):
+        out = fn(inp)
+        return getattr(out, "token_ids", out)
+    return call
+
+
+def _speculative_adapter(fn: Callable, names: list[str]) -> Callable:
+    def call(inp):
+        extra = {"draft_probs": inp.draft_probs, "cu_num_draft_tokens": inp.cu_num_draft_tokens,
+                 "max_spec_len": inp.max_spec_len}
+        out = fn(inp.draft_token_ids, inp.num_draft_tokens, inp.target_logits, inp.bonus_logits, inp.sampling,
+                 **{k: v for k, v in extra.items() if k in names})
+        return getattr(out, "token_ids", out)
+    return call
 
 
 def _vllm_adapter(fn: Callable, names: list[str]) -> Callable:
@@ -110,7 +199,8 @@ def _vllm_adapter(fn: Callable, names: list[str]) -> Callable:
 
 @dataclasses.dataclass
 class Audited:
-    """One sampler to audit: fn in the contract style, logits_fn for the logits battery."""
+    """One sampler to audit: fn takes RejectionInputs, logits_fn takes LogitsInputs (either
+    may be None; a built-in has both). shape: the one the user's function has."""
     name: str
     target: str
     description: str
@@ -119,6 +209,7 @@ class Audited:
     logits_fn: Optional[Callable] = None
     skipped: Optional[str] = None
     explicit: bool = False
+    shape: str = "probs"
 
 
 def resolve_audit(spec: str, explicit: bool) -> Audited:
@@ -136,7 +227,8 @@ def resolve_audit(spec: str, explicit: bool) -> Audited:
             raise
         msg = str(e).split(": ", 1)[-1]
         return Audited(name, target, desc, skipped=msg.split("; install")[0].replace("cannot import", "not importable:"))
-    wrapped, style = adapt(fn, spec)
-    logits_fn = _resolve_target(LOGITS_LEVEL[name]) if name in LOGITS_LEVEL else None
+    wrapped, shape, style = adapt(fn, spec)
+    if shape == "logits":
+        return Audited(name, target, desc, None, style, wrapped, explicit=explicit, shape="logits")
+    logits_fn = _token_ids(_resolve_target(LOGITS_LEVEL[name])) if name in LOGITS_LEVEL else None
     return Audited(name, target, desc, wrapped, style, logits_fn, explicit=explicit)
-

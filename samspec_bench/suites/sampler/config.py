@@ -12,26 +12,53 @@ SUITE = "sampler"
 VOCAB_ALIASES = {"32k": 32000, "llama2": 32000, "49k": 49152, "smollm2": 49152, "128k": 128256,
                  "llama3": 128256, "151k": 151936, "qwen3": 151936, "qwen2.5": 151936, "152k": 152064}
 
-# The negative controls' targets name the package (which re-exports them): result.json
-# records the target, and users pass the same string to --audit.
+# The negative controls' targets name a package module (the package re-exports the first two):
+# result.json records the target, and users pass the same string to --audit.
+_C = "samspec_bench.suites.sampler.controls"
 BUILTIN_AUDITS = {
     "samspec": ("samspec_bench.sam.rejection:samspec_sampler", "this project's vectorised sampler"),
     "samspec-loop": ("samspec_bench.sam.rejection_loop:loop_sampler", "the loop reference"),
     "vllm": ("vllm.v1.sample.rejection_sampler:rejection_sample", "vLLM's rejection_sample"),
     "vllm-ascend": ("vllm_ascend.sample.rejection_sampler:rejection_sample",
                     "vllm-ascend's rejection_sample (PyTorch fallbacks without Triton)"),
+    "token-rule": (f"{_C}:token_rule_sampler", "exact reference: the per-token rule written from the math"),
+    "block-verification": (f"{_C}:block_verification", "exact reference: block verification (Sun et al. 2024)"),
     "block-verify-demo": ("samspec_bench.suites.sampler:block_verify_demo",
                           "negative control: block verification on deterministic drafts (lossy on purpose)"),
     "no-exclusion-demo": ("samspec_bench.suites.sampler:no_exclusion_demo",
                           "negative control: recovers from p without removing the draft token (lossy on purpose)"),
+    "overaccept-1pct-demo": (f"{_C}:overaccept_1pct_demo",
+                             "negative control: acceptance + 0.01 at draft position 2 (a 1 % loss)"),
+    "underaccept-1pct-demo": (f"{_C}:underaccept_1pct_demo",
+                              "negative control: acceptance - 0.01 at draft position 2 (a 1 % loss)"),
+    "leak-1pct-demo": (f"{_C}:leak_1pct_demo",
+                       "negative control: the draft token leaks into the recovered law at position 2 (a 1 % loss)"),
+    "smoothed-draft-demo": (f"{_C}:smoothed_draft_demo",
+                            "negative control: draft taken as 0.98 one-hot + 0.02 uniform"),
+    "scaled-accept-demo": (f"{_C}:scaled_acceptance_demo",
+                           "negative control: acceptance x 0.97 at draft position 1"),
+    "token-residual-bv-demo": (f"{_C}:block_verification_token_residual_demo",
+                               "negative control: block verification with the per-token residual"),
+    "seeded-reuse-demo": (f"{_C}:seeded_reuse_demo",
+                          "negative control: seeded requests reuse the accept uniform for the recovered token"),
+    "seeded-scaled-demo": (f"{_C}:seeded_scaled_demo", "negative control: seeded requests accept x 0.97"),
+    "temperature-residual-demo": (f"{_C}:temperature_residual_demo",
+                                  "negative control (logits): recovers from the untempered law"),
+    "temperature-bonus-demo": (f"{_C}:temperature_bonus_demo",
+                               "negative control (logits): bonus token at temperature 1"),
+    "top-p-order-demo": (f"{_C}:top_p_before_temperature_demo",
+                         "negative control (logits): top-k / top-p before the temperature"),
 }
-DEFAULT_BUILTINS = ("samspec", "samspec-loop", "vllm", "vllm-ascend", "block-verify-demo")
-EXPECTED_EXACT = ("samspec", "samspec-loop")
-NEGATIVE_CONTROLS = ("block-verify-demo", "no-exclusion-demo")
-LOGITS_LEVEL = {"samspec": "samspec_bench.sam.rejection:speculative_sample",
-                "samspec-loop": "samspec_bench.sam.rejection_loop:speculative_sample_loop",
+# samspec-loop and block-verification take a minute each on the default battery: not by default.
+DEFAULT_BUILTINS = ("samspec", "token-rule", "vllm", "vllm-ascend", "block-verify-demo", "overaccept-1pct-demo")
+EXPECTED_EXACT = ("samspec", "samspec-loop", "token-rule", "block-verification")
+PER_TOKEN_ACCEPTANCE = ("samspec", "samspec-loop", "token-rule")   # must also match the per-token acceptance law
+NEGATIVE_CONTROLS = tuple(n for n in BUILTIN_AUDITS if n.endswith("-demo"))
+LOGITS_LEVEL = {"samspec": "samspec_bench.sam.rejection:samspec_logits_sampler",
+                "samspec-loop": "samspec_bench.sam.rejection_loop:loop_logits_sampler",
+                "token-rule": f"{_C}:token_rule_logits_sampler",
                 # vLLM's whole verify step: bonus sampling, per-request constraints, rejection_sample
-                "vllm": "samspec_bench.suites.sampler.vllm:speculative_sample_vllm"}
+                "vllm": "samspec_bench.suites.sampler.vllm:vllm_logits_sampler"}
 
 
 @dataclasses.dataclass
@@ -41,6 +68,7 @@ class SamplerConfig:
     seed: int = 0
     audits: tuple = ()              # explicit --audit targets
     builtin: bool = True
+    builtins: tuple = DEFAULT_BUILTINS  # the built-ins audited with --builtin
     max_vocab: int = 151936         # skip battery cases with a larger vocabulary
     large_vocab: int = 151936       # the vocabulary of the large-vocab cases
     full: bool = False              # extra cases and 4x samples
@@ -78,7 +106,7 @@ def parse_vocab(text: str, what: str = "--speed-vocab") -> tuple:
     return tuple(out)
 
 
-def build_config(*, audits, builtin, samples, alpha, seed, max_vocab, large_vocab, full, device, speed,
+def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, large_vocab, full, device, speed,
                  speed_batch, speed_k, speed_vocab, speed_reps, speed_min_time, speed_threads) -> SamplerConfig:
     """The command's options (click's values, by their Python names) -> a SamplerConfig;
     UserError naming the option on bad input. No defaults here: the click options hold them."""
@@ -88,7 +116,12 @@ def build_config(*, audits, builtin, samples, alpha, seed, max_vocab, large_voca
         raise UserError(f"--alpha {alpha}: must be in (0, 1), e.g. 0.001")
     if not builtin and not audits and not speed:
         raise UserError("nothing to do: --no-builtin without --audit and with --no-speed; pass --audit mod:fn")
-    cfg = SamplerConfig(samples=samples, alpha=alpha, seed=seed, audits=tuple(audits), builtin=builtin,
+    names = tuple(dict.fromkeys(b.strip() for b in str(builtins).split(",") if b.strip()))
+    unknown = [b for b in names if b not in BUILTIN_AUDITS]
+    if unknown or (builtin and not names):
+        raise UserError(f"--builtins {builtins!r}: {'unknown ' + ', '.join(unknown) if unknown else 'empty'}; "
+                        f"choose from {', '.join(BUILTIN_AUDITS)}")
+    cfg = SamplerConfig(samples=samples, alpha=alpha, seed=seed, audits=tuple(audits), builtin=builtin, builtins=names,
                         max_vocab=parse_vocab(max_vocab, "--max-vocab")[0],
                         large_vocab=parse_vocab(large_vocab, "--large-vocab")[0], full=full, device=device,
                         speed=speed, speed_batches=tuple(int_list(speed_batch, "--speed-batch")),
@@ -97,6 +130,9 @@ def build_config(*, audits, builtin, samples, alpha, seed, max_vocab, large_voca
                         speed_threads=speed_threads)
     if speed_threads < 1:
         raise UserError(f"--speed-threads {speed_threads}: must be >= 1")
+    if cfg.large_vocab < 1024:
+        raise UserError(f"--large-vocab {large_vocab}: the two-level draw it exercises starts at 1,024 tokens; "
+                        "pass e.g. 151936")
     if max(cfg.speed_ks) > 32:
         raise UserError(f"--speed-k {speed_k}: draft lengths above 32 are not realistic; use 1..8")
     import torch  # imports torch: only here, to check that the device can hold a tensor

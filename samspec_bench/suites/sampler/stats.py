@@ -30,13 +30,30 @@ one sampler):
   chi-square statistic dilutes over many cells.
 
 A token of probability 0 emitted, or an id outside the vocabulary, fails the test outright.
+
+Over-acceptance (`overacceptance_test`): when A >= j the first j emitted tokens are the drafts,
+so an exact sampler has P(A >= j) <= P(Y_<j = X_<j) <= sum over x_<j of min(prod p_i(x_i),
+prod q_i(x_i)) (the best coupling of the emitted and the drafted prefixes; with deterministic
+drafts prod_{i<j} p_i(x_i)). A one-sided binomial test of each bound decides: accepting less
+is legal (block verification, or a sampler that never accepts), accepting more is proof of
+loss.
+
+Power (`detectable_shift`, `detectable_excess`): for each test, the smallest deviation it
+detects with 80 % power at the n it had, from the exact binomial law of the criterion alone
+(the other criteria only add power): for a distribution test, the largest over its cells of
+the smallest change of that cell's probability (up, or down as far as the cell has mass)
+that the largest-cell criterion catches; a change of d in one token's probability is a loss of
+d in total variation. For an over-acceptance test, the smallest excess of P(A >= j) over its
+bound.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import numpy as np
+from scipy.special import bdtr, bdtrc
 from scipy.stats import binom, chi2
 
 def partition(p: np.ndarray, n: int, min_expected: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
@@ -88,9 +105,71 @@ def tv_bound(P: np.ndarray, n: int, alpha: float) -> float:
     return float(0.5 * np.sqrt(var / n).sum() + math.sqrt(math.log(1.0 / alpha) / (2 * n)))
 
 
-def distribution_test(samples: np.ndarray, p: np.ndarray, alpha: float, min_n: int = 20) -> dict:
+POWER = 0.8
+
+
+def _cdf(k: np.ndarray, n: int, p: np.ndarray) -> np.ndarray:
+    """P(Bin(n, p) <= k), 0 for k < 0 (scipy.special's ufunc: the power bisection calls it often)."""
+    k = np.broadcast_to(np.asarray(k, dtype=np.float64), np.shape(p))
+    return np.where(k < 0, 0.0, bdtr(np.maximum(k, 0), n, p))
+
+
+def _sf(k: np.ndarray, n: int, p: np.ndarray) -> np.ndarray:
+    """P(Bin(n, p) > k), 1 for k < 0."""
+    k = np.broadcast_to(np.asarray(k, dtype=np.float64), np.shape(p))
+    return np.where(k < 0, 1.0, bdtrc(np.maximum(k, 0), n, p))
+
+
+def _bisect(f, lo: np.ndarray, hi: np.ndarray, iters: int = 32) -> np.ndarray:
+    """Smallest x in [lo, hi] with f(x) true, f monotone (false .. true); hi where f(hi) is
+    false is returned as inf."""
+    lo, hi = np.asarray(lo, dtype=np.float64).copy(), np.asarray(hi, dtype=np.float64).copy()
+    ok_hi = f(hi)
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        m = f(mid)
+        hi = np.where(m, mid, hi)
+        lo = np.where(m, lo, mid)
+    return np.where(ok_hi, hi, np.inf)
+
+
+def detectable_shift(P: np.ndarray, n: int, alpha: float, power: float = POWER) -> np.ndarray:
+    """Per cell of probability P (n samples, the test at level alpha over P.size cells): the
+    smallest change d of the cell's probability that the largest-cell criterion detects with
+    the given power, in either direction (a downward change of up to P; inf: never)."""
+    P = np.clip(np.asarray(P, dtype=np.float64), 0.0, 1.0)
+    if n <= 0 or P.size < 2:
+        return np.full(P.shape, np.inf)
+    side = alpha / (2 * P.size)
+    c_lo = binom.ppf(side, n, P) - 1          # largest count with cdf < side (-1: none)
+    c_hi = binom.isf(side, n, P) + 1          # smallest count with sf(count - 1) <= side
+
+    def pw(Pa):
+        Pa = np.clip(Pa, 0.0, 1.0)
+        return _cdf(c_lo, n, Pa) + _sf(c_hi - 1, n, Pa) >= power
+
+    up = _bisect(lambda d: pw(P + d), np.zeros_like(P), 1.0 - P)
+    down = _bisect(lambda d: pw(P - d), np.zeros_like(P), P.copy())
+    return np.maximum(up, np.minimum(down, P))
+
+
+def detectable_excess(b: float, n: int, level: float, power: float = POWER) -> float:
+    """Smallest excess e such that P(A >= j) = b + e makes the one-sided binomial test at
+    `level` fail with the given power (inf: never within [b, 1])."""
+    if n <= 0 or b >= 1.0:
+        return float("inf")
+    c = binom.isf(level, n, b) + 1            # smallest count with sf(count - 1) <= level
+    if c > n:
+        return float("inf")
+    return float(_bisect(lambda e: _sf(np.full(1, c - 1), n, np.minimum(b + e, 1.0)) >= power,
+                         np.zeros(1), np.full(1, 1.0 - b))[0])
+
+
+def distribution_test(samples: np.ndarray, p: np.ndarray, alpha: float, min_n: int = 20,
+                      power: bool = False) -> dict:
     """Empirical law of `samples` against the expected probabilities p at level alpha: TV
-    against its bound, chi-square and the largest single-cell deviation (see module doc)."""
+    against its bound, chi-square and the largest single-cell deviation (see module doc).
+    power=True adds `mdd`, the smallest one-token change (= TV) detected with 80 % power."""
     samples = np.asarray(samples, dtype=np.int64)
     n = int(samples.size)
     V = p.size
@@ -127,6 +206,8 @@ def distribution_test(samples: np.ndarray, p: np.ndarray, alpha: float, min_n: i
         passed=bool(impossible == 0 and invalid == 0 and tv <= bound and pval >= alpha),
         top_deviations=[{"token": int(t), "observed": float(counts[t] / n), "expected": float(p[t])} for t in top],
     )
+    if power:
+        res["mdd"] = float(detectable_shift(P, n, alpha).max()) if P.size > 1 else None
     return res
 
 
@@ -163,7 +244,7 @@ def position_tests(Y: np.ndarray, drafts: np.ndarray, targets: np.ndarray, alpha
     same = np.ones(Y.shape[0], dtype=bool)
     for j in range(targets.shape[0]):
         toks = Y[same, j]
-        r = distribution_test(toks, targets[j], alpha_t)
+        r = distribution_test(toks, targets[j], alpha_t, power=True)
         r.update(label, kind="bonus" if j == targets.shape[0] - 1 else "token", position=j)
         r["_samples"], r["_expected"] = toks, targets[j]
         tests.append(r)
@@ -184,6 +265,55 @@ def acceptance_test(A: np.ndarray, a: np.ndarray, alpha_t: float, label: dict) -
              observed_mean_accepted=float(A.mean()) if A.size else None)
     r["_samples"], r["_expected"] = np.clip(A, 0, k), law
     return r
+
+
+def overacceptance_bounds(target: np.ndarray, drafts: Optional[np.ndarray] = None, q: Optional[np.ndarray] = None,
+                          max_terms: int = 1 << 20) -> list:
+    """b_j, j = 1..k: the largest P(A >= j) of an exact sampler (module doc). Deterministic
+    drafts: prod_{i<j} p_i(x_i). Draft probabilities: sum over the V^j prefixes of min(prod p,
+    prod q), None where V^j > max_terms. Probabilities are rounded to float32 first (what the
+    sampler sees)."""
+    f32 = lambda a: np.asarray(a, dtype=np.float32).astype(np.float64)  # noqa: E731
+    k = target.shape[0] - 1
+    if q is None:
+        px = f32(target[np.arange(k), drafts])
+        return [float(v) for v in np.cumprod(px)]
+    out, P, Q = [], np.ones(1), np.ones(1)
+    for j in range(k):
+        if P.size * target.shape[1] > max_terms:
+            out += [None] * (k - j)
+            break
+        P = np.outer(P, f32(target[j])).ravel()
+        Q = np.outer(Q, f32(q[j])).ravel()
+        out.append(float(min(1.0, np.minimum(P, Q).sum())))
+    return out
+
+
+def overacceptance_test(A: np.ndarray, bounds: list, alpha_t: float, label: dict) -> dict:
+    """One-sided binomial test of P(A >= j) <= bounds[j - 1] for each j with a bound,
+    Bonferroni over j. Fails (proof of loss) when more trials accepted j drafts than an exact
+    sampler can. Each j records its bound, the observed fraction, its p-value and `mdd`, the
+    smallest excess of P(A >= j) detected with 80 % power."""
+    n = int(A.size)
+    js = [j for j, b in enumerate(bounds, 1) if b is not None]
+    res = dict(label, kind="over-acceptance", position=None, n=n, alpha=alpha_t)
+    if not js or n == 0:
+        res.update(skipped=True, passed=True, reason="no bound" if not js else "no trials", levels=[])
+        return res
+    level = alpha_t / len(js)
+    levels = []
+    for j in js:
+        b = min(1.0, bounds[j - 1])
+        m = int((A >= j).sum())
+        pv = float(binom.sf(m - 1, n, b)) if m > 0 else 1.0
+        levels.append({"accepted_at_least": j, "bound": b, "observed": m / n, "p_value": pv,
+                       "mdd": detectable_excess(b, n, level)})
+    worst = min(levels, key=lambda r: r["p_value"])
+    p_value = min(1.0, worst["p_value"] * len(js))
+    res.update(skipped=False, p_value=p_value, passed=bool(p_value >= alpha_t), levels=levels,
+               excess=worst["observed"] - worst["bound"], worst_level=worst["accepted_at_least"],
+               mdd=max(r["mdd"] for r in levels))
+    return res
 
 
 def tv_curve(samples: np.ndarray, p: np.ndarray, alpha: float, points: int = 12) -> dict:

@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import importlib
 import types
+from typing import TYPE_CHECKING
 
 from samspec_bench.bench.engines.vllm.platform import cpu_expand_check, on_cpu
+
+if TYPE_CHECKING:   # the annotation only: importing this module imports neither torch nor vLLM
+    from samspec_bench.sam.rejection import LogitsInputs
 
 
 def register_cpu_kernels() -> None:
@@ -33,25 +37,31 @@ def register_cpu_kernels() -> None:
 
 def _metadata(batch, vocab: int, device):
     import torch  # imports torch
-    temp = torch.as_tensor(batch.temperature, dtype=torch.float32, device=device)
+
+    from samspec_bench.sam.rejection import GREEDY_EPS  # imports torch
+
+    temps = [float(t) for t in batch.temperature_tensor().tolist()]
+    greedy = [t <= GREEDY_EPS for t in temps]
+    # vLLM's input batch: greedy requests have temperature 0.0 (GREEDY_TEMPERATURE), top-k off is
+    # the vocabulary size, top-p off is 1.0; None when no request uses it
+    temp = torch.tensor([0.0 if g else t for g, t in zip(greedy, temps)], dtype=torch.float32, device=device)
     ks = [int(k) for k in batch.top_k] if batch.top_k is not None else []
     ps = [float(p) for p in batch.top_p] if batch.top_p is not None else []
-    # vLLM's input batch: top-k off is the vocabulary size, top-p off is 1.0; None when no request uses it
     top_k = (torch.tensor([k if 0 < k < vocab else vocab for k in ks], dtype=torch.int32, device=device)
              if any(0 < k < vocab for k in ks) else None)
     top_p = torch.tensor(ps, dtype=torch.float32, device=device) if any(p < 1.0 for p in ps) else None
     return types.SimpleNamespace(
-        temperature=temp, all_greedy=False, all_random=True, top_k=top_k, top_p=top_p, min_p=None,
-        generators={}, max_num_logprobs=None, logprob_token_ids=None, no_penalties=True, prompt_token_ids=None,
-        frequency_penalties=None, presence_penalties=None, repetition_penalties=None, output_token_ids=[],
-        allowed_token_ids_mask=None, bad_words_token_ids={},
+        temperature=temp, all_greedy=all(greedy), all_random=not any(greedy), top_k=top_k, top_p=top_p, min_p=None,
+        generators=dict(batch.generators or {}), max_num_logprobs=None, logprob_token_ids=None, no_penalties=True,
+        prompt_token_ids=None, frequency_penalties=None, presence_penalties=None, repetition_penalties=None,
+        output_token_ids=[], allowed_token_ids_mask=None, bad_words_token_ids={},
         logitsprocs=types.SimpleNamespace(argmax_invariant=[], non_argmax_invariant=[]))
 
 
-def speculative_sample_vllm(draft_token_ids, num_draft_tokens, target_logits, bonus_logits, batch):
-    """The logits-level contract of `samspec_bench.sam.rejection.speculative_sample`, answered
-    by vLLM: emitted tokens [B, max_spec_len + 1], -1 after the first rejection. Sampled
-    requests only (the battery's temperatures are all > 0)."""
+def speculative_sample_vllm(draft_token_ids, num_draft_tokens, target_logits, bonus_logits, batch,
+                            draft_probs=None):
+    """`samspec_bench.sam.rejection.speculative_sample`'s arguments, answered by vLLM's verify
+    step: emitted tokens [B, max_spec_len + 1], -1 after the first rejection."""
     import torch  # imports torch
     from vllm.v1.sample import rejection_sampler as rs  # imports vLLM
     from vllm.v1.sample.sampler import Sampler  # imports vLLM
@@ -63,8 +73,35 @@ def speculative_sample_vllm(draft_token_ids, num_draft_tokens, target_logits, bo
     cu = torch.tensor(nums, dtype=torch.int32, device=device).cumsum(0).to(torch.int32)
     bonus, _ = Sampler().sample(bonus_logits.to(torch.float32).clone(), md)
     target = rs.apply_sampling_constraints(target_logits.to(torch.float32).clone(), cu, md)
-    return rs.rejection_sample(draft_token_ids.to(torch.int32), nums, max(nums), cu, None, target,
+    return rs.rejection_sample(draft_token_ids.to(torch.int32), nums, max(nums + [0]), cu, draft_probs, target,
                                bonus.reshape(-1, 1).to(torch.int32), md)
+
+
+def vllm_logits_sampler(inputs: LogitsInputs):
+    """vLLM's whole verify step under the logits-level contract (LogitsInputs)."""
+    return speculative_sample_vllm(inputs.draft_token_ids, inputs.num_draft_tokens, inputs.target_logits,
+                                   inputs.bonus_logits, inputs.sampling, draft_probs=inputs.draft_probs)
+
+
+def vllm_rejection_call(draft_token_ids, num_draft_tokens, target_logits, bonus_token_ids):
+    """A zero-argument call of vLLM's own `rejection_sample` on these inputs (every request
+    sampled at temperature 1, deterministic drafts, processed logits in: vLLM applies the
+    softmax inside), for the speed comparison; None where vLLM does not import."""
+    try:
+        import torch  # imports torch
+        from vllm.v1.sample import rejection_sampler as rs  # imports vLLM
+    except Exception:  # noqa: BLE001 - not installed, or a build that does not load here
+        return None
+    register_cpu_kernels()
+    nums = [int(n) for n in num_draft_tokens]
+    device = target_logits.device
+    md = types.SimpleNamespace(
+        all_greedy=False, all_random=True, temperature=torch.ones(len(nums), dtype=torch.float32, device=device),
+        top_k=None, top_p=None, min_p=None, generators={}, max_num_logprobs=None, no_penalties=True)
+    d32 = draft_token_ids.to(torch.int32).contiguous()
+    cu = torch.tensor(nums, dtype=torch.int32, device=device).cumsum(0).to(torch.int32)
+    b32 = bonus_token_ids.reshape(-1, 1).to(torch.int32).contiguous()
+    return lambda: rs.rejection_sample(d32, nums, max(nums + [0]), cu, None, target_logits, b32, md)
 
 
 def platform_check() -> dict:
