@@ -48,22 +48,26 @@ class BadLine(Exception):
 # --- detection -----------------------------------------------------------------------------------
 
 def detect_file(path: Path) -> str:
-    """The format of one JSONL file, from the keys of its first JSON object."""
+    """The format of one JSONL file, from the keys of its first JSON object. A file without
+    one in its first lines (empty, not text, not JSON objects, not a file) is left to the
+    samspec reader, whose errors name the file and line."""
     keys = None
-    with path.open("rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if lineno > SNIFF_LINES:
-                break
-            try:
-                row = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                continue
-            if isinstance(row, dict):
-                keys = set(row)
-                break
+    try:
+        with path.open("rb") as f:
+            for lineno, raw in enumerate(f, start=1):
+                if lineno > SNIFF_LINES:
+                    break
+                try:
+                    row = json.loads(raw.decode("utf-8-sig" if lineno == 1 else "utf-8"))
+                except (UnicodeDecodeError, ValueError):
+                    continue
+                if isinstance(row, dict):
+                    keys = set(row)
+                    break
+    except OSError:
+        return "samspec"
     if keys is None:
-        raise UserError(f"trace file {path}: no JSON object in its first {SNIFF_LINES} lines: pass JSONL "
-                        f"traces: {FORMAT_FIELDS}")
+        return "samspec"
     if {"doc_id", "resps"} <= keys:
         return "lm-eval"
     if {"input", "output"} <= keys:
@@ -165,9 +169,9 @@ def _json_lines(path: Path, traces: TraceSet) -> Iterator[tuple[int, dict]]:
             if not raw.strip():
                 continue
             try:
-                row = json.loads(raw.decode("utf-8"))
+                row = json.loads(raw.decode("utf-8-sig" if lineno == 1 else "utf-8"))
             except UnicodeDecodeError as e:
-                _reject(traces, path, lineno, f"not valid UTF-8 (byte {e.start})")
+                _reject(traces, path, lineno, f"not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1})")
                 continue
             except ValueError as e:
                 _reject(traces, path, lineno, f"not valid JSON ({getattr(e, 'msg', e)})")
