@@ -5,7 +5,7 @@ named with --trace-format) and every reader yields `data.TraceRecord`s.
   ...), read by `data.read_traces`.
 - `verl`: verl's rollout dumps (`trainer.rollout_data_dir`): one `{global_step}.jsonl` per RL
   step, each line {"input", "output", "score", "step"} plus, in newer versions, "gts" and the
-  reward function's extra keys (volcengine/verl, verl/trainer/ppo/ray_trainer.py,
+  reward function's extra keys (volcengine/verl @ 00401103, verl/trainer/ppo/ray_trainer.py:
   `RayPPOTrainer._dump_generations` and the `rollout_data_dir` branch of `fit`). `input` and
   `output` are `tokenizer.batch_decode(..., skip_special_tokens=True)` of the prompt and the
   response: the chat template's text is there but its special tokens are not, so prompts are
