@@ -5,6 +5,8 @@ test_op_equivalence_model_level.py."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import pytest
@@ -15,6 +17,7 @@ from samspec_bench.bench.engines.kernels import PAIRS, KernelPair, register_pair
 from samspec_bench.cli import main
 from samspec_bench.errors import UserError
 from samspec_bench.suites.op_equivalence import OpEqConfig, SUITE, build_config, command, execute
+from samspec_bench.suites.op_equivalence.config import BUILTIN_DATA_DIR
 
 
 def _run(tmp_path, *args):
@@ -128,7 +131,8 @@ def _click_defaults(**overrides):
 def test_build_config_from_the_click_defaults():
     cfg = build_config(**_click_defaults())
     assert SUITE == "op-equivalence"
-    assert cfg == OpEqConfig()                 # the dataclass defaults agree with the options'
+    # the dataclass defaults agree with the options' (no --data-dir: the built-in benchmark sets)
+    assert cfg == dataclasses.replace(OpEqConfig(), data_dir=BUILTIN_DATA_DIR)
     assert "progress" not in cfg.record()      # display only: not in result.json's config
     cfg = build_config(**_click_defaults(levels="kernel", dtypes="float32,bfloat16", seq_len="8:64", gqa="2",
                                          pairs="reference", progress=False))

@@ -204,3 +204,45 @@ def test_group_profiles_lockstep():
     assert g2[1][1][200:].mean() > 2   # positions 200+ repeat a[100:200], which `short` emitted by then
     with pytest.raises(UserError, match="different prompts"):
         profiles_for([([1, 2], a), ([3], b)], ["g", "g"], 3, "sam", "group")
+
+
+# ---------- fast paths equal stepping one by one ----------
+
+def _profiled(n, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        m = int(rng.integers(5, 300))
+        d = rng.integers(0, 6, m).astype(np.int16)
+        out.append(SimRequest(int(rng.integers(1, 40)), int(rng.integers(2, 400)), d,
+                              np.minimum(rng.integers(0, 4, m), d).astype(np.int16), stretch=bool(i % 2)))
+    return out
+
+
+@pytest.mark.parametrize("policy, budget, kv, closed", [
+    (ThresholdPolicy(8), 64, None, True),      # the speculative end in closed form
+    (AlwaysPolicy(), 64, None, True),          # always on: closed form once nobody waits
+    (ThresholdPolicy(6), 2048, 4000, True),    # a KV cache that holds every request: still closed form
+    (ThresholdPolicy(8), 20, None, None),      # budget < running x (k + 1): stepped; chunked prefills end on 1 token
+    (ThresholdPolicy(8), 64, 700, None),       # a KV cache that preempts
+])
+def test_fast_paths_equal_step_by_step_exactly(policy, budget, kv, closed, monkeypatch):
+    from samspec_bench.bench.simulation import scheduler
+    calls = []
+    real = scheduler._speculative_end
+    monkeypatch.setattr(scheduler, "_speculative_end", lambda *a: calls.append(1) or real(*a))
+    model = StepTimeModel(0.01, {"running": 0.001, "decode_tokens": 1e-4, "prefill_tokens": 1e-4, "draft_tokens": 3e-4,
+                                 "context_tokens": 1e-6, "speculative": 0.002, "spec_requests": 1e-4})
+    reqs = _profiled(60, 5)
+    a, b = (simulate(reqs, k=3, policy=policy, step_model=model, max_num_seqs=12, max_num_batched_tokens=budget,
+                     tail_threshold=8, position_edges=(16, 64, 128), fast_forward=ff, kv_capacity_tokens=kv)
+            for ff in (True, False))
+    assert a.num_steps == b.num_steps
+    for c in a.steps:
+        assert np.array_equal(a.steps[c], b.steps[c]), c
+    assert np.array_equal(a.finish_time_s, b.finish_time_s) and a.makespan_s == b.makespan_s
+    for key in a.tail_acceptance:
+        assert np.array_equal(a.tail_acceptance[key], b.tail_acceptance[key]), key
+    assert a.steps["speculative"].any() and a.steps["num_accepted"].sum() > 0
+    if closed:
+        assert len(calls) == 1   # only the fast-forwarding run took the closed form

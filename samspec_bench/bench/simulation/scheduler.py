@@ -33,8 +33,14 @@ are then read through `profiles.stretch_positions` (block resampling; see there 
 
 Long stretches without speculation, admissions or prefills are fast-forwarded in closed form
 (every request emits one token a step until the next one finishes, or, with a KV capacity,
-until the next block would not fit), so 1536 x 16 requests of tens of thousands of tokens
-simulate in seconds when speculation is on only in the tail (an always-on arm steps one by one).
+until the next block would not fit). The speculative end of a rollout is too
+(`_speculative_end`): once nobody waits, every running request decodes, the policy
+speculates at every running count from here down to 1, the token budget holds k + 1 tokens
+of every request and the KV cache holds every request's full length, the requests no longer
+interact: each walks its own profile (drafts min(k, draft, tokens left - 1), emits accepted +
+1) and a step's features are sums over the requests still running. So 1536 x 16 requests of
+tens of thousands of tokens simulate in seconds with the threshold switch; an always-on arm
+steps one by one until its last admission.
 """
 
 from __future__ import annotations
@@ -114,6 +120,33 @@ def _schedule_kv(run_list: list[int], pending, decoding, d, computed, budget: in
     sched_n = np.array([sched.get(j, (0, 0))[0] for j in run], dtype=np.int64)
     sched_d = np.array([sched.get(j, (0, 0))[1] for j in run], dtype=np.int64)
     return run, sched_n, sched_d, budget, reserved, free, victims
+
+
+def _speculative_end(idx, pos, P, L, k, draft_at, accept_at):
+    """The rest of a rollout whose running requests `idx` (positions `pos`, all decoding) walk
+    their profiles independently, speculating every step (see the module docstring). Returns
+    per request-step (request slot, step j, position, drafted, accepted) arrays and each
+    request's number of steps."""
+    slot, jj, pp, dd, aa, nsteps = [], [], [], [], [], []
+    for r, (i, p0) in enumerate(zip(idx.tolist(), pos.tolist())):
+        ps = np.arange(p0, int(L[i]), dtype=np.int64)
+        d = np.minimum(np.minimum(draft_at(i, ps), k), L[i] - 1 - ps)
+        d = np.maximum(d, 0)
+        a = np.minimum(accept_at(i, ps), d)
+        inc = (a + 1).tolist()
+        q, n, visit = 0, len(inc), []
+        while q < n:
+            visit.append(q)
+            q += inc[q]
+        v = np.array(visit, dtype=np.int64)
+        slot.append(np.full(len(v), r, dtype=np.int64))
+        jj.append(np.arange(len(v), dtype=np.int64))
+        pp.append(ps[v])
+        dd.append(d[v])
+        aa.append(a[v])
+        nsteps.append(len(v))
+    cat = np.concatenate
+    return cat(slot), cat(jj), cat(pp), cat(dd), cat(aa), np.array(nsteps, dtype=np.int64)
 
 
 # ---------- the simulation ----------
@@ -212,8 +245,49 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
         n_dec = int(decoding.sum())
         st = StepState(step, int(running.size), n_wait, n_dec)
         spec = bool(k) and bool(policy(st))
+        # --- the speculative end in closed form: nobody waiting, all decoding, independent walks
+        if (fast_forward and spec and counts_only and running.size and n_wait == 0 and n_dec == running.size
+                and int(pos[running].min()) >= 1 and running.size * (k + 1) <= B
+                and (not kv or int(blocks(P[running] + L[running] + k).sum()) <= num_blocks)
+                and all(policy(StepState(step, r, 0, r)) for r in range(1, int(running.size) + 1))):
+            slot, jj, pp, dd, aa, nst = _speculative_end(
+                running, pos[running], P, L, k, lambda i, ps: D[prof_index(np.full(len(ps), i), ps)],
+                lambda i, ps: A[prof_index(np.full(len(ps), i), ps)])
+            m = int(nst.max())
+            cnt = lambda w=None: np.bincount(jj, weights=w, minlength=m)  # noqa: E731
+            r_j = np.bincount(jj, minlength=m).astype(np.int64)
+            d_j = cnt(dd).astype(np.int64)
+            a_j = cnt(aa).astype(np.int64)
+            ctx = cnt(P[running][slot] + pp - 1).astype(np.int64)
+            fin = np.bincount(nst - 1, minlength=m).astype(np.int64)
+            zero = np.zeros(m, dtype=np.int64)
+            t = np.asarray(step_model.predict(running=r_j, prefill_tokens=zero, decode_tokens=r_j, draft_tokens=d_j,
+                                              context_tokens=ctx, spec_requests=r_j, speculative=np.ones(m, np.int64)),
+                           dtype=float)
+            t = np.broadcast_to(t, (m,)).astype(float)
+            clk = np.cumsum(np.concatenate([[clock], t]))[1:]   # sequential sums, as step by step
+            if tail_threshold is not None and nb:
+                tl = r_j[jj] <= tail_threshold
+                bins = np.searchsorted(edges, pp[tl], side="right")
+                np.add.at(tail_d, bins, dd[tl])
+                np.add.at(tail_a, bins, aa[tl])
+                np.add.at(tail_n, bins, (dd[tl] > 0).astype(np.int64))
+            for c, v in (("step", step + np.arange(m)), ("time_s", t), ("clock_s", clk), ("num_running", r_j),
+                         ("num_waiting", zero), ("num_scheduled_tokens", r_j + d_j), ("num_prefill_tokens", zero),
+                         ("num_decode_reqs", r_j), ("context_tokens", ctx), ("num_drafted", d_j),
+                         ("num_accepted", a_j), ("num_emitted", a_j + r_j), ("speculative", np.ones(m, dtype=bool)),
+                         ("num_finished", fin), ("num_preempted", zero)):
+                cols[c].append(v)
+            finish[running] = clk[nst - 1]
+            pos[running] = L[running]
+            computed[running] = P[running] + L[running] - 1
+            clock = float(clk[-1])
+            step += m
+            running = running[:0]
+            continue
         # --- fast-forward: all decoding, no admissions possible, no speculation, policy fixed
         if (fast_forward and not spec and counts_only and running.size and n_dec == running.size
+                and int(pos[running].min()) >= 1   # pending 1 at position 0 is a prefill's last token
                 and (n_wait == 0 or running.size >= max_num_seqs) and running.size <= B):
             rem = L[running] - pos[running]
             m = int(rem.min())
@@ -235,7 +309,7 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
                 ctx = int(computed[running].sum()) + j * R
                 t = step_model.predict(running=np.full(m, R), decode_tokens=np.full(m, R), context_tokens=ctx)
                 t = np.asarray(t, dtype=float)
-                clk = clock + np.cumsum(t)
+                clk = np.cumsum(np.concatenate([[clock], t]))[1:]   # sequential sums, as step by step
                 fin = np.zeros(m, dtype=np.int64)
                 fin[-1] = int((rem == m).sum())
                 zero = np.zeros(m, dtype=np.int64)

@@ -10,6 +10,8 @@ and the whole rollout timed per arm.
 
     samspec-bench rollout --engine replay --sources group --length-dist lognormal:6000:0.9 \\
         --prompts 1536 --group-size 16 --max-num-seqs 256 --arms off,threshold   # RL-length responses
+    samspec-bench rollout --preset seed-qwen3-32b --traces TRACES.jsonl      # the seed's run, vs its figures
+    samspec-bench rollout --prompts 96 --group-size 16 --dp 4 --max-num-seqs 128 --step-model m.json
 
 Engines: `reference` measures real runs (and the simulation's prediction of the same workload,
 with its error: each arm predicted by a step-time model fitted on the OTHER arms, or by the
@@ -20,13 +22,17 @@ lengths from the traces or drawn from `--length-dist` (profiles stretched by blo
 a KV capacity with the engine's preemption rule (`--kv-capacity-tokens`). Per-step tables:
 steps.csv and steps.parquet. Phases: the tail is the steps with nobody waiting and at most T
 requests in the batch (T = the arm's threshold; `--tail-threshold` for the always-on arm); the
-head is the rest, so head + tail = total.
+head is the rest, so head + tail = total. `--dp N` shards the requests over N engine instances
+as verl does (`bench.simulation.dp`), each simulated on its own; the rollout's time is the
+slowest instance's. `--preset` fills the seed's configuration and prints the prediction beside
+its published figures; `--sensitivity` adds the gain versus median length and truncated share.
 
-Modules (each imports only those before it): `config` (RolloutConfig, build_config, arms, lengths),
-`phases` (head / tail split, tail metrics, speedups, best setting: pure functions), `replay_arm`
-(simulated arms), `measured` (arms on a real engine, their step models, prediction error),
-`profile` (`rollout profile`), `outputs` (step tables, figures), `command` (run, execute, the
-click group).
+Modules (each imports only those before it): `presets` (the seed's configurations and
+published figures, the comparison), `config` (RolloutConfig, build_config, arms, lengths),
+`phases` (head / tail split, tail metrics, speedups, per-instance metrics, best setting: pure
+functions), `replay_arm` (simulated arms, sharded or not), `sensitivity` (gain vs lengths),
+`measured` (arms on a real engine, their step models, prediction error), `profile` (`rollout
+profile`), `outputs` (step tables, figures), `command` (run, execute, the click group).
 """
 
 from samspec_bench.suites.rollout.command import command, execute, run

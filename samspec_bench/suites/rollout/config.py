@@ -12,9 +12,11 @@ import numpy as np
 
 from samspec_bench.bench.engines.replay import MAX_K
 from samspec_bench.bench.policies import SpecPolicy, make_policy
+from samspec_bench.bench.simulation.dp import SHARD_RULES
 from samspec_bench.data import resolve_data_dir
 from samspec_bench.errors import UserError, int_at_least, int_list, number_in
 from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.suites.rollout.presets import get_preset
 
 SUITE = "rollout"
 ENGINES = ("replay", "reference", "vllm")
@@ -55,6 +57,10 @@ class RolloutConfig:
     threads: int = 1
     dtype: str = "float32"
     repeats: int = 1   # measured engines: runs of every arm (interleaved); per-step median times
+    dp: int = 1                      # replay: data-parallel engine instances (bench/simulation/dp.py)
+    dp_shard: str = "group"          # how requests are sharded over them: group (verl) or rebalance (the seed's patch)
+    preset: str | None = None        # suites/rollout/presets.py: the seed's configurations
+    sensitivity: bool = False        # replay: gain vs median length and truncated share (sensitivity.py)
 
 
 # ---------- options -> config (the suite contract) ----------
@@ -62,22 +68,37 @@ class RolloutConfig:
 def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_size, temperature, top_p,
                  max_response_len, max_num_seqs, max_num_batched_tokens, ignore_eos, length_dist, sources,
                  kv_capacity_tokens, block_size, repeats, spec_threshold, ks, arms, tail_threshold, step_model,
-                 seed, threads) -> RolloutConfig:
+                 seed, threads, dp, dp_shard, preset, sensitivity) -> RolloutConfig:
     """The main command's options (click's values; the click options hold the defaults) as a
     checked RolloutConfig. Replay without --traces / --tokenizer takes the shared data
     directory's (--data-dir, else the default one)."""
-    arm_list = [a.strip() for a in arms.split(",") if a.strip()]
+    # options left unset (None) take the preset's value, else the RolloutConfig default
+    pre = get_preset(preset).config_values() if preset else {}
+    if preset and engine != "replay":
+        raise UserError(f"--preset {preset} with --engine {engine}: presets are simulated; use --engine replay")
+    base = RolloutConfig()
+
+    def pick(name, given):
+        return given if given is not None else pre.get(name, getattr(base, name))
+
+    arm_list = [a.strip() for a in arms.split(",") if a.strip()] if arms is not None else pick("arms", None)
     if [a for a in arm_list if a not in ARMS]:
         raise UserError(f"--arms {arms!r}: use off, always, threshold")
-    cfg = RolloutConfig(engine=engine, model=model, traces=traces, tokenizer=tokenizer, prompts=prompts,
-                        group_size=group_size, temperature=temperature, top_p=top_p,
-                        max_response_len=max_response_len, max_num_seqs=max_num_seqs,
-                        max_num_batched_tokens=max_num_batched_tokens, ignore_eos=ignore_eos,
-                        length_dist=length_dist, sources=sources, kv_capacity_tokens=kv_capacity_tokens,
+    cfg = RolloutConfig(engine=engine, model=pick("model", model), traces=traces, tokenizer=tokenizer,
+                        prompts=pick("prompts", prompts), group_size=pick("group_size", group_size),
+                        temperature=temperature, top_p=top_p,
+                        max_response_len=pick("max_response_len", max_response_len),
+                        max_num_seqs=pick("max_num_seqs", max_num_seqs),
+                        max_num_batched_tokens=pick("max_num_batched_tokens", max_num_batched_tokens),
+                        ignore_eos=ignore_eos, length_dist=pick("length_dist", length_dist),
+                        sources=pick("sources", sources), kv_capacity_tokens=kv_capacity_tokens,
                         block_size=block_size, repeats=repeats,
-                        thresholds=int_list(spec_threshold, "--spec-threshold"),
-                        ks=int_list(ks, "-k"), arms=arm_list, tail_threshold=tail_threshold,
-                        step_model=step_model, seed=seed, threads=threads)
+                        thresholds=(int_list(spec_threshold, "--spec-threshold") if spec_threshold is not None
+                                    else pick("thresholds", None)),
+                        ks=int_list(ks, "-k") if ks is not None else pick("ks", None), arms=arm_list,
+                        tail_threshold=tail_threshold, step_model=pick("step_model", step_model), seed=seed,
+                        threads=threads, dp=pick("dp", dp), dp_shard=pick("dp_shard", dp_shard), preset=preset,
+                        sensitivity=bool(preset) if sensitivity is None else bool(sensitivity))
     if engine == "replay" and (cfg.traces is None or cfg.tokenizer is None):
         ddir = resolve_data_dir(data_dir)
         cfg.traces = cfg.traces or str(ddir.joinpath(*DEFAULT_TRACES))
@@ -92,6 +113,18 @@ def validate(cfg: RolloutConfig) -> None:
         raise UserError(f"--engine {cfg.engine!r}: use reference, vllm or replay")
     check_limits(cfg)
     kv_options(cfg)
+    if cfg.dp < 1:
+        raise UserError(f"--dp {cfg.dp}: give the number of data-parallel engine instances, an integer >= 1")
+    if cfg.dp_shard not in SHARD_RULES:
+        raise UserError(f"--dp-shard {cfg.dp_shard!r}: use {' or '.join(SHARD_RULES)}")
+    if cfg.sources == "group" and cfg.dp_shard == "rebalance" and cfg.dp > 1:
+        raise UserError(f"--sources group with --dp-shard rebalance --dp {cfg.dp}: a group's responses run on different "
+                        "instances and cannot share a drafter; use --dp-shard group or --sources own")
+    if cfg.sensitivity:
+        lognormal_params(cfg.length_dist, "--sensitivity")
+    if cfg.engine in MEASURED_ENGINES and (cfg.dp != 1 or cfg.sensitivity):
+        raise UserError(f"--dp / --sensitivity with --engine {cfg.engine}: data-parallel instances and the "
+                        "sensitivity table are simulated; use --engine replay")
     if cfg.engine in MEASURED_ENGINES:
         if cfg.repeats < 1:
             raise UserError(f"--repeats {cfg.repeats}: give the number of runs per arm, an integer >= 1")
@@ -180,3 +213,15 @@ def draw_lengths(spec: str, n: int, seed: int, lo: int, hi: int, trace_lengths: 
     except (ValueError, IndexError):
         raise UserError(f"--length-dist {spec!r}: use lognormal:MEDIAN:SIGMA, pareto:MIN:ALPHA, fixed:N or trace") from None
     return np.clip(np.round(x), lo, hi).astype(np.int64)
+
+
+def lognormal_params(spec: str | None, why: str = "") -> tuple[float, float]:
+    """(median, sigma) of a 'lognormal:MEDIAN:SIGMA' length distribution."""
+    try:
+        kind, med, sig = (spec or "").split(":")
+        if kind == "lognormal" and float(med) > 0 and float(sig) >= 0:
+            return float(med), float(sig)
+    except ValueError:
+        pass
+    raise UserError(f"{why + ' needs ' if why else ''}--length-dist lognormal:MEDIAN:SIGMA, got {spec!r}"
+                    + ("; give one or --no-sensitivity" if why else ""))

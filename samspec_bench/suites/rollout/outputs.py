@@ -1,5 +1,6 @@
 """Outputs of `samspec-bench rollout`: the per-step tables (Parquet, and CSV up to a size) and
-the figures (running requests vs time with the tail shaded, step time vs batch, the CCDF).
+the figures (running requests vs time with the tail shaded, step time vs batch, the CCDF; with
+--dp, running requests per instance; with a sensitivity table, its heatmap).
 pandas and matplotlib are imported when the outputs are written (slow imports, not needed
 by the rest of the suite)."""
 
@@ -12,6 +13,7 @@ import numpy as np
 from samspec_bench.suites.rollout.phases import tail_mask
 
 CSV_MAX_ROWS = 1_000_000   # above this the CSV (hundreds of MB at RL scale) is left out: use the Parquet
+SCATTER_MAX = 50_000       # points per arm in the step-time scatter
 
 
 def write_steps(run, tables: dict[str, tuple[str, dict]]) -> dict[str, Any]:
@@ -46,6 +48,13 @@ def _save(fig, run, name: str) -> str:
     return name
 
 
+def main_table(out: dict[str, Any], label: str) -> dict:
+    """An arm's step table for the one-timeline figures: with --dp, its slowest instance's."""
+    if "instance_tables" in out:
+        return out["instance_tables"][label][out["slowest"][label]]
+    return out["tables"][label][1]
+
+
 def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
     import matplotlib
     matplotlib.use("Agg")
@@ -57,7 +66,7 @@ def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
     show = list(dict.fromkeys(lbl for lbl in ("off", best_thr, best) if lbl))  # the seed's figure: off vs threshold
     fig, ax = plt.subplots(figsize=(8, 4))
     for lbl in show:
-        src, st = tables[lbl]
+        src, st = tables[lbl][0], main_table(out, lbl)
         T = out["metrics"][lbl]["tail_threshold"]
         x = np.concatenate([[0.0], st["clock_s"]])
         y = np.concatenate([st["num_running"][:1], st["num_running"]])
@@ -69,14 +78,21 @@ def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
             ax.axvspan(start, float(st["clock_s"][-1]), color=line.get_color(), alpha=0.12)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("running requests")
-    ax.set_title("Running requests vs time (shaded: long tail, running <= threshold)")
-    ax.legend()
+    ax.set_title("Running requests vs time (shaded: long tail, running <= threshold)"
+                 + (" - slowest instance" if "instance_tables" in out else ""))
+    ax.legend(loc="upper right")
     figs.append(_save(fig, run, "running_vs_time.png"))
+    if "instance_tables" in out:
+        figs.append(dp_figure(run, out, list(dict.fromkeys(lbl for lbl in ("off", best_thr or best) if lbl))))
+    if out.get("sensitivity"):
+        figs.append(sensitivity_figure(run, out["sensitivity"]))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for lbl in show:
         src, st = tables[lbl]
-        ax.scatter(st["num_running"], st["time_s"] * 1e3, s=6, alpha=0.4, label=f"{lbl} ({src})")
+        every = max(1, len(st["time_s"]) // SCATTER_MAX)   # RL-scale tables: every n-th step is enough to see
+        ax.scatter(st["num_running"][::every], st["time_s"][::every] * 1e3, s=6, alpha=0.4,
+                   label=f"{lbl} ({src})" + (f", every {every}th step" if every > 1 else ""))
         if lbl + " [sim]" in tables:   # the step-time model's prediction of the same steps
             sst = tables[lbl + " [sim]"][1]
             ax.scatter(sst["num_running"], sst["time_s"] * 1e3, s=10, marker="x", alpha=0.5,
@@ -84,7 +100,7 @@ def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
     ax.set_yscale("log")   # prefill steps are orders of magnitude longer than decode steps
     ax.set_xlabel("batch size (requests in the step)")
     ax.set_ylabel("step time (ms)")
-    ax.legend()
+    ax.legend(loc="upper left")
     figs.append(_save(fig, run, "step_time_vs_batch.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -96,8 +112,50 @@ def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
     ax.set_yscale("symlog", linthresh=0.01)
     ax.set_xlabel("completion time (s)")
     ax.set_ylabel("P(completion > t)")
-    ax.legend()
+    ax.legend(loc="lower left")
     figs.append(_save(fig, run, "ccdf.png"))
     return figs
 
 
+
+
+def dp_figure(run, out: dict[str, Any], labels: list[str]) -> str:
+    """Running requests per instance over time, one panel per arm (off and the threshold arm),
+    one line per instance; time in the step model's seconds."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(labels), 1, figsize=(9, 3.2 * len(labels)), sharex=True, squeeze=False)
+    n = len(out["instance_tables"][labels[0]])
+    cmap = plt.get_cmap("viridis")
+    for ax, lbl in zip(axes[:, 0], labels):
+        for i, st in enumerate(out["instance_tables"][lbl]):
+            x = np.concatenate([[0.0], st["clock_s"]])
+            y = np.concatenate([st["num_running"][:1], st["num_running"]])
+            ax.step(x, y, where="pre", lw=0.9, color=cmap(i / max(n - 1, 1)), label=f"instance {i}" if n <= 8 else None)
+        T = out["metrics"][lbl]["tail_threshold"]
+        ax.axhline(T, color="grey", ls=":", lw=0.8)
+        ax.set_ylabel("running requests")
+        ax.set_title(f"{lbl}: {n} instances, simulated (dotted: threshold {T})")
+        if n <= 8:
+            ax.legend(fontsize=7, ncol=4, loc="upper right")
+    axes[-1, 0].set_xlabel("time (s, step model)")
+    return _save(fig, run, "dp_running_vs_time.png")
+
+
+def sensitivity_figure(run, block: dict[str, Any]) -> str:
+    """The sensitivity grid as a heatmap of the predicted gain (%)."""
+    import matplotlib.pyplot as plt
+    fs, ss = block["median_factors"], block["truncated_shares"]
+    g = np.array([[next(r["gain_pct"] for r in block["rows"] if r["median_factor"] == f and r["truncated_share"] == s)
+                   for s in ss] for f in fs], dtype=float)
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    im = ax.imshow(g, cmap="RdYlGn", origin="lower", aspect="auto")
+    for i in range(len(fs)):
+        for j in range(len(ss)):
+            ax.text(j, i, "n/a" if np.isnan(g[i, j]) else f"{g[i, j]:+.1f} %", ha="center", va="center", fontsize=9)
+    ax.set_xticks(range(len(ss)), [f"{100 * s:.0f} %" for s in ss])
+    ax.set_yticks(range(len(fs)), [f"x{f:g}" for f in fs])
+    ax.set_xlabel("responses truncated at the maximum")
+    ax.set_ylabel("median response length")
+    ax.set_title(f"modelled gain (off/on - 1), {block['arm']}", fontsize=9)
+    fig.colorbar(im, ax=ax, label="gain %")
+    return _save(fig, run, "sensitivity.png")

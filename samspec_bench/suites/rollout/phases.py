@@ -95,3 +95,61 @@ def tail_acceptance_rows(ta: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
     return [{"bin": bin_label(i), "drafted": int(ta["drafted"][i]), "accepted": int(ta["accepted"][i]),
              "acceptance_rate": ratio(int(ta["accepted"][i]), int(ta["drafted"][i]))}
             for i in range(len(ta["drafted"])) if ta["drafted"][i]]
+
+
+# ---------- data-parallel instances (bench/simulation/dp.py) ----------
+
+def dp_arm_metrics(instance_steps, instance_finish, T: int, finish_all, requests_per_instance) -> dict[str, Any]:
+    """One arm of a rollout sharded over instances. The rollout ends with its slowest instance:
+    total_s is that instance's time and head_s / tail_s its phases (head + tail = total);
+    step and token counts are sums over instances; `dp` holds the per-instance view and the
+    pooled tail (each instance's own tail steps, summed)."""
+    per = [arm_metrics(st, f, T) for st, f in zip(instance_steps, instance_finish)]
+    mk = np.array([p["total_s"] for p in per], dtype=float)
+    slow = int(np.argmax(mk))
+    m: dict[str, Any] = {k: per[slow][k] for k in ("total_s", "head_s", "tail_s", "tail_steps", "head_steps")}
+    m["tail_threshold"] = T
+    for k in ("steps", "spec_steps", "drafted", "accepted", "emitted", "preemptions"):
+        m[k] = int(sum(p.get(k, 0) for p in per))
+    m["acceptance_rate"] = ratio(m["accepted"], m["drafted"])
+    m["completion"] = completion_stats(finish_all)
+    tail = np.array([p["tail_s"] for p in per])
+    m["dp"] = {"instances": len(per), "slowest_instance": slow, "instance_makespan_s": mk.tolist(),
+               "mean_instance_makespan_s": float(mk.mean()),
+               "idle_share": float(1 - mk.mean() / mk.max()) if mk.max() > 0 else None,
+               "tail_share_slowest": ratio(per[slow]["tail_s"], mk.max()),
+               "tail_s_pooled": float(tail.sum()), "head_s_pooled": float(mk.sum() - tail.sum()),
+               "tail_share_pooled": ratio(float(tail.sum()), float(mk.sum()))}
+    m["instances"] = [{"instance": i, "requests": int(n), "total_s": p["total_s"], "head_s": p["head_s"],
+                       "tail_s": p["tail_s"], "tail_share": ratio(p["tail_s"], p["total_s"]), "steps": p["steps"],
+                       "spec_steps": p["spec_steps"], "drafted": p["drafted"], "accepted": p["accepted"],
+                       "emitted": p["emitted"], "preemptions": p.get("preemptions", 0)}
+                      for i, (p, n) in enumerate(zip(per, requests_per_instance))]
+    return m
+
+
+def add_dp_speedups(metrics: dict[str, dict], settings, off_instance_steps) -> None:
+    """Speedups of every non-off arm of a sharded rollout (in place), the off baseline's
+    instances split with the arm's own tail threshold:
+    speedup_overall = off rollout time (slowest instance) / the arm's;
+    speedup_mean_instance = mean instance time off / on (every instance's own finish);
+    speedup_tail / speedup_head = pooled over instances (sum of each instance's phase times);
+    per instance, its own overall and tail speedups."""
+    for s in settings:
+        if s["arm"] == "off":
+            continue
+        m = metrics[s["label"]]
+        base = [phase_split(st, m["tail_threshold"]) for st in off_instance_steps]
+        b_tot = np.array([b["total_s"] for b in base])
+        b_tail = np.array([b["tail_s"] for b in base])
+        d = m["dp"]
+        m["speedup_overall"] = ratio(float(b_tot.max()), m["total_s"])
+        m["speedup_mean_instance"] = ratio(float(b_tot.mean()), d["mean_instance_makespan_s"])
+        m["speedup_tail"] = ratio(float(b_tail.sum()), d["tail_s_pooled"])
+        m["speedup_head"] = ratio(float(b_tot.sum() - b_tail.sum()), d["head_s_pooled"])
+        m["baseline_phases"] = {"total_s": float(b_tot.max()), "mean_instance_makespan_s": float(b_tot.mean()),
+                                "tail_s_pooled": float(b_tail.sum()), "head_s_pooled": float(b_tot.sum() - b_tail.sum())}
+        m["time_saved_fraction"] = 1 - m["total_s"] / float(b_tot.max()) if b_tot.max() > 0 else None
+        for row, b in zip(m["instances"], base):
+            row["speedup_overall"] = ratio(b["total_s"], row["total_s"])
+            row["speedup_tail"] = ratio(b["tail_s"], row["tail_s"])

@@ -1,23 +1,29 @@
 """The simulated arms of `samspec-bench rollout --engine replay`: requests taken from traces,
 acceptance from each response's profile (`bench.simulation.profiles`), every arm scheduled by
-`bench.simulation.scheduler.simulate` and timed by a step-time model."""
+`bench.simulation.scheduler.simulate` and timed by a step-time model; with --dp N, sharded
+over N engine instances (`bench.simulation.dp`), the rollout ending at the slowest.
+
+`prepare` reads the traces and computes the acceptance profiles once; `simulate_arms` runs
+arms on them for given response lengths (the sensitivity table reruns it with other lengths)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Hashable, Sequence
 
 import numpy as np
 
 from samspec_bench.bench.simulation.profiles import RESAMPLE_METHOD, profiles_for
+from samspec_bench.bench.simulation.dp import SHARD_RULE_TEXT, instance_steps, shard_requests, simulate_dp
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.step_model import StepTimeModel, extrapolation
 from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
 from samspec_bench.errors import UserError
 from samspec_bench.suites.rollout.config import (RolloutConfig, arm_policy, arm_settings, draw_lengths, kv_options,
                                                  tail_threshold_for)
-from samspec_bench.suites.rollout.phases import (POSITION_EDGES, add_speedups, arm_metrics,
-                                                 tail_acceptance_rows)
+from samspec_bench.suites.rollout.phases import (POSITION_EDGES, add_dp_speedups, add_speedups, arm_metrics,
+                                                 dp_arm_metrics, tail_acceptance_rows)
 
 
 def sim_requests(pairs: Sequence[tuple[Any, Any]], lengths, profiles) -> list[SimRequest]:
@@ -53,55 +59,121 @@ def trace_requests(items, prompts: int | None, group_size: int | None, traces: s
     return chosen, base, [uniq[id(it)] for it in chosen], n_prompts, n
 
 
-def run_replay(cfg: RolloutConfig, step_model: StepTimeModel) -> dict[str, Any]:
-    """Simulated arms on traces (`trace_requests`; group sources draft from the trace group's
-    distinct responses). Lengths: the responses' own, or drawn from `length_dist` with each
-    response's acceptance profile stretched to its length
-    (`bench.simulation.profiles.stretch_positions`)."""
+@dataclass
+class Replay:
+    """What every simulated arm of a run shares: the distinct trace responses, which one each
+    request replays, and their acceptance profiles per k."""
+    pairs: list                  # (prompt_ids, response_ids) of the distinct responses
+    idx: list[int]               # per request (prompt-major), its index into pairs
+    n_prompts: int
+    group_size: int
+    profiles: dict[int, list]    # k -> [(drafted, accepted)] per pair
+    profile_s: float
+
+    @property
+    def trace_lengths(self) -> np.ndarray:
+        return np.array([len(p[1]) for p in self.pairs], dtype=np.int64)
+
+
+def prepare(cfg: RolloutConfig) -> Replay:
     items = tokenize_traces(read_traces(cfg.traces), load_tokenizer(cfg.tokenizer))
     chosen, base, idx, n_prompts, n = trace_requests(items, cfg.prompts, cfg.group_size, cfg.traces)
     pairs = [(it.prompt_ids, it.response_ids[: cfg.max_response_len]) for it in base]
     base_groups: list[Hashable] = [(str(it.source), str(it.group)) for it in base]
-    stretch = cfg.length_dist is not None
-    if stretch:
-        lengths = draw_lengths(cfg.length_dist, len(idx), cfg.seed, cfg.min_len, cfg.max_response_len,
-                               trace_lengths=np.array([len(p[1]) for p in pairs]))
-    else:
-        lengths = np.array([len(pairs[j][1]) for j in idx], dtype=np.int64)
-    settings = arm_settings(cfg)
     t0 = time.perf_counter()
     profs = {k: profiles_for(pairs, base_groups, k, cfg.drafter, cfg.sources) for k in cfg.ks}
-    profile_s = time.perf_counter() - t0
+    return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0)
+
+
+def requests_for(rep: Replay, lengths: np.ndarray, k: int, stretch: bool) -> list[SimRequest]:
+    pr = rep.profiles[k] if k else None
+    return [SimRequest(len(rep.pairs[j][0]), int(lengths[q]), pr[j][0] if pr else None, pr[j][1] if pr else None,
+                       stretch=stretch) for q, j in enumerate(rep.idx)]
+
+
+def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray, stretch: bool,
+                  step_model: StepTimeModel) -> tuple[dict[str, Any], dict[str, dict]]:
+    """Every arm of `settings` on these lengths: (simulation results, metrics with speedups).
+    One instance (--dp 1, rule group): `scheduler.simulate`; otherwise the requests sharded
+    by `bench.simulation.dp.shard_requests` and every instance simulated."""
+    sharded = cfg.dp > 1 or cfg.dp_shard != "group"
+    shards = shard_requests(rep.n_prompts, rep.group_size, cfg.dp, cfg.dp_shard) if sharded else None
     sims, metrics = {}, {}
     for s in settings:
         T = tail_threshold_for(s, cfg)
-        pr = profs[s["k"]] if s["k"] else None
-        reqs = [SimRequest(len(pairs[j][0]), int(lengths[q]), pr[j][0] if pr else None, pr[j][1] if pr else None,
-                           stretch=stretch) for q, j in enumerate(idx)]
+        reqs = requests_for(rep, lengths, s["k"], stretch)
+        opts = dict(k=s["k"], step_model=step_model, max_num_seqs=cfg.max_num_seqs,
+                    max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T,
+                    position_edges=POSITION_EDGES, **kv_options(cfg))
         t0 = time.perf_counter()
-        r = simulate(reqs, k=s["k"], policy=arm_policy(s), step_model=step_model, max_num_seqs=cfg.max_num_seqs,
-                     max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T,
-                     position_edges=POSITION_EDGES, **kv_options(cfg))
-        sims[s["label"]] = r
-        m = arm_metrics(r.steps, r.finish_time_s, T)
+        if sharded:
+            r = simulate_dp(reqs, shards, policy=lambda s=s: arm_policy(s), **opts)
+            m = dp_arm_metrics([x.steps for x in r.instances], [x.finish_time_s for x in r.instances], T,
+                               r.finish_time_s, [len(x) for x in shards])
+            for row, x in zip(m["instances"], r.instances):
+                st = x.steps
+                row["kv_peak_tokens"] = int(np.max(st["context_tokens"] + st["num_scheduled_tokens"])) if len(
+                    st["time_s"]) else 0
+            tails = [x.tail_acceptance for x in r.instances if x.tail_acceptance is not None]
+            ta = ({kk: (v if kk == "edges" else np.sum([t[kk] for t in tails], axis=0)) for kk, v in tails[0].items()}
+                  if tails else None)
+            steps = instance_steps(r)
+        else:
+            r = simulate(reqs, policy=arm_policy(s), **opts)
+            m = arm_metrics(r.steps, r.finish_time_s, T)
+            ta, steps = r.tail_acceptance, r.steps
         m["sim_seconds"] = time.perf_counter() - t0
-        m["step_model_extrapolation"] = extrapolation(step_model, r.steps) or None
-        if r.tail_acceptance is not None:
-            m["tail_acceptance_by_position"] = tail_acceptance_rows(r.tail_acceptance)
+        m["step_model_extrapolation"] = (extrapolation(step_model, steps) or None) if hasattr(step_model, "fit") else None
+        if ta is not None:
+            m["tail_acceptance_by_position"] = tail_acceptance_rows(ta)
+        sims[s["label"]] = r
         metrics[s["label"]] = m
-    add_speedups(metrics, settings, sims["off"].steps, cfg.thresholds[0])
-    return {"settings": settings, "metrics": metrics,
-            "tables": {s["label"]: ("simulated", sims[s["label"]].steps) for s in settings},
-            "finish": {s["label"]: sims[s["label"]].finish_time_s for s in settings},
-            "workload": {"requests": len(chosen), "prompts": n_prompts, "group_size": n,
-                         "distinct_responses": len(base), "response_tokens": int(lengths.sum()),
-                         "response_len_max": int(lengths.max()), "response_len_median": float(np.median(lengths)),
-                         "sources": cfg.sources,
-                         "group_profiles": ("lockstep: a member drafting at position p sees each sibling's first p "
-                                            "tokens (the trace group's distinct responses)") if cfg.sources == "group"
-                         else None,
-                         "lengths": (f"drawn from {cfg.length_dist}, clipped to [{cfg.min_len}, {cfg.max_response_len}]"
-                                     if stretch else "the traces' responses"),
-                         "profile_resampling": RESAMPLE_METHOD if stretch else None,
-                         "profile_seconds": profile_s,
-                         "sim_seconds_total": float(sum(m["sim_seconds"] for m in metrics.values()))}}
+    if sharded:
+        add_dp_speedups(metrics, settings, [x.steps for x in sims["off"].instances])
+    else:
+        add_speedups(metrics, settings, sims["off"].steps, cfg.thresholds[0])
+    return sims, metrics
+
+
+def draw(cfg: RolloutConfig, rep: Replay) -> tuple[np.ndarray, bool]:
+    """Per-request response lengths and whether profiles are stretched to them: drawn from
+    --length-dist, else the traces' own."""
+    if cfg.length_dist is not None:
+        return draw_lengths(cfg.length_dist, len(rep.idx), cfg.seed, cfg.min_len, cfg.max_response_len,
+                            trace_lengths=rep.trace_lengths), True
+    return np.array([len(rep.pairs[j][1]) for j in rep.idx], dtype=np.int64), False
+
+
+def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None = None) -> dict[str, Any]:
+    """Simulated arms on traces (`trace_requests`; group sources draft from the trace group's
+    distinct responses). Lengths: the responses' own, or drawn from `length_dist` with each
+    response's acceptance profile stretched to its length
+    (`bench.simulation.profiles.stretch_positions`)."""
+    rep = rep or prepare(cfg)
+    lengths, stretch = draw(cfg, rep)
+    settings = arm_settings(cfg)
+    sims, metrics = simulate_arms(cfg, rep, settings, lengths, stretch, step_model)
+    sharded = not hasattr(sims["off"], "steps")
+    out = {"settings": settings, "metrics": metrics,
+           "tables": {lbl: ("simulated", instance_steps(r) if sharded else r.steps) for lbl, r in sims.items()},
+           "finish": {lbl: r.finish_time_s for lbl, r in sims.items()},
+           "workload": {"requests": len(rep.idx), "prompts": rep.n_prompts, "group_size": rep.group_size,
+                        "distinct_responses": len(rep.pairs), "response_tokens": int(lengths.sum()),
+                        "response_len_max": int(lengths.max()), "response_len_median": float(np.median(lengths)),
+                        "response_len_mean": float(np.mean(lengths)),
+                        "truncated_share": float(np.mean(lengths >= cfg.max_response_len)),
+                        "sources": cfg.sources,
+                        "group_profiles": ("lockstep: a member drafting at position p sees each sibling's first p "
+                                           "tokens (the trace group's distinct responses)") if cfg.sources == "group"
+                        else None,
+                        "lengths": (f"drawn from {cfg.length_dist}, clipped to [{cfg.min_len}, {cfg.max_response_len}]"
+                                    if stretch else "the traces' responses"),
+                        "profile_resampling": RESAMPLE_METHOD if stretch else None,
+                        "profile_seconds": rep.profile_s,
+                        "sim_seconds_total": float(sum(m["sim_seconds"] for m in metrics.values()))}}
+    if sharded:
+        out["instance_tables"] = {lbl: [x.steps for x in r.instances] for lbl, r in sims.items()}
+        out["slowest"] = {lbl: r.slowest for lbl, r in sims.items()}
+        out["workload"]["dp"] = {"instances": cfg.dp, "rule": cfg.dp_shard, "rule_text": SHARD_RULE_TEXT[cfg.dp_shard],
+                                 "requests_per_instance": [int(len(x)) for x in sims["off"].shards]}
+    return out
