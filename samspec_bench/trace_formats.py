@@ -48,9 +48,9 @@ class BadLine(Exception):
 # --- detection -----------------------------------------------------------------------------------
 
 def detect_file(path: Path) -> str:
-    """The format of one JSONL file, from the keys of its first JSON object. A file without
-    one in its first lines (empty, not text, not JSON objects, not a file) is left to the
-    samspec reader, whose errors name the file and line."""
+    """The format of one JSONL file, from the keys of its first JSON object. A file without one
+    in its first lines (empty, not text, not JSON objects) or one that cannot be read is named
+    now, before anything is tokenized."""
     keys = None
     try:
         with path.open("rb") as f:
@@ -64,10 +64,12 @@ def detect_file(path: Path) -> str:
                 if isinstance(row, dict):
                     keys = set(row)
                     break
-    except OSError:
-        return "samspec"
+    except OSError as e:
+        raise UserError(f"trace file {path} cannot be read ({e.strerror or type(e).__name__}): pass a readable "
+                        "JSONL file") from None
     if keys is None:
-        return "samspec"
+        raise UserError(f"trace file {path}: no JSON object in its first {SNIFF_LINES} lines: pass JSONL "
+                        f"traces: {FORMAT_FIELDS}")
     if {"doc_id", "resps"} <= keys:
         return "lm-eval"
     if {"input", "output"} <= keys:

@@ -202,12 +202,15 @@ def test_read_any_needs_something(tmp_path):
     p.write_text(json.dumps({"input": "q", "output": ""}) + "\n")
     with pytest.raises(UserError, match="no usable traces .*1 bad lines skipped"):
         read_any(p, on_error="skip")
-    # a file without a JSON object to detect a format from goes to the samspec reader, which names it
+    # a file without a JSON object to detect a format from, or not readable, is named before tokenizing
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    assert detect_file(empty) == "samspec" and detect_file(tmp_path) == "samspec"
-    with pytest.raises(UserError, match=f"no usable traces in .*{empty.name}"):
+    with pytest.raises(UserError, match=f"trace file {empty}: no JSON object in its first 20 lines"):
         read_any(empty)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.jsonl").mkdir()    # a directory named like a trace file
+    with pytest.raises(UserError, match="a.jsonl cannot be read"):
+        read_any(tmp_path / "d")
 
 
 def test_lm_eval_files_are_detected_in_a_folder_tree(tmp_path, groups):
