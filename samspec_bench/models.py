@@ -93,12 +93,11 @@ def _local_path(spec: str) -> Path | None:
     return None
 
 
-# --- Hugging Face ids: short names, the local cache, downloads ------------------------------------
+# --- Hugging Face ids: the local cache, downloads -----------------------------------------------------
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
-                   "added_tokens.json", "tokenizer.model", "chat_template.jinja", "config.json",
-                   "generation_config.json")
+# what a tokenizer needs (and the small JSON beside it: config, generation config)
+TOKENIZER_PATTERNS = ("tokenizer*", "*.json", "*.txt", "*.model", "*.jinja", "*.tiktoken")
 
 
 def hub_id(spec: str) -> str:
@@ -127,7 +126,7 @@ def hub_cache_dir() -> Path:
 def download_command(repo: str, need: str = "weights") -> str:
     """The command that puts `repo` (all of it, or its tokenizer files) into the cache."""
     if need == "tokenizer":
-        return f"hf download {repo} tokenizer.json tokenizer_config.json vocab.json merges.txt config.json"
+        return f'hf download {repo} --include "tokenizer*" --include "*.json" --include "*.txt"'
     return f"hf download {repo}"
 
 
@@ -177,7 +176,7 @@ def hub_snapshot(repo: str, spec: str | None = None, need: str = "weights") -> P
     if hub_offline():
         raise UserError(f"{named}: {what} are not in the Hugging Face cache ({cache}) and HF_HUB_OFFLINE is set: "
                         f"download it where the hub is reachable: {download_command(repo, need)}")
-    patterns = [f for f in TOKENIZER_FILES] if need == "tokenizer" else None
+    patterns = list(TOKENIZER_PATTERNS) if need == "tokenizer" else None
     print(f"downloading {repo} ({'tokenizer files' if need == 'tokenizer' else 'all files'}) from the Hugging Face "
           f"hub into {cache} (set HF_HUB_OFFLINE=1 to use the cache only)", file=sys.stderr)
     try:

@@ -5,7 +5,7 @@ named with --trace-format) and every reader yields `data.TraceRecord`s.
   ...), read by `data.read_traces`.
 - `verl`: verl's rollout dumps (`trainer.rollout_data_dir`): one `{global_step}.jsonl` per RL
   step, each line {"input", "output", "score", "step"} plus, in newer versions, "gts" and the
-  reward function's extra keys (volcengine/verl, verl/trainer/ppo/ray_trainer.py,
+  reward function's extra keys (volcengine/verl @ 00401103, verl/trainer/ppo/ray_trainer.py:
   `RayPPOTrainer._dump_generations` and the `rollout_data_dir` branch of `fit`). `input` and
   `output` are `tokenizer.batch_decode(..., skip_special_tokens=True)` of the prompt and the
   response: the chat template's text is there but its special tokens are not, so prompts are
@@ -48,19 +48,25 @@ class BadLine(Exception):
 # --- detection -----------------------------------------------------------------------------------
 
 def detect_file(path: Path) -> str:
-    """The format of one JSONL file, from the keys of its first JSON object."""
+    """The format of one JSONL file, from the keys of its first JSON object. A file without one
+    in its first lines (empty, not text, not JSON objects) or one that cannot be read is named
+    now, before anything is tokenized."""
     keys = None
-    with path.open("rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if lineno > SNIFF_LINES:
-                break
-            try:
-                row = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                continue
-            if isinstance(row, dict):
-                keys = set(row)
-                break
+    try:
+        with path.open("rb") as f:
+            for lineno, raw in enumerate(f, start=1):
+                if lineno > SNIFF_LINES:
+                    break
+                try:
+                    row = json.loads(raw.decode("utf-8-sig" if lineno == 1 else "utf-8"))
+                except (UnicodeDecodeError, ValueError):
+                    continue
+                if isinstance(row, dict):
+                    keys = set(row)
+                    break
+    except OSError as e:
+        raise UserError(f"trace file {path} cannot be read ({e.strerror or type(e).__name__}): pass a readable "
+                        "JSONL file") from None
     if keys is None:
         raise UserError(f"trace file {path}: no JSON object in its first {SNIFF_LINES} lines: pass JSONL "
                         f"traces: {FORMAT_FIELDS}")
@@ -165,9 +171,9 @@ def _json_lines(path: Path, traces: TraceSet) -> Iterator[tuple[int, dict]]:
             if not raw.strip():
                 continue
             try:
-                row = json.loads(raw.decode("utf-8"))
+                row = json.loads(raw.decode("utf-8-sig" if lineno == 1 else "utf-8"))
             except UnicodeDecodeError as e:
-                _reject(traces, path, lineno, f"not valid UTF-8 (byte {e.start})")
+                _reject(traces, path, lineno, f"not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1})")
                 continue
             except ValueError as e:
                 _reject(traces, path, lineno, f"not valid JSON ({getattr(e, 'msg', e)})")

@@ -410,7 +410,7 @@ def test_replay_with_a_cached_hub_model_uses_its_tokenizer(traces_dir, qwen3_tok
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
     got = run_cli(["accept", "--engine", "replay", "--model", "Qwen3-8B", "--traces", str(trace), "--output",
                    str(tmp_path / "o2"), "--no-progress"], capsys, expect_exit=2)
-    assert "hf download Qwen/Qwen3-8B tokenizer.json" in got.err and len(got.err.strip().splitlines()) == 1
+    assert 'hf download Qwen/Qwen3-8B --include "tokenizer*"' in got.err and len(got.err.strip().splitlines()) == 1
 
 
 def test_model_without_engine_runs_the_model(tmp_path, monkeypatch, capsys):

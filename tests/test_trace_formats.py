@@ -109,7 +109,7 @@ def test_bad_utf8_and_json_lines_follow_on_error(tmp_path):
     d.mkdir()
     good = json.dumps({"input": "q", "output": "a", "step": 1}).encode()
     (d / "1.jsonl").write_bytes(good + b"\n" + b'{"input": "q\xff", "output": "a"}\n' + b"{not json\n")
-    with pytest.raises(UserError, match=r"1.jsonl:2: not valid UTF-8"):
+    with pytest.raises(UserError, match=r"1.jsonl:2: not UTF-8 text \(byte 0xff"):
         read_any(d)
     traces, _ = read_any(d, on_error="skip")
     assert [s[1] for s in traces.skipped] == [2, 3] and len(traces.records) == 1
@@ -202,6 +202,15 @@ def test_read_any_needs_something(tmp_path):
     p.write_text(json.dumps({"input": "q", "output": ""}) + "\n")
     with pytest.raises(UserError, match="no usable traces .*1 bad lines skipped"):
         read_any(p, on_error="skip")
+    # a file without a JSON object to detect a format from, or not readable, is named before tokenizing
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(UserError, match=f"trace file {empty}: no JSON object in its first 20 lines"):
+        read_any(empty)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.jsonl").mkdir()    # a directory named like a trace file
+    with pytest.raises(UserError, match="a.jsonl cannot be read"):
+        read_any(tmp_path / "d")
 
 
 def test_lm_eval_files_are_detected_in_a_folder_tree(tmp_path, groups):

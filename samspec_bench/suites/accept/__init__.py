@@ -1,8 +1,16 @@
 """The acceptance suite: how much a drafter accepts on real rollouts, at which lengths, with
-which k, against the alternatives, and whether sharing drafts across a GRPO group helps.
+which k, against the alternatives, and whether sharing drafts across a GRPO group, or with
+earlier RL steps' responses to the same prompt, helps.
 
     samspec-bench accept --engine replay --traces ../shared/data/traces/qwen25math_math_100x8.jsonl \\
         --drafter sam,ngram --num-spec-tokens 3,8 --sources own,group --output results/
+    samspec-bench accept --engine replay --traces <verl trainer.rollout_data_dir> --model Qwen3-8B \\
+        --sources own,group,history,group+history
+    samspec-bench accept --model Qwen3-8B      # the model itself (vLLM, else reference) on built-in prompts
+
+Traces: samspec JSONL, verl rollout dumps, lm-eval --log_samples files or plain
+prompt/response JSONL (samspec_bench.trace_formats). With --model, replay uses that model's
+tokenizer and refuses traces whose `model` field names another (--any-model lets them in).
 
 Every combination of drafter x k x draft sources is one configuration. The engine reports
 per-step records (position at drafting time, drafted, accepted, emitted) for every response;
