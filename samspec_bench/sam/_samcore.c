@@ -18,6 +18,11 @@
  *
  * The drafting policy is SAM-Decoding's min_endpos: among the occurrences of the longest
  * matching suffix, the earliest one (firstpos), whose continuation is drafted.
+ *
+ * Occurrence counts (cnt, 4 bytes per state, a separate array so State stays 16 bytes) are
+ * the evidence the drafting-length policy reads (sam/draft_length.py): cnt[q] is the number
+ * of end positions of q's strings, kept online by a walk of at most COUNT_WALK states up the
+ * suffix links of each new position (see count_position).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -44,6 +49,7 @@ typedef struct {
     int32_t *succ;   /* next position of the same document (interleaved mode only) */
     int64_t n, text_cap;
     State *st;
+    int32_t *cnt;                      /* occurrence count per state (see count_position) */
     int64_t ns, state_cap;
     Slot *slot;
     uint8_t *ctrl;                     /* hcap + GROUP control bytes (see h_probe) */
@@ -92,6 +98,7 @@ static int ensure_states(SamCore *s, int64_t extra) {
     State *p = (State *)realloc(s->st, (size_t)cap * sizeof(State));
     if (!p) { PyErr_NoMemory(); return -1; }
     s->st = p;
+    if (grow_i32(&s->cnt, cap)) return -1;
     s->state_cap = cap;
     return 0;
 }
@@ -275,6 +282,7 @@ static int32_t new_state(SamCore *s, int32_t len, int32_t link, int32_t fpos) {
     if (ensure_states(s, 1)) return -2;
     int32_t id = (int32_t)s->ns++;
     s->st[id].len = len; s->st[id].link = link; s->st[id].fpos = fpos; s->st[id].edge = NONE;
+    s->cnt[id] = 0;
     return id;
 }
 
@@ -282,6 +290,7 @@ static int32_t new_state(SamCore *s, int32_t len, int32_t link, int32_t fpos) {
 static int32_t clone_state(SamCore *s, int32_t q, int32_t len) {
     int32_t cl = new_state(s, len, s->st[q].link, s->st[q].fpos);
     if (cl < 0) return cl;
+    s->cnt[cl] = s->cnt[q];   /* the same end positions, until the walk adds the new one */
     int32_t e = s->st[q].edge;
     if (e >= NONE) { s->st[cl].edge = e; return cl; }
     int64_t deg = 0;
@@ -299,7 +308,24 @@ static inline void redirect(SamCore *s, int32_t p, int32_t c, int32_t q, int32_t
     while (p != NONE && redirect_edge(s, p, c, q, cl)) p = s->st[p].link;
 }
 
+/* The new end position belongs to every state on the suffix-link chain of the document's new
+ * last state. The chain is as long as the longest repeated suffix, so an unbounded walk costs
+ * O(match length) per token on repetitive text; the first COUNT_WALK states (the longest
+ * strings, the ones drafts are read from) are counted, shorter strings beyond them are
+ * undercounted. The Python reference walks the same way. */
+#define COUNT_WALK 64
+static inline void count_position(SamCore *s, int32_t q) {
+    for (int i = 0; i < COUNT_WALK && q > 0; i++) { s->cnt[q]++; q = s->st[q].link; }
+}
+
+static int append_token_(SamCore *s, int64_t doc, int32_t c);
 static int append_token(SamCore *s, int64_t doc, int32_t c) {
+    if (append_token_(s, doc, c)) return -1;
+    count_position(s, s->doc[doc].last);
+    return 0;
+}
+
+static int append_token_(SamCore *s, int64_t doc, int32_t c) {
     int32_t pos = (int32_t)s->n;
     s->text[s->n++] = c;
     if (s->interleaved) {
@@ -524,7 +550,7 @@ static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
 }
 
 static void SamCore_dealloc(SamCore *self) {
-    free(self->text); free(self->succ); free(self->st); free(self->slot); free(self->ctrl);
+    free(self->text); free(self->succ); free(self->st); free(self->cnt); free(self->slot); free(self->ctrl);
     if (self->doc != &self->doc_one) free(self->doc);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -572,7 +598,11 @@ static void trim_states(SamCore *s) {
     int64_t keep = s->ns + s->ns / 16;
     if (s->state_cap <= keep) return;
     State *p = (State *)realloc(s->st, (size_t)keep * sizeof(State));
-    if (p) { s->st = p; s->state_cap = keep; }
+    if (!p) return;
+    s->st = p;
+    int32_t *c = (int32_t *)realloc(s->cnt, (size_t)keep * sizeof(int32_t));
+    if (c) s->cnt = c;  /* else cnt keeps its larger block */
+    s->state_cap = keep;
 }
 
 static int append_tokens(SamCore *self, Py_ssize_t doc, const TokenVec *tv) {
@@ -668,6 +698,97 @@ static PyObject *SamCore_match_draft(SamCore *self, PyObject *const *args, Py_ss
     return Py_BuildValue("(LN)", (long long)L, d);
 }
 
+/* ---------- evidence for the draft-length policy ---------- */
+
+/* The child of q seen most often (ties: the earliest occurrence), NONE without one. Reads
+ * every edge of q: drafts start at a matched state, whose edges are few. */
+static int32_t frequent_child(const SamCore *s, int32_t q) {
+    int32_t e = s->st[q].edge;
+    if (e >= NONE) return e;
+    int32_t best = NONE;
+    for (int32_t j = -(e + 2); j != NONE; j = s->slot[j].next) {
+        int32_t t = s->slot[j].tgt;
+        if (best == NONE || s->cnt[t] > s->cnt[best]
+            || (s->cnt[t] == s->cnt[best] && s->st[t].fpos < s->st[best].fpos))
+            best = t;
+    }
+    return best;
+}
+
+/* (L, draft, counts) from the matched state q: counts[0] = occurrences of the match,
+ * counts[i] = occurrences of the match followed by draft[:i]. `frequent`: each token is the
+ * most frequent continuation; else the tokens after the earliest occurrence (min_endpos). */
+static PyObject *evidence_from(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, int frequent) {
+    PyObject *toks = PyList_New(0), *cnts = PyList_New(0);
+    if (!toks || !cnts) goto fail;
+    if (q > 0) {
+        PyObject *v = PyLong_FromLong(s->cnt[q]);
+        if (!v || PyList_Append(cnts, v)) { Py_XDECREF(v); goto fail; }
+        Py_DECREF(v);
+        int32_t p = s->st[q].fpos;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            int32_t t, c;
+            if (frequent) {
+                if ((t = frequent_child(s, q)) == NONE) break;
+                c = tok_of(s, t);
+            } else {
+                if ((p = succ_of(s, p)) == NONE) break;
+                c = s->text[p];
+                if ((t = get_trans(s, q, c)) == NONE) break;   /* cannot happen: the string occurs */
+            }
+            PyObject *a = PyLong_FromLong(c), *b = PyLong_FromLong(s->cnt[t]);
+            int bad = !a || !b || PyList_Append(toks, a) || PyList_Append(cnts, b);
+            Py_XDECREF(a); Py_XDECREF(b);
+            if (bad) goto fail;
+            q = t;
+        }
+    }
+    return Py_BuildValue("(LNN)", (long long)L, toks, cnts);   /* L is 0 without a match */
+fail:
+    Py_XDECREF(toks); Py_XDECREF(cnts);
+    return NULL;
+}
+
+/* evidence(k, doc=0, frequent=False) -> (match_length, draft, counts) */
+static PyObject *SamCore_evidence(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 3) { PyErr_SetString(PyExc_TypeError, "evidence(k, doc=0, frequent=False)"); return NULL; }
+    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
+    Py_ssize_t doc;
+    if (parse_doc_arg(self, args, nargs > 2 ? 2 : nargs, 1, &doc)) return NULL;
+    int frequent = nargs > 2 ? PyObject_IsTrue(args[2]) : 0;
+    if (frequent < 0) return NULL;
+    int64_t L = 0;
+    int32_t st = 0;
+    if (self->doc[doc].end >= 0)
+        st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    return evidence_from(self, st, L, k, frequent);
+}
+
+/* lookup_evidence(state, length, k, frequent=False) -> (match_length, draft, counts) */
+static PyObject *SamCore_lookup_evidence(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 3 || nargs > 4) { PyErr_SetString(PyExc_TypeError, "lookup_evidence(state, length, k, frequent=False)"); return NULL; }
+    long long st = PyLong_AsLongLong(args[0]);
+    long long l = PyLong_AsLongLong(args[1]);
+    Py_ssize_t k = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (st < 0 || st >= self->ns || l < 0 || k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return NULL; }
+    int frequent = nargs > 3 ? PyObject_IsTrue(args[3]) : 0;
+    if (frequent < 0) return NULL;
+    int64_t L;
+    int32_t u = usable_state(self, (int32_t)st, l, NONE, &L);
+    return evidence_from(self, u, L, k, frequent);
+}
+
+/* count(state) -> occurrences of the state's strings (0 for the root) */
+static PyObject *SamCore_count(SamCore *self, PyObject *arg) {
+    long long st = PyLong_AsLongLong(arg);
+    if (st == -1 && PyErr_Occurred()) return NULL;
+    if (st < 0 || st >= self->ns) { PyErr_SetString(PyExc_ValueError, "no such state"); return NULL; }
+    return PyLong_FromLong(st == 0 ? 0 : self->cnt[st]);
+}
+
 static PyObject *SamCore_get_match_length(SamCore *self, void *closure) {
     if (self->ndocs == 0 || self->doc[0].end < 0) return PyLong_FromLong(0);
     int64_t L;
@@ -732,7 +853,7 @@ static PyObject *SamCore_get_num_edges(SamCore *s, void *c) {
 }
 /* Bytes held by the automaton's arrays (allocated capacity, not just the used part). */
 static PyObject *SamCore_get_memory_bytes(SamCore *s, void *c) {
-    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * (int64_t)sizeof(State) + s->hcap * (int64_t)(sizeof(Slot) + 1) + GROUP
+    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * (int64_t)(sizeof(State) + sizeof(int32_t)) + s->hcap * (int64_t)(sizeof(Slot) + 1) + GROUP
         + (s->doc == &s->doc_one ? 0 : s->doc_cap * (int64_t)sizeof(Doc));
     return PyLong_FromLongLong(b + (int64_t)sizeof(SamCore));
 }
@@ -750,6 +871,11 @@ static PyMethodDef SamCore_methods[] = {
     {"lookup", (PyCFunction)(void (*)(void))SamCore_lookup, METH_FASTCALL,
      "lookup(state, length, k) -> (match_length, draft)"},
     {"doc_length", (PyCFunction)(void (*)(void))SamCore_doc_length, METH_FASTCALL, "doc_length(doc=0)"},
+    {"evidence", (PyCFunction)(void (*)(void))SamCore_evidence, METH_FASTCALL,
+     "evidence(k, doc=0, frequent=False) -> (match_length, draft, counts): counts[i] = occurrences of the match + draft[:i]"},
+    {"lookup_evidence", (PyCFunction)(void (*)(void))SamCore_lookup_evidence, METH_FASTCALL,
+     "lookup_evidence(state, length, k, frequent=False) -> (match_length, draft, counts)"},
+    {"count", (PyCFunction)SamCore_count, METH_O, "count(state) -> occurrences of the state's strings"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef SamCore_getset[] = {

@@ -7,7 +7,11 @@
   each `GroupMember` drafts from its own text and from what its siblings generated so far.
 
 All drafts follow SAM-Decoding's min_endpos policy: the earliest occurrence of the longest
-matching suffix that has a continuation.
+matching suffix that has a continuation. `evidence(k, frequent=False)` (SuffixAutomaton,
+GroupMember, CorpusMatcher) returns the same draft with its occurrence counts, for the
+draft-length policy (sam/draft_length.py): (match length, draft, counts) where counts[0] is
+how often the match occurs and counts[i] how often it occurs followed by draft[:i]; with
+frequent=True each draft token is the continuation seen most often instead.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ class SuffixAutomaton(SingleCore):
 
     def __len__(self) -> int:
         return self.num_tokens
+
+    def evidence(self, k: int, frequent: bool = False) -> tuple[int, list[int], list[int]]:
+        """(match length, draft, occurrence counts): see the module docstring."""
+        return SingleCore.evidence(self, k, 0, frequent)
 
     def __repr__(self) -> str:
         return f"SuffixAutomaton(tokens={self.num_tokens}, states={self.num_states})"
@@ -90,6 +98,10 @@ class CorpusMatcher:
 
     def draft(self, k: int) -> list[int]:
         return self._core.lookup(self._state, self._length, k)[1]
+
+    def evidence(self, k: int, frequent: bool = False) -> tuple[int, list[int], list[int]]:
+        """(match length, draft, occurrence counts in the corpus): see the module docstring."""
+        return self._core.lookup_evidence(self._state, self._length, k, frequent)
 
 
 class GroupAutomaton:
@@ -153,3 +165,7 @@ class GroupMember:
     def match_draft(self, k: int) -> tuple[int, list[int]]:
         """(match length, draft of up to k tokens) in one call."""
         return self._core.match_draft(k, self.doc)
+
+    def evidence(self, k: int, frequent: bool = False) -> tuple[int, list[int], list[int]]:
+        """(match length, draft, occurrence counts): see the module docstring."""
+        return self._core.evidence(k, self.doc, frequent)
