@@ -14,7 +14,7 @@
 Every policy reads only what one automaton query returns (the match length and at most k+1
 counts), so its cost per step does not grow with the context.
 
-Specs are strings: "fixed", "evidence", "evidence:cost=0.2,half=2,frequent=1" (see
+Specs are strings: "fixed", "evidence", "evidence:cost=0.2,half=2,choice=frequent" (see
 `EvidenceLength` for the parameters); `parse_length` turns one into a policy.
 """
 
@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Union
+
+from samspec_bench.sam.automaton import CHOICES
 
 DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
 LENGTH_SPECS = ("fixed", "evidence")
@@ -86,14 +88,15 @@ class EvidenceLength:
       this request's earlier drafts (decay `decay` per draft), clipped to [1/4, 4].
     Parameters: cost (the marginal verify cost of one draft token, in decode steps; a callable
     taking k is read per draft, e.g. from a step-time profile), half, weight, tau, decay,
-    frequent (1: each draft token is the continuation seen most often, 0: min_endpos's)."""
+    choice (which continuation is drafted: recent = the latest earlier occurrence of the match,
+    earliest = min_endpos's, frequent = the token seen most often, step by step)."""
 
     cost: Union[float, Callable[[int], float]] = 0.25
     half: float = 2.0
     weight: float = 2.0
     tau: float = 4.0
     decay: float = 0.9
-    frequent: bool = False
+    choice: str = "recent"
 
     fixed = False
 
@@ -104,8 +107,14 @@ class EvidenceLength:
         for name in ("half", "weight", "tau"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"evidence:{name}={getattr(self, name)}: must be > 0")
+        if self.choice not in CHOICES:
+            raise ValueError(f"evidence:choice={self.choice}: use one of {', '.join(CHOICES)}")
         if not 0.0 <= self.decay <= 1.0:
             raise ValueError(f"evidence:decay={self.decay}: must be in [0, 1]")
+
+    @property
+    def choice_code(self) -> int:
+        return CHOICES[self.choice]
 
     def new_request(self) -> RequestEvidence:
         return RequestEvidence()
@@ -158,7 +167,6 @@ class EvidenceLength:
     def describe(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["cost"] = "from the step-time profile" if callable(self.cost) else float(self.cost)
-        d["frequent"] = bool(self.frequent)
         return {"policy": "evidence", "spec": self.spec(), **d}
 
 
@@ -193,7 +201,7 @@ def parse_length(spec: "str | LengthPolicy | None") -> LengthPolicy:
             raise ValueError(f"draft length {spec!r}: '{item}' is not key=value with a key among "
                              f"{', '.join(known)}")
         try:
-            kw[key] = bool(int(val)) if key == "frequent" else float(val)
+            kw[key] = val if key == "choice" else float(val)
         except ValueError:
             raise ValueError(f"draft length {spec!r}: {key}={val!r} is not a number") from None
     return EvidenceLength(**kw)

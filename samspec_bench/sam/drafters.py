@@ -123,12 +123,13 @@ class SamDrafter(Drafter):
             key = group if group is not None else ("__solo__", req_id)
             entry = self._groups.get(key)
             if entry is None:
-                entry = self._groups[key] = [GroupAutomaton(), 0]
+                entry = self._groups[key] = [GroupAutomaton(evidence=self._evidence), 0]
             entry[1] += 1
             self._group_of[req_id] = key
             self._reqs[req_id] = entry[0].add_member(prompt)  # each member indexes its own prompt
         else:
-            self._reqs[req_id] = SuffixAutomaton(prompt) if len(prompt) else SuffixAutomaton()
+            self._reqs[req_id] = SuffixAutomaton(prompt, evidence=self._evidence) if len(prompt) \
+                else SuffixAutomaton(evidence=self._evidence)
         if self._evidence:
             self._ev[req_id] = self.length.new_request()
         if self.corpus is not None:
@@ -174,15 +175,16 @@ class SamDrafter(Drafter):
 
     def _propose_evidence(self, req_id, k):
         policy = self.length
-        dyn_len, draft, counts = self._reqs[req_id].evidence(k, policy.frequent)
+        choice = policy.choice_code
+        dyn_len, draft, counts = self._reqs[req_id].evidence(k, choice)
         at_end = True
         hist = self._hist.get(req_id)
         if hist is not None:
-            h = hist.evidence(k, policy.frequent)
+            h = hist.evidence(k, choice)
             if h[0] > dyn_len + self.l_bias:
                 (dyn_len, draft, counts), at_end = h, False
         if self.corpus is not None:
-            c = self._matchers[req_id].evidence(k, policy.frequent)
+            c = self._matchers[req_id].evidence(k, choice)
             if c[0] > dyn_len + self.l_bias:
                 (dyn_len, draft, counts), at_end = c, False
         if dyn_len < self.l_threshold:
