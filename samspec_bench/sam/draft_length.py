@@ -91,7 +91,7 @@ class EvidenceLength:
     choice (which continuation is drafted: recent = the latest earlier occurrence of the match,
     earliest = min_endpos's, frequent = the token seen most often, step by step)."""
 
-    cost: Union[float, Callable[[int], float]] = 0.25
+    cost: Union[float, Callable[[int], float]] = 0.27
     half: float = 2.0
     weight: float = 2.0
     tau: float = 4.0
