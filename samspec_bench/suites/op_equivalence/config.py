@@ -9,8 +9,7 @@ from typing import Any
 
 from samspec_bench.data import BUILTIN_BENCHMARKS
 from samspec_bench.errors import UserError, int_at_least, int_list
-from samspec_bench.models import BUILTIN_MODEL, resolve_model
-from samspec_bench.trace_formats import model_id
+from samspec_bench.models import BUILTIN_MODEL, model_id, resolve_model
 
 # --data-dir when none is given: the package directory, whose benchmarks/ holds the built-in sets
 BUILTIN_DATA_DIR = str(BUILTIN_BENCHMARKS.parent)

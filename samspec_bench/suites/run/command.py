@@ -105,7 +105,7 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
 
 def _print_summary(state: dict, console, html: Path) -> None:
     t = Table(title="samspec-bench run")
-    for col in ("step", "status", "seconds", "gates", "reason / notes"):
+    for col in ("step", "status", "wall s", "CPU s", "gates", "reason / notes"):
         t.add_column(col)
     report = collect([html.parent])
     by_dir = {os.path.normpath(os.path.abspath(r.path)): r for r in report.runs}
@@ -115,9 +115,9 @@ def _print_summary(state: dict, console, html: Path) -> None:
         if run is not None and run.gates:
             npass = sum(1 for g in run.gates if g.get("passed") is True)
             gates = f"{npass}/{len(run.gates)} passed"
-        secs = f"{st['seconds']:.0f}" if isinstance(st.get("seconds"), (int, float)) else ""
+        secs, cpu = (f"{st[k]:.0f}" if isinstance(st.get(k), (int, float)) else "" for k in ("seconds", "cpu_seconds"))
         style = {"done": "green", "failed": "red"}.get(st.get("status"), "yellow")
-        t.add_row(name, f"[{style}]{st.get('status')}[/]", secs, gates,
+        t.add_row(name, f"[{style}]{st.get('status')}[/]", secs, cpu, gates,
                   "; ".join(x for x in [st.get("reason") or "", *(st.get("notes") or [])] if x))
     console.print(t)
     for u in report.unreadable:
