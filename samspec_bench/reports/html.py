@@ -19,6 +19,7 @@ from samspec_bench.reports.answers import Answer, AnswerSet, answer_sets
 from samspec_bench.reports.fmt import fmt, fmt_headline
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
+from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
 from samspec_bench.reports.tables import Table, shape_tables
 from samspec_bench.reports.values import is_number
 from samspec_bench.results import atomic_write_text, check_output_file
@@ -334,10 +335,13 @@ def _suite_section(g: SuiteGroup) -> str:
         out.append("<h4>Gates</h4>" + _gates_table(run))
         out.append("<h4>Headline numbers</h4>" + _headlines_table(run))
         out.append(_figures(run))
+        sources = draft_source_tables(run.result)
+        if sources:
+            out.append("<h4>Draft sources</h4>" + "".join(render_table(t) for t in sources))
         metrics = run.result.get("metrics") or {}
         if metrics:
             out.append("<h4>Metrics</h4>" + "".join(render_table(t) for t in shape_tables("metrics", metrics)))
-        tables = run.result.get("tables") or {}
+        tables = {k: v for k, v in (run.result.get("tables") or {}).items() if not (sources and k in SHOWN_KEYS)}
         if tables:
             out.append("<h4>Tables</h4>")
             for name in tables:

@@ -17,6 +17,7 @@ from samspec_bench.reports.answers import Answer, answer_sets
 from samspec_bench.reports.fmt import fmt, fmt_headline
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
+from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
 from samspec_bench.reports.tables import Table, shape_tables
 from samspec_bench.results import atomic_write_text, check_output_file
 
@@ -167,9 +168,11 @@ class _Renderer:
                 out.append(f"![{run.suite} {run.label}: {f.name}]({f.data_uri()})\n\n")
             else:
                 out.append(f"![{run.suite} {run.label}: {f.name}]({self.figure_ref(run, f.name)})\n\n")
+        sources = draft_source_tables(run.result)
+        out.extend(_render_table(t) for t in sources)
         if self.tables:
             metrics = run.result.get("metrics") or {}
-            tables = run.result.get("tables") or {}
+            tables = {k: v for k, v in (run.result.get("tables") or {}).items() if not (sources and k in SHOWN_KEYS)}
             if metrics or tables:
                 out.append("<details><summary>Metrics and tables</summary>\n\n")
                 if metrics:
