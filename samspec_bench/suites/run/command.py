@@ -81,6 +81,10 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
     s = state["settings"]
     ctx = Ctx(out=out, model=s["model"], engine=s.get("engine"), data_dir=Path(s["data_dir"]) if s.get("data_dir") else None,
               sections=s.get("sections") or {}, state=state)
+    # torch threads: chosen now, from what is free before this run loads the machine (a resumed
+    # run keeps its choice), and said before anything runs
+    plan.threads_for(ctx)
+    click.echo(plan.threads_note(ctx))
     chosen = s.get("steps") or list(plan.STEP_NAMES)
     todo = [st for st in plan.STEPS if st.name in chosen]
     try:
