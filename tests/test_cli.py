@@ -58,6 +58,7 @@ def _offline_env(tmp_path: Path) -> dict[str, str]:
     ["op-equivalence", "--model", "Qwen3-8B", "--level", "model"],
     ["rollout", "--engine", "reference", "--model", "Qwen3-8B"],
     ["rollout", "profile", "--model", "Qwen3-8B"],
+    ["run", "--model", "Qwen3-8B"],
 ])
 def test_short_model_name_offline_is_one_line_naming_the_id_and_the_download(argv, tmp_path):
     """From a directory with no shared data (a pip-installed harness in the user's home): each

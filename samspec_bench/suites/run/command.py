@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from samspec_bench.errors import UserError
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models import BUILTIN_MODEL, check_model, model_id
 from samspec_bench.reports.collect import collect
 from samspec_bench.reports.html import write_html
 from samspec_bench.reports.markdown import write_markdown
@@ -43,7 +43,7 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
         out = Path(resume)
         state = read_state(out)
         s = state["settings"]
-        for opt, given, saved in (("--model", model, s.get("model")), ("--engine", engine, s.get("engine")),
+        for opt, given, saved in (("--model", model_id(model) if model else None, s.get("model")), ("--engine", engine, s.get("engine")),
                                   ("--data-dir", str(Path(data_dir).expanduser().resolve()) if data_dir else None,
                                    s.get("data_dir"))):
             if given is not None and given != saved:
@@ -57,7 +57,8 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
         console.print(f"resuming {out}", highlight=False)
     else:
         sections = load_config(config) if config else {}
-        model = model or sections.get("model") or DEFAULT_MODEL
+        # a short name becomes its id; an uncached model offline stops here, before the run folder
+        model = check_model(model or sections.get("model") or DEFAULT_MODEL)
         engine = check_engine(engine, "--engine") if engine else check_engine(sections.get("engine"), "engine:")
         dd = data_dir or sections.get("data-dir") or os.environ.get("SAMSPEC_DATA_DIR") or None
         if dd is not None:
