@@ -103,14 +103,14 @@ def build_config(*, engine, model, any_model, engine_arg, traces, trace_format, 
     else the built-in benchmark prompts; replay takes the traces of --traces or the data
     directory, and the tokenizer of --model, else the data directory's."""
     choice = None
-    given, model = model, (model_id(model) if model else model)   # a short name (Qwen3-8B) -> its Hugging Face id
+    model = model_id(model) if model else model   # a short name (Qwen3-8B) -> its Hugging Face id
     if engine is None:
         engine, choice = choose_engine(model)
     if engine in ("reference", "vllm"):
         if engine == "vllm":
             require_vllm()                 # why vLLM cannot run here, before the model is looked for
         model = model or BUILTIN_MODEL
-        model_dir = resolve_model(given or model)   # now: an uncached model offline stops here, before anything runs
+        model_dir = resolve_model(model)   # now: an uncached model offline stops here, before anything runs
         if tokenizer is None:
             tokenizer = str(model_dir)
         if not traces and data_dir is not None:
