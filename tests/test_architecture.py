@@ -22,7 +22,7 @@ MAX_LINES = 520  # "about 500": a longer module says at its top why it is one mo
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "paths"),
     ("sam", "metrics", "results", "commands"),
-    ("data", "models", "model_catalog", "trace_formats"),
+    ("data", "models", "model_catalog", "rl_models", "trace_formats"),
     ("bench",),
     ("workload", "evals"),
     ("reports",),

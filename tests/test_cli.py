@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from samspec_bench.cli import group
@@ -33,3 +37,55 @@ def test_unknown_command_is_one_line_exit_2():
     proc = subprocess.run([sys.executable, "-m", "samspec_bench.cli", "frobnicate"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "frobnicate" in proc.stderr
+
+
+# --- --model through one resolution path, from any directory -----------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _offline_env(tmp_path: Path) -> dict[str, str]:
+    """This checkout importable from anywhere, an empty Hugging Face cache, the hub off."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SAMSPEC_DATA_DIR", "HF_HOME", "HF_HUB_CACHE")}
+    return {**env, "PYTHONPATH": str(REPO), "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1",
+            "SAMSPEC_CACHE": str(tmp_path / "cache")}
+
+
+@pytest.mark.parametrize("argv", [
+    ["accept", "--model", "Qwen3-8B"],
+    ["accept", "--model", "Qwen3-8B", "--engine", "reference"],
+    ["accuracy", "--model", "Qwen3-8B", "--limit", "1"],
+    ["op-equivalence", "--model", "Qwen3-8B", "--level", "model"],
+    ["rollout", "--engine", "reference", "--model", "Qwen3-8B"],
+    ["rollout", "profile", "--model", "Qwen3-8B"],
+    ["run", "--model", "Qwen3-8B"],
+])
+def test_short_model_name_offline_is_one_line_naming_the_id_and_the_download(argv, tmp_path):
+    """From a directory with no shared data (a pip-installed harness in the user's home): each
+    suite that takes --model looks the short name up in the alias table and the HF cache, and
+    says in one line which id is missing and how to download it; nothing is left behind."""
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "samspec_bench.cli", *argv], cwd=cwd, env=_offline_env(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.strip()
+    # the same words from every suite: one resolution path (models.resolve_model and the alias table)
+    assert re.fullmatch(r"error: model ('Qwen3-8B' \()?Qwen/Qwen3-8B\)?: its weights are not in the Hugging Face cache "
+                        r"\(.*\) and HF_HUB_OFFLINE is set: download it where the hub is reachable: "
+                        r"hf download Qwen/Qwen3-8B", err), err
+    assert "HF_HUB_OFFLINE" in err and str(tmp_path / "hub") in err
+    assert not any(cwd.rglob("*")), "a run folder was left behind"
+
+
+def test_accept_short_model_name_offline_without_the_flag(tmp_path):
+    """HF_HUB_OFFLINE unset and no network (the hub download fails, here by a stand-in that
+    cannot connect): the last line still names the id and the command; exit 2."""
+    env = _offline_env(tmp_path)
+    del env["HF_HUB_OFFLINE"]
+    env["HF_ENDPOINT"] = "http://127.0.0.1:9"   # nothing listens there: the download fails at once
+    proc = subprocess.run([sys.executable, "-m", "samspec_bench.cli", "accept", "--model", "Qwen3-8B"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "Qwen/Qwen3-8B" in last and "downloading failed" in last and last.endswith("hf download Qwen/Qwen3-8B")

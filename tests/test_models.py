@@ -200,8 +200,9 @@ def test_local_directory_is_returned_as_is(tmp_path):
 
 @pytest.mark.parametrize("spec, expected", [
     ("Qwen/Qwen3-8B", "model Qwen/Qwen3-8B: its weights are not in the Hugging Face cache"),
-    ("Qwen3-8B", "model 'Qwen3-8B' is not a local directory, a built-in (builtin:smollm2-135m, builtin:tiny-qwen3) "
-                 "or a Hugging Face id (org/name, e.g. Qwen/Qwen3-8B)"),   # short names are the suites' (model_id)
+    ("Qwen3-8B", "model 'Qwen3-8B' (Qwen/Qwen3-8B): its weights are not in the Hugging Face cache"),   # the alias table
+    ("Qwen3-9B", "model 'Qwen3-9B' is not a local directory, a built-in (builtin:smollm2-135m, builtin:tiny-qwen3), "
+                 "a short name of the"),
     ("builtin:llama-7b", "unknown built-in model 'builtin:llama-7b': use one of builtin:smollm2-135m, builtin:tiny-qwen3"),
     ("./no/such/dir", "model path no/such/dir is not a directory"),
     ("a/b/c", "model path a/b/c is not a directory"),
@@ -252,6 +253,30 @@ def test_cached_snapshot_is_used(hub_cache):
     snap = _snapshot(hub_cache, "Qwen/Qwen3-8B", {"config.json": "{}", "model.safetensors": b"x",
                                                   "tokenizer.json": "{}"})
     assert models.resolve_model("Qwen/Qwen3-8B") == snap == models.resolve_tokenizer("Qwen/Qwen3-8B")
+    # a short name finds the same snapshot (the alias table is part of resolve_model)
+    assert models.resolve_model("Qwen3-8B") == snap == models.resolve_tokenizer("qwen3-8b")
+    assert models.check_model("Qwen3-8B") == "Qwen/Qwen3-8B"
+    with pytest.raises(UserError, match=r"^model 'Qwen3-4B' \(Qwen/Qwen3-4B\): .* hf download Qwen/Qwen3-4B$"):
+        models.check_model("Qwen3-4B")
+
+
+def test_model_id_maps_short_names_and_keeps_paths(tmp_path, monkeypatch):
+    model_id = models.model_id
+    assert model_id("Qwen3-8B") == "Qwen/Qwen3-8B" and model_id("qwen3-235b-a22b") == "Qwen/Qwen3-235B-A22B"
+    assert model_id("DeepSeek-R1-Distill-Qwen-7B") == "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"
+    assert model_id("org/other") == "org/other" and model_id("builtin:tiny-qwen3") == "builtin:tiny-qwen3"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Qwen3-8B").mkdir()   # a local checkpoint directory of that name wins over the alias
+    assert model_id("Qwen3-8B") == "Qwen3-8B"
+    with pytest.raises(UserError, match="has no config.json"):
+        models.resolve_model("Qwen3-8B")
+
+
+def test_check_model_leaves_builtins_to_first_use(monkeypatch):
+    monkeypatch.setattr(models, "_cached", lambda *a: pytest.fail("a built-in model was built by the check"))
+    assert models.check_model("builtin:smollm2-135m") == "builtin:smollm2-135m" and models.check_model(None) is None
+    with pytest.raises(UserError, match="unknown built-in model 'builtin:nope'"):
+        models.check_model("builtin:nope")
 
 
 def test_sharded_snapshot_needs_every_shard(hub_cache):

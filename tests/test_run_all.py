@@ -175,6 +175,30 @@ def test_run_records_steps_and_renders_the_report(fake_steps, tmp_path):
     assert saved["steps"]["beta"]["status"] == "done" and saved["report"]["html"] == "report.html"
 
 
+def test_threads_and_cpu_seconds_are_printed_and_in_the_state_and_the_report(fake_steps, tmp_path, monkeypatch,
+                                                                            capsys):
+    """The torch-thread choice (from what is free when the run starts) is printed before the
+    steps run, kept in run_state.json and shown in the report; each step's CPU seconds too."""
+    from samspec_bench.reports.fmt import fmt
+
+    chosen = {"threads": 1, "cores": 2, "load_avg_1m": 5.0, "rule": "cores available - load average"}
+    monkeypatch.setattr(plan, "choose_threads", lambda: dict(chosen))
+    state, out = run_all(output=tmp_path / "res", steps="alpha,beta")
+    printed = capsys.readouterr().out
+    assert "torch threads 1: 2 core(s) available, load average 5 when the run started" in printed
+    assert printed.index("torch threads 1") < printed.index("alpha")   # said before the steps run
+    saved = json.loads((out / STATE_FILE).read_text())
+    assert saved["threads"] == chosen
+    md = (out / "report.md").read_text()
+    assert "torch threads 1 (2 cores available, load average 5 when the run started)" in md
+    assert "torch threads 1 (2 cores available" in (out / "report.html").read_text()
+    for name in ("alpha", "beta"):
+        cpu = saved["steps"][name]["cpu_seconds"]
+        assert isinstance(cpu, float) and cpu > 0   # the stand-in suite ran code in this process
+        (row,) = [r for r in md.splitlines() if r.startswith(f"| {name} | done |")]
+        assert row.split(" | ")[3] == fmt(cpu)
+
+
 def test_engine_typo_is_refused_and_an_engine_a_suite_cannot_use_is_noted(fake_steps, tmp_path):
     with pytest.raises(UserError, match="--engine 'vllm-xyz': not an engine of this build; use one of replay, reference"):
         run_all(output=tmp_path, engine="vllm-xyz", steps="alpha")

@@ -11,7 +11,7 @@ import pytest
 
 from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
 from samspec_bench.errors import UserError
-from samspec_bench.trace_formats import (check_models, detect_file, expand, model_id, prompt_group, read_any,
+from samspec_bench.trace_formats import (check_models, detect_file, expand, prompt_group, read_any,
                                           same_model)
 from trace_fixtures import grouped_rows, verl_input, write_lm_eval_samples, write_verl_dump
 
@@ -232,10 +232,3 @@ def test_same_model(trace_model, spec, same):
     assert same_model(trace_model, spec) is same
 
 
-def test_model_id_maps_short_names_and_keeps_paths(tmp_path, monkeypatch):
-    assert model_id("Qwen3-8B") == "Qwen/Qwen3-8B" and model_id("qwen3-235b-a22b") == "Qwen/Qwen3-235B-A22B"
-    assert model_id("DeepSeek-R1-Distill-Qwen-7B") == "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"
-    assert model_id("org/other") == "org/other" and model_id("builtin:tiny-qwen3") == "builtin:tiny-qwen3"
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "Qwen3-8B").mkdir()   # a local checkpoint directory of that name wins over the alias
-    assert model_id("Qwen3-8B") == "Qwen3-8B"

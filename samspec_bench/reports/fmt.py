@@ -59,3 +59,14 @@ def pts(x: float | None, sign: str = "") -> str:
 def x2(v: Any) -> str:
     """A ratio with two decimals (speedups, tokens per step); "–" when missing."""
     return f"{v:.2f}" if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else "–"
+
+
+def threads_text(chosen: Any) -> str:
+    """`samspec-bench run`'s torch-thread choice (run_state.json "threads") as a clause:
+    ", torch threads 1 (2 cores available, load average 7.4 when the run started)"; "" without one."""
+    if not isinstance(chosen, dict) or not chosen.get("threads"):
+        return ""
+    if "cores" not in chosen:
+        return f", torch threads {chosen['threads']}"
+    return (f", torch threads {chosen['threads']} ({chosen['cores']} cores available, load average "
+            f"{fmt(chosen.get('load_avg_1m'))} when the run started)")

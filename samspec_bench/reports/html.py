@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from samspec_bench.reports.answers import Answer, AnswerSet, answer_sets
-from samspec_bench.reports.fmt import fmt, fmt_headline
+from samspec_bench.reports.fmt import fmt, fmt_headline, threads_text
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
+from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
 from samspec_bench.reports.tables import Table, shape_tables
 from samspec_bench.reports.values import is_number
 from samspec_bench.results import atomic_write_text, check_output_file
@@ -230,18 +231,19 @@ def _steps(report: Report) -> str:
         settings = state.get("settings") or {}
         out.append(f"<p class=\"sub\">{esc(rs['path'])}: model <code>{esc(settings.get('model'))}</code>, "
                    f"engine <code>{esc(settings.get('engine') or 'default')}</code>, data "
-                   f"<code>{esc(settings.get('data_dir') or 'built-in workload')}</code></p>")
+                   f"<code>{esc(settings.get('data_dir') or 'built-in workload')}</code>"
+                   f"{esc(threads_text(state.get('threads')))}</p>")
         rows = []
         for name, st in (state.get("steps") or {}).items():
             status = st.get("status", "")
             cls = {"done": "pass", "failed": "fail"}.get(status, "none")
             badge = f'<span class="badge {cls}">{esc(status)}</span>'
             cmd = st.get("command") or ""
-            rows.append([f"<td>{esc(name)}</td>", f"<td>{badge}</td>", _cell(st.get("seconds")),
+            rows.append([f"<td>{esc(name)}</td>", f"<td>{badge}</td>", _cell(st.get("seconds")), _cell(st.get("cpu_seconds")),
                          f"<td>{esc(st.get('reason') or '')}{'<br>' if st.get('reason') and st.get('notes') else ''}"
                          f"{esc('; '.join(st.get('notes') or []))}</td>",
                          f'<td class="mono">{esc(cmd)}</td>'])
-        out.append(_table(["step", "status", "seconds", "reason / notes", "command"], rows))
+        out.append(_table(["step", "status", "wall s", "CPU s", "reason / notes", "command"], rows))
     return "".join(out)
 
 
@@ -334,10 +336,13 @@ def _suite_section(g: SuiteGroup) -> str:
         out.append("<h4>Gates</h4>" + _gates_table(run))
         out.append("<h4>Headline numbers</h4>" + _headlines_table(run))
         out.append(_figures(run))
+        sources = draft_source_tables(run.result)
+        if sources:
+            out.append("<h4>Draft sources</h4>" + "".join(render_table(t) for t in sources))
         metrics = run.result.get("metrics") or {}
         if metrics:
             out.append("<h4>Metrics</h4>" + "".join(render_table(t) for t in shape_tables("metrics", metrics)))
-        tables = run.result.get("tables") or {}
+        tables = {k: v for k, v in (run.result.get("tables") or {}).items() if not (sources and k in SHOWN_KEYS)}
         if tables:
             out.append("<h4>Tables</h4>")
             for name in tables:

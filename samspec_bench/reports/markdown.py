@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from samspec_bench.reports.answers import Answer, answer_sets
-from samspec_bench.reports.fmt import fmt, fmt_headline
+from samspec_bench.reports.fmt import fmt, fmt_headline, threads_text
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
+from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
 from samspec_bench.reports.tables import Table, shape_tables
 from samspec_bench.results import atomic_write_text, check_output_file
 
@@ -139,13 +140,15 @@ class _Renderer:
             state = rs["state"]
             st = state.get("settings") or {}
             out.append(f"## Steps of samspec-bench run\n\n`{rs['path']}`: model `{st.get('model')}`, engine "
-                       f"`{st.get('engine') or 'default'}`, data `{st.get('data_dir') or 'built-in workload'}`\n\n")
+                       f"`{st.get('engine') or 'default'}`, data `{st.get('data_dir') or 'built-in workload'}`"
+                       f"{threads_text(state.get('threads'))}\n\n")
             rows = []
             for name, s in (state.get("steps") or {}).items():
                 cmd = s.get("command") or ""
                 notes = "; ".join(x for x in [s.get("reason") or "", *(s.get("notes") or [])] if x)
-                rows.append([name, s.get("status", ""), fmt(s.get("seconds")), notes, f"`{cmd}`" if cmd else ""])
-            out.append(_table(["step", "status", "seconds", "reason / notes", "command"], rows) + "\n")
+                rows.append([name, s.get("status", ""), fmt(s.get("seconds")), fmt(s.get("cpu_seconds")), notes,
+                             f"`{cmd}`" if cmd else ""])
+            out.append(_table(["step", "status", "wall s", "CPU s", "reason / notes", "command"], rows) + "\n")
         return "".join(out)
 
     def run_section(self, g: SuiteGroup, run: Run) -> str:
@@ -167,9 +170,11 @@ class _Renderer:
                 out.append(f"![{run.suite} {run.label}: {f.name}]({f.data_uri()})\n\n")
             else:
                 out.append(f"![{run.suite} {run.label}: {f.name}]({self.figure_ref(run, f.name)})\n\n")
+        sources = draft_source_tables(run.result)
+        out.extend(_render_table(t) for t in sources)
         if self.tables:
             metrics = run.result.get("metrics") or {}
-            tables = run.result.get("tables") or {}
+            tables = {k: v for k, v in (run.result.get("tables") or {}).items() if not (sources and k in SHOWN_KEYS)}
             if metrics or tables:
                 out.append("<details><summary>Metrics and tables</summary>\n\n")
                 if metrics:

@@ -48,9 +48,8 @@ from samspec_bench.data import BUILTIN_BENCHMARKS
 from samspec_bench.errors import UserError, int_at_least, number_in
 from samspec_bench.evals.paired import agreement, compare
 from samspec_bench.evals.tasks import TASKS, parse_tasks, write_task_dir
-from samspec_bench.models import BUILTIN_MODEL, resolve_model
+from samspec_bench.models import BUILTIN_MODEL, model_id, resolve_model
 from samspec_bench.results import RunDir, atomic_write_text, emit_json, to_jsonable
-from samspec_bench.trace_formats import model_id
 
 SUITE = "accuracy"
 GENERATIONS = "generations.jsonl"

@@ -9,8 +9,7 @@ from typing import Any
 
 from samspec_bench.data import BUILTIN_BENCHMARKS
 from samspec_bench.errors import UserError, int_at_least, int_list
-from samspec_bench.models import BUILTIN_MODEL, resolve_model
-from samspec_bench.trace_formats import model_id
+from samspec_bench.models import BUILTIN_MODEL, check_model, model_id
 
 # --data-dir when none is given: the package directory, whose benchmarks/ holds the built-in sets
 BUILTIN_DATA_DIR = str(BUILTIN_BENCHMARKS.parent)
@@ -112,9 +111,8 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
     bad_gqa = [g for g in int_list(gqa, "--gqa") if num_heads % g]
     if bad_gqa:
         raise UserError(f"--gqa {bad_gqa[0]}: --num-heads {num_heads} is not a multiple of it")
-    model = model_id(model) if model else model   # a short name (Qwen3-8B) -> its Hugging Face id
-    if model and "model" in lv and not model.startswith("builtin:"):
-        resolve_model(model)   # a checkpoint path: checked before any work (built-in models are built on use)
+    # a short name (Qwen3-8B) -> its Hugging Face id; the checkpoint looked for before any work
+    model = check_model(model) if "model" in lv else (model_id(model) if model else model)
     lo, hi = seq_range(seq_len)
     if data_dir is None and prompts_file is None:
         data_dir = BUILTIN_DATA_DIR   # model level: the --benchmark prompts of the built-in sets

@@ -15,7 +15,7 @@ from samspec_bench.bench.policies import SpecPolicy, make_policy
 from samspec_bench.bench.simulation.dp import SHARD_RULES
 from samspec_bench.data import resolve_data_dir
 from samspec_bench.errors import UserError, int_at_least, int_list, number_in
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models import BUILTIN_MODEL, check_model, model_id
 from samspec_bench.suites.rollout.presets import get_preset
 
 SUITE = "rollout"
@@ -104,6 +104,9 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
         cfg.traces = cfg.traces or str(ddir.joinpath(*DEFAULT_TRACES))
         cfg.tokenizer = cfg.tokenizer or str(ddir.joinpath(*DEFAULT_TOKENIZER))
     validate(cfg)
+    # --model as every suite takes it (models.model_id / check_model): a short name becomes its
+    # id; a measured engine's model is looked for now, so an uncached one offline stops here
+    cfg.model = check_model(cfg.model) if engine in MEASURED_ENGINES else model_id(cfg.model)
     return cfg
 
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from samspec_bench.errors import UserError
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models import BUILTIN_MODEL, check_model, model_id
 from samspec_bench.reports.collect import collect
 from samspec_bench.reports.html import write_html
 from samspec_bench.reports.markdown import write_markdown
@@ -43,7 +43,7 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
         out = Path(resume)
         state = read_state(out)
         s = state["settings"]
-        for opt, given, saved in (("--model", model, s.get("model")), ("--engine", engine, s.get("engine")),
+        for opt, given, saved in (("--model", model_id(model) if model else None, s.get("model")), ("--engine", engine, s.get("engine")),
                                   ("--data-dir", str(Path(data_dir).expanduser().resolve()) if data_dir else None,
                                    s.get("data_dir"))):
             if given is not None and given != saved:
@@ -57,7 +57,8 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
         console.print(f"resuming {out}", highlight=False)
     else:
         sections = load_config(config) if config else {}
-        model = model or sections.get("model") or DEFAULT_MODEL
+        # a short name becomes its id; an uncached model offline stops here, before the run folder
+        model = check_model(model or sections.get("model") or DEFAULT_MODEL)
         engine = check_engine(engine, "--engine") if engine else check_engine(sections.get("engine"), "engine:")
         dd = data_dir or sections.get("data-dir") or os.environ.get("SAMSPEC_DATA_DIR") or None
         if dd is not None:
@@ -81,6 +82,10 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
     s = state["settings"]
     ctx = Ctx(out=out, model=s["model"], engine=s.get("engine"), data_dir=Path(s["data_dir"]) if s.get("data_dir") else None,
               sections=s.get("sections") or {}, state=state)
+    # torch threads: chosen now, from what is free before this run loads the machine (a resumed
+    # run keeps its choice), and said before anything runs
+    plan.threads_for(ctx)
+    click.echo(plan.threads_note(ctx))
     chosen = s.get("steps") or list(plan.STEP_NAMES)
     todo = [st for st in plan.STEPS if st.name in chosen]
     try:
@@ -105,7 +110,7 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
 
 def _print_summary(state: dict, console, html: Path) -> None:
     t = Table(title="samspec-bench run")
-    for col in ("step", "status", "seconds", "gates", "reason / notes"):
+    for col in ("step", "status", "wall s", "CPU s", "gates", "reason / notes"):
         t.add_column(col)
     report = collect([html.parent])
     by_dir = {os.path.normpath(os.path.abspath(r.path)): r for r in report.runs}
@@ -115,9 +120,9 @@ def _print_summary(state: dict, console, html: Path) -> None:
         if run is not None and run.gates:
             npass = sum(1 for g in run.gates if g.get("passed") is True)
             gates = f"{npass}/{len(run.gates)} passed"
-        secs = f"{st['seconds']:.0f}" if isinstance(st.get("seconds"), (int, float)) else ""
+        secs, cpu = (f"{st[k]:.0f}" if isinstance(st.get(k), (int, float)) else "" for k in ("seconds", "cpu_seconds"))
         style = {"done": "green", "failed": "red"}.get(st.get("status"), "yellow")
-        t.add_row(name, f"[{style}]{st.get('status')}[/]", secs, gates,
+        t.add_row(name, f"[{style}]{st.get('status')}[/]", secs, cpu, gates,
                   "; ".join(x for x in [st.get("reason") or "", *(st.get("notes") or [])] if x))
     console.print(t)
     for u in report.unreadable:

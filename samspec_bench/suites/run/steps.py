@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import resource
 import shlex
 import sys
 import time
@@ -121,7 +122,7 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
     run_state.write_state(ctx.out, ctx.state)
     console.rule(f"[bold][{index}/{total}] {step.name}[/]: {step.what}")
     console.print(shown + (f" --resume {resume_dir}" if resume_dir else ""), highlight=False, soft_wrap=True)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
     code = 0
     error = None
     mark = created_mark()
@@ -131,7 +132,7 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
         else:
             code = run_suite(module, cmd, step.name, options, args, step_dir, resume_dir)
     except KeyboardInterrupt:
-        st["seconds"] = time.perf_counter() - t0
+        st["seconds"], st["cpu_seconds"] = time.perf_counter() - t0, cpu_seconds() - cpu0
         run_state.write_state(ctx.out, ctx.state)   # stays "running": --resume re-runs (or resumes) it
         raise
     except UserError as e:
@@ -141,7 +142,7 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
     except Exception as e:  # noqa: BLE001 - one broken suite must not stop the others
         error = f"{type(e).__name__}: {e}"
         st["traceback"] = traceback.format_exc(limit=8)
-    st["seconds"] = time.perf_counter() - t0
+    st["seconds"], st["cpu_seconds"] = time.perf_counter() - t0, cpu_seconds() - cpu0
     found = resume_dir if resume_dir is not None and (resume_dir / "result.json").is_file() else \
         run_state.finished_new(step_dir, before)
     if found is not None:
@@ -160,6 +161,13 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
         for d in (step_dir, step_dir.parent):
             if d.is_dir() and not any(d.iterdir()):
                 d.rmdir()
+
+
+def cpu_seconds() -> float:
+    """CPU seconds this process and its finished children used (user + system, all threads):
+    what a step costs, apart from what other processes on a loaded machine take."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def run_workload(step_dir: Path, options: dict, resume_dir: Path | None) -> None:
