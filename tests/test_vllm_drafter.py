@@ -236,6 +236,23 @@ def test_other_drafters_are_timed_by_a_wrapper():
     assert w.samspec_time_proposer() is False and w.samspec_take_propose_times() is None
 
 
+def test_verify_cost_fit_recovers_the_step_time_line():
+    """Step interval = a + b * verified tokens: the fit gives b and the cost in decode steps."""
+    from samspec_bench.bench.engines.vllm.proposer_timing import verify_cost
+
+    rng = np.random.default_rng(0)
+    drafted = rng.integers(0, 25, size=60).tolist()
+    start, t = [], 0.0
+    for i in range(60):
+        start.append(t)
+        t += 0.05 + 0.002 * (8 + drafted[i])   # the step after call i verifies 8 rows + its drafts
+    fit = verify_cost({"start_s": start, "rows": [8] * 60, "drafted": drafted})
+    assert fit["ms_per_verified_token"] == pytest.approx(2.0)
+    assert fit["fixed_ms"] == pytest.approx(50.0)
+    assert fit["draft_token_cost_decode_steps"] == pytest.approx(0.002 * 8 / (0.05 + 0.016))
+    assert verify_cost({"start_s": start, "rows": [8] * 60, "drafted": [0] * 60}) is None   # nothing to fit
+
+
 def test_mode_none_never_drafts():
     rng = np.random.default_rng(3)
     texts = _texts(rng, 6)

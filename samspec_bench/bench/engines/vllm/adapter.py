@@ -269,8 +269,8 @@ class VllmEngine(Engine):
                  spec_policy: Callable | None = None, progress: bool = False,
                  on_output: Callable[[RequestOutput], None] | None = None,
                  oracle: dict[Hashable, Sequence[int]] | None = None) -> GenerationResult:
-        """drafter: None, "sam", "ngram", "suffix" or a `SamDrafter` (its group sharing and
-        l_threshold are used). oracle: {req_id: continuation}: draft exactly that continuation
+        """drafter: None, "sam", "ngram", "suffix" or a `SamDrafter` (its group sharing,
+        l_threshold and draft length spec are used). oracle: {req_id: continuation}: draft exactly that continuation
         (teacher-forced verification; op-equivalence). spec_policy: None, off, always or the
         batch-size threshold policy (`policies.make_policy`; SAM only: the proposer
         drafts only when at most T requests stay in the batch); other callables are refused."""
@@ -278,7 +278,11 @@ class VllmEngine(Engine):
         if isinstance(drafter, SamDrafter):
             if drafter.corpus is not None:
                 raise UserError("a SAM drafter with a static corpus cannot run inside vLLM yet: drop the corpus")
-            sam_opts = {"min_match": drafter.l_threshold, "group_sharing": drafter.group_sharing}
+            length = drafter.length.spec()
+            if "<" in length:   # a callable cost (a step-time profile) cannot travel to vLLM's process
+                raise UserError(f"SAM draft length {length}: inside vLLM give the cost as a number "
+                                "(evidence:cost=0.2); a profile callable cannot reach the engine's process")
+            sam_opts = {"min_match": drafter.l_threshold, "group_sharing": drafter.group_sharing, "length": length}
             drafter = "sam"
         elif drafter is not None and not isinstance(drafter, str):
             raise UserError(f"drafter {type(drafter).__name__}: the vLLM engine takes 'sam', 'ngram', 'suffix' "
@@ -319,6 +323,8 @@ class VllmEngine(Engine):
                         ex["threshold"] = threshold
                     if sam_opts.get("min_match", 1) != 1:
                         ex["min_match"] = int(sam_opts["min_match"])
+                    if sam_opts.get("length") is not None:
+                        ex["length"] = sam_opts["length"]
                     if sam_opts.get("group_sharing"):
                         ex["group"] = str(r.group if r.group is not None else key)
                 if oracle is not None:

@@ -8,8 +8,10 @@ with its own command line:
 Arms (`--methods`, comma-separated):
   none-plain  an engine built without speculation
   none        the SAM engine with the drafter off (the same scheduling as sam)
-  sam         SAM through our proposer (`drafter.SamProposer`); sam-mN: no draft for matches
-              shorter than N tokens
+  sam         SAM through our proposer (`drafter.SamProposer`) with the drafter's default draft
+              length; sam[SPEC]: with the draft length policy SPEC (sam[fixed]: SAM-Decoding's
+              baseline, up to k tokens whenever any suffix matches; sam[evidence],
+              sam[evidence:cost=0.2]); sam-mN: no draft for matches shorter than N tokens
   ngram       vLLM's n-gram method (prompt_lookup_min 2, max 5)
   suffix      vLLM's suffix method (Arctic; keeps finished responses, so it runs once);
               suffix-own keeps none (each request drafts from its own context)
@@ -33,6 +35,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import statistics
 import sys
 from typing import Any, Sequence
@@ -49,7 +52,7 @@ from samspec_bench.results import atomic_write_text, check_output_file
 from samspec_bench.sam.drafters import SamDrafter
 
 PROG = "python -m samspec_bench.bench.engines.vllm.compare"
-DEFAULT_METHODS = "none-plain,none,sam,ngram,suffix,suffix-own"
+DEFAULT_METHODS = "none-plain,none,sam,sam[fixed],ngram,suffix,suffix-own"
 BASELINES = ("none", "none-plain", "ngram")
 GOAL_OVER_NONE = 1.15   # the issue's goal: SAM tok/s >= ngram's and >= 1.15x no speculation
 MEASURED = "measured (wall time of the generate call)"
@@ -69,22 +72,30 @@ def spread(values: Sequence[float], unit: str, source: str) -> dict[str, Any]:
             "unit": unit, "source": source}
 
 
+def split_methods(text: str) -> list[str]:
+    """--methods: comma-separated arms; commas inside [...] belong to a length spec."""
+    return [m.strip() for m in re.split(r",(?![^\[]*\])", text) if m.strip()]
+
+
 def arm_plan(name: str) -> tuple[str, Any]:
     """(engine key, drafter argument of generate) of an arm; a UserError names a bad one."""
     if name == "none-plain":
         return "plain", None
     if name == "none":
         return "sam", None
-    if name == "sam":
-        return "sam", SamDrafter()
-    if name.startswith("sam-m"):
-        n = name.removeprefix("sam-m")
-        if not n.isdigit() or int(n) < 1:
-            raise UserError(f"--methods {name}: sam-mN needs an integer N >= 1 (the shortest match that drafts)")
-        return "sam", SamDrafter(l_threshold=int(n))
     if name in ("ngram", "suffix", "suffix-own"):
         return name, ("suffix" if name == "suffix-own" else name)
-    raise UserError(f"--methods {name!r}: use none-plain, none, sam, sam-mN, ngram, suffix or suffix-own")
+    m = re.fullmatch(r"sam(?:-m(\w+))?(?:\[([^\]]*)\])?", name)
+    if m is None:
+        raise UserError(f"--methods {name!r}: use none-plain, none, sam, sam-mN, sam[LENGTH], ngram, suffix or "
+                        "suffix-own (e.g. sam[fixed], sam[evidence:cost=0.2], sam-m2)")
+    min_match, length = m.group(1), m.group(2)
+    if min_match is not None and (not min_match.isdigit() or int(min_match) < 1):
+        raise UserError(f"--methods {name}: sam-mN needs an integer N >= 1 (the shortest match that drafts)")
+    try:
+        return "sam", SamDrafter(l_threshold=int(min_match or 1), length=length or None)
+    except ValueError as e:
+        raise UserError(f"--methods {name}: {e}") from None
 
 
 def _build(key: str, model: str, dtype: str, k: int, engine_args: dict | None) -> VllmEngine:
@@ -122,7 +133,7 @@ def _ratios(num: dict, den: dict) -> dict[str, Any]:
 def compare_methods(model: str = BUILTIN_MODEL, *, dtype: str = "float32", k: int = 3,
                     benchmark: str = "math500", num_prompts: int = 8, max_tokens: int = 256,
                     data_dir: str | None = None, engine_args: dict[str, Any] | None = None,
-                    methods: Sequence[str] = tuple(DEFAULT_METHODS.split(",")), repeats: int = 1,
+                    methods: Sequence[str] = tuple(split_methods(DEFAULT_METHODS)), repeats: int = 1,
                     sequential: bool = False, log=None) -> dict[str, Any]:
     """See the module docstring. Returns the JSON-ready result."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -213,6 +224,13 @@ def _result(model, dtype, k, benchmark, n_prompts, max_tokens, repeats, methods,
             row["proposer_share_of_wall"] = spread([p["share_of_wall_time"] for p in props],
                                                    "fraction of the generate call's wall time",
                                                    "measured inside vLLM's worker")
+            fits = [p["verify_cost"] for p in props if p.get("verify_cost")]
+            if fits and all(f["draft_token_cost_decode_steps"] is not None for f in fits):
+                row["draft_token_cost"] = spread([f["draft_token_cost_decode_steps"] for f in fits],
+                                                 "decode steps per draft token (the evidence policy's cost)",
+                                                 fits[0]["source"])
+                row["ms_per_verified_token"] = spread([f["ms_per_verified_token"] for f in fits],
+                                                      "ms per verified token (marginal)", fits[0]["source"])
             if all(p["step_wall_ms_mean"] for p in props):
                 row["step_wall_ms"] = spread([p["step_wall_ms_mean"] for p in props], "ms / engine step", MEASURED)
         rows[m] = row
@@ -261,6 +279,7 @@ def print_table(out: dict, file=sys.stderr) -> None:
               f"tokens/step {r['tokens_per_step']['value']:.3f}  drafted/step {r['drafted_per_step']['value']:.3f}  "
               f"verify/token {r['verify_tokens_per_emitted_token']['value']:.3f}  "
               + (f"proposer {prop['median']:.3f} ms/step ({100 * share['median']:.2f} % wall)  " if prop else "")
+              + (f"draft token cost {r['draft_token_cost']['median']:.2f} steps (fit)  " if "draft_token_cost" in r else "")
               + f"identical {g['identical']}/{g['of']}  {vs}", file=file)
     for m, g in out["goal"].items():
         parts = "  ".join(f"{c} x{v['ratio']:.3f} (need {v['needed']})" for c, v in g.items() if isinstance(v, dict))
@@ -278,7 +297,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     ap.add_argument("--num-prompts", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--methods", default=DEFAULT_METHODS)
+    ap.add_argument("--methods", default=DEFAULT_METHODS,
+                    help="arms, comma-separated: none-plain, none, sam, sam[fixed], sam[evidence:cost=0.2], sam-mN, "
+                         "ngram, suffix, suffix-own")
     ap.add_argument("--engine-arg", action="append", default=[])
     ap.add_argument("--repeats", type=int, default=2, help="fresh generate calls per arm (tok/s spread)")
     ap.add_argument("--sequential", action="store_true", help="one engine at a time (less memory)")
@@ -290,7 +311,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         out = compare_methods(a.model, dtype=a.dtype, k=a.k, benchmark=a.benchmark, num_prompts=a.num_prompts,
                               max_tokens=a.max_tokens, data_dir=a.data_dir,
                               engine_args=parse_engine_args(a.engine_arg),
-                              methods=[m.strip() for m in a.methods.split(",") if m.strip()], repeats=a.repeats,
+                              methods=split_methods(a.methods), repeats=a.repeats,
                               sequential=a.sequential)
     except UserError as e:
         print(f"{prog}: {e}", file=sys.stderr)

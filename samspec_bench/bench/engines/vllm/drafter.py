@@ -29,6 +29,11 @@ Per-request options ride on `SamplingParams.extra_args["samspec"]` (a dict):
   k         draft at most k tokens (<= num_speculative_tokens)
   group     GRPO group key: members share one automaton (SamDrafter group sharing)
   min_match no draft when the match is shorter (SAM-Decoding's l_threshold)
+  length    the draft length policy (`SamDrafter(length=...)`, sam/draft_length.py): "fixed"
+            (SAM-Decoding's baseline: up to k whenever any suffix matches), "evidence" or
+            "evidence:cost=0.2,..." (as many tokens as the evidence pays for); default: the
+            drafter's default. A spec the drafter refuses falls back to the default and is
+            listed in `describe()["bad_options"]` (the engine keeps running).
   oracle    the continuation to draft in mode "oracle"
   threshold the seed's batch-size switch: draft only when at most this many requests stay in
             the batch for the next step (the rows minus the requests this step finishes by
@@ -59,6 +64,7 @@ from typing import Any
 import numpy as np
 
 from samspec_bench.bench.engines.vllm.proposer_timing import ProposeTimes, wrap_propose
+from samspec_bench.sam.draft_length import parse_length
 from samspec_bench.sam.drafters import SamDrafter
 
 EXTRA_KEY = "samspec"
@@ -129,6 +135,7 @@ class SamProposer:
         self.max_active = 0
         self.gate = {"on": 0, "off": 0}          # propose calls the batch-size switch let draft / stopped
         self.times = ProposeTimes()              # this proposer's own time per call (it runs inside the step)
+        self.bad_options: dict[str, str] = {}    # options refused (the drafter's default was used instead)
 
     # --- vLLM's interface ---------------------------------------------------------------------
 
@@ -145,7 +152,7 @@ class SamProposer:
     def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None, **_) -> list[list[int]]:
         t0 = time.perf_counter()
         drafts = self._propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
-        self.times.add(time.perf_counter() - t0, len(drafts), sum(map(len, drafts)))
+        self.times.add(time.perf_counter() - t0, len(drafts), sum(map(len, drafts)), t0)
         return drafts
 
     def _propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu) -> list[list[int]]:
@@ -251,10 +258,17 @@ class SamProposer:
         return max(n - num_sampled, 0)
 
     def _drafter_for(self, opts: dict) -> SamDrafter:
-        key = (bool(opts.get("group") is not None), int(opts.get("min_match", 1)))
+        """One SamDrafter per configuration (group sharing, min_match, draft length spec)."""
+        length = opts.get("length")
+        key = (bool(opts.get("group") is not None), int(opts.get("min_match", 1)), length)
         d = self._drafters.get(key)
         if d is None:
-            d = self._drafters[key] = SamDrafter(group_sharing=key[0], l_threshold=key[1])
+            try:
+                d = SamDrafter(group_sharing=key[0], l_threshold=key[1], length=length)
+            except ValueError as e:   # a bad spec in a request's extra_args must not stop the engine
+                self.bad_options[f"length={length!r}"] = str(e)
+                return self._drafter_for({**opts, "length": self.defaults.get("length")})
+            self._drafters[key] = d
         return d
 
     def _new_state(self, rid, row, n: int, num_sampled: int) -> _ReqState:
@@ -403,7 +417,8 @@ class SamProposer:
                 "propose_calls": self.num_propose_calls, "memory_bytes": self.memory_bytes(),
                 "batch_switch": dict(self.gate),
                 "propose_time_s": self.times.total_s, "propose_time_source": "measured (time.perf_counter)",
-                "defaults": self.defaults, "automaton": "samspec_bench.sam (compiled core)"}
+                "defaults": self.defaults, "automaton": "samspec_bench.sam (compiled core)",
+                "drafters": [d.describe() for d in self._drafters.values()], "bad_options": dict(self.bad_options)}
 
 
 def _env_options() -> dict:
@@ -417,6 +432,11 @@ def _env_options() -> dict:
                          '{"min_match": 2, "k": 3}') from None
     if not isinstance(opts, dict):
         raise ValueError(f"{ENV_OPTIONS}: expected a JSON object")
+    if opts.get("length") is not None:
+        try:
+            parse_length(opts["length"])
+        except ValueError as e:
+            raise ValueError(f"{ENV_OPTIONS}: {e}") from None
     t = opts.get("threshold")
     if t is not None and (not isinstance(t, int) or isinstance(t, bool) or t < 0):
         raise ValueError(f"{ENV_OPTIONS}: threshold {t!r}: give an integer >= 0 (or leave it out: always draft)")

@@ -23,19 +23,21 @@ class ProposeTimes:
     """Per-call proposer times since the last `take` (propose_s: seconds; rows: rows of the
     persistent batch passed; drafted: draft tokens returned) and totals since start-up."""
 
-    __slots__ = ("propose_s", "rows", "drafted", "total_s", "total_calls")
+    __slots__ = ("start_s", "propose_s", "rows", "drafted", "total_s", "total_calls")
 
     def __init__(self):
+        self.start_s: list[float] = []      # perf_counter at each call: the intervals are the steps' wall times
         self.propose_s: list[float] = []
         self.rows: list[int] = []
         self.drafted: list[int] = []
         self.total_s = 0.0
         self.total_calls = 0
 
-    def add(self, dt: float, rows: int, drafted: int) -> None:
+    def add(self, dt: float, rows: int, drafted: int, start: float | None = None) -> None:
         if len(self.propose_s) >= MAX_CALLS:
             half = MAX_CALLS // 2
-            del self.propose_s[:half], self.rows[:half], self.drafted[:half]
+            del self.start_s[:half], self.propose_s[:half], self.rows[:half], self.drafted[:half]
+        self.start_s.append(time.perf_counter() - dt if start is None else start)
         self.propose_s.append(dt)
         self.rows.append(rows)
         self.drafted.append(drafted)
@@ -43,9 +45,9 @@ class ProposeTimes:
         self.total_calls += 1
 
     def take(self) -> dict[str, Any]:
-        out = {"propose_s": self.propose_s, "rows": self.rows, "drafted": self.drafted,
+        out = {"start_s": self.start_s, "propose_s": self.propose_s, "rows": self.rows, "drafted": self.drafted,
                "total_s": self.total_s, "total_calls": self.total_calls}
-        self.propose_s, self.rows, self.drafted = [], [], []
+        self.start_s, self.propose_s, self.rows, self.drafted = [], [], [], []
         return out
 
 
@@ -68,7 +70,7 @@ def wrap_propose(drafter: Any) -> ProposeTimes | None:
             rows, drafted = len(drafts), sum(len(d) for d in drafts)
         except TypeError:
             rows, drafted = 0, int(getattr(drafts, "numel", lambda: 0)())
-        times.add(dt, rows, drafted)
+        times.add(dt, rows, drafted, t0)
         return drafts
 
     drafter.propose = propose
@@ -92,4 +94,33 @@ def summary(calls: dict[str, Any] | None, wall_s: float, engine_steps: int) -> d
             "ms_per_call_max": 1e3 * ts[-1] if n else None,
             "us_per_row_mean": 1e6 * total / sum(calls["rows"]) if sum(calls.get("rows") or [0]) else None,
             "step_wall_ms_mean": 1e3 * wall_s / engine_steps if engine_steps else None,
-            "share_of_wall_time": total / wall_s if wall_s > 0 else None}
+            "share_of_wall_time": total / wall_s if wall_s > 0 else None,
+            "verify_cost": verify_cost(calls)}
+
+
+def verify_cost(calls: dict[str, Any], min_steps: int = 20) -> dict[str, Any] | None:
+    """The step's wall time against the tokens it verified, fitted over one generate call:
+    interval between consecutive propose calls = a + b * (rows + tokens drafted at the
+    earlier call), least squares over the steps whose batch kept its rows. b is the marginal
+    time of one draft token; in decode steps (what an accepted draft token saves a request)
+    it is b * rows / (a + b * rows), the `cost` of the evidence draft length policy. None
+    without variation in the drafted tokens (no drafting) or with too few steps."""
+    start, rows, drafted = calls.get("start_s") or [], calls.get("rows") or [], calls.get("drafted") or []
+    xs, ys = [], []
+    for i in range(1, len(start)):
+        if rows[i] == rows[i - 1] and rows[i] > 0:
+            xs.append(rows[i] + drafted[i - 1])
+            ys.append(start[i] - start[i - 1])
+    if len(xs) < min_steps:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= 0:
+        return None
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    a = my - b * mx
+    r = sorted(rows)[len(rows) // 2]
+    step = a + b * r
+    return {"source": "fit: step interval (measured) = a + b * verified tokens, over the call's steps",
+            "fixed_ms": 1e3 * a, "ms_per_verified_token": 1e3 * b, "steps": len(xs), "median_rows": r,
+            "draft_token_cost_decode_steps": b * r / step if step > 0 else None}
