@@ -13,6 +13,9 @@ from those records only, so the suites do not care which engine produced them.
 | draft_hit_rate             | steps with a non-empty draft / all decode steps                  |
 | acceptance_rate            | accepted draft tokens / drafted tokens                           |
 | per_position_acceptance[i] | drafts whose token i was accepted / drafts (vLLM's per-position) |
+| drafted_per_step           | drafted tokens / decode steps, over ALL decode steps (the cost)  |
+| verify_tokens_per_token    | (decode steps + drafted tokens) / tokens emitted: tokens the     |
+|                            | target verifies per token it emits (1.0 = no speculation)        |
 
 All ratios are pooled (sums over steps, then divided), as vLLM's counters are; a metric
 whose denominator is 0 is None. Binned curves put each step in the bin of its position at
@@ -29,13 +32,16 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 METRIC_NAMES = ("tokens_per_step", "acceptance_length", "draft_hit_rate", "acceptance_rate",
-                "per_position_acceptance")
+                "per_position_acceptance", "drafted_per_step", "verify_tokens_per_token")
 METRIC_DEFINITIONS = {
     "tokens_per_step": "tokens emitted / decode steps, over all decode steps (baseline 1.0)",
     "acceptance_length": "1 + accepted / drafts, over steps with a non-empty draft (vLLM's mean acceptance length)",
     "draft_hit_rate": "steps with a non-empty draft / all decode steps",
     "acceptance_rate": "accepted draft tokens / drafted tokens",
     "per_position_acceptance": "[i]: drafts whose token i was accepted / drafts",
+    "drafted_per_step": "drafted tokens / decode steps, over all decode steps (the verify cost side; 0 = none)",
+    "verify_tokens_per_token": "(decode steps + drafted tokens) / tokens emitted: tokens verified per token "
+                               "emitted (1.0 = no speculation)",
 }
 POSITION_BASES = ("sequence", "response")
 DEFAULT_BINS = "log2:64:32768"
@@ -189,13 +195,23 @@ class AcceptanceCounts:
         return _ratio(self.accepted, self.drafted)
 
     @property
+    def drafted_per_step(self) -> float | None:
+        return _ratio(self.drafted, self.steps)
+
+    @property
+    def verify_tokens_per_token(self) -> float | None:
+        return _ratio(self.steps + self.drafted, self.tokens)
+
+    @property
     def per_position_acceptance(self) -> list[float]:
         return [x / self.drafts for x in self.accepted_per_pos] if self.drafts else []
 
     def metrics(self) -> dict[str, Any]:
-        """The five metrics and the counts they come from."""
+        """The metrics and the counts they come from."""
         return {
             "tokens_per_step": self.tokens_per_step,
+            "drafted_per_step": self.drafted_per_step,
+            "verify_tokens_per_token": self.verify_tokens_per_token,
             "acceptance_length": self.acceptance_length,
             "draft_hit_rate": self.draft_hit_rate,
             "acceptance_rate": self.acceptance_rate,

@@ -56,7 +56,7 @@ def test_python_baselines_draft_exactly_like_the_compiled_automaton(tokens, k):
 def test_sam_drafter_own_context_equals_suffix_automaton():
     rng = np.random.default_rng(1)
     prompt, resp = rng.integers(0, 20, 50), rng.integers(0, 20, 200)
-    d = SamDrafter()
+    d = SamDrafter(length="fixed")
     d.start(7, prompt)
     sa = SuffixAutomaton(prompt)
     for t in resp:
@@ -68,10 +68,10 @@ def test_sam_drafter_own_context_equals_suffix_automaton():
 
 
 def test_plain_sam_drafter_runs_compiled_and_equals_the_python_path():
-    """The default configuration's per-request calls run in C; a drafter configured to draft
+    """The fixed baseline's per-request calls run in C; a drafter configured to draft
     exactly as much (a huge adaptive factor) runs the Python path. Interleaved requests,
     every prompt form, every step: same drafts, same errors, same bookkeeping."""
-    fast = SamDrafter()
+    fast = SamDrafter(length="fixed")
     slow = SamDrafter(length=AdaptiveLength(factor=1e9))
     assert type(fast.extend.__self__).__name__ == "SamBatch"
     assert type(slow.extend.__self__).__name__ == "SamDrafter"

@@ -89,16 +89,16 @@ def test_sam_drafts_an_earlier_response_to_the_same_prompt():
     prompt = rng.integers(0, 5000, 40)
     response = rng.integers(0, 5000, 300)   # random tokens: the own context predicts nothing
     store = HistoryStore()
-    plain = replay_response(SamDrafter(), prompt, response, 4)
-    empty = replay_response(SamDrafter(history=store), prompt, response, 4)
+    plain = replay_response(SamDrafter(length="fixed"), prompt, response, 4)
+    empty = replay_response(SamDrafter(history=store, length="fixed"), prompt, response, 4)
     assert rec(empty) == rec(plain)   # nothing stored: the same drafts
     store.add(prompt, response)
-    hit = replay_response(SamDrafter(history=store), prompt, response, 4)
+    hit = replay_response(SamDrafter(history=store, length="fixed"), prompt, response, 4)
     # the stored response is the one being written: every step drafts k tokens and all are accepted
     drafted, accepted, emitted = rec(hit)
     assert all(d == 4 for d in drafted[:-1]) and accepted[:-1] == drafted[:-1]
     assert len(emitted) == -(-(len(response) - 1) // 5) < len(plain.emitted) / 4
-    other = replay_response(SamDrafter(history=store), prompt[:-1], response, 4)   # another prompt: no history
+    other = replay_response(SamDrafter(history=store, length="fixed"), prompt[:-1], response, 4)   # another prompt: no history
     assert rec(other) == rec(plain)
 
 

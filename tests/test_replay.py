@@ -170,9 +170,9 @@ def items(traces_dir, qwen3_tokenizer_dir, tmp_path_factory):
 
 @pytest.mark.parametrize("k", [1, 3, 8])
 def test_default_sam_equals_brute_force_replay(items, k):
-    drafter = SamDrafter()
+    drafter = SamDrafter(length="fixed")
     engine_out = {}
-    cfg = DraftConfig("sam", k)
+    cfg = DraftConfig("sam-fixed", k)
     for _, out in ReplayEngine(workers=1).run(items, [(cfg, range(len(items)))]):
         engine_out.update(out)
     totals = np.zeros(4, dtype=np.int64)
@@ -204,7 +204,7 @@ def test_group_sharing_equals_brute_force_group_replay(items, order):
     responses = [it.response_ids[:160].tolist() for it in group]  # a prefix keeps the oracle quick
     expect = brute_group_replay(prompt, responses, 3, order)
     members = [(str(i), group[0].prompt_ids, np.asarray(r, dtype=np.int32)) for i, r in enumerate(responses)]
-    got = replay_group(SamDrafter(group_sharing=True), members, 3, order)
+    got = replay_group(SamDrafter(group_sharing=True, length="fixed"), members, 3, order)
     for i in range(len(group)):
         assert as_tuples(got[i]) == expect[i], f"member {i}"
     # the oracle is not trivially own-only: sharing changed some drafts
@@ -214,16 +214,16 @@ def test_group_sharing_equals_brute_force_group_replay(items, order):
 
 def test_first_member_of_a_sequential_group_drafts_as_if_alone(items):
     group = [it for it in items if it.source.name.startswith("gpt3")][:4]
-    cfg = DraftConfig("sam", 3, group=True, order="sequential")
+    cfg = DraftConfig("sam-fixed", 3, group=True, order="sequential")
     shared = dict(run_unit(cfg, group, list(range(len(group)))))
-    alone = replay_response(SamDrafter(), group[0].prompt_ids, group[0].response_ids, 3)
+    alone = replay_response(SamDrafter(length="fixed"), group[0].prompt_ids, group[0].response_ids, 3)
     assert as_tuples(shared[0]) == as_tuples(alone)
 
 
 @pytest.mark.parametrize("order", ["concurrent", "sequential"])
 def test_a_one_response_group_equals_own_only(items, order):
     it = next(x for x in items if x.source.name.startswith("tora70b"))
-    got = replay_group(SamDrafter(group_sharing=True), [("a", it.prompt_ids, it.response_ids)], 3, order)[0]
+    got = replay_group(SamDrafter(group_sharing=True, length="fixed"), [("a", it.prompt_ids, it.response_ids)], 3, order)[0]
     assert as_tuples(got) == brute_replay(it.prompt_ids.tolist(), it.response_ids.tolist(), 3)
 
 
@@ -247,7 +247,7 @@ def test_engine_results_do_not_depend_on_workers(items):
 
 
 def test_step_records_are_consistent(items):
-    for j, chunk in ReplayEngine(workers=1).run(items, [(DraftConfig("sam", 8, group=True), range(len(items)))]):
+    for j, chunk in ReplayEngine(workers=1).run(items, [(DraftConfig("sam-fixed", 8, group=True), range(len(items)))]):
         for i, rs in chunk:
             n = items[i].response_ids.size
             assert rs.response_len == n and rs.prompt_len == items[i].prompt_ids.size
@@ -263,22 +263,22 @@ def test_step_records_are_consistent(items):
 def test_end_of_response_rejects_draft_tokens_past_the_end():
     prompt, response = [5, 6, 7, 8], [5, 6, 7, 8]
     # after the prefill (5) the context is 5 6 7 8 5: "5" occurred at 0, draft 6 7 8 5
-    rs = replay_response(SamDrafter(), prompt, response, 4)
+    rs = replay_response(SamDrafter(length="fixed"), prompt, response, 4)
     assert as_tuples(rs) == [(1, 4, 3, 3)]  # 3 accepted, the 4th is past the end, no bonus
-    rs = replay_response(SamDrafter(), prompt, response, 2)
+    rs = replay_response(SamDrafter(length="fixed"), prompt, response, 2)
     assert as_tuples(rs) == [(1, 2, 2, 3)]  # 6 7 accepted, 8 is the bonus
-    assert replay_response(SamDrafter(), prompt, [9], 3).steps == 0  # the prefill emits the only token
+    assert replay_response(SamDrafter(length="fixed"), prompt, [9], 3).steps == 0  # the prefill emits the only token
 
 
 def test_empty_drafts_are_counted_as_steps():
-    rs = replay_response(SamDrafter(), [1, 2], [3, 4, 5], 3)  # nothing ever repeats
+    rs = replay_response(SamDrafter(length="fixed"), [1, 2], [3, 4, 5], 3)  # nothing ever repeats
     assert as_tuples(rs) == [(1, 0, 0, 1), (2, 0, 0, 1)]
 
 
 def test_corpus_holding_the_response_drafts_it_exactly():
     prompt, response = [11, 12, 13], [1, 2, 3, 4, 1, 2, 5, 6, 7, 8, 9]
     corpus = CorpusAutomaton([[50, 51], prompt + response])
-    rs = replay_response(SamDrafter(corpus=corpus), prompt, response, 3)
+    rs = replay_response(SamDrafter(corpus=corpus, length="fixed"), prompt, response, 3)
     remaining = len(response) - rs.position
     assert np.all(rs.drafted == np.minimum(3, remaining))
     assert np.all(rs.accepted == rs.drafted)

@@ -63,9 +63,9 @@ def test_profile_walk_equals_replay():
     resp = rng.integers(0, 4, 400)
     prompt = [0, 1, 2, 3]
     for k in (1, 3, 5):
-        d, a = acceptance_profile(SamDrafter(), prompt, resp, k)
+        d, a = acceptance_profile(SamDrafter(length="fixed"), prompt, resp, k)
         pos, dr, ac, em = walk_profile(d, a, k)
-        rs = replay_response(SamDrafter(), prompt, resp, k)
+        rs = replay_response(SamDrafter(length="fixed"), prompt, resp, k)
         assert list(rs.position) == pos and list(rs.drafted) == dr
         assert list(rs.accepted) == ac and list(rs.emitted) == em
 
@@ -73,9 +73,9 @@ def test_profile_walk_equals_replay():
 def test_simulation_acceptance_matches_replay_for_single_request():
     rng = np.random.default_rng(2)
     resp = rng.integers(0, 3, 300)
-    d, a = acceptance_profile(SamDrafter(), [1, 2], resp, 3)
+    d, a = acceptance_profile(SamDrafter(length="fixed"), [1, 2], resp, 3)
     r = simulate([SimRequest(2, len(resp), d, a)], k=3, policy=AlwaysPolicy(), step_model=ONE)
-    rs = replay_response(SamDrafter(), [1, 2], resp, 3)
+    rs = replay_response(SamDrafter(length="fixed"), [1, 2], resp, 3)
     # identical up to the last step: the simulation follows the engine's max_tokens rule
     # (drafts capped at max_tokens - output - 1, the last token is always a bonus token), replay
     # lets a draft cover the end without a bonus token
@@ -190,7 +190,7 @@ def test_group_profiles_lockstep():
     b = a.copy()
     b[150] = 1001            # a sibling identical up to 150, then the same text again
     own = profiles_for([([1, 2], a), ([1, 2], b)], None, 3, "sam", "own")
-    grp = group_acceptance_profiles(SamDrafter(group_sharing=True), [1, 2], [a, b], 3)
+    grp = group_acceptance_profiles(SamDrafter(group_sharing=True, length="fixed"), [1, 2], [a, b], 3)
     # random tokens: nothing to reuse from the own context; lockstep siblings are exactly as far,
     # so a member's next tokens are not in the group automaton yet either, until b's edit
     assert own[0][1].sum() == 0 and grp[0][1][:150].sum() == 0
@@ -200,7 +200,7 @@ def test_group_profiles_lockstep():
     # a shorter sibling that finished is fully indexed: its text is ahead of the longer member
     short = a[:200]
     longer = np.concatenate([a[:100], a[:200]])
-    g2 = group_acceptance_profiles(SamDrafter(group_sharing=True), [1, 2], [short, longer], 3)
+    g2 = group_acceptance_profiles(SamDrafter(group_sharing=True, length="fixed"), [1, 2], [short, longer], 3)
     assert g2[1][1][200:].mean() > 2   # positions 200+ repeat a[100:200], which `short` emitted by then
     with pytest.raises(UserError, match="different prompts"):
         profiles_for([([1, 2], a), ([3], b)], ["g", "g"], 3, "sam", "group")

@@ -11,12 +11,13 @@ from there, so that this package stays importable without torch.
 
 from samspec_bench.sam.automaton import (CorpusAutomaton, CorpusMatcher, GroupAutomaton, GroupMember,
                                          SuffixAutomaton)
-from samspec_bench.sam.drafters import (AdaptiveLength, ArcticSuffixDrafter, Drafter, NgramDrafter,
+from samspec_bench.sam.draft_length import AdaptiveLength, EvidenceLength, parse_length
+from samspec_bench.sam.drafters import (ArcticSuffixDrafter, Drafter, FixedSamDrafter, NgramDrafter,
                                         ReferenceSamDrafter, SamDrafter, available_drafters, make_drafter)
 from samspec_bench.sam.reference import ReferenceSam
 
 __all__ = [
     "SuffixAutomaton", "CorpusAutomaton", "CorpusMatcher", "GroupAutomaton", "GroupMember",
-    "Drafter", "SamDrafter", "NgramDrafter", "ArcticSuffixDrafter", "ReferenceSamDrafter",
+    "Drafter", "SamDrafter", "FixedSamDrafter", "EvidenceLength", "parse_length", "NgramDrafter", "ArcticSuffixDrafter", "ReferenceSamDrafter",
     "AdaptiveLength", "available_drafters", "make_drafter", "ReferenceSam",
 ]

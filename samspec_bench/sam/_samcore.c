@@ -18,6 +18,12 @@
  *
  * The drafting policy is SAM-Decoding's min_endpos: among the occurrences of the longest
  * matching suffix, the earliest one (firstpos), whose continuation is drafted.
+ *
+ * Evidence for the draft-length policy (sam/draft_length.py), only in cores made with
+ * evidence=True (8 bytes per state in two separate arrays, so State stays 16 bytes and the
+ * plain drafter keeps its memory bar): cnt[q], the number of end positions of q's strings,
+ * and rpos[q], the latest of them before the document's current one; both kept online by
+ * walks of at most COUNT_WALK states up the suffix links (see count_position).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -44,6 +50,7 @@ typedef struct {
     int32_t *succ;   /* next position of the same document (interleaved mode only) */
     int64_t n, text_cap;
     State *st;
+    int32_t *cnt, *rpos;               /* evidence=True only: occurrences, latest earlier end */
     int64_t ns, state_cap;
     Slot *slot;
     uint8_t *ctrl;                     /* hcap + GROUP control bytes (see h_probe) */
@@ -53,6 +60,7 @@ typedef struct {
     Doc doc_one;
     int64_t ndocs, doc_cap;
     int interleaved;
+    int evidence;                      /* cnt and rpos are kept */
 } SamCore;
 
 /* ---------- growth ---------- */
@@ -92,6 +100,7 @@ static int ensure_states(SamCore *s, int64_t extra) {
     State *p = (State *)realloc(s->st, (size_t)cap * sizeof(State));
     if (!p) { PyErr_NoMemory(); return -1; }
     s->st = p;
+    if (s->evidence && (grow_i32(&s->cnt, cap) || grow_i32(&s->rpos, cap))) return -1;
     s->state_cap = cap;
     return 0;
 }
@@ -275,6 +284,7 @@ static int32_t new_state(SamCore *s, int32_t len, int32_t link, int32_t fpos) {
     if (ensure_states(s, 1)) return -2;
     int32_t id = (int32_t)s->ns++;
     s->st[id].len = len; s->st[id].link = link; s->st[id].fpos = fpos; s->st[id].edge = NONE;
+    if (s->evidence) { s->cnt[id] = 0; s->rpos[id] = NONE; }
     return id;
 }
 
@@ -282,6 +292,10 @@ static int32_t new_state(SamCore *s, int32_t len, int32_t link, int32_t fpos) {
 static int32_t clone_state(SamCore *s, int32_t q, int32_t len) {
     int32_t cl = new_state(s, len, s->st[q].link, s->st[q].fpos);
     if (cl < 0) return cl;
+    if (s->evidence) {         /* the same end positions, until the walk adds the new one */
+        s->cnt[cl] = s->cnt[q];
+        s->rpos[cl] = s->rpos[q];
+    }
     int32_t e = s->st[q].edge;
     if (e >= NONE) { s->st[cl].edge = e; return cl; }
     int64_t deg = 0;
@@ -299,7 +313,34 @@ static inline void redirect(SamCore *s, int32_t p, int32_t c, int32_t q, int32_t
     while (p != NONE && redirect_edge(s, p, c, q, cl)) p = s->st[p].link;
 }
 
+/* The new end position belongs to every state on the suffix-link chain of the document's new
+ * last state. The chain is as long as the longest repeated suffix, so an unbounded walk costs
+ * O(match length) per token on repetitive text; the first COUNT_WALK states (the longest
+ * strings, the ones drafts are read from) are counted, shorter strings beyond them are
+ * undercounted. The Python reference walks the same way. */
+#define COUNT_WALK 64
+static inline void count_position(SamCore *s, int32_t q) {
+    for (int i = 0; i < COUNT_WALK && q > 0; i++) { s->cnt[q]++; q = s->st[q].link; }
+}
+
+/* rpos lags one position behind: before a document's next token is added, the states of its
+ * previous end get that end as their latest occurrence. So after the append, rpos of a state
+ * on the current chain is its latest occurrence before the current one (one that has a
+ * continuation in its document). */
+static inline void mark_recent(SamCore *s, int32_t q, int32_t pos) {
+    for (int i = 0; i < COUNT_WALK && q > 0; i++) { s->rpos[q] = pos; q = s->st[q].link; }
+}
+
+static int append_token_(SamCore *s, int64_t doc, int32_t c);
 static int append_token(SamCore *s, int64_t doc, int32_t c) {
+    if (!s->evidence) return append_token_(s, doc, c);
+    if (s->doc[doc].end >= 0) mark_recent(s, s->doc[doc].last, s->doc[doc].end);
+    if (append_token_(s, doc, c)) return -1;
+    count_position(s, s->doc[doc].last);
+    return 0;
+}
+
+static int append_token_(SamCore *s, int64_t doc, int32_t c) {
     int32_t pos = (int32_t)s->n;
     s->text[s->n++] = c;
     if (s->interleaved) {
@@ -501,9 +542,10 @@ static int check_doc(SamCore *s, Py_ssize_t doc) {
     return 0;
 }
 
-static int core_setup(SamCore *self, int interleaved, Py_ssize_t reserve) {
+static int core_setup(SamCore *self, int interleaved, Py_ssize_t reserve, int evidence) {
     if (self->st) { PyErr_SetString(PyExc_RuntimeError, "already initialised"); return -1; }
     self->interleaved = interleaved;
+    self->evidence = evidence;
     if (reserve < 0) reserve = 0;
     if (ensure_text(self, reserve > 0 ? reserve : 16) || ensure_states(self, reserve > 0 ? reserve + reserve * 5 / 8 : 16))
         return -1;
@@ -516,15 +558,15 @@ static int core_setup(SamCore *self, int interleaved, Py_ssize_t reserve) {
 }
 
 static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"interleaved", "reserve", NULL};
-    int interleaved = 0;
+    static char *kwlist[] = {"interleaved", "reserve", "evidence", NULL};
+    int interleaved = 0, evidence = 0;
     Py_ssize_t reserve = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pn", kwlist, &interleaved, &reserve)) return -1;
-    return core_setup(self, interleaved, reserve);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pnp", kwlist, &interleaved, &reserve, &evidence)) return -1;
+    return core_setup(self, interleaved, reserve, evidence);
 }
 
 static void SamCore_dealloc(SamCore *self) {
-    free(self->text); free(self->succ); free(self->st); free(self->slot); free(self->ctrl);
+    free(self->text); free(self->succ); free(self->st); free(self->cnt); free(self->rpos); free(self->slot); free(self->ctrl);
     if (self->doc != &self->doc_one) free(self->doc);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -572,7 +614,15 @@ static void trim_states(SamCore *s) {
     int64_t keep = s->ns + s->ns / 16;
     if (s->state_cap <= keep) return;
     State *p = (State *)realloc(s->st, (size_t)keep * sizeof(State));
-    if (p) { s->st = p; s->state_cap = keep; }
+    if (!p) return;
+    s->st = p;
+    if (s->evidence) {   /* a failed shrink keeps the larger block */
+        int32_t *c = (int32_t *)realloc(s->cnt, (size_t)keep * sizeof(int32_t));
+        if (c) s->cnt = c;
+        c = (int32_t *)realloc(s->rpos, (size_t)keep * sizeof(int32_t));
+        if (c) s->rpos = c;
+    }
+    s->state_cap = keep;
 }
 
 static int append_tokens(SamCore *self, Py_ssize_t doc, const TokenVec *tv) {
@@ -668,6 +718,120 @@ static PyObject *SamCore_match_draft(SamCore *self, PyObject *const *args, Py_ss
     return Py_BuildValue("(LN)", (long long)L, d);
 }
 
+/* ---------- evidence for the draft-length policy ---------- */
+
+/* The child of q seen most often (ties: the earliest occurrence), NONE without one. Reads
+ * every edge of q: drafts start at a matched state, whose edges are few. */
+static int32_t frequent_child(const SamCore *s, int32_t q) {
+    int32_t e = s->st[q].edge;
+    if (e >= NONE) return e;
+    int32_t best = NONE;
+    for (int32_t j = -(e + 2); j != NONE; j = s->slot[j].next) {
+        int32_t t = s->slot[j].tgt;
+        if (best == NONE || s->cnt[t] > s->cnt[best]
+            || (s->cnt[t] == s->cnt[best] && s->st[t].fpos < s->st[best].fpos))
+            best = t;
+    }
+    return best;
+}
+
+/* Which continuation a draft follows. */
+enum { CHOOSE_EARLIEST = 0, CHOOSE_FREQUENT = 1, CHOOSE_RECENT = 2 };
+
+/* (L, draft, counts) from the matched state q: counts[0] = occurrences of the match,
+ * counts[i] = occurrences of the match followed by draft[:i]. The draft continues the
+ * earliest occurrence (min_endpos), the latest earlier one (recent; the earliest where it has
+ * no continuation yet), or takes the most frequent continuation token by token. */
+static PyObject *evidence_from(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, int mode) {
+    int frequent = mode == CHOOSE_FREQUENT;
+    PyObject *toks = PyList_New(0), *cnts = PyList_New(0);
+    if (!toks || !cnts) goto fail;
+    if (q > 0) {
+        PyObject *v = PyLong_FromLong(s->cnt[q]);
+        if (!v || PyList_Append(cnts, v)) { Py_XDECREF(v); goto fail; }
+        Py_DECREF(v);
+        int32_t p = s->st[q].fpos;
+        if (mode == CHOOSE_RECENT && s->rpos[q] != NONE && succ_of(s, s->rpos[q]) != NONE) p = s->rpos[q];
+        for (Py_ssize_t i = 0; i < k; i++) {
+            int32_t t, c;
+            if (frequent) {
+                if ((t = frequent_child(s, q)) == NONE) break;
+                c = tok_of(s, t);
+            } else {
+                if ((p = succ_of(s, p)) == NONE) break;
+                c = s->text[p];
+                if ((t = get_trans(s, q, c)) == NONE) break;   /* cannot happen: the string occurs */
+            }
+            PyObject *a = PyLong_FromLong(c), *b = PyLong_FromLong(s->cnt[t]);
+            int bad = !a || !b || PyList_Append(toks, a) || PyList_Append(cnts, b);
+            Py_XDECREF(a); Py_XDECREF(b);
+            if (bad) goto fail;
+            q = t;
+        }
+    }
+    return Py_BuildValue("(LNN)", (long long)L, toks, cnts);   /* L is 0 without a match */
+fail:
+    Py_XDECREF(toks); Py_XDECREF(cnts);
+    return NULL;
+}
+
+static int check_evidence(SamCore *self) {
+    if (self->evidence) return 0;
+    PyErr_SetString(PyExc_ValueError, "this automaton keeps no evidence: make it with evidence=True");
+    return -1;
+}
+
+static int parse_mode(PyObject *arg, int *mode) {
+    long m = PyLong_AsLong(arg);
+    if (m == -1 && PyErr_Occurred()) return -1;
+    if (m < 0 || m > 2) { PyErr_SetString(PyExc_ValueError, "choice: 0 earliest, 1 frequent, 2 recent"); return -1; }
+    *mode = (int)m;
+    return 0;
+}
+
+/* evidence(k, doc=0, choice=0) -> (match_length, draft, counts) */
+static PyObject *SamCore_evidence(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 3) { PyErr_SetString(PyExc_TypeError, "evidence(k, doc=0, choice=0)"); return NULL; }
+    if (check_evidence(self)) return NULL;
+    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
+    Py_ssize_t doc;
+    if (parse_doc_arg(self, args, nargs > 2 ? 2 : nargs, 1, &doc)) return NULL;
+    int mode = 0;
+    if (nargs > 2 && parse_mode(args[2], &mode)) return NULL;
+    int64_t L = 0;
+    int32_t st = 0;
+    if (self->doc[doc].end >= 0)
+        st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    return evidence_from(self, st, L, k, mode);
+}
+
+/* lookup_evidence(state, length, k, choice=0) -> (match_length, draft, counts) */
+static PyObject *SamCore_lookup_evidence(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 3 || nargs > 4) { PyErr_SetString(PyExc_TypeError, "lookup_evidence(state, length, k, choice=0)"); return NULL; }
+    if (check_evidence(self)) return NULL;
+    long long st = PyLong_AsLongLong(args[0]);
+    long long l = PyLong_AsLongLong(args[1]);
+    Py_ssize_t k = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (st < 0 || st >= self->ns || l < 0 || k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return NULL; }
+    int mode = 0;
+    if (nargs > 3 && parse_mode(args[3], &mode)) return NULL;
+    int64_t L;
+    int32_t u = usable_state(self, (int32_t)st, l, NONE, &L);
+    return evidence_from(self, u, L, k, mode);
+}
+
+/* count(state) -> occurrences of the state's strings (0 for the root) */
+static PyObject *SamCore_count(SamCore *self, PyObject *arg) {
+    long long st = PyLong_AsLongLong(arg);
+    if (st == -1 && PyErr_Occurred()) return NULL;
+    if (st < 0 || st >= self->ns) { PyErr_SetString(PyExc_ValueError, "no such state"); return NULL; }
+    if (check_evidence(self)) return NULL;
+    return PyLong_FromLong(st == 0 ? 0 : self->cnt[st]);
+}
+
 static PyObject *SamCore_get_match_length(SamCore *self, void *closure) {
     if (self->ndocs == 0 || self->doc[0].end < 0) return PyLong_FromLong(0);
     int64_t L;
@@ -732,7 +896,7 @@ static PyObject *SamCore_get_num_edges(SamCore *s, void *c) {
 }
 /* Bytes held by the automaton's arrays (allocated capacity, not just the used part). */
 static PyObject *SamCore_get_memory_bytes(SamCore *s, void *c) {
-    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * (int64_t)sizeof(State) + s->hcap * (int64_t)(sizeof(Slot) + 1) + GROUP
+    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * (int64_t)(sizeof(State) + (s->evidence ? 2 * sizeof(int32_t) : 0)) + s->hcap * (int64_t)(sizeof(Slot) + 1) + GROUP
         + (s->doc == &s->doc_one ? 0 : s->doc_cap * (int64_t)sizeof(Doc));
     return PyLong_FromLongLong(b + (int64_t)sizeof(SamCore));
 }
@@ -750,6 +914,11 @@ static PyMethodDef SamCore_methods[] = {
     {"lookup", (PyCFunction)(void (*)(void))SamCore_lookup, METH_FASTCALL,
      "lookup(state, length, k) -> (match_length, draft)"},
     {"doc_length", (PyCFunction)(void (*)(void))SamCore_doc_length, METH_FASTCALL, "doc_length(doc=0)"},
+    {"evidence", (PyCFunction)(void (*)(void))SamCore_evidence, METH_FASTCALL,
+     "evidence(k, doc=0, choice=0) -> (match_length, draft, counts): counts[i] = occurrences of the match + draft[:i]; choice 0 earliest, 1 frequent, 2 recent"},
+    {"lookup_evidence", (PyCFunction)(void (*)(void))SamCore_lookup_evidence, METH_FASTCALL,
+     "lookup_evidence(state, length, k, choice=0) -> (match_length, draft, counts)"},
+    {"count", (PyCFunction)SamCore_count, METH_O, "count(state) -> occurrences of the state's strings"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef SamCore_getset[] = {
@@ -777,15 +946,16 @@ static PyTypeObject SamCoreType = {
 /* One text, document 0, made in one call: SuffixAutomaton(token_ids=None, *, reserve=0). A
  * request's automaton is created for every request of a rollout, so its constructor stays in C. */
 static int SingleCore_init(SamCore *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"token_ids", "reserve", NULL};
+    static char *kwlist[] = {"token_ids", "reserve", "evidence", NULL};
+    int evidence = 0;
     PyObject *tokens = Py_None;
     Py_ssize_t reserve = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$n", kwlist, &tokens, &reserve)) return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$np", kwlist, &tokens, &reserve, &evidence)) return -1;
     if (tokens != Py_None && reserve <= 0) {   /* size the arrays for the first batch at once */
         Py_ssize_t n = PyObject_Length(tokens);
         if (n < 0) PyErr_Clear(); else reserve = n;
     }
-    if (core_setup(self, 0, reserve) || add_doc(self) < 0) return -1;
+    if (core_setup(self, 0, reserve, evidence) || add_doc(self) < 0) return -1;
     return tokens == Py_None ? 0 : extend_doc(self, tokens, 0);
 }
 
@@ -835,7 +1005,7 @@ static PyObject *SamBatch_start(SamBatch *self, PyObject *const *args, Py_ssize_
     TokenVec tv;
     if (read_tokens_any(args[1], &tv)) return NULL;
     SamCore *a = (SamCore *)SingleCoreType.tp_alloc(&SingleCoreType, 0);
-    int rc = !a || core_setup(a, 0, tv.n) || add_doc(a) < 0 || (tv.n > 0 && append_tokens(a, 0, &tv))
+    int rc = !a || core_setup(a, 0, tv.n, 0) || add_doc(a) < 0 || (tv.n > 0 && append_tokens(a, 0, &tv))
              || PyDict_SetItem(self->reqs, req_id, (PyObject *)a);
     tv_free(&tv);
     Py_XDECREF(a);

@@ -7,7 +7,12 @@
   each `GroupMember` drafts from its own text and from what its siblings generated so far.
 
 All drafts follow SAM-Decoding's min_endpos policy: the earliest occurrence of the longest
-matching suffix that has a continuation.
+matching suffix that has a continuation. Automata made with evidence=True (8 more bytes
+per state) also answer `evidence(k, choice=EARLIEST)` (SuffixAutomaton, GroupMember,
+CorpusMatcher), for the draft-length policy (sam/draft_length.py): (match length, draft,
+counts) where counts[0] is how often the match occurs and counts[i] how often it occurs
+followed by draft[:i]; the draft continues the earliest occurrence (EARLIEST, min_endpos's
+draft), the latest earlier one (RECENT) or the most frequent token at each step (FREQUENT).
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from typing import Iterable
 
 from samspec_bench.sam._samcore import SamCore, SingleCore
 
+EARLIEST, FREQUENT, RECENT = 0, 1, 2   # which continuation evidence() drafts (as the C core numbers them)
+CHOICES = {"earliest": EARLIEST, "frequent": FREQUENT, "recent": RECENT}
+
 
 class SuffixAutomaton(SingleCore):
-    """Indexes every token appended: `SuffixAutomaton(token_ids=None, *, reserve=0)`.
+    """Indexes every token appended: `SuffixAutomaton(token_ids=None, *, reserve=0, evidence=False)`.
 
     `extend(token_ids)`: any iterable of non-negative ints or a 1-D integer numpy array.
     `match_length`: the largest l such that the last l tokens also occur ending at an
@@ -33,6 +41,10 @@ class SuffixAutomaton(SingleCore):
     def __len__(self) -> int:
         return self.num_tokens
 
+    def evidence(self, k: int, choice: int = EARLIEST) -> tuple[int, list[int], list[int]]:
+        """(match length, draft, occurrence counts): see the module docstring."""
+        return SingleCore.evidence(self, k, 0, choice)
+
     def __repr__(self) -> str:
         return f"SuffixAutomaton(tokens={self.num_tokens}, states={self.num_states})"
 
@@ -40,8 +52,8 @@ class SuffixAutomaton(SingleCore):
 class CorpusAutomaton:
     """A static automaton over many documents (earlier rollouts, a reference corpus)."""
 
-    def __init__(self, documents: Iterable[Iterable[int]] = (), *, reserve: int = 0):
-        self._core = SamCore(interleaved=False, reserve=reserve)
+    def __init__(self, documents: Iterable[Iterable[int]] = (), *, reserve: int = 0, evidence: bool = True):
+        self._core = SamCore(interleaved=False, reserve=reserve, evidence=evidence)
         for doc in documents:
             self.add_document(doc)
 
@@ -91,6 +103,10 @@ class CorpusMatcher:
     def draft(self, k: int) -> list[int]:
         return self._core.lookup(self._state, self._length, k)[1]
 
+    def evidence(self, k: int, choice: int = EARLIEST) -> tuple[int, list[int], list[int]]:
+        """(match length, draft, occurrence counts in the corpus): see the module docstring."""
+        return self._core.lookup_evidence(self._state, self._length, k, choice)
+
 
 class GroupAutomaton:
     """One automaton shared by the responses to one prompt. Members may advance in any
@@ -101,8 +117,8 @@ class GroupAutomaton:
     shorter match rather than to a later occurrence of the same length; on the 100x8
     GRPO trace this changed 6 of 172,919 replay steps."""
 
-    def __init__(self, prompt_ids: Iterable[int] | None = None):
-        self._core = SamCore(interleaved=True)
+    def __init__(self, prompt_ids: Iterable[int] | None = None, *, evidence: bool = False):
+        self._core = SamCore(interleaved=True, evidence=evidence)
         self._prompt = list(prompt_ids) if prompt_ids is not None else []
 
     def add_member(self, prompt_ids: Iterable[int] | None = None) -> "GroupMember":
@@ -153,3 +169,7 @@ class GroupMember:
     def match_draft(self, k: int) -> tuple[int, list[int]]:
         """(match length, draft of up to k tokens) in one call."""
         return self._core.match_draft(k, self.doc)
+
+    def evidence(self, k: int, choice: int = EARLIEST) -> tuple[int, list[int], list[int]]:
+        """(match length, draft, occurrence counts): see the module docstring."""
+        return self._core.evidence(k, self.doc, choice)

@@ -9,23 +9,24 @@ A drafter holds per-request state keyed by a request id:
 
 Drafters: `SamDrafter` (the suffix automaton: own context, GRPO group sharing, earlier RL
 steps' responses to the same prompt (`history`, see sam/history.py), static corpus,
-SAM-Decoding's selection, adaptive length), `NgramDrafter` (vLLM's prompt-lookup
+SAM-Decoding's selection, a draft-length policy: sam/draft_length.py), `NgramDrafter` (vLLM's prompt-lookup
 semantics, the baseline), `ArcticSuffixDrafter` (Arctic Inference's suffix tree, when
 `arctic-inference` is installed) and `ReferenceSamDrafter` (pure Python, for comparison).
-`make_drafter(name, **options)` builds one by name.
+`make_drafter(name, **options)` builds one by name; `sam-fixed` is SAM with the fixed
+(min_endpos, always up to k) baseline length, `sam` uses the evidence policy by default.
 """
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any, Hashable, Iterable
 
 import numpy as np
 
 from samspec_bench.sam._samcore import SamBatch, ngram_propose
 from samspec_bench.sam.automaton import CorpusAutomaton, GroupAutomaton, SuffixAutomaton
+from samspec_bench.sam.draft_length import (FIXED_LENGTH, AdaptiveLength, EvidenceLength, LengthPolicy,
+                                            parse_length)
 from samspec_bench.sam.history import HistoryStore
 from samspec_bench.sam.reference import ObjectSam, ReferenceSam, heap_bytes
 
@@ -66,26 +67,6 @@ def check_k(k: int) -> int:
     return int(k)
 
 
-@dataclass(frozen=True)
-class AdaptiveLength:
-    """Draft length as a function of the match length L, bounded by k:
-    n = clamp(floor(factor * L + offset), min_tokens, k). factor=inf means always k."""
-
-    factor: float = math.inf
-    offset: float = 0.0
-    min_tokens: int = 1
-
-    def __call__(self, match_length: int, k: int) -> int:
-        if match_length <= 0:
-            return 0
-        if math.isinf(self.factor):
-            return k
-        return max(self.min_tokens, min(k, int(self.factor * match_length + self.offset)))
-
-
-FIXED_LENGTH = AdaptiveLength()
-
-
 class SamDrafter(Drafter):
     """Suffix-automaton drafting.
 
@@ -97,12 +78,17 @@ class SamDrafter(Drafter):
     (history, then corpus) follows SAM-Decoding: a static draft is used when its match is
     longer than the one chosen so far by more than `l_bias`; no draft when the chosen match
     is shorter than `l_threshold`.
+
+    `length`: how many of the k tokens to propose (sam/draft_length.py): a spec string
+    ("fixed": always up to k, SAM-Decoding's baseline; "evidence" (the default) or
+    "evidence:cost=0.2,...": by the match length, the continuation's occurrence counts and
+    the request's recent acceptance), an EvidenceLength, or an AdaptiveLength.
     """
 
     name = "sam"
 
     def __init__(self, *, group_sharing: bool = False, corpus: CorpusAutomaton | None = None,
-                 l_threshold: int = 1, l_bias: int = 0, length: AdaptiveLength = FIXED_LENGTH,
+                 l_threshold: int = 1, l_bias: int = 0, length: "str | LengthPolicy | None" = None,
                  history: HistoryStore | None = None):
         if l_threshold < 1:
             raise ValueError(f"l_threshold = {l_threshold}: must be >= 1")
@@ -110,9 +96,11 @@ class SamDrafter(Drafter):
         self.corpus = corpus
         self.l_threshold = l_threshold
         self.l_bias = l_bias
-        self.length = length
+        self.length = length = parse_length(length)
         self.history = history
-        self._fixed_length = math.isinf(length.factor)
+        self._fixed_length = length.fixed
+        self._evidence = isinstance(length, EvidenceLength)
+        self._ev: dict[Hashable, Any] = {}       # request -> its RequestEvidence (evidence policy)
         # Per request: the dynamic source (its own SuffixAutomaton, or its GroupMember), and
         # only where configured its corpus matcher and group key.
         self._reqs: dict[Hashable, SuffixAutomaton | Any] = {}
@@ -135,12 +123,15 @@ class SamDrafter(Drafter):
             key = group if group is not None else ("__solo__", req_id)
             entry = self._groups.get(key)
             if entry is None:
-                entry = self._groups[key] = [GroupAutomaton(), 0]
+                entry = self._groups[key] = [GroupAutomaton(evidence=self._evidence), 0]
             entry[1] += 1
             self._group_of[req_id] = key
             self._reqs[req_id] = entry[0].add_member(prompt)  # each member indexes its own prompt
         else:
-            self._reqs[req_id] = SuffixAutomaton(prompt) if len(prompt) else SuffixAutomaton()
+            self._reqs[req_id] = SuffixAutomaton(prompt, evidence=self._evidence) if len(prompt) \
+                else SuffixAutomaton(evidence=self._evidence)
+        if self._evidence:
+            self._ev[req_id] = self.length.new_request()
         if self.corpus is not None:
             matcher = self._matchers[req_id] = self.corpus.matcher()
             if len(prompt):
@@ -154,6 +145,8 @@ class SamDrafter(Drafter):
 
     def extend(self, req_id, token_ids):
         self._reqs[req_id].extend(token_ids)
+        if self._evidence:
+            self._judge(req_id, token_ids)
         if self.corpus is not None:
             self._matchers[req_id].extend(token_ids)
         hist = self._hist.get(req_id)
@@ -166,7 +159,46 @@ class SamDrafter(Drafter):
         stat = self._matchers[req_id].match_length if self.corpus is not None else 0
         return dyn, stat
 
+    def _judge(self, req_id, token_ids) -> None:
+        """The tokens emitted after a draft show how much of it was accepted: the target's
+        own token after the accepted prefix differs from the draft's there."""
+        state = self._ev[req_id]
+        draft = state.pending
+        if draft is None:
+            return
+        toks = token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids)
+        a, n = 0, min(len(draft), len(toks))
+        while a < n and toks[a] == draft[a]:
+            a += 1
+        self.length.observe(state, state.pending_pred, a)
+        state.pending = None
+
+    def _propose_evidence(self, req_id, k):
+        policy = self.length
+        choice = policy.choice_code
+        dyn_len, draft, counts = self._reqs[req_id].evidence(k, choice)
+        at_end = True
+        hist = self._hist.get(req_id)
+        if hist is not None:
+            h = hist.evidence(k, choice)
+            if h[0] > dyn_len + self.l_bias:
+                (dyn_len, draft, counts), at_end = h, False
+        if self.corpus is not None:
+            c = self._matchers[req_id].evidence(k, choice)
+            if c[0] > dyn_len + self.l_bias:
+                (dyn_len, draft, counts), at_end = c, False
+        if dyn_len < self.l_threshold:
+            return []
+        state = self._ev[req_id]
+        n, expected = policy.choose(state, check_k(k), dyn_len, counts, at_end)
+        draft = draft[:n]
+        if n:
+            state.pending, state.pending_pred = draft, expected
+        return draft
+
     def propose(self, req_id, k):
+        if self._evidence:
+            return self._propose_evidence(req_id, k)
         dyn_len, draft = self._reqs[req_id].match_draft(k)
         hist = self._hist.get(req_id)
         if hist is not None:
@@ -187,6 +219,7 @@ class SamDrafter(Drafter):
         del self._reqs[req_id]
         self._matchers.pop(req_id, None)
         self._hist.pop(req_id, None)
+        self._ev.pop(req_id, None)
         key = self._group_of.pop(req_id, None)
         if key is not None:
             entry = self._groups[key]
@@ -204,8 +237,7 @@ class SamDrafter(Drafter):
                 "history": None if self.history is None else {"window": self.history.window,
                                                               "budget_bytes": self.history.budget_bytes},
                 "l_threshold": self.l_threshold, "l_bias": self.l_bias,
-                "length": {"factor": None if math.isinf(self.length.factor) else self.length.factor,
-                           "offset": self.length.offset, "min_tokens": self.length.min_tokens}}
+                "length": self.length.describe()}
 
 
 class ReferenceSamDrafter(Drafter):
@@ -370,7 +402,17 @@ class ArcticSuffixDrafter(Drafter):
                 "min_token_prob": self.min_token_prob, "share_finished": self.share_finished}
 
 
-DRAFTERS = {"sam": SamDrafter, "ngram": NgramDrafter, "suffix": ArcticSuffixDrafter,
+class FixedSamDrafter(SamDrafter):
+    """SAM with SAM-Decoding's baseline length: min_endpos, always up to k tokens."""
+
+    name = "sam-fixed"
+
+    def __init__(self, **options):
+        options.setdefault("length", "fixed")
+        super().__init__(**options)
+
+
+DRAFTERS = {"sam": SamDrafter, "sam-fixed": FixedSamDrafter, "ngram": NgramDrafter, "suffix": ArcticSuffixDrafter,
             "sam-python": ReferenceSamDrafter, "sam-public": ObjectSamDrafter}
 
 
@@ -379,7 +421,8 @@ def available_drafters() -> list[str]:
 
 
 def make_drafter(name: str, **options) -> Drafter:
-    """Build a drafter by name ('sam', 'ngram', 'suffix', 'sam-python', 'sam-public')."""
+    """Build a drafter by name ('sam', 'sam-fixed', 'ngram', 'suffix', 'sam-python', 'sam-public').
+    SAM's `length` option takes a spec string: make_drafter("sam", length="fixed")."""
     if name not in DRAFTERS:
         raise ValueError(f"unknown drafter {name!r}: choose from {', '.join(DRAFTERS)}")
     return DRAFTERS[name](**options)

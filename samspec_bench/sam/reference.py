@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 _SEP = -1
+COUNT_WALK = 64  # states counted per new position, as _samcore.c's count_position
 
 
 def as_token_list(tokens: Iterable[int]) -> list[int]:
@@ -67,6 +68,8 @@ class ReferenceSam:
         self.link = [-1]
         self.fpos = [-1]
         self.next: list[dict[int, int]] = [{}]
+        self.cnt = [0]  # occurrences (end positions) per state, counted as the C core does
+        self.rpos = [-1]  # latest end position before the document's current one (C: rpos)
         self.doc_last: list[int] = []
         self.doc_end: list[int] = []
 
@@ -82,10 +85,15 @@ class ReferenceSam:
         self.link.append(link)
         self.fpos.append(fpos)
         self.next.append(nxt)
+        self.cnt.append(0)
+        self.rpos.append(-1)
         return len(self.len) - 1
 
     def _clone(self, q: int, length: int) -> int:
-        return self._new_state(length, self.link[q], self.fpos[q], dict(self.next[q]))
+        cl = self._new_state(length, self.link[q], self.fpos[q], dict(self.next[q]))
+        self.cnt[cl] = self.cnt[q]
+        self.rpos[cl] = self.rpos[q]
+        return cl
 
     def _redirect(self, p: int, c: int, q: int, cl: int) -> None:
         while p != -1 and self.next[p].get(c) == q:
@@ -98,7 +106,27 @@ class ReferenceSam:
         if not self.interleaved and doc != len(self.doc_last) - 1:
             raise ValueError("a contiguous automaton only extends its newest document")
         for c in as_token_list(tokens):
+            if self.doc_end[doc] >= 0:
+                self._mark_recent(self.doc_last[doc], self.doc_end[doc])
             self._append(doc, c)
+            self._count_position(self.doc_last[doc])
+
+    def _mark_recent(self, q: int, pos: int) -> None:
+        """Before a document's next token: its previous end is the latest occurrence of the
+        first COUNT_WALK states of that end's chain (so it lags one position, as in C)."""
+        for _ in range(COUNT_WALK):
+            if q <= 0:
+                break
+            self.rpos[q] = pos
+            q = self.link[q]
+
+    def _count_position(self, q: int) -> None:
+        """The new end position belongs to the first COUNT_WALK states of q's suffix-link chain."""
+        for _ in range(COUNT_WALK):
+            if q <= 0:
+                break
+            self.cnt[q] += 1
+            q = self.link[q]
 
     def _append(self, doc: int, c: int) -> None:
         pos = len(self.text)
@@ -185,6 +213,51 @@ class ReferenceSam:
     def lookup(self, st: int, length: int, k: int) -> tuple[int, list[int]]:
         st, length = self._usable(st, length, -1)
         return (length, self._draft_from(self.fpos[st], k)) if st > 0 else (0, [])
+
+    # ----- evidence for the draft-length policy (SamCore.evidence / lookup_evidence) -----
+
+    def _frequent_child(self, q: int) -> int:
+        kids = self.next[q].values()
+        return max(kids, key=lambda t: (self.cnt[t], -self.fpos[t])) if kids else -1
+
+    def _evidence_from(self, q: int, length: int, k: int, choice: int) -> tuple[int, list[int], list[int]]:
+        """choice: 0 the earliest occurrence's continuation, 1 the most frequent token by
+        token, 2 the latest earlier occurrence's (the earliest's where it has none)."""
+        if q <= 0:
+            return 0, [], []
+        toks, cnts, p = [], [self.cnt[q]], self.fpos[q]
+        if choice == 2 and self.rpos[q] >= 0 and self._succ(self.rpos[q]) != -1:
+            p = self.rpos[q]
+        for _ in range(k):
+            if choice == 1:
+                t = self._frequent_child(q)
+                if t < 0:
+                    break
+                c = self.text[self.fpos[t]]
+            else:
+                p = self._succ(p)
+                if p == -1:
+                    break
+                c = self.text[p]
+                t = self.next[q][c]
+            toks.append(c)
+            cnts.append(self.cnt[t])
+            q = t
+        return length, toks, cnts
+
+    def evidence(self, k: int, doc: int = 0, choice: int = 0) -> tuple[int, list[int], list[int]]:
+        if self.doc_end[doc] < 0:
+            return 0, [], []
+        last = self.doc_last[doc]
+        st, length = self._usable(last, self.len[last], self.doc_end[doc])
+        return self._evidence_from(st, length, k, choice)
+
+    def lookup_evidence(self, st: int, length: int, k: int, choice: int = 0):
+        st, length = self._usable(st, length, -1)
+        return self._evidence_from(st, length, k, choice)
+
+    def count(self, st: int) -> int:
+        return self.cnt[st]
 
 
 class ObjectSam:

@@ -50,6 +50,7 @@ EMULATED_STEPS = ("single-step traces: each group (trace file, group field) is s
                   "earlier step 0 (its first floor(n/2) responses) and a current step 1 (the rest); every "
                   "configuration replays the same split, group sources share within a half, and history drafts "
                   "the current half from the earlier one")
+SAM_DRAFTERS = ("sam", "sam-fixed")  # the suffix-automaton drafter with its default / fixed length
 MAX_K = MAX_ENCODED - 1  # emitted = accepted + 1 must fit the per-step encoding
 
 
@@ -95,11 +96,11 @@ def unsupported_reason(cfg: DraftConfig) -> str | None:
     """Why this engine cannot replay `cfg` (None when it can)."""
     if cfg.drafter == "suffix" and not arctic_available():
         return "the 'suffix' drafter needs arctic-inference, which is not installed (pip install arctic-inference)"
-    if cfg.group and cfg.drafter not in ("sam", "suffix"):
+    if cfg.group and cfg.drafter not in SAM_DRAFTERS + ("suffix",):
         return f"the '{cfg.drafter}' drafter drafts from the request's own context only: no group sharing"
-    if cfg.corpus and cfg.drafter != "sam":
+    if cfg.corpus and cfg.drafter not in SAM_DRAFTERS:
         return f"a static corpus is supported by the 'sam' drafter only, not '{cfg.drafter}'"
-    if cfg.history and cfg.drafter != "sam":
+    if cfg.history and cfg.drafter not in SAM_DRAFTERS:
         return f"the history source is supported by the 'sam' drafter only, not '{cfg.drafter}'"
     return None
 
@@ -112,7 +113,9 @@ def build_drafter(cfg: DraftConfig, corpus=None, history: HistoryStore | None = 
     if reason:
         raise ValueError(reason)
     opts = dict(cfg.options)
-    if cfg.drafter == "sam":
+    if cfg.drafter in SAM_DRAFTERS:
+        if cfg.drafter == "sam-fixed":
+            opts.setdefault("length", "fixed")
         if cfg.corpus and corpus is None:
             raise ValueError("a corpus draft source needs a CorpusAutomaton")
         if cfg.history and history is None:

@@ -49,6 +49,43 @@ def write_figure(run_path: Path, configs, binned: dict, bins, cfg: AcceptConfig)
     return names
 
 
+PARETO_STEM = "tokens_vs_drafted"
+
+
+def write_pareto_figure(run_path: Path, configs, metrics: dict, cfg: AcceptConfig) -> list[str]:
+    """tokens_per_step against drafted_per_step, one point per configuration (drafter, k,
+    sources): up and to the left is better; a point dominates those below and right of it."""
+    import matplotlib  # slow to import: only when a figure is written
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5.2))
+    markers = {}
+    for dc in configs:
+        m = metrics.get(dc.label, {})
+        x, y = m.get("drafted_per_step"), m.get("tokens_per_step")
+        if x is None or y is None:
+            continue
+        mk = markers.setdefault(dc.sources, "osD^vP*X"[len(markers) % 8])
+        ax.scatter([x], [y], marker=mk, s=40, label=dc.label)
+        ax.annotate(f"{dc.drafter} k={dc.k}", (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("drafted tokens per decode step (verify cost; counts, not time)")
+    ax.set_ylabel("tokens per decode step (counts, not time)")
+    ax.set_title(f"samspec-bench accept ({cfg.engine}): tokens per step vs drafted tokens per step", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    names = []
+    for ext in ("png", "svg"):
+        name = f"{PARETO_STEM}.{ext}"
+        fig.savefig(run_path / name, dpi=120)
+        names.append(name)
+    plt.close(fig)
+    return names
+
+
 def _fmt(x, digits=3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
@@ -75,13 +112,14 @@ def print_binned(result: dict, labels: list[str], console) -> None:
 def print_table(result: dict, console) -> None:
     t = Table(title=f"acceptance ({result['config']['engine']}, "
                     f"{result['inputs']['responses']} responses, {result['inputs']['skipped_lines']} lines skipped)")
-    for col in ("configuration", "steps", "tokens_per_step", "acceptance_length", "draft_hit_rate",
-                "acceptance_rate", "speedup_est"):
+    for col in ("configuration", "steps", "tokens_per_step", "drafted_per_step", "verify_tok/token",
+                "acceptance_length", "draft_hit_rate", "acceptance_rate", "speedup_est"):
         t.add_column(col, justify="left" if col == "configuration" else "right")
     labels = result.get("configurations") or list(result["metrics"])
     for label in labels:
         m = result["metrics"][label]
-        t.add_row(label, str(m["counts"]["steps"]), _fmt(m["tokens_per_step"]), _fmt(m["acceptance_length"]),
+        t.add_row(label, str(m["counts"]["steps"]), _fmt(m["tokens_per_step"]), _fmt(m.get("drafted_per_step")),
+                  _fmt(m.get("verify_tokens_per_token")), _fmt(m["acceptance_length"]),
                   _fmt(m["draft_hit_rate"]), _fmt(m["acceptance_rate"]),
                   f"{_fmt(m['speedup_estimate'], 2)}x @{m['verify_cost_ratio']:g}")
     console.print(t)

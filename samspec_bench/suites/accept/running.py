@@ -22,7 +22,7 @@ from samspec_bench.results import RunDir, check_resume, emit_json, file_sha256
 from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSITIVITY_RATIOS, SUITE, AcceptConfig,
                                                 build_configs, expand_trace_paths, resolve_verify_cost)
 from samspec_bench.suites.accept.inputs import Inputs, load_inputs
-from samspec_bench.suites.accept.output import print_table, write_figure
+from samspec_bench.suites.accept.output import print_table, write_figure, write_pareto_figure
 
 RESPONSES_FILE = "responses.jsonl"
 CONFIG_FILE = "config.json"
@@ -244,6 +244,7 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict
     figures = []
     try:
         figures = write_figure(run_dir.path, runnable, binned, bins, cfg)
+        figures += write_pareto_figure(run_dir.path, runnable, metrics, cfg)
     except Exception as e:  # noqa: BLE001 - a figure must not lose the numbers
         err.print(f"[yellow]figure not written[/]: {type(e).__name__}: {e}", markup=True, highlight=False)
 

@@ -1,0 +1,207 @@
+"""How many draft tokens to propose: the draft-length policies of `SamDrafter(length=...)`.
+
+- `fixed`: SAM-Decoding's baseline: the continuation of the earliest occurrence (min_endpos)
+  of the longest matching suffix, always up to k tokens whenever any suffix matches.
+- `evidence`: token i of the draft is proposed only while the estimated probability that
+  tokens 1..i are all accepted is at least `cost`, the marginal verify cost of one more draft
+  token in decode steps (a draft token that is accepted saves about one decode step). The
+  estimate multiplies, per token, a prior from the match length the token is predicted from,
+  the continuation's frequency (occurrence counts kept by the automaton), and the request's
+  own recent acceptance (observed, not told: the tokens emitted after a draft show how much
+  of it was accepted). See docs/drafting.md.
+- `AdaptiveLength` (a linear rule in the match length) still works: `SamDrafter(length=AdaptiveLength(...))`.
+
+Every policy reads only what one automaton query returns (the match length and at most k+1
+counts), so its cost per step does not grow with the context.
+
+Specs are strings: "fixed", "evidence", "evidence:cost=0.2,half=2,choice=frequent" (see
+`EvidenceLength` for the parameters); `parse_length` turns one into a policy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Union
+
+from samspec_bench.sam.automaton import CHOICES
+
+DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
+LENGTH_SPECS = ("fixed", "evidence")
+
+
+@dataclass(frozen=True)
+class AdaptiveLength:
+    """Draft length as a function of the match length L, bounded by k:
+    n = clamp(floor(factor * L + offset), min_tokens, k). factor=inf means always k."""
+
+    factor: float = math.inf
+    offset: float = 0.0
+    min_tokens: int = 1
+
+    def __call__(self, match_length: int, k: int) -> int:
+        if match_length <= 0:
+            return 0
+        if math.isinf(self.factor):
+            return k
+        return max(self.min_tokens, min(k, int(self.factor * match_length + self.offset)))
+
+    @property
+    def fixed(self) -> bool:
+        return math.isinf(self.factor)
+
+    def spec(self) -> str:
+        return "fixed" if self.fixed else f"adaptive:factor={self.factor},offset={self.offset},min_tokens={self.min_tokens}"
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": "fixed" if self.fixed else "adaptive",
+                "factor": None if self.fixed else self.factor, "offset": self.offset, "min_tokens": self.min_tokens}
+
+
+FIXED_LENGTH = AdaptiveLength()
+
+
+class RequestEvidence:
+    """One request's recent acceptance: decayed sums of what the policy predicted would be
+    accepted and what was, for the drafts it proposed; and the draft waiting to be judged."""
+
+    __slots__ = ("predicted", "accepted", "pending", "pending_pred")
+
+    def __init__(self):
+        self.predicted = 0.0
+        self.accepted = 0.0
+        self.pending: list[int] | None = None
+        self.pending_pred: float = 0.0
+
+
+@dataclass(frozen=True)
+class EvidenceLength:
+    """Draft token i while P(tokens 1..i all accepted) >= cost.
+
+    P is a product of per-token estimates q_j, each from:
+    - the match length l the token is predicted from (l = L + j - 1: the match grows as the
+      draft is followed): prior l / (l + half), which is 1/2 at l = half;
+    - the continuation's frequency: with the match (plus the draft so far) seen n times before
+      and followed by this token c times, the prior is moved towards c / n by a Beta update of
+      strength `weight` (n, c exclude the current position);
+    - the request's recent acceptance: q is scaled by (accepted + tau) / (predicted + tau) over
+      this request's earlier drafts (decay `decay` per draft), clipped to [1/4, 4].
+    Parameters: cost (the marginal verify cost of one draft token, in decode steps; a callable
+    taking k is read per draft, e.g. from a step-time profile), half, weight, tau, decay,
+    choice (which continuation is drafted: recent = the latest earlier occurrence of the match,
+    earliest = min_endpos's, frequent = the token seen most often, step by step)."""
+
+    cost: Union[float, Callable[[int], float]] = 0.27
+    half: float = 2.0
+    weight: float = 2.0
+    tau: float = 4.0
+    decay: float = 0.9
+    choice: str = "recent"
+
+    fixed = False
+
+    def __post_init__(self):
+        if not callable(self.cost) and not (0.0 <= float(self.cost) < 1.0):
+            raise ValueError(f"evidence:cost={self.cost}: the marginal cost of a draft token must be in [0, 1) "
+                             "decode steps (at 1 or more no draft token pays for itself)")
+        for name in ("half", "weight", "tau"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"evidence:{name}={getattr(self, name)}: must be > 0")
+        if self.choice not in CHOICES:
+            raise ValueError(f"evidence:choice={self.choice}: use one of {', '.join(CHOICES)}")
+        if not 0.0 <= self.decay <= 1.0:
+            raise ValueError(f"evidence:decay={self.decay}: must be in [0, 1]")
+
+    @property
+    def choice_code(self) -> int:
+        return CHOICES[self.choice]
+
+    def new_request(self) -> RequestEvidence:
+        return RequestEvidence()
+
+    def threshold(self, k: int) -> float:
+        return float(self.cost(k)) if callable(self.cost) else float(self.cost)
+
+    def choose(self, state: RequestEvidence | None, k: int, match_length: int, counts: list[int],
+               at_end: bool = True) -> tuple[int, float]:
+        """(number of draft tokens, expected accepted tokens) for a draft whose evidence is
+        `counts` (counts[0]: occurrences of the match, counts[j]: of the match followed by
+        draft[:j]; len(counts) - 1 tokens are available). `at_end`: the match's own current
+        occurrence is among counts[0] (a dynamic source), so it is not a continuation."""
+        avail = min(k, len(counts) - 1)
+        if match_length <= 0 or avail <= 0:
+            return 0, 0.0
+        cost = self.threshold(k)
+        scale = 1.0
+        if state is not None:
+            scale = min(4.0, max(0.25, (state.accepted + self.tau) / (state.predicted + self.tau)))
+        p, expected, n = 1.0, 0.0, 0
+        for j in range(1, avail + 1):
+            ell = match_length + j - 1
+            prior = ell / (ell + self.half)
+            seen = counts[j - 1] - (1 if (j == 1 and at_end) else 0)
+            cont = counts[j]
+            q = prior
+            if seen > 0:
+                q = (cont + self.weight * prior) / (seen + self.weight)
+            q = min(0.99, q * scale)
+            p *= q
+            if p < cost:
+                break
+            n = j
+            expected += p
+        return n, expected
+
+    def observe(self, state: RequestEvidence, predicted: float, accepted: int) -> None:
+        state.predicted = self.decay * state.predicted + predicted
+        state.accepted = self.decay * state.accepted + accepted
+
+    def spec(self) -> str:
+        default = EvidenceLength()
+        parts = [f"{f.name}={_fmt(getattr(self, f.name))}" for f in fields(self)
+                 if getattr(self, f.name) != getattr(default, f.name) and not callable(getattr(self, f.name))]
+        if callable(self.cost):
+            parts.insert(0, "cost=<profile>")
+        return "evidence" + (":" + ",".join(parts) if parts else "")
+
+    def describe(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["cost"] = "from the step-time profile" if callable(self.cost) else float(self.cost)
+        return {"policy": "evidence", "spec": self.spec(), **d}
+
+
+def _fmt(v: Any) -> str:
+    return str(int(v)) if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+LengthPolicy = Union[AdaptiveLength, EvidenceLength]
+
+
+def parse_length(spec: "str | LengthPolicy | None") -> LengthPolicy:
+    """A draft-length policy from a spec string ("fixed", "evidence", "evidence:cost=0.2,...")
+    or a policy object (returned as is). None: the default (DEFAULT_LENGTH)."""
+    if spec is None:
+        spec = DEFAULT_LENGTH
+    if isinstance(spec, (AdaptiveLength, EvidenceLength)):
+        return spec
+    if not isinstance(spec, str):
+        raise ValueError(f"draft length {spec!r}: give 'fixed', 'evidence' or 'evidence:cost=0.2' "
+                         "(or an AdaptiveLength / EvidenceLength)")
+    name, _, params = spec.strip().partition(":")
+    if name == "fixed" and not params:
+        return FIXED_LENGTH
+    if name != "evidence":
+        raise ValueError(f"draft length {spec!r}: use one of {', '.join(LENGTH_SPECS)} "
+                         "(parameters after ':', e.g. evidence:cost=0.2)")
+    known = {f.name: f for f in fields(EvidenceLength)}
+    kw: dict[str, Any] = {}
+    for item in filter(None, (p.strip() for p in params.split(","))):
+        key, eq, val = item.partition("=")
+        if not eq or key not in known:
+            raise ValueError(f"draft length {spec!r}: '{item}' is not key=value with a key among "
+                             f"{', '.join(known)}")
+        try:
+            kw[key] = val if key == "choice" else float(val)
+        except ValueError:
+            raise ValueError(f"draft length {spec!r}: {key}={val!r} is not a number") from None
+    return EvidenceLength(**kw)

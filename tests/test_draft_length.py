@@ -1,0 +1,157 @@
+"""The draft-length policies (sam/draft_length.py) and the automaton evidence they read."""
+
+import random
+
+import numpy as np
+import pytest
+
+from samspec_bench.bench.engines.replay import replay_group, replay_response
+from samspec_bench.metrics import total_counts
+from samspec_bench.sam import SamDrafter, SuffixAutomaton, make_drafter
+from samspec_bench.sam._samcore import SamCore
+from samspec_bench.sam.draft_length import FIXED_LENGTH, EvidenceLength, parse_length
+from samspec_bench.sam.reference import ReferenceSam
+
+
+# ---------- the automaton's evidence: C against the Python reference ----------
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_evidence_and_counts_equal_the_reference_on_random_strings(interleaved):
+    rng = random.Random(7 + interleaved)
+    for _ in range(150):
+        c, r = SamCore(interleaved=interleaved, evidence=True), ReferenceSam(interleaved=interleaved)
+        docs = []
+        for _ in range(rng.randint(1, 4)):
+            docs.append(c.new_doc())
+            assert r.new_doc() == docs[-1]
+        vocab = rng.choice([2, 3, 5, 20])
+        for _ in range(rng.randint(1, 40)):
+            d = rng.choice(docs) if interleaved else docs[-1]
+            toks = [rng.randrange(vocab) for _ in range(rng.randint(1, 6))]
+            c.extend(toks, d)
+            r.extend(toks, d)
+            for choice in (0, 1, 2):
+                k = rng.randint(0, 9)
+                assert c.evidence(k, d, choice) == r.evidence(k, d, choice)
+            assert c.match_draft(5, d) == r.evidence(5, d, 0)[:2]   # earliest = min_endpos's draft
+        assert [c.count(i) for i in range(c.num_states)] == r.cnt
+
+
+def test_counts_are_occurrence_counts_and_the_recent_draft_continues_the_latest_occurrence():
+    text = [1, 2, 3, 9, 1, 2, 4, 8, 1, 2, 3, 7, 1, 2]
+    sa = SuffixAutomaton(text, evidence=True)
+    L, draft, counts = sa.evidence(3)                   # match "1 2", earliest occurrence at 0
+    assert (L, draft) == (2, [3, 9, 1]) and counts[0] == 4 and counts[1] == 2    # "1 2" x4, "1 2 3" x2
+    L, draft, counts = sa.evidence(2, 2)                # recent: the occurrence at 8
+    assert draft == [3, 7] and counts[:2] == [4, 2]
+    _, draft, _ = sa.evidence(1, 1)                     # frequent: 3 follows "1 2" twice, 4 once
+    assert draft == [3]
+    with pytest.raises(ValueError, match="evidence=True"):
+        SuffixAutomaton(text).evidence(3)               # the plain automaton keeps no evidence
+
+
+# ---------- the policy ----------
+
+def test_specs_parse_and_bad_specs_name_the_fix():
+    assert parse_length("fixed") is FIXED_LENGTH and parse_length(None) == EvidenceLength()
+    pol = parse_length("evidence:cost=0.2,choice=frequent")
+    assert pol.cost == 0.2 and pol.choice == "frequent" and parse_length(pol.spec()) == pol
+    for bad in ("fixd", "evidence:cost", "evidence:cost=x", "evidence:cost=1.5", "evidence:choice=best"):
+        with pytest.raises(ValueError, match="evidence|fixed"):
+            parse_length(bad)
+
+
+def test_no_match_no_draft_and_never_more_than_k():
+    pol = EvidenceLength(cost=0.0)
+    assert pol.choose(None, 8, 0, [])[0] == 0
+    assert pol.choose(None, 8, 0, [3, 3, 3])[0] == 0
+    for k in range(1, 9):
+        assert pol.choose(None, k, 50, [9] * 20)[0] == k          # overwhelming evidence: all k
+        assert pol.choose(None, k, 50, [9, 9])[0] == min(k, 1)    # only the tokens the source has
+
+
+def test_length_is_monotone_in_the_evidence():
+    pol = EvidenceLength()
+    k = 8
+    by_match = [pol.choose(None, k, L, [1] + [1] * k)[0] for L in range(1, 40)]
+    assert by_match == sorted(by_match) and by_match[0] < by_match[-1]
+    # the same match, its continuation seen more often (of as many occurrences): longer
+    by_cont = [pol.choose(None, k, 3, [10] + [c] * k)[0] for c in range(1, 11)]
+    assert by_cont == sorted(by_cont) and by_cont[0] < by_cont[-1]
+    # a higher verify cost: shorter
+    by_cost = [EvidenceLength(cost=c).choose(None, k, 6, [2] * (k + 1))[0] for c in (0.05, 0.2, 0.4, 0.6, 0.8)]
+    assert by_cost == sorted(by_cost, reverse=True) and by_cost[0] > by_cost[-1]
+    # a request whose drafts were rejected drafts less than one whose drafts were accepted
+    bad, good = pol.new_request(), pol.new_request()
+    for _ in range(10):
+        pol.observe(bad, 2.0, 0)
+        pol.observe(good, 2.0, 4)
+    assert pol.choose(bad, k, 4, [1] * 9)[0] < pol.choose(good, k, 4, [1] * 9)[0]
+
+
+def test_cost_from_a_profile_is_read_per_draft():
+    seen = []
+    pol = EvidenceLength(cost=lambda k: seen.append(k) or 0.9)
+    assert pol.choose(None, 5, 3, [1] * 6)[0] == 0 and seen == [5]
+
+
+def test_fixed_baseline_is_the_old_min_endpos_drafter():
+    rng = np.random.default_rng(2)
+    prompt, resp = rng.integers(0, 12, 60), rng.integers(0, 12, 300)
+    for d in (SamDrafter(length="fixed"), make_drafter("sam-fixed"), make_drafter("sam", length="fixed")):
+        d.start(1, prompt)
+        sa = SuffixAutomaton(prompt)
+        for t in resp:
+            assert d.propose(1, 4) == sa.draft(4)
+            d.extend(1, [int(t)])
+            sa.extend([int(t)])
+
+
+def test_evidence_policy_drafts_a_prefix_of_its_source_and_learns_from_what_it_sees():
+    rng = np.random.default_rng(4)
+    prompt, resp = rng.integers(0, 6, 40), rng.integers(0, 6, 200)
+    d = SamDrafter(length="evidence:choice=earliest")
+    d.start("r", prompt)
+    sa = SuffixAutomaton(prompt)
+    for t in resp:
+        draft = d.propose("r", 5)
+        assert draft == sa.draft(5)[: len(draft)]   # earliest choice: a prefix of min_endpos's draft
+        d.extend("r", [int(t)])
+        sa.extend([int(t)])
+    assert d._ev["r"].predicted > 0                 # drafts were judged from the emitted tokens
+    d.stop("r")
+    assert d.active == 0
+
+
+def _slice(items, n_groups):
+    groups = []
+    for it in items:
+        if not groups or groups[-1][0] != it.group:
+            groups.append((it.group, []))
+        groups[-1][1].append(("x", it.prompt_ids, it.response_ids))
+    return [m for _, m in groups[:n_groups]]
+
+
+def test_evidence_policy_pareto_dominates_the_fixed_policy_on_a_shared_trace(qwen3_tokenizer_dir, traces_dir):
+    """Same tokens, same run: the evidence policy at k=8 against the fixed policy at every
+    k' <= 8. The fixed k' that drafts at least as many tokens per step emits fewer tokens per
+    step: the evidence point lies above the fixed policy's curve (own and group sources)."""
+    from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
+
+    items = tokenize_traces(read_traces(traces_dir / "qwen25math_math_100x8.jsonl"),
+                            load_tokenizer(qwen3_tokenizer_dir))
+    groups = _slice(items, 3)
+
+    def counts(spec, k):
+        recs = []
+        for members in groups:
+            recs += [replay_response(SamDrafter(length=spec), p, r, k) for _, p, r in members]
+            recs += replay_group(SamDrafter(group_sharing=True, length=spec), members, k)
+        return total_counts(recs)
+
+    ev = counts("evidence", 8)
+    fixed = [counts("fixed", k) for k in range(1, 9)]
+    assert fixed[-1].drafted_per_step > ev.drafted_per_step      # the comparison is not empty
+    costlier = next(f for f in fixed if f.drafted_per_step >= ev.drafted_per_step)
+    assert ev.tokens_per_step > costlier.tokens_per_step
+    assert ev.verify_tokens_per_token < costlier.verify_tokens_per_token
