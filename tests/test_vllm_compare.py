@@ -106,3 +106,21 @@ def test_compare_inside_vllm(tmp_path):
     assert out["arms"]["sam"]["drafted_per_step"]["value"] > 0
     assert out["arms"]["sam"]["tokens_per_s_vs"]["none"]["unit"] == "x"
     assert set(out["goal"]) == {"sam", "sam-m2"}
+
+
+@pytest.mark.vllm
+def test_length_spec_that_cannot_reach_vllm_is_refused():
+    """A draft length the engine's process cannot rebuild from its spec (a profile callable)
+    is named before any request is sent; a spec string passes."""
+    from vllm_tier import require_vllm
+
+    require_vllm()
+    from samspec_bench.bench.engines.base import Request, SamplingParams
+    from samspec_bench.bench.engines.vllm.adapter import VllmEngine
+    from samspec_bench.sam import SamDrafter
+    from samspec_bench.sam.draft_length import EvidenceLength
+
+    eng = VllmEngine(lazy=True)   # nothing built: the check comes first
+    with pytest.raises(UserError, match="cost=<profile>"):
+        eng.generate([Request(0, [1, 2, 3], SamplingParams(max_tokens=4))],
+                     drafter=SamDrafter(length=EvidenceLength(cost=lambda k: 0.1)))

@@ -49,6 +49,7 @@ from samspec_bench.bench.engines.vllm.step_records import (STEP_RECORDS, LiveReq
 from samspec_bench.bench.policies import NeverSpeculate, SpecPolicy, describe_policy
 from samspec_bench.errors import UserError
 from samspec_bench.models import BUILTIN_MODEL, resolve_model
+from samspec_bench.sam.draft_length import parse_length
 from samspec_bench.sam.drafters import SamDrafter
 
 METHODS = ("sam", "ngram", "suffix")
@@ -279,9 +280,12 @@ class VllmEngine(Engine):
             if drafter.corpus is not None:
                 raise UserError("a SAM drafter with a static corpus cannot run inside vLLM yet: drop the corpus")
             length = drafter.length.spec()
-            if "<" in length:   # a callable cost (a step-time profile) cannot travel to vLLM's process
-                raise UserError(f"SAM draft length {length}: inside vLLM give the cost as a number "
-                                "(evidence:cost=0.2); a profile callable cannot reach the engine's process")
+            try:   # the spec travels to vLLM's process as text: it must parse back to the same policy
+                parse_length(length)
+            except ValueError:
+                raise UserError(f"SAM draft length {length}: inside vLLM use a spec string: fixed, evidence or "
+                                "evidence:cost=0.2 (a profile callable or an adaptive rule cannot reach the "
+                                "engine's process)") from None
             sam_opts = {"min_match": drafter.l_threshold, "group_sharing": drafter.group_sharing, "length": length}
             drafter = "sam"
         elif drafter is not None and not isinstance(drafter, str):
