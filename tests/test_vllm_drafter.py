@@ -178,6 +178,81 @@ def test_records_match_the_decode():
     assert prop.take_records() == []  # handed out once
 
 
+def test_propose_time_recorded_per_call_and_per_step():
+    """The proposer's own time: every propose call timed (rows and drafted tokens with it),
+    every request's step carries the seconds spent on its draft; taken once through the
+    worker extension."""
+    rng = np.random.default_rng(7)
+    runner = FakeRunner()
+    prop = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
+    simulate(prop, runner, _texts(rng, 10), max_rows=4, rng=rng)
+    recs = prop.take_records()
+    for r in recs:
+        assert len(r["propose_s"]) == len(r["position"])
+        assert all(t > 0 for t in r["propose_s"]), "each decode step's draft was proposed in measurable time"
+
+    class W(SamWorkerExtension):
+        pass
+
+    w = W()
+    w.model_runner = runner
+    runner.drafter = prop
+    assert w.samspec_time_proposer() is True
+    calls = w.samspec_take_propose_times()
+    assert len(calls["propose_s"]) == prop.num_propose_calls == calls["total_calls"]
+    assert all(t > 0 for t in calls["propose_s"])
+    # records hold verified drafts; a request's last draft (it finished) is proposed, never verified
+    assert sum(calls["drafted"]) >= sum(sum(r["drafted"]) for r in recs) > 0
+    assert max(calls["rows"]) == 4
+    assert calls["total_s"] == pytest.approx(sum(calls["propose_s"]))
+    assert prop.describe()["propose_time_s"] == calls["total_s"]
+    assert w.samspec_take_propose_times()["propose_s"] == []   # handed out once
+
+
+def test_other_drafters_are_timed_by_a_wrapper():
+    """vLLM's own drafters (ngram, suffix) get the same timing around their propose."""
+    from samspec_bench.bench.engines.vllm.proposer_timing import summary
+
+    class Ngram:
+        def propose(self, k, sampled, *rest, **kw):
+            return [[1] * k if s else [] for s in sampled]
+
+    class W(SamWorkerExtension):
+        pass
+
+    w = W()
+    w.model_runner = FakeRunner()
+    w.model_runner.drafter = Ngram()
+    assert w.samspec_time_proposer() and w.samspec_time_proposer()   # idempotent
+    assert w.model_runner.drafter.propose(2, [[5], [], [6]]) == [[1, 1], [], [1, 1]]
+    w.model_runner.drafter.propose(3, [[5]])
+    calls = w.samspec_take_propose_times()
+    assert calls["rows"] == [3, 1] and calls["drafted"] == [4, 3]
+    assert all(t > 0 for t in calls["propose_s"])
+    s = summary(calls, wall_s=2 * calls["total_s"], engine_steps=2)
+    assert s["propose_calls"] == 2 and s["share_of_wall_time"] == pytest.approx(0.5)
+    assert s["ms_per_call_mean"] == pytest.approx(1e3 * calls["total_s"] / 2)
+    w.model_runner.drafter = None
+    assert w.samspec_time_proposer() is False and w.samspec_take_propose_times() is None
+
+
+def test_verify_cost_fit_recovers_the_step_time_line():
+    """Step interval = a + b * verified tokens: the fit gives b and the cost in decode steps."""
+    from samspec_bench.bench.engines.vllm.proposer_timing import verify_cost
+
+    rng = np.random.default_rng(0)
+    drafted = rng.integers(0, 25, size=60).tolist()
+    start, t = [], 0.0
+    for i in range(60):
+        start.append(t)
+        t += 0.05 + 0.002 * (8 + drafted[i])   # the step after call i verifies 8 rows + its drafts
+    fit = verify_cost({"start_s": start, "rows": [8] * 60, "drafted": drafted})
+    assert fit["ms_per_verified_token"] == pytest.approx(2.0)
+    assert fit["fixed_ms"] == pytest.approx(50.0)
+    assert fit["draft_token_cost_decode_steps"] == pytest.approx(0.002 * 8 / (0.05 + 0.016))
+    assert verify_cost({"start_s": start, "rows": [8] * 60, "drafted": [0] * 60}) is None   # nothing to fit
+
+
 def test_mode_none_never_drafts():
     rng = np.random.default_rng(3)
     texts = _texts(rng, 6)

@@ -42,12 +42,14 @@ from samspec_bench.bench.engines.base import (FINISH_LENGTH, FINISH_STOP, Engine
 from samspec_bench.bench.engines.vllm import guard_rails
 from samspec_bench.bench.engines.vllm.drafter import CLASS_PATH, EXTENSION_PATH, EXTRA_KEY
 from samspec_bench.bench.engines.vllm.platform import engine_arg_exists, on_cpu, require_vllm
+from samspec_bench.bench.engines.vllm.proposer_timing import summary as proposer_summary
 from samspec_bench.bench.engines.vllm.step_records import (STEP_RECORDS, LiveRequest, StepLog, StepStats, add_raw,
                                                            counter_diff, hook_step_stats, new_raw_counts,
                                                            response_steps)
 from samspec_bench.bench.policies import NeverSpeculate, SpecPolicy, describe_policy
 from samspec_bench.errors import UserError
 from samspec_bench.models import BUILTIN_MODEL, resolve_model
+from samspec_bench.sam.draft_length import parse_length
 from samspec_bench.sam.drafters import SamDrafter
 
 METHODS = ("sam", "ngram", "suffix")
@@ -152,6 +154,8 @@ class VllmEngine(Engine):
         self._step_stats: StepStats | None = None
         self._method: str | None = None
         self._k = 0
+        self._timed = False                # the drafter's propose calls are timed (set at build)
+        self.proposer_totals: dict[str, Any] = {}
         self.guard_rails: dict[str, Any] = {}
         self._ids = itertools.count()
         self.startup_s: float | None = None
@@ -204,6 +208,9 @@ class VllmEngine(Engine):
         self._step_stats = hook_step_stats(self._llm)
         self._engine_args_used = {k_: v for k_, v in args.items() if k_ != "model"}
         self.guard_rails = guard_rails.collect(self._llm, self._rpc, self.tokenizer, method, k, probe=self.probe)
+        self._timed = method is not None and self._rpc("samspec_time_proposer") is True
+        self.proposer_totals = {"propose_calls": 0, "propose_s": 0.0, "generate_wall_s": 0.0,
+                                "source": "measured: time.perf_counter around the drafter's propose"}
         for line in guard_rails.summary_lines(self.guard_rails, self.startup_s):
             self._log(line)
 
@@ -243,6 +250,7 @@ class VllmEngine(Engine):
                 "method": self._method, "num_spec_tokens": self._k,
                 "engine_args": {k: v for k, v in getattr(self, "_engine_args_used", {}).items()},
                 "startup_s": self.startup_s, "guard_rails": self.guard_rails,
+                "proposer_time": dict(self.proposer_totals),
                 "step_records": STEP_RECORDS}
 
     # --- generation -----------------------------------------------------------------------------
@@ -262,8 +270,8 @@ class VllmEngine(Engine):
                  spec_policy: Callable | None = None, progress: bool = False,
                  on_output: Callable[[RequestOutput], None] | None = None,
                  oracle: dict[Hashable, Sequence[int]] | None = None) -> GenerationResult:
-        """drafter: None, "sam", "ngram", "suffix" or a `SamDrafter` (its group sharing and
-        l_threshold are used). oracle: {req_id: continuation}: draft exactly that continuation
+        """drafter: None, "sam", "ngram", "suffix" or a `SamDrafter` (its group sharing,
+        l_threshold and draft length spec are used). oracle: {req_id: continuation}: draft exactly that continuation
         (teacher-forced verification; op-equivalence). spec_policy: None, off, always or the
         batch-size threshold policy (`policies.make_policy`; SAM only: the proposer
         drafts only when at most T requests stay in the batch); other callables are refused."""
@@ -271,7 +279,14 @@ class VllmEngine(Engine):
         if isinstance(drafter, SamDrafter):
             if drafter.corpus is not None:
                 raise UserError("a SAM drafter with a static corpus cannot run inside vLLM yet: drop the corpus")
-            sam_opts = {"min_match": drafter.l_threshold, "group_sharing": drafter.group_sharing}
+            length = drafter.length.spec()
+            try:   # the spec travels to vLLM's process as text: it must parse back to the same policy
+                parse_length(length)
+            except ValueError:
+                raise UserError(f"SAM draft length {length}: inside vLLM use a spec string: fixed, evidence or "
+                                "evidence:cost=0.2 (a profile callable or an adaptive rule cannot reach the "
+                                "engine's process)") from None
+            sam_opts = {"min_match": drafter.l_threshold, "group_sharing": drafter.group_sharing, "length": length}
             drafter = "sam"
         elif drafter is not None and not isinstance(drafter, str):
             raise UserError(f"drafter {type(drafter).__name__}: the vLLM engine takes 'sam', 'ngram', 'suffix' "
@@ -295,6 +310,8 @@ class VllmEngine(Engine):
         lives: dict[str, LiveRequest] = {}
         engine = self._llm.llm_engine
         before = self.spec_counters()
+        if self._timed:
+            self._rpc("samspec_take_propose_times")   # drop what earlier calls (the probe) left
         held = _hold_scheduler(engine)   # every request in the first step's queue, as a rollout starts
         t0 = time.perf_counter()
         order: list[LiveRequest] = []
@@ -310,6 +327,8 @@ class VllmEngine(Engine):
                         ex["threshold"] = threshold
                     if sam_opts.get("min_match", 1) != 1:
                         ex["min_match"] = int(sam_opts["min_match"])
+                    if sam_opts.get("length") is not None:
+                        ex["length"] = sam_opts["length"]
                     if sam_opts.get("group_sharing"):
                         ex["group"] = str(r.group if r.group is not None else key)
                 if oracle is not None:
@@ -373,6 +392,13 @@ class VllmEngine(Engine):
             got = self._rpc("samspec_take_records", [lv.key for lv in order])
             if isinstance(got, list):
                 records = {r["key"]: r for r in got}
+        proposer = None
+        if self._timed:
+            proposer = proposer_summary(self._rpc("samspec_take_propose_times"), wall, len(log.steps))
+            if proposer is not None:
+                self.proposer_totals["propose_calls"] += proposer["propose_calls"]
+                self.proposer_totals["propose_s"] += proposer["total_s"]
+                self.proposer_totals["generate_wall_s"] += wall
         after = self.spec_counters()
         outputs: list[RequestOutput] = []
         raw = new_raw_counts(self._k)
@@ -391,6 +417,7 @@ class VllmEngine(Engine):
         eng = {**self.describe(), "spec_counters": counters, "spec_policy": describe_policy(spec_policy),
                "batch_switch_threshold": threshold,
                "drafter_raw_counts": raw if records else None,
+               "proposer": proposer,
                "arm": ("none" if drafter is None else drafter) + (" (oracle)" if oracle is not None else ""),
                "baseline_on_spec_engine": drafter is None and on_sam_engine}
         return GenerationResult(outputs=outputs, steps=log.steps, wall_time_s=wall, engine=eng,

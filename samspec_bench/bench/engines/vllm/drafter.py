@@ -29,6 +29,11 @@ Per-request options ride on `SamplingParams.extra_args["samspec"]` (a dict):
   k         draft at most k tokens (<= num_speculative_tokens)
   group     GRPO group key: members share one automaton (SamDrafter group sharing)
   min_match no draft when the match is shorter (SAM-Decoding's l_threshold)
+  length    the draft length policy (`SamDrafter(length=...)`, sam/draft_length.py): "fixed"
+            (SAM-Decoding's baseline: up to k whenever any suffix matches), "evidence" or
+            "evidence:cost=0.2,..." (as many tokens as the evidence pays for); default: the
+            drafter's default. A spec the drafter refuses falls back to the default and is
+            listed in `describe()["bad_options"]` (the engine keeps running).
   oracle    the continuation to draft in mode "oracle"
   threshold the seed's batch-size switch: draft only when at most this many requests stay in
             the batch for the next step (the rows minus the requests this step finishes by
@@ -39,7 +44,11 @@ same keys), so a vLLM user who cannot set extra_args still configures the drafte
 
 Per-request acceptance by position is recorded here, in the engine's process: for every
 decode step of a request, its response position when drafting, tokens drafted, accepted and
-emitted (accepted = emitted - 1 of the next step's sampled tokens). `SamWorkerExtension`
+emitted (accepted = emitted - 1 of the next step's sampled tokens), and propose_s: the seconds
+this proposer spent on the request's row for that step's draft (indexing its new tokens and
+drafting; measured with time.perf_counter, 0.0 where no draft was proposed). Every propose
+call is timed as a whole too (`ProposeTimes`: per call, with the rows and drafted tokens):
+a CPU drafter runs inside vLLM's step, so its time adds to the step's wall time. `SamWorkerExtension`
 (pass `worker_extension_cls="samspec_bench.bench.engines.vllm.drafter.SamWorkerExtension"`) lets the
 caller fetch the records and the drafter's description through `LLM.collective_rpc`.
 """
@@ -49,10 +58,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 import numpy as np
 
+from samspec_bench.bench.engines.vllm.proposer_timing import ProposeTimes, wrap_propose
+from samspec_bench.sam.draft_length import parse_length
 from samspec_bench.sam.drafters import SamDrafter
 
 EXTRA_KEY = "samspec"
@@ -93,7 +105,7 @@ class _ReqState:
         self.sam = sam            # (SamDrafter, its request key) or None
         self.prompt_len = prompt_len
         self.indexed = 0          # context tokens known to the drafter
-        self.pending = None       # (position, drafted) of the draft awaiting verification
+        self.pending = None       # (position, drafted, seconds to index and draft) of the draft awaiting verification
         self.oracle = None
         self.on_track = True
         self.tokens = None        # content mapping: the indexed tokens (np.int32)
@@ -122,6 +134,8 @@ class SamProposer:
         self.num_freed = 0
         self.max_active = 0
         self.gate = {"on": 0, "off": 0}          # propose calls the batch-size switch let draft / stopped
+        self.times = ProposeTimes()              # this proposer's own time per call (it runs inside the step)
+        self.bad_options: dict[str, str] = {}    # options refused (the drafter's default was used instead)
 
     # --- vLLM's interface ---------------------------------------------------------------------
 
@@ -136,6 +150,12 @@ class SamProposer:
         return getattr(self.runner, "input_batch", None) if self.runner is not None else None
 
     def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None, **_) -> list[list[int]]:
+        t0 = time.perf_counter()
+        drafts = self._propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
+        self.times.add(time.perf_counter() - t0, len(drafts), sum(map(len, drafts)), t0)
+        return drafts
+
+    def _propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu) -> list[list[int]]:
         self.num_propose_calls += 1
         batch = self._input_batch()
         req_ids = list(batch.req_ids) if batch is not None else None
@@ -238,10 +258,17 @@ class SamProposer:
         return max(n - num_sampled, 0)
 
     def _drafter_for(self, opts: dict) -> SamDrafter:
-        key = (bool(opts.get("group") is not None), int(opts.get("min_match", 1)))
+        """One SamDrafter per configuration (group sharing, min_match, draft length spec)."""
+        length = opts.get("length")
+        key = (bool(opts.get("group") is not None), int(opts.get("min_match", 1)), length)
         d = self._drafters.get(key)
         if d is None:
-            d = self._drafters[key] = SamDrafter(group_sharing=key[0], l_threshold=key[1])
+            try:
+                d = SamDrafter(group_sharing=key[0], l_threshold=key[1], length=length)
+            except ValueError as e:   # a bad spec in a request's extra_args must not stop the engine
+                self.bad_options[f"length={length!r}"] = str(e)
+                return self._drafter_for({**opts, "length": self.defaults.get("length")})
+            self._drafters[key] = d
         return d
 
     def _new_state(self, rid, row, n: int, num_sampled: int) -> _ReqState:
@@ -283,22 +310,25 @@ class SamProposer:
             rec = self._records[key] = {"key": key, "vllm_request_id": None if content else str(rid),
                                         "prompt_len": plen, "mode": mode, "k": k, "group": opts.get("group"),
                                         "position": [], "drafted": [], "accepted": [], "emitted": [],
-                                        "resumed": 0}
+                                        "propose_s": [], "resumed": 0}
         # Tokens sampled before this state existed: the first output token (the prefill's
         # sample, not a decode step) or, after a preemption, the recompute's sample (a decode
         # step without a draft).
         before = n - num_sampled
         if before > plen:
             rec["position"].append(before - plen)
+            rec["propose_s"].append(0.0)   # no draft was proposed for this step
             rec["drafted"].append(0)
             rec["accepted"].append(0)
             rec["emitted"].append(num_sampled)
         return st
 
     def _step(self, st: _ReqState, row, n: int, num_sampled: int, allow: bool = True) -> list[int]:
+        t0 = time.perf_counter()
         rec = self._records.get(st.key)
         if st.pending is not None and rec is not None:
-            pos, drafted = st.pending
+            pos, drafted, spent = st.pending
+            rec["propose_s"].append(spent)
             rec["position"].append(pos)
             rec["drafted"].append(drafted)
             rec["accepted"].append(min(max(num_sampled - 1, 0), drafted))
@@ -329,8 +359,9 @@ class SamProposer:
             elif st.mode == "oracle" and st.on_track:
                 pos = n - st.prompt_len
                 draft = st.oracle[pos: pos + room]
-        st.pending = (n - st.prompt_len, len(draft))
-        return [int(t) for t in draft]
+        out = [int(t) for t in draft]
+        st.pending = (n - st.prompt_len, len(out), time.perf_counter() - t0)
+        return out
 
     def _match_content(self, row, n: int, hint=None) -> _ReqState | None:
         """Content mapping: a state whose indexed tokens are exactly the row's first tokens (the
@@ -385,7 +416,9 @@ class SamProposer:
                 "freed_requests": self.num_freed, "uncollected_records": len(self._finished),
                 "propose_calls": self.num_propose_calls, "memory_bytes": self.memory_bytes(),
                 "batch_switch": dict(self.gate),
-                "defaults": self.defaults, "automaton": "samspec_bench.sam (compiled core)"}
+                "propose_time_s": self.times.total_s, "propose_time_source": "measured (time.perf_counter)",
+                "defaults": self.defaults, "automaton": "samspec_bench.sam (compiled core)",
+                "drafters": [d.describe() for d in self._drafters.values()], "bad_options": dict(self.bad_options)}
 
 
 def _env_options() -> dict:
@@ -399,6 +432,11 @@ def _env_options() -> dict:
                          '{"min_match": 2, "k": 3}') from None
     if not isinstance(opts, dict):
         raise ValueError(f"{ENV_OPTIONS}: expected a JSON object")
+    if opts.get("length") is not None:
+        try:
+            parse_length(opts["length"])
+        except ValueError as e:
+            raise ValueError(f"{ENV_OPTIONS}: {e}") from None
     t = opts.get("threshold")
     if t is not None and (not isinstance(t, int) or isinstance(t, bool) or t < 0):
         raise ValueError(f"{ENV_OPTIONS}: threshold {t!r}: give an integer >= 0 (or leave it out: always draft)")
@@ -424,6 +462,22 @@ class SamWorkerExtension:
         if d is not None and hasattr(d, "describe"):
             info["drafter"] = d.describe()
         return info
+
+    def samspec_time_proposer(self) -> bool:
+        """Time the drafter's propose calls: SamProposer times itself; another drafter (vLLM's
+        ngram, suffix) gets a timing wrapper. False when the worker has no drafter."""
+        d = self._samspec_drafter()
+        if d is None:
+            return False
+        return isinstance(getattr(d, "times", None), ProposeTimes) or wrap_propose(d) is not None
+
+    def samspec_take_propose_times(self) -> dict | None:
+        """The drafter's per-call propose times since the last take (ProposeTimes.take)."""
+        d = self._samspec_drafter()
+        times = getattr(d, "times", None) if d is not None else None
+        if not isinstance(times, ProposeTimes):
+            times = getattr(d, "_samspec_times", None)
+        return times.take() if isinstance(times, ProposeTimes) else None
 
     def samspec_take_records(self, keys: list | None = None) -> list[dict] | None:
         d = self._samspec_drafter()

@@ -1,0 +1,126 @@
+"""The vLLM method comparison (`python -m samspec_bench.bench.engines.vllm.compare`): its
+figures from generate results (spread over repeats, cost of drafting, greedy identity with
+the first divergence, the goal check) without vLLM, and one real run inside vLLM (marked
+vllm: skipped where vLLM does not import)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from samspec_bench.bench.engines.base import GenerationResult, RequestOutput
+from samspec_bench.bench.engines.vllm import compare
+from samspec_bench.errors import UserError
+from samspec_bench.metrics import ResponseSteps
+
+
+def _result(tokens: list[list[int]], drafted: int, accepted: int, tps: float, proposer_ms: float | None = None):
+    """A generate result whose every response drafted `drafted` tokens at each step and
+    accepted `accepted`, at `tps` output tokens/s."""
+    outs = []
+    for i, t in enumerate(tokens):
+        n = len(t) - 1
+        steps = ResponseSteps(key=str(i), prompt_len=4, response_len=len(t), position=list(range(1, n + 1)),
+                              drafted=[drafted] * n, accepted=[accepted] * n, emitted=[accepted + 1] * n)
+        outs.append(RequestOutput(req_id=i, prompt_ids=[1, 2, 3, 4], token_ids=t, logprobs=[], finish_reason="length",
+                                  steps=steps))
+    wall = sum(len(t) for t in tokens) / tps
+    eng = {}
+    if proposer_ms is not None:
+        eng["proposer"] = {"ms_per_call_mean": proposer_ms, "share_of_wall_time": proposer_ms * 1e-3 * 10 / wall,
+                           "step_wall_ms_mean": 1e3 * wall / 10, "propose_calls": 10}
+    return GenerationResult(outputs=outs, steps=[None] * 10, wall_time_s=wall, engine=eng)
+
+
+def _compare(runs):
+    plans = {m: compare.arm_plan(m) for m in runs}
+    return compare._result("m", "float32", 3, "math500", 2, 8, 2, list(runs), plans, runs, {}, {})
+
+
+def test_figures_spread_cost_identity_and_goal():
+    same = [[5, 6, 7, 8, 9], [1, 2, 3, 4, 5]]
+    other = [[5, 6, 0, 8, 9], [1, 2, 3, 4, 5]]
+    runs = {"none": [(0, _result(same, 0, 0, 100.0, 0.01)), (1, _result(same, 0, 0, 110.0, 0.01))],
+            "sam": [(0, _result(same, 3, 1, 130.0, 0.05)), (1, _result(same, 3, 1, 120.0, 0.05))],
+            "ngram": [(0, _result(same, 1, 0, 125.0)), (1, _result(other, 1, 0, 115.0))]}
+    out = _compare(runs)
+    json.dumps(out)   # JSON-ready
+    sam = out["arms"]["sam"]
+    t = sam["tokens_per_s"]
+    assert (t["median"], t["min"], t["max"], t["n"]) == (125.0, 120.0, 130.0, 2)
+    assert t["stdev"] > 0 and t["unit"] == "output tokens / s" and t["source"].startswith("measured")
+    # each figure says its unit and whether it is a time or a count
+    for name in ("tokens_per_step", "drafted_per_step", "verify_tokens_per_emitted_token"):
+        assert sam[name]["unit"] and sam[name]["source"] == compare.FROM_COUNTS
+    assert sam["tokens_per_step"]["value"] == 2.0
+    assert sam["drafted_per_step"]["value"] == 3.0
+    assert sam["verify_tokens_per_emitted_token"]["value"] == pytest.approx((1 + 3) / 2)
+    assert out["arms"]["none"]["verify_tokens_per_emitted_token"]["value"] == 1.0
+    assert sam["proposer_ms_per_step"]["median"] == pytest.approx(0.05)
+    assert 0 < sam["proposer_share_of_wall"]["median"] < 1
+    vs = sam["tokens_per_s_vs"]
+    assert vs["none"]["ratio_of_medians"] == pytest.approx(125 / 105)
+    assert (vs["none"]["per_repeat_min"], vs["none"]["per_repeat_max"]) == pytest.approx((120 / 110, 130 / 100))
+    # identity with the reference arm (the first), every repeat; ngram's second repeat diverged at token 2
+    assert sam["greedy_identical_to_reference"]["identical"] == 4
+    g = out["arms"]["ngram"]["greedy_identical_to_reference"]
+    assert (g["identical"], g["of"], g["first_divergence"]) == (3, 4, [2])
+    goal = out["goal"]["sam"]
+    assert goal["vs_ngram"]["ratio"] == pytest.approx(125 / 120)
+    assert goal["met"] is True   # 1.19x none (>= 1.15), above ngram, identical
+    runs["sam"][1] = (1, _result(same, 3, 1, 100.0, 0.05))
+    assert _compare(runs)["goal"]["sam"]["met"] is False
+
+
+def test_bad_arms_and_repeats_are_named():
+    with pytest.raises(UserError, match="sam-mN"):
+        compare.arm_plan("sam-mx")
+    with pytest.raises(UserError, match="--methods 'eagle'"):
+        compare.arm_plan("eagle")
+    with pytest.raises(UserError, match="--repeats 0"):
+        compare.compare_methods(repeats=0)
+
+
+@pytest.mark.vllm
+def test_compare_inside_vllm(tmp_path):
+    """A real run (none, sam, sam-m2; 3 prompts, 48 tokens, 2 repeats): the JSON has the
+    spread fields, the proposer's time is measured and positive, greedy outputs identical."""
+    from vllm_tier import require_vllm
+
+    require_vllm()
+    path = tmp_path / "compare.json"
+    rc = compare.main(["--methods", "none,sam,sam-m2", "--num-prompts", "3", "--max-tokens", "48",
+                       "--repeats", "2", "--json", str(path)])
+    assert rc == 0
+    out = json.loads(path.read_text())
+    for m in ("none", "sam", "sam-m2"):
+        row = out["arms"][m]
+        t = row["tokens_per_s"]
+        assert t["n"] == 2 and t["min"] <= t["median"] <= t["max"] and len(t["runs"]) == 2
+        assert row["proposer_ms_per_step"]["min"] > 0
+        assert 0 < row["proposer_share_of_wall"]["max"] < 1
+        g = row["greedy_identical_to_reference"]
+        assert g["identical"] == g["of"] == 6, f"{m}: first divergence {g['first_divergence']}"
+    assert out["arms"]["none"]["drafted_per_step"]["value"] == 0
+    assert out["arms"]["sam"]["drafted_per_step"]["value"] > 0
+    assert out["arms"]["sam"]["tokens_per_s_vs"]["none"]["unit"] == "x"
+    assert set(out["goal"]) == {"sam", "sam-m2"}
+
+
+@pytest.mark.vllm
+def test_length_spec_that_cannot_reach_vllm_is_refused():
+    """A draft length the engine's process cannot rebuild from its spec (a profile callable)
+    is named before any request is sent; a spec string passes."""
+    from vllm_tier import require_vllm
+
+    require_vllm()
+    from samspec_bench.bench.engines.base import Request, SamplingParams
+    from samspec_bench.bench.engines.vllm.adapter import VllmEngine
+    from samspec_bench.sam import SamDrafter
+    from samspec_bench.sam.draft_length import EvidenceLength
+
+    eng = VllmEngine(lazy=True)   # nothing built: the check comes first
+    with pytest.raises(UserError, match="cost=<profile>"):
+        eng.generate([Request(0, [1, 2, 3], SamplingParams(max_tokens=4))],
+                     drafter=SamDrafter(length=EvidenceLength(cost=lambda k: 0.1)))
