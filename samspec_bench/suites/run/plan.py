@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import click
+
+from samspec_bench.errors import int_list
 from samspec_bench.sam.drafters import arctic_available
+from samspec_bench.suites.rollout.profile import quick_profile
 from samspec_bench.workload import write_prompts_file
 
 
@@ -52,6 +56,9 @@ class Plan:
     options: dict[str, Any] = field(default_factory=dict)
     skip: str | None = None          # reason the step does not run here
     notes: list[str] = field(default_factory=list)
+    # run before the suite with its final parameters (click names and values), e.g. to measure
+    # the step-time profile a rollout replay is priced with
+    prepare: Callable[[dict[str, Any]], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -139,12 +146,36 @@ def plan_accuracy(ctx: Ctx) -> Plan:
                          "max-num-seqs": 16})
 
 
+RUN_PROFILE = "step_profile.json"   # under runs/rollout: the profile the run's replay is priced with
+RUN_PROFILE_MAX_BATCH = 16          # keeps the profile short; larger batches are flagged as extrapolated
+
+
+def profile_for_replay(ctx: Ctx, path: Path) -> Callable[[dict[str, Any]], None]:
+    """The rollout step's prepare: measure a short profile of the reference engine (the engine
+    that wrote the built-in trace) at `path`, unless the config file named another
+    --step-model."""
+    def prepare(params: dict[str, Any]) -> None:
+        if params.get("step_model") != str(path):
+            return
+        ks = int_list(params.get("ks") or "3", "-k")
+        largest = min(int(params.get("max_num_seqs") or RUN_PROFILE_MAX_BATCH), RUN_PROFILE_MAX_BATCH)
+        click.echo(f"rollout: measuring the reference engine's step-time profile ({params.get('model') or ctx.model}, "
+                   f"batches up to {largest}, k={','.join(map(str, ks))}) to price the replay", err=True)
+        quick_profile(path, "reference", params.get("model") or ctx.model, ks, largest,
+                      threads=int(params.get("threads") or 1), log=lambda t: click.echo(t, err=True))
+    return prepare
+
+
 def plan_rollout(ctx: Ctx) -> Plan:
     if ctx.engine in (None, "replay"):
         tr, why = _traces(ctx)
         if tr is None:
             return Plan(skip=why)
-        return Plan(options=tr)
+        path = ctx.step_dir("rollout") / RUN_PROFILE
+        return Plan(options={**tr, "step-model": str(path)}, prepare=profile_for_replay(ctx, path),
+                    notes=["the replay is priced by a step-time profile of the reference engine measured by this "
+                           f"run (runs/rollout/{RUN_PROFILE})"])
+    # measured engines measure their own profile before their arms
     return Plan(options={"model": ctx.model})
 
 
