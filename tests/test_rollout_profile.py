@@ -83,6 +83,7 @@ def test_run_plans_a_profile_for_its_replay(tmp_path, monkeypatch):
     (args, kw), = calls
     assert args == (tmp_path / "runs" / "rollout" / plan.RUN_PROFILE, "reference", "m", [3, 5],
                     plan.RUN_PROFILE_MAX_BATCH)
+    assert "samspec-bench run" in kw["note"]   # the profile says who measured it, the rollout repeats it
     # a measured engine profiles itself inside the rollout
     ctx.engine = "reference"
     assert plan.plan_rollout(ctx).prepare is None

@@ -215,7 +215,8 @@ def _rollout(result: dict) -> tuple[list[Headline], list[Gate]]:
     if m.get("measured"):
         prov = "measured"
     elif units == "s" and priced:
-        prov = f"modelled: priced by {priced.get('kind')} ({priced.get('source')})"
+        prov = f"modelled: priced by {priced.get('kind')} ({priced.get('source')})" + \
+            (f"; {priced['note']}" if priced.get("note") else "")
     else:
         prov = None
     heads = []

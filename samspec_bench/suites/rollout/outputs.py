@@ -41,7 +41,7 @@ def priced_by(model: Any, source: str, profile: dict[str, Any] | None = None) ->
     d = model.describe() if hasattr(model, "describe") else {}
     out: dict[str, Any] = {"kind": model_kind(model), "source": source}
     if profile:
-        out.update({k: profile.get(k) for k in ("engine", "date") if profile.get(k) is not None})
+        out.update({k: profile.get(k) for k in ("engine", "date", "note") if profile.get(k) is not None})
     if fit:
         out["fit"] = {k: fit.get(k) for k in ("n_steps", "r2", "median_rel_error", "max_rel_error", "total_error")
                       if k in fit}
@@ -60,7 +60,8 @@ def priced_label(priced: dict[str, Any] | None) -> str:
     """'modelled (priced by fitted-profile: step_profile.json)' or the steps' label."""
     if not priced:
         return "decode steps (no step model: not time)"
-    return f"modelled (priced by {priced.get('kind')}: {priced.get('source')})"
+    note = f"; {priced['note']}" if priced.get("note") else ""
+    return f"modelled (priced by {priced.get('kind')}: {priced.get('source')}{note})"
 
 
 def time_basis(units: str, measured: bool, priced: dict[str, Any] | None, engine: str) -> str:

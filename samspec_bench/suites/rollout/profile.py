@@ -251,13 +251,14 @@ def auto_batch_sizes(largest: int) -> list[int]:
 
 
 def quick_profile(path: str | Path, engine: str, model: str, ks: Sequence[int], largest: int, *, threads: int = 1,
-                  dtype: str = "float32", seed: int = 0, log: Callable[[str], None] | None = None) -> Path:
+                  dtype: str = "float32", seed: int = 0, log: Callable[[str], None] | None = None,
+                  note: str | None = None) -> Path:
     """The AUTO_PROFILE grid (batch sizes up to `largest`) on a fresh engine, written as a
-    profile JSON at `path`."""
+    profile JSON at `path` (with `note`)."""
     m, tables, meta = profile(model, auto_batch_sizes(largest), AUTO_PROFILE["tokens"], ks, threads, dtype, seed=seed,
                               prompt_pads=AUTO_PROFILE["prompt_pads"], engine=engine, log=log,
                               pad_max_batch=AUTO_PROFILE["pad_max_batch"])
-    p = write_profile(path, profile_document(m, tables, meta))
+    p = write_profile(path, profile_document(m, tables, meta, note))
     for line in profile_lines(m, meta) if log else ():
         log(line)
     return p
@@ -295,8 +296,9 @@ def profile(model: str, batch_sizes: list[int], tokens: int, ks: Sequence[int], 
         eng.close()
 
 
-def profile_document(model: StepTimeModel, tables: list[dict[str, np.ndarray]], meta: dict[str, Any]) -> dict[str, Any]:
-    """The profile JSON (format 3; module docstring)."""
+def profile_document(model: StepTimeModel, tables: list[dict[str, np.ndarray]], meta: dict[str, Any],
+                     note: str | None = None) -> dict[str, Any]:
+    """The profile JSON (format 3; module docstring); `note`: who measured it and why."""
     feats = [step_features(t) for t in tables]
     keys = [f for f in FEATURES if feats and all(f in x for x in feats)]
     measured = {"time_s": [float(x) for t in tables for x in np.asarray(t["time_s"], dtype=float)]}
@@ -304,7 +306,8 @@ def profile_document(model: StepTimeModel, tables: list[dict[str, np.ndarray]], 
         measured[f] = [float(x) for fe in feats for x in fe[f]]
     return {"format": PROFILE_FORMAT, "kind": PROFILE_KIND, "engine": meta["engine"],
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "grid": meta["grid"],
-            "runs": meta.get("runs"), "measured_steps": measured, "model": model.describe()}
+            "runs": meta.get("runs"), **({"note": note} if note else {}), "measured_steps": measured,
+            "model": model.describe()}
 
 
 def write_profile(path: str | Path, doc: dict[str, Any]) -> Path:
@@ -332,7 +335,7 @@ def read_profile(path: str | Path) -> tuple[StepTimeModel, dict[str, Any] | None
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise UserError(f"--step-model {p}: a format-3 profile without a usable model ({e}); write it again with "
                         "`samspec-bench rollout profile`") from None
-    return model, {k: d.get(k) for k in ("kind", "engine", "date", "grid")}
+    return model, {k: d.get(k) for k in ("kind", "engine", "date", "grid", "note")}
 
 
 def check_covers(model: StepTimeModel, ks: Sequence[int], path: str) -> None:

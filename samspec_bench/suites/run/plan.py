@@ -162,7 +162,8 @@ def profile_for_replay(ctx: Ctx, path: Path) -> Callable[[dict[str, Any]], None]
         click.echo(f"rollout: measuring the reference engine's step-time profile ({params.get('model') or ctx.model}, "
                    f"batches up to {largest}, k={','.join(map(str, ks))}) to price the replay", err=True)
         quick_profile(path, "reference", params.get("model") or ctx.model, ks, largest,
-                      threads=int(params.get("threads") or 1), log=lambda t: click.echo(t, err=True))
+                      threads=int(params.get("threads") or 1), log=lambda t: click.echo(t, err=True),
+                      note="measured by `samspec-bench run` on this machine to price its rollout replay")
     return prepare
 
 
