@@ -22,16 +22,22 @@ ENGINE_FIELDS = {"name": str, "version": str, "device": str, "model": str, "dtyp
 
 
 def test_oracle_drafter_proposes_the_continuation_at_the_position():
-    d = pr.OracleDrafter({"a": [5, 6, 7, 8, 9]})
+    d = pr.OracleDrafter({"a": [5, 6, 7, 8, 9, 10, 11, 12, 13]})
     d.start("a", [1, 2])
     d.extend("a", [5])              # the prefill's token
     assert d.propose("a", 3) == [6, 7, 8]
-    d.extend("a", [6, 7])
-    assert d.propose("a", 3) == [8, 9]   # the continuation's end
-    assert d.propose("a", 1) == [8]
+    d.extend("a", [6, 7, 8, 9])     # 3 accepted + the bonus token
+    assert d.propose("a", 3) == [10, 11]        # every other step: ceil(k / 2) drafts
+    d.extend("a", [10])             # 0 accepted + 1
+    assert d.propose("a", 3) == [11, 12, 13]
+    assert d.propose("a", 5) == [11, 12, 13]    # the continuation's end
     d.stop("a")
     d.start("b", [1])
     assert d.propose("b", 3) == []       # no continuation known: no draft
+    one = pr.OracleDrafter({"a": list(range(10))}, alternate=False)
+    one.start("a", [1])
+    assert [len(one.propose("a", 3)) for _ in range(3)] == [3, 3, 3]
+    assert [pr.half_width(k) for k in (1, 2, 3, 8)] == [0, 1, 2, 4]
 
 
 def test_recorded_profile_places_drafts_at_their_positions():

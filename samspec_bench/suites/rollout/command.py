@@ -57,6 +57,8 @@ def engine_profiler(cfg: RolloutConfig, n_requests: int):
                                          max_num_batched_tokens=cfg.max_num_batched_tokens, seed=cfg.seed,
                                          prompt_pads=AUTO_PROFILE["prompt_pads"],
                                          pad_max_batch=AUTO_PROFILE["pad_max_batch"], kv=kv_options(cfg))
+        for line in profile_lines(m, meta):
+            click.echo(line, err=True)
         return m, priced_by(m, f"profile of the {cfg.engine} engine measured by this run before its arms "
                                f"(batch sizes {bs}, {AUTO_PROFILE['tokens']} tokens, k={cfg.ks})", meta)
     return measure

@@ -6,7 +6,10 @@ fit the step-time model (`bench.simulation.step_model`) and write the profile JS
 The grid: every batch size x every prompt pad (extra prompt tokens: the context apart from the
 batch) runs once without speculation (1 token per request and step) and once per k with an
 oracle drafter that proposes the run's own greedy continuation, so every speculative step
-verifies k draft tokens per request (k + 1 scheduled tokens; fewer only where a request ends).
+verifies the same number of draft tokens per request: k (k + 1 scheduled tokens), and
+alternately ceil(k / 2), so that the fit can tell a verify step's cost per request from its
+cost per draft token (vLLM: a second run at ceil(k / 2) when only one k is asked for); fewer
+only where a request ends.
 Each step's context comes from the simulation of the same run, checked step for step against
 the engine's schedule (a run it does not reproduce goes into the fit without context only if
 none reproduces).
@@ -68,27 +71,41 @@ def padded(ids, pad: int) -> list[int]:
     return (list(ids) * (pad // max(len(ids), 1) + 1))[:pad] + list(ids)
 
 
+def half_width(k: int) -> int:
+    """The second draft width a profile measures beside k (so that a verify step's cost per
+    request and per draft token can be told apart): ceil(k / 2), 0 for k = 1."""
+    return (int(k) + 1) // 2 if k > 1 else 0
+
+
 class OracleDrafter:
     """A drafter for the reference engine that proposes a known continuation of each request
-    (its greedy output without speculation): every speculative step then verifies the full k
-    draft tokens. vLLM's proposer has the same mode (`VllmEngine.generate(oracle=...)`)."""
+    (its greedy output without speculation), alternately k and `half_width(k)` tokens (all
+    requests of a run step in lockstep, so every speculative step verifies the same number of
+    drafts per request: k + 1 tokens, or half_width + 1). vLLM's proposer has the same oracle
+    mode (`VllmEngine.generate(oracle=...)`), with one width per call."""
 
-    def __init__(self, continuations: dict[Hashable, Sequence[int]]):
+    def __init__(self, continuations: dict[Hashable, Sequence[int]], alternate: bool = True):
         self.cont = {r: [int(t) for t in c] for r, c in continuations.items()}
+        self.alternate = alternate
         self.pos: dict[Hashable, int] = {}
+        self.calls: dict[Hashable, int] = {}
 
     def start(self, req_id, prompt_ids, group=None) -> None:
         self.pos[req_id] = 0
+        self.calls[req_id] = 0
 
     def extend(self, req_id, token_ids) -> None:
         self.pos[req_id] += len(list(token_ids))
 
     def propose(self, req_id, k: int) -> list[int]:
-        p = self.pos[req_id]
-        return self.cont.get(req_id, [])[p: p + int(k)]
+        p, c = self.pos[req_id], self.calls[req_id]
+        self.calls[req_id] = c + 1
+        w = half_width(k) if self.alternate and c % 2 and half_width(k) else int(k)
+        return self.cont.get(req_id, [])[p: p + w]
 
     def stop(self, req_id) -> None:
         self.pos.pop(req_id, None)
+        self.calls.pop(req_id, None)
 
     def describe(self) -> dict[str, Any]:
         return {"name": "oracle", "what": "the request's own greedy continuation (profiling: full-width verify steps)"}
@@ -181,10 +198,16 @@ def open_engine(name: str, model: str, dtype: str, seed: int, max_num_seqs: int,
                        max_num_batched_tokens=max_num_batched_tokens), {}
 
 
-def _oracle_run(engine_name: str, engine, reqs, cont: dict, k: int):
-    if engine_name == "vllm":
-        return engine.generate(reqs, drafter="sam", num_spec_tokens=k, oracle=cont)
-    return engine.generate(reqs, drafter=OracleDrafter(cont), num_spec_tokens=k)
+def _oracle_runs(engine_name: str, engine, reqs, cont: dict, ks: Sequence[int]) -> list[tuple[int, Any]]:
+    """(k, generation) of the speculative runs of one grid point: per k, the oracle drafting k
+    and half_width(k) tokens alternately (reference), or k in one run and, when no other k of
+    the list gives a second width, half_width(k) in another (vLLM: one width per call)."""
+    if engine_name != "vllm":
+        return [(k, engine.generate(reqs, drafter=OracleDrafter(cont), num_spec_tokens=k)) for k in ks]
+    widths = list(ks)
+    if len(widths) == 1 and half_width(widths[0]):
+        widths.append(half_width(widths[0]))
+    return [(k, engine.generate(reqs, drafter="sam", num_spec_tokens=k, oracle=cont)) for k in widths]
 
 
 # ---------- the profile ----------
@@ -218,12 +241,12 @@ def profile_engine(eng, engine: str, model: str, batch_sizes: Sequence[int], tok
                 for i in range(b)]
         g = eng.generate(reqs)
         cont = {o.req_id: list(o.token_ids) for o in g.outputs}
-        for k, gen in [(0, g)] + [(k, _oracle_run(engine, eng, reqs, cont, k)) for k in ks]:
+        for k, gen in [(0, g)] + _oracle_runs(engine, eng, reqs, cont, ks):
             st = steps_from_generation(gen)
             ok = with_context(st, gen, k, max_num_seqs, max_num_batched_tokens, kv)
             tables.append(st)
             runs.append({"batch": b, "prompt_pad": pad, "k": k, "steps": len(st["time_s"]), "context": ok})
-        say(f"profile: batch {b}, prompt pad {pad}: {len(ks) + 1} runs")
+        say(f"profile: batch {b}, prompt pad {pad}: done")
     ok = [t for t in tables if np.isfinite(t["context_tokens"]).all()]
     # context is a feature only when every run's context is known; a run the simulation did
     # not reproduce is left out when most were reproduced
