@@ -116,7 +116,9 @@ def test_reference_rollout_tiny_model(tmp_path):
     assert set(arms) == {"off", "threshold<=2 k=3"}
     # measured seconds; the simulation priced by the engine's own profile, measured in this run
     assert summary["units"] == "s" and summary["measured"] is True and "measured" in summary["time_basis"]
-    assert summary["priced_by"]["kind"] == "fitted-profile" and "measured by this run" in summary["priced_by"]["source"]
+    assert summary["priced_by"]["kind"] == "fitted-profile" and "step_profile.json" in summary["priced_by"]["source"]
+    assert "before its arms" in summary["priced_by"]["note"]
+    assert (path / "step_profile.json").is_file()   # the engine's own profile, reusable with --step-model
     assert summary["priced_by"]["engine"]["name"] == "reference"
     assert summary["step_model"]["fit"]["verify_widths"].get("3", 0) >= 1
     pe = summary["prediction_error"]
@@ -130,7 +132,7 @@ def test_reference_rollout_tiny_model(tmp_path):
         assert np.isfinite(m["sim_error"]["total"])
         assert m["repeats"]["n"] == 2 and m["repeats"]["same_schedule"] is True
         assert m["simulated"]["accepted"] == m["accepted"]   # greedy, own context: the profiles are exact
-        assert "measured by this run" in m["sim_fit"]["priced_by"]
+        assert "step_profile.json" in m["sim_fit"]["priced_by"]
         assert "out of sample" in m["sim_error_arms_fit"]["fitted_on"] and np.isfinite(m["sim_error_arms_fit"]["total"])
     # measured tail acceptance by position: placed by the matched schedule, totals checked
     thr = arms["threshold<=2 k=3"]

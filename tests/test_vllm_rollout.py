@@ -111,7 +111,7 @@ def test_simulation_priced_by_vllms_own_profile(rollout):
     summary, _, _ = rollout
     assert summary["units"] == "s" and summary["measured"] is True
     pb = summary["priced_by"]
-    assert pb["kind"] == "fitted-profile" and "vllm engine measured by this run" in pb["source"]
+    assert pb["kind"] == "fitted-profile" and "profile of the vllm engine" in pb["source"]
     assert pb["engine"]["name"] == "vllm" and "vllm" in pb["engine"]["version"]
     assert pb["verify_widths"].get(str(K), 0) >= 3   # the oracle drafted full-width verify steps
     pe = summary["prediction_error"]

@@ -45,11 +45,17 @@ def load_priced(cfg: RolloutConfig) -> tuple[StepTimeModel | None, dict[str, Any
     return model, priced_by(model, cfg.step_model, meta)
 
 
+PROFILE_FILE = "step_profile.json"   # a measured rollout's own profile, in its run folder
+
+
 def engine_profiler(cfg: RolloutConfig, n_requests: int):
     """A profiler for `run_measured`: the AUTO_PROFILE grid on the rollout's own engine, batch
-    sizes up to the rollout's largest batch."""
+    sizes up to the rollout's largest batch and every one up to the largest tail threshold (the
+    tail's steps, where small-batch kernels differ most). The profile document is kept on the
+    function (`measure.document`) for the run folder."""
     def measure(engine):
-        bs = auto_batch_sizes(min(cfg.max_num_seqs, n_requests))
+        tail = range(1, min(max(cfg.thresholds + [cfg.tail_threshold or 0]), 8) + 1)
+        bs = sorted(set(auto_batch_sizes(min(cfg.max_num_seqs, n_requests))) | set(tail))
         click.echo(f"rollout: measuring the {cfg.engine} engine's step-time profile (batch sizes {bs}, k={cfg.ks})",
                    err=True)
         m, tables, meta = profile_engine(engine, cfg.engine, cfg.model, bs, AUTO_PROFILE["tokens"], cfg.ks,
@@ -59,8 +65,11 @@ def engine_profiler(cfg: RolloutConfig, n_requests: int):
                                          pad_max_batch=AUTO_PROFILE["pad_max_batch"], kv=kv_options(cfg))
         for line in profile_lines(m, meta):
             click.echo(line, err=True)
-        return m, priced_by(m, f"profile of the {cfg.engine} engine measured by this run before its arms "
-                               f"(batch sizes {bs}, {AUTO_PROFILE['tokens']} tokens, k={cfg.ks})", meta)
+        note = "measured by `samspec-bench rollout` on its own engine before its arms"
+        measure.document = profile_document(m, tables, meta, note)
+        return m, priced_by(m, f"{PROFILE_FILE} (this run's folder): profile of the {cfg.engine} engine, batch sizes "
+                               f"{bs}, {AUTO_PROFILE['tokens']} tokens, k={cfg.ks}", {**meta, "note": note})
+    measure.document = None
     return measure
 
 
@@ -71,6 +80,7 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
     validate(cfg)
     model, priced = load_priced(cfg)
     measured = cfg.engine != "replay"
+    profiler = None
     if not measured:
         out = run_replay(cfg, model if model is not None else StepTimeModel.constant(1.0))
         out["step_model"] = model.describe() if model is not None else None
@@ -78,11 +88,14 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
         out["priced_by"] = priced
     else:   # MEASURED_ENGINES (validate refused any other)
         n_req = (cfg.prompts or MEASURED_PROMPTS) * (cfg.group_size or MEASURED_GROUP_SIZE)
-        out = run_measured(cfg, model, priced, profiler=engine_profiler(cfg, n_req))
+        profiler = engine_profiler(cfg, n_req)
+        out = run_measured(cfg, model, priced, profiler=profiler)
     units = "s" if (measured or model is not None) else "steps"
     basis = time_basis(units, measured, out["priced_by"], cfg.engine)
     best = best_setting(out["metrics"])
     runp = RunDir(output, SUITE)
+    if profiler is not None and profiler.document is not None:   # reusable: `rollout --step-model <run>/step_profile.json`
+        write_profile(runp.file(PROFILE_FILE), profiler.document)
     step_tables = write_steps(runp, out["tables"], units)
     figs = make_figures(runp, out, best, units, basis)
     extra = {lbl: (m.get("step_model_extrapolation") or (m.get("sim_fit") or {}).get("extrapolation"))
