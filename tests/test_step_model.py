@@ -67,7 +67,9 @@ def test_step_features_from_a_table():
            "num_decode_reqs": np.array([3, 4, 2]), "speculative": np.array([False, True, True])}
     f = step_features(tab)
     assert list(f["decode_tokens"]) == [3, 4, 2] and list(f["draft_tokens"]) == [0, 6, 0]
-    assert list(f["spec_requests"]) == [0, 4, 2] and "context_tokens" not in f
+    # the third step speculated but drafted nothing: it ran as a decode step
+    assert list(f["spec_requests"]) == [0, 4, 0] and list(f["speculative"]) == [0, 1, 0]
+    assert "context_tokens" not in f
     m = fit_from_steps([tab, tab])
     assert m.fit["n_steps"] == 6
 

@@ -10,9 +10,10 @@ function of what the step computes, fitted by least squares on measured engine s
 in the forward (priced separately: a verify token costs a query row and its logits, not a
 new request), `context_tokens` = KV tokens the step attends over (before the step),
 `running` = requests in the step's batch, `spec_requests` = decoding requests in a
-speculative step (the drafter is asked once per such request), `speculative` = 1 when the
-step speculated with at least one request decoding (a speculative step of prefills only
-does nothing speculative).
+speculative step (each goes through the verify path), `speculative` = 1 when the step
+verifies at least one draft token. A step the policy let speculate whose drafts all came back
+empty runs as a plain decode step (the reference engine's decode attention path, vLLM's
+sampler without rejection), so it counts as one: speculation costs where drafts are verified.
 
 Identifiability: a feature enters the fit only when its column adds rank to the design
 (intercept + the features already in, in FEATURES order); otherwise it is left out with
@@ -245,12 +246,12 @@ def step_features(steps: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     step records: num_running, num_scheduled_tokens, num_prefill_tokens, num_drafted,
     num_decode_reqs, speculative, optional context_tokens)."""
     g = lambda k: np.asarray(steps[k], dtype=float)  # noqa: E731
-    spec = g("speculative")
     prefill, drafted = g("num_prefill_tokens"), g("num_drafted")
+    verifies = (drafted > 0).astype(float)   # a speculative step whose drafts were all empty ran as a decode step
     out = {"running": g("num_running"), "prefill_tokens": prefill, "draft_tokens": drafted,
            "decode_tokens": g("num_scheduled_tokens") - prefill - drafted,
-           "spec_requests": g("num_decode_reqs") * spec,
-           "speculative": spec * (g("num_decode_reqs") > 0)}   # a step with nobody decoding drafts nothing
+           "spec_requests": g("num_decode_reqs") * verifies,
+           "speculative": verifies}
     if "context_tokens" in steps and np.isfinite(g("context_tokens")).all():
         out["context_tokens"] = g("context_tokens")
     return out
