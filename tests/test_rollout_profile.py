@@ -22,21 +22,21 @@ ENGINE_FIELDS = {"name": str, "version": str, "device": str, "model": str, "dtyp
 
 
 def test_oracle_drafter_proposes_the_continuation_at_the_position():
-    d = pr.OracleDrafter({"a": [5, 6, 7, 8, 9, 10, 11, 12, 13]})
+    d = pr.OracleDrafter({"a": [5, 6, 7, 8, 9, 10, 11, 12, 13], "b": [1, 2, 3]}, mixed={"a": 1, "b": 0})
     d.start("a", [1, 2])
     d.extend("a", [5])              # the prefill's token
     assert d.propose("a", 3) == [6, 7, 8]
     d.extend("a", [6, 7, 8, 9])     # 3 accepted + the bonus token
-    assert d.propose("a", 3) == [10, 11]        # every other step: ceil(k / 2) drafts
+    assert d.propose("a", 3) == [10]            # every other step: the request's mixed width
     d.extend("a", [10])             # 0 accepted + 1
     assert d.propose("a", 3) == [11, 12, 13]
+    assert d.propose("a", 2) == [11]            # a mixed step again: width 1
     assert d.propose("a", 5) == [11, 12, 13]    # the continuation's end
     d.stop("a")
     d.start("b", [1])
-    assert d.propose("b", 3) == []       # no continuation known: no draft
-    one = pr.OracleDrafter({"a": list(range(10))}, alternate=False)
-    one.start("a", [1])
-    assert [len(one.propose("a", 3)) for _ in range(3)] == [3, 3, 3]
+    assert d.propose("b", 2) == [1, 2] and d.propose("b", 2) == []
+    d.start("c", [1])
+    assert d.propose("c", 3) == []       # no continuation known: no draft
     assert [pr.half_width(k) for k in (1, 2, 3, 8)] == [0, 1, 2, 4]
 
 

@@ -6,10 +6,10 @@ fit the step-time model (`bench.simulation.step_model`) and write the profile JS
 The grid: every batch size x every prompt pad (extra prompt tokens: the context apart from the
 batch) runs once without speculation (1 token per request and step) and once per k with an
 oracle drafter that proposes the run's own greedy continuation, so every speculative step
-verifies the same number of draft tokens per request: k (k + 1 scheduled tokens), and
-alternately ceil(k / 2), so that the fit can tell a verify step's cost per request from its
-cost per draft token (vLLM: a second run at ceil(k / 2) when only one k is asked for); fewer
-only where a request ends.
+verifies k draft tokens per request (k + 1 scheduled tokens; fewer only where a request
+ends). In between, the reference engine's oracle drafts 0..k tokens, different across the
+batch, so that the fit can tell a verify step's cost per request from its cost per draft token
+(vLLM, one width per call: a second run at ceil(k / 2) when only one k is asked for).
 Each step's context comes from the simulation of the same run, checked step for step against
 the engine's schedule (a run it does not reproduce goes into the fit without context only if
 none reproduces).
@@ -49,7 +49,7 @@ from samspec_bench.workload import PROMPTS, question_ids
 
 # the short profile `rollout` measures on a measured engine without --step-model, and `samspec-bench
 # run` before its replay: well under a minute for the built-in model on 2 cores; the rollout's own k
-AUTO_PROFILE = {"tokens": 12, "prompt_pads": (0, 128), "pad_max_batch": 4}
+AUTO_PROFILE = {"tokens": 16, "prompt_pads": (0, 128), "pad_max_batch": 4}
 PROFILE_FORMAT = 3
 PROFILE_KIND = "step-profile"
 PROFILE_ENGINES = ("reference", "vllm")
@@ -72,21 +72,23 @@ def padded(ids, pad: int) -> list[int]:
 
 
 def half_width(k: int) -> int:
-    """The second draft width a profile measures beside k (so that a verify step's cost per
-    request and per draft token can be told apart): ceil(k / 2), 0 for k = 1."""
+    """The second draft width vLLM's profile measures beside k when only one k is asked for
+    (one width per vLLM call): ceil(k / 2), 0 for k = 1."""
     return (int(k) + 1) // 2 if k > 1 else 0
 
 
 class OracleDrafter:
     """A drafter for the reference engine that proposes a known continuation of each request
-    (its greedy output without speculation), alternately k and `half_width(k)` tokens (all
-    requests of a run step in lockstep, so every speculative step verifies the same number of
-    drafts per request: k + 1 tokens, or half_width + 1). vLLM's proposer has the same oracle
-    mode (`VllmEngine.generate(oracle=...)`), with one width per call."""
+    (its greedy output without speculation): on every other step k tokens for every request
+    (all requests of a run step in lockstep, so those steps verify k + 1 tokens per request),
+    and in between `mixed[req_id]` tokens (0..k, different across the batch, as a real drafter's
+    are), so that the fit can tell a verify step's cost per request from its cost per draft
+    token. vLLM's proposer has the same oracle mode (`VllmEngine.generate(oracle=...)`), one
+    width per call."""
 
-    def __init__(self, continuations: dict[Hashable, Sequence[int]], alternate: bool = True):
+    def __init__(self, continuations: dict[Hashable, Sequence[int]], mixed: dict[Hashable, int] | None = None):
         self.cont = {r: [int(t) for t in c] for r, c in continuations.items()}
-        self.alternate = alternate
+        self.mixed = dict(mixed or {})
         self.pos: dict[Hashable, int] = {}
         self.calls: dict[Hashable, int] = {}
 
@@ -100,7 +102,7 @@ class OracleDrafter:
     def propose(self, req_id, k: int) -> list[int]:
         p, c = self.pos[req_id], self.calls[req_id]
         self.calls[req_id] = c + 1
-        w = half_width(k) if self.alternate and c % 2 and half_width(k) else int(k)
+        w = min(int(self.mixed[req_id]), int(k)) if c % 2 and req_id in self.mixed else int(k)
         return self.cont.get(req_id, [])[p: p + w]
 
     def stop(self, req_id) -> None:
@@ -108,7 +110,8 @@ class OracleDrafter:
         self.calls.pop(req_id, None)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": "oracle", "what": "the request's own greedy continuation (profiling: full-width verify steps)"}
+        return {"name": "oracle", "what": "the request's own greedy continuation (profiling: k drafts every other "
+                                          "step, mixed widths in between)"}
 
 
 def recorded_profile(out) -> tuple[np.ndarray, np.ndarray]:
@@ -203,7 +206,8 @@ def _oracle_runs(engine_name: str, engine, reqs, cont: dict, ks: Sequence[int]) 
     and half_width(k) tokens alternately (reference), or k in one run and, when no other k of
     the list gives a second width, half_width(k) in another (vLLM: one width per call)."""
     if engine_name != "vllm":
-        return [(k, engine.generate(reqs, drafter=OracleDrafter(cont), num_spec_tokens=k)) for k in ks]
+        return [(k, engine.generate(reqs, drafter=OracleDrafter(cont, {r.req_id: i % (k + 1) for i, r in enumerate(reqs)}),
+                                    num_spec_tokens=k)) for k in ks]
     widths = list(ks)
     if len(widths) == 1 and half_width(widths[0]):
         widths.append(half_width(widths[0]))
