@@ -207,23 +207,53 @@ def _accuracy(result: dict) -> tuple[list[Headline], list[Gate]]:
 def _rollout(result: dict) -> tuple[list[Headline], list[Gate]]:
     m = result["metrics"]
     arms = m.get("arms") or {}
+    # units: "s" (measured, or modelled by a step model) or "steps" (no step model: counts, not
+    # time); older results without the key: steps when a constant step model priced them
+    units = m.get("units") or ("steps" if ((m.get("step_model") or {}).get("fit") or {}).get("source") == "constant"
+                               else "s")
+    priced = m.get("priced_by") or {}
+    if m.get("measured"):
+        prov = "measured"
+    elif units == "s" and priced:
+        prov = f"modelled: priced by {priced.get('kind')} ({priced.get('source')})" + \
+            (f"; {priced['note']}" if priced.get("note") else "")
+    else:
+        prov = None
     heads = []
     if m.get("best_setting") is not None:
-        heads.append(headline("best setting", m["best_setting"]))
+        heads.append(headline("best setting", m["best_setting"], note=m.get("best_setting_by")))
     for name, a in arms.items():
         if name == "off" or not isinstance(a, dict):
             continue
-        heads.append(headline(f"{name}: speedup_makespan (rollout time off / on)", a.get("speedup_overall")))
+        if units == "steps":
+            heads.append(headline(f"{name}: step-count ratio off / on (not time)", a.get("step_ratio_overall"),
+                                  note="decode steps: no step model priced them"))
+            base_tail = (a.get("baseline_phases") or {}).get("tail_steps")
+            heads.append(headline(f"{name}: step-count ratio in the long tail (not time)", a.get("step_ratio_tail"),
+                                  note=f"tail: {fmt(base_tail)} steps of the baseline" if base_tail
+                                  else "no tail phase in this workload"))
+            heads.append(headline(f"{name}: decode steps saved", a.get("steps_saved_fraction")))
+            continue
+        heads.append(headline(f"{name}: speedup_makespan (rollout time off / on)", a.get("speedup_overall"), note=prov))
         base_tail = (a.get("baseline_phases") or {}).get("tail_s")
         if base_tail:
             heads.append(headline(f"{name}: speedup in the long tail", a.get("speedup_tail"),
-                                  note=f"tail: {fmt(base_tail)} s of the baseline"))
+                                  note=f"tail: {fmt(base_tail)} s of the baseline" + (f"; {prov}" if prov else "")))
         else:
             heads.append(headline(f"{name}: speedup in the long tail", None, note="no tail phase in this workload"))
-        heads.append(headline(f"{name}: time saved", a.get("time_saved_fraction")))
-    src = m.get("step_model_fitted_on")
-    if src:
-        heads.append(headline("step-time model", src))
+        heads.append(headline(f"{name}: time saved", a.get("time_saved_fraction"), note=prov))
+    pe = m.get("prediction_error") or {}
+    if pe:
+        heads.append(headline("simulation vs measured: worst |error| of total time", pe.get("max_abs_total"),
+                              note=pe.get("definition")))
+        heads.append(headline("simulation vs measured: worst |error| of tail time", pe.get("max_abs_tail")))
+    if priced:
+        heads.append(headline("step-time model", f"{priced.get('kind')}: {priced.get('source')}",
+                              note="extrapolated beyond its measured range" if m.get("extrapolated") else None))
+    elif m.get("step_model_fitted_on"):
+        heads.append(headline("step-time model", m["step_model_fitted_on"]))
+    if m.get("time_basis"):
+        heads.append(headline("units", m["time_basis"]))
     return heads, []
 
 
