@@ -173,3 +173,66 @@ def test_time_basis_and_priced_by_labels():
     assert ou.model_kind(StepTimeModel.constant(1.0)) == "constant-steps"
     assert ou.time_basis("s", False, p, "replay") == "seconds, modelled (priced by fitted-profile: x.json)"
     assert ou.time_basis("s", True, p, "vllm").startswith("seconds measured on the vllm engine")
+
+
+def test_replay_arms_report_the_cost_of_their_acceptance(shared_data, tmp_path):
+    res = _replay(shared_data, tmp_path / "e")
+    assert res.exit_code == 0, res.output
+    run, result = _result(tmp_path / "e")
+    import pandas as pd
+    steps = pd.read_csv(run / "steps.csv")
+    for lbl, a in result["metrics"]["arms"].items():
+        s = steps[steps["arm"] == lbl]
+        n, d, e = s["num_decode_reqs"].sum(), s["num_drafted"].sum(), s["num_emitted"].sum()
+        assert a["tokens_per_step"] == pytest.approx(e / n) and a["drafted_per_step"] == pytest.approx(d / n)
+        assert a["verify_tokens_per_emitted"] == pytest.approx((n + d) / e)
+    always = result["metrics"]["arms"]["always k=3"]
+    assert always["drafted_per_step"] > 0 and always["verify_tokens_per_emitted"] > 1
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("always k=3"))
+    assert f"drafted/step {always['drafted_per_step']:.2f}" in line and "verify tokens/emitted" in line
+    heads, _ = SUITE_SUMMARIZERS["rollout"](result)
+    assert any(h["name"] == "always k=3: tokens / drafted tokens / verify tokens per emitted" for h in heads)
+
+
+def test_unpriced_dp_and_sensitivity_say_steps_everywhere(shared_data, tmp_path):
+    res = _replay(shared_data, tmp_path / "f", "--dp", "2", "--sensitivity", "--length-dist", "lognormal:60:0.5",
+                  "--max-response-len", "300")
+    assert res.exit_code == 0, res.output
+    run, result = _result(tmp_path / "f")
+    m = result["metrics"]
+    keys = list(_keys(m["arms"])) + list(_keys(m["sensitivity"]["rows"]))
+    assert not [k for k in keys if k.endswith("_s") or "_s_" in k or "speedup" in k], keys
+    thr = m["arms"]["threshold<=4 k=3"]
+    assert thr["dp"]["mean_instance_makespan_steps"] > 0 and m["sensitivity"]["units"] == "steps"
+    dp_lines = [ln for ln in res.output.splitlines() if ln.lstrip().startswith(("instance ", "off:", "threshold<="))]
+    assert dp_lines and all(" s " not in ln and "speedup" not in ln for ln in dp_lines)
+    assert "DECODE STEPS, not time" in res.output and "MODELLED" not in res.output
+    heads, _ = SUITE_SUMMARIZERS["rollout"](result)
+    names = [h["name"] for h in heads]
+    assert any("step_ratio of the mean instance" in n for n in names)
+    assert any("decode-step gain %, not time" in n for n in names)
+    assert not [n for n in names if "speedup" in n or "modelled" in n]
+
+
+def test_roofline_replay_names_its_hardware_and_assumptions(shared_data, tmp_path):
+    spec = "roofline:hardware=H100,model=Qwen3-8B"
+    res = _replay(shared_data, tmp_path / "g", "--step-model", spec, "--dp", "2")
+    assert res.exit_code == 0, res.output
+    _, result = _result(tmp_path / "g")
+    m = result["metrics"]
+    pb = m["priced_by"]
+    assert m["units"] == "s" and pb["kind"] == "roofline" and pb["source"] == spec
+    assert pb["assumptions"] and "H100" in json.dumps(pb["hardware"]) and "valid_range" not in pb
+    assert m["extrapolated"] is False        # an analytic model claims no fitted range
+    assert f"modelled (priced by roofline: {spec})" in res.output
+    dp_head = next(ln for ln in res.output.splitlines() if ln.startswith("data-parallel"))
+    assert dp_head.endswith("figures modelled")
+
+
+def test_preset_with_an_empty_step_model_is_refused(shared_data, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["rollout", "--preset", "seed-qwen3-32b", "--data-dir", str(shared_data), "--step-model", "",
+                  "--output", str(tmp_path / "h")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--preset seed-qwen3-32b" in err[0] and "--step-model" in err[0]

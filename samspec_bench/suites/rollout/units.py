@@ -73,7 +73,7 @@ def time_basis(units: str, measured: bool, priced: dict[str, Any] | None, engine
 
 def unit_tag(units: str, measured: bool) -> str:
     """The word printed after a figure: 'measured', 'modelled', or 'steps, not time'."""
-    return "steps, not time" if units == "steps" else "measured" if measured else "modelled"
+    return "decode steps, not time" if units == "steps" else "measured" if measured else "modelled"
 
 
 # ---------- step units ----------
