@@ -18,7 +18,9 @@ Profile JSON (format 3):
 
     {"format": 3, "kind": "step-profile",
      "engine": {"name", "version", "device", "model", "dtype", "tp", "threads"},
-     "date": ISO 8601, "grid": {"batch_sizes", "ks", "prompt_pads", "tokens"},
+     "date": ISO 8601, "grid": {"batch_sizes", "ks", "prompt_pads", "pad_max_batch", "tokens"},
+     "runs": [{"batch", "prompt_pad", "k", "steps", "context"}], "seconds": wall time of the profile,
+     "note": who measured it (optional),
      "measured_steps": {"time_s": [...], <each step feature>: [...]},
      "model": StepTimeModel.describe() (intercept, coef, fit: residuals, valid_range,
               verify_widths)}
@@ -29,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
@@ -50,6 +53,9 @@ from samspec_bench.workload import PROMPTS, question_ids
 # the short profile `rollout` measures on a measured engine without --step-model, and `samspec-bench
 # run` before its replay: well under a minute for the built-in model on 2 cores; the rollout's own k
 AUTO_PROFILE = {"tokens": 16, "prompt_pads": (0, 128), "pad_max_batch": 4}
+# `samspec-bench run`'s replay profile: shorter still (the long prompt pad at batch 1 only, where
+# it costs least), so that the profile stays well under a minute on 2 cores
+RUN_PROFILE = {"tokens": 12, "prompt_pads": (0, 128), "pad_max_batch": 1}
 PROFILE_FORMAT = 3
 PROFILE_KIND = "step-profile"
 PROFILE_ENGINES = ("reference", "vllm")
@@ -228,6 +234,7 @@ def profile_engine(eng, engine: str, model: str, batch_sizes: Sequence[int], tok
     in the fit and the profile's metadata (engine, grid, runs)."""
     ks = sorted({int(k) for k in ks})
     say = log or (lambda _m: None)
+    t0 = time.perf_counter()
     tok = eng.tokenizer
     tables: list[dict[str, np.ndarray]] = []
     runs = []
@@ -263,7 +270,7 @@ def profile_engine(eng, engine: str, model: str, batch_sizes: Sequence[int], tok
     meta = {"engine": engine_info(engine, eng, model, dtype, threads, engine_args or {}),
             "grid": {"batch_sizes": list(batch_sizes), "ks": ks, "prompt_pads": list(prompt_pads),
                      "pad_max_batch": pad_max_batch, "tokens": tokens},
-            "runs": runs, "context_known": bool(use is ok)}
+            "runs": runs, "context_known": bool(use is ok), "seconds": time.perf_counter() - t0}
     return m, use, meta
 
 
@@ -279,12 +286,12 @@ def auto_batch_sizes(largest: int) -> list[int]:
 
 def quick_profile(path: str | Path, engine: str, model: str, ks: Sequence[int], largest: int, *, threads: int = 1,
                   dtype: str = "float32", seed: int = 0, log: Callable[[str], None] | None = None,
-                  note: str | None = None) -> Path:
-    """The AUTO_PROFILE grid (batch sizes up to `largest`) on a fresh engine, written as a
-    profile JSON at `path` (with `note`)."""
-    m, tables, meta = profile(model, auto_batch_sizes(largest), AUTO_PROFILE["tokens"], ks, threads, dtype, seed=seed,
-                              prompt_pads=AUTO_PROFILE["prompt_pads"], engine=engine, log=log,
-                              pad_max_batch=AUTO_PROFILE["pad_max_batch"])
+                  note: str | None = None, grid: dict[str, Any] | None = None) -> Path:
+    """A short grid (`grid`, default AUTO_PROFILE; batch sizes up to `largest`) on a fresh
+    engine, written as a profile JSON at `path` (with `note`)."""
+    g = grid or AUTO_PROFILE
+    m, tables, meta = profile(model, auto_batch_sizes(largest), g["tokens"], ks, threads, dtype, seed=seed,
+                              prompt_pads=g["prompt_pads"], engine=engine, log=log, pad_max_batch=g["pad_max_batch"])
     p = write_profile(path, profile_document(m, tables, meta, note))
     for line in profile_lines(m, meta) if log else ():
         log(line)
@@ -333,7 +340,8 @@ def profile_document(model: StepTimeModel, tables: list[dict[str, np.ndarray]], 
         measured[f] = [float(x) for fe in feats for x in fe[f]]
     return {"format": PROFILE_FORMAT, "kind": PROFILE_KIND, "engine": meta["engine"],
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "grid": meta["grid"],
-            "runs": meta.get("runs"), **({"note": note} if note else {}), "measured_steps": measured,
+            "runs": meta.get("runs"), "seconds": meta.get("seconds"), **({"note": note} if note else {}),
+            "measured_steps": measured,
             "model": model.describe()}
 
 
@@ -382,8 +390,10 @@ def profile_lines(model: StepTimeModel, meta: dict[str, Any] | None) -> list[str
     e = (meta or {}).get("engine") or {}
     out = []
     if e:
+        took = (meta or {}).get("seconds")
         out.append(f"engine: {e.get('name')} ({e.get('version')}), {e.get('model')} {e.get('dtype')}, tp {e.get('tp')}, "
-                   f"threads {e.get('threads')}, on {e.get('device')}")
+                   f"threads {e.get('threads')}, on {e.get('device')}"
+                   + (f"; profiled in {took:.1f} s (wall)" if took is not None else ""))
     terms = " + ".join(f"{c * 1e3:.4g} ms x {f}" for f, c in model.coef.items() if c)
     out.append(f"step time = {model.intercept * 1e3:.4g} ms" + (f" + {terms}" if terms else ""))
     pct = lambda x: "n/a" if x is None else f"{100 * x:.1f} %"  # noqa: E731

@@ -21,7 +21,7 @@ import click
 from samspec_bench.errors import int_list
 from samspec_bench.models import BUILTIN_MODEL
 from samspec_bench.sam.drafters import arctic_available
-from samspec_bench.suites.rollout.profile import quick_profile
+from samspec_bench.suites.rollout.profile import RUN_PROFILE as RUN_PROFILE_GRID, quick_profile
 from samspec_bench.workload import choose_threads
 
 # accuracy in the default run: a smoke-sized paired comparison (set accuracy: {limit: ..,
@@ -208,7 +208,8 @@ def profile_for_replay(ctx: Ctx, path: Path) -> Callable[[dict[str, Any]], None]
                    f"batches up to {largest}, k={','.join(map(str, ks))}) to price the replay", err=True)
         quick_profile(path, "reference", params.get("model") or ctx.model, ks, largest,
                       threads=int(params.get("threads") or 1), log=lambda t: click.echo(t, err=True),
-                      note="measured by `samspec-bench run` on this machine to price its rollout replay")
+                      note="measured by `samspec-bench run` on this machine to price its rollout replay",
+                      grid=RUN_PROFILE_GRID)
     return prepare
 
 
