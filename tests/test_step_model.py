@@ -153,3 +153,14 @@ def test_verify_widths_and_uncovered_ks():
     assert m.fit["verify_widths"] == {"1": 1, "3": 5, "5": 1}
     assert uncovered_ks(m, [3]) == [] and uncovered_ks(m, [3, 5, 8]) == [5, 8]   # 5: too few steps
     assert uncovered_ks(StepTimeModel.constant(1.0), [8]) == []   # no widths recorded: no claim
+
+
+def test_a_negative_intercept_is_refitted_through_zero():
+    run = np.arange(1, 11, dtype=float)
+    y = -0.05 + 0.1 * run          # every step positive, but the least-squares intercept is not
+    m = fit_step_model(y, {"running": run})
+    assert m.intercept == 0.0 and m.coef["running"] > 0
+    assert m.fit["dropped_reason"]["intercept"].startswith("negative")
+    assert (m.predict(running=run) > 0).all()   # no step priced at nothing
+    ok = fit_step_model(0.05 + 0.1 * run, {"running": run})
+    assert ok.intercept == pytest.approx(0.05) and "intercept" not in ok.fit["dropped_reason"]

@@ -176,15 +176,21 @@ def fit_step_model(times: Iterable[float], features: Mapping[str, Iterable[float
         names.append(f)
         cols[f] = x
         design = np.column_stack([design, x])
+    ones = np.ones_like(y)   # the intercept's column; zeros once a fit put it below 0
     while True:
-        A = np.column_stack([np.ones_like(y)] + [cols[n] for n in names])
+        A = np.column_stack([ones] + [cols[n] for n in names])
         sol, *_ = np.linalg.lstsq(A, y, rcond=None)
         neg = [n for n, c in zip(names, sol[1:]) if c < 0]
+        if not neg and sol[0] < 0 and ones.any():
+            # a negative fixed cost prices small (tail) steps at nothing: refit through the origin
+            ones, reason["intercept"] = np.zeros_like(y), "negative: fitted through 0"
+            continue
         if not neg:
             break
         worst = min(neg, key=lambda n: sol[1 + names.index(n)])
         names.remove(worst)
         reason[worst] = "negative coefficient"
+    sol[0] = sol[0] if ones.any() else 0.0
     pred = A @ sol
     coef = {f: 0.0 for f in FEATURES}
     coef.update({n: float(c) for n, c in zip(names, sol[1:])})
