@@ -83,7 +83,8 @@ def engine_profiler(cfg: RolloutConfig, n_requests: int):
                                          threads=cfg.threads, dtype=cfg.dtype, max_num_seqs=cfg.max_num_seqs,
                                          max_num_batched_tokens=cfg.max_num_batched_tokens, seed=cfg.seed,
                                          prompt_pads=AUTO_PROFILE["prompt_pads"],
-                                         pad_max_batch=AUTO_PROFILE["pad_max_batch"], kv=kv_options(cfg))
+                                         pad_max_batch=AUTO_PROFILE["pad_max_batch"], kv=kv_options(cfg),
+                                         log=lambda t: click.echo(t, err=True))
         for line in profile_lines(m, meta):
             click.echo(line, err=True)
         note = "measured by `samspec-bench rollout` on its own engine before its arms"
