@@ -183,9 +183,9 @@ def test_replay_arms_report_the_cost_of_their_acceptance(shared_data, tmp_path):
     steps = pd.read_csv(run / "steps.csv")
     for lbl, a in result["metrics"]["arms"].items():
         s = steps[steps["arm"] == lbl]
-        n, d, e = s["num_decode_reqs"].sum(), s["num_drafted"].sum(), s["num_emitted"].sum()
-        assert a["tokens_per_step"] == pytest.approx(e / n) and a["drafted_per_step"] == pytest.approx(d / n)
-        assert a["verify_tokens_per_emitted"] == pytest.approx((n + d) / e)
+        n, d, acc = s["num_decode_reqs"].sum(), s["num_drafted"].sum(), s["num_accepted"].sum()
+        assert a["tokens_per_step"] == pytest.approx((n + acc) / n) and a["drafted_per_step"] == pytest.approx(d / n)
+        assert a["verify_tokens_per_emitted"] == pytest.approx((n + d) / (n + acc))
     always = result["metrics"]["arms"]["always k=3"]
     assert always["drafted_per_step"] > 0 and always["verify_tokens_per_emitted"] > 1
     line = next(ln for ln in res.output.splitlines() if ln.startswith("always k=3"))

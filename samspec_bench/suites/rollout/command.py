@@ -35,11 +35,11 @@ DEFINITIONS = {"tail": "steps with no request waiting and running <= the arm's t
                "speedup_*": "baseline (off) time / arm time, same phase definition (seconds: measured or "
                             "modelled, see time_basis)",
                "step_ratio_*": "baseline (off) decode steps / arm decode steps: a " + STEP_RATIO + " (no step model)",
-               "tokens_per_step": "tokens emitted / decode steps of requests (one request's target forward = one "
-                                  "step; 1.0 without speculation)",
+               "tokens_per_step": "(decode steps of requests + accepted drafts) / decode steps of requests (one "
+                                  "request's target forward = one step; 1.0 without speculation)",
                "drafted_per_step": "draft tokens verified / decode steps of requests (what the drafter proposed)",
                "verify_tokens_per_emitted": "tokens the target computed for decoding requests (1 + drafted each) / "
-                                            "tokens emitted (1.0 without speculation): the verify cost of a token",
+                                            "tokens they kept (1 + accepted each); 1.0 without speculation",
                "sim_error": "simulated / measured - 1 (measured engines only): time total and tail, speedups, "
                             "accepted tokens; the simulation priced by the engine's own profile",
                "sim_error_arms_fit": "the same, the simulation priced by a model fitted on the run's OTHER arms",
