@@ -238,8 +238,12 @@ def profile_engine(eng, engine: str, model: str, batch_sizes: Sequence[int], tok
     tok = eng.tokenizer
     tables: list[dict[str, np.ndarray]] = []
     runs = []
-    longest = max(len(question_ids(tok, q)) for q in PROMPTS[: max(batch_sizes)])
     cap = (kv or {}).get("kv_capacity_tokens")
+    need = tokens + max(ks) + 1
+    # the built-in prompts whose request fits the KV cache (a small cache: the short ones)
+    pool = [ids for ids in (question_ids(tok, q) for q in PROMPTS) if cap is None or len(ids) + need <= cap]
+    pool = pool or [min((question_ids(tok, q) for q in PROMPTS), key=len)]
+    longest = max(len(pool[i % len(pool)]) for i in range(max(batch_sizes)))
     fits = [pad for pad in prompt_pads if cap is None or longest + pad + tokens + max(ks) + 1 <= cap]
     if not fits:
         raise UserError(f"--kv-capacity-tokens {cap}: too small to profile the engine ({longest} prompt + {tokens} "
@@ -247,7 +251,7 @@ def profile_engine(eng, engine: str, model: str, batch_sizes: Sequence[int], tok
     grid = [(b, pad) for b in batch_sizes for j, pad in enumerate(fits)
             if j == 0 or pad_max_batch is None or b <= pad_max_batch]
     for b, pad in grid:
-        reqs = [Request(f"profile-{i}", padded(question_ids(tok, PROMPTS[i % len(PROMPTS)]), pad),
+        reqs = [Request(f"profile-{i}", padded(pool[i % len(pool)], pad),
                         SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True, seed=seed + i))
                 for i in range(b)]
         g = eng.generate(reqs)
