@@ -109,14 +109,14 @@ def test_acceptance_cost_from_the_counts():
     assert m["decode_request_steps"] == 12
     assert m["tokens_per_step"] == pytest.approx((12 + 4) / 12)
     assert m["drafted_per_step"] == pytest.approx(12 / 12)
-    assert m["verify_tokens_per_emitted"] == pytest.approx((12 + 12) / (12 + 4))
+    assert m["verify_tokens_per_token"] == pytest.approx((12 + 12) / (12 + 4))
     # without speculation every verified token is kept, whatever the prefills emitted
     st["num_drafted"], st["num_accepted"] = np.zeros(3, int), np.zeros(3, int)
     m = ph.arm_metrics(st, np.ones(4), 2)
-    assert (m["tokens_per_step"], m["drafted_per_step"], m["verify_tokens_per_emitted"]) == (1.0, 0.0, 1.0)
+    assert (m["tokens_per_step"], m["drafted_per_step"], m["verify_tokens_per_token"]) == (1.0, 0.0, 1.0)
     # a sharded arm: the cost of the summed counts, not a mean of ratios
     a, b = dict(st), dict(st)
     b["num_drafted"], b["num_accepted"] = np.array([6, 6, 6]), np.array([4, 4, 4])
     d = ph.dp_arm_metrics([a, b], [np.ones(4), np.ones(4)], 2, np.ones(8), [4, 4])
     assert d["drafted_per_step"] == pytest.approx(18 / 24) and d["tokens_per_step"] == pytest.approx(36 / 24)
-    assert d["verify_tokens_per_emitted"] == pytest.approx((24 + 18) / 36)
+    assert d["verify_tokens_per_token"] == pytest.approx((24 + 18) / 36)

@@ -185,9 +185,9 @@ def test_replay_arms_report_the_cost_of_their_acceptance(shared_data, tmp_path):
         s = steps[steps["arm"] == lbl]
         n, d, acc = s["num_decode_reqs"].sum(), s["num_drafted"].sum(), s["num_accepted"].sum()
         assert a["tokens_per_step"] == pytest.approx((n + acc) / n) and a["drafted_per_step"] == pytest.approx(d / n)
-        assert a["verify_tokens_per_emitted"] == pytest.approx((n + d) / (n + acc))
+        assert a["verify_tokens_per_token"] == pytest.approx((n + d) / (n + acc))
     always = result["metrics"]["arms"]["always k=3"]
-    assert always["drafted_per_step"] > 0 and always["verify_tokens_per_emitted"] > 1
+    assert always["drafted_per_step"] > 0 and always["verify_tokens_per_token"] > 1
     line = next(ln for ln in res.output.splitlines() if ln.startswith("always k=3"))
     assert f"drafted/step {always['drafted_per_step']:.2f}" in line and "verify tokens/emitted" in line
     heads, _ = SUITE_SUMMARIZERS["rollout"](result)

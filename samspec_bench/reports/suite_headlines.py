@@ -272,7 +272,7 @@ def _rollout_detail(m: dict, arms: dict, units: str, prov: str | None) -> list[H
             continue
         heads.append(headline(f"{name}: tokens / drafted tokens / verify tokens per emitted",
                               f"{fmt(a.get('tokens_per_step'))} / {fmt(a.get('drafted_per_step'))} / "
-                              f"{fmt(a.get('verify_tokens_per_emitted'))}",
+                              f"{fmt(a.get('verify_tokens_per_token'))}",
                               note="per decode step of a request; counts, not time"))
     dp = (m.get("workload") or {}).get("dp")
     if dp:

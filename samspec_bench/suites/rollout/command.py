@@ -38,7 +38,7 @@ DEFINITIONS = {"tail": "steps with no request waiting and running <= the arm's t
                "tokens_per_step": "(decode steps of requests + accepted drafts) / decode steps of requests (one "
                                   "request's target forward = one step; 1.0 without speculation)",
                "drafted_per_step": "draft tokens verified / decode steps of requests (what the drafter proposed)",
-               "verify_tokens_per_emitted": "tokens the target computed for decoding requests (1 + drafted each) / "
+               "verify_tokens_per_token": "tokens the target computed for decoding requests (1 + drafted each) / "
                                             "tokens they kept (1 + accepted each); 1.0 without speculation",
                "sim_error": "simulated / measured - 1 (measured engines only): time total and tail, speedups, "
                             "accepted tokens; the simulation priced by the engine's own profile",

@@ -20,7 +20,7 @@ def _f(x, spec: str = ".3f") -> str:
 def cost_text(m: dict[str, Any]) -> str:
     """'tokens/step 1.52, drafted/step 2.40, verify tokens/emitted 2.23' of an arm."""
     return (f"tokens/step {_f(m.get('tokens_per_step'), '.2f')}, drafted/step {_f(m.get('drafted_per_step'), '.2f')}, "
-            f"verify tokens/emitted {_f(m.get('verify_tokens_per_emitted'), '.2f')}")
+            f"verify tokens/emitted {_f(m.get('verify_tokens_per_token'), '.2f')}")
 
 
 def arm_line(lbl: str, m: dict[str, Any], units: str, measured: bool) -> str:

@@ -61,15 +61,15 @@ def arm_metrics(steps: Mapping[str, np.ndarray], finish, T: int) -> dict[str, An
 def acceptance_cost(m: Mapping[str, Any]) -> dict[str, float | None]:
     """What the arm drafted for what it kept, from its summed counts, per decode step of a
     request (n of them): tokens_per_step = (n + accepted) / n (each step keeps its accepted
-    drafts and one token of its own), drafted_per_step = drafted / n, verify_tokens_per_emitted
+    drafts and one token of its own), drafted_per_step = drafted / n, verify_tokens_per_token
     = (n + drafted) / (n + accepted) (target tokens computed per token kept; 1.0 without
     speculation). Counted from the decode steps alone: an engine's `num_emitted` also holds
     the first token each prefill samples."""
     n, d, a = m["decode_request_steps"], m["drafted"], m["accepted"]
     if n is None:   # a table without per-request decode counts
-        return {"tokens_per_step": None, "drafted_per_step": None, "verify_tokens_per_emitted": None}
+        return {"tokens_per_step": None, "drafted_per_step": None, "verify_tokens_per_token": None}
     return {"tokens_per_step": ratio(n + a, n), "drafted_per_step": ratio(d, n),
-            "verify_tokens_per_emitted": ratio(n + d, n + a)}
+            "verify_tokens_per_token": ratio(n + d, n + a)}
 
 
 def ratio(a, b):
