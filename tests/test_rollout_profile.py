@@ -89,6 +89,11 @@ def test_run_plans_a_profile_for_its_replay(tmp_path, monkeypatch):
     (args, kw), = calls
     assert args == (tmp_path / "runs" / "rollout" / plan.RUN_PROFILE, "reference", "m", [3, 5],
                     plan.RUN_PROFILE_MAX_BATCH)
+    # the replay's largest batch: its trace's responses (here 24, as the built-in workload writes)
+    (tmp_path / "t.jsonl").write_text("{}\n" * 24)
+    p.prepare({"step_model": path, "ks": "3", "max_num_seqs": 64, "model": "m", "threads": 1,
+               "traces": str(tmp_path / "t.jsonl")})
+    assert calls[-1][0][4] == 24
     assert "samspec-bench run" in kw["note"]   # the profile says who measured it, the rollout repeats it
     # a measured engine profiles itself inside the rollout
     ctx.engine = "reference"

@@ -192,7 +192,17 @@ def plan_accuracy(ctx: Ctx) -> Plan:
 
 
 RUN_PROFILE = "step_profile.json"   # under runs/rollout: the profile the run's replay is priced with
-RUN_PROFILE_MAX_BATCH = 16          # keeps the profile short; larger batches are flagged as extrapolated
+RUN_PROFILE_MAX_BATCH = 32          # keeps the profile short; larger batches are flagged as extrapolated
+
+
+def trace_requests(path: str | None) -> int | None:
+    """Responses in a trace file (its non-empty lines), None when it cannot be read: the
+    replay's largest batch, which the profile should cover."""
+    try:
+        with open(str(path), encoding="utf-8") as f:
+            return sum(1 for line in f if line.strip()) or None
+    except (OSError, UnicodeDecodeError, TypeError):
+        return None
 
 
 def profile_for_replay(ctx: Ctx, path: Path) -> Callable[[dict[str, Any]], None]:
@@ -203,7 +213,8 @@ def profile_for_replay(ctx: Ctx, path: Path) -> Callable[[dict[str, Any]], None]
         if params.get("step_model") != str(path):
             return
         ks = int_list(params.get("ks") or "3", "-k")
-        largest = min(int(params.get("max_num_seqs") or RUN_PROFILE_MAX_BATCH), RUN_PROFILE_MAX_BATCH)
+        largest = min(int(params.get("max_num_seqs") or RUN_PROFILE_MAX_BATCH), RUN_PROFILE_MAX_BATCH,
+                      trace_requests(params.get("traces")) or RUN_PROFILE_MAX_BATCH)
         click.echo(f"rollout: measuring the reference engine's step-time profile ({params.get('model') or ctx.model}, "
                    f"batches up to {largest}, k={','.join(map(str, ks))}) to price the replay", err=True)
         quick_profile(path, "reference", params.get("model") or ctx.model, ks, largest,
