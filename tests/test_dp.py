@@ -136,7 +136,8 @@ def _run(shared_data, out, *extra):
     res = CliRunner().invoke(ro.command, ["--engine", "replay", "--data-dir", str(shared_data), "--prompts", "8",
                                           "--group-size", "4", "--max-num-seqs", "6", "--spec-threshold", "3",
                                           "-k", "3", "--arms", "off,threshold", "--length-dist", "lognormal:200:0.8",
-                                          "--max-response-len", "1500", "--output", str(out), *extra])
+                                          "--max-response-len", "1500", "--output", str(out),
+                                          "--step-model", "roofline:hardware=H100,model=Qwen3-8B", *extra])
     return res
 
 

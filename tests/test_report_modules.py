@@ -151,7 +151,7 @@ def _own_imports(path: Path) -> tuple[set[str], list[str]]:
 
 # Each module of the package imports only modules to its left.
 LAYERS = ["values", "fmt", "model", "suite_headlines", "headlines", "compare", "tables", "source_tables", "metadata",
-          "collect", "answers", "html", "markdown"]
+          "collect", "pricing", "answers", "html", "markdown"]
 
 
 def test_reports_imports_point_down_and_sit_at_the_top():

@@ -95,3 +95,28 @@ def test_tail_acceptance_rows_by_position_bin():
     rows = ph.tail_acceptance_rows({"drafted": drafted, "accepted": accepted})
     assert rows == [{"bin": "[0,64)", "drafted": 8, "accepted": 2, "acceptance_rate": 0.25},
                     {"bin": "[16384,inf)", "drafted": 4, "accepted": 4, "acceptance_rate": 1.0}]
+
+
+def test_acceptance_cost_from_the_counts():
+    # 3 steps: 4 requests decode in each; step 2 drafts 3 per request and accepts 4 in all; the
+    # first step also emits the 4 requests' prefill tokens (an engine counts them in num_emitted)
+    st = _steps([4, 4, 4], [0, 0, 0], [1, 1, 1])
+    st["num_decode_reqs"] = np.array([4, 4, 4])
+    st["num_drafted"] = np.array([0, 12, 0])
+    st["num_accepted"] = np.array([0, 4, 0])
+    st["num_emitted"] = np.array([8, 8, 4])
+    m = ph.arm_metrics(st, np.ones(4), 2)
+    assert m["decode_request_steps"] == 12
+    assert m["tokens_per_step"] == pytest.approx((12 + 4) / 12)
+    assert m["drafted_per_step"] == pytest.approx(12 / 12)
+    assert m["verify_tokens_per_token"] == pytest.approx((12 + 12) / (12 + 4))
+    # without speculation every verified token is kept, whatever the prefills emitted
+    st["num_drafted"], st["num_accepted"] = np.zeros(3, int), np.zeros(3, int)
+    m = ph.arm_metrics(st, np.ones(4), 2)
+    assert (m["tokens_per_step"], m["drafted_per_step"], m["verify_tokens_per_token"]) == (1.0, 0.0, 1.0)
+    # a sharded arm: the cost of the summed counts, not a mean of ratios
+    a, b = dict(st), dict(st)
+    b["num_drafted"], b["num_accepted"] = np.array([6, 6, 6]), np.array([4, 4, 4])
+    d = ph.dp_arm_metrics([a, b], [np.ones(4), np.ones(4)], 2, np.ones(8), [4, 4])
+    assert d["drafted_per_step"] == pytest.approx(18 / 24) and d["tokens_per_step"] == pytest.approx(36 / 24)
+    assert d["verify_tokens_per_token"] == pytest.approx((24 + 18) / 36)

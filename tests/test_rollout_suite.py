@@ -35,23 +35,26 @@ def test_replay_rollout_on_shared_traces(shared_data, tmp_path):
     arms = result["metrics"]["arms"]
     assert set(arms) == {"off", "always k=3", "threshold<=2 k=3", "threshold<=4 k=3"}
     assert result["metrics"]["best_setting"] in arms
+    assert result["metrics"]["units"] == "steps"   # no step model: decode steps, not time
     for lbl, m in arms.items():
-        assert m["head_s"] + m["tail_s"] == pytest.approx(m["total_s"])
+        assert m["head_steps"] + m["tail_steps"] == m["total_steps"] == m["steps"]
         assert m["emitted"] == arms["off"]["emitted"]      # same requests, same tokens in every arm
     assert arms["off"]["drafted"] == 0 and arms["always k=3"]["accepted"] > 0
     # the threshold arm only speculates in small batches, so its head equals the baseline's head
-    assert arms["threshold<=4 k=3"]["head_s"] == pytest.approx(arms["threshold<=4 k=3"]["baseline_phases"]["head_s"])
-    for f in ("steps.csv", "running_vs_time.png", "step_time_vs_batch.png", "ccdf.png"):
+    assert arms["threshold<=4 k=3"]["head_steps"] == arms["threshold<=4 k=3"]["baseline_phases"]["head_steps"]
+    for f in ("steps.csv", "running_vs_time.png", "ccdf.png"):
         assert (run / f).stat().st_size > 0
+    assert not (run / "step_time_vs_batch.png").exists()   # every step counts 1: no step-time figure
     import pandas as pd
     df = pd.read_csv(run / "steps.csv")
     assert set(df["arm"]) == set(arms)
     pq = pd.read_parquet(run / "steps.parquet")
     assert list(pq.columns) == list(df.columns) and len(pq) == len(df)
     assert np.array_equal(pq["num_emitted"].to_numpy(), df["num_emitted"].to_numpy())
-    # per arm, the table's steps add up to the arm's metrics
+    # per arm, the table's steps add up to the arm's metrics; no time column without a step model
+    assert "time_s" not in pq.columns and "clock_s" not in pq.columns
     for lbl, m in arms.items():
-        assert pq[pq["arm"] == lbl]["time_s"].sum() == pytest.approx(m["total_s"])
+        assert pq[pq["arm"] == lbl]["clock_steps"].max() == m["total_steps"]
         assert int(pq[pq["arm"] == lbl]["num_accepted"].sum()) == m["accepted"]
 
 
@@ -71,7 +74,7 @@ def test_group_sources_draft_from_siblings(shared_data, tmp_path):
     grp = _replay(shared_data, tmp_path, "--sources", "group")
     lbl = "threshold<=4 k=3"
     assert grp["workload"]["sources"] == "group" and "lockstep" in grp["workload"]["group_profiles"]
-    assert own["arms"]["off"]["total_s"] == grp["arms"]["off"]["total_s"]   # the baseline does not draft
+    assert own["arms"]["off"]["total_steps"] == grp["arms"]["off"]["total_steps"]   # the baseline does not draft
     # siblings share a lot of text: more accepted tokens in the same tail steps' positions
     assert grp["arms"][lbl]["acceptance_rate"] > own["arms"][lbl]["acceptance_rate"]
     assert grp["arms"][lbl]["emitted"] == own["arms"][lbl]["emitted"]
@@ -94,7 +97,7 @@ def test_kv_capacity_option(shared_data, tmp_path):
     free = _replay(shared_data, tmp_path)
     assert m["arms"]["off"]["emitted"] == free["arms"]["off"]["emitted"]
     assert free["arms"]["off"]["preemptions"] == 0 and m["arms"]["off"]["preemptions"] > 0
-    assert m["arms"]["off"]["total_s"] > free["arms"]["off"]["total_s"]   # recomputation costs steps
+    assert m["arms"]["off"]["total_steps"] > free["arms"]["off"]["total_steps"]   # recomputation costs steps
     from click.testing import CliRunner
     res = CliRunner().invoke(ro.command, ["--engine", "replay", "--data-dir", str(shared_data), "--prompts", "2",
                                           "--kv-capacity-tokens", "100", "--output", str(tmp_path / "x")])
@@ -111,6 +114,15 @@ def test_reference_rollout_tiny_model(tmp_path):
     path, summary = ro.run(cfg, str(tmp_path))
     arms = summary["arms"]
     assert set(arms) == {"off", "threshold<=2 k=3"}
+    # measured seconds; the simulation priced by the engine's own profile, measured in this run
+    assert summary["units"] == "s" and summary["measured"] is True and "measured" in summary["time_basis"]
+    assert summary["priced_by"]["kind"] == "fitted-profile" and "step_profile.json" in summary["priced_by"]["source"]
+    assert "before its arms" in summary["priced_by"]["note"]
+    assert (path / "step_profile.json").is_file()   # the engine's own profile, reusable with --step-model
+    assert summary["priced_by"]["engine"]["name"] == "reference"
+    assert summary["step_model"]["fit"]["verify_widths"].get("3", 0) >= 1
+    pe = summary["prediction_error"]
+    assert set(pe["per_arm"]) == set(arms) and pe["max_abs_total"] == max(abs(v["total"]) for v in pe["per_arm"].values())
     assert arms["off"]["emitted"] == arms["threshold<=2 k=3"]["emitted"]
     for m in arms.values():
         assert m["scheduler_match"] is True
@@ -120,7 +132,8 @@ def test_reference_rollout_tiny_model(tmp_path):
         assert np.isfinite(m["sim_error"]["total"])
         assert m["repeats"]["n"] == 2 and m["repeats"]["same_schedule"] is True
         assert m["simulated"]["accepted"] == m["accepted"]   # greedy, own context: the profiles are exact
-        assert "out of sample" in m["sim_fit"]["fitted_on"]
+        assert "step_profile.json" in m["sim_fit"]["priced_by"]
+        assert "out of sample" in m["sim_error_arms_fit"]["fitted_on"] and np.isfinite(m["sim_error_arms_fit"]["total"])
     # measured tail acceptance by position: placed by the matched schedule, totals checked
     thr = arms["threshold<=2 k=3"]
     rows = thr["tail_acceptance_by_position"]
@@ -150,17 +163,17 @@ def test_arm_step_models_are_out_of_sample_and_price_verify_tokens():
         st = _sim_table(reqs, pol, 3)
         st["time_s"] = true.predict_steps(st)
         measured[lbl] = st
-    models, fitted_on = rm.arm_step_models(measured, None)
+    models, fitted_on = rm.arm_step_models(measured)
     for lbl, st in measured.items():
         assert models[lbl].predict_steps(st).sum() == pytest.approx(st["time_s"].sum(), rel=1e-6), lbl
         assert lbl in fitted_on[lbl] and "out of sample" in fitted_on[lbl]
     assert models["always"].coef["draft_tokens"] == pytest.approx(1.5e-3, rel=1e-4)
     # the held-out arm's times do not enter its model
     spoiled = dict(measured, always=dict(measured["always"], time_s=measured["always"]["time_s"] * 10))
-    models2, _ = rm.arm_step_models(spoiled, None)
+    models2, _ = rm.arm_step_models(spoiled)
     assert models2["always"].coef == models["always"].coef and models2["off"].coef != models["off"].coef
     # an arm the others cannot price is flagged: off alone cannot price draft tokens
-    m_off = rm.arm_step_models({"off": measured["off"], "x": measured["off"]}, None)[0]["x"]
+    m_off = rm.arm_step_models({"off": measured["off"], "x": measured["off"]})[0]["x"]
     assert {"draft_tokens", "spec_requests", "speculative"} <= set(rm.unidentified_used(m_off, measured["always"]))
     assert rm.unidentified_used(models["always"], measured["always"]) == []
 

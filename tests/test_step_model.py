@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from samspec_bench.bench.simulation.step_model import (FEATURES, StepTimeModel, extrapolation, fit_from_steps,
-                                                      fit_step_model, step_features)
+                                                      fit_step_model, step_features, uncovered_ks, verify_widths)
 from samspec_bench.errors import UserError
 
 TRUE = {"decode_tokens": 2e-4, "prefill_tokens": 5e-5, "draft_tokens": 1e-4, "context_tokens": 1e-6,
@@ -67,7 +67,9 @@ def test_step_features_from_a_table():
            "num_decode_reqs": np.array([3, 4, 2]), "speculative": np.array([False, True, True])}
     f = step_features(tab)
     assert list(f["decode_tokens"]) == [3, 4, 2] and list(f["draft_tokens"]) == [0, 6, 0]
-    assert list(f["spec_requests"]) == [0, 4, 2] and "context_tokens" not in f
+    # the third step speculated but drafted nothing: it ran as a decode step
+    assert list(f["spec_requests"]) == [0, 4, 0] and list(f["speculative"]) == [0, 1, 0]
+    assert "context_tokens" not in f
     m = fit_from_steps([tab, tab])
     assert m.fit["n_steps"] == 6
 
@@ -96,7 +98,69 @@ def test_extrapolation_flags_features_beyond_the_fitted_range():
     tab = {"time_s": np.ones(2), "num_running": np.array([4, 4]), "num_scheduled_tokens": np.array([4, 4]),
            "num_prefill_tokens": np.zeros(2), "num_drafted": np.zeros(2), "num_decode_reqs": np.array([4, 4]),
            "speculative": np.zeros(2, bool), "context_tokens": np.array([1000, 10**6])}
-    assert list(extrapolation(m, tab)) == ["context_tokens"]
+    e = extrapolation(m, tab)
+    assert list(e) == ["context_tokens"]
+    assert e["context_tokens"] == {"max": 10**6, "valid_max": float(x["context_tokens"].max()), "steps_beyond": 0.5}
     tab["context_tokens"] = np.array([1000, 2000])
     assert extrapolation(m, tab) == {}
-    assert extrapolation(StepTimeModel.constant(1.0), tab) == {}
+    # just past the measured maximum is already beyond the valid range; a factor widens it
+    tab["context_tokens"] = np.array([1000, x["context_tokens"].max() + 1])
+    assert list(extrapolation(m, tab)) == ["context_tokens"] and extrapolation(m, tab, factor=2.0) == {}
+    assert extrapolation(StepTimeModel.constant(1.0), tab) == {}   # a constant claims no range
+
+
+def test_valid_range_covers_every_measured_feature_even_unidentified_ones():
+    run = np.arange(1, 41)
+    m = fit_step_model(0.5 + 0.1 * run, {"running": run, "decode_tokens": run, "speculative": np.zeros(40)})
+    assert "running" in m.dropped and m.fit["valid_range"]["running"] == [1.0, 40.0]
+    assert m.fit["valid_range"]["speculative"] == [0.0, 0.0]
+    # a table that speculates is outside a profile that never did
+    tab = {"time_s": np.ones(1), "num_running": np.array([4]), "num_scheduled_tokens": np.array([16]),
+           "num_prefill_tokens": np.zeros(1), "num_drafted": np.array([12]), "num_decode_reqs": np.array([4]),
+           "speculative": np.array([True])}
+    assert "speculative" in extrapolation(m, tab)
+
+
+def test_fit_reports_residuals():
+    rng = np.random.default_rng(3)
+    x = _synthetic(500, rng)
+    t = 0.01 + sum(TRUE[f] * x[f] for f in FEATURES)
+    noisy = t * np.where(np.arange(t.size) == 7, 1.5, 1.0)   # one step 50 % slow
+    m = fit_step_model(noisy, x)
+    pred = m.predict(**x)
+    rel = np.abs(pred - noisy) / noisy
+    assert m.fit["median_rel_error"] == pytest.approx(np.median(rel))
+    assert m.fit["max_rel_error"] == pytest.approx(rel.max()) and m.fit["max_rel_error"] > 0.2
+    assert m.fit["p90_rel_error"] <= m.fit["max_rel_error"] and 0 < m.fit["r2"] < 1
+    exact = fit_step_model(t, x)
+    assert exact.fit["max_rel_error"] == pytest.approx(0, abs=1e-6) and exact.fit["r2"] == pytest.approx(1.0)
+
+
+def _table(widths, running=4):
+    """Speculative steps where every request drafts `w` tokens, one step per w (0: a decode step)."""
+    n = len(widths)
+    w = np.asarray(widths)
+    return {"time_s": np.ones(n), "num_running": np.full(n, running), "num_decode_reqs": np.full(n, running),
+            "num_prefill_tokens": np.zeros(n), "num_drafted": w * running,
+            "num_scheduled_tokens": running + w * running, "speculative": w > 0}
+
+
+def test_verify_widths_and_uncovered_ks():
+    tab = _table([0, 3, 3, 3, 5, 2])
+    tab["num_drafted"][-1] = 5   # mixed widths in one step (4 requests, 5 drafts): not counted
+    assert verify_widths(tab) == {"3": 3, "5": 1}
+    m = fit_from_steps([tab, _table([0, 1, 3, 3])])
+    assert m.fit["verify_widths"] == {"1": 1, "3": 5, "5": 1}
+    assert uncovered_ks(m, [3]) == [] and uncovered_ks(m, [3, 5, 8]) == [5, 8]   # 5: too few steps
+    assert uncovered_ks(StepTimeModel.constant(1.0), [8]) == []   # no widths recorded: no claim
+
+
+def test_a_negative_intercept_is_refitted_through_zero():
+    run = np.arange(1, 11, dtype=float)
+    y = -0.05 + 0.1 * run          # every step positive, but the least-squares intercept is not
+    m = fit_step_model(y, {"running": run})
+    assert m.intercept == 0.0 and m.coef["running"] > 0
+    assert m.fit["dropped_reason"]["intercept"].startswith("negative")
+    assert (m.predict(running=run) > 0).all()   # no step priced at nothing
+    ok = fit_step_model(0.05 + 0.1 * run, {"running": run})
+    assert ok.intercept == pytest.approx(0.05) and "intercept" not in ok.fit["dropped_reason"]

@@ -109,7 +109,7 @@ def test_profile_files_of_formats_2_and_3(tmp_path):
     assert isinstance(m2, StepTimeModel) and m2.coef == pytest.approx(fitted.coef)
     d = m2.describe()
     assert d["kind"] == "fitted-profile" and "seconds" in d["units"]
-    assert set(m2.valid_range()) == set(fitted.fit["ranges"]) and all(lo <= hi for lo, hi in m2.valid_range().values())
+    assert set(m2.valid_range()) == set(fitted.fit["valid_range"]) >= set(fitted.fit["ranges"]) and all(lo <= hi for lo, hi in m2.valid_range().values())
     tab = table()
     prof = {"format": 3, "kind": "step-profile", "engine": {"name": "reference", "device": "cpu"}, "date": "today",
             "measured_steps": {k: np.asarray(v).tolist() for k, v in tab.items()}, "model": fitted.describe()}

@@ -103,3 +103,37 @@ def test_completion_times_and_simulation_reported(rollout):
     # arm: the drafts the simulation replays are the ones vLLM verified, capped the same way
     assert {lbl: m["scheduler_match"] for lbl, m in summary["arms"].items()} == \
         {lbl: True for lbl in summary["arms"]}
+
+
+def test_simulation_priced_by_vllms_own_profile(rollout):
+    """Without --step-model the rollout measures vLLM's own profile before its arms, prices the
+    simulation with it and records the prediction error of every arm."""
+    summary, _, _ = rollout
+    assert summary["units"] == "s" and summary["measured"] is True
+    pb = summary["priced_by"]
+    assert pb["kind"] == "fitted-profile" and "profile of the vllm engine" in pb["source"]
+    assert pb["engine"]["name"] == "vllm" and "vllm" in pb["engine"]["version"]
+    assert pb["verify_widths"].get(str(K), 0) >= 3   # the oracle drafted full-width verify steps
+    pe = summary["prediction_error"]
+    assert set(pe["per_arm"]) == set(summary["arms"])
+    for lbl, m in summary["arms"].items():
+        e = m["sim_error"]
+        assert e["total"] == pytest.approx(m["simulated"]["total_s"] / m["total_s"] - 1), lbl
+
+
+def test_vllm_profile_json(tmp_path):
+    """`rollout profile --engine vllm`: verify steps of k + 1 tokens per request for every k
+    (SAM's proposer in oracle mode), the engine named with its version, every run's context
+    reproduced by the simulation."""
+    from samspec_bench.suites.rollout import profile as pr
+
+    m, tables, meta = pr.profile("builtin:smollm2-135m", [1, 3], 9, [2, 3], 1, "float32", prompt_pads=(0, 24),
+                                 engine="vllm")
+    doc = pr.profile_document(m, tables, meta)
+    e = doc["engine"]
+    assert e["name"] == "vllm" and e["version"].startswith("vllm ") and e["tp"] == 1 and e["dtype"] == "float32"
+    assert all(r["context"] for r in doc["runs"]), doc["runs"]
+    fit = doc["model"]["fit"]
+    assert fit["verify_widths"].get("2", 0) >= 3 and fit["verify_widths"].get("3", 0) >= 3
+    assert fit["valid_range"]["running"] == [1.0, 3.0] and fit["n_steps"] == len(doc["measured_steps"]["time_s"])
+    assert isinstance(fit["median_rel_error"], float) and isinstance(fit["r2"], float)

@@ -15,6 +15,7 @@ from typing import Any
 from samspec_bench.reports.fmt import fmt, pct, pts, x2
 from samspec_bench.reports.metadata import model_of
 from samspec_bench.reports.model import Report, Run
+from samspec_bench.reports.pricing import config_line, extrapolated, extrapolation, hardware, pricing
 from samspec_bench.reports.values import is_number, number as _num
 
 # Statuses, for the badge colour: yes (green), no (red), partial (amber), unknown (grey).
@@ -322,78 +323,6 @@ def acceptance(by_suite: dict[str, Run], state: dict | None) -> Answer:
 
 # --- 3. rollout time ---------------------------------------------------------------------------------------
 
-def pricing(result: dict) -> dict:
-    """How a rollout result's times were made: {"units": "s" | "steps", "kind", "source",
-    "measured", "describe"}. Reads the explicit `units` / `priced_by` / `measured` metrics; an
-    older result without them was priced by a constant 1-second step model when its step model's
-    fit source is "constant": its "seconds" are step counts."""
-    m = result.get("metrics") or {}
-    sm = m.get("step_model") if isinstance(m.get("step_model"), dict) else {}
-    pb = m.get("priced_by") if isinstance(m.get("priced_by"), dict) else {}
-    fitted_on = m.get("step_model_fitted_on")
-    constant = ((sm.get("fit") or {}).get("source") == "constant" or sm.get("kind") == "constant-steps"
-                or pb.get("kind") == "constant-steps" or str(fitted_on or "").startswith("none"))
-    u = str(m.get("units") or "").lower()
-    units = "steps" if u.startswith("step") else "s" if u in ("s", "sec") or u.startswith("second") else \
-        "steps" if constant else "s"
-    kind = pb.get("kind") or sm.get("kind") or ("constant-steps" if constant else "fitted-profile")
-    source = None if kind == "constant-steps" else pb.get("source") or pb.get("spec") or sm.get("spec") or \
-        (fitted_on if isinstance(fitted_on, str) else None) or (sm.get("fit") or {}).get("source")
-    measured = m.get("measured")
-    if not isinstance(measured, bool):
-        measured = (result.get("config") or {}).get("engine") in ("reference", "vllm")
-    return {"units": units, "kind": kind, "source": source, "measured": measured, "describe": pb or sm}
-
-
-def _name(x: Any) -> str | None:
-    if isinstance(x, dict):
-        return next((x[k] for k in ("name", "id", "short", "model", "hardware", "source") if isinstance(x.get(k), str)),
-                    None)
-    return str(x) if x not in (None, "") else None
-
-
-def _hardware(result: dict, p: dict) -> str:
-    """What the times stand for: the measuring machine, or the priced hardware."""
-    env = result.get("environment") or {}
-    cfg = result.get("config") or {}
-    d = p["describe"]
-    if p["measured"]:
-        acc = env.get("accelerator") or env.get("gpu") or env.get("device")
-        return (f"measured on the {cfg.get('engine')} engine, model {cfg.get('model')}, "
-                f"{acc or (str(env.get('machine')) + ', ' + str(env.get('cpu_count')) + ' CPUs')}")
-    if p["units"] == "steps":
-        return "no hardware: step counts"
-    if p["kind"] == "roofline":
-        hw, model = _name(d.get("hardware")), _name(d.get("model"))
-        spec = str(p["source"] or "")
-        if hw is None and "hardware=" in spec:
-            hw = spec.split("hardware=", 1)[1].split(",", 1)[0]
-        return (f"modelled by the roofline step model: {hw or '?'}" + (f", TP {d['tp']}" if d.get("tp") else "")
-                + (f", {model}" if model else "") + (f", {d['dtype']}" if d.get("dtype") else ""))
-    eng = d.get("engine") if isinstance(d.get("engine"), dict) else {}
-    what = ", ".join(str(eng[k]) for k in ("name", "version", "device", "model", "dtype") if eng.get(k))
-    return f"modelled by a step-time profile measured on {what}" if what else \
-        f"modelled by a step-time profile ({(d.get('fit') or {}).get('source') or 'its engine not recorded'})"
-
-
-def _config_line(result: dict) -> str:
-    cfg, w = result.get("config") or {}, (result.get("metrics") or {}).get("workload") or {}
-    bits = [f"preset {cfg['preset']}" if cfg.get("preset") else None,
-            f"{w['prompts']} prompts x {w.get('group_size') or '?'}" if is_number(w.get("prompts")) else None,
-            f"trace {Path(str(cfg['traces'])).name}" if cfg.get("engine") == "replay" and cfg.get("traces") else None,
-            f"lengths {cfg['length_dist']}" if cfg.get("length_dist") else None]
-    bits = [b for b in bits if b]
-    for key, label in (("max_num_seqs", "max_num_seqs"), ("dp", "DP"), ("max_response_len", "max response")):
-        if is_number(cfg.get(key)):
-            bits.append(f"{label} {cfg[key]:,}")
-    return ", ".join(bits)
-
-
-def _extrapolated(a: dict) -> str:
-    x = a.get("step_model_extrapolation")
-    return "EXTRAPOLATED beyond the profiled range" + (f" ({', '.join(map(str, x))})" if isinstance(x, dict) else "")
-
-
 def _arm_line(a: dict, base: dict, units: str) -> tuple[str, float | None, float | None]:
     """(sentence, overall ratio, tail ratio) of one arm against the off baseline; with step
     counts the ratios are recomputed from the counts (whatever the result called them)."""
@@ -417,8 +346,8 @@ def _arm_line(a: dict, base: dict, units: str) -> tuple[str, float | None, float
               + (f": {fmt(btail)} → {fmt(tail)}{u})" if btail is not None else ")"))
     elif btail == 0:
         t += "; no long-tail phase in this workload"
-    if a.get("step_model_extrapolation"):
-        t += "; " + _extrapolated(a)
+    if extrapolation(a):
+        t += "; " + extrapolated(a)
     err = a.get("sim_error") if isinstance(a.get("sim_error"), dict) else {}
     errs = [f"{name} {100 * err[k]:+.1f} %" for k, name in (("total", "total time"), ("tail", "tail time"),
             ("speedup_overall", "speedup"), ("speedup_tail", "tail speedup")) if is_number(err.get(k))]
@@ -438,7 +367,7 @@ def rollout_time(by_suite: dict[str, Run], state: dict | None) -> Answer:
     p = pricing(r)
     priced = {"fitted-profile": "a fitted step-time profile", "roofline": "the roofline model",
               "constant-steps": "none (constant 1 per step)"}.get(p["kind"], str(p["kind"]))
-    source = _src(run, _config_line(r),
+    source = _src(run, config_line(r),
                   f"step model: {priced}" + (f" ({p['source']})" if p["source"] and p["kind"] != "roofline" else ""))
     lines = {lab: _arm_line(a, base, p["units"]) for lab, a in arms.items() if lab != "off"}
     if not lines:
@@ -457,11 +386,16 @@ def rollout_time(by_suite: dict[str, Run], state: dict | None) -> Answer:
                       "decode step): give --step-model (a `rollout profile` JSON, or roofline:hardware=...).",
                       checks, source)
     how = "measured" if p["measured"] else "modelled"
-    where = _hardware(r, p)
-    if a.get("step_model_extrapolation"):
-        how, where = how + ", extrapolated", where + "; " + _extrapolated(a)
+    where = hardware(r, p)
+    pe = m.get("prediction_error") if isinstance(m.get("prediction_error"), dict) else {}
+    if is_number(pe.get("max_abs_total")):
+        where += (f"; the simulation, priced by the engine's own profile, predicts the measured arms within "
+                  f"{pct(pe['max_abs_total'])} (total)"
+                  + (f" and {pct(pe['max_abs_tail'])} (tail)" if is_number(pe.get("max_abs_tail")) else ""))
+    if extrapolation(a):
+        how, where = how + ", extrapolated", where + "; " + extrapolated(a)
     if so is not None and so > 1:
-        return Answer("rollout", q, PARTIAL if a.get("step_model_extrapolation") else YES,
+        return Answer("rollout", q, PARTIAL if extrapolation(a) else YES,
                       f"saves {pct(1 - 1 / so)} ({how})",
                       f"{best} saves {pct(1 - 1 / so)} of rollout time ({x2(so)}x){tail}; {where}.", checks, source)
     return Answer("rollout", q, NO, f"no saving ({how})",

@@ -207,24 +207,96 @@ def _accuracy(result: dict) -> tuple[list[Headline], list[Gate]]:
 def _rollout(result: dict) -> tuple[list[Headline], list[Gate]]:
     m = result["metrics"]
     arms = m.get("arms") or {}
+    # units: "s" (measured, or modelled by a step model) or "steps" (no step model: counts, not
+    # time); older results without the key: steps when a constant step model priced them
+    units = m.get("units") or ("steps" if ((m.get("step_model") or {}).get("fit") or {}).get("source") == "constant"
+                               else "s")
+    priced = m.get("priced_by") or {}
+    if m.get("measured"):
+        prov = "measured"
+    elif units == "s" and priced:
+        prov = f"modelled: priced by {priced.get('kind')} ({priced.get('source')})" + \
+            (f"; {priced['note']}" if priced.get("note") else "")
+    else:
+        prov = None
     heads = []
     if m.get("best_setting") is not None:
-        heads.append(headline("best setting", m["best_setting"]))
+        heads.append(headline("best setting", m["best_setting"], note=m.get("best_setting_by")))
     for name, a in arms.items():
         if name == "off" or not isinstance(a, dict):
             continue
-        heads.append(headline(f"{name}: speedup_makespan (rollout time off / on)", a.get("speedup_overall")))
+        if units == "steps":
+            heads.append(headline(f"{name}: step-count ratio off / on (not time)", a.get("step_ratio_overall"),
+                                  note="decode steps: no step model priced them"))
+            base_tail = (a.get("baseline_phases") or {}).get("tail_steps")
+            heads.append(headline(f"{name}: step-count ratio in the long tail (not time)", a.get("step_ratio_tail"),
+                                  note=f"tail: {fmt(base_tail)} steps of the baseline" if base_tail
+                                  else "no tail phase in this workload"))
+            heads.append(headline(f"{name}: decode steps saved", a.get("steps_saved_fraction")))
+            continue
+        if units == "s" and a.get("sim_error"):
+            e = a["sim_error"]
+            heads.append(headline(f"{name}: simulation error vs measured (total / tail)",
+                                  f"{fmt(e.get('total'))} / {fmt(e.get('tail'))}",
+                                  note="simulated / measured - 1, priced by the engine's own profile"))
+        heads.append(headline(f"{name}: speedup_makespan (rollout time off / on)", a.get("speedup_overall"), note=prov))
         base_tail = (a.get("baseline_phases") or {}).get("tail_s")
         if base_tail:
             heads.append(headline(f"{name}: speedup in the long tail", a.get("speedup_tail"),
-                                  note=f"tail: {fmt(base_tail)} s of the baseline"))
+                                  note=f"tail: {fmt(base_tail)} s of the baseline" + (f"; {prov}" if prov else "")))
         else:
             heads.append(headline(f"{name}: speedup in the long tail", None, note="no tail phase in this workload"))
-        heads.append(headline(f"{name}: time saved", a.get("time_saved_fraction")))
-    src = m.get("step_model_fitted_on")
-    if src:
-        heads.append(headline("step-time model", src))
+        heads.append(headline(f"{name}: time saved", a.get("time_saved_fraction"), note=prov))
+    heads += _rollout_detail(m, arms, units, prov)
+    pe = m.get("prediction_error") or {}
+    if pe:
+        heads.append(headline("simulation vs measured: worst |error| of total time", pe.get("max_abs_total"),
+                              note=pe.get("definition")))
+        heads.append(headline("simulation vs measured: worst |error| of tail time", pe.get("max_abs_tail")))
+    if priced:
+        heads.append(headline("step-time model", f"{priced.get('kind')}: {priced.get('source')}",
+                              note="extrapolated beyond its measured range" if m.get("extrapolated") else None))
+    elif m.get("step_model_fitted_on"):
+        heads.append(headline("step-time model", m["step_model_fitted_on"]))
+    if m.get("time_basis"):
+        heads.append(headline("units", m["time_basis"]))
     return heads, []
+
+
+def _rollout_detail(m: dict, arms: dict, units: str, prov: str | None) -> list[Headline]:
+    """The cost of each arm's acceptance, the data-parallel instances and the preset's
+    prediction beside the published figures, in the run's units."""
+    heads = []
+    for name, a in arms.items():
+        if name == "off" or not isinstance(a, dict) or a.get("tokens_per_step") is None:
+            continue
+        heads.append(headline(f"{name}: tokens / drafted tokens / verify tokens per emitted",
+                              f"{fmt(a.get('tokens_per_step'))} / {fmt(a.get('drafted_per_step'))} / "
+                              f"{fmt(a.get('verify_tokens_per_token'))}",
+                              note="per decode step of a request; counts, not time"))
+    dp = (m.get("workload") or {}).get("dp")
+    if dp:
+        tag = "decode steps, not time" if units == "steps" else prov
+        ratio = "step_ratio" if units == "steps" else "speedup"
+        for name, a in arms.items():
+            if name == "off" or not isinstance(a, dict):
+                continue
+            d = a.get("dp") or {}
+            heads.append(headline(f"{name}: {ratio} of the mean instance ({dp.get('instances')} DP instances)",
+                                  a.get(f"{ratio}_mean_instance"),
+                                  note=f"idle share {fmt(d.get('idle_share'))}; {tag or ''}".strip("; ")))
+    pre = m.get("preset") or {}
+    for r in ((pre.get("comparison") or {}).get("rows") or []):
+        heads.append(headline(f"preset {pre.get('name')}: {r.get('figure')} (MODELLED vs published)",
+                              f"{fmt(r.get('modelled'))} vs {fmt(r.get('published'))} {r.get('unit')}",
+                              note=f"gap {fmt(r.get('gap'))}; {r.get('modelled_as')}"))
+    sens = m.get("sensitivity") or {}
+    gains = [r.get("gain_pct") for r in sens.get("rows") or [] if is_number(r.get("gain_pct"))]
+    if gains:
+        what = "decode-step gain %, not time" if sens.get("units") == "steps" else "modelled gain %"
+        heads.append(headline(f"sensitivity ({sens.get('arm')}): {what}, lowest..highest",
+                              f"{fmt(min(gains))} .. {fmt(max(gains))}", note=sens.get("definition")))
+    return heads
 
 
 @_suite("workload")

@@ -396,8 +396,8 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
         prefill_tokens = int(s_n[~dec_step].sum())
         t = float(step_model.predict(running=int(s_idx.size), prefill_tokens=prefill_tokens,
                                      decode_tokens=int(s_n[dec_step].sum()), draft_tokens=int(s_d.sum()),
-                                     context_tokens=ctx_tokens, spec_requests=int(dec_step.sum()) * int(spec),
-                                     speculative=int(spec and dec_step.any())))
+                                     context_tokens=ctx_tokens, spec_requests=int(dec_step.sum()) * int(s_d.sum() > 0),
+                                     speculative=int(s_d.sum() > 0)))   # as step_model.step_features
         clock += t
         n_wait_after = N - next_wait + len(requeue)
         # the tail as the rollout suite defines it (suites/rollout/phases.py): nobody waiting after

@@ -10,9 +10,10 @@ function of what the step computes, fitted by least squares on measured engine s
 in the forward (priced separately: a verify token costs a query row and its logits, not a
 new request), `context_tokens` = KV tokens the step attends over (before the step),
 `running` = requests in the step's batch, `spec_requests` = decoding requests in a
-speculative step (the drafter is asked once per such request), `speculative` = 1 when the
-step speculated with at least one request decoding (a speculative step of prefills only
-does nothing speculative).
+speculative step (each goes through the verify path), `speculative` = 1 when the step
+verifies at least one draft token. A step the policy let speculate whose drafts all came back
+empty runs as a plain decode step (the reference engine's decode attention path, vLLM's
+sampler without rejection), so it counts as one: speculation costs where drafts are verified.
 
 Identifiability: a feature enters the fit only when its column adds rank to the design
 (intercept + the features already in, in FEATURES order); otherwise it is left out with
@@ -20,7 +21,14 @@ coefficient 0 and its reason in `fit["dropped_reason"]` ("absent", "constant", "
 with ..."). A profile without speculation thus cannot invent a verify cost, and one where
 every request decodes (running == decode_tokens) gets a decode-token cost but no separate
 per-request cost. Negative coefficients are removed by refitting without them (times cannot
-fall with more work). Saved as JSON (`save` / `load`; format 1 files, with one coefficient
+fall with more work).
+
+The fit records what a user needs to judge it (`fit`): residuals (R², mean absolute error, the
+median / 90th percentile / max relative error per step, the error of the summed time), the
+range every measured feature covered (`valid_range`; `extrapolation` flags step tables beyond
+it) and, for fits on step tables, the verify widths measured (`verify_widths`: speculative
+steps by draft tokens per request; `uncovered_ks` names the k a profile never verified).
+Saved as JSON (`save` / `load`; format 1 files, with one coefficient
 for all scheduled tokens, load with it copied to the three token kinds; format 3 profile files
 of `rollout profile` load the model they hold under "model").
 """
@@ -89,8 +97,10 @@ class StepTimeModel:
                 "dropped": list(self.dropped), "fit": dict(self.fit), "features": list(FEATURES)}
 
     def valid_range(self) -> dict[str, list[float]]:
-        """feature -> [lo, hi] the fit saw (identified features only; {} for a constant model)."""
-        return {f: [float(lo), float(hi)] for f, (lo, hi) in (self.fit.get("ranges") or {}).items()}
+        """feature -> [lo, hi] the fit measured (every measured feature; fits saved before that
+        was recorded: the identified ones; {} for a constant model)."""
+        vr = self.fit.get("valid_range") or self.fit.get("ranges") or {}
+        return {f: [float(lo), float(hi)] for f, (lo, hi) in vr.items()}
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)
@@ -146,6 +156,7 @@ def fit_step_model(times: Iterable[float], features: Mapping[str, Iterable[float
         raise ValueError(f"unknown step features {sorted(unknown)}; known: {', '.join(FEATURES)}")
     names: list[str] = []
     cols: dict[str, np.ndarray] = {}
+    given: dict[str, np.ndarray] = {}   # every feature measured, identified or not: its valid range
     reason: dict[str, str] = {}
     design = np.ones((y.size, 1))
     for f in FEATURES:
@@ -155,6 +166,7 @@ def fit_step_model(times: Iterable[float], features: Mapping[str, Iterable[float
         x = np.asarray(list(features[f]), dtype=float)
         if x.shape != y.shape:
             raise ValueError(f"feature {f!r} has {x.size} values for {y.size} step times")
+        given[f] = x
         if np.ptp(x) == 0:
             reason[f] = "constant"
             continue
@@ -164,40 +176,96 @@ def fit_step_model(times: Iterable[float], features: Mapping[str, Iterable[float
         names.append(f)
         cols[f] = x
         design = np.column_stack([design, x])
+    ones = np.ones_like(y)   # the intercept's column; zeros once a fit put it below 0
     while True:
-        A = np.column_stack([np.ones_like(y)] + [cols[n] for n in names])
+        A = np.column_stack([ones] + [cols[n] for n in names])
         sol, *_ = np.linalg.lstsq(A, y, rcond=None)
         neg = [n for n, c in zip(names, sol[1:]) if c < 0]
+        if not neg and sol[0] < 0 and ones.any():
+            # a negative fixed cost prices small (tail) steps at nothing: refit through the origin
+            ones, reason["intercept"] = np.zeros_like(y), "negative: fitted through 0"
+            continue
         if not neg:
             break
         worst = min(neg, key=lambda n: sol[1 + names.index(n)])
         names.remove(worst)
         reason[worst] = "negative coefficient"
+    sol[0] = sol[0] if ones.any() else 0.0
     pred = A @ sol
-    ss_res = float(np.sum((y - pred) ** 2))
-    ss_tot = float(np.sum((y - y.mean()) ** 2))
     coef = {f: 0.0 for f in FEATURES}
     coef.update({n: float(c) for n, c in zip(names, sol[1:])})
-    fit = {"n_steps": int(y.size), "r2": (1 - ss_res / ss_tot) if ss_tot > 0 else None,
-           "mean_abs_error_s": float(np.mean(np.abs(y - pred))), "mean_step_s": float(y.mean()),
-           "total_error": float(pred.sum() / y.sum() - 1) if y.sum() > 0 else None, "source": source,
+    fit = {"n_steps": int(y.size), **residual_stats(y, pred), "source": source,
            "identified": list(names), "dropped_reason": reason,
-           "ranges": {f: [float(np.min(cols[f])), float(np.max(cols[f]))] for f in names}}
+           "ranges": {f: [float(np.min(cols[f])), float(np.max(cols[f]))] for f in names},
+           "valid_range": {f: [float(np.min(v)), float(np.max(v))] for f, v in given.items()}}
     return StepTimeModel(float(sol[0]), coef, [f for f in FEATURES if f in reason], fit)
 
 
-def extrapolation(model, steps: Mapping[str, np.ndarray], factor: float = 2.0) -> dict[str, Any]:
+def residual_stats(y: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
+    """How well predicted step times `pred` fit measured ones `y` (seconds): R², mean absolute
+    error, the per-step relative error |pred - y| / y (median, 90th percentile, max; over steps
+    with y > 0) and the error of the summed time (pred total / measured total - 1)."""
+    y, pred = np.asarray(y, dtype=float), np.asarray(pred, dtype=float)
+    ss_res = float(np.sum((y - pred) ** 2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    pos = y > 0
+    rel = np.abs(pred[pos] - y[pos]) / y[pos]
+    q = (lambda p: float(np.percentile(rel, p))) if rel.size else (lambda p: None)  # noqa: E731
+    return {"r2": (1 - ss_res / ss_tot) if ss_tot > 0 else None,
+            "mean_abs_error_s": float(np.mean(np.abs(y - pred))), "mean_step_s": float(y.mean()),
+            "median_rel_error": q(50), "p90_rel_error": q(90), "max_rel_error": q(100),
+            "total_error": float(pred.sum() / y.sum() - 1) if y.sum() > 0 else None}
+
+
+def valid_ranges(model: Any) -> dict[str, list[float]] | None:
+    """The feature ranges a step model is trusted over ({feature: [lo, hi]}), or None when it
+    claims none (an analytic model, a constant): its `valid_range()` when it has one, else the
+    ranges its fit measured (every measured feature; older fits: the identified ones)."""
+    vr = getattr(model, "valid_range", None)
+    if callable(vr):
+        return vr()
+    fit = getattr(model, "fit", None) or {}
+    return fit.get("valid_range") or fit.get("ranges") or None
+
+
+def extrapolation(model: Any, steps: Mapping[str, np.ndarray], factor: float = 1.0) -> dict[str, Any]:
     """Features of a step table that reach beyond `factor` x the largest value the model was
-    fitted on (its prediction there is an extrapolation): {feature: [table max, fitted max]}."""
-    ranges = model.valid_range() or {}   # an analytic model (valid_range() None) never extrapolates
+    measured on (its prediction there is an extrapolation): {feature: {"max": table max,
+    "valid_max": measured max, "steps_beyond": share of the table's steps beyond it}}; {} when
+    every step is inside or the model claims no range."""
+    ranges = valid_ranges(model) or {}
     feats = step_features(steps)
     out = {}
     for f, (_, hi) in ranges.items():
         if f in feats and len(feats[f]):
-            top = float(np.max(feats[f]))
-            if top > factor * hi:
-                out[f] = [top, hi]
+            x = np.asarray(feats[f], dtype=float)
+            beyond = x > factor * hi + 1e-12
+            if beyond.any():
+                out[f] = {"max": float(np.max(x)), "valid_max": float(hi), "steps_beyond": float(beyond.mean())}
     return out
+
+
+MIN_VERIFY_STEPS = 3   # verify steps of a width a profile needs before it counts as covering that k
+
+
+def verify_widths(steps: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """Speculative steps by draft tokens per speculating request ({"k": steps}), over the steps
+    where every speculating request verified the same number of draft tokens."""
+    f = step_features(steps)
+    sr, dr = f["spec_requests"], f["draft_tokens"]
+    ok = (sr > 0) & (dr > 0) & (np.mod(dr, np.maximum(sr, 1)) == 0)
+    w, n = np.unique((dr[ok] / sr[ok]).astype(np.int64), return_counts=True)
+    return {str(int(a)): int(b) for a, b in zip(w, n)}
+
+
+def uncovered_ks(model: Any, ks: Iterable[int]) -> list[int]:
+    """The k (draft tokens per request) whose verify steps the model's profile never measured
+    (fewer than MIN_VERIFY_STEPS steps of k + 1 tokens per request). [] for a model that
+    records no widths (analytic, constant, older profiles): it makes no claim either way."""
+    widths = (getattr(model, "fit", None) or {}).get("verify_widths")
+    if widths is None:
+        return []
+    return [int(k) for k in ks if int(k) > 0 and int(widths.get(str(int(k)), 0)) < MIN_VERIFY_STEPS]
 
 
 def step_features(steps: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -205,12 +273,12 @@ def step_features(steps: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     step records: num_running, num_scheduled_tokens, num_prefill_tokens, num_drafted,
     num_decode_reqs, speculative, optional context_tokens)."""
     g = lambda k: np.asarray(steps[k], dtype=float)  # noqa: E731
-    spec = g("speculative")
     prefill, drafted = g("num_prefill_tokens"), g("num_drafted")
+    verifies = (drafted > 0).astype(float)   # a speculative step whose drafts were all empty ran as a decode step
     out = {"running": g("num_running"), "prefill_tokens": prefill, "draft_tokens": drafted,
            "decode_tokens": g("num_scheduled_tokens") - prefill - drafted,
-           "spec_requests": g("num_decode_reqs") * spec,
-           "speculative": spec * (g("num_decode_reqs") > 0)}   # a step with nobody decoding drafts nothing
+           "spec_requests": g("num_decode_reqs") * verifies,
+           "speculative": verifies}
     if "context_tokens" in steps and np.isfinite(g("context_tokens")).all():
         out["context_tokens"] = g("context_tokens")
     return out
@@ -222,4 +290,10 @@ def fit_from_steps(step_tables: Iterable[Mapping[str, np.ndarray]], source: str 
     feats = [step_features(t) for t in tabs]
     times = np.concatenate([np.asarray(t["time_s"], dtype=float) for t in tabs]) if tabs else np.zeros(0)
     keys = [f for f in FEATURES if feats and all(f in x for x in feats)]
-    return fit_step_model(times, {f: np.concatenate([x[f] for x in feats]) for f in keys}, source=source)
+    model = fit_step_model(times, {f: np.concatenate([x[f] for x in feats]) for f in keys}, source=source)
+    widths: dict[str, int] = {}
+    for t in tabs:
+        for w, n in verify_widths(t).items():
+            widths[w] = widths.get(w, 0) + n
+    model.fit["verify_widths"] = dict(sorted(widths.items(), key=lambda kv: int(kv[0])))
+    return model

@@ -4,18 +4,18 @@ and the whole rollout timed per arm.
 
     samspec-bench rollout --engine reference --prompts 8 --group-size 4 --length-dist lognormal:32:0.8 \\
         --spec-threshold 4 -k 3
-    samspec-bench rollout profile --output step_model.json            # measure a step-time model
+    samspec-bench rollout profile --engine reference -k 3,5 --output step_profile.json   # profile an engine
     samspec-bench rollout --engine replay --traces shared/data/traces/qwen25math_math_100x8.jsonl \\
-        --step-model step_model.json --spec-threshold 4,8,16 -k 3,5
+        --step-model step_profile.json --spec-threshold 4,8,16 -k 3,5
 
     samspec-bench rollout --engine replay --sources group --length-dist lognormal:6000:0.9 \\
         --prompts 1536 --group-size 16 --max-num-seqs 256 --arms off,threshold   # RL-length responses
     samspec-bench rollout --preset seed-qwen3-32b --traces TRACES.jsonl      # the seed's run, vs its figures
     samspec-bench rollout --prompts 96 --group-size 16 --dp 4 --max-num-seqs 128 --step-model m.json
 
-Engines: `reference` measures real runs (and the simulation's prediction of the same workload,
-with its error: each arm predicted by a step-time model fitted on the OTHER arms, or by the
-`--step-model` profile; features a model could not identify are listed); `replay` simulates
+Engines: `reference` and `vllm` measure real runs (and the simulation's prediction of the same
+workload, priced by the engine's own profile, measured first unless `--step-model` gives one,
+with its error; a second prediction from a model fitted on the OTHER arms); `replay` simulates
 from traces (`bench.simulation.scheduler.simulate`, a fitted step-time model). Replay options:
 draft sources `own` or `group` (GRPO siblings, lockstep profiles: `bench.simulation.profiles`),
 lengths from the traces or drawn from `--length-dist` (profiles stretched by block resampling),
@@ -32,7 +32,12 @@ published figures, the comparison), `config` (RolloutConfig, build_config, arms,
 `phases` (head / tail split, tail metrics, speedups, per-instance metrics, best setting: pure
 functions), `replay_arm` (simulated arms, sharded or not), `sensitivity` (gain vs lengths),
 `measured` (arms on a real engine, their step models, prediction error), `profile` (`rollout
-profile`), `outputs` (step tables, figures), `command` (run, execute, the click group).
+profile`: engine profiles, format 3), `units` (what priced a run, step units), `outputs` (step
+tables, figures), `lines` (terminal lines), `command` (run, execute, the click group).
+
+Units: every figure is seconds measured on an engine, seconds modelled by the step model named
+in `priced_by` (a profile or the roofline model), or decode steps when no step model was given
+(then no key says time: `total_steps`, `step_ratio_overall`, ...).
 """
 
 from samspec_bench.suites.rollout.command import command, execute, run

@@ -11,69 +11,155 @@ from typing import Any
 
 import click
 
+from samspec_bench.bench.engines.vllm.adapter import parse_engine_args
 from samspec_bench.bench.simulation.step_model import StepTimeModel
-from samspec_bench.bench.simulation.step_models import load_step_model
+from samspec_bench.bench.simulation.step_models import ROOFLINE_HELP, load_step_model
 from samspec_bench.errors import UserError, int_list
 from samspec_bench.models import BUILTIN_MODEL
 from samspec_bench.results import RunDir, emit_json
-from samspec_bench.suites.rollout.config import SUITE, RolloutConfig, build_config, validate
+from samspec_bench.suites.rollout.config import (MEASURED_GROUP_SIZE, MEASURED_PROMPTS, SUITE, RolloutConfig,
+                                                 build_config, kv_options, validate)
+from samspec_bench.suites.rollout.lines import summary_lines
 from samspec_bench.suites.rollout.measured import run_measured
 from samspec_bench.suites.rollout.outputs import make_figures, write_steps
 from samspec_bench.suites.rollout.phases import best_setting
-from samspec_bench.suites.rollout.presets import LENGTH_EVIDENCE, PRESETS, comparison, comparison_lines, get_preset
-from samspec_bench.suites.rollout.profile import parse_prompt_pads, profile
+from samspec_bench.suites.rollout.presets import LENGTH_EVIDENCE, PRESETS, comparison, get_preset
+from samspec_bench.suites.rollout.profile import (AUTO_PROFILE, auto_batch_sizes, check_covers, parse_prompt_pads,
+                                                  profile, profile_document, profile_engine, profile_lines,
+                                                  read_profile, write_profile)
 from samspec_bench.suites.rollout.replay_arm import prepare, run_replay
-from samspec_bench.suites.rollout.sensitivity import run_sensitivity, table_lines
-
+from samspec_bench.suites.rollout.sensitivity import run_sensitivity
+from samspec_bench.suites.rollout.units import STEP_RATIO, priced_by, priced_label, time_basis, to_step_units
 
 DEFINITIONS = {"tail": "steps with no request waiting and running <= the arm's threshold",
-               "speedup_*": "baseline (off) time / arm time, same phase definition",
+               "speedup_*": "baseline (off) time / arm time, same phase definition (seconds: measured or "
+                            "modelled, see time_basis)",
+               "step_ratio_*": "baseline (off) decode steps / arm decode steps: a " + STEP_RATIO + " (no step model)",
+               "tokens_per_step": "(decode steps of requests + accepted drafts) / decode steps of requests (one "
+                                  "request's target forward = one step; 1.0 without speculation)",
+               "drafted_per_step": "draft tokens verified / decode steps of requests (what the drafter proposed)",
+               "verify_tokens_per_token": "tokens the target computed for decoding requests (1 + drafted each) / "
+                                            "tokens they kept (1 + accepted each); 1.0 without speculation",
                "sim_error": "simulated / measured - 1 (measured engines only): time total and tail, speedups, "
-                            "accepted tokens",
+                            "accepted tokens; the simulation priced by the engine's own profile",
+               "sim_error_arms_fit": "the same, the simulation priced by a model fitted on the run's OTHER arms",
+               "extrapolation": "features of the priced steps beyond the range the step model was measured on",
                "dp": "--dp N: total = the slowest instance's time (the rollout ends with it), head / tail its phases; "
                      "speedup_tail pooled over instances; speedup_mean_instance = mean instance time off / on"}
 
 
-def step_model_from(spec: str | None):
-    """The --step-model value as a step-time model (None: constant 1 s per step)."""
-    if not spec:
-        return StepTimeModel.constant(1.0)
-    return load_step_model(spec)
+def is_roofline(spec: str) -> bool:
+    return spec.strip().lower().startswith("roofline")
+
+
+def load_priced(cfg: RolloutConfig) -> tuple[Any, dict[str, Any] | None]:
+    """The --step-model and what it is ("priced_by"): a roofline spec (`load_step_model`), or a
+    profile JSON (format 3 with its engine and date; older formats read too), refused when it
+    never measured the verify steps of a k the run asks for; (None, None) without one."""
+    if not cfg.step_model:
+        return None, None
+    if is_roofline(cfg.step_model):
+        model = load_step_model(cfg.step_model)
+        return model, priced_by(model, cfg.step_model)
+    model, meta = read_profile(cfg.step_model)
+    check_covers(model, [k for k in cfg.ks if k], cfg.step_model)
+    return model, priced_by(model, cfg.step_model, meta)
+
+
+PROFILE_FILE = "step_profile.json"   # a measured rollout's own profile, in its run folder
+
+
+def engine_profiler(cfg: RolloutConfig, n_requests: int):
+    """A profiler for `run_measured`: the AUTO_PROFILE grid on the rollout's own engine, batch
+    sizes up to the rollout's largest batch and every one up to the largest tail threshold (the
+    tail's steps, where small-batch kernels differ most). The profile document is kept on the
+    function (`measure.document`) for the run folder."""
+    def measure(engine):
+        tail = range(1, min(max(cfg.thresholds + [cfg.tail_threshold or 0]), 8) + 1)
+        bs = sorted(set(auto_batch_sizes(min(cfg.max_num_seqs, n_requests))) | set(tail))
+        click.echo(f"rollout: measuring the {cfg.engine} engine's step-time profile (batch sizes {bs}, k={cfg.ks})",
+                   err=True)
+        m, tables, meta = profile_engine(engine, cfg.engine, cfg.model, bs, AUTO_PROFILE["tokens"], cfg.ks,
+                                         threads=cfg.threads, dtype=cfg.dtype, max_num_seqs=cfg.max_num_seqs,
+                                         max_num_batched_tokens=cfg.max_num_batched_tokens, seed=cfg.seed,
+                                         prompt_pads=AUTO_PROFILE["prompt_pads"],
+                                         pad_max_batch=AUTO_PROFILE["pad_max_batch"], kv=kv_options(cfg),
+                                         log=lambda t: click.echo(t, err=True))
+        for line in profile_lines(m, meta):
+            click.echo(line, err=True)
+        note = "measured by `samspec-bench rollout` on its own engine before its arms"
+        measure.document = profile_document(m, tables, meta, note)
+        return m, priced_by(m, f"{PROFILE_FILE} (this run's folder): profile of the {cfg.engine} engine, batch sizes "
+                               f"{bs}, {AUTO_PROFILE['tokens']} tokens, k={cfg.ks}", {**meta, "note": note})
+    measure.document = None
+    return measure
+
+
+def replay(cfg: RolloutConfig, model, priced: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The simulated arms (steps priced by `model`, or counted when it is None), the sensitivity
+    table and the preset's comparison: (run_replay's output, extra summary keys)."""
+    extra: dict[str, Any] = {}
+    rep = prepare(cfg)
+    out = run_replay(cfg, model if model is not None else StepTimeModel.constant(1.0), rep)
+    out["step_model"] = model.describe() if model is not None else None
+    out["step_model_fitted_on"] = cfg.step_model or None
+    out["priced_by"] = priced
+    best = best_setting(out["metrics"])
+    if cfg.sensitivity and best is not None:
+        pl = priced_label(priced) if priced else None
+        out["sensitivity"] = extra["sensitivity"] = run_sensitivity(cfg, rep, out["settings"], best, model or
+                                                                    StepTimeModel.constant(1.0), pl)
+    if cfg.preset:
+        pre = get_preset(cfg.preset)
+        arm = pre_arm(out["metrics"], best)
+        extra["preset"] = {**pre.describe(), "published": pre.published,
+                           "inputs": {"length_dist": cfg.length_dist, "length_evidence": LENGTH_EVIDENCE
+                                      if cfg.length_dist == pre.config_values()["length_dist"] else
+                                      "given with --length-dist", "traces": cfg.traces, "sources": cfg.sources,
+                                      "dp_shard": cfg.dp_shard, "step_model": cfg.step_model,
+                                      "priced_by_kind": (priced or {}).get("kind"),
+                                      "kv_capacity_tokens": cfg.kv_capacity_tokens or "unlimited (assumption)"},
+                           "comparison": comparison(pre, out["metrics"][arm], arm) if arm else None}
+    return out, extra
 
 
 def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, Any]]:
     """Every arm of `cfg`, the run folder under `output` (result.json, step tables, figures).
-    Returns the folder and the result's metrics."""
+    Returns the folder and the result's metrics. Units: seconds when a step model prices the
+    steps (or an engine measured them), decode steps otherwise (`units.to_step_units`)."""
     validate(cfg)
+    model, priced = load_priced(cfg)
+    measured = cfg.engine != "replay"
+    profiler = None
     extra: dict[str, Any] = {}
-    if cfg.engine == "replay":
-        model = step_model_from(cfg.step_model)
-        rep = prepare(cfg)
-        out = run_replay(cfg, model, rep)
-        out["step_model"] = model.describe()
-        out["step_model_fitted_on"] = cfg.step_model or "none: constant 1 s per step (times are step counts)"
-        best = best_setting(out["metrics"])
-        if cfg.sensitivity and best is not None:
-            out["sensitivity"] = extra["sensitivity"] = run_sensitivity(cfg, rep, out["settings"], best, model)
-        if cfg.preset:
-            pre = get_preset(cfg.preset)
-            arm = pre_arm(out["metrics"], best)
-            extra["preset"] = {**pre.describe(), "published": pre.published,
-                               "inputs": {"length_dist": cfg.length_dist, "length_evidence": LENGTH_EVIDENCE
-                                          if cfg.length_dist == pre.config_values()["length_dist"] else
-                                          "given with --length-dist", "traces": cfg.traces, "sources": cfg.sources,
-                                          "dp_shard": cfg.dp_shard, "step_model": cfg.step_model,
-                                          "kv_capacity_tokens": cfg.kv_capacity_tokens or "unlimited (assumption)"},
-                               "comparison": comparison(pre, out["metrics"][arm], arm) if arm else None}
+    if not measured:
+        out, extra = replay(cfg, model, priced)
     else:   # MEASURED_ENGINES (validate refused any other)
-        out = run_measured(cfg, cfg.step_model)
-        best = best_setting(out["metrics"])
+        n_req = (cfg.prompts or MEASURED_PROMPTS) * (cfg.group_size or MEASURED_GROUP_SIZE)
+        profiler = engine_profiler(cfg, n_req)
+        out = run_measured(cfg, model, priced, profiler=profiler)
+    units = "s" if (measured or model is not None) else "steps"
+    basis = time_basis(units, measured, out["priced_by"], cfg.engine)
+    best = best_setting(out["metrics"])
     runp = RunDir(output, SUITE)
-    step_tables = write_steps(runp, out["tables"])
-    figs = make_figures(runp, out, best)
-    summary = {"best_setting": best, "arms": out["metrics"], "workload": out["workload"], "step_tables": step_tables,
+    if profiler is not None and profiler.document is not None:   # reusable: `rollout --step-model <run>/step_profile.json`
+        write_profile(runp.file(PROFILE_FILE), profiler.document)
+    step_tables = write_steps(runp, out["tables"], units)
+    figs = make_figures(runp, out, best, units, basis)
+    extrap = {lbl: (m.get("step_model_extrapolation") or (m.get("sim_fit") or {}).get("extrapolation"))
+              for lbl, m in out["metrics"].items()}
+    extrap = {lbl: e for lbl, e in extrap.items() if e}
+    arms = out["metrics"] if units == "s" else to_step_units(out["metrics"])
+    summary = {"units": units, "measured": measured, "time_basis": basis, "priced_by": out["priced_by"],
+               "speedup_definition": "time ratio off / arm" if units == "s" else STEP_RATIO,
+               "extrapolated": bool(extrap), "extrapolation": extrap or None,
+               "best_setting": best, "best_setting_by": "shortest total time" if units == "s" else "fewest decode steps",
+               "arms": arms, "workload": out["workload"], "step_tables": step_tables,
                "step_model": out["step_model"], "step_model_fitted_on": out["step_model_fitted_on"],
                "definitions": DEFINITIONS, **extra}
+    for key in ("prediction_error", "step_model_arms_fit"):
+        if key in out:
+            summary[key] = out[key]
     runp.write_result(asdict(cfg), summary, figures=figs)
     return runp.path, summary
 
@@ -92,58 +178,11 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
         raise UserError(f"--resume {resume}: rollout runs cannot be resumed; run it again")
     path, summary = run(config, output)
     say = (lambda text: click.echo(text, err=True)) if json_path == "-" else click.echo  # stdout: the JSON only
-    for lbl, m in summary["arms"].items():
-        say(f"{lbl:24s} total {m['total_s']:.3f}s head {m['head_s']:.3f}s tail {m['tail_s']:.3f}s"
-            + (f"  speedup overall {m['speedup_overall']:.3f} tail {m['speedup_tail'] or float('nan'):.3f}"
-               if lbl != "off" else ""))
-    say(f"best setting: {summary['best_setting']}")
-    for line in dp_lines(summary) + preset_lines(summary):
+    for line in summary_lines(summary):
         say(line)
     say(f"results: {path}")
     emit_json(json.loads((path / "result.json").read_text()), json_path)
     return 0
-
-
-def dp_lines(summary: dict[str, Any]) -> list[str]:
-    """Per-instance lines of a sharded run (--dp N)."""
-    dp = summary["workload"].get("dp")
-    if not dp:
-        return []
-    out = [f"data-parallel: {dp['instances']} instances, rule {dp['rule']} ({dp['rule_text']})"]
-    for lbl, m in summary["arms"].items():
-        d = m["dp"]
-        out.append(f"  {lbl}: rollout {m['total_s']:.3f}s (slowest instance {d['slowest_instance']}), mean instance "
-                   f"{d['mean_instance_makespan_s']:.3f}s, idle share {100 * (d['idle_share'] or 0):.1f} %, tail share "
-                   f"{100 * (d['tail_share_pooled'] or 0):.1f} % pooled"
-                   + (f"; speedup overall {m['speedup_overall']:.3f} mean-instance {m['speedup_mean_instance']:.3f} "
-                      f"tail {m['speedup_tail'] or float('nan'):.3f}" if lbl != "off" else ""))
-        for r in m["instances"]:
-            out.append(f"    instance {r['instance']}: {r['requests']} requests, total {r['total_s']:.3f}s, tail "
-                       f"{r['tail_s']:.3f}s ({100 * (r['tail_share'] or 0):.1f} %)"
-                       + (f", speedup {r['speedup_overall']:.3f} (gain {100 * (r['speedup_overall'] - 1):+.2f} %) "
-                          f"tail {r['speedup_tail'] or float('nan'):.3f}" if r.get("speedup_overall") else ""))
-    return out
-
-
-def preset_lines(summary: dict[str, Any]) -> list[str]:
-    """The preset's inputs, its prediction beside the published figures, and the sensitivity table."""
-    out = []
-    pre = summary.get("preset")
-    if pre:
-        inp = pre["inputs"]
-        out += [f"preset {pre['name']}: {pre['model']} on {pre['hardware']} ({pre['mode']}), TP {pre['tp']} x DP "
-                f"{pre['dp']} = {pre['dies']} dies; {pre['prompts']} prompts x {pre['group_size']}, max_num_seqs "
-                f"{pre['max_num_seqs']}, threshold {pre['threshold']}, k {pre['k']}, max response "
-                f"{pre['max_response_len']}",
-                f"  inputs: lengths {inp['length_dist']} ({inp['length_evidence']})",
-                f"          acceptance from {inp['traces']} (sources {inp['sources']}); sharding {inp['dp_shard']}; "
-                f"KV cache {inp['kv_capacity_tokens']}",
-                f"          step model {inp['step_model']} (MODELLED times)"]
-        if pre["comparison"]:
-            out += comparison_lines(pre["comparison"])
-    if summary.get("sensitivity"):
-        out += table_lines(summary["sensitivity"])
-    return out
 
 
 @click.group(SUITE, invoke_without_command=True)
@@ -177,8 +216,10 @@ def preset_lines(summary: dict[str, Any]) -> list[str]:
 @click.option("-k", "--num-spec-tokens", "ks", default=None, help="Comma-separated k to sweep (default 3).")
 @click.option("--arms", default=None, help="Comma-separated arms (default off,always,threshold).")
 @click.option("--tail-threshold", type=int, default=None, help="Tail definition for the always-on arm (default: first threshold).")
-@click.option("--step-model", default=None, help="Step-time model JSON from `rollout profile`, or "
-              "roofline:hardware=H100,model=Qwen/Qwen3-32B,tp=8[,dtype=bfloat16][,mode=eager|graph] (modelled).")
+@click.option("--step-model", default=None,
+              help="Prices the steps in seconds: a profile JSON from `rollout profile` (measured on your engine), or "
+                   f"{ROOFLINE_HELP} (modelled hardware). Without it a replay reports decode steps, not time; a "
+                   "measured engine profiles itself first.")
 @click.option("--dp", type=int, default=None,
               help="Replay: data-parallel engine instances the requests are sharded over (default 1); each has its "
                    "own --max-num-seqs and KV cache, the rollout ends at the slowest.")
@@ -205,19 +246,35 @@ def command(ctx, output, json_path, **params):
 
 
 @command.command("profile")
+@click.option("--engine", "engine_name", type=click.Choice(["reference", "vllm"]), default="reference",
+              show_default=True, help="The engine to measure: the reference PyTorch engine, or vLLM (SAM's proposer "
+                                      "drafting an oracle continuation, so every verify step has k + 1 tokens).")
 @click.option("--model", default=BUILTIN_MODEL, show_default=True)
-@click.option("--batch-sizes", default="1,2,4,8,16", show_default=True)
+@click.option("--batch-sizes", default="1,2,4,8,16", show_default=True, help="Running batches to measure.")
 @click.option("--tokens", type=int, default=24, show_default=True, help="Tokens generated per request.")
-@click.option("-k", "k", type=int, default=3, show_default=True)
+@click.option("-k", "ks", default="3", show_default=True,
+              help="Comma-separated draft lengths: verify steps of k + 1 tokens per request are measured for each.")
 @click.option("--prompt-pad", default="0,256", show_default=True,
               help="Comma-separated extra prompt tokens per run (varies the context apart from the batch size).")
+@click.option("--pad-max-batch", type=int, default=None,
+              help="Run the prompt pads after the first only at batch sizes up to this (default: every batch size; "
+                   "long prompts at large batches cost most of a profile's time).")
 @click.option("--threads", type=int, default=1, show_default=True)
 @click.option("--dtype", default="float32", show_default=True)
-@click.option("--output", default="step_model.json", show_default=True, help="Where to write the model JSON.")
-def profile_command(model, batch_sizes, tokens, k, prompt_pad, threads, dtype, output):
-    """Measure the reference engine's step time vs batch size / tokens and fit a step-time model."""
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--engine-arg", "engine_arg", multiple=True,
+              help="vLLM engine argument key=value (repeatable; e.g. tensor_parallel_size=2).")
+@click.option("--output", default="step_profile.json", show_default=True, help="Where to write the profile JSON.")
+def profile_command(engine_name, model, batch_sizes, tokens, ks, prompt_pad, pad_max_batch, threads, dtype, seed,
+                    engine_arg, output):
+    """Measure an engine's step time vs running batch, tokens per request (1 and k + 1) and context; fit a
+    step-time model and write the profile JSON (format 3) that `rollout --step-model` prices with."""
     pads = parse_prompt_pads(prompt_pad)
-    m, _ = profile(model, int_list(batch_sizes, "--batch-sizes"), tokens, k, threads, dtype, prompt_pads=pads)
-    m.save(output)
-    click.echo(json.dumps(m.describe(), indent=1))
-    click.echo(f"step model: {output}")
+    args = parse_engine_args(engine_arg) if engine_arg else None
+    m, tables, meta = profile(model, int_list(batch_sizes, "--batch-sizes"), tokens, int_list(ks, "-k"), threads, dtype,
+                              seed=seed, prompt_pads=pads, engine=engine_name, engine_args=args,
+                              log=lambda t: click.echo(t, err=True), pad_max_batch=pad_max_batch)
+    path = write_profile(output, profile_document(m, tables, meta))
+    for line in profile_lines(m, meta):
+        click.echo(line)
+    click.echo(f"profile: {path}")

@@ -125,6 +125,9 @@ def validate(cfg: RolloutConfig) -> None:
                         "instances and cannot share a drafter; use --dp-shard group or --sources own")
     if cfg.sensitivity:
         lognormal_params(cfg.length_dist, "--sensitivity")
+    if cfg.preset and not cfg.step_model:   # its comparison is in seconds: step counts cannot stand beside them
+        raise UserError(f"--preset {cfg.preset} with an empty --step-model: the published figures are times; leave "
+                        "--step-model out (the preset's roofline model) or give a profile JSON")
     if cfg.engine in MEASURED_ENGINES and (cfg.dp != 1 or cfg.sensitivity):
         raise UserError(f"--dp / --sensitivity with --engine {cfg.engine}: data-parallel instances and the "
                         "sensitivity table are simulated; use --engine replay")

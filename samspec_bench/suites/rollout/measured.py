@@ -1,11 +1,15 @@
 """The measured arms of `samspec-bench rollout` (engines reference and vllm): the arms run on
 a real engine, repeated and interleaved; each is also predicted by the simulation of the same
-workload, priced by a step-time model fitted on the OTHER arms (or a `rollout profile`
-model), with the prediction's error and the features that model could not identify."""
+workload priced by the engine's own profile (`--step-model`, or a short `rollout profile`
+measured on the same engine before the arms), with the prediction's error (`sim_error`:
+simulated / measured - 1 of total and tail time), the features the profile could not price and
+where the arms reach beyond its measured range. A second, diagnostic prediction prices each arm
+with a model fitted on the OTHER arms of the run (`sim_error_arms_fit`: out of sample, but from
+the run itself)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -13,8 +17,7 @@ from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.bench.engines.factory import make_engine
 from samspec_bench.bench.simulation.profiles import profiles_for
 from samspec_bench.bench.simulation.scheduler import reprice, simulate
-from samspec_bench.bench.simulation.step_model import StepTimeModel, fit_from_steps, step_features
-from samspec_bench.bench.simulation.step_models import load_step_model
+from samspec_bench.bench.simulation.step_model import StepTimeModel, extrapolation, fit_from_steps, step_features
 from samspec_bench.sam import SamDrafter
 from samspec_bench.suites.rollout.config import (MEASURED_GROUP_SIZE, MEASURED_PROMPTS, REFERENCE_LENGTHS,
                                                  RolloutConfig, arm_policy, arm_settings, draw_lengths, kv_options,
@@ -64,14 +67,10 @@ def median_of_repeats(gens) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str
 
 # ---------- step models and their prediction ----------
 
-def arm_step_models(measured: dict[str, dict], path: str | None):
-    """Step-time model per arm for predicting it: the profile's model when given, otherwise a
-    leave-one-arm-out fit (every other measured arm; the predicted arm's own times are never
-    used). '__all__': the fit on every arm (in sample; saved with the result for reuse)."""
+def arm_step_models(measured: dict[str, dict]):
+    """Leave-one-arm-out step-time models: per arm, a fit on every OTHER measured arm (the
+    predicted arm's own times are never used); '__all__': the fit on every arm (in sample)."""
     labels = list(measured)
-    if path:
-        m = load_step_model(path)
-        return {lbl: m for lbl in labels + ["__all__"]}, {lbl: path for lbl in labels + ["__all__"]}
     models, fitted_on = {}, {}
     for lbl in labels:
         others = [o for o in labels if o != lbl]
@@ -97,6 +96,21 @@ def prediction_error(measured: dict[str, Any], simulated: dict[str, Any]) -> dic
     return {"total": sm["total_s"] / m["total_s"] - 1 if m["total_s"] > 0 else None,
             "tail": sm["tail_s"] / m["tail_s"] - 1 if m["tail_s"] > 0 else None,
             "accepted": sm["accepted"] / m["accepted"] - 1 if m["accepted"] else None}
+
+
+def error_summary(metrics: dict[str, dict], goal: float = 0.10) -> dict[str, Any]:
+    """The simulation's prediction error over the measured arms: per arm total and tail
+    (simulated / measured - 1), the largest absolute ones, and whether both are within `goal`."""
+    per = {lbl: {"total": (m.get("sim_error") or {}).get("total"), "tail": (m.get("sim_error") or {}).get("tail")}
+           for lbl, m in metrics.items()}
+    worst = {}
+    for key in ("total", "tail"):
+        vals = [abs(v[key]) for v in per.values() if v[key] is not None]
+        worst[key] = max(vals) if vals else None
+    return {"per_arm": per, "max_abs_total": worst["total"], "max_abs_tail": worst["tail"], "goal": goal,
+            "within_goal": (worst["total"] is not None and worst["total"] <= goal
+                            and (worst["tail"] is None or worst["tail"] <= goal)),
+            "definition": "simulated / measured - 1; the simulation priced by the engine's own profile"}
 
 
 def speedup_error(measured: float | None, simulated: float | None) -> float | None:
@@ -149,9 +163,14 @@ def rollout_requests(cfg: RolloutConfig, tok, n_prompts: int, n: int, lengths: n
 
 # ---------- the run ----------
 
-def run_measured(cfg: RolloutConfig, step_model_path: str | None) -> dict[str, Any]:
-    """Measured arms on the reference or vLLM engine, plus the simulation's prediction of each."""
+def run_measured(cfg: RolloutConfig, step_model: Any = None, priced: dict[str, Any] | None = None,
+                 profiler: Callable[[Any], tuple[Any, dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """Measured arms on the reference or vLLM engine, plus the simulation's prediction of each,
+    priced by `step_model` (described by `priced`), or when it is None by the model that
+    `profiler(engine)` measures on the same engine before the arms (returns (model, priced))."""
     validate(cfg)
+    if step_model is None and profiler is None:
+        raise ValueError("run_measured needs a step model or a profiler")
     import torch  # imports torch: the measured engines run on it
 
     torch.set_num_threads(cfg.threads)
@@ -161,6 +180,8 @@ def run_measured(cfg: RolloutConfig, step_model_path: str | None) -> dict[str, A
                            cfg.max_response_len)
     reqs = rollout_requests(cfg, engine.tokenizer, n_prompts, n, lengths)
     engine.generate(reqs[:2])  # warm-up (allocations, first-call overheads)
+    if step_model is None:
+        step_model, priced = profiler(engine)
     settings = arm_settings(cfg)
     gens, runs = {}, {}
     for _ in range(cfg.repeats):   # arms interleaved, so slow phases of a busy machine hit every arm
@@ -191,7 +212,7 @@ def run_measured(cfg: RolloutConfig, step_model_path: str | None) -> dict[str, A
         match[s["label"]] = bool(same)
         if same:
             ms["context_tokens"] = r.steps["context_tokens"]
-    models, fitted_on = arm_step_models(measured, step_model_path)
+    arm_models, fitted_on = arm_step_models(measured)
     metrics, sims = {}, {}
     off_out = gens["off"].outputs
     for s in settings:
@@ -209,19 +230,24 @@ def run_measured(cfg: RolloutConfig, step_model_path: str | None) -> dict[str, A
             ok = (sum(r["drafted"] for r in ta) == int(measured[lbl]["num_drafted"][tail].sum())
                   and sum(r["accepted"] for r in ta) == int(measured[lbl]["num_accepted"][tail].sum()))
             m["tail_acceptance_by_position"] = ta if ok else None
-        sims[lbl] = reprice(base[lbl], models[lbl])
+        sims[lbl] = reprice(base[lbl], step_model)
         sm = arm_metrics(sims[lbl].steps, sims[lbl].finish_time_s, T)
         m["simulated"] = sm
-        m["sim_fit"] = {"fitted_on": fitted_on[lbl], "identified": getattr(models[lbl], "fit", {}).get("identified"),
-                        "unidentified_but_used": unidentified_used(models[lbl], measured[lbl])}
+        m["sim_fit"] = {"priced_by": (priced or {}).get("source"), "kind": (priced or {}).get("kind"),
+                        "unidentified_but_used": unidentified_used(step_model, measured[lbl]),
+                        "extrapolation": extrapolation(step_model, sims[lbl].steps) or None}
         m["sim_error"] = prediction_error(m, sm)
+        loao = reprice(base[lbl], arm_models[lbl])
+        m["sim_error_arms_fit"] = {**prediction_error(m, arm_metrics(loao.steps, loao.finish_time_s, T)),
+                                   "fitted_on": fitted_on[lbl], "identified": arm_models[lbl].fit.get("identified"),
+                                   "unidentified_but_used": unidentified_used(arm_models[lbl], measured[lbl])}
         metrics[lbl] = m
     add_speedups(metrics, settings, measured["off"], cfg.thresholds[0])
-    for s in settings:   # simulated speedups: the baseline priced with the arm's own model
+    off_sim = reprice(base["off"], step_model)
+    for s in settings:   # simulated speedups: the simulated baseline over the simulated arm
         lbl = s["label"]
         if lbl == "off":
             continue
-        off_sim = reprice(base["off"], models[lbl])
         sm = {"off": arm_metrics(off_sim.steps, off_sim.finish_time_s, metrics[lbl]["tail_threshold"]),
               lbl: metrics[lbl]["simulated"]}
         add_speedups(sm, [s], off_sim.steps, cfg.thresholds[0])
@@ -233,7 +259,9 @@ def run_measured(cfg: RolloutConfig, step_model_path: str | None) -> dict[str, A
         tables[s["label"] + " [sim]"] = ("simulated", sims[s["label"]].steps)
     engine.close()
     return {"settings": settings, "metrics": metrics, "tables": tables, "finish": finish,
-            "step_model": models["__all__"].describe(), "step_model_fitted_on": fitted_on["__all__"],
+            "step_model": step_model.describe(), "step_model_fitted_on": (priced or {}).get("source"),
+            "priced_by": priced, "step_model_arms_fit": arm_models["__all__"].describe(),
+            "prediction_error": error_summary(metrics),
             "workload": {"requests": len(reqs), "prompts": n_prompts, "group_size": n,
                          "lengths": {"min": int(lengths.min()), "median": float(np.median(lengths)),
                                      "max": int(lengths.max()), "dist": cfg.length_dist or REFERENCE_LENGTHS}}}

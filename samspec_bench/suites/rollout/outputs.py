@@ -1,6 +1,7 @@
 """Outputs of `samspec-bench rollout`: the per-step tables (Parquet, and CSV up to a size) and
 the figures (running requests vs time with the tail shaded, step time vs batch, the CCDF; with
---dp, running requests per instance; with a sensitivity table, its heatmap).
+--dp, running requests per instance; with a sensitivity table, its heatmap), their axes in the
+run's units (`units`: seconds, measured or modelled by a named step model, or decode steps).
 pandas and matplotlib are imported when the outputs are written (slow imports, not needed
 by the rest of the suite)."""
 
@@ -16,16 +17,19 @@ CSV_MAX_ROWS = 1_000_000   # above this the CSV (hundreds of MB at RL scale) is 
 SCATTER_MAX = 50_000       # points per arm in the step-time scatter
 
 
-def write_steps(run, tables: dict[str, tuple[str, dict]]) -> dict[str, Any]:
+def write_steps(run, tables: dict[str, tuple[str, dict]], units: str = "s") -> dict[str, Any]:
     """The per-step table of every arm as steps.parquet and, up to CSV_MAX_ROWS rows, steps.csv
-    (same rows and columns)."""
+    (same rows and columns). In step units the tables hold no time: `clock_steps` (steps so far)
+    instead of time_s / clock_s."""
     df = steps_frame(tables)
+    if units == "steps":
+        df = df.drop(columns=["time_s"]).rename(columns={"clock_s": "clock_steps"})
     df.to_parquet(run.file("steps.parquet"), index=False, engine="pyarrow")
     files = ["steps.parquet"]
     if len(df) <= CSV_MAX_ROWS:
         df.to_csv(run.file("steps.csv"), index=False)
         files.insert(0, "steps.csv")
-    return {"files": files, "rows": int(len(df)),
+    return {"files": files, "rows": int(len(df)), "units": units,
             "csv": None if len(df) <= CSV_MAX_ROWS else f"left out: {len(df)} rows > {CSV_MAX_ROWS}; read steps.parquet"}
 
 
@@ -48,6 +52,10 @@ def _save(fig, run, name: str) -> str:
     return name
 
 
+def _short(text: str, n: int = 110) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def main_table(out: dict[str, Any], label: str) -> dict:
     """An arm's step table for the one-timeline figures: with --dp, its slowest instance's."""
     if "instance_tables" in out:
@@ -55,16 +63,21 @@ def main_table(out: dict[str, Any], label: str) -> dict:
     return out["tables"][label][1]
 
 
-def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
+def make_figures(run, out: dict[str, Any], best: str | None, units: str = "s", basis: str = "") -> list[str]:
+    """The figures, their axes in the rollout's units: seconds (measured or modelled, `basis`
+    says which, in the titles) or decode steps (no step-time figure then: every step counts 1)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     figs = []
     tables = out["tables"]
+    steps = units == "steps"
+    xlab = "decode steps (not time: no step model)" if steps else "time (s)"
+    sub = "" if steps else f"\n{_short(basis)}"
     thr = [lbl for lbl, m in out["metrics"].items() if lbl.startswith("threshold")]
     best_thr = min(thr, key=lambda lbl: out["metrics"][lbl]["total_s"]) if thr else None
     show = list(dict.fromkeys(lbl for lbl in ("off", best_thr, best) if lbl))  # the seed's figure: off vs threshold
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(8, 4.4))
     for lbl in show:
         src, st = tables[lbl][0], main_table(out, lbl)
         T = out["metrics"][lbl]["tail_threshold"]
@@ -76,52 +89,55 @@ def make_figures(run, out: dict[str, Any], best: str | None) -> list[str]:
             first = int(np.argmax(tail))
             start = float(st["clock_s"][first - 1]) if first > 0 else 0.0
             ax.axvspan(start, float(st["clock_s"][-1]), color=line.get_color(), alpha=0.12)
-    ax.set_xlabel("time (s)")
+    ax.set_xlabel(xlab)
     ax.set_ylabel("running requests")
-    ax.set_title("Running requests vs time (shaded: long tail, running <= threshold)"
-                 + (" - slowest instance" if "instance_tables" in out else ""))
+    ax.set_title(f"Running requests vs {'step' if steps else 'time'} (shaded: long tail, running <= threshold)"
+                 + (" - slowest instance" if "instance_tables" in out else "") + sub, fontsize=9)
     ax.legend(loc="upper right")
     figs.append(_save(fig, run, "running_vs_time.png"))
     if "instance_tables" in out:
-        figs.append(dp_figure(run, out, list(dict.fromkeys(lbl for lbl in ("off", best_thr or best) if lbl))))
+        figs.append(dp_figure(run, out, list(dict.fromkeys(lbl for lbl in ("off", best_thr or best) if lbl)),
+                              units, basis))
     if out.get("sensitivity"):
         figs.append(sensitivity_figure(run, out["sensitivity"]))
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for lbl in show:
-        src, st = tables[lbl]
-        every = max(1, len(st["time_s"]) // SCATTER_MAX)   # RL-scale tables: every n-th step is enough to see
-        ax.scatter(st["num_running"][::every], st["time_s"][::every] * 1e3, s=6, alpha=0.4,
-                   label=f"{lbl} ({src})" + (f", every {every}th step" if every > 1 else ""))
-        if lbl + " [sim]" in tables:   # the step-time model's prediction of the same steps
-            sst = tables[lbl + " [sim]"][1]
-            ax.scatter(sst["num_running"], sst["time_s"] * 1e3, s=10, marker="x", alpha=0.5,
-                       label=f"{lbl} (step model)")
-    ax.set_yscale("log")   # prefill steps are orders of magnitude longer than decode steps
-    ax.set_xlabel("batch size (requests in the step)")
-    ax.set_ylabel("step time (ms)")
-    ax.legend(loc="upper left")
-    figs.append(_save(fig, run, "step_time_vs_batch.png"))
+    if not steps:
+        fig, ax = plt.subplots(figsize=(6, 4.4))
+        for lbl in show:
+            src, st = tables[lbl]
+            every = max(1, len(st["time_s"]) // SCATTER_MAX)   # RL-scale tables: every n-th step is enough to see
+            ax.scatter(st["num_running"][::every], st["time_s"][::every] * 1e3, s=6, alpha=0.4,
+                       label=f"{lbl} ({src})" + (f", every {every}th step" if every > 1 else ""))
+            if lbl + " [sim]" in tables:   # the step-time model's prediction of the same steps
+                sst = tables[lbl + " [sim]"][1]
+                ax.scatter(sst["num_running"], sst["time_s"] * 1e3, s=10, marker="x", alpha=0.5,
+                           label=f"{lbl} (step model)")
+        ax.set_yscale("log")   # prefill steps are orders of magnitude longer than decode steps
+        ax.set_xlabel("batch size (requests in the step)")
+        ax.set_ylabel("step time (ms)")
+        ax.set_title("Step time vs batch" + sub, fontsize=9)
+        ax.legend(loc="upper left")
+        figs.append(_save(fig, run, "step_time_vs_batch.png"))
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(6, 4.4))
     for lbl in show:
         f = np.sort(np.asarray(out["finish"][lbl], dtype=float))
         f = f[np.isfinite(f)]
         if f.size:
             ax.step(f, 1 - np.arange(1, f.size + 1) / f.size, where="post", label=lbl)
     ax.set_yscale("symlog", linthresh=0.01)
-    ax.set_xlabel("completion time (s)")
+    ax.set_xlabel("completion step (not time)" if steps else "completion time (s)")
     ax.set_ylabel("P(completion > t)")
+    if sub:
+        ax.set_title(sub.strip(), fontsize=9)
     ax.legend(loc="lower left")
     figs.append(_save(fig, run, "ccdf.png"))
     return figs
 
 
-
-
-def dp_figure(run, out: dict[str, Any], labels: list[str]) -> str:
-    """Running requests per instance over time, one panel per arm (off and the threshold arm),
-    one line per instance; time in the step model's seconds."""
+def dp_figure(run, out: dict[str, Any], labels: list[str], units: str = "s", basis: str = "") -> str:
+    """Running requests per instance over time (or decode steps without a step model), one panel
+    per arm (off and the threshold arm), one line per instance."""
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(len(labels), 1, figsize=(9, 3.2 * len(labels)), sharex=True, squeeze=False)
     n = len(out["instance_tables"][labels[0]])
@@ -134,15 +150,17 @@ def dp_figure(run, out: dict[str, Any], labels: list[str]) -> str:
         T = out["metrics"][lbl]["tail_threshold"]
         ax.axhline(T, color="grey", ls=":", lw=0.8)
         ax.set_ylabel("running requests")
-        ax.set_title(f"{lbl}: {n} instances, simulated (dotted: threshold {T})")
+        ax.set_title(f"{lbl}: {n} instances, simulated (dotted: threshold {T})", fontsize=9)
         if n <= 8:
             ax.legend(fontsize=7, ncol=4, loc="upper right")
-    axes[-1, 0].set_xlabel("time (s, step model)")
+    axes[-1, 0].set_xlabel("decode steps (not time: no step model)" if units == "steps"
+                           else "time (s), " + _short(basis, 90))
     return _save(fig, run, "dp_running_vs_time.png")
 
 
 def sensitivity_figure(run, block: dict[str, Any]) -> str:
-    """The sensitivity grid as a heatmap of the predicted gain (%)."""
+    """The sensitivity grid as a heatmap of the predicted gain (%): of modelled time, or of
+    decode steps when no step model priced the run (the title says which)."""
     import matplotlib.pyplot as plt
     fs, ss = block["median_factors"], block["truncated_shares"]
     g = np.array([[next(r["gain_pct"] for r in block["rows"] if r["median_factor"] == f and r["truncated_share"] == s)
@@ -156,6 +174,8 @@ def sensitivity_figure(run, block: dict[str, Any]) -> str:
     ax.set_yticks(range(len(fs)), [f"x{f:g}" for f in fs])
     ax.set_xlabel("responses truncated at the maximum")
     ax.set_ylabel("median response length")
-    ax.set_title(f"modelled gain (off/on - 1), {block['arm']}", fontsize=9)
-    fig.colorbar(im, ax=ax, label="gain %")
+    steps = block.get("units") == "steps"
+    ax.set_title(("decode-step gain (off/on - 1; NOT time: no step model)" if steps
+                  else "modelled gain (off/on - 1) of rollout time") + f", {block['arm']}", fontsize=9)
+    fig.colorbar(im, ax=ax, label="step-count gain %" if steps else "gain % (modelled)")
     return _save(fig, run, "sensitivity.png")

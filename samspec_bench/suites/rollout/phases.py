@@ -42,18 +42,34 @@ def completion_stats(finish) -> dict[str, float]:
 
 
 def arm_metrics(steps: Mapping[str, np.ndarray], finish, T: int) -> dict[str, Any]:
-    """One arm's phases, step counts, drafted / accepted / emitted tokens, preemptions and
-    completion times."""
+    """One arm's phases, step counts, drafted / accepted / emitted tokens and their cost
+    (`acceptance_cost`), preemptions and completion times."""
     m = phase_split(steps, T)
     m["tail_threshold"] = T
     m["steps"] = int(len(steps["time_s"]))
     m["spec_steps"] = int(steps["speculative"].sum())
     d, a, e = (int(steps[c].sum()) for c in ("num_drafted", "num_accepted", "num_emitted"))
-    m.update(drafted=d, accepted=a, emitted=e, acceptance_rate=(a / d) if d else None)
+    m.update(drafted=d, accepted=a, emitted=e, acceptance_rate=(a / d) if d else None,
+             decode_request_steps=int(np.sum(steps["num_decode_reqs"])) if "num_decode_reqs" in steps else None)
+    m.update(acceptance_cost(m))
     if "num_preempted" in steps:
         m["preemptions"] = int(np.sum(steps["num_preempted"]))
     m["completion"] = completion_stats(finish)
     return m
+
+
+def acceptance_cost(m: Mapping[str, Any]) -> dict[str, float | None]:
+    """What the arm drafted for what it kept, from its summed counts, per decode step of a
+    request (n of them): tokens_per_step = (n + accepted) / n (each step keeps its accepted
+    drafts and one token of its own), drafted_per_step = drafted / n, verify_tokens_per_token
+    = (n + drafted) / (n + accepted) (target tokens computed per token kept; 1.0 without
+    speculation). Counted from the decode steps alone: an engine's `num_emitted` also holds
+    the first token each prefill samples."""
+    n, d, a = m["decode_request_steps"], m["drafted"], m["accepted"]
+    if n is None:   # a table without per-request decode counts
+        return {"tokens_per_step": None, "drafted_per_step": None, "verify_tokens_per_token": None}
+    return {"tokens_per_step": ratio(n + a, n), "drafted_per_step": ratio(d, n),
+            "verify_tokens_per_token": ratio(n + d, n + a)}
 
 
 def ratio(a, b):
@@ -109,9 +125,10 @@ def dp_arm_metrics(instance_steps, instance_finish, T: int, finish_all, requests
     slow = int(np.argmax(mk))
     m: dict[str, Any] = {k: per[slow][k] for k in ("total_s", "head_s", "tail_s", "tail_steps", "head_steps")}
     m["tail_threshold"] = T
-    for k in ("steps", "spec_steps", "drafted", "accepted", "emitted", "preemptions"):
-        m[k] = int(sum(p.get(k, 0) for p in per))
+    for k in ("steps", "spec_steps", "drafted", "accepted", "emitted", "preemptions", "decode_request_steps"):
+        m[k] = int(sum(p.get(k) or 0 for p in per))
     m["acceptance_rate"] = ratio(m["accepted"], m["drafted"])
+    m.update(acceptance_cost(m))
     m["completion"] = completion_stats(finish_all)
     tail = np.array([p["tail_s"] for p in per])
     m["dp"] = {"instances": len(per), "slowest_instance": slow, "instance_makespan_s": mk.tolist(),

@@ -123,7 +123,7 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
             m = arm_metrics(r.steps, r.finish_time_s, T)
             ta, steps = r.tail_acceptance, r.steps
         m["sim_seconds"] = time.perf_counter() - t0
-        m["step_model_extrapolation"] = (extrapolation(step_model, steps) or None) if hasattr(step_model, "fit") else None
+        m["step_model_extrapolation"] = extrapolation(step_model, steps) or None   # a roofline claims no range
         if ta is not None:
             m["tail_acceptance_by_position"] = tail_acceptance_rows(ta)
         sims[s["label"]] = r

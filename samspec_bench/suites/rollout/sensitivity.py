@@ -20,12 +20,15 @@ import numpy as np
 
 from samspec_bench.suites.rollout.config import RolloutConfig, lognormal_params
 from samspec_bench.suites.rollout.replay_arm import Replay, simulate_arms
+from samspec_bench.suites.rollout.units import to_step_units
 
 MEDIAN_FACTORS = (0.5, 1.0, 2.0)
 TRUNCATED_SHARES = (0.0, 0.05, 0.20)
 DEFINITION = ("gain = off / on - 1 of the rollout time (slowest instance), in %; tail = pooled tail speedup; lengths: "
               "a share of requests at exactly the maximum, the rest lognormal(median x factor, the run's sigma) "
               "redrawn below the maximum")
+DEFINITION_STEPS = DEFINITION.replace("rollout time (slowest instance)", "decode steps (slowest instance; no step "
+                                      "model: not time)").replace("tail speedup", "tail step-count ratio")
 
 
 def mixture_lengths(median: float, sigma: float, truncated_share: float, n: int, seed: int, lo: int, hi: int
@@ -46,8 +49,11 @@ def mixture_lengths(median: float, sigma: float, truncated_share: float, n: int,
     return x.astype(np.int64)
 
 
-def run_sensitivity(cfg: RolloutConfig, rep: Replay, settings, label: str, step_model) -> dict[str, Any]:
-    """The grid for the arm `label` of `settings` (and the off baseline)."""
+def run_sensitivity(cfg: RolloutConfig, rep: Replay, settings, label: str, step_model,
+                    priced: str | None = None) -> dict[str, Any]:
+    """The grid for the arm `label` of `settings` (and the off baseline). `priced`: what priced
+    the steps (a label); None: no step model, the grid is in decode steps (step-count ratios,
+    not time)."""
     med, sigma = lognormal_params(cfg.length_dist, "--sensitivity")
     pick = [s for s in settings if s["label"] in ("off", label)]
     t0 = time.perf_counter()
@@ -65,26 +71,32 @@ def run_sensitivity(cfg: RolloutConfig, rep: Replay, settings, label: str, step_
                          "gain_mean_instance_pct": None if smi is None else 100.0 * (smi - 1.0),
                          "speedup_tail": m.get("speedup_tail"), "off_s": metrics["off"]["total_s"],
                          "on_s": m["total_s"]})
-    return {"arm": label, "length_dist": cfg.length_dist, "sigma": sigma, "median_factors": list(MEDIAN_FACTORS),
-            "truncated_shares": list(TRUNCATED_SHARES), "definition": DEFINITION, "rows": rows,
-            "seconds": time.perf_counter() - t0, "provenance": "modelled (simulation priced by the run's step model)"}
+    block = {"arm": label, "length_dist": cfg.length_dist, "sigma": sigma, "median_factors": list(MEDIAN_FACTORS),
+             "truncated_shares": list(TRUNCATED_SHARES), "definition": DEFINITION, "rows": rows,
+             "seconds": time.perf_counter() - t0}
+    if priced is None:   # no step model: counts, and every key says so
+        return {**block, "units": "steps", "rows": to_step_units(rows), "definition": DEFINITION_STEPS,
+                "provenance": "decode steps of the simulation (no step model: a step-count gain, not time)"}
+    return {**block, "units": "s", "provenance": f"modelled: the simulation {priced}"}
 
 
 def table_lines(block: dict[str, Any]) -> list[str]:
     """The grid as terminal lines: rows = median, columns = truncated share; cells 'gain % / tail x'."""
     shares = block["truncated_shares"]
-    out = [f"sensitivity (MODELLED, arm {block['arm']}): gain % / tail speedup vs median length and share truncated "
-           f"at the maximum",
+    steps = block.get("units") == "steps"
+    what = "DECODE STEPS, not time: step-count gain % / tail step ratio" if steps else "MODELLED: gain % / tail speedup"
+    out = [f"sensitivity ({what}; arm {block['arm']}) vs median length and share truncated at the maximum",
            f"  {'median (tokens)':>18s} " + " ".join(f"{f'{100 * s:.0f} % truncated':>22s}" for s in shares)]
     for f in block["median_factors"]:
         cells = []
         for s in shares:
             r = next(r for r in block["rows"] if r["median_factor"] == f and r["truncated_share"] == s)
             g = "n/a" if r["gain_pct"] is None else f"{r['gain_pct']:+.2f} %"
-            t = "n/a" if r["speedup_tail"] is None else f"{r['speedup_tail']:.2f}x"
+            tail = r.get("step_ratio_tail" if steps else "speedup_tail")
+            t = "n/a" if tail is None else f"{tail:.2f}x"
             cells.append(f"{g + ' / ' + t:>22s}")
         med = next(r["median_tokens"] for r in block["rows"] if r["median_factor"] == f)
         head = f"x{f:g} ({med:.0f})"
         out.append(f"  {head:>18s} " + " ".join(cells))
-    out.append(f"  ({block['definition']})")
+    out.append(f"  ({block['definition']}; {block.get('provenance', 'modelled')})")
     return out

@@ -130,6 +130,8 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
         if cmd is None:
             run_workload(step_dir, options, resume_dir)
         else:
+            if plan.prepare is not None:
+                plan.prepare(suite_params(cmd, step.name, options))
             code = run_suite(module, cmd, step.name, options, args, step_dir, resume_dir)
     except KeyboardInterrupt:
         st["seconds"], st["cpu_seconds"] = time.perf_counter() - t0, cpu_seconds() - cpu0
