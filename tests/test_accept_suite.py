@@ -139,6 +139,24 @@ def test_engine_profile_sets_the_verify_cost(subset, qwen3_tokenizer_dir, tmp_pa
     assert "k=8" in got.err
 
 
+def test_measured_verify_cost_prices_the_sam_draft_length(subset, qwen3_tokenizer_dir, tmp_path, capsys):
+    """A measured verify cost sets the evidence policy's cost per draft token, (r - 1) / k: a
+    dearer verify drafts fewer tokens; the assumed ratio leaves the default policy alone."""
+    def run(extra, out):
+        args = base_args(subset, qwen3_tokenizer_dir, tmp_path / out) + ["--drafter", "sam,ngram", "--json", "-"]
+        return json.loads(run_cli(args + extra, capsys).out)["metrics"]
+
+    cheap = run(["--verify-cost-ratio", "1.3"], "cheap")
+    dear = run(["--verify-cost-ratio", "3.4"], "dear")
+    assumed = run([], "assumed")
+    assert cheap["sam k=3 own"]["options"]["length"] == "evidence:cost=0.1"
+    assert dear["sam k=3 own"]["options"]["length"] == "evidence:cost=0.8"
+    assert "length" not in assumed["sam k=3 own"]["options"]
+    assert "length" not in cheap["ngram k=3 own"]["options"]    # only sam's policy is priced
+    assert dear["sam k=3 own"]["drafted_per_step"] < cheap["sam k=3 own"]["drafted_per_step"]
+    assert dear["ngram k=3 own"]["drafted_per_step"] == cheap["ngram k=3 own"]["drafted_per_step"]
+
+
 def test_resume_continues_and_reproduces(subset, qwen3_tokenizer_dir, tmp_path, capsys):
     out = tmp_path / "res"
     args = base_args(subset, qwen3_tokenizer_dir, out) + ["-k", "3,5", "--sources", "own,group"]

@@ -8,7 +8,7 @@ import dataclasses
 import importlib.util
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -24,6 +24,7 @@ from samspec_bench.trace_formats import FORMATS, expand
 SUITE = "accept"
 ENGINES = ("replay", "reference", "vllm")  # vllm: samspec_bench.bench.engines.vllm.adapter (needs vLLM installed)
 DEFAULT_VERIFY_COST_RATIO = 1.0
+MAX_DRAFT_TOKEN_COST = 0.95  # the evidence policy takes a cost in [0, 1): at 1 a draft never pays
 VERIFY_COST_ASSUMPTION = ("assumed: a (k+1)-token verify step costs as much as a 1-token decode step "
                           "(memory-bound decode at small batch); an upper bound on the speedup. Pass "
                           "--verify-cost-ratio or --engine-profile with a measured value")
@@ -226,6 +227,24 @@ def build_configs(cfg: AcceptConfig) -> list[DraftConfig]:
                 if dc.label not in seen:
                     seen.add(dc.label)
                     out.append(dc)
+    return out
+
+
+def priced_draft_length(configs: list[DraftConfig], costs: dict[int, dict[str, Any]]) -> list[DraftConfig]:
+    """The 'sam' drafter's evidence policy priced by a measured verify cost: with a ratio r_k
+    (a verify step of k drafts costs r_k decode steps, from --verify-cost-ratio or
+    --engine-profile), one more draft token costs about (r_k - 1) / k decode steps, and the
+    policy drafts token i only while P(tokens 1..i accepted) is at least that. Without a
+    measured ratio (the assumption r = 1 would make drafting free) the policy keeps its default."""
+    out = []
+    for dc in configs:
+        cost = costs.get(dc.k, {})
+        if dc.drafter != "sam" or cost.get("source", "assumption") == "assumption" or "length" in dict(dc.options):
+            out.append(dc)
+            continue
+        marginal = min(max((cost["ratio"] - 1.0) / dc.k, 0.0), MAX_DRAFT_TOKEN_COST)
+        opts = dict(dc.options, length=f"evidence:cost={marginal:.4g}")
+        out.append(replace(dc, options=tuple(sorted(opts.items()))))
     return out
 
 

@@ -20,7 +20,8 @@ from samspec_bench.metrics import (METRIC_DEFINITIONS, POSITION_BASES, Acceptanc
 from samspec_bench.models import BUILTIN_MODEL
 from samspec_bench.results import RunDir, check_resume, emit_json, file_sha256
 from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSITIVITY_RATIOS, SUITE, AcceptConfig,
-                                                build_configs, expand_trace_paths, resolve_verify_cost)
+                                                build_configs, expand_trace_paths, priced_draft_length,
+                                                resolve_verify_cost)
 from samspec_bench.suites.accept.inputs import Inputs, load_inputs
 from samspec_bench.suites.accept.output import print_table, write_figure, write_pareto_figure
 
@@ -91,6 +92,11 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
         raise UserError(f"--position {cfg.position!r}: use one of {', '.join(POSITION_BASES)}")
     configs = build_configs(cfg)
     costs = resolve_verify_cost(cfg, sorted({c.k for c in configs}))
+    configs = priced_draft_length(configs, costs)
+    for k, spec in sorted({(dc.k, dict(dc.options)["length"]) for dc in configs
+                           if dc.drafter == "sam" and "length" in dict(dc.options)}):
+        err.print(f"draft length: sam k={k} drafts by {spec} (a draft token's verify cost in decode steps, "
+                  f"from {costs[k]['source']})", highlight=False)
     need_corpus = any(c.corpus for c in configs)
 
     if resume is not None:   # the folder is an accept run with whole, matching settings (else a UserError)
