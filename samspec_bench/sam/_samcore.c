@@ -720,16 +720,19 @@ static PyObject *SamCore_match_draft(SamCore *self, PyObject *const *args, Py_ss
 
 /* ---------- evidence for the draft-length policy ---------- */
 
-/* The child of q seen most often (ties: the earliest occurrence), NONE without one. Reads
- * every edge of q: drafts start at a matched state, whose edges are few. */
+/* The child of q seen most often (ties: the latest occurrence, then the earliest first one),
+ * NONE without one. Reads at most FREQ_SCAN edges of q, so a short match's many
+ * continuations cost a bounded scan (the reference reads all: they agree up to FREQ_SCAN). */
+#define FREQ_SCAN 64
 static int32_t frequent_child(const SamCore *s, int32_t q) {
     int32_t e = s->st[q].edge;
     if (e >= NONE) return e;
-    int32_t best = NONE;
-    for (int32_t j = -(e + 2); j != NONE; j = s->slot[j].next) {
+    int32_t best = NONE, n = 0;
+    for (int32_t j = -(e + 2); j != NONE && n < FREQ_SCAN; j = s->slot[j].next, n++) {
         int32_t t = s->slot[j].tgt;
         if (best == NONE || s->cnt[t] > s->cnt[best]
-            || (s->cnt[t] == s->cnt[best] && s->st[t].fpos < s->st[best].fpos))
+            || (s->cnt[t] == s->cnt[best] && (s->rpos[t] > s->rpos[best]
+                || (s->rpos[t] == s->rpos[best] && s->st[t].fpos < s->st[best].fpos))))
             best = t;
     }
     return best;
@@ -821,6 +824,63 @@ static PyObject *SamCore_lookup_evidence(SamCore *self, PyObject *const *args, P
     int64_t L;
     int32_t u = usable_state(self, (int32_t)st, l, NONE, &L);
     return evidence_from(self, u, L, k, mode);
+}
+
+/* The match and up to depth-1 shorter matches up its suffix links, each as evidence_from's
+ * (L, draft, counts): a shorter match has more occurrences, so better-estimated
+ * continuation probabilities (the policy scores each candidate). depth bounds the walk. */
+static PyObject *evidence_chain(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, int mode, Py_ssize_t depth) {
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    for (Py_ssize_t d = 0; d < depth && q > 0; d++) {
+        PyObject *t = evidence_from(s, q, L, k, mode);
+        if (!t || PyList_Append(out, t)) { Py_XDECREF(t); Py_DECREF(out); return NULL; }
+        Py_DECREF(t);
+        q = s->st[q].link;
+        L = s->st[q].len;
+    }
+    return out;
+}
+
+static int parse_depth(PyObject *arg, Py_ssize_t *depth) {
+    *depth = PyLong_AsSsize_t(arg);
+    if (*depth == -1 && PyErr_Occurred()) return -1;
+    if (*depth < 1) { PyErr_SetString(PyExc_ValueError, "depth must be >= 1"); return -1; }
+    return 0;
+}
+
+/* evidence_chain(k, doc, choice, depth) -> [(match_length, draft, counts), ...], longest match first */
+static PyObject *SamCore_evidence_chain(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "evidence_chain(k, doc, choice, depth)"); return NULL; }
+    if (check_evidence(self)) return NULL;
+    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
+    Py_ssize_t doc, depth;
+    int mode;
+    if (parse_doc_arg(self, args, 2, 1, &doc) || parse_mode(args[2], &mode) || parse_depth(args[3], &depth)) return NULL;
+    int64_t L = 0;
+    int32_t st = 0;
+    if (self->doc[doc].end >= 0)
+        st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    return evidence_chain(self, st, L, k, mode, depth);
+}
+
+/* lookup_evidence_chain(state, length, k, choice, depth) -> as evidence_chain, from a walked state */
+static PyObject *SamCore_lookup_evidence_chain(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) { PyErr_SetString(PyExc_TypeError, "lookup_evidence_chain(state, length, k, choice, depth)"); return NULL; }
+    if (check_evidence(self)) return NULL;
+    long long st = PyLong_AsLongLong(args[0]);
+    long long l = PyLong_AsLongLong(args[1]);
+    Py_ssize_t k = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (st < 0 || st >= self->ns || l < 0 || k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return NULL; }
+    int mode;
+    Py_ssize_t depth;
+    if (parse_mode(args[3], &mode) || parse_depth(args[4], &depth)) return NULL;
+    int64_t L;
+    int32_t u = usable_state(self, (int32_t)st, l, NONE, &L);
+    return evidence_chain(self, u, L, k, mode, depth);
 }
 
 /* count(state) -> occurrences of the state's strings (0 for the root) */
@@ -918,6 +978,10 @@ static PyMethodDef SamCore_methods[] = {
      "evidence(k, doc=0, choice=0) -> (match_length, draft, counts): counts[i] = occurrences of the match + draft[:i]; choice 0 earliest, 1 frequent, 2 recent"},
     {"lookup_evidence", (PyCFunction)(void (*)(void))SamCore_lookup_evidence, METH_FASTCALL,
      "lookup_evidence(state, length, k, choice=0) -> (match_length, draft, counts)"},
+    {"evidence_chain", (PyCFunction)(void (*)(void))SamCore_evidence_chain, METH_FASTCALL,
+     "evidence_chain(k, doc, choice, depth) -> [(match_length, draft, counts), ...]: the match and up to depth-1 shorter ones up its suffix links"},
+    {"lookup_evidence_chain", (PyCFunction)(void (*)(void))SamCore_lookup_evidence_chain, METH_FASTCALL,
+     "lookup_evidence_chain(state, length, k, choice, depth) -> [(match_length, draft, counts), ...]"},
     {"count", (PyCFunction)SamCore_count, METH_O, "count(state) -> occurrences of the state's strings"},
     {NULL, NULL, 0, NULL}};
 

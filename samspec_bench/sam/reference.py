@@ -12,6 +12,7 @@ from typing import Iterable
 
 _SEP = -1
 COUNT_WALK = 64  # states counted per new position, as _samcore.c's count_position
+FREQ_SCAN = 64   # edges read for the most frequent continuation, as _samcore.c's frequent_child
 
 
 def as_token_list(tokens: Iterable[int]) -> list[int]:
@@ -217,8 +218,11 @@ class ReferenceSam:
     # ----- evidence for the draft-length policy (SamCore.evidence / lookup_evidence) -----
 
     def _frequent_child(self, q: int) -> int:
+        """As C's frequent_child: ties to the latest occurrence, then to the earliest first
+        one. C reads at most FREQ_SCAN edges, in its list order; the two agree on states with
+        at most FREQ_SCAN continuations (every state of the random-string tests)."""
         kids = self.next[q].values()
-        return max(kids, key=lambda t: (self.cnt[t], -self.fpos[t])) if kids else -1
+        return max(kids, key=lambda t: (self.cnt[t], self.rpos[t], -self.fpos[t])) if kids else -1
 
     def _evidence_from(self, q: int, length: int, k: int, choice: int) -> tuple[int, list[int], list[int]]:
         """choice: 0 the earliest occurrence's continuation, 1 the most frequent token by
@@ -255,6 +259,27 @@ class ReferenceSam:
     def lookup_evidence(self, st: int, length: int, k: int, choice: int = 0):
         st, length = self._usable(st, length, -1)
         return self._evidence_from(st, length, k, choice)
+
+    def _chain(self, q: int, length: int, k: int, choice: int, depth: int) -> list:
+        out = []
+        for _ in range(depth):
+            if q <= 0:
+                break
+            out.append(self._evidence_from(q, length, k, choice))
+            q = self.link[q]
+            length = self.len[q]
+        return out
+
+    def evidence_chain(self, k: int, doc: int, choice: int, depth: int) -> list:
+        if self.doc_end[doc] < 0:
+            return []
+        last = self.doc_last[doc]
+        st, length = self._usable(last, self.len[last], self.doc_end[doc])
+        return self._chain(st, length, k, choice, depth)
+
+    def lookup_evidence_chain(self, st: int, length: int, k: int, choice: int, depth: int) -> list:
+        st, length = self._usable(st, length, -1)
+        return self._chain(st, length, k, choice, depth)
 
     def count(self, st: int) -> int:
         return self.cnt[st]
