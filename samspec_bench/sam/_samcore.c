@@ -724,17 +724,20 @@ static PyObject *SamCore_match_draft(SamCore *self, PyObject *const *args, Py_ss
  * NONE without one. Reads at most FREQ_SCAN edges of q, so a short match's many
  * continuations cost a bounded scan (the reference reads all: they agree up to FREQ_SCAN). */
 #define FREQ_SCAN 64
-static int32_t frequent_child(const SamCore *s, int32_t q) {
+static int32_t frequent_child(const SamCore *s, int32_t q, int64_t *continued) {
     int32_t e = s->st[q].edge;
-    if (e >= NONE) return e;
+    if (e >= NONE) { *continued = e == NONE ? 0 : s->cnt[e]; return e; }
     int32_t best = NONE, n = 0;
+    int64_t total = 0;
     for (int32_t j = -(e + 2); j != NONE && n < FREQ_SCAN; j = s->slot[j].next, n++) {
         int32_t t = s->slot[j].tgt;
+        total += s->cnt[t];
         if (best == NONE || s->cnt[t] > s->cnt[best]
             || (s->cnt[t] == s->cnt[best] && (s->rpos[t] > s->rpos[best]
                 || (s->rpos[t] == s->rpos[best] && s->st[t].fpos < s->st[best].fpos))))
             best = t;
     }
+    *continued = total;   /* the occurrences of q that are followed by a token: sum over its edges */
     return best;
 }
 
@@ -744,11 +747,13 @@ enum { CHOOSE_EARLIEST = 0, CHOOSE_FREQUENT = 1, CHOOSE_RECENT = 2 };
 /* (L, draft, counts) from the matched state q: counts[0] = occurrences of the match,
  * counts[i] = occurrences of the match followed by draft[:i]. The draft continues the
  * earliest occurrence (min_endpos), the latest earlier one (recent; the earliest where it has
- * no continuation yet), or takes the most frequent continuation token by token. */
+ * no continuation yet), or takes the most frequent continuation token by token; the frequent
+ * choice adds continued[i] = how many occurrences of the match + draft[:i] are followed by
+ * some token (the sum over its edges: the current ends of every growing document excluded). */
 static PyObject *evidence_from(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, int mode) {
     int frequent = mode == CHOOSE_FREQUENT;
-    PyObject *toks = PyList_New(0), *cnts = PyList_New(0);
-    if (!toks || !cnts) goto fail;
+    PyObject *toks = PyList_New(0), *cnts = PyList_New(0), *cont = PyList_New(0);
+    if (!toks || !cnts || !cont) goto fail;
     if (q > 0) {
         PyObject *v = PyLong_FromLong(s->cnt[q]);
         if (!v || PyList_Append(cnts, v)) { Py_XDECREF(v); goto fail; }
@@ -757,24 +762,26 @@ static PyObject *evidence_from(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, i
         if (mode == CHOOSE_RECENT && s->rpos[q] != NONE && succ_of(s, s->rpos[q]) != NONE) p = s->rpos[q];
         for (Py_ssize_t i = 0; i < k; i++) {
             int32_t t, c;
+            int64_t continued = -1;
             if (frequent) {
-                if ((t = frequent_child(s, q)) == NONE) break;
+                if ((t = frequent_child(s, q, &continued)) == NONE) break;
                 c = tok_of(s, t);
             } else {
                 if ((p = succ_of(s, p)) == NONE) break;
                 c = s->text[p];
                 if ((t = get_trans(s, q, c)) == NONE) break;   /* cannot happen: the string occurs */
             }
-            PyObject *a = PyLong_FromLong(c), *b = PyLong_FromLong(s->cnt[t]);
-            int bad = !a || !b || PyList_Append(toks, a) || PyList_Append(cnts, b);
-            Py_XDECREF(a); Py_XDECREF(b);
+            PyObject *a = PyLong_FromLong(c), *b = PyLong_FromLong(s->cnt[t]), *d = PyLong_FromLongLong(continued);
+            int bad = !a || !b || !d || PyList_Append(toks, a) || PyList_Append(cnts, b) || PyList_Append(cont, d);
+            Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(d);
             if (bad) goto fail;
             q = t;
         }
     }
-    return Py_BuildValue("(LNN)", (long long)L, toks, cnts);   /* L is 0 without a match */
+    if (!frequent) { Py_DECREF(cont); return Py_BuildValue("(LNN)", (long long)L, toks, cnts); }
+    return Py_BuildValue("(LNNN)", (long long)L, toks, cnts, cont);   /* L is 0 without a match */
 fail:
-    Py_XDECREF(toks); Py_XDECREF(cnts);
+    Py_XDECREF(toks); Py_XDECREF(cnts); Py_XDECREF(cont);
     return NULL;
 }
 

@@ -94,12 +94,12 @@ class EvidenceLength:
     choice (which continuation is drafted: frequent, recent = the latest earlier occurrence,
     earliest = min_endpos's)."""
 
-    cost: Union[float, Callable[[int], float]] = 0.27
-    novelty: float = 2.0
-    depth: int = 4
+    cost: Union[float, Callable[[int], float]] = 0.3
+    novelty: float = 1.0
+    depth: int = 16
     cap: float = 0.0
-    tau: float = 4.0
-    decay: float = 0.9
+    tau: float = 32.0
+    decay: float = 0.99
     choice: str = "frequent"
 
     fixed = False
@@ -140,7 +140,11 @@ class EvidenceLength:
         if state is not None:
             scale = min(4.0, max(0.25, (state.accepted + self.tau) / (state.predicted + self.tau)))
         best, best_n, best_score, best_exp = None, 0, 0.0, 0.0
-        for length, draft, counts in candidates:
+        for cand in candidates:
+            length, draft, counts = cand[0], cand[1], cand[2]
+            # occurrences followed by some token: exact where the automaton sums them (choice
+            # frequent: every growing document's current end excluded), else all but our own
+            continued = cand[3] if len(cand) > 3 else None
             if length <= 0:
                 continue
             p, score, expected, n = 1.0, 0.0, 0.0, 0
@@ -148,7 +152,7 @@ class EvidenceLength:
             if self.cap > 0:
                 most = min(most, int(self.cap * length + 1e-9))
             for j in range(1, most + 1):
-                seen = counts[j - 1] - (1 if (j == 1 and at_end) else 0)
+                seen = continued[j - 1] if continued is not None else counts[j - 1] - (1 if (j == 1 and at_end) else 0)
                 if seen <= 0:
                     break
                 q = min(0.99, scale * counts[j] / (seen + self.novelty / (length + j - 1)))

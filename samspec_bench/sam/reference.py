@@ -224,12 +224,13 @@ class ReferenceSam:
         kids = self.next[q].values()
         return max(kids, key=lambda t: (self.cnt[t], self.rpos[t], -self.fpos[t])) if kids else -1
 
-    def _evidence_from(self, q: int, length: int, k: int, choice: int) -> tuple[int, list[int], list[int]]:
+    def _evidence_from(self, q: int, length: int, k: int, choice: int) -> tuple:
         """choice: 0 the earliest occurrence's continuation, 1 the most frequent token by
-        token, 2 the latest earlier occurrence's (the earliest's where it has none)."""
+        token (with `continued`: the occurrences followed by some token, the sum over the
+        edges), 2 the latest earlier occurrence's (the earliest's where it has none)."""
         if q <= 0:
-            return 0, [], []
-        toks, cnts, p = [], [self.cnt[q]], self.fpos[q]
+            return (0, [], [], []) if choice == 1 else (0, [], [])
+        toks, cnts, cont, p = [], [self.cnt[q]], [], self.fpos[q]
         if choice == 2 and self.rpos[q] >= 0 and self._succ(self.rpos[q]) != -1:
             p = self.rpos[q]
         for _ in range(k):
@@ -238,6 +239,7 @@ class ReferenceSam:
                 if t < 0:
                     break
                 c = self.text[self.fpos[t]]
+                cont.append(sum(self.cnt[x] for x in self.next[q].values()))
             else:
                 p = self._succ(p)
                 if p == -1:
@@ -247,7 +249,7 @@ class ReferenceSam:
             toks.append(c)
             cnts.append(self.cnt[t])
             q = t
-        return length, toks, cnts
+        return (length, toks, cnts, cont) if choice == 1 else (length, toks, cnts)
 
     def evidence(self, k: int, doc: int = 0, choice: int = 0) -> tuple[int, list[int], list[int]]:
         if self.doc_end[doc] < 0:
