@@ -19,7 +19,7 @@ import dataclasses
 import json
 import math
 import sys
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from pathlib import Path
 
 from samspec_bench.bench.engines.replay import replay_group, replay_response
@@ -76,9 +76,10 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
     rows = []
     for path in traces:
         items = tokenize_traces(read_traces(path), tok)
-        grouped = any(it.group is not None for it in items)
+        sizes = Counter(it.group for it in items if it.group is not None)
+        grouped = any(n > 1 for n in sizes.values())
         if not grouped:
-            progress(f"{path.name}: no GRPO groups (every response alone): the group source is the own source")
+            progress(f"{path.name}: no GRPO groups (one response per prompt): the group source is the own source")
         for k in ks:
             for source in SOURCES if grouped else SOURCES[:1]:
                 group = source == "group"
