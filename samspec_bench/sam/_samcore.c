@@ -675,28 +675,49 @@ static int parse_doc_arg(SamCore *self, PyObject *const *args, Py_ssize_t nargs,
     return check_doc(self, *doc);
 }
 
+/* The usable state of doc's longest match (0, L = 0 for an empty doc). */
+static int32_t doc_match(SamCore *s, Py_ssize_t doc, int64_t *L) {
+    *L = 0;
+    if (s->doc[doc].end < 0) return 0;
+    int32_t last = s->doc[doc].last;
+    return usable_state(s, last, s->st[last].len, s->doc[doc].end, L);
+}
+
+static int parse_k(PyObject *arg, Py_ssize_t *k) {
+    *k = PyLong_AsSsize_t(arg);
+    if (*k == -1 && PyErr_Occurred()) return -1;
+    if (*k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return -1; }
+    return 0;
+}
+
+/* (state, length, k) of a lookup: the usable state and its length in *u, *L */
+static int parse_lookup(SamCore *s, PyObject *const *args, int32_t *u, int64_t *L, Py_ssize_t *k) {
+    long long st = PyLong_AsLongLong(args[0]);
+    long long l = PyLong_AsLongLong(args[1]);
+    *k = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return -1;
+    if (st < 0 || st >= s->ns || l < 0 || *k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return -1; }
+    *u = usable_state(s, (int32_t)st, l, NONE, L);
+    return 0;
+}
+
 /* match(doc=0) -> (match_length, earliest end position or -1) */
 static PyObject *SamCore_match(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_ssize_t doc;
     if (nargs > 1) { PyErr_SetString(PyExc_TypeError, "match(doc=0)"); return NULL; }
     if (parse_doc_arg(self, args, nargs, 0, &doc)) return NULL;
-    int64_t L = 0;
-    int32_t st = self->doc[doc].end < 0 ? 0 :
-        usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    int64_t L;
+    int32_t st = doc_match(self, doc, &L);
     return Py_BuildValue("(Li)", (long long)L, st > 0 ? self->st[st].fpos : -1);
 }
 
 /* draft(k, doc=0) -> list of up to k tokens after the earliest earlier occurrence */
 static PyObject *SamCore_draft(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 2) { PyErr_SetString(PyExc_TypeError, "draft(k, doc=0)"); return NULL; }
-    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
-    if (k == -1 && PyErr_Occurred()) return NULL;
-    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
-    Py_ssize_t doc;
-    if (parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
-    if (self->doc[doc].end < 0) return PyList_New(0);
+    Py_ssize_t k, doc;
+    if (parse_k(args[0], &k) || parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
     int64_t L;
-    int32_t st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    int32_t st = doc_match(self, doc, &L);
     if (st <= 0) return PyList_New(0);
     return draft_list(self, self->st[st].fpos, k);
 }
@@ -704,15 +725,10 @@ static PyObject *SamCore_draft(SamCore *self, PyObject *const *args, Py_ssize_t 
 /* match_draft(k, doc=0) -> (match_length, draft): both in one call, for drafters. */
 static PyObject *SamCore_match_draft(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 2) { PyErr_SetString(PyExc_TypeError, "match_draft(k, doc=0)"); return NULL; }
-    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
-    if (k == -1 && PyErr_Occurred()) return NULL;
-    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
-    Py_ssize_t doc;
-    if (parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
-    int64_t L = 0;
-    int32_t st = 0;
-    if (self->doc[doc].end >= 0)
-        st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    Py_ssize_t k, doc;
+    if (parse_k(args[0], &k) || parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
+    int64_t L;
+    int32_t st = doc_match(self, doc, &L);
     PyObject *d = st > 0 ? draft_list(self, self->st[st].fpos, k) : PyList_New(0);
     if (!d) return NULL;
     return Py_BuildValue("(LN)", (long long)L, d);
@@ -803,17 +819,12 @@ static int parse_mode(PyObject *arg, int *mode) {
 static PyObject *SamCore_evidence(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 3) { PyErr_SetString(PyExc_TypeError, "evidence(k, doc=0, choice=0)"); return NULL; }
     if (check_evidence(self)) return NULL;
-    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
-    if (k == -1 && PyErr_Occurred()) return NULL;
-    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
-    Py_ssize_t doc;
-    if (parse_doc_arg(self, args, nargs > 2 ? 2 : nargs, 1, &doc)) return NULL;
+    Py_ssize_t k, doc;
+    if (parse_k(args[0], &k) || parse_doc_arg(self, args, nargs > 2 ? 2 : nargs, 1, &doc)) return NULL;
     int mode = 0;
     if (nargs > 2 && parse_mode(args[2], &mode)) return NULL;
-    int64_t L = 0;
-    int32_t st = 0;
-    if (self->doc[doc].end >= 0)
-        st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    int64_t L;
+    int32_t st = doc_match(self, doc, &L);
     return evidence_from(self, st, L, k, mode);
 }
 
@@ -821,15 +832,12 @@ static PyObject *SamCore_evidence(SamCore *self, PyObject *const *args, Py_ssize
 static PyObject *SamCore_lookup_evidence(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 3 || nargs > 4) { PyErr_SetString(PyExc_TypeError, "lookup_evidence(state, length, k, choice=0)"); return NULL; }
     if (check_evidence(self)) return NULL;
-    long long st = PyLong_AsLongLong(args[0]);
-    long long l = PyLong_AsLongLong(args[1]);
-    Py_ssize_t k = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred()) return NULL;
-    if (st < 0 || st >= self->ns || l < 0 || k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return NULL; }
+    int32_t u;
+    int64_t L;
+    Py_ssize_t k;
+    if (parse_lookup(self, args, &u, &L, &k)) return NULL;
     int mode = 0;
     if (nargs > 3 && parse_mode(args[3], &mode)) return NULL;
-    int64_t L;
-    int32_t u = usable_state(self, (int32_t)st, l, NONE, &L);
     return evidence_from(self, u, L, k, mode);
 }
 
@@ -860,16 +868,12 @@ static int parse_depth(PyObject *arg, Py_ssize_t *depth) {
 static PyObject *SamCore_evidence_chain(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "evidence_chain(k, doc, choice, depth)"); return NULL; }
     if (check_evidence(self)) return NULL;
-    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
-    if (k == -1 && PyErr_Occurred()) return NULL;
-    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
-    Py_ssize_t doc, depth;
+    Py_ssize_t k, doc, depth;
     int mode;
-    if (parse_doc_arg(self, args, 2, 1, &doc) || parse_mode(args[2], &mode) || parse_depth(args[3], &depth)) return NULL;
-    int64_t L = 0;
-    int32_t st = 0;
-    if (self->doc[doc].end >= 0)
-        st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    if (parse_k(args[0], &k) || parse_doc_arg(self, args, 2, 1, &doc) || parse_mode(args[2], &mode)
+        || parse_depth(args[3], &depth)) return NULL;
+    int64_t L;
+    int32_t st = doc_match(self, doc, &L);
     return evidence_chain(self, st, L, k, mode, depth);
 }
 
@@ -877,16 +881,11 @@ static PyObject *SamCore_evidence_chain(SamCore *self, PyObject *const *args, Py
 static PyObject *SamCore_lookup_evidence_chain(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5) { PyErr_SetString(PyExc_TypeError, "lookup_evidence_chain(state, length, k, choice, depth)"); return NULL; }
     if (check_evidence(self)) return NULL;
-    long long st = PyLong_AsLongLong(args[0]);
-    long long l = PyLong_AsLongLong(args[1]);
-    Py_ssize_t k = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred()) return NULL;
-    if (st < 0 || st >= self->ns || l < 0 || k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return NULL; }
-    int mode;
-    Py_ssize_t depth;
-    if (parse_mode(args[3], &mode) || parse_depth(args[4], &depth)) return NULL;
+    int32_t u;
     int64_t L;
-    int32_t u = usable_state(self, (int32_t)st, l, NONE, &L);
+    Py_ssize_t k, depth;
+    int mode;
+    if (parse_lookup(self, args, &u, &L, &k) || parse_mode(args[3], &mode) || parse_depth(args[4], &depth)) return NULL;
     return evidence_chain(self, u, L, k, mode, depth);
 }
 
