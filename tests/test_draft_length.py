@@ -87,8 +87,8 @@ def test_no_match_no_draft_and_never_more_than_k():
 
 
 def test_length_is_monotone_in_the_evidence():
-    pol = EvidenceLength(tau=1e9)   # no calibration: the estimate alone
-    k = 8
+    pol = EvidenceLength(cost=0.5, tau=1e9)   # no calibration: the estimate alone (its own cost:
+    k = 8                                      # the test does not follow the default's)
     by_match = [_n(pol, k, _cand(L, [3] + [2] * k)) for L in range(1, 40)]
     assert by_match == sorted(by_match) and by_match[0] < by_match[-1]
     # the same match, its continuation seen more often (of as many occurrences): longer

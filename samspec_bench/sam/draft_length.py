@@ -94,11 +94,11 @@ class EvidenceLength:
     choice (which continuation is drafted: frequent, recent = the latest earlier occurrence,
     earliest = min_endpos's)."""
 
-    cost: Union[float, Callable[[int], float]] = 0.3
+    cost: Union[float, Callable[[int], float]] = 0.29
     novelty: float = 1.0
     depth: int = 16
     cap: float = 0.0
-    tau: float = 32.0
+    tau: float = 16.0
     decay: float = 0.99
     choice: str = "frequent"
 
