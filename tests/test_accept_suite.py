@@ -254,13 +254,18 @@ def test_static_corpus_source(traces_dir, subset, qwen3_tokenizer_dir, tmp_path,
     corpus = _head(traces_dir / TORA, tmp_path / "earlier_step.jsonl", 40)
     replayed = subset / TORA
     args = ["accept", "--traces", str(replayed), "--tokenizer", str(qwen3_tokenizer_dir), "--output",
-            str(tmp_path / "o"), "--no-progress", "--sources", "own,corpus", "--corpus", str(corpus), "--json", "-"]
+            str(tmp_path / "o"), "--no-progress", "--sources", "own,corpus", "--corpus", str(corpus),
+            "--drafter", "sam-fixed,sam", "--json", "-"]
     result = json.loads(run_cli(args, capsys).out)
-    own, withc = result["metrics"]["sam k=3 own"], result["metrics"]["sam k=3 own+corpus"]
     assert result["inputs"]["corpus"]["documents"] == 40
-    # so every step drafts the true continuation, clipped at the response's end
+    # so the baseline (the longest match's continuation) drafts the true continuation at every
+    # step, clipped at the response's end
+    own, withc = result["metrics"]["sam-fixed k=3 own"], result["metrics"]["sam-fixed k=3 own+corpus"]
     assert withc["acceptance_rate"] == 1.0 and withc["draft_hit_rate"] == 1.0
     assert withc["tokens_per_step"] >= own["tokens_per_step"]
+    # the evidence policy reads the corpus too: more tokens per step than from the own context
+    own, withc = result["metrics"]["sam k=3 own"], result["metrics"]["sam k=3 own+corpus"]
+    assert withc["tokens_per_step"] > own["tokens_per_step"]
     # the replayed traces themselves cannot serve as the corpus
     got = run_cli(args[:-4] + ["--corpus", str(replayed)], capsys, expect_exit=2)
     assert "also a replayed trace" in got.err

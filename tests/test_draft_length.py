@@ -33,6 +33,8 @@ def test_evidence_and_counts_equal_the_reference_on_random_strings(interleaved):
             for choice in (0, 1, 2):
                 k = rng.randint(0, 9)
                 assert c.evidence(k, d, choice) == r.evidence(k, d, choice)
+                depth = rng.randint(1, 6)
+                assert c.evidence_chain(k, d, choice, depth) == r.evidence_chain(k, d, choice, depth)
             assert c.match_draft(5, d) == r.evidence(5, d, 0)[:2]   # earliest = min_endpos's draft
         assert [c.count(i) for i in range(c.num_states)] == r.cnt
 
@@ -44,8 +46,11 @@ def test_counts_are_occurrence_counts_and_the_recent_draft_continues_the_latest_
     assert (L, draft) == (2, [3, 9, 1]) and counts[0] == 4 and counts[1] == 2    # "1 2" x4, "1 2 3" x2
     L, draft, counts = sa.evidence(2, 2)                # recent: the occurrence at 8
     assert draft == [3, 7] and counts[:2] == [4, 2]
-    _, draft, _ = sa.evidence(1, 1)                     # frequent: 3 follows "1 2" twice, 4 once
-    assert draft == [3]
+    _, draft, counts, continued = sa.evidence(1, 1)     # frequent: 3 follows "1 2" twice, 4 once
+    assert draft == [3] and continued == [3]            # "1 2" continued 3 times (not at the end)
+    chain = SuffixAutomaton([5, 2, 6] + text, evidence=True).evidence_chain(1, 1, 3)
+    assert [c[0] for c in chain] == [2, 1]              # "1 2", then the shorter match "2" up its suffix link
+    assert chain[0][2][0] == 4 and chain[1][2][0] == 5 and chain[1][3] == [4]   # "2" x5, continued 4 times
     with pytest.raises(ValueError, match="evidence=True"):
         SuffixAutomaton(text).evidence(3)               # the plain automaton keeps no evidence
 
@@ -56,43 +61,71 @@ def test_specs_parse_and_bad_specs_name_the_fix():
     assert parse_length("fixed") is FIXED_LENGTH and parse_length(None) == EvidenceLength()
     pol = parse_length("evidence:cost=0.2,choice=frequent")
     assert pol.cost == 0.2 and pol.choice == "frequent" and parse_length(pol.spec()) == pol
-    for bad in ("fixd", "evidence:cost", "evidence:cost=x", "evidence:cost=1.5", "evidence:choice=best"):
+    for bad in ("fixd", "evidence:cost", "evidence:cost=x", "evidence:cost=1.5", "evidence:choice=best",
+                "evidence:depth=0", "evidence:depth=1.5"):
         with pytest.raises(ValueError, match="evidence|fixed"):
             parse_length(bad)
 
 
+def _cand(length, counts, continued=None):
+    """One candidate as evidence_chain returns it (draft tokens 100, 101, ...)."""
+    c = (length, [100 + i for i in range(len(counts) - 1)], counts)
+    return c if continued is None else c + (continued,)
+
+
+def _n(pol, k, *cands, state=None, at_end=True):
+    return len(pol.choose(state, k, list(cands), at_end)[0])
+
+
 def test_no_match_no_draft_and_never_more_than_k():
     pol = EvidenceLength(cost=0.0)
-    assert pol.choose(None, 8, 0, [])[0] == 0
-    assert pol.choose(None, 8, 0, [3, 3, 3])[0] == 0
+    assert pol.choose(None, 8, []) == ([], 0.0)
+    assert _n(pol, 8, _cand(0, [3, 3, 3])) == 0
     for k in range(1, 9):
-        assert pol.choose(None, k, 50, [9] * 20)[0] == k          # overwhelming evidence: all k
-        assert pol.choose(None, k, 50, [9, 9])[0] == min(k, 1)    # only the tokens the source has
+        assert _n(pol, k, _cand(50, [90] * 20)) == k          # overwhelming evidence: all k
+        assert _n(pol, k, _cand(50, [90, 89])) == min(k, 1)   # only the tokens the source has
 
 
 def test_length_is_monotone_in_the_evidence():
-    pol = EvidenceLength()
-    k = 8
-    by_match = [pol.choose(None, k, L, [1] + [1] * k)[0] for L in range(1, 40)]
+    pol = EvidenceLength(cost=0.5, tau=1e9)   # no calibration: the estimate alone (its own cost:
+    k = 8                                      # the test does not follow the default's)
+    by_match = [_n(pol, k, _cand(L, [3] + [2] * k)) for L in range(1, 40)]
     assert by_match == sorted(by_match) and by_match[0] < by_match[-1]
     # the same match, its continuation seen more often (of as many occurrences): longer
-    by_cont = [pol.choose(None, k, 3, [10] + [c] * k)[0] for c in range(1, 11)]
+    by_cont = [_n(pol, k, _cand(3, [11] + [c] * k)) for c in range(1, 11)]
     assert by_cont == sorted(by_cont) and by_cont[0] < by_cont[-1]
     # a higher verify cost: shorter
-    by_cost = [EvidenceLength(cost=c).choose(None, k, 6, [2] * (k + 1))[0] for c in (0.05, 0.2, 0.4, 0.6, 0.8)]
+    by_cost = [_n(EvidenceLength(cost=c, tau=1e9), k, _cand(6, [3] * (k + 1))) for c in (0.05, 0.2, 0.4, 0.6, 0.8)]
     assert by_cost == sorted(by_cost, reverse=True) and by_cost[0] > by_cost[-1]
     # a request whose drafts were rejected drafts less than one whose drafts were accepted
     bad, good = pol.new_request(), pol.new_request()
-    for _ in range(10):
+    pol = EvidenceLength()
+    for _ in range(40):
         pol.observe(bad, 2.0, 0)
         pol.observe(good, 2.0, 4)
-    assert pol.choose(bad, k, 4, [1] * 9)[0] < pol.choose(good, k, 4, [1] * 9)[0]
+    assert _n(pol, k, _cand(4, [2] * 9), state=bad) < _n(pol, k, _cand(4, [2] * 9), state=good)
+
+
+def test_occurrences_without_continuation_are_not_evidence():
+    pol = EvidenceLength(tau=1e9)
+    # the match seen 9 times, followed by the draft token 4 times: 4 of 8 earlier ones (at_end)
+    # but 4 of 4 when the other 5 occurrences are other documents' current ends (continued)
+    assert pol.choose(None, 4, [_cand(3, [9, 4, 4, 4, 4])])[1] < pol.choose(None, 4, [_cand(3, [9, 4, 4, 4, 4], [4, 4, 4, 4])])[1]
+
+
+def test_the_best_candidate_up_the_suffix_links_is_drafted():
+    pol = EvidenceLength(tau=1e9)
+    long_ = (5, [7, 7, 7], [2, 1, 1, 1])          # the longest match, seen once before
+    short = (2, [8, 9, 9], [30, 28, 27, 26])      # a shorter one, continued alike 28 of 29 times
+    draft, expected = pol.choose(None, 3, [long_, short])
+    assert draft == [8, 9, 9] and 2.0 < expected <= 3.0
+    assert pol.choose(None, 3, [long_])[0] == [7, 7, 7][: len(pol.choose(None, 3, [long_])[0])]
 
 
 def test_cost_from_a_profile_is_read_per_draft():
     seen = []
     pol = EvidenceLength(cost=lambda k: seen.append(k) or 0.9)
-    assert pol.choose(None, 5, 3, [1] * 6)[0] == 0 and seen == [5]
+    assert _n(pol, 5, _cand(3, [4] + [1] * 5)) == 0 and seen == [5]
 
 
 def test_fixed_baseline_is_the_old_min_endpos_drafter():

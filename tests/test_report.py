@@ -329,6 +329,22 @@ def test_real_accept_runs_compare_across_k(real_runs):
     assert html == render_html(collect(real_runs))
 
 
+def test_real_accept_report_shows_the_cost_side_and_the_pareto_figure(real_runs):
+    run = next(r for r in collect(real_runs).runs if r.suite == "accept")
+    heads = {h["name"]: h["value"] for h in run.headlines}
+    m = run.result["metrics"]
+    for lab, rec in m.items():
+        c = rec["counts"]
+        assert rec["drafted_per_step"] == c["drafted"] / c["steps"]              # from the run's own counts
+        assert rec["verify_tokens_per_token"] == (c["steps"] + c["drafted"]) / c["tokens"]
+    sam = next(rec for rec in m.values() if rec.get("drafter") == "sam")
+    assert heads["sam: drafted_per_step"] == sam["drafted_per_step"]
+    assert heads["sam: verify_tokens_per_token"] == sam["verify_tokens_per_token"]
+    assert any(f.name.startswith("tokens_vs_drafted") for f in run.figures)
+    html = render_html(collect(real_runs))
+    assert "drafted_per_step" in html and "verify_tokens_per_token" in html
+
+
 def test_real_drafters_summary(real_runs):
     (run,) = [r for r in collect(real_runs).runs if r.suite == "drafters"]
     assert any(h["name"] == "sam ns/token (append, bulk)" and h["value"] > 0 for h in run.headlines)

@@ -1,30 +1,36 @@
 """Does SAM Pareto-dominate Arctic's suffix decoding? Trace replay, side by side in one run.
 
     python -m samspec_bench.bench.draft_dominance [--traces F ...] [--tokenizer DIR] [-k 3,8]
-        [--sam-length evidence] [--limit-groups N] [--json out.json]
+        [--sam-length evidence] [--limit-groups N] [--json out.json] [--figure pareto.png [--costs ...]]
 
 For every trace, k and source (own: the response's prompt and prefix; group: + its GRPO
 siblings so far, members advancing one batched step at a time), it replays 'sam' (with
 --sam-length), 'sam-fixed' (the min_endpos baseline) and Arctic's 'suffix' on the same
 tokens and prints tokens per step and drafted tokens per step (counts, not time) and
 PASS where SAM's tokens per step >= suffix's and its drafted tokens per step <= suffix's.
+`--figure`: the Pareto picture per cell (one subplot each): SAM's policy over several verify
+costs, sam-fixed over k' = 1..k, Arctic's point, SAM's configured point marked.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from pathlib import Path
 
 from samspec_bench.bench.engines.replay import replay_group, replay_response
 from samspec_bench.data import load_tokenizer, read_traces, resolve_data_dir, tokenize_traces
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import total_counts
+from samspec_bench.sam.draft_length import EvidenceLength, parse_length
 from samspec_bench.sam.drafters import ArcticSuffixDrafter, SamDrafter, arctic_available
 
 SOURCES = ("own", "group")
+CURVE_COSTS = "0.15,0.2,0.25,0.3,0.35,0.4"   # --costs: the policy's curve for the figure
 
 
 def units(items, group: bool, limit: int | None) -> list[list[tuple[str, object, object]]]:
@@ -50,14 +56,32 @@ def replay(make, units_, k: int, group: bool) -> dict:
             "steps": c.steps}
 
 
+def curves(us, k: int, group: bool, sam_length: str, costs: list[float]) -> dict:
+    """The points the figure draws besides the table's: SAM's policy at each verify cost (an
+    evidence spec), sam-fixed at every k' <= k."""
+    policy = parse_length(sam_length)
+    out: dict = {"sam": [], "sam_fixed": []}
+    if isinstance(policy, EvidenceLength):
+        for c in costs:
+            pol = dataclasses.replace(policy, cost=c)
+            out["sam"].append({"cost": c, **replay(lambda: SamDrafter(group_sharing=group, length=pol), us, k, group)})
+    for kk in range(1, k + 1):
+        out["sam_fixed"].append({"k": kk, **replay(lambda: SamDrafter(group_sharing=group, length="fixed"), us, kk, group)})
+    return out
+
+
 def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limit: int | None,
-        progress=print) -> list[dict]:
+        progress=print, costs: list[float] | None = None) -> list[dict]:
     tok = load_tokenizer(tokenizer)
     rows = []
     for path in traces:
         items = tokenize_traces(read_traces(path), tok)
+        sizes = Counter(it.group for it in items if it.group is not None)
+        grouped = any(n > 1 for n in sizes.values())
+        if not grouped:
+            progress(f"{path.name}: no GRPO groups (one response per prompt): the group source is the own source")
         for k in ks:
-            for source in SOURCES:
+            for source in SOURCES if grouped else SOURCES[:1]:
                 group = source == "group"
                 us = units(items, group, limit)
                 sam = replay(lambda: SamDrafter(group_sharing=group, length=sam_length), us, k, group)
@@ -67,6 +91,8 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
                       and sam["drafted_per_step"] <= arctic["drafted_per_step"])
                 row = {"trace": path.name, "k": k, "source": source, "sam": sam, "sam_fixed": fixed,
                        "suffix": arctic, "dominates": ok}
+                if costs:
+                    row["curves"] = curves(us, k, group, sam_length, costs)
                 rows.append(row)
                 progress(fmt_row(row))
     return rows
@@ -78,6 +104,42 @@ def fmt_row(r: dict) -> str:
             f"   suffix {f(r['suffix'])}   {'PASS' if r['dominates'] else 'FAIL'}")
 
 
+def write_figure(rows: list[dict], path: Path, sam_length: str) -> None:
+    """One subplot per (trace, k, source): tokens per step against drafted tokens per step."""
+    import matplotlib  # slow to import: only when a figure is written
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ncol = 4
+    nrow = math.ceil(len(rows) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.4 * nrow), squeeze=False)
+    for ax, r in zip(axes.flat, rows):
+        pts = lambda ms: ([m["drafted_per_step"] for m in ms], [m["tokens_per_step"] for m in ms])  # noqa: E731
+        cv = r.get("curves", {})
+        if cv.get("sam"):
+            ax.plot(*pts(cv["sam"]), "o-", ms=3, color="C0", label="sam evidence, cost " +
+                    f"{cv['sam'][0]['cost']:g}..{cv['sam'][-1]['cost']:g}")
+        if cv.get("sam_fixed"):
+            ax.plot(*pts(cv["sam_fixed"]), "s--", ms=3, color="C2", label=f"sam-fixed, k'=1..{r['k']}")
+        ax.plot(*pts([r["sam"]]), "*", ms=13, color="C0", mec="k", label=f"sam ({sam_length})")
+        ax.plot(*pts([r["suffix"]]), "X", ms=10, color="C3", mec="k", label="Arctic suffix")
+        ax.set_title(f"{Path(r['trace']).stem} k={r['k']} {r['source']} "
+                     f"{'PASS' if r['dominates'] else 'FAIL'}", fontsize=8)
+        ax.set_xlabel("drafted tokens / step", fontsize=7)
+        ax.set_ylabel("tokens / step", fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=6, loc="lower right")
+    fig.suptitle("tokens per decode step vs drafted tokens per step (trace replay counts, not time): "
+                 "up and left is better", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", nargs="*", help="trace files (default: every trace of the data directory)")
@@ -86,6 +148,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sam-length", default="evidence", help="SAM's draft-length spec (fixed, evidence, evidence:cost=...)")
     ap.add_argument("--limit-groups", type=int, help="the first N groups of every trace")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--figure", help="write the Pareto picture here (png), one subplot per cell")
+    ap.add_argument("--costs", default=CURVE_COSTS, help="verify costs of SAM's curve in the figure, comma list")
     a = ap.parse_args(argv)
     try:
         if not arctic_available():
@@ -96,17 +160,24 @@ def main(argv=None) -> int:
             traces = sorted((resolve_data_dir(None) / "traces").glob("*.jsonl"))
         tokenizer = a.tokenizer or str(resolve_data_dir(None) / "tokenizers" / "qwen3")
         ks = [int(x) for x in a.k.split(",")]
+        costs = [float(c) for c in a.costs.split(",")] if a.figure else None
+        if costs and not all(0 <= c < 1 for c in costs):
+            raise UserError(f"--costs {a.costs}: verify costs must be in [0, 1) decode steps")
         SamDrafter(length=a.sam_length)  # a bad spec stops here, before any replay
     except (UserError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print("tokens per step / drafted tokens per step (counts from trace replay, not time)")
-    rows = run(traces, tokenizer, ks, a.sam_length, a.limit_groups, progress=lambda s: print(s, flush=True))
+    rows = run(traces, tokenizer, ks, a.sam_length, a.limit_groups, progress=lambda s: print(s, flush=True),
+               costs=costs)
     passed = sum(r["dominates"] for r in rows)
     print(f"SAM ({a.sam_length}) Pareto-dominates suffix in {passed} of {len(rows)} (trace, k, source) cells")
     if a.json:
         Path(a.json).write_text(json.dumps({"sam_length": a.sam_length, "rows": rows,
                                             "passed": passed, "cells": len(rows)}, indent=1))
+    if a.figure:
+        write_figure(rows, Path(a.figure), a.sam_length)
+        print(f"figure: {a.figure}")
     return 0 if passed == len(rows) else 1
 
 

@@ -40,6 +40,10 @@ def _accept(result: dict) -> tuple[list[Headline], list[Gate]]:
         note = lab
         heads.append(headline(f"{name}: tokens_per_step", r.get("tokens_per_step"), note=note))
         heads.append(headline(f"{name}: acceptance_length", r.get("acceptance_length"), note=note))
+        # the cost side next to tokens_per_step: draft tokens verified (counts, not time)
+        heads.append(headline(f"{name}: drafted_per_step", r.get("drafted_per_step"), note=f"{note}; counts, not time"))
+        heads.append(headline(f"{name}: verify_tokens_per_token", r.get("verify_tokens_per_token"),
+                              note=f"{note}; counts, not time"))
         if r.get("verify_cost_ratio") not in (None, 1, 1.0):   # at ratio 1 it equals tokens_per_step
             heads.append(headline(f"{name}: speedup_estimate", r.get("speedup_estimate"),
                                   note=f"{note}; verify_cost_ratio {fmt(r.get('verify_cost_ratio'))}"))

@@ -675,28 +675,49 @@ static int parse_doc_arg(SamCore *self, PyObject *const *args, Py_ssize_t nargs,
     return check_doc(self, *doc);
 }
 
+/* The usable state of doc's longest match (0, L = 0 for an empty doc). */
+static int32_t doc_match(SamCore *s, Py_ssize_t doc, int64_t *L) {
+    *L = 0;
+    if (s->doc[doc].end < 0) return 0;
+    int32_t last = s->doc[doc].last;
+    return usable_state(s, last, s->st[last].len, s->doc[doc].end, L);
+}
+
+static int parse_k(PyObject *arg, Py_ssize_t *k) {
+    *k = PyLong_AsSsize_t(arg);
+    if (*k == -1 && PyErr_Occurred()) return -1;
+    if (*k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return -1; }
+    return 0;
+}
+
+/* (state, length, k) of a lookup: the usable state and its length in *u, *L */
+static int parse_lookup(SamCore *s, PyObject *const *args, int32_t *u, int64_t *L, Py_ssize_t *k) {
+    long long st = PyLong_AsLongLong(args[0]);
+    long long l = PyLong_AsLongLong(args[1]);
+    *k = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return -1;
+    if (st < 0 || st >= s->ns || l < 0 || *k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return -1; }
+    *u = usable_state(s, (int32_t)st, l, NONE, L);
+    return 0;
+}
+
 /* match(doc=0) -> (match_length, earliest end position or -1) */
 static PyObject *SamCore_match(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_ssize_t doc;
     if (nargs > 1) { PyErr_SetString(PyExc_TypeError, "match(doc=0)"); return NULL; }
     if (parse_doc_arg(self, args, nargs, 0, &doc)) return NULL;
-    int64_t L = 0;
-    int32_t st = self->doc[doc].end < 0 ? 0 :
-        usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    int64_t L;
+    int32_t st = doc_match(self, doc, &L);
     return Py_BuildValue("(Li)", (long long)L, st > 0 ? self->st[st].fpos : -1);
 }
 
 /* draft(k, doc=0) -> list of up to k tokens after the earliest earlier occurrence */
 static PyObject *SamCore_draft(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 2) { PyErr_SetString(PyExc_TypeError, "draft(k, doc=0)"); return NULL; }
-    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
-    if (k == -1 && PyErr_Occurred()) return NULL;
-    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
-    Py_ssize_t doc;
-    if (parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
-    if (self->doc[doc].end < 0) return PyList_New(0);
+    Py_ssize_t k, doc;
+    if (parse_k(args[0], &k) || parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
     int64_t L;
-    int32_t st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    int32_t st = doc_match(self, doc, &L);
     if (st <= 0) return PyList_New(0);
     return draft_list(self, self->st[st].fpos, k);
 }
@@ -704,15 +725,10 @@ static PyObject *SamCore_draft(SamCore *self, PyObject *const *args, Py_ssize_t 
 /* match_draft(k, doc=0) -> (match_length, draft): both in one call, for drafters. */
 static PyObject *SamCore_match_draft(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 2) { PyErr_SetString(PyExc_TypeError, "match_draft(k, doc=0)"); return NULL; }
-    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
-    if (k == -1 && PyErr_Occurred()) return NULL;
-    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
-    Py_ssize_t doc;
-    if (parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
-    int64_t L = 0;
-    int32_t st = 0;
-    if (self->doc[doc].end >= 0)
-        st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    Py_ssize_t k, doc;
+    if (parse_k(args[0], &k) || parse_doc_arg(self, args, nargs, 1, &doc)) return NULL;
+    int64_t L;
+    int32_t st = doc_match(self, doc, &L);
     PyObject *d = st > 0 ? draft_list(self, self->st[st].fpos, k) : PyList_New(0);
     if (!d) return NULL;
     return Py_BuildValue("(LN)", (long long)L, d);
@@ -720,18 +736,24 @@ static PyObject *SamCore_match_draft(SamCore *self, PyObject *const *args, Py_ss
 
 /* ---------- evidence for the draft-length policy ---------- */
 
-/* The child of q seen most often (ties: the earliest occurrence), NONE without one. Reads
- * every edge of q: drafts start at a matched state, whose edges are few. */
-static int32_t frequent_child(const SamCore *s, int32_t q) {
+/* The child of q seen most often (ties: the latest occurrence, then the earliest first one),
+ * NONE without one. Reads at most FREQ_SCAN edges of q, so a short match's many
+ * continuations cost a bounded scan (the reference reads all: they agree up to FREQ_SCAN). */
+#define FREQ_SCAN 64
+static int32_t frequent_child(const SamCore *s, int32_t q, int64_t *continued) {
     int32_t e = s->st[q].edge;
-    if (e >= NONE) return e;
-    int32_t best = NONE;
-    for (int32_t j = -(e + 2); j != NONE; j = s->slot[j].next) {
+    if (e >= NONE) { *continued = e == NONE ? 0 : s->cnt[e]; return e; }
+    int32_t best = NONE, n = 0;
+    int64_t total = 0;
+    for (int32_t j = -(e + 2); j != NONE && n < FREQ_SCAN; j = s->slot[j].next, n++) {
         int32_t t = s->slot[j].tgt;
+        total += s->cnt[t];
         if (best == NONE || s->cnt[t] > s->cnt[best]
-            || (s->cnt[t] == s->cnt[best] && s->st[t].fpos < s->st[best].fpos))
+            || (s->cnt[t] == s->cnt[best] && (s->rpos[t] > s->rpos[best]
+                || (s->rpos[t] == s->rpos[best] && s->st[t].fpos < s->st[best].fpos))))
             best = t;
     }
+    *continued = total;   /* the occurrences of q that are followed by a token: sum over its edges */
     return best;
 }
 
@@ -741,11 +763,13 @@ enum { CHOOSE_EARLIEST = 0, CHOOSE_FREQUENT = 1, CHOOSE_RECENT = 2 };
 /* (L, draft, counts) from the matched state q: counts[0] = occurrences of the match,
  * counts[i] = occurrences of the match followed by draft[:i]. The draft continues the
  * earliest occurrence (min_endpos), the latest earlier one (recent; the earliest where it has
- * no continuation yet), or takes the most frequent continuation token by token. */
+ * no continuation yet), or takes the most frequent continuation token by token; the frequent
+ * choice adds continued[i] = how many occurrences of the match + draft[:i] are followed by
+ * some token (the sum over its edges: the current ends of every growing document excluded). */
 static PyObject *evidence_from(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, int mode) {
     int frequent = mode == CHOOSE_FREQUENT;
-    PyObject *toks = PyList_New(0), *cnts = PyList_New(0);
-    if (!toks || !cnts) goto fail;
+    PyObject *toks = PyList_New(0), *cnts = PyList_New(0), *cont = PyList_New(0);
+    if (!toks || !cnts || !cont) goto fail;
     if (q > 0) {
         PyObject *v = PyLong_FromLong(s->cnt[q]);
         if (!v || PyList_Append(cnts, v)) { Py_XDECREF(v); goto fail; }
@@ -754,24 +778,26 @@ static PyObject *evidence_from(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, i
         if (mode == CHOOSE_RECENT && s->rpos[q] != NONE && succ_of(s, s->rpos[q]) != NONE) p = s->rpos[q];
         for (Py_ssize_t i = 0; i < k; i++) {
             int32_t t, c;
+            int64_t continued = -1;
             if (frequent) {
-                if ((t = frequent_child(s, q)) == NONE) break;
+                if ((t = frequent_child(s, q, &continued)) == NONE) break;
                 c = tok_of(s, t);
             } else {
                 if ((p = succ_of(s, p)) == NONE) break;
                 c = s->text[p];
                 if ((t = get_trans(s, q, c)) == NONE) break;   /* cannot happen: the string occurs */
             }
-            PyObject *a = PyLong_FromLong(c), *b = PyLong_FromLong(s->cnt[t]);
-            int bad = !a || !b || PyList_Append(toks, a) || PyList_Append(cnts, b);
-            Py_XDECREF(a); Py_XDECREF(b);
+            PyObject *a = PyLong_FromLong(c), *b = PyLong_FromLong(s->cnt[t]), *d = PyLong_FromLongLong(continued);
+            int bad = !a || !b || !d || PyList_Append(toks, a) || PyList_Append(cnts, b) || PyList_Append(cont, d);
+            Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(d);
             if (bad) goto fail;
             q = t;
         }
     }
-    return Py_BuildValue("(LNN)", (long long)L, toks, cnts);   /* L is 0 without a match */
+    if (!frequent) { Py_DECREF(cont); return Py_BuildValue("(LNN)", (long long)L, toks, cnts); }
+    return Py_BuildValue("(LNNN)", (long long)L, toks, cnts, cont);   /* L is 0 without a match */
 fail:
-    Py_XDECREF(toks); Py_XDECREF(cnts);
+    Py_XDECREF(toks); Py_XDECREF(cnts); Py_XDECREF(cont);
     return NULL;
 }
 
@@ -793,17 +819,12 @@ static int parse_mode(PyObject *arg, int *mode) {
 static PyObject *SamCore_evidence(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 3) { PyErr_SetString(PyExc_TypeError, "evidence(k, doc=0, choice=0)"); return NULL; }
     if (check_evidence(self)) return NULL;
-    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
-    if (k == -1 && PyErr_Occurred()) return NULL;
-    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
-    Py_ssize_t doc;
-    if (parse_doc_arg(self, args, nargs > 2 ? 2 : nargs, 1, &doc)) return NULL;
+    Py_ssize_t k, doc;
+    if (parse_k(args[0], &k) || parse_doc_arg(self, args, nargs > 2 ? 2 : nargs, 1, &doc)) return NULL;
     int mode = 0;
     if (nargs > 2 && parse_mode(args[2], &mode)) return NULL;
-    int64_t L = 0;
-    int32_t st = 0;
-    if (self->doc[doc].end >= 0)
-        st = usable_state(self, self->doc[doc].last, self->st[self->doc[doc].last].len, self->doc[doc].end, &L);
+    int64_t L;
+    int32_t st = doc_match(self, doc, &L);
     return evidence_from(self, st, L, k, mode);
 }
 
@@ -811,16 +832,61 @@ static PyObject *SamCore_evidence(SamCore *self, PyObject *const *args, Py_ssize
 static PyObject *SamCore_lookup_evidence(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 3 || nargs > 4) { PyErr_SetString(PyExc_TypeError, "lookup_evidence(state, length, k, choice=0)"); return NULL; }
     if (check_evidence(self)) return NULL;
-    long long st = PyLong_AsLongLong(args[0]);
-    long long l = PyLong_AsLongLong(args[1]);
-    Py_ssize_t k = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred()) return NULL;
-    if (st < 0 || st >= self->ns || l < 0 || k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return NULL; }
+    int32_t u;
+    int64_t L;
+    Py_ssize_t k;
+    if (parse_lookup(self, args, &u, &L, &k)) return NULL;
     int mode = 0;
     if (nargs > 3 && parse_mode(args[3], &mode)) return NULL;
-    int64_t L;
-    int32_t u = usable_state(self, (int32_t)st, l, NONE, &L);
     return evidence_from(self, u, L, k, mode);
+}
+
+/* The match and up to depth-1 shorter matches up its suffix links, each as evidence_from's
+ * (L, draft, counts): a shorter match has more occurrences, so better-estimated
+ * continuation probabilities (the policy scores each candidate). depth bounds the walk. */
+static PyObject *evidence_chain(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, int mode, Py_ssize_t depth) {
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    for (Py_ssize_t d = 0; d < depth && q > 0; d++) {
+        PyObject *t = evidence_from(s, q, L, k, mode);
+        if (!t || PyList_Append(out, t)) { Py_XDECREF(t); Py_DECREF(out); return NULL; }
+        Py_DECREF(t);
+        q = s->st[q].link;
+        L = s->st[q].len;
+    }
+    return out;
+}
+
+static int parse_depth(PyObject *arg, Py_ssize_t *depth) {
+    *depth = PyLong_AsSsize_t(arg);
+    if (*depth == -1 && PyErr_Occurred()) return -1;
+    if (*depth < 1) { PyErr_SetString(PyExc_ValueError, "depth must be >= 1"); return -1; }
+    return 0;
+}
+
+/* evidence_chain(k, doc, choice, depth) -> [(match_length, draft, counts), ...], longest match first */
+static PyObject *SamCore_evidence_chain(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "evidence_chain(k, doc, choice, depth)"); return NULL; }
+    if (check_evidence(self)) return NULL;
+    Py_ssize_t k, doc, depth;
+    int mode;
+    if (parse_k(args[0], &k) || parse_doc_arg(self, args, 2, 1, &doc) || parse_mode(args[2], &mode)
+        || parse_depth(args[3], &depth)) return NULL;
+    int64_t L;
+    int32_t st = doc_match(self, doc, &L);
+    return evidence_chain(self, st, L, k, mode, depth);
+}
+
+/* lookup_evidence_chain(state, length, k, choice, depth) -> as evidence_chain, from a walked state */
+static PyObject *SamCore_lookup_evidence_chain(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) { PyErr_SetString(PyExc_TypeError, "lookup_evidence_chain(state, length, k, choice, depth)"); return NULL; }
+    if (check_evidence(self)) return NULL;
+    int32_t u;
+    int64_t L;
+    Py_ssize_t k, depth;
+    int mode;
+    if (parse_lookup(self, args, &u, &L, &k) || parse_mode(args[3], &mode) || parse_depth(args[4], &depth)) return NULL;
+    return evidence_chain(self, u, L, k, mode, depth);
 }
 
 /* count(state) -> occurrences of the state's strings (0 for the root) */
@@ -918,6 +984,10 @@ static PyMethodDef SamCore_methods[] = {
      "evidence(k, doc=0, choice=0) -> (match_length, draft, counts): counts[i] = occurrences of the match + draft[:i]; choice 0 earliest, 1 frequent, 2 recent"},
     {"lookup_evidence", (PyCFunction)(void (*)(void))SamCore_lookup_evidence, METH_FASTCALL,
      "lookup_evidence(state, length, k, choice=0) -> (match_length, draft, counts)"},
+    {"evidence_chain", (PyCFunction)(void (*)(void))SamCore_evidence_chain, METH_FASTCALL,
+     "evidence_chain(k, doc, choice, depth) -> [(match_length, draft, counts), ...]: the match and up to depth-1 shorter ones up its suffix links"},
+    {"lookup_evidence_chain", (PyCFunction)(void (*)(void))SamCore_lookup_evidence_chain, METH_FASTCALL,
+     "lookup_evidence_chain(state, length, k, choice, depth) -> [(match_length, draft, counts), ...]"},
     {"count", (PyCFunction)SamCore_count, METH_O, "count(state) -> occurrences of the state's strings"},
     {NULL, NULL, 0, NULL}};
 

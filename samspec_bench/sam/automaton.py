@@ -45,6 +45,10 @@ class SuffixAutomaton(SingleCore):
         """(match length, draft, occurrence counts): see the module docstring."""
         return SingleCore.evidence(self, k, 0, choice)
 
+    def evidence_chain(self, k: int, choice: int = EARLIEST, depth: int = 1) -> list[tuple[int, list[int], list[int]]]:
+        """evidence() for the match and up to depth-1 shorter matches up its suffix links."""
+        return SingleCore.evidence_chain(self, k, 0, choice, depth)
+
     def __repr__(self) -> str:
         return f"SuffixAutomaton(tokens={self.num_tokens}, states={self.num_states})"
 
@@ -106,6 +110,9 @@ class CorpusMatcher:
     def evidence(self, k: int, choice: int = EARLIEST) -> tuple[int, list[int], list[int]]:
         """(match length, draft, occurrence counts in the corpus): see the module docstring."""
         return self._core.lookup_evidence(self._state, self._length, k, choice)
+
+    def evidence_chain(self, k: int, choice: int = EARLIEST, depth: int = 1) -> list[tuple[int, list[int], list[int]]]:
+        return self._core.lookup_evidence_chain(self._state, self._length, k, choice, depth)
 
 
 class GroupAutomaton:
@@ -173,3 +180,6 @@ class GroupMember:
     def evidence(self, k: int, choice: int = EARLIEST) -> tuple[int, list[int], list[int]]:
         """(match length, draft, occurrence counts): see the module docstring."""
         return self._core.evidence(k, self.doc, choice)
+
+    def evidence_chain(self, k: int, choice: int = EARLIEST, depth: int = 1) -> list[tuple[int, list[int], list[int]]]:
+        return self._core.evidence_chain(k, self.doc, choice, depth)

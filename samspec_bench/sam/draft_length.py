@@ -76,27 +76,31 @@ class RequestEvidence:
 
 @dataclass(frozen=True)
 class EvidenceLength:
-    """Draft token i while P(tokens 1..i all accepted) >= cost.
+    """Draft token i while P(tokens 1..i all accepted) >= cost; among candidate drafts, the
+    one with the most expected accepted tokens net of cost.
 
-    P is a product of per-token estimates q_j, each from:
-    - the match length l the token is predicted from (l = L + j - 1: the match grows as the
-      draft is followed): prior l / (l + half), which is 1/2 at l = half;
-    - the continuation's frequency: with the match (plus the draft so far) seen n times before
-      and followed by this token c times, the prior is moved towards c / n by a Beta update of
-      strength `weight` (n, c exclude the current position);
-    - the request's recent acceptance: q is scaled by (accepted + tau) / (predicted + tau) over
-      this request's earlier drafts (decay `decay` per draft), clipped to [1/4, 4].
+    Candidates: the longest match and up to depth-1 shorter matches up its suffix links (a
+    shorter match has seen more occurrences: better-estimated continuations). Each drafts
+    the continuation `choice` picks (frequent: the most frequent token, step by step).
+    Per token, with the match (plus the draft so far, l tokens) seen n times before and
+    followed by this token c times: q = c / (n + novelty / l), the Chinese-restaurant
+    estimate in which a new continuation gets pseudo-count novelty / l (an unseen token is
+    likelier after a short match). q is scaled by the request's recent acceptance,
+    (accepted + tau) / (predicted + tau) over its earlier drafts (decay per draft), clipped
+    to [1/4, 4], and capped at 0.99. P_i is the product of q_1..q_i, a candidate's score is
+    sum(P_i - cost) over its tokens with P_i >= cost.
     Parameters: cost (the marginal verify cost of one draft token, in decode steps; a callable
-    taking k is read per draft, e.g. from a step-time profile), half, weight, tau, decay,
-    choice (which continuation is drafted: recent = the latest earlier occurrence of the match,
-    earliest = min_endpos's, frequent = the token seen most often, step by step)."""
+    taking k is read per draft, e.g. from a step-time profile), novelty, depth, tau, decay,
+    choice (which continuation is drafted: frequent, recent = the latest earlier occurrence,
+    earliest = min_endpos's)."""
 
-    cost: Union[float, Callable[[int], float]] = 0.27
-    half: float = 2.0
-    weight: float = 2.0
-    tau: float = 4.0
-    decay: float = 0.9
-    choice: str = "recent"
+    cost: Union[float, Callable[[int], float]] = 0.29
+    novelty: float = 1.0
+    depth: int = 16
+    cap: float = 0.0
+    tau: float = 16.0
+    decay: float = 0.99
+    choice: str = "frequent"
 
     fixed = False
 
@@ -104,9 +108,12 @@ class EvidenceLength:
         if not callable(self.cost) and not (0.0 <= float(self.cost) < 1.0):
             raise ValueError(f"evidence:cost={self.cost}: the marginal cost of a draft token must be in [0, 1) "
                              "decode steps (at 1 or more no draft token pays for itself)")
-        for name in ("half", "weight", "tau"):
+        for name in ("novelty", "tau"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"evidence:{name}={getattr(self, name)}: must be > 0")
+        if not (float(self.depth) == int(self.depth) and 1 <= int(self.depth) <= 64):
+            raise ValueError(f"evidence:depth={self.depth}: the number of candidate matches must be an integer in [1, 64]")
+        object.__setattr__(self, "depth", int(self.depth))
         if self.choice not in CHOICES:
             raise ValueError(f"evidence:choice={self.choice}: use one of {', '.join(CHOICES)}")
         if not 0.0 <= self.decay <= 1.0:
@@ -122,35 +129,40 @@ class EvidenceLength:
     def threshold(self, k: int) -> float:
         return float(self.cost(k)) if callable(self.cost) else float(self.cost)
 
-    def choose(self, state: RequestEvidence | None, k: int, match_length: int, counts: list[int],
-               at_end: bool = True) -> tuple[int, float]:
-        """(number of draft tokens, expected accepted tokens) for a draft whose evidence is
-        `counts` (counts[0]: occurrences of the match, counts[j]: of the match followed by
-        draft[:j]; len(counts) - 1 tokens are available). `at_end`: the match's own current
+    def choose(self, state: RequestEvidence | None, k: int, candidates, at_end: bool = True
+               ) -> tuple[list[int], float]:
+        """(draft, expected accepted tokens) from `candidates`, the automaton's evidence_chain:
+        (match length, draft, counts) per candidate, counts[0] the occurrences of the match,
+        counts[j] of the match followed by draft[:j]. `at_end`: the match's own current
         occurrence is among counts[0] (a dynamic source), so it is not a continuation."""
-        avail = min(k, len(counts) - 1)
-        if match_length <= 0 or avail <= 0:
-            return 0, 0.0
         cost = self.threshold(k)
         scale = 1.0
         if state is not None:
             scale = min(4.0, max(0.25, (state.accepted + self.tau) / (state.predicted + self.tau)))
-        p, expected, n = 1.0, 0.0, 0
-        for j in range(1, avail + 1):
-            ell = match_length + j - 1
-            prior = ell / (ell + self.half)
-            seen = counts[j - 1] - (1 if (j == 1 and at_end) else 0)
-            cont = counts[j]
-            q = prior
-            if seen > 0:
-                q = (cont + self.weight * prior) / (seen + self.weight)
-            q = min(0.99, q * scale)
-            p *= q
-            if p < cost:
-                break
-            n = j
-            expected += p
-        return n, expected
+        best, best_n, best_score, best_exp = None, 0, 0.0, 0.0
+        for cand in candidates:
+            length, draft, counts = cand[0], cand[1], cand[2]
+            # occurrences followed by some token: exact where the automaton sums them (choice
+            # frequent: every growing document's current end excluded), else all but our own
+            continued = cand[3] if len(cand) > 3 else None
+            if length <= 0:
+                continue
+            p, score, expected, n = 1.0, 0.0, 0.0, 0
+            most = min(k, len(counts) - 1)
+            if self.cap > 0:
+                most = min(most, int(self.cap * length + 1e-9))
+            for j in range(1, most + 1):
+                seen = continued[j - 1] if continued is not None else counts[j - 1] - (1 if (j == 1 and at_end) else 0)
+                if seen <= 0:
+                    break
+                q = min(0.99, scale * counts[j] / (seen + self.novelty / (length + j - 1)))
+                p *= q
+                if p < cost:
+                    break
+                n, score, expected = j, score + p - cost, expected + p
+            if n and score > best_score:
+                best, best_n, best_score, best_exp = draft, n, score, expected
+        return (best[:best_n], best_exp) if best is not None else ([], 0.0)
 
     def observe(self, state: RequestEvidence, predicted: float, accepted: int) -> None:
         state.predicted = self.decay * state.predicted + predicted

@@ -175,24 +175,20 @@ class SamDrafter(Drafter):
 
     def _propose_evidence(self, req_id, k):
         policy = self.length
-        choice = policy.choice_code
-        dyn_len, draft, counts = self._reqs[req_id].evidence(k, choice)
-        at_end = True
-        hist = self._hist.get(req_id)
-        if hist is not None:
-            h = hist.evidence(k, choice)
-            if h[0] > dyn_len + self.l_bias:
-                (dyn_len, draft, counts), at_end = h, False
-        if self.corpus is not None:
-            c = self._matchers[req_id].evidence(k, choice)
-            if c[0] > dyn_len + self.l_bias:
-                (dyn_len, draft, counts), at_end = c, False
+        choice, depth = policy.choice_code, policy.depth
+        cands = self._reqs[req_id].evidence_chain(k, choice, depth)
+        dyn_len, at_end = (cands[0][0] if cands else 0), True
+        # a static source (history, then corpus) replaces the dynamic one when its match is longer
+        for static in (self._hist.get(req_id), self._matchers.get(req_id)):
+            if static is not None:
+                c = static.evidence_chain(k, choice, depth)
+                if c and c[0][0] > dyn_len + self.l_bias:
+                    cands, dyn_len, at_end = c, c[0][0], False
         if dyn_len < self.l_threshold:
             return []
         state = self._ev[req_id]
-        n, expected = policy.choose(state, check_k(k), dyn_len, counts, at_end)
-        draft = draft[:n]
-        if n:
+        draft, expected = policy.choose(state, check_k(k), cands, at_end)
+        if draft:
             state.pending, state.pending_pred = draft, expected
         return draft
 

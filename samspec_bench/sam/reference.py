@@ -12,6 +12,7 @@ from typing import Iterable
 
 _SEP = -1
 COUNT_WALK = 64  # states counted per new position, as _samcore.c's count_position
+FREQ_SCAN = 64   # edges read for the most frequent continuation, as _samcore.c's frequent_child
 
 
 def as_token_list(tokens: Iterable[int]) -> list[int]:
@@ -217,15 +218,19 @@ class ReferenceSam:
     # ----- evidence for the draft-length policy (SamCore.evidence / lookup_evidence) -----
 
     def _frequent_child(self, q: int) -> int:
+        """As C's frequent_child: ties to the latest occurrence, then to the earliest first
+        one. C reads at most FREQ_SCAN edges, in its list order; the two agree on states with
+        at most FREQ_SCAN continuations (every state of the random-string tests)."""
         kids = self.next[q].values()
-        return max(kids, key=lambda t: (self.cnt[t], -self.fpos[t])) if kids else -1
+        return max(kids, key=lambda t: (self.cnt[t], self.rpos[t], -self.fpos[t])) if kids else -1
 
-    def _evidence_from(self, q: int, length: int, k: int, choice: int) -> tuple[int, list[int], list[int]]:
+    def _evidence_from(self, q: int, length: int, k: int, choice: int) -> tuple:
         """choice: 0 the earliest occurrence's continuation, 1 the most frequent token by
-        token, 2 the latest earlier occurrence's (the earliest's where it has none)."""
+        token (with `continued`: the occurrences followed by some token, the sum over the
+        edges), 2 the latest earlier occurrence's (the earliest's where it has none)."""
         if q <= 0:
-            return 0, [], []
-        toks, cnts, p = [], [self.cnt[q]], self.fpos[q]
+            return (0, [], [], []) if choice == 1 else (0, [], [])
+        toks, cnts, cont, p = [], [self.cnt[q]], [], self.fpos[q]
         if choice == 2 and self.rpos[q] >= 0 and self._succ(self.rpos[q]) != -1:
             p = self.rpos[q]
         for _ in range(k):
@@ -234,6 +239,7 @@ class ReferenceSam:
                 if t < 0:
                     break
                 c = self.text[self.fpos[t]]
+                cont.append(sum(self.cnt[x] for x in self.next[q].values()))
             else:
                 p = self._succ(p)
                 if p == -1:
@@ -243,7 +249,7 @@ class ReferenceSam:
             toks.append(c)
             cnts.append(self.cnt[t])
             q = t
-        return length, toks, cnts
+        return (length, toks, cnts, cont) if choice == 1 else (length, toks, cnts)
 
     def evidence(self, k: int, doc: int = 0, choice: int = 0) -> tuple[int, list[int], list[int]]:
         if self.doc_end[doc] < 0:
@@ -255,6 +261,27 @@ class ReferenceSam:
     def lookup_evidence(self, st: int, length: int, k: int, choice: int = 0):
         st, length = self._usable(st, length, -1)
         return self._evidence_from(st, length, k, choice)
+
+    def _chain(self, q: int, length: int, k: int, choice: int, depth: int) -> list:
+        out = []
+        for _ in range(depth):
+            if q <= 0:
+                break
+            out.append(self._evidence_from(q, length, k, choice))
+            q = self.link[q]
+            length = self.len[q]
+        return out
+
+    def evidence_chain(self, k: int, doc: int, choice: int, depth: int) -> list:
+        if self.doc_end[doc] < 0:
+            return []
+        last = self.doc_last[doc]
+        st, length = self._usable(last, self.len[last], self.doc_end[doc])
+        return self._chain(st, length, k, choice, depth)
+
+    def lookup_evidence_chain(self, st: int, length: int, k: int, choice: int, depth: int) -> list:
+        st, length = self._usable(st, length, -1)
+        return self._chain(st, length, k, choice, depth)
 
     def count(self, st: int) -> int:
         return self.cnt[st]

@@ -39,7 +39,8 @@ from samspec_bench.trace_formats import FORMATS
 @click.option("--chat-template", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Prompt format: auto uses the tokenizer's chat template for traces with a system prompt.")
 @click.option("--drafter", "drafters", default="sam", show_default=True,
-              help="Drafters, comma list: sam, ngram (vLLM's prompt lookup), suffix (Arctic, when installed), "
+              help="Drafters, comma list: sam (evidence draft length), sam-fixed (SAM-Decoding's min_endpos, "
+                   "always up to k), ngram (vLLM's prompt lookup), suffix (Arctic, when installed), "
                    "or a pure-Python SAM (sam-python, sam-public).")
 @click.option("--num-spec-tokens", "-k", "ks", default="3", show_default=True, help="Draft lengths k, comma list.")
 @click.option("--sources", default="own", show_default=True,

@@ -214,7 +214,7 @@ def build_configs(cfg: AcceptConfig) -> list[DraftConfig]:
         opts: dict[str, Any] = {}
         if name == "ngram":
             opts = {"min_n": cfg.ngram_min, "max_n": cfg.ngram_max}
-        elif name == "sam" and cfg.sam_min_match != 1:
+        elif name in ("sam", "sam-fixed") and cfg.sam_min_match != 1:
             opts = {"l_threshold": cfg.sam_min_match}
         for k in ks:
             for src in cfg.sources:

@@ -39,14 +39,7 @@ def write_figure(run_path: Path, configs, binned: dict, bins, cfg: AcceptConfig)
     axes[0].axhline(1.0, color="grey", lw=0.8, ls="--")
     axes[1].legend(fontsize=8, loc="best")
     fig.suptitle(f"samspec-bench accept ({cfg.engine}); bins with >= {MIN_PLOT_STEPS} steps", fontsize=10)
-    fig.tight_layout()
-    names = []
-    for ext in ("png", "svg"):
-        name = f"{FIGURE_STEM}.{ext}"
-        fig.savefig(run_path / name, dpi=120)
-        names.append(name)
-    plt.close(fig)
-    return names
+    return _save(fig, run_path, FIGURE_STEM)
 
 
 PARETO_STEM = "tokens_vs_drafted"
@@ -76,10 +69,17 @@ def write_pareto_figure(run_path: Path, configs, metrics: dict, cfg: AcceptConfi
     ax.set_title(f"samspec-bench accept ({cfg.engine}): tokens per step vs drafted tokens per step", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best")
+    return _save(fig, run_path, PARETO_STEM)
+
+
+def _save(fig, run_path: Path, stem: str) -> list[str]:
+    """Write `fig` as stem.png and stem.svg beside result.json, close it; the names written."""
+    import matplotlib.pyplot as plt  # the callers imported it already (Agg backend)
+
     fig.tight_layout()
     names = []
     for ext in ("png", "svg"):
-        name = f"{PARETO_STEM}.{ext}"
+        name = f"{stem}.{ext}"
         fig.savefig(run_path / name, dpi=120)
         names.append(name)
     plt.close(fig)
