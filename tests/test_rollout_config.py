@@ -41,6 +41,20 @@ def test_click_defaults_make_the_dataclass_defaults(shared_data):
     assert ro.build_config(**_defaults(engine="reference", data_dir="/no/such/dir")).traces is None
 
 
+def test_replay_with_model_uses_its_tokenizer(shared_data, tmp_path, monkeypatch):
+    """--model on a replay picks the tokenizer (as accept does); without it the data directory's;
+    a hub model that is not cached offline stops with one line naming it."""
+    ckpt = shared_data / "tokenizers" / "qwen3"     # a local directory with tokenizer files
+    cfg = ro.build_config(**_defaults(data_dir=str(shared_data), model=str(ckpt)))
+    assert cfg.tokenizer == str(ckpt) and cfg.model == str(ckpt)
+    assert ro.build_config(**_defaults(data_dir=str(shared_data), model=str(ckpt),
+                                       tokenizer=str(tmp_path))).tokenizer == str(tmp_path)   # --tokenizer wins
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(UserError, match="Qwen/Qwen3-8B"):
+        ro.build_config(**_defaults(data_dir=str(shared_data), model="Qwen3-8B"))
+
+
 @pytest.mark.parametrize("over, match", [
     ({"arms": "off,sometimes"}, "--arms"),
     ({"spec_threshold": "4,x"}, "--spec-threshold"),

@@ -189,8 +189,8 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
 @click.option("--engine", type=click.Choice(["replay", "reference", "vllm"]), default="replay", show_default=True,
               help="replay: simulate from traces; reference: measure on the PyTorch engine; vllm: measure inside "
                    "vLLM (SAM as its proposer, the threshold switch in the proposer).")
-@click.option("--model", default=None, help=f"Model for the reference engine (default {BUILTIN_MODEL}; a preset "
-              "names its own).")
+@click.option("--model", default=None, help=f"Model of the measured engine (default {BUILTIN_MODEL}; a preset "
+              "names its own); with --engine replay its tokenizer reads the traces (unless --tokenizer).")
 @click.option("--traces", default=None, help="Trace JSONL for replay (default: shared qwen25math_math_100x8.jsonl).")
 @click.option("--tokenizer", default=None, help="Tokenizer directory for the traces (default: shared qwen3).")
 @click.option("--data-dir", default=None, help="Shared data directory.")

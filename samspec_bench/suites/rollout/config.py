@@ -15,7 +15,7 @@ from samspec_bench.bench.policies import SpecPolicy, make_policy
 from samspec_bench.bench.simulation.dp import SHARD_RULES
 from samspec_bench.data import resolve_data_dir
 from samspec_bench.errors import UserError, int_at_least, int_list, number_in
-from samspec_bench.models import BUILTIN_MODEL, check_model, model_id
+from samspec_bench.models import BUILTIN_MODEL, check_model, model_id, resolve_tokenizer
 from samspec_bench.suites.rollout.presets import get_preset
 
 SUITE = "rollout"
@@ -99,6 +99,10 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                         tail_threshold=tail_threshold, step_model=pick("step_model", step_model), seed=seed,
                         threads=threads, dp=pick("dp", dp), dp_shard=pick("dp_shard", dp_shard), preset=preset,
                         sensitivity=bool(preset) if sensitivity is None else bool(sensitivity))
+    if engine == "replay" and model is not None and cfg.tokenizer is None:
+        # replay with --model tokenizes with that model's tokenizer, as accept does (a preset's
+        # own model only names the shapes its step model prices)
+        cfg.tokenizer = str(resolve_tokenizer(model))
     if engine == "replay" and (cfg.traces is None or cfg.tokenizer is None):
         ddir = resolve_data_dir(data_dir)
         cfg.traces = cfg.traces or str(ddir.joinpath(*DEFAULT_TRACES))
