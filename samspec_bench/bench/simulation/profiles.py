@@ -33,7 +33,7 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from samspec_bench.bench.engines.replay import DraftConfig, build_drafter, unsupported_reason
+from samspec_bench.bench.engines.replay import SAM_DRAFTERS, DraftConfig, build_drafter, unsupported_reason
 from samspec_bench.errors import UserError
 from samspec_bench.sam import make_drafter
 
@@ -144,7 +144,7 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
         raise UserError(f"--sources {sources!r}: use own or group")
     cfg = DraftConfig(drafter=drafter, k=max(int(k), 1), group=True)
     reason = unsupported_reason(cfg)
-    if reason or drafter != "sam":
+    if reason or drafter not in SAM_DRAFTERS:
         raise UserError(f"--sources group with drafter {drafter!r}: {reason or 'lockstep group profiles need sam'}; "
                         "use --sources own")
     members: dict[Hashable, list[int]] = {}

@@ -5,6 +5,7 @@ the arms simulated or measured, the run folder written, a line per arm printed) 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,10 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
     validate(cfg)
     model, priced = load_priced(cfg)
     measured = cfg.engine != "replay"
+    if cfg.drafter != "sam-fixed":
+        print(f"drafter {cfg.drafter}: its draft lengths follow each request's observed acceptance; the simulation "
+              "approximates them from a per-position profile (its schedule is not reproduced step by step)",
+              file=sys.stderr)
     profiler = None
     extra: dict[str, Any] = {}
     if not measured:
@@ -205,6 +210,10 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
 @click.option("--length-dist", default=None,
               help="Target lengths: lognormal:MEDIAN:SIGMA, pareto:MIN:ALPHA, fixed:N, trace (reference default "
                    "lognormal:32:0.8; replay default: the traces' own lengths, else profiles are stretched).")
+@click.option("--drafter", type=click.Choice(["sam-fixed", "sam"]), default="sam-fixed", show_default=True,
+              help="SAM's draft length: sam-fixed (SAM-Decoding's min_endpos, up to k tokens: the seed's SAM, whose "
+                   "schedule the simulation reproduces step by step) or sam (the evidence policy: its lengths follow "
+                   "each request's observed acceptance, which the per-position profile approximates).")
 @click.option("--sources", type=click.Choice(["own", "group"]), default=None,
               help="Replay draft sources: the response's own context (default), or its GRPO group's siblings too.")
 @click.option("--kv-capacity-tokens", type=int, default=None,

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from samspec_bench.bench.engines.replay import MAX_K
+from samspec_bench.bench.engines.replay import MAX_K, SAM_DRAFTERS
 from samspec_bench.bench.policies import SpecPolicy, make_policy
 from samspec_bench.bench.simulation.dp import SHARD_RULES
 from samspec_bench.data import resolve_data_dir
@@ -52,7 +52,7 @@ class RolloutConfig:
     arms: list[str] = field(default_factory=lambda: ["off", "always", "threshold"])
     tail_threshold: int | None = None
     step_model: str | None = None
-    drafter: str = "sam"
+    drafter: str = "sam-fixed"
     seed: int = 0
     threads: int = 1
     dtype: str = "float32"
@@ -66,7 +66,7 @@ class RolloutConfig:
 # ---------- options -> config (the suite contract) ----------
 
 def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_size, temperature, top_p,
-                 max_response_len, max_num_seqs, max_num_batched_tokens, ignore_eos, length_dist, sources,
+                 max_response_len, max_num_seqs, max_num_batched_tokens, ignore_eos, length_dist, drafter, sources,
                  kv_capacity_tokens, block_size, repeats, spec_threshold, ks, arms, tail_threshold, step_model,
                  seed, threads, dp, dp_shard, preset, sensitivity) -> RolloutConfig:
     """The main command's options (click's values; the click options hold the defaults) as a
@@ -91,7 +91,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                         max_num_seqs=pick("max_num_seqs", max_num_seqs),
                         max_num_batched_tokens=pick("max_num_batched_tokens", max_num_batched_tokens),
                         ignore_eos=ignore_eos, length_dist=pick("length_dist", length_dist),
-                        sources=pick("sources", sources), kv_capacity_tokens=kv_capacity_tokens,
+                        drafter=drafter, sources=pick("sources", sources), kv_capacity_tokens=kv_capacity_tokens,
                         block_size=block_size, repeats=repeats,
                         thresholds=(int_list(spec_threshold, "--spec-threshold") if spec_threshold is not None
                                     else pick("thresholds", None)),
@@ -138,7 +138,7 @@ def validate(cfg: RolloutConfig) -> None:
     if cfg.engine in MEASURED_ENGINES:
         if cfg.repeats < 1:
             raise UserError(f"--repeats {cfg.repeats}: give the number of runs per arm, an integer >= 1")
-        if cfg.sources != "own" and (cfg.engine != "reference" or cfg.drafter != "sam"):
+        if cfg.sources != "own" and (cfg.engine != "reference" or cfg.drafter not in SAM_DRAFTERS):
             raise UserError(f"--sources {cfg.sources} with --engine {cfg.engine}: measured group drafting needs the "
                             "reference engine and the sam drafter (or simulate it with --engine replay)")
 

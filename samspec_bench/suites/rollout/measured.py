@@ -19,6 +19,7 @@ from samspec_bench.bench.simulation.profiles import profiles_for
 from samspec_bench.bench.simulation.scheduler import reprice, simulate
 from samspec_bench.bench.simulation.step_model import StepTimeModel, extrapolation, fit_from_steps, step_features
 from samspec_bench.sam import SamDrafter
+from samspec_bench.sam.draft_length import DEFAULT_LENGTH
 from samspec_bench.suites.rollout.config import (MEASURED_GROUP_SIZE, MEASURED_PROMPTS, REFERENCE_LENGTHS,
                                                  RolloutConfig, arm_policy, arm_settings, draw_lengths, kv_options,
                                                  tail_threshold_for, validate)
@@ -125,7 +126,7 @@ def arm_drafter(cfg: RolloutConfig, k: int):
     if not k:
         return None
     if cfg.sources == "group":
-        return SamDrafter(group_sharing=True)
+        return SamDrafter(group_sharing=True, length="fixed" if cfg.drafter == "sam-fixed" else DEFAULT_LENGTH)
     return cfg.drafter
 
 

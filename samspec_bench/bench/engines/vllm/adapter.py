@@ -270,12 +270,13 @@ class VllmEngine(Engine):
                  spec_policy: Callable | None = None, progress: bool = False,
                  on_output: Callable[[RequestOutput], None] | None = None,
                  oracle: dict[Hashable, Sequence[int]] | None = None) -> GenerationResult:
-        """drafter: None, "sam", "ngram", "suffix" or a `SamDrafter` (its group sharing,
-        l_threshold and draft length spec are used). oracle: {req_id: continuation}: draft exactly that continuation
-        (teacher-forced verification; op-equivalence). spec_policy: None, off, always or the
-        batch-size threshold policy (`policies.make_policy`; SAM only: the proposer
-        drafts only when at most T requests stay in the batch); other callables are refused."""
+        """drafter: None, "sam", "sam-fixed", "ngram", "suffix" or a `SamDrafter` (its group sharing,
+        l_threshold and draft length spec are used). oracle: {req_id: continuation}: draft exactly that
+        continuation (teacher-forced verification; op-equivalence). spec_policy: None, off, always or the batch-size
+        threshold policy (`policies.make_policy`; SAM only: the proposer drafts only when at most T requests stay
+        in the batch); other callables are refused."""
         sam_opts: dict[str, Any] = {}
+        drafter = SamDrafter(length="fixed") if drafter == "sam-fixed" else drafter   # replay's name for the baseline
         if isinstance(drafter, SamDrafter):
             if drafter.corpus is not None:
                 raise UserError("a SAM drafter with a static corpus cannot run inside vLLM yet: drop the corpus")
