@@ -174,3 +174,21 @@ def test_build_config_checks_before_loading_and_execute_has_no_resume(tmp_path):
         suite.build_config(**{**opts, "drafters": "sam,medusa"})
     with pytest.raises(UserError, match="no resume"):
         suite.execute(job, output=str(tmp_path), resume=str(tmp_path))
+
+
+def test_library_figures_come_from_the_fixed_lookup_and_the_policy_is_beside_them():
+    """The speed / memory headlines (and the report's gates) describe the automaton with
+    SAM-Decoding's lookup (sam-fixed); the evidence policy's own cost is reported next to them."""
+    from samspec_bench.suites.drafters import DraftersConfig, summarize
+
+    def row(name, draft, mem):
+        return {"drafter": name, "ns_per_token": 100.0, "ns_per_token_stream": 200.0, "ns_per_draft": draft,
+                "bytes_per_token": mem}
+
+    cfg = DraftersConfig(traces=[], tokenizer="t", sweep=[256])
+    m = summarize([row("sam-fixed", 500.0, 60.0), row("sam", 9000.0, 70.0), row("sam-python", 3000.0, 900.0)], [], cfg)
+    assert (m["sam_library_drafter"], m["sam_ns_per_draft"], m["sam_bytes_per_token"]) == ("sam-fixed", 500.0, 60.0)
+    assert (m["evidence_ns_per_draft"], m["evidence_bytes_per_token"]) == (9000.0, 70.0)
+    assert m["draft_speedup_vs_sam_python"] == pytest.approx(6.0)
+    only_sam = summarize([row("sam", 9000.0, 70.0)], [], cfg)   # --drafters sam: its own figures, nothing beside
+    assert only_sam["sam_ns_per_draft"] == 9000.0 and "evidence_ns_per_draft" not in only_sam
