@@ -261,8 +261,9 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
             ctx = cnt(P[running][slot] + pp - 1).astype(np.int64)
             fin = np.bincount(nst - 1, minlength=m).astype(np.int64)
             zero = np.zeros(m, dtype=np.int64)
+            verifies = (d_j > 0).astype(np.int64)   # a step whose drafts were all empty runs as a decode step
             t = np.asarray(step_model.predict(running=r_j, prefill_tokens=zero, decode_tokens=r_j, draft_tokens=d_j,
-                                              context_tokens=ctx, spec_requests=r_j, speculative=np.ones(m, np.int64)),
+                                              context_tokens=ctx, spec_requests=r_j * verifies, speculative=verifies),
                            dtype=float)
             t = np.broadcast_to(t, (m,)).astype(float)
             clk = np.cumsum(np.concatenate([[clock], t]))[1:]   # sequential sums, as step by step
