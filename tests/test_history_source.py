@@ -5,7 +5,6 @@ documented split of single-step traces into an earlier and a current step."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,21 +12,14 @@ import pytest
 
 from samspec_bench.bench.engines.replay import (DraftConfig, ReplayEngine, emulate_steps, group_units, has_steps,
                                                 replay_response, unsupported_reason)
+from samspec_bench.data import TokenizedResponse
 from samspec_bench.sam.drafters import SamDrafter
 from samspec_bench.sam.history import HistoryStore, prompt_key
 
 
-@dataclass(frozen=True)
-class Item:
-    """The fields of data.TokenizedResponse that replay reads."""
-    id: str
-    group: str
-    prompt_ids: np.ndarray
-    response_ids: np.ndarray
-    source: Path
-    line: int
-    prompt_format: str = "ids"
-    step: int | None = None
+def response(**fields) -> TokenizedResponse:
+    """A replay item: the trace reader's record, with the prompt given as token ids."""
+    return TokenizedResponse(**{"prompt_format": "ids", **fields})
 
 
 def arr(x) -> np.ndarray:
@@ -108,7 +100,7 @@ def test_history_is_sam_only():
     assert DraftConfig(group=True, history=True).label == "sam k=3 own+group+history(concurrent)"
 
 
-def _steps_items(rng, prompts=3, steps=3, n=4, length=200) -> list[Item]:
+def _steps_items(rng, prompts=3, steps=3, n=4, length=200) -> list[TokenizedResponse]:
     """`steps` RL steps; every prompt in every step; a prompt's responses share a long core."""
     items = []
     core = {p: rng.integers(0, 3000, length) for p in range(prompts)}
@@ -120,7 +112,7 @@ def _steps_items(rng, prompts=3, steps=3, n=4, length=200) -> list[Item]:
                 flips = rng.random(length) < 0.15
                 resp[flips] = rng.integers(0, 3000, int(flips.sum()))
                 line += 1
-                items.append(Item(id=str(line), group=f"g{p}", prompt_ids=arr([p + 1] * 12), response_ids=arr(resp),
+                items.append(response(id=str(line), group=f"g{p}", prompt_ids=arr([p + 1] * 12), response_ids=arr(resp),
                                   source=Path(f"/d/{s}.jsonl"), line=line, step=s))
     return items
 
@@ -180,7 +172,7 @@ def test_window_and_budget_bound_what_history_gives():
 
 def test_emulated_steps_split_each_group_in_file_order():
     def item(i, g, src="/a.jsonl"):
-        return Item(id=str(i), group=g, prompt_ids=arr([1]), response_ids=arr([i, i]), source=Path(src), line=i)
+        return response(id=str(i), group=g, prompt_ids=arr([1]), response_ids=arr([i, i]), source=Path(src), line=i)
 
     items = [item(i, "x") for i in range(8)] + [item(8 + i, "y") for i in range(5)] + [item(13, "z")] \
         + [item(14 + i, "x", "/b.jsonl") for i in range(2)]

@@ -139,8 +139,23 @@ def make_generators(seeds: Sequence[Optional[int]], device="cpu") -> dict[int, t
 # Adapter contract
 
 
+class _FlatDrafts:
+    """What both adapter contracts derive from their flattened drafts."""
+
+    num_draft_tokens: list
+    draft_token_ids: torch.Tensor
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.num_draft_tokens)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.draft_token_ids.shape[0])
+
+
 @dataclasses.dataclass
-class RejectionInputs:
+class RejectionInputs(_FlatDrafts):
     """The adapter contract: what an audited sampler receives (all tensors in vLLM's layout).
 
     draft_token_ids:     int64 [num_tokens], the drafts of all requests, flattened.
@@ -172,14 +187,6 @@ class RejectionInputs:
     generators: dict = dataclasses.field(default_factory=dict)
 
     @property
-    def batch_size(self) -> int:
-        return len(self.num_draft_tokens)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.draft_token_ids.shape[0])
-
-    @property
     def vocab_size(self) -> int:
         return int(self.target_probs.shape[-1])
 
@@ -196,7 +203,7 @@ SamplerFn = Callable[[RejectionInputs], torch.Tensor]
 
 
 @dataclasses.dataclass
-class LogitsInputs:
+class LogitsInputs(_FlatDrafts):
     """The logits-level adapter contract: what a sampler that does the whole verify step
     receives (vLLM's `RejectionSampler.forward` takes the same information).
 
@@ -228,14 +235,6 @@ class LogitsInputs:
     target_logits: torch.Tensor
     bonus_logits: torch.Tensor
     sampling: "SamplingBatch"
-
-    @property
-    def batch_size(self) -> int:
-        return len(self.num_draft_tokens)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.draft_token_ids.shape[0])
 
     @property
     def vocab_size(self) -> int:
