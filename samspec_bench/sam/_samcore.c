@@ -27,6 +27,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1144,6 +1145,9 @@ static PyTypeObject SamBatchType = {
     .tp_getset = SamBatch_getset,
 };
 
+/* ---------- the evidence policy's per-draft choice (EvidenceBatch) ---------- */
+#include "_evidence_policy.h"
+
 /* ---------- the n-gram baseline (vLLM's semantics) ---------- */
 
 /* ngram_propose(tokens, min_n, max_n, k) -> list: the longest n in [min_n, max_n] such that the
@@ -1198,13 +1202,15 @@ static struct PyModuleDef samcore_module = {
 
 PyMODINIT_FUNC PyInit__samcore(void) {
     SingleCoreType.tp_base = &SamCoreType;
-    if (PyType_Ready(&SamCoreType) < 0 || PyType_Ready(&SingleCoreType) < 0 || PyType_Ready(&SamBatchType) < 0)
+    if (PyType_Ready(&SamCoreType) < 0 || PyType_Ready(&SingleCoreType) < 0 || PyType_Ready(&SamBatchType) < 0
+        || PyType_Ready(&EvRequestType) < 0 || PyType_Ready(&EvidenceBatchType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&samcore_module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "SamCore", (PyObject *)&SamCoreType) < 0
         || PyModule_AddObjectRef(m, "SingleCore", (PyObject *)&SingleCoreType) < 0
-        || PyModule_AddObjectRef(m, "SamBatch", (PyObject *)&SamBatchType) < 0) {
+        || PyModule_AddObjectRef(m, "SamBatch", (PyObject *)&SamBatchType) < 0
+        || PyModule_AddObjectRef(m, "EvidenceBatch", (PyObject *)&EvidenceBatchType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

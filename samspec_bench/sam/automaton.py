@@ -159,6 +159,11 @@ class GroupMember:
         self._core = core
         self.doc = doc
 
+    @property
+    def core(self) -> SamCore:
+        """The group's automaton (document `doc` is this member's text)."""
+        return self._core
+
     def extend(self, token_ids: Iterable[int]) -> None:
         self._core.extend(token_ids, self.doc)
 

@@ -26,6 +26,10 @@ from typing import Any, Callable, Union
 
 from samspec_bench.sam.automaton import CHOICES
 
+# The fields the compiled chooser (_samcore.EvidenceBatch, sam/_evidence_policy.h) implements:
+# a policy with any other field (a parameter added later) is chosen by choose() in Python.
+C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice"})
+
 DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
 LENGTH_SPECS = ("fixed", "evidence")
 
@@ -163,6 +167,16 @@ class EvidenceLength:
             if n and score > best_score:
                 best, best_n, best_score, best_exp = draft, n, score, expected
         return (best[:best_n], best_exp) if best is not None else ([], 0.0)
+
+    def c_params(self) -> dict[str, Any] | None:
+        """EvidenceBatch's arguments for this policy, or None where the compiled chooser does not
+        implement it (a subclass, or a field it does not know): then drafts are chosen here. A
+        profile cost is passed as -1 (read per draft in Python and handed to propose)."""
+        if type(self) is not EvidenceLength or {f.name for f in fields(self)} != C_FIELDS:
+            return None
+        return {"cost": -1.0 if callable(self.cost) else float(self.cost), "novelty": float(self.novelty),
+                "depth": self.depth, "cap": float(self.cap), "tau": float(self.tau), "decay": float(self.decay),
+                "choice": self.choice_code}
 
     def observe(self, state: RequestEvidence, predicted: float, accepted: int) -> None:
         state.predicted = self.decay * state.predicted + predicted

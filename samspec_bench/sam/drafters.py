@@ -30,6 +30,11 @@ from samspec_bench.sam.draft_length import (FIXED_LENGTH, AdaptiveLength, Eviden
 from samspec_bench.sam.history import HistoryStore
 from samspec_bench.sam.reference import ObjectSam, ReferenceSam, heap_bytes
 
+try:   # an extension built before the compiled evidence path: the policy then runs in Python
+    from samspec_bench.sam._samcore import EvidenceBatch
+except ImportError:
+    EvidenceBatch = None
+
 
 class Drafter(ABC):
     """Per-request drafting state for a batch of requests."""
@@ -114,6 +119,26 @@ class SamDrafter(Drafter):
             batch = SamBatch()
             self._reqs = batch.requests
             self.start, self.extend, self.propose, self.stop = batch.start, batch.extend, batch.propose, batch.stop
+        # The evidence policy over the dynamic source (own or group) runs its per-draft choice
+        # and its judging of the previous draft in C: one call each, the drafts choose() picks
+        # in Python (the specification). Static sources, or a policy the C code does not
+        # implement (EvidenceLength.c_params), stay in Python.
+        self._c_batch = None
+        params = length.c_params() if self._evidence and EvidenceBatch is not None else None
+        if params is not None and corpus is None and history is None:
+            batch = self._c_batch = EvidenceBatch(**params, l_threshold=l_threshold)
+            self._ev = batch.requests
+            self.extend = batch.extend
+            self.propose = self._propose_profiled if callable(length.cost) else batch.propose
+
+    @property
+    def policy_path(self) -> str:
+        """Where the draft-length policy runs per draft: 'c' (compiled) or 'python'."""
+        return "c" if self._c_batch is not None or self._fixed_length else "python"
+
+    def _propose_profiled(self, req_id, k):
+        """A profile cost is a Python callable: read it here, choose in C."""
+        return self._c_batch.propose(req_id, k, self.length.threshold(k))
 
     def start(self, req_id, prompt_ids, group=None):
         if req_id in self._reqs:
@@ -130,7 +155,13 @@ class SamDrafter(Drafter):
         else:
             self._reqs[req_id] = SuffixAutomaton(prompt, evidence=self._evidence) if len(prompt) \
                 else SuffixAutomaton(evidence=self._evidence)
-        if self._evidence:
+        if self._c_batch is not None:
+            src = self._reqs[req_id]
+            if isinstance(src, SuffixAutomaton):
+                self._c_batch.add(req_id, src, 0)
+            else:
+                self._c_batch.add(req_id, src.core, src.doc)
+        elif self._evidence:
             self._ev[req_id] = self.length.new_request()
         if self.corpus is not None:
             matcher = self._matchers[req_id] = self.corpus.matcher()
@@ -233,7 +264,7 @@ class SamDrafter(Drafter):
                 "history": None if self.history is None else {"window": self.history.window,
                                                               "budget_bytes": self.history.budget_bytes},
                 "l_threshold": self.l_threshold, "l_bias": self.l_bias,
-                "length": self.length.describe()}
+                "length": self.length.describe(), "policy_path": self.policy_path}
 
 
 class ReferenceSamDrafter(Drafter):

@@ -1,0 +1,310 @@
+/*
+ * The evidence draft-length policy's compiled fast path, included once by _samcore.c (after
+ * the automaton's helpers it reads): a separate file so _samcore.c keeps to the automaton.
+ *
+ * EvidenceLength.choose and SamDrafter's judging of the previous draft
+ * (samspec_bench/sam/draft_length.py, drafters.py) are the specification: this file does the
+ * same arithmetic in the same order, so drafts and expected values are identical (the
+ * extension is built with -std=c99, which keeps GCC from contracting a*b+c into an FMA).
+ * A policy this file does not implement is chosen in Python (EvidenceLength.c_params).
+ *
+ * One call per draft: the candidates (the match and up to depth-1 shorter ones up its suffix
+ * links, as evidence_chain walks them) are generated token by token only as far as the
+ * estimate keeps them, and scored as they go, without building Python lists.
+ */
+
+typedef struct {
+    double cost, novelty, cap, tau, decay;
+    Py_ssize_t depth, l_threshold;
+    int mode;
+} EvParams;
+
+/* One request: its source (core, doc), its recent acceptance and the draft waiting to be judged. */
+typedef struct {
+    PyObject_HEAD
+    SamCore *core;                 /* strong reference */
+    Py_ssize_t doc;
+    double predicted, accepted, pending_pred;
+    int32_t *pending;              /* the last draft, npending tokens (0: none waiting) */
+    Py_ssize_t npending, pending_cap;
+    int32_t small[16];
+} EvRequest;
+
+/* The candidates from matched state q (match length L): the draft with the most expected
+ * accepted tokens net of cost, into best (room for k tokens); returns its length, sets
+ * *expected. work: scratch for k tokens. The dynamic source (the match's own current
+ * occurrence is counted in cnt: at_end) is the only one this path drafts from. */
+static Py_ssize_t ev_choose(const SamCore *s, int32_t q, int64_t L, Py_ssize_t k, const EvParams *P,
+                            double cost, double scale, int32_t *best, int32_t *work, double *expected) {
+    int frequent = P->mode == CHOOSE_FREQUENT;
+    double best_score = 0.0, best_exp = 0.0;
+    Py_ssize_t best_n = 0;
+    for (Py_ssize_t d = 0; d < P->depth && q > 0; d++) {
+        Py_ssize_t most = k;
+        if (P->cap > 0) {   /* min(most, int(cap * L + 1e-9)), without overflowing the cast */
+            double v = P->cap * (double)L + 1e-9;
+            if (v < (double)most) most = (Py_ssize_t)v;
+        }
+        double p = 1.0, score = 0.0, exp_ = 0.0;
+        Py_ssize_t n = 0;
+        int32_t t = q, pos = s->st[q].fpos;
+        if (P->mode == CHOOSE_RECENT && s->rpos[q] != NONE && succ_of(s, s->rpos[q]) != NONE) pos = s->rpos[q];
+        int64_t prev = s->cnt[q];        /* counts[j-1] */
+        for (Py_ssize_t j = 1; j <= most; j++) {
+            int32_t nt, c;
+            int64_t seen;
+            if (frequent) {
+                if ((nt = frequent_child(s, t, &seen)) == NONE) break;
+                c = tok_of(s, nt);
+            } else {
+                if ((pos = succ_of(s, pos)) == NONE) break;
+                c = s->text[pos];
+                if ((nt = get_trans(s, t, c)) == NONE) break;
+                seen = prev - (j == 1 ? 1 : 0);
+            }
+            if (seen <= 0) break;
+            work[j - 1] = c;
+            double x = scale * (double)s->cnt[nt] / ((double)seen + P->novelty / (double)(L + j - 1));
+            p *= x < 0.99 ? x : 0.99;    /* min(0.99, x) */
+            if (p < cost) break;
+            n = j; score = score + p - cost; exp_ = exp_ + p;
+            prev = s->cnt[nt];
+            t = nt;
+        }
+        if (n && score > best_score) {
+            best_n = n; best_score = score; best_exp = exp_;
+            memcpy(best, work, (size_t)n * sizeof(int32_t));
+        }
+        q = s->st[q].link;
+        L = s->st[q].len;
+    }
+    *expected = best_exp;
+    return best_n;
+}
+
+/* ---------- EvidenceBatch: the drafter's per-request calls, each one C call ---------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *reqs;   /* dict: request id -> EvRequest */
+    EvParams P;
+} EvidenceBatch;
+
+static PyTypeObject EvRequestType;
+
+static void EvRequest_dealloc(EvRequest *r) {
+    Py_XDECREF(r->core);
+    if (r->pending != r->small) free(r->pending);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyObject *EvRequest_get_pending(EvRequest *r, void *c) {
+    if (r->npending == 0) Py_RETURN_NONE;
+    PyObject *out = PyList_New(r->npending);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < r->npending; i++) {
+        PyObject *v = PyLong_FromLong(r->pending[i]);
+        if (!v) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
+static PyMemberDef EvRequest_members[] = {
+    {"predicted", T_DOUBLE, offsetof(EvRequest, predicted), 0, "decayed sum of the expected accepted tokens of its drafts"},
+    {"accepted", T_DOUBLE, offsetof(EvRequest, accepted), 0, "decayed sum of the tokens of its drafts that were accepted"},
+    {"pending_pred", T_DOUBLE, offsetof(EvRequest, pending_pred), 0, "the expected accepted tokens of the pending draft"},
+    {"doc", T_PYSSIZET, offsetof(EvRequest, doc), READONLY, "its document in the automaton"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyGetSetDef EvRequest_getset[] = {
+    {"pending", (getter)EvRequest_get_pending, NULL, "the draft waiting to be judged (None: none)", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject EvRequestType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "samspec_bench.sam._samcore.EvidenceRequest",
+    .tp_basicsize = sizeof(EvRequest),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One request's recent acceptance under the evidence policy (made by EvidenceBatch.add).",
+    .tp_dealloc = (destructor)EvRequest_dealloc,
+    .tp_members = EvRequest_members,
+    .tp_getset = EvRequest_getset,
+};
+
+/* EvidenceBatch(cost, novelty, depth, cap, tau, decay, choice, l_threshold); cost < 0: the
+ * policy's cost is a profile, read in Python per draft and passed to propose. */
+static int EvidenceBatch_init(EvidenceBatch *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "l_threshold", NULL};
+    EvParams *P = &self->P;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ddndddin", kwlist, &P->cost, &P->novelty, &P->depth,
+                                     &P->cap, &P->tau, &P->decay, &P->mode, &P->l_threshold))
+        return -1;
+    if (P->depth < 1 || P->mode < 0 || P->mode > 2 || P->l_threshold < 1 || !(P->novelty > 0) || !(P->tau > 0)) {
+        PyErr_SetString(PyExc_ValueError, "EvidenceBatch: need depth >= 1, choice in 0..2, l_threshold >= 1, novelty > 0, tau > 0");
+        return -1;
+    }
+    if (!self->reqs && !(self->reqs = PyDict_New())) return -1;
+    return 0;
+}
+
+static void EvidenceBatch_dealloc(EvidenceBatch *self) {
+    Py_XDECREF(self->reqs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static EvRequest *ev_lookup(EvidenceBatch *self, PyObject *req_id) {
+    PyObject *r = PyDict_GetItemWithError(self->reqs, req_id);   /* borrowed */
+    if (!r && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, req_id);
+    return (EvRequest *)r;
+}
+
+/* add(req_id, core, doc) -> the request's EvidenceRequest: it drafts from document doc of
+ * core (an automaton made with evidence=True). */
+static PyObject *EvidenceBatch_add(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "add(req_id, core, doc)"); return NULL; }
+    if (!PyObject_TypeCheck(args[1], &SamCoreType)) { PyErr_SetString(PyExc_TypeError, "add: core must be a SamCore"); return NULL; }
+    SamCore *core = (SamCore *)args[1];
+    Py_ssize_t doc = PyLong_AsSsize_t(args[2]);
+    if ((doc == -1 && PyErr_Occurred()) || check_evidence(core) || check_doc(core, doc)) return NULL;
+    EvRequest *r = PyObject_New(EvRequest, &EvRequestType);
+    if (!r) return NULL;
+    Py_INCREF(core);
+    r->core = core;
+    r->doc = doc;
+    r->predicted = r->accepted = r->pending_pred = 0.0;
+    r->pending = r->small;
+    r->npending = 0;
+    r->pending_cap = 16;
+    if (PyDict_SetItem(self->reqs, args[0], (PyObject *)r)) { Py_DECREF(r); return NULL; }
+    return (PyObject *)r;
+}
+
+/* extend(req_id, token_ids): append to the request's document, then judge its pending draft:
+ * the accepted prefix is the common prefix of the draft and the tokens emitted after it. */
+static PyObject *EvidenceBatch_extend(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "extend(req_id, token_ids)"); return NULL; }
+    EvRequest *r = ev_lookup(self, args[0]);
+    if (!r) return NULL;
+    SamCore *s = r->core;
+    if (!s->interleaved && r->doc != s->ndocs - 1) {
+        PyErr_SetString(PyExc_ValueError, "a contiguous automaton only extends its newest document");
+        return NULL;
+    }
+    TokenVec tv;
+    if (read_tokens(args[1], &tv)) return NULL;
+    if (append_tokens(s, r->doc, &tv)) { tv_free(&tv); return NULL; }
+    if (r->npending) {
+        Py_ssize_t a = 0, m = r->npending < tv.n ? r->npending : tv.n;
+        while (a < m && tv.buf[a] == r->pending[a]) a++;
+        r->predicted = self->P.decay * r->predicted + r->pending_pred;
+        r->accepted = self->P.decay * r->accepted + (double)a;
+        r->npending = 0;
+    }
+    tv_free(&tv);
+    Py_RETURN_NONE;
+}
+
+/* propose / choose: (req_id, k, cost=None). keep: remember the draft to judge it. */
+static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs, int keep) {
+    if (nargs < 2 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, keep ? "propose(req_id, k, cost=None)" : "choose(req_id, k, cost=None)");
+        return NULL;
+    }
+    EvRequest *r = ev_lookup(self, args[0]);
+    if (!r) return NULL;
+    PyObject *ka = args[1];
+    Py_ssize_t k = -1;
+    if (!PyBool_Check(ka) && !PyFloat_Check(ka) && PyIndex_Check(ka)) {
+        k = PyNumber_AsSsize_t(ka, PyExc_OverflowError);
+        if (k == -1 && PyErr_Occurred()) return NULL;
+    }
+    if (k < 1) {   /* check_k's message */
+        PyErr_Format(PyExc_ValueError, "k = %R: the number of draft tokens must be an integer >= 1", ka);
+        return NULL;
+    }
+    double cost = self->P.cost;
+    if (nargs == 3 && args[2] != Py_None) {
+        cost = PyFloat_AsDouble(args[2]);
+        if (cost == -1.0 && PyErr_Occurred()) return NULL;
+    } else if (cost < 0) {
+        PyErr_SetString(PyExc_ValueError, "this policy's cost is a profile: pass propose(req_id, k, cost)");
+        return NULL;
+    }
+    SamCore *s = r->core;
+    int64_t L;
+    int32_t q = doc_match(s, r->doc, &L);
+    Py_ssize_t n = 0;
+    double expected = 0.0;
+    int32_t stack[128], *buf = stack;
+    if (q > 0 && L >= self->P.l_threshold) {
+        if (k > s->n) k = (Py_ssize_t)s->n;     /* no draft is longer than the text */
+        if (2 * k > 128 && !(buf = (int32_t *)malloc((size_t)(2 * k) * sizeof(int32_t)))) return PyErr_NoMemory();
+        double x = (r->accepted + self->P.tau) / (r->predicted + self->P.tau);
+        x = x > 0.25 ? x : 0.25;                /* min(4, max(0.25, x)) */
+        double scale = x < 4.0 ? x : 4.0;
+        n = ev_choose(s, q, L, k, &self->P, cost, scale, buf, buf + k, &expected);
+    }
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *v = PyLong_FromLong(buf[i]);
+        if (!v) { Py_CLEAR(out); break; }
+        PyList_SET_ITEM(out, i, v);
+    }
+    if (out && keep && n) {
+        if (n > r->pending_cap) {
+            int32_t *p = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+            if (!p) { Py_DECREF(out); out = PyErr_NoMemory(); goto done; }
+            if (r->pending != r->small) free(r->pending);
+            r->pending = p;
+            r->pending_cap = n;
+        }
+        memcpy(r->pending, buf, (size_t)n * sizeof(int32_t));
+        r->npending = n;
+        r->pending_pred = expected;
+    }
+done:
+    if (buf != stack) free(buf);
+    if (!out || keep) return out;
+    return Py_BuildValue("(Nd)", out, expected);
+}
+
+/* propose(req_id, k, cost=None) -> the draft (as EvidenceLength.choose picks it) */
+static PyObject *EvidenceBatch_propose(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    return ev_draft(self, args, nargs, 1);
+}
+
+/* choose(req_id, k, cost=None) -> (draft, expected accepted tokens), nothing remembered */
+static PyObject *EvidenceBatch_choose(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    return ev_draft(self, args, nargs, 0);
+}
+
+static PyObject *EvidenceBatch_get_requests(EvidenceBatch *self, void *c) { Py_INCREF(self->reqs); return self->reqs; }
+
+static PyMethodDef EvidenceBatch_methods[] = {
+    {"add", (PyCFunction)(void (*)(void))EvidenceBatch_add, METH_FASTCALL,
+     "add(req_id, core, doc) -> EvidenceRequest: the request drafts from document doc of core"},
+    {"extend", (PyCFunction)(void (*)(void))EvidenceBatch_extend, METH_FASTCALL,
+     "extend(req_id, token_ids): append, and judge the pending draft"},
+    {"propose", (PyCFunction)(void (*)(void))EvidenceBatch_propose, METH_FASTCALL,
+     "propose(req_id, k, cost=None) -> list[int]"},
+    {"choose", (PyCFunction)(void (*)(void))EvidenceBatch_choose, METH_FASTCALL,
+     "choose(req_id, k, cost=None) -> (draft, expected): propose without remembering the draft"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef EvidenceBatch_getset[] = {
+    {"requests", (getter)EvidenceBatch_get_requests, NULL, "the live requests: id -> EvidenceRequest", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject EvidenceBatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "samspec_bench.sam._samcore.EvidenceBatch",
+    .tp_basicsize = sizeof(EvidenceBatch),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The evidence draft-length policy's per-request calls in C (see _evidence_policy.h).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)EvidenceBatch_init,
+    .tp_dealloc = (destructor)EvidenceBatch_dealloc,
+    .tp_methods = EvidenceBatch_methods,
+    .tp_getset = EvidenceBatch_getset,
+};
