@@ -8,8 +8,9 @@ import pytest
 from samspec_bench.bench.engines.replay import replay_group, replay_response
 from samspec_bench.metrics import total_counts
 from samspec_bench.sam import SamDrafter, SuffixAutomaton, make_drafter
-from samspec_bench.sam._samcore import SamCore
+from samspec_bench.sam._samcore import EvidenceBatch, SamCore
 from samspec_bench.sam.draft_length import FIXED_LENGTH, EvidenceLength, parse_length
+from samspec_bench.sam.history import HistoryStore
 from samspec_bench.sam.reference import ReferenceSam
 
 
@@ -188,3 +189,114 @@ def test_evidence_policy_pareto_dominates_the_fixed_policy_on_a_shared_trace(qwe
     costlier = next(f for f in fixed if f.drafted_per_step >= ev.drafted_per_step)
     assert ev.tokens_per_step > costlier.tokens_per_step
     assert ev.verify_tokens_per_token < costlier.verify_tokens_per_token
+
+
+# ---------- the compiled path (EvidenceBatch) against choose() in Python ----------
+
+C_SPECS = ["evidence", "evidence:cost=0.1,novelty=2,depth=3,cap=1.5,tau=4,decay=0.9,choice=earliest",
+           "evidence:choice=recent,cost=0.05,depth=64,novelty=0.5", "evidence:cap=0.5,cost=0.5,depth=1",
+           "evidence:cost=0,tau=1e9"]
+
+
+@pytest.mark.parametrize("spec", C_SPECS)
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_compiled_choice_equals_the_python_policy_on_random_strings(spec, interleaved):
+    """Same candidates, same state: the same draft and the same expected value, bit for bit
+    (own text, and a group's interleaved documents)."""
+    pol = parse_length(spec)
+    rng = random.Random(hash((spec, interleaved)) % 1000)
+    compared = drafted = 0
+    for _ in range(60):
+        core = SamCore(interleaved=interleaved, evidence=True)
+        batch = EvidenceBatch(**pol.c_params(), l_threshold=1)
+        docs = [core.new_doc() for _ in range(rng.randint(1, 4) if interleaved else 1)]
+        reqs = {d: batch.add(d, core, d) for d in docs}
+        vocab = rng.choice([2, 3, 5, 20])
+        for _ in range(rng.randint(1, 40)):
+            d = rng.choice(docs)
+            core.extend([rng.randrange(vocab) for _ in range(rng.randint(1, 6))], d)
+            state = pol.new_request()
+            state.predicted, state.accepted = rng.uniform(0, 30), rng.uniform(0, 30)
+            reqs[d].predicted, reqs[d].accepted = state.predicted, state.accepted
+            k = rng.randint(1, 9)
+            want = pol.choose(state, k, core.evidence_chain(k, d, pol.choice_code, pol.depth), True)
+            assert batch.choose(d, k) == want
+            compared += 1
+            drafted += bool(want[0])
+    assert drafted > compared // 10   # the comparison is not only of empty drafts
+
+
+def _trace_prefix(qwen3_tokenizer_dir, traces_dir, n_items):
+    from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
+
+    return tokenize_traces(read_traces(traces_dir / "qwen25math_math_100x8.jsonl"),
+                           load_tokenizer(qwen3_tokenizer_dir))[:n_items]
+
+
+@pytest.mark.parametrize("group_sharing", [False, True])
+def test_compiled_drafter_equals_the_python_drafter_on_a_shared_trace(group_sharing, qwen3_tokenizer_dir, traces_dir):
+    """SamDrafter on its compiled path and on the Python one, the same decode loop over a
+    shared trace prefix (the group's members interleaved step by step): the same drafts and
+    the same record of predicted and accepted tokens, for several settings (a profile cost,
+    an l_threshold included)."""
+    items = _trace_prefix(qwen3_tokenizer_dir, traces_dir, 10)
+    settings = [dict(length=s) for s in C_SPECS[:3]] + [
+        dict(length=EvidenceLength(cost=lambda k: 0.1 + 0.02 * k)), dict(length="evidence", l_threshold=3)]
+    for opts in settings:
+        c = SamDrafter(group_sharing=group_sharing, **opts)
+        py = SamDrafter(group_sharing=group_sharing, compiled=False, **opts)
+        assert (c.policy_path, py.policy_path) == ("c", "python")
+        for i, it in enumerate(items):
+            c.start(i, it.prompt_ids, group=it.group)
+            py.start(i, it.prompt_ids, group=it.group)
+        drafted = 0
+        for step in range(150):
+            for i, it in enumerate(items):
+                if step >= it.response_ids.size:
+                    continue
+                k = 3 + (step + i) % 6
+                draft = c.propose(i, k)
+                assert draft == py.propose(i, k)
+                drafted += len(draft)
+                toks = it.response_ids[step: step + 1]
+                c.extend(i, toks)
+                py.extend(i, toks.tolist())
+                assert (c._ev[i].predicted, c._ev[i].accepted) == (py._ev[i].predicted, py._ev[i].accepted)
+        assert drafted > 0 and c._ev[0].predicted > 0
+        for i in range(len(items)):
+            c.stop(i)
+        assert c.active == 0 and not c._ev
+
+
+def test_a_policy_the_compiled_path_does_not_implement_stays_in_python():
+    """A parameter added later (a field EvidenceBatch does not know), a subclass, or a static
+    source: the drafter chooses in Python, and says so."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class WithNewParameter(EvidenceLength):
+        boost: float = 1.0
+
+    assert EvidenceLength().c_params() is not None and WithNewParameter().c_params() is None
+    assert SamDrafter(length=WithNewParameter()).policy_path == "python"
+    assert SamDrafter(length="evidence").policy_path == "c"
+    assert SamDrafter(length="evidence", history=HistoryStore()).policy_path == "python"
+    d, ref = SamDrafter(length=WithNewParameter()), SamDrafter(compiled=False)
+    for x in (d, ref):
+        x.start(0, [1, 2, 3, 1, 2, 3, 1, 2])
+    assert d.propose(0, 4) == ref.propose(0, 4) != []
+    assert d._ev[0].pending is not None
+
+
+def test_compiled_path_rejects_bad_input_as_the_python_one_does():
+    for d in (SamDrafter(), SamDrafter(compiled=False)):
+        d.start(0, [1, 2, 3, 1, 2])
+        for bad_k in (0, True):
+            with pytest.raises(ValueError, match="k = .*integer >= 1"):
+                d.propose(0, bad_k)
+        with pytest.raises((TypeError, ValueError)):
+            d.propose(0, 2.0)
+        with pytest.raises(ValueError, match="out of range"):
+            d.extend(0, [-1])
+        with pytest.raises(KeyError):
+            d.propose("nobody", 3)

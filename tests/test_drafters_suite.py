@@ -26,7 +26,7 @@ def small_result(tmp_path_factory, traces_dir, qwen3_tokenizer_dir):
                       "--traces", str(traces_dir / "gpt3_gsm8k_4models.jsonl"),
                       "--tokenizer", str(qwen3_tokenizer_dir), "--max-tokens", "6000",
                       "--sweep", "256,4096", "--sweep-steps", "50", "--repeats", "1",
-                      "--drafters", "sam,sam-group,ngram,sam-python,sam-public,suffix",
+                      "--drafters", "sam,sam-evidence-py,sam-group,ngram,sam-python,sam-public,suffix",
                       "--output", str(out), "--json", str(json_path), "--no-progress"])
     assert res.exception is None, res.output
     return json.loads(json_path.read_text()), out
@@ -38,6 +38,9 @@ def test_every_drafter_replays_the_same_tokens(small_result):
     names = [r["drafter"] for r in rows]
     assert {"sam", "sam-group", "ngram", "sam-python", "sam-public"} <= set(names)
     assert len({r["tokens"] for r in rows}) == 1  # same tokens for every drafter
+    # the evidence policy is measured on its compiled path, its Python specification beside it
+    path = {r["drafter"]: r["policy_path"] for r in rows}
+    assert path["sam"] == "c" and path["sam-evidence-py"] == "python"
     assert all(r["drafts"] > 0 and r["ns_per_token"] > 0 for r in rows)
     # suffix is either measured or reported as unavailable, never silently missing
     assert ("suffix" in names) != ("suffix" in result["unavailable_drafters"])
@@ -190,5 +193,11 @@ def test_library_figures_come_from_the_fixed_lookup_and_the_policy_is_beside_the
     assert (m["sam_library_drafter"], m["sam_ns_per_draft"], m["sam_bytes_per_token"]) == ("sam-fixed", 500.0, 60.0)
     assert (m["evidence_ns_per_draft"], m["evidence_bytes_per_token"]) == (9000.0, 70.0)
     assert m["draft_speedup_vs_sam_python"] == pytest.approx(6.0)
+    assert "evidence_draft_speedup_vs_python_policy" not in m   # no Python-policy row: no ratio
+    m = summarize([row("sam-fixed", 500.0, 60.0), dict(row("sam", 1000.0, 70.0), policy_path="c"),
+                   dict(row("sam-evidence-py", 9000.0, 70.0), policy_path="python")], [], cfg)
+    assert m["evidence_policy_path"] == "c" and m["evidence_ns_per_draft"] == 1000.0
+    assert m["evidence_draft_speedup_vs_python_policy"] == pytest.approx(9.0)
+    assert m["evidence_draft_cost_vs_fixed_lookup"] == pytest.approx(2.0)
     only_sam = summarize([row("sam", 9000.0, 70.0)], [], cfg)   # --drafters sam: its own figures, nothing beside
     assert only_sam["sam_ns_per_draft"] == 9000.0 and "evidence_ns_per_draft" not in only_sam

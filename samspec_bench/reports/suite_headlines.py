@@ -69,8 +69,13 @@ def _drafters(result: dict) -> tuple[list[Headline], list[Gate]]:
              headline("sam ns/draft", m.get("sam_ns_per_draft")),
              headline("sam bytes/token", m.get("sam_bytes_per_token"))]
     if is_number(m.get("evidence_ns_per_draft")):   # the 'sam' figures above are then sam-fixed's (the library)
-        heads += [headline("sam evidence policy ns/draft", m["evidence_ns_per_draft"], note="per-draft choice and counts"),
+        path = m.get("evidence_policy_path")
+        heads += [headline("sam evidence policy ns/draft", m["evidence_ns_per_draft"],
+                           note="per-draft choice and counts" + (f", {path} path" if path else "")),
                   headline("sam evidence policy bytes/token", m.get("evidence_bytes_per_token"))]
+        if is_number(m.get("evidence_draft_speedup_vs_python_policy")):
+            heads.append(headline("sam evidence policy: ns/draft speedup vs its Python specification",
+                                  m["evidence_draft_speedup_vs_python_policy"], note="same run"))
     for key in sorted(m):
         if key.startswith(("append_speedup_vs_", "append_stream_speedup_vs_", "draft_speedup_vs_")) and m[key] is not None:
             heads.append(headline(key, m[key]))

@@ -88,13 +88,15 @@ class SamDrafter(Drafter):
     ("fixed": always up to k, SAM-Decoding's baseline; "evidence" (the default) or
     "evidence:cost=0.2,...": by the match length, the continuation's occurrence counts and
     the request's recent acceptance), an EvidenceLength, or an AdaptiveLength.
+    `compiled=False`: the evidence policy's choice runs in Python (its specification), for
+    comparison; by default it runs in C where it can (`policy_path` says which).
     """
 
     name = "sam"
 
     def __init__(self, *, group_sharing: bool = False, corpus: CorpusAutomaton | None = None,
                  l_threshold: int = 1, l_bias: int = 0, length: "str | LengthPolicy | None" = None,
-                 history: HistoryStore | None = None):
+                 history: HistoryStore | None = None, compiled: bool = True):
         if l_threshold < 1:
             raise ValueError(f"l_threshold = {l_threshold}: must be >= 1")
         self.group_sharing = group_sharing
@@ -124,7 +126,7 @@ class SamDrafter(Drafter):
         # in Python (the specification). Static sources, or a policy the C code does not
         # implement (EvidenceLength.c_params), stay in Python.
         self._c_batch = None
-        params = length.c_params() if self._evidence and EvidenceBatch is not None else None
+        params = length.c_params() if self._evidence and compiled and EvidenceBatch is not None else None
         if params is not None and corpus is None and history is None:
             batch = self._c_batch = EvidenceBatch(**params, l_threshold=l_threshold)
             self._ev = batch.requests

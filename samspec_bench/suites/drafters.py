@@ -12,6 +12,10 @@ Two measurements, both on the same tokens for every drafter:
    per-step cost is independent of L shows a flat line; the n-gram baseline rescans the
    context every step and grows with L.
 
+The evidence policy ('sam') is measured on the path it runs on (its compiled one where it
+applies; the row's policy_path says which) and against 'sam-evidence-py', the same policy
+chosen by its Python specification, in the same run.
+
 Ratios are against baselines measured in the same run, never against stored figures. A replay
 pass shorter than 0.2 s is repeated and averaged (as timeit's autorange does) and each drafter
 keeps its fastest of `repeats` rounds; a sweep build is averaged over distinct windows of the
@@ -40,7 +44,10 @@ from samspec_bench.sam.drafters import DRAFTERS, SamDrafter, arctic_available, m
 
 SUITE = "drafters"
 
-DEFAULT_DRAFTERS = ("sam-fixed", "sam", "sam-group", "ngram", "suffix", "sam-python", "sam-public")
+DEFAULT_DRAFTERS = ("sam-fixed", "sam", "sam-evidence-py", "sam-group", "ngram", "suffix", "sam-python", "sam-public")
+# Benchmark-only names: SAM with GRPO sharing, and the evidence policy chosen by its Python
+# specification (the baseline its compiled path is measured against, in the same run).
+BENCH_ONLY = {"sam-group": dict(group_sharing=True), "sam-evidence-py": dict(compiled=False)}
 # The automaton with SAM-Decoding's lookup: what the library's speed and memory figures (and the
 # report's gates) describe; 'sam' adds the evidence policy's per-draft choice and counts on top.
 LIBRARY = "sam-fixed"
@@ -67,15 +74,15 @@ class DraftersConfig:
         if self.max_tokens < 1 or self.sweep_steps < 1 or self.repeats < 1:
             raise UserError("--max-tokens, --sweep-steps and --repeats must be >= 1")
         for n in self.drafters:
-            if n not in DRAFTERS and n != "sam-group":
+            if n not in DRAFTERS and n not in BENCH_ONLY:
                 raise UserError(f"--drafters: unknown drafter {n!r}; choose from {', '.join(DEFAULT_DRAFTERS)}")
 
 
 def build_drafter(name: str):
-    """Benchmark names: the library's drafters plus 'sam-group' (SAM with GRPO sharing)."""
-    if name == "sam-group":
-        d = SamDrafter(group_sharing=True)
-        d.name = "sam-group"
+    """Benchmark names: the library's drafters plus BENCH_ONLY's."""
+    if name in BENCH_ONLY:
+        d = SamDrafter(**BENCH_ONLY[name])
+        d.name = name
         return d
     return make_drafter(name)
 
@@ -265,6 +272,8 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict
                 "ns_per_token_stream": b["stream"] / tokens * 1e9,
                 "ns_per_draft": max(0.0, b["draft"] - b["stream"]) / drafts * 1e9,
                 "bytes_per_token": mem / tokens if mem else None,
+                # where a SAM drafter's draft-length policy ran: 'c' or 'python'
+                "policy_path": getattr(build_drafter(name), "policy_path", None),
             })
         task = bar.add_task("context sweep", total=len(names) * len(cfg.sweep))
         for name in names:
@@ -310,6 +319,14 @@ def summarize(rows: list[dict], sweep_rows: list[dict], cfg: DraftersConfig) -> 
     if ev and lib != "sam":   # the evidence policy's own cost, beside the library's
         m["evidence_ns_per_draft"] = ev["ns_per_draft"]
         m["evidence_bytes_per_token"] = ev["bytes_per_token"]
+        m["evidence_policy_path"] = ev.get("policy_path")
+        if sam["ns_per_draft"] > 0:   # what the policy costs on top of the fixed lookup
+            m["evidence_draft_cost_vs_fixed_lookup"] = ev["ns_per_draft"] / sam["ns_per_draft"]
+    ref = by.get("sam-evidence-py")
+    if ref:   # the policy chosen by its Python specification, measured in the same run
+        m["evidence_python_ns_per_draft"] = ref["ns_per_draft"]
+        if ev and ev["ns_per_draft"] > 0:
+            m["evidence_draft_speedup_vs_python_policy"] = ref["ns_per_draft"] / ev["ns_per_draft"]
     if sweep_rows and sam:
         # building a long context in one call (a long prompt, or a response thousands of tokens
         # long): per-token cost at each swept length, against the same tokens in the baselines
@@ -367,12 +384,12 @@ def plot(rows: list[dict], sweep_rows: list[dict], path: Path) -> Path:
 
 def print_table(result: dict) -> None:
     t = Table(title=f"Drafters (k={result['config']['k']})")
-    for col in ("drafter", "tokens", "ns/token (bulk)", "ns/token (1 per call)", "ns/draft", "bytes/token"):
+    for col in ("drafter", "tokens", "ns/token (bulk)", "ns/token (1 per call)", "ns/draft", "bytes/token", "policy path"):
         t.add_column(col, justify="right" if col != "drafter" else "left")
     for r in result["tables"]["replay"]:
         bpt = r["bytes_per_token"]
         t.add_row(r["drafter"], f"{r['tokens']:,}", f"{r['ns_per_token']:.0f}", f"{r['ns_per_token_stream']:.0f}",
-                  f"{r['ns_per_draft']:.0f}", f"{bpt:.1f}" if bpt else "-")
+                  f"{r['ns_per_draft']:.0f}", f"{bpt:.1f}" if bpt else "-", r.get("policy_path") or "-")
     s = Table(title="Per-step cost (ns) versus context length")
     lengths = sorted({r["context_tokens"] for r in result["tables"]["context_sweep"]})
     s.add_column("drafter")
@@ -384,9 +401,19 @@ def print_table(result: dict) -> None:
     console = Console()
     console.print(t)
     console.print(s)
-    for key, val in result["metrics"].items():
+    m = result["metrics"]
+    for key, val in m.items():
         if key.startswith(("append_speedup", "append_stream_speedup", "draft_speedup")) and val:
             console.print(f"{key}: {val:.0f}x")
+    if m.get("evidence_ns_per_draft") is not None:
+        line = (f"evidence policy ('sam', {m.get('evidence_policy_path') or '?'} path): "
+                f"{m['evidence_ns_per_draft']:.0f} ns/draft, {m.get('evidence_bytes_per_token') or 0:.1f} bytes/token")
+        if m.get("evidence_draft_cost_vs_fixed_lookup"):
+            line += f"; {m['evidence_draft_cost_vs_fixed_lookup']:.2f}x the fixed lookup's ns/draft"
+        if m.get("evidence_draft_speedup_vs_python_policy"):
+            line += (f"; {m['evidence_draft_speedup_vs_python_policy']:.1f}x faster than the Python policy "
+                     f"({m['evidence_python_ns_per_draft']:.0f} ns/draft, same run)")
+        console.print(line)
     for name, reason in result.get("unavailable_drafters", {}).items():
         console.print(f"[yellow]not run: {name}: {reason}[/yellow]")
 
