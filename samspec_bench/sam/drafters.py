@@ -177,6 +177,8 @@ class SamDrafter(Drafter):
                     matcher.extend(prompt)
 
     def extend(self, req_id, token_ids):
+        if self._evidence and not hasattr(token_ids, "__len__"):
+            token_ids = list(token_ids)   # a generator is read twice: appended, then judged
         self._reqs[req_id].extend(token_ids)
         if self._evidence:
             self._judge(req_id, token_ids)
