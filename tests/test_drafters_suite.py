@@ -199,5 +199,10 @@ def test_library_figures_come_from_the_fixed_lookup_and_the_policy_is_beside_the
     assert m["evidence_policy_path"] == "c" and m["evidence_ns_per_draft"] == 1000.0
     assert m["evidence_draft_speedup_vs_python_policy"] == pytest.approx(9.0)
     assert m["evidence_draft_cost_vs_fixed_lookup"] == pytest.approx(2.0)
+    from samspec_bench.reports.suite_headlines import SUITE_SUMMARIZERS   # the report says which path
+
+    heads = {h["name"]: h for h in SUITE_SUMMARIZERS["drafters"]({"metrics": m, "config": {}})[0]}
+    assert "c path" in heads["sam evidence policy ns/draft"]["note"]
+    assert heads["sam evidence policy: ns/draft speedup vs its Python specification"]["value"] == pytest.approx(9.0)
     only_sam = summarize([row("sam", 9000.0, 70.0)], [], cfg)   # --drafters sam: its own figures, nothing beside
     assert only_sam["sam_ns_per_draft"] == 9000.0 and "evidence_ns_per_draft" not in only_sam
