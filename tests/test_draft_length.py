@@ -290,12 +290,16 @@ def test_a_policy_the_compiled_path_does_not_implement_stays_in_python():
 
 def test_compiled_path_rejects_bad_input_as_the_python_one_does():
     for d in (SamDrafter(), SamDrafter(compiled=False)):
+        d.start("new", [7])
+        assert d.propose("new", 0) == []     # nothing to draft from: no draft, whatever k
         d.start(0, [1, 2, 3, 1, 2])
         for bad_k in (0, True):
             with pytest.raises(ValueError, match="k = .*integer >= 1"):
                 d.propose(0, bad_k)
-        with pytest.raises((TypeError, ValueError)):
+        with pytest.raises(TypeError):
             d.propose(0, 2.0)
+        with pytest.raises(ValueError, match="k must be >= 0"):
+            d.propose(0, -1)
         with pytest.raises(ValueError, match="out of range"):
             d.extend(0, [-1])
         with pytest.raises(KeyError):

@@ -213,16 +213,13 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
     }
     EvRequest *r = ev_lookup(self, args[0]);
     if (!r) return NULL;
+    /* k as the Python path checks it: not an integer (a float) is a TypeError, a negative one
+     * a ValueError at once; 0 or a bool is refused only where there is a match to draft from */
     PyObject *ka = args[1];
-    Py_ssize_t k = -1;
-    if (!PyBool_Check(ka) && !PyFloat_Check(ka) && PyIndex_Check(ka)) {
-        k = PyNumber_AsSsize_t(ka, PyExc_OverflowError);
-        if (k == -1 && PyErr_Occurred()) return NULL;
-    }
-    if (k < 1) {   /* check_k's message */
-        PyErr_Format(PyExc_ValueError, "k = %R: the number of draft tokens must be an integer >= 1", ka);
-        return NULL;
-    }
+    if (PyFloat_Check(ka) || !PyIndex_Check(ka)) { PyErr_SetString(PyExc_TypeError, "an integer is required"); return NULL; }
+    Py_ssize_t k = PyNumber_AsSsize_t(ka, PyExc_OverflowError);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
     double cost = self->P.cost;
     if (nargs == 3 && args[2] != Py_None) {
         cost = PyFloat_AsDouble(args[2]);
@@ -238,6 +235,10 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
     double expected = 0.0;
     int32_t stack[128], *buf = stack;
     if (q > 0 && L >= self->P.l_threshold) {
+        if (k < 1 || PyBool_Check(ka)) {   /* check_k's message */
+            PyErr_Format(PyExc_ValueError, "k = %R: the number of draft tokens must be an integer >= 1", ka);
+            return NULL;
+        }
         if (k > s->n) k = (Py_ssize_t)s->n;     /* no draft is longer than the text */
         if (2 * k > 128 && !(buf = (int32_t *)malloc((size_t)(2 * k) * sizeof(int32_t)))) return PyErr_NoMemory();
         double x = (r->accepted + self->P.tau) / (r->predicted + self->P.tau);
