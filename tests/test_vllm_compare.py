@@ -73,9 +73,33 @@ def test_figures_spread_cost_identity_and_goal():
     assert _compare(runs)["goal"]["sam"]["met"] is False
 
 
+def test_online_cost_is_reported_per_repeat():
+    """A cost=auto arm's fitted cost (the proposer's summary) appears with its unit, source,
+    spread over the repeats and its course; arms without it have none."""
+    from samspec_bench.bench.engines.vllm.proposer_timing import online_cost
+
+    same = [[5, 6, 7, 8, 9]]
+    runs = {"none": [(0, _result(same, 0, 0, 100.0, 0.01))],
+            "sam[evidence:cost=auto]": [(0, _result(same, 2, 1, 120.0, 0.05)), (1, _result(same, 2, 1, 121.0, 0.05))]}
+    for r, (_, res) in enumerate(runs["sam[evidence:cost=auto]"]):
+        res.engine["proposer"]["online_cost"] = online_cost({"cost": [None, 0.29, 0.4 + r / 10, 0.5 + r / 10]})
+    row = _compare(runs)["arms"]["sam[evidence:cost=auto]"]
+    oc = row["online_cost"]
+    assert (oc["min"], oc["max"], oc["n"]) == pytest.approx((0.5, 0.6, 2))
+    assert oc["unit"] == "decode steps per draft token" and "online" in oc["source"]
+    assert oc["series_last_repeat"] == [[1, 0.29], [2, 0.5], [3, 0.6]]
+    assert "online_cost" not in _compare(runs)["arms"]["none"]
+    assert online_cost({"cost": [None, None]}) is None
+    long = online_cost({"cost": [0.1 * (i % 9) for i in range(1000)]}, points=10)
+    assert len(long["series"]) <= 11 and long["series"][-1] == [999, pytest.approx(0.1 * (999 % 9))]
+
+
 def test_bad_arms_and_repeats_are_named():
     with pytest.raises(UserError, match="sam-mN"):
         compare.arm_plan("sam-mx")
+    with pytest.raises(UserError, match="or auto"):
+        compare.arm_plan("sam[evidence:cost=often]")
+    assert compare.arm_plan("sam[evidence:cost=auto]")[1].length.spec() == "evidence:cost=auto"
     with pytest.raises(UserError, match="--methods 'eagle'"):
         compare.arm_plan("eagle")
     with pytest.raises(UserError, match="--repeats 0"):
