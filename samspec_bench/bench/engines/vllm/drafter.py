@@ -59,6 +59,10 @@ marginal cost of a draft token, in decode steps); the cost in force is recorded 
 (`ProposeTimes.cost`) and the fit is in `describe()["online_cost"]`. `SamWorkerExtension`
 (pass `worker_extension_cls="samspec_bench.bench.engines.vllm.drafter.SamWorkerExtension"`) lets the
 caller fetch the records and the drafter's description through `LLM.collective_rpc`.
+
+One module (over 500 lines) because vLLM builds the proposer by this module's path in its own
+process, and the request bookkeeping, the records, the online cost feed and the worker
+extension that reads them all work on the proposer's per-request state.
 """
 
 from __future__ import annotations
