@@ -6,6 +6,7 @@ vllm: skipped where vLLM does not import)."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -108,17 +109,20 @@ def test_bad_arms_and_repeats_are_named():
 
 @pytest.mark.vllm
 def test_compare_inside_vllm(tmp_path):
-    """A real run (none, sam, sam-m2; 3 prompts, 48 tokens, 2 repeats): the JSON has the
-    spread fields, the proposer's time is measured and positive, greedy outputs identical."""
+    """A real run (none, sam, sam-m2, sam[evidence:cost=auto]; 3 prompts, 48 tokens, 2
+    repeats): the JSON has the spread fields, the proposer's time is measured and positive,
+    greedy outputs identical; the cost=auto arm records the cost it fitted online, finite
+    and in [0, 1) at every recorded call."""
     from vllm_tier import require_vllm
 
     require_vllm()
     path = tmp_path / "compare.json"
-    rc = compare.main(["--methods", "none,sam,sam-m2", "--num-prompts", "3", "--max-tokens", "48",
+    auto = "sam[evidence:cost=auto]"
+    rc = compare.main(["--methods", f"none,sam,sam-m2,{auto}", "--num-prompts", "3", "--max-tokens", "48",
                        "--repeats", "2", "--json", str(path)])
     assert rc == 0
     out = json.loads(path.read_text())
-    for m in ("none", "sam", "sam-m2"):
+    for m in ("none", "sam", "sam-m2", auto):
         row = out["arms"][m]
         t = row["tokens_per_s"]
         assert t["n"] == 2 and t["min"] <= t["median"] <= t["max"] and len(t["runs"]) == 2
@@ -129,7 +133,11 @@ def test_compare_inside_vllm(tmp_path):
     assert out["arms"]["none"]["drafted_per_step"]["value"] == 0
     assert out["arms"]["sam"]["drafted_per_step"]["value"] > 0
     assert out["arms"]["sam"]["tokens_per_s_vs"]["none"]["unit"] == "x"
-    assert set(out["goal"]) == {"sam", "sam-m2"}
+    assert set(out["goal"]) == {"sam", "sam-m2", auto}
+    oc = out["arms"][auto]["online_cost"]
+    assert oc["n"] == 2 and oc["series_last_repeat"]
+    assert all(math.isfinite(c) and 0 <= c < 1 for _, c in oc["series_last_repeat"]) and 0 <= oc["min"] <= oc["max"] < 1
+    assert "online_cost" not in out["arms"]["sam"]   # a fixed cost records none
 
 
 @pytest.mark.vllm
