@@ -499,15 +499,24 @@ def test_cost_auto_is_fitted_from_the_step_intervals(monkeypatch):
     fit = prop.describe()["online_cost"]
     want = b * rows / (a + b * rows)
     assert fit["warm"] and fit["updates"] > 0
+    assert fit["steps"] == 148   # not the first call's step (the prefills) nor the one after (no earlier decode)
     assert fit["cost"] == pytest.approx(want, abs=1e-6)
     assert fit["ms_per_verified_token"] == pytest.approx(1e3 * b)
     holder = next(d.length.cost for d in prop._drafters.values())
     assert holder.value == fit["cost"]
     costs = prop.times.take()["cost"]
     assert costs[-1] == pytest.approx(want) and costs[0] == pytest.approx(0.29)
+    # a new request in a finished one's row (same row count): its step prefilled, after an idle gap
+    batch = runner.input_batch
+    batch.req_ids[0] = "late"
+    batch.req_id_to_index = {rid: i for i, rid in enumerate(batch.req_ids)}
+    runner.requests["late"] = _Req({EXTRA_KEY: {"length": "evidence:cost=auto"}})
+    Clock.now += 10.0
+    prop.propose([[1]] * rows, ntok.copy(), tok)
+    assert prop.describe()["online_cost"]["steps"] == 148 and prop.cost_fit.cost == pytest.approx(want)
     # a fixed-length request records no cost
-    for r in range(rows):
-        runner.requests[f"r{r}"] = _Req({EXTRA_KEY: {"length": "fixed"}})
+    for rid in runner.input_batch.req_ids:
+        runner.requests[rid] = _Req({EXTRA_KEY: {"length": "fixed"}})
     prop2 = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
     prop2.propose([[1]] * rows, ntok.copy(), tok)
     assert prop2.times.take()["cost"] == [None]

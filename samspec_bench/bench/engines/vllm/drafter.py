@@ -181,9 +181,14 @@ class SamProposer:
         """Feed the step that just ran to the cost fit: its wall time is the interval since
         the previous call, it verified the rows plus the drafts returned then. Only steps
         whose rows all decoded, in the same number as the previous call (no prefill chunk, no
-        request joined or left). Returns this call's decode rows (-1: a prefill row)."""
+        request joined or left). Returns this call's decode rows (-1: a prefill row or a new
+        request: its step prefilled, and may follow an idle gap between generate calls)."""
         rows = len(sampled_token_ids)
         decode = rows if rows and all(len(s) for s in sampled_token_ids) else -1
+        batch = self._input_batch()
+        if decode > 0 and batch is not None and any(r is not None and r not in self._states
+                                                     for r in list(batch.req_ids)[:rows]):
+            decode = -1
         last = self._last_call
         if last is not None and decode > 0 and last[1] == decode:
             cost = self.cost_fit.observe(now - last[0], decode, decode + last[2])
