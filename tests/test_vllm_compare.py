@@ -6,6 +6,7 @@ vllm: skipped where vLLM does not import)."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -73,9 +74,33 @@ def test_figures_spread_cost_identity_and_goal():
     assert _compare(runs)["goal"]["sam"]["met"] is False
 
 
+def test_online_cost_is_reported_per_repeat():
+    """A cost=auto arm's fitted cost (the proposer's summary) appears with its unit, source,
+    spread over the repeats and its course; arms without it have none."""
+    from samspec_bench.bench.engines.vllm.proposer_timing import online_cost
+
+    same = [[5, 6, 7, 8, 9]]
+    runs = {"none": [(0, _result(same, 0, 0, 100.0, 0.01))],
+            "sam[evidence:cost=auto]": [(0, _result(same, 2, 1, 120.0, 0.05)), (1, _result(same, 2, 1, 121.0, 0.05))]}
+    for r, (_, res) in enumerate(runs["sam[evidence:cost=auto]"]):
+        res.engine["proposer"]["online_cost"] = online_cost({"cost": [None, 0.29, 0.4 + r / 10, 0.5 + r / 10]})
+    row = _compare(runs)["arms"]["sam[evidence:cost=auto]"]
+    oc = row["online_cost"]
+    assert (oc["min"], oc["max"], oc["n"]) == pytest.approx((0.5, 0.6, 2))
+    assert oc["unit"] == "decode steps per draft token" and "online" in oc["source"]
+    assert oc["series_last_repeat"] == [[1, 0.29], [2, 0.5], [3, 0.6]]
+    assert "online_cost" not in _compare(runs)["arms"]["none"]
+    assert online_cost({"cost": [None, None]}) is None
+    long = online_cost({"cost": [0.1 * (i % 9) for i in range(1000)]}, points=10)
+    assert len(long["series"]) <= 11 and long["series"][-1] == [999, pytest.approx(0.1 * (999 % 9))]
+
+
 def test_bad_arms_and_repeats_are_named():
     with pytest.raises(UserError, match="sam-mN"):
         compare.arm_plan("sam-mx")
+    with pytest.raises(UserError, match="or auto"):
+        compare.arm_plan("sam[evidence:cost=often]")
+    assert compare.arm_plan("sam[evidence:cost=auto]")[1].length.spec() == "evidence:cost=auto"
     with pytest.raises(UserError, match="--methods 'eagle'"):
         compare.arm_plan("eagle")
     with pytest.raises(UserError, match="--repeats 0"):
@@ -84,17 +109,20 @@ def test_bad_arms_and_repeats_are_named():
 
 @pytest.mark.vllm
 def test_compare_inside_vllm(tmp_path):
-    """A real run (none, sam, sam-m2; 3 prompts, 48 tokens, 2 repeats): the JSON has the
-    spread fields, the proposer's time is measured and positive, greedy outputs identical."""
+    """A real run (none, sam, sam-m2, sam[evidence:cost=auto]; 3 prompts, 48 tokens, 2
+    repeats): the JSON has the spread fields, the proposer's time is measured and positive,
+    greedy outputs identical; the cost=auto arm records the cost it fitted online, finite
+    and in [0, 1) at every recorded call."""
     from vllm_tier import require_vllm
 
     require_vllm()
     path = tmp_path / "compare.json"
-    rc = compare.main(["--methods", "none,sam,sam-m2", "--num-prompts", "3", "--max-tokens", "48",
+    auto = "sam[evidence:cost=auto]"
+    rc = compare.main(["--methods", f"none,sam,sam-m2,{auto}", "--num-prompts", "3", "--max-tokens", "48",
                        "--repeats", "2", "--json", str(path)])
     assert rc == 0
     out = json.loads(path.read_text())
-    for m in ("none", "sam", "sam-m2"):
+    for m in ("none", "sam", "sam-m2", auto):
         row = out["arms"][m]
         t = row["tokens_per_s"]
         assert t["n"] == 2 and t["min"] <= t["median"] <= t["max"] and len(t["runs"]) == 2
@@ -105,7 +133,11 @@ def test_compare_inside_vllm(tmp_path):
     assert out["arms"]["none"]["drafted_per_step"]["value"] == 0
     assert out["arms"]["sam"]["drafted_per_step"]["value"] > 0
     assert out["arms"]["sam"]["tokens_per_s_vs"]["none"]["unit"] == "x"
-    assert set(out["goal"]) == {"sam", "sam-m2"}
+    assert set(out["goal"]) == {"sam", "sam-m2", auto}
+    oc = out["arms"][auto]["online_cost"]
+    assert oc["n"] == 2 and oc["series_last_repeat"]
+    assert all(math.isfinite(c) and 0 <= c < 1 for _, c in oc["series_last_repeat"]) and 0 <= oc["min"] <= oc["max"] < 1
+    assert "online_cost" not in out["arms"]["sam"]   # a fixed cost records none
 
 
 @pytest.mark.vllm

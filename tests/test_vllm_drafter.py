@@ -452,3 +452,71 @@ def test_no_draft_past_max_tokens():
     _, step = _gated_batch(None, max_tokens=[3, 2, 50, 50, 50])
     out = step([[7]] * 5)
     assert len(out[0]) == 1 and out[1] == [] and all(len(d) == K for d in out[2:])
+
+
+def test_cost_auto_is_fitted_from_the_step_intervals(monkeypatch):
+    """The proposer times each step as the interval between its calls and pairs it with the
+    drafts it returned at the earlier call: with step time a + b * verified tokens on a fake
+    clock, the cost=auto rows draft with b r / (a + b r), recorded per call; rows with a
+    fixed length spec record no cost."""
+    from samspec_bench.bench.engines.vllm import drafter as drafter_mod
+
+    class Clock:
+        now = 100.0
+
+        @classmethod
+        def perf_counter(cls):
+            return cls.now
+
+    monkeypatch.setattr(drafter_mod, "time", Clock)
+    a, b, rows = 0.030, 0.002, 4
+    runner = FakeRunner()
+    prop = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
+    rng = np.random.default_rng(7)
+    tok = np.zeros((rows, MAX_LEN), dtype=np.int32)
+    ntok = np.zeros(rows, dtype=np.int32)
+    motifs = []
+    for r in range(rows):
+        rid = f"r{r}"
+        prompt = rng.integers(0, 40, size=20).tolist()
+        tok[r, :20], ntok[r] = prompt, 20
+        runner.input_batch.req_ids.append(rid)
+        runner.input_batch.req_id_to_index[rid] = r
+        runner.input_batch.num_prompt_tokens[r] = 20
+        runner.requests[rid] = _Req({EXTRA_KEY: {"length": "evidence:cost=auto"}})
+        motifs.append(rng.integers(0, 40, size=int(rng.integers(3, 12))).tolist())
+    drafts = [[] for _ in range(rows)]
+    for step in range(150):
+        sampled = []
+        for r in range(rows):   # accept nothing: one token per step, from a motif with noise
+            t = motifs[r][step % len(motifs[r])] if rng.random() < 0.8 else int(rng.integers(0, 40))
+            tok[r, ntok[r]] = t
+            ntok[r] += 1
+            sampled.append([t])
+        if step:
+            Clock.now += a + b * (rows + sum(map(len, drafts)))
+        drafts = prop.propose(sampled, ntok.copy(), tok)
+    fit = prop.describe()["online_cost"]
+    want = b * rows / (a + b * rows)
+    assert fit["warm"] and fit["updates"] > 0
+    assert fit["steps"] == 148   # not the first call's step (the prefills) nor the one after (no earlier decode)
+    assert fit["cost"] == pytest.approx(want, abs=1e-6)
+    assert fit["ms_per_verified_token"] == pytest.approx(1e3 * b)
+    holder = next(d.length.cost for d in prop._drafters.values())
+    assert holder.value == fit["cost"]
+    costs = prop.times.take()["cost"]
+    assert costs[-1] == pytest.approx(want) and costs[0] == pytest.approx(0.29)
+    # a new request in a finished one's row (same row count): its step prefilled, after an idle gap
+    batch = runner.input_batch
+    batch.req_ids[0] = "late"
+    batch.req_id_to_index = {rid: i for i, rid in enumerate(batch.req_ids)}
+    runner.requests["late"] = _Req({EXTRA_KEY: {"length": "evidence:cost=auto"}})
+    Clock.now += 10.0
+    prop.propose([[1]] * rows, ntok.copy(), tok)
+    assert prop.describe()["online_cost"]["steps"] == 148 and prop.cost_fit.cost == pytest.approx(want)
+    # a fixed-length request records no cost
+    for rid in runner.input_batch.req_ids:
+        runner.requests[rid] = _Req({EXTRA_KEY: {"length": "fixed"}})
+    prop2 = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
+    prop2.propose([[1]] * rows, ntok.copy(), tok)
+    assert prop2.times.take()["cost"] == [None]

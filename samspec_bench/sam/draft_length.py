@@ -16,6 +16,9 @@ counts), so its cost per step does not grow with the context.
 
 Specs are strings: "fixed", "evidence", "evidence:cost=0.2,half=2,choice=frequent" (see
 `EvidenceLength` for the parameters); `parse_length` turns one into a policy.
+"evidence:cost=auto": the cost is an `OnlineCost`, a value the engine running the drafter
+sets from its measured step times (vLLM's SamProposer fits it online); it stays at the
+default cost where nothing sets it (replay, the reference engine).
 """
 
 from __future__ import annotations
@@ -78,6 +81,39 @@ class RequestEvidence:
         self.pending_pred: float = 0.0
 
 
+DEFAULT_COST = 0.29   # decode steps per draft token (docs/drafting.md: chosen on the dev split)
+
+
+class OnlineCost:
+    """A draft token's cost that an engine updates while it runs (spec `cost=auto`): called
+    with k like a profile callable, it returns the value last `set`, DEFAULT_COST until then.
+    The library only holds the number; the engine measures it (no engine import here)."""
+
+    __slots__ = ("value", "updates")
+
+    def __init__(self, value: float = DEFAULT_COST):
+        self.value = float(value)
+        self.updates = 0
+
+    def set(self, value: float) -> None:
+        if not 0.0 <= value < 1.0:
+            raise ValueError(f"online cost {value}: must be in [0, 1) decode steps")
+        self.value = float(value)
+        self.updates += 1
+
+    def __call__(self, k: int) -> float:
+        return self.value
+
+    def __eq__(self, other: object) -> bool:   # specs compare equal: both say cost=auto
+        return isinstance(other, OnlineCost)
+
+    def __hash__(self) -> int:
+        return hash(OnlineCost)
+
+    def __repr__(self) -> str:
+        return f"OnlineCost({self.value:g})"
+
+
 @dataclass(frozen=True)
 class EvidenceLength:
     """Draft token i while P(tokens 1..i all accepted) >= cost; among candidate drafts, the
@@ -94,11 +130,12 @@ class EvidenceLength:
     to [1/4, 4], and capped at 0.99. P_i is the product of q_1..q_i, a candidate's score is
     sum(P_i - cost) over its tokens with P_i >= cost.
     Parameters: cost (the marginal verify cost of one draft token, in decode steps; a callable
-    taking k is read per draft, e.g. from a step-time profile), novelty, depth, tau, decay,
+    taking k is read per draft, e.g. from a step-time profile; an OnlineCost, spec cost=auto,
+    is set by the engine from its measured step times), novelty, depth, tau, decay,
     choice (which continuation is drafted: frequent, recent = the latest earlier occurrence,
     earliest = min_endpos's)."""
 
-    cost: Union[float, Callable[[int], float]] = 0.29
+    cost: Union[float, Callable[[int], float]] = DEFAULT_COST
     novelty: float = 1.0
     depth: int = 16
     cap: float = 0.0
@@ -186,13 +223,19 @@ class EvidenceLength:
         default = EvidenceLength()
         parts = [f"{f.name}={_fmt(getattr(self, f.name))}" for f in fields(self)
                  if getattr(self, f.name) != getattr(default, f.name) and not callable(getattr(self, f.name))]
-        if callable(self.cost):
+        if isinstance(self.cost, OnlineCost):
+            parts.insert(0, "cost=auto")
+        elif callable(self.cost):
             parts.insert(0, "cost=<profile>")
         return "evidence" + (":" + ",".join(parts) if parts else "")
 
     def describe(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["cost"] = "from the step-time profile" if callable(self.cost) else float(self.cost)
+        if isinstance(self.cost, OnlineCost):
+            d["cost"] = f"auto (set by the engine from measured step times; now {self.cost.value:.3f}, " \
+                        f"{self.cost.updates} updates)"
+        else:
+            d["cost"] = "from the step-time profile" if callable(self.cost) else float(self.cost)
         return {"policy": "evidence", "spec": self.spec(), **d}
 
 
@@ -226,8 +269,12 @@ def parse_length(spec: "str | LengthPolicy | None") -> LengthPolicy:
         if not eq or key not in known:
             raise ValueError(f"draft length {spec!r}: '{item}' is not key=value with a key among "
                              f"{', '.join(known)}")
+        if key == "cost" and val == "auto":
+            kw[key] = OnlineCost()
+            continue
         try:
             kw[key] = val if key == "choice" else float(val)
         except ValueError:
-            raise ValueError(f"draft length {spec!r}: {key}={val!r} is not a number") from None
+            raise ValueError(f"draft length {spec!r}: {key}={val!r} is not a number"
+                             + (" (or auto: fitted by the engine)" if key == "cost" else "")) from None
     return EvidenceLength(**kw)

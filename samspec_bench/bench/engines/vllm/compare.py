@@ -11,7 +11,8 @@ Arms (`--methods`, comma-separated):
   sam         SAM through our proposer (`drafter.SamProposer`) with the drafter's default draft
               length; sam[SPEC]: with the draft length policy SPEC (sam[fixed]: SAM-Decoding's
               baseline, up to k tokens whenever any suffix matches; sam[evidence],
-              sam[evidence:cost=0.2]); sam-mN: no draft for matches shorter than N tokens
+              sam[evidence:cost=0.2]; sam[evidence:cost=auto]: the cost fitted online from the
+              engine's step times, `online_cost.py`); sam-mN: no draft for matches shorter than N tokens
   ngram       vLLM's n-gram method (prompt_lookup_min 2, max 5)
   suffix      vLLM's suffix method (Arctic; keeps finished responses, so it runs once);
               suffix-own keeps none (each request drafts from its own context)
@@ -25,7 +26,8 @@ more exposure to load changes). Reported per arm, each figure with its unit and 
 tok/s over the repeats (median, min, max, stdev; measured) and its ratio to the baselines
 (ratio of medians, and per-repeat ratios), tokens per step, drafted tokens per step, verify
 tokens per emitted token (from step counts, not times), the proposer's own time per step and
-its share of wall time (measured inside vLLM's worker), and greedy identity with the first
+its share of wall time (measured inside vLLM's worker), the cost a cost=auto arm fitted
+online (per repeat, and its course over the last repeat), and greedy identity with the first
 arm (every repeat; first divergence positions).
 """
 
@@ -231,6 +233,11 @@ def _result(model, dtype, k, benchmark, n_prompts, max_tokens, repeats, methods,
                                                  fits[0]["source"])
                 row["ms_per_verified_token"] = spread([f["ms_per_verified_token"] for f in fits],
                                                       "ms per verified token (marginal)", fits[0]["source"])
+            online = [p["online_cost"] for p in props if p.get("online_cost")]
+            if online:   # cost=auto: the cost the proposer fitted online, at the end of each repeat
+                row["online_cost"] = {**spread([o["final"] for o in online], online[0]["unit"], online[0]["source"]),
+                                      "series_last_repeat": online[-1]["series"],
+                                      "series_unit": "[propose call, cost]"}
             if all(p["step_wall_ms_mean"] for p in props):
                 row["step_wall_ms"] = spread([p["step_wall_ms_mean"] for p in props], "ms / engine step", MEASURED)
         rows[m] = row
@@ -280,6 +287,8 @@ def print_table(out: dict, file=sys.stderr) -> None:
               f"verify/token {r['verify_tokens_per_emitted_token']['value']:.3f}  "
               + (f"proposer {prop['median']:.3f} ms/step ({100 * share['median']:.2f} % wall)  " if prop else "")
               + (f"draft token cost {r['draft_token_cost']['median']:.2f} steps (fit)  " if "draft_token_cost" in r else "")
+              + (f"online cost {r['online_cost']['median']:.2f} steps (cost=auto, fitted online)  "
+                 if "online_cost" in r else "")
               + f"identical {g['identical']}/{g['of']}  {vs}", file=file)
     for m, g in out["goal"].items():
         parts = "  ".join(f"{c} x{v['ratio']:.3f} (need {v['needed']})" for c, v in g.items() if isinstance(v, dict))
@@ -298,7 +307,8 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--methods", default=DEFAULT_METHODS,
-                    help="arms, comma-separated: none-plain, none, sam, sam[fixed], sam[evidence:cost=0.2], sam-mN, "
+                    help="arms, comma-separated: none-plain, none, sam, sam[fixed], sam[evidence:cost=0.2], "
+                         "sam[evidence:cost=auto], sam-mN, "
                          "ngram, suffix, suffix-own")
     ap.add_argument("--engine-arg", action="append", default=[])
     ap.add_argument("--repeats", type=int, default=2, help="fresh generate calls per arm (tok/s spread)")

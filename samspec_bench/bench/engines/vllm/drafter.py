@@ -31,7 +31,8 @@ Per-request options ride on `SamplingParams.extra_args["samspec"]` (a dict):
   min_match no draft when the match is shorter (SAM-Decoding's l_threshold)
   length    the draft length policy (`SamDrafter(length=...)`, sam/draft_length.py): "fixed"
             (SAM-Decoding's baseline: up to k whenever any suffix matches), "evidence" or
-            "evidence:cost=0.2,..." (as many tokens as the evidence pays for); default: the
+            "evidence:cost=0.2,..." (as many tokens as the evidence pays for), "evidence:cost=auto"
+            (the cost fitted online from this engine's step times, below); default: the
             drafter's default. A spec the drafter refuses falls back to the default and is
             listed in `describe()["bad_options"]` (the engine keeps running).
   oracle    the continuation to draft in mode "oracle"
@@ -48,9 +49,20 @@ emitted (accepted = emitted - 1 of the next step's sampled tokens), and propose_
 this proposer spent on the request's row for that step's draft (indexing its new tokens and
 drafting; measured with time.perf_counter, 0.0 where no draft was proposed). Every propose
 call is timed as a whole too (`ProposeTimes`: per call, with the rows and drafted tokens):
-a CPU drafter runs inside vLLM's step, so its time adds to the step's wall time. `SamWorkerExtension`
+a CPU drafter runs inside vLLM's step, so its time adds to the step's wall time.
+
+The interval between two propose calls is one engine step's wall time, and the step verified
+the rows plus the drafts returned at the earlier call: `cost_fit` (online_cost.OnlineDraftCost)
+fits step time = a + b * verified tokens over the steps without prefill or batch change and
+sets the cost of every drafter whose length spec says `cost=auto` (the evidence policy's
+marginal cost of a draft token, in decode steps); the cost in force is recorded per call
+(`ProposeTimes.cost`) and the fit is in `describe()["online_cost"]`. `SamWorkerExtension`
 (pass `worker_extension_cls="samspec_bench.bench.engines.vllm.drafter.SamWorkerExtension"`) lets the
 caller fetch the records and the drafter's description through `LLM.collective_rpc`.
+
+One module (over 500 lines) because vLLM builds the proposer by this module's path in its own
+process, and the request bookkeeping, the records, the online cost feed and the worker
+extension that reads them all work on the proposer's per-request state.
 """
 
 from __future__ import annotations
@@ -63,8 +75,9 @@ from typing import Any
 
 import numpy as np
 
+from samspec_bench.bench.engines.vllm.online_cost import OnlineDraftCost
 from samspec_bench.bench.engines.vllm.proposer_timing import ProposeTimes, wrap_propose
-from samspec_bench.sam.draft_length import parse_length
+from samspec_bench.sam.draft_length import OnlineCost, parse_length
 from samspec_bench.sam.drafters import SamDrafter
 
 EXTRA_KEY = "samspec"
@@ -136,6 +149,10 @@ class SamProposer:
         self.gate = {"on": 0, "off": 0}          # propose calls the batch-size switch let draft / stopped
         self.times = ProposeTimes()              # this proposer's own time per call (it runs inside the step)
         self.bad_options: dict[str, str] = {}    # options refused (the drafter's default was used instead)
+        self.cost_fit = OnlineDraftCost()        # a draft token's verify cost from this engine's step times
+        self._online: dict[int, OnlineCost] = {}  # id(drafter) -> its cost=auto holder, set from cost_fit
+        self._online_used = False                # a row drafted with cost=auto in this call
+        self._last_call: tuple[float, int, int] | None = None   # (start, decode rows or -1, drafted)
 
     # --- vLLM's interface ---------------------------------------------------------------------
 
@@ -151,9 +168,34 @@ class SamProposer:
 
     def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None, **_) -> list[list[int]]:
         t0 = time.perf_counter()
+        decode_rows = self._observe_step(t0, sampled_token_ids)
+        self._online_used = False
         drafts = self._propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
-        self.times.add(time.perf_counter() - t0, len(drafts), sum(map(len, drafts)), t0)
+        drafted = sum(map(len, drafts))
+        self._last_call = (t0, decode_rows, drafted)
+        self.times.add(time.perf_counter() - t0, len(drafts), drafted, t0,
+                       cost=self.cost_fit.cost if self._online_used else None)
         return drafts
+
+    def _observe_step(self, now: float, sampled_token_ids) -> int:
+        """Feed the step that just ran to the cost fit: its wall time is the interval since
+        the previous call, it verified the rows plus the drafts returned then. Only steps
+        whose rows all decoded, in the same number as the previous call (no prefill chunk, no
+        request joined or left). Returns this call's decode rows (-1: a prefill row or a new
+        request: its step prefilled, and may follow an idle gap between generate calls)."""
+        rows = len(sampled_token_ids)
+        decode = rows if rows and all(len(s) for s in sampled_token_ids) else -1
+        batch = self._input_batch()
+        if decode > 0 and batch is not None and any(r is not None and r not in self._states
+                                                     for r in list(batch.req_ids)[:rows]):
+            decode = -1
+        last = self._last_call
+        if last is not None and decode > 0 and last[1] == decode:
+            cost = self.cost_fit.observe(now - last[0], decode, decode + last[2])
+            for holder in self._online.values():
+                if holder.value != cost:
+                    holder.set(cost)
+        return decode
 
     def _propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu) -> list[list[int]]:
         self.num_propose_calls += 1
@@ -269,6 +311,9 @@ class SamProposer:
                 self.bad_options[f"length={length!r}"] = str(e)
                 return self._drafter_for({**opts, "length": self.defaults.get("length")})
             self._drafters[key] = d
+            if isinstance(getattr(d.length, "cost", None), OnlineCost):   # spec cost=auto: fed by cost_fit
+                d.length.cost.set(self.cost_fit.cost)
+                self._online[id(d)] = d.length.cost
         return d
 
     def _new_state(self, rid, row, n: int, num_sampled: int) -> _ReqState:
@@ -356,6 +401,7 @@ class SamProposer:
         if room > 0:
             if st.mode == "sam":
                 draft = st.sam[0].propose(st.sam[1], room)
+                self._online_used = self._online_used or id(st.sam[0]) in self._online
             elif st.mode == "oracle" and st.on_track:
                 pos = n - st.prompt_len
                 draft = st.oracle[pos: pos + room]
@@ -417,6 +463,7 @@ class SamProposer:
                 "propose_calls": self.num_propose_calls, "memory_bytes": self.memory_bytes(),
                 "batch_switch": dict(self.gate),
                 "propose_time_s": self.times.total_s, "propose_time_source": "measured (time.perf_counter)",
+                "online_cost": self.cost_fit.describe(),
                 "defaults": self.defaults, "automaton": "samspec_bench.sam (compiled core)",
                 "drafters": [d.describe() for d in self._drafters.values()], "bad_options": dict(self.bad_options)}
 

@@ -6,7 +6,8 @@ step, between the sampler and the next schedule, so its time adds to every step'
   (through `SamWorkerExtension`) after each generate call.
 - `wrap_propose`: the same timing around another drafter's `propose` (vLLM's ngram, suffix),
   installed on the drafter instance, so every method's proposer is measured the same way.
-- `summary`: the figures reported (ms per step, share of the generate call's wall time).
+- `summary`: the figures reported (ms per step, share of the generate call's wall time, the
+  offline fit of a draft token's cost and the cost the proposer fitted online, cost=auto).
 
 No vLLM import here: tested without it.
 """
@@ -23,31 +24,33 @@ class ProposeTimes:
     """Per-call proposer times since the last `take` (propose_s: seconds; rows: rows of the
     persistent batch passed; drafted: draft tokens returned) and totals since start-up."""
 
-    __slots__ = ("start_s", "propose_s", "rows", "drafted", "total_s", "total_calls")
+    __slots__ = ("start_s", "propose_s", "rows", "drafted", "cost", "total_s", "total_calls")
 
     def __init__(self):
         self.start_s: list[float] = []      # perf_counter at each call: the intervals are the steps' wall times
         self.propose_s: list[float] = []
         self.rows: list[int] = []
         self.drafted: list[int] = []
+        self.cost: list[float | None] = []  # the online-fitted draft token cost in force at the call (None: not used)
         self.total_s = 0.0
         self.total_calls = 0
 
-    def add(self, dt: float, rows: int, drafted: int, start: float | None = None) -> None:
+    def add(self, dt: float, rows: int, drafted: int, start: float | None = None, cost: float | None = None) -> None:
         if len(self.propose_s) >= MAX_CALLS:
             half = MAX_CALLS // 2
-            del self.start_s[:half], self.propose_s[:half], self.rows[:half], self.drafted[:half]
+            del self.start_s[:half], self.propose_s[:half], self.rows[:half], self.drafted[:half], self.cost[:half]
         self.start_s.append(time.perf_counter() - dt if start is None else start)
         self.propose_s.append(dt)
         self.rows.append(rows)
         self.drafted.append(drafted)
+        self.cost.append(cost)
         self.total_s += dt
         self.total_calls += 1
 
     def take(self) -> dict[str, Any]:
         out = {"start_s": self.start_s, "propose_s": self.propose_s, "rows": self.rows, "drafted": self.drafted,
-               "total_s": self.total_s, "total_calls": self.total_calls}
-        self.start_s, self.propose_s, self.rows, self.drafted = [], [], [], []
+               "cost": self.cost, "total_s": self.total_s, "total_calls": self.total_calls}
+        self.start_s, self.propose_s, self.rows, self.drafted, self.cost = [], [], [], [], []
         return out
 
 
@@ -95,7 +98,24 @@ def summary(calls: dict[str, Any] | None, wall_s: float, engine_steps: int) -> d
             "us_per_row_mean": 1e6 * total / sum(calls["rows"]) if sum(calls.get("rows") or [0]) else None,
             "step_wall_ms_mean": 1e3 * wall_s / engine_steps if engine_steps else None,
             "share_of_wall_time": total / wall_s if wall_s > 0 else None,
-            "verify_cost": verify_cost(calls)}
+            "verify_cost": verify_cost(calls), "online_cost": online_cost(calls)}
+
+
+def online_cost(calls: dict[str, Any], points: int = 64) -> dict[str, Any] | None:
+    """The draft token cost the proposer fitted online (`online_cost.OnlineDraftCost`, spec
+    cost=auto) over one generate call: the value at its end, its range, and at most `points`
+    (propose call, cost) pairs; None where no call used it."""
+    series = [(i, c) for i, c in enumerate(calls.get("cost") or []) if c is not None]
+    if not series:
+        return None
+    every = max(1, -(-len(series) // points))
+    sampled = series[::every]
+    if sampled[-1] != series[-1]:
+        sampled.append(series[-1])
+    vals = [c for _, c in series]
+    return {"final": vals[-1], "min": min(vals), "max": max(vals), "calls": len(vals),
+            "series": [[i, c] for i, c in sampled], "unit": "decode steps per draft token",
+            "source": "fitted online in vLLM's worker from measured step intervals (decayed least squares)"}
 
 
 def verify_cost(calls: dict[str, Any], min_steps: int = 20) -> dict[str, Any] | None:
