@@ -18,13 +18,13 @@ chosen by its Python specification, in the same run.
 
 Ratios are against baselines measured in the same run, never against stored figures. A replay
 pass shorter than 0.2 s is repeated and averaged (as timeit's autorange does) and each drafter
-keeps its fastest of `repeats` rounds; so does each sweep point (its steps and its build), and
-a sweep build is averaged over distinct windows of the stream (64k tokens' worth), the same
-ones for every drafter.
+keeps its fastest of `repeats` rounds, as each sweep point does; a sweep build is averaged over
+distinct windows of the stream (64k tokens' worth), the same ones for every drafter.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
@@ -226,34 +226,22 @@ def sweep_point(name: str, stream: np.ndarray, length: int, steps: int, k: int) 
             "bytes_per_token": mem / (length + len(nxt)) if mem else None}
 
 
-SWEEP_REPEAT_SECONDS = 1.0
+SWEEP_REPEAT_SECONDS = 1.0   # a sweep point that took longer (a Python drafter's) runs once
 
 
-def fastest_sweep(names: list[str], stream: np.ndarray, cfg: DraftersConfig, on_point=None) -> list[dict]:
-    """Every (drafter, length) point in `repeats` rounds taken round the drafters, each point
-    keeping its fastest step time and build time: a point's 1000 steps last about a
-    millisecond on a compiled drafter, so one run is at the mercy of whatever else the machine
-    runs then. A point that took more than SWEEP_REPEAT_SECONDS (a Python drafter's) is not
-    repeated. `on_point` is called once per point and round, skipped ones included."""
-    best: dict = {}
-    slow: set = set()
-    for _ in range(cfg.repeats):
-        for name in names:
-            for length in cfg.sweep:
-                key = (name, length)
-                if key not in slow:
-                    t0 = time.perf_counter()
-                    row = sweep_point(name, stream, length, cfg.sweep_steps, cfg.k)
-                    if time.perf_counter() - t0 > SWEEP_REPEAT_SECONDS:
-                        slow.add(key)
-                    old = best.get(key)
-                    if old is not None:
-                        build = min(old["ns_per_token_build"], row["ns_per_token_build"])
-                        row = dict(min(old, row, key=lambda r: r["ns_per_step"]), ns_per_token_build=build)
-                    row["timed_rounds"] = (old or {}).get("timed_rounds", 0) + 1
-                    best[key] = row
-                if on_point is not None:
-                    on_point()
+def fastest_sweep(names, stream: np.ndarray, cfg: DraftersConfig, on_point=lambda: None) -> list[dict]:
+    """Each (drafter, length) point keeps its fastest steps and build of `repeats` rounds round
+    the drafters (1000 steps last about 1 ms: one sample is at the mercy of other jobs)."""
+    best, slow = {}, set()
+    for _, name, length in itertools.product(range(cfg.repeats), names, cfg.sweep):
+        key, t0, old = (name, length), time.perf_counter(), best.get((name, length), {})
+        if key not in slow:
+            row = sweep_point(name, stream, length, cfg.sweep_steps, cfg.k)
+            slow.update([key] if time.perf_counter() - t0 > SWEEP_REPEAT_SECONDS else [])
+            build = min(row["ns_per_token_build"], old.get("ns_per_token_build", float("inf")))
+            row = min(old or row, row, key=lambda r: r["ns_per_step"])
+            best[key] = dict(row, ns_per_token_build=build, timed_rounds=old.get("timed_rounds", 0) + 1)
+        on_point()   # once per point and round, a skipped one too
     return [best[(n, L)] for n in names for L in cfg.sweep]
 
 
