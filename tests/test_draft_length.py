@@ -11,7 +11,7 @@ from samspec_bench.sam import SamDrafter, SuffixAutomaton, make_drafter
 from samspec_bench.sam._samcore import EvidenceBatch, SamCore
 from samspec_bench.sam.draft_length import FIXED_LENGTH, EvidenceLength, parse_length
 from samspec_bench.sam.history import HistoryStore
-from samspec_bench.sam.reference import ReferenceSam
+from samspec_bench.sam.reference import COUNT_WALK, ReferenceSam
 
 
 # ---------- the automaton's evidence: C against the Python reference ----------
@@ -54,6 +54,101 @@ def test_counts_are_occurrence_counts_and_the_recent_draft_continues_the_latest_
     assert chain[0][2][0] == 4 and chain[1][2][0] == 5 and chain[1][3] == [4]   # "2" x5, continued 4 times
     with pytest.raises(ValueError, match="evidence=True"):
         SuffixAutomaton(text).evidence(3)               # the plain automaton keeps no evidence
+
+
+class _FallCountingReference(ReferenceSam):
+    """The reference, counting the marks that lower a state's latest occurrence (an
+    interleaved document marking an older end than another did): the case the compiled
+    core's kept most frequent child must find again by a scan."""
+
+    falls = 0
+
+    def _mark_recent(self, q, pos):
+        t = q
+        for _ in range(COUNT_WALK):
+            if t <= 0:
+                break
+            self.falls += pos < self.rpos[t]
+            t = self.link[t]
+        super()._mark_recent(q, pos)
+
+
+def _frequent_by_scan(r, q):
+    """The most frequent child and the occurrences followed by a token, from all of q's edges
+    (the definition the compiled core keeps up to date instead of scanning)."""
+    kids = list(r.next[q].values())
+    return (r._frequent_child(q), sum(r.cnt[t] for t in kids)) if kids else (-1, 0)
+
+
+def _chain_length(r, q):
+    n = 0
+    while q > 0:
+        n, q = n + 1, r.link[q]
+    return n
+
+
+def _assert_frequent_kept(c, r):
+    for q in range(c.num_states):
+        assert c.frequent(q) == _frequent_by_scan(r, q), q
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_the_kept_most_frequent_child_equals_a_scan_of_every_state_on_random_strings(interleaved):
+    """best and continued are kept per state as tokens arrive (no edge scan per draft): after
+    every extend they equal a scan of all edges, for every state, on short random strings and
+    on long near-periodic ones (suffix-link chains longer than COUNT_WALK: truncated counts)."""
+    rng = random.Random(3 + interleaved)
+    falls = longest_chain = 0
+    for trial in range(80):
+        c, r = SamCore(interleaved=interleaved, evidence=True), _FallCountingReference(interleaved=interleaved)
+        docs = [c.new_doc() for _ in range(rng.randint(1, 4))]
+        for _ in docs:
+            r.new_doc()
+        vocab = rng.choice([1, 2, 3, 5, 20])
+        period = [rng.randrange(vocab) for _ in range(rng.randint(1, 5))]
+        long_run = trial % 2 == 1
+        for step in range(rng.randint(20, 60)):
+            d = rng.choice(docs) if interleaved else docs[-1]
+            n = rng.randint(1, 12 if long_run else 6)
+            toks = [period[i % len(period)] if long_run and rng.random() < 0.9 else rng.randrange(vocab)
+                    for i in range(n)]
+            c.extend(toks, d)
+            r.extend(toks, d)
+            if not long_run or step % 8 == 0:
+                _assert_frequent_kept(c, r)
+            longest_chain = max(longest_chain, _chain_length(r, r.doc_last[d]))
+        _assert_frequent_kept(c, r)
+        falls += r.falls
+    assert longest_chain > 2 * COUNT_WALK    # chains longer than the counting walk were indexed
+    assert (falls > 0) == interleaved        # interleaved documents lower a latest occurrence: found again
+
+
+@pytest.mark.parametrize("group", [False, True])
+def test_the_kept_most_frequent_child_equals_a_scan_of_every_state_on_a_shared_trace(group, qwen3_tokenizer_dir, traces_dir):
+    """The same on real tokens: one request's own text, and a group's documents growing at
+    once by accepted runs of 1 to 4 tokens (as a decode loop extends them)."""
+    items = _trace_prefix(qwen3_tokenizer_dir, traces_dir, 8 if group else 2)
+    c, r = SamCore(interleaved=group, evidence=True), _FallCountingReference(interleaved=group)
+    texts = [np.concatenate([it.prompt_ids, it.response_ids[:600]]).tolist() for it in items]
+    if not group:
+        texts = [sum(texts, [])]
+    docs = [c.new_doc() for _ in texts]
+    for _ in docs:
+        r.new_doc()
+    at, step, rng = [0] * len(texts), 0, random.Random(5)
+    while any(a < len(t) for a, t in zip(at, texts)):
+        for d, t in zip(docs, texts):
+            if at[d] < len(t):
+                n = rng.randint(1, 4) if at[d] else len(items[d].prompt_ids) if group else 40
+                c.extend(t[at[d]: at[d] + n], d)
+                r.extend(t[at[d]: at[d] + n], d)
+                at[d] += n
+        step += 1
+        if step % 100 == 0:
+            _assert_frequent_kept(c, r)
+    _assert_frequent_kept(c, r)
+    assert [c.count(i) for i in range(c.num_states)] == r.cnt
+    assert (r.falls > 0) == group
 
 
 # ---------- the policy ----------

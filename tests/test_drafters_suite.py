@@ -206,3 +206,35 @@ def test_library_figures_come_from_the_fixed_lookup_and_the_policy_is_beside_the
     assert heads["sam evidence policy: ns/draft speedup vs its Python specification"]["value"] == pytest.approx(9.0)
     only_sam = summarize([row("sam", 9000.0, 70.0)], [], cfg)   # --drafters sam: its own figures, nothing beside
     assert only_sam["sam_ns_per_draft"] == 9000.0 and "evidence_ns_per_draft" not in only_sam
+
+
+def test_each_sweep_point_keeps_its_fastest_round_and_slow_points_run_once(monkeypatch):
+    """The sweep's points are timed in `repeats` rounds round the drafters; each keeps its
+    fastest steps and its fastest build (a millisecond of steps is at the mercy of the
+    machine's other jobs), and a point slower than SWEEP_REPEAT_SECONDS runs once."""
+    import itertools
+
+    import numpy as np
+
+    from samspec_bench.suites import drafters as suite
+
+    steps = {("a", 64): iter([900.0, 300.0, 600.0]), ("slow", 64): iter([5000.0, 1.0, 1.0])}
+    builds = itertools.count(10, -1)
+    calls, clock = [], [0.0]
+
+    def point(name, stream, length, n, k):
+        calls.append(name)
+        clock[0] += 2.0 if name == "slow" else 0.01     # seconds the point took
+        return {"drafter": name, "context_tokens": length, "ns_per_step": next(steps[(name, length)]),
+                "ns_per_token_build": float(next(builds))}
+
+    monkeypatch.setattr(suite, "sweep_point", point)
+    monkeypatch.setattr(suite.time, "perf_counter", lambda: clock[0])
+    cfg = suite.DraftersConfig(traces=[], tokenizer="t", sweep=[64], repeats=3)
+    ticks = []
+    rows = suite.fastest_sweep(["a", "slow"], np.zeros(10, np.int32), cfg, on_point=lambda: ticks.append(1))
+    by = {r["drafter"]: r for r in rows}
+    assert calls.count("a") == 3 and calls.count("slow") == 1 and len(ticks) == 6
+    assert by["a"]["ns_per_step"] == 300.0 and by["a"]["timed_rounds"] == 3
+    assert by["a"]["ns_per_token_build"] == min(10.0, 8.0, 7.0)   # its three builds: 10, 8, 7
+    assert by["slow"]["ns_per_step"] == 5000.0 and by["slow"]["timed_rounds"] == 1

@@ -34,7 +34,7 @@ typedef struct {
  * accepted tokens net of cost, into best (room for k tokens); returns its length, sets
  * *expected. work: scratch for k tokens. The dynamic source (the match's own current
  * occurrence is counted in cnt: at_end) is the only one this path drafts from. */
-static Py_ssize_t ev_choose(const SamCore *s, int32_t q, int64_t L, Py_ssize_t k, const EvParams *P,
+static Py_ssize_t ev_choose(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, const EvParams *P,
                             double cost, double scale, int32_t *best, int32_t *work, double *expected) {
     int frequent = P->mode == CHOOSE_FREQUENT;
     double best_score = 0.0, best_exp = 0.0;
@@ -48,8 +48,8 @@ static Py_ssize_t ev_choose(const SamCore *s, int32_t q, int64_t L, Py_ssize_t k
         double p = 1.0, score = 0.0, exp_ = 0.0;
         Py_ssize_t n = 0;
         int32_t t = q, pos = s->st[q].fpos;
-        if (P->mode == CHOOSE_RECENT && s->rpos[q] != NONE && succ_of(s, s->rpos[q]) != NONE) pos = s->rpos[q];
-        int64_t prev = s->cnt[q];        /* counts[j-1] */
+        if (P->mode == CHOOSE_RECENT && s->ev[q].rpos != NONE && succ_of(s, s->ev[q].rpos) != NONE) pos = s->ev[q].rpos;
+        int64_t prev = s->ev[q].cnt;        /* counts[j-1] */
         for (Py_ssize_t j = 1; j <= most; j++) {
             int32_t nt, c;
             int64_t seen;
@@ -64,11 +64,11 @@ static Py_ssize_t ev_choose(const SamCore *s, int32_t q, int64_t L, Py_ssize_t k
             }
             if (seen <= 0) break;
             work[j - 1] = c;
-            double x = scale * (double)s->cnt[nt] / ((double)seen + P->novelty / (double)(L + j - 1));
+            double x = scale * (double)s->ev[nt].cnt / ((double)seen + P->novelty / (double)(L + j - 1));
             p *= x < 0.99 ? x : 0.99;    /* min(0.99, x) */
             if (p < cost) break;
             n = j; score = score + p - cost; exp_ = exp_ + p;
-            prev = s->cnt[nt];
+            prev = s->ev[nt].cnt;
             t = nt;
         }
         if (n && score > best_score) {

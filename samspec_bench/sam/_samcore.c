@@ -20,10 +20,13 @@
  * matching suffix, the earliest one (firstpos), whose continuation is drafted.
  *
  * Evidence for the draft-length policy (sam/draft_length.py), only in cores made with
- * evidence=True (8 bytes per state in two separate arrays, so State stays 16 bytes and the
+ * evidence=True (16 bytes per state in a separate array, so State stays 16 bytes and the
  * plain drafter keeps its memory bar): cnt[q], the number of end positions of q's strings,
- * and rpos[q], the latest of them before the document's current one; both kept online by
- * walks of at most COUNT_WALK states up the suffix links (see count_position).
+ * rpos[q], the latest of them before the document's current one, and what the frequent
+ * choice reads per draft token, kept so that reading it is O(1) (see count_position):
+ * best[q], q's child with the most occurrences, and cont[q], the occurrences of q followed
+ * by some token (the sum of its children's cnt). All kept online by walks of at most
+ * COUNT_WALK states up the suffix links.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -43,7 +46,13 @@ typedef struct { int32_t len, link, fpos, edge; } State; /* edge: NONE, a target
 typedef struct { int32_t src, tgt, next; } Slot;   /* free or not: see its control byte */
 
 /* A document: the state of its whole text, and its last position (NONE while empty). */
-typedef struct { int32_t last, end; } Doc;
+typedef struct { int32_t last, end, prev; } Doc;   /* prev: the state of last's prefix one token shorter */
+
+/* A state's evidence (evidence=True only), one 16-byte record so a walk reads it in one line.
+ * best: the child with the highest (cnt, rpos, -fpos), NONE without children, DIRTY when its
+ * rpos went down (an interleaved document marked an older end) and it must be found again. */
+typedef struct { int32_t cnt, rpos, best, cont; } Ev;
+#define DIRTY (-2)
 
 typedef struct {
     PyObject_HEAD
@@ -51,7 +60,7 @@ typedef struct {
     int32_t *succ;   /* next position of the same document (interleaved mode only) */
     int64_t n, text_cap;
     State *st;
-    int32_t *cnt, *rpos;               /* evidence=True only: occurrences, latest earlier end */
+    Ev *ev;                            /* evidence=True only (see Ev) */
     int64_t ns, state_cap;
     Slot *slot;
     uint8_t *ctrl;                     /* hcap + GROUP control bytes (see h_probe) */
@@ -61,7 +70,7 @@ typedef struct {
     Doc doc_one;
     int64_t ndocs, doc_cap;
     int interleaved;
-    int evidence;                      /* cnt and rpos are kept */
+    int evidence;                      /* ev is kept */
 } SamCore;
 
 /* ---------- growth ---------- */
@@ -101,7 +110,11 @@ static int ensure_states(SamCore *s, int64_t extra) {
     State *p = (State *)realloc(s->st, (size_t)cap * sizeof(State));
     if (!p) { PyErr_NoMemory(); return -1; }
     s->st = p;
-    if (s->evidence && (grow_i32(&s->cnt, cap) || grow_i32(&s->rpos, cap))) return -1;
+    if (s->evidence) {
+        Ev *v = (Ev *)realloc(s->ev, (size_t)cap * sizeof(Ev));
+        if (!v) { PyErr_NoMemory(); return -1; }
+        s->ev = v;
+    }
     s->state_cap = cap;
     return 0;
 }
@@ -285,7 +298,7 @@ static int32_t new_state(SamCore *s, int32_t len, int32_t link, int32_t fpos) {
     if (ensure_states(s, 1)) return -2;
     int32_t id = (int32_t)s->ns++;
     s->st[id].len = len; s->st[id].link = link; s->st[id].fpos = fpos; s->st[id].edge = NONE;
-    if (s->evidence) { s->cnt[id] = 0; s->rpos[id] = NONE; }
+    if (s->evidence) { s->ev[id].cnt = 0; s->ev[id].rpos = NONE; s->ev[id].best = NONE; s->ev[id].cont = 0; }
     return id;
 }
 
@@ -293,10 +306,7 @@ static int32_t new_state(SamCore *s, int32_t len, int32_t link, int32_t fpos) {
 static int32_t clone_state(SamCore *s, int32_t q, int32_t len) {
     int32_t cl = new_state(s, len, s->st[q].link, s->st[q].fpos);
     if (cl < 0) return cl;
-    if (s->evidence) {         /* the same end positions, until the walk adds the new one */
-        s->cnt[cl] = s->cnt[q];
-        s->rpos[cl] = s->rpos[q];
-    }
+    if (s->evidence) s->ev[cl] = s->ev[q]; /* the same end positions (until the walk adds the new one), the same children */
     int32_t e = s->st[q].edge;
     if (e >= NONE) { s->st[cl].edge = e; return cl; }
     int64_t deg = 0;
@@ -311,33 +321,82 @@ static int32_t clone_state(SamCore *s, int32_t q, int32_t len) {
 
 /* Redirect the edges on c from p up its suffix links that point at q, to cl. */
 static inline void redirect(SamCore *s, int32_t p, int32_t c, int32_t q, int32_t cl) {
-    while (p != NONE && redirect_edge(s, p, c, q, cl)) p = s->st[p].link;
+    while (p != NONE && redirect_edge(s, p, c, q, cl)) {
+        if (s->evidence && s->ev[p].best == q) s->ev[p].best = cl;   /* cl has q's cnt, rpos and fpos */
+        p = s->st[p].link;
+    }
+}
+
+/* best[p] and cont[p] are kept exactly (equal to a scan of p's edges, the Python
+ * reference's definition) by following every change of a child's key (cnt, rpos, -fpos):
+ *   - a new edge p -> cur (cnt 0): cur may become best (ev_consider);
+ *   - a clone cl of q copies q's record (same children); an edge redirected from q to cl
+ *     moves best from q to cl (same key: cl has q's cnt, rpos and fpos);
+ *   - count_position: cnt[t]++ for the counted states t of the new end's chain. The parents of
+ *     such a t are exactly the states p on the previous end's chain (the document's prev) with
+ *     len(link(t)) <= len(p) < len(t): both chains are walked together, no edge is read.
+ *     Each such p gets cont[p] += 1 and t as best if t's key now beats best[p]'s;
+ *   - mark_recent: rpos[t] changes for the marked states t, the same merged walk one position
+ *     later. A rise is handled as above; a fall (possible only with interleaved documents,
+ *     when one marks an older end than another did) makes best[p] DIRTY if it was t: it is
+ *     found again by a scan when read (frequent_child).
+ * The root is skipped: no draft reads its children (it has one per token of the vocabulary). */
+static inline int ev_better(const SamCore *s, int32_t a, int32_t b) {
+    const Ev *x = &s->ev[a], *y = &s->ev[b];
+    return x->cnt > y->cnt || (x->cnt == y->cnt && (x->rpos > y->rpos
+           || (x->rpos == y->rpos && s->st[a].fpos < s->st[b].fpos)));
+}
+
+static inline void ev_consider(SamCore *s, int32_t p, int32_t t) {
+    int32_t b = s->ev[p].best;
+    if (b == DIRTY || b == t) return;
+    if (b == NONE || ev_better(s, t, b)) s->ev[p].best = t;
 }
 
 /* The new end position belongs to every state on the suffix-link chain of the document's new
  * last state. The chain is as long as the longest repeated suffix, so an unbounded walk costs
  * O(match length) per token on repetitive text; the first COUNT_WALK states (the longest
  * strings, the ones drafts are read from) are counted, shorter strings beyond them are
- * undercounted. The Python reference walks the same way. */
+ * undercounted. The Python reference walks the same way. p: the previous end's state (the
+ * parents' chain, see above). */
 #define COUNT_WALK 64
-static inline void count_position(SamCore *s, int32_t q) {
-    for (int i = 0; i < COUNT_WALK && q > 0; i++) { s->cnt[q]++; q = s->st[q].link; }
+static inline void count_position(SamCore *s, int32_t t, int32_t p) {
+    for (int i = 0; i < COUNT_WALK && t > 0; i++) {
+        s->ev[t].cnt++;
+        int32_t lo = s->st[s->st[t].link].len;
+        for (; p > 0 && s->st[p].len >= lo; p = s->st[p].link) {
+            s->ev[p].cont++;
+            ev_consider(s, p, t);
+        }
+        t = s->st[t].link;
+    }
 }
 
 /* rpos lags one position behind: before a document's next token is added, the states of its
  * previous end get that end as their latest occurrence. So after the append, rpos of a state
  * on the current chain is its latest occurrence before the current one (one that has a
- * continuation in its document). */
-static inline void mark_recent(SamCore *s, int32_t q, int32_t pos) {
-    for (int i = 0; i < COUNT_WALK && q > 0; i++) { s->rpos[q] = pos; q = s->st[q].link; }
+ * continuation in its document). p: the parents' chain, as in count_position. */
+static inline void mark_recent(SamCore *s, int32_t t, int32_t p, int32_t pos) {
+    for (int i = 0; i < COUNT_WALK && t > 0; i++) {
+        int32_t old = s->ev[t].rpos;
+        s->ev[t].rpos = pos;
+        int32_t lo = s->st[s->st[t].link].len;
+        for (; p > 0 && s->st[p].len >= lo; p = s->st[p].link) {
+            if (pos > old) ev_consider(s, p, t);
+            else if (pos < old && s->ev[p].best == t) s->ev[p].best = DIRTY;
+        }
+        t = s->st[t].link;
+    }
 }
 
 static int append_token_(SamCore *s, int64_t doc, int32_t c);
 static int append_token(SamCore *s, int64_t doc, int32_t c) {
     if (!s->evidence) return append_token_(s, doc, c);
-    if (s->doc[doc].end >= 0) mark_recent(s, s->doc[doc].last, s->doc[doc].end);
+    if (s->doc[doc].end >= 0) mark_recent(s, s->doc[doc].last, s->doc[doc].prev, s->doc[doc].end);
+    int32_t before = s->doc[doc].last;
     if (append_token_(s, doc, c)) return -1;
-    count_position(s, s->doc[doc].last);
+    s->doc[doc].prev = before;
+    count_position(s, s->doc[doc].last, before);
     return 0;
 }
 
@@ -365,7 +424,10 @@ static int append_token_(SamCore *s, int64_t doc, int32_t c) {
     if (cur < 0) return -1;
     int32_t p = last;
     q = NONE;
-    while (p != NONE && (q = trans_or_add(s, p, c, cur)) == NONE) p = s->st[p].link;
+    while (p != NONE && (q = trans_or_add(s, p, c, cur)) == NONE) {
+        if (s->evidence && p > 0) ev_consider(s, p, cur);
+        p = s->st[p].link;
+    }
     if (q == ERR) return -1;
     if (p != NONE) {
         if (s->st[p].len + 1 == s->st[q].len) {
@@ -567,7 +629,7 @@ static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
 }
 
 static void SamCore_dealloc(SamCore *self) {
-    free(self->text); free(self->succ); free(self->st); free(self->cnt); free(self->rpos); free(self->slot); free(self->ctrl);
+    free(self->text); free(self->succ); free(self->st); free(self->ev); free(self->slot); free(self->ctrl);
     if (self->doc != &self->doc_one) free(self->doc);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -592,6 +654,7 @@ static int64_t add_doc(SamCore *self) {
     }
     self->doc[self->ndocs].last = 0;
     self->doc[self->ndocs].end = NONE;
+    self->doc[self->ndocs].prev = 0;
     return self->ndocs++;
 }
 
@@ -618,10 +681,8 @@ static void trim_states(SamCore *s) {
     if (!p) return;
     s->st = p;
     if (s->evidence) {   /* a failed shrink keeps the larger block */
-        int32_t *c = (int32_t *)realloc(s->cnt, (size_t)keep * sizeof(int32_t));
-        if (c) s->cnt = c;
-        c = (int32_t *)realloc(s->rpos, (size_t)keep * sizeof(int32_t));
-        if (c) s->rpos = c;
+        Ev *v = (Ev *)realloc(s->ev, (size_t)keep * sizeof(Ev));
+        if (v) s->ev = v;
     }
     s->state_cap = keep;
 }
@@ -737,25 +798,31 @@ static PyObject *SamCore_match_draft(SamCore *self, PyObject *const *args, Py_ss
 
 /* ---------- evidence for the draft-length policy ---------- */
 
-/* The child of q seen most often (ties: the latest occurrence, then the earliest first one),
- * NONE without one. Reads at most FREQ_SCAN edges of q, so a short match's many
- * continuations cost a bounded scan (the reference reads all: they agree up to FREQ_SCAN). */
-#define FREQ_SCAN 64
-static int32_t frequent_child(const SamCore *s, int32_t q, int64_t *continued) {
-    int32_t e = s->st[q].edge;
-    if (e >= NONE) { *continued = e == NONE ? 0 : s->cnt[e]; return e; }
-    int32_t best = NONE, n = 0;
+/* The child of q with the highest (cnt, rpos, -fpos), by reading all of q's edges. */
+static int32_t scan_best(const SamCore *s, int32_t q, int64_t *continued) {
+    int32_t e = s->st[q].edge, best = NONE;
     int64_t total = 0;
-    for (int32_t j = -(e + 2); j != NONE && n < FREQ_SCAN; j = s->slot[j].next, n++) {
+    if (e >= 0) { *continued = s->ev[e].cnt; return e; }
+    for (int32_t j = e == NONE ? NONE : -(e + 2); j != NONE; j = s->slot[j].next) {
         int32_t t = s->slot[j].tgt;
-        total += s->cnt[t];
-        if (best == NONE || s->cnt[t] > s->cnt[best]
-            || (s->cnt[t] == s->cnt[best] && (s->rpos[t] > s->rpos[best]
-                || (s->rpos[t] == s->rpos[best] && s->st[t].fpos < s->st[best].fpos))))
-            best = t;
+        total += s->ev[t].cnt;
+        if (best == NONE || ev_better(s, t, best)) best = t;
     }
-    *continued = total;   /* the occurrences of q that are followed by a token: sum over its edges */
+    *continued = total;
     return best;
+}
+
+/* The child of q seen most often (ties: the latest occurrence, then the earliest first one),
+ * NONE without one, and *continued = the occurrences of q followed by a token (the sum of its
+ * children's cnt). O(1): both are kept (best, cont; see ev_consider). A best made DIRTY is
+ * found again here by a scan of q's edges (as the root's, which is not kept). */
+static int32_t frequent_child(SamCore *s, int32_t q, int64_t *continued) {
+    int32_t e = s->st[q].edge;
+    if (e >= NONE) { *continued = e == NONE ? 0 : s->ev[e].cnt; return e; }   /* one child or none */
+    if (q == 0) return scan_best(s, q, continued);
+    *continued = s->ev[q].cont;
+    if (s->ev[q].best == DIRTY) { int64_t total; s->ev[q].best = scan_best(s, q, &total); }
+    return s->ev[q].best;
 }
 
 /* Which continuation a draft follows. */
@@ -772,11 +839,11 @@ static PyObject *evidence_from(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, i
     PyObject *toks = PyList_New(0), *cnts = PyList_New(0), *cont = PyList_New(0);
     if (!toks || !cnts || !cont) goto fail;
     if (q > 0) {
-        PyObject *v = PyLong_FromLong(s->cnt[q]);
+        PyObject *v = PyLong_FromLong(s->ev[q].cnt);
         if (!v || PyList_Append(cnts, v)) { Py_XDECREF(v); goto fail; }
         Py_DECREF(v);
         int32_t p = s->st[q].fpos;
-        if (mode == CHOOSE_RECENT && s->rpos[q] != NONE && succ_of(s, s->rpos[q]) != NONE) p = s->rpos[q];
+        if (mode == CHOOSE_RECENT && s->ev[q].rpos != NONE && succ_of(s, s->ev[q].rpos) != NONE) p = s->ev[q].rpos;
         for (Py_ssize_t i = 0; i < k; i++) {
             int32_t t, c;
             int64_t continued = -1;
@@ -788,7 +855,7 @@ static PyObject *evidence_from(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, i
                 c = s->text[p];
                 if ((t = get_trans(s, q, c)) == NONE) break;   /* cannot happen: the string occurs */
             }
-            PyObject *a = PyLong_FromLong(c), *b = PyLong_FromLong(s->cnt[t]), *d = PyLong_FromLongLong(continued);
+            PyObject *a = PyLong_FromLong(c), *b = PyLong_FromLong(s->ev[t].cnt), *d = PyLong_FromLongLong(continued);
             int bad = !a || !b || !d || PyList_Append(toks, a) || PyList_Append(cnts, b) || PyList_Append(cont, d);
             Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(d);
             if (bad) goto fail;
@@ -896,7 +963,26 @@ static PyObject *SamCore_count(SamCore *self, PyObject *arg) {
     if (st == -1 && PyErr_Occurred()) return NULL;
     if (st < 0 || st >= self->ns) { PyErr_SetString(PyExc_ValueError, "no such state"); return NULL; }
     if (check_evidence(self)) return NULL;
-    return PyLong_FromLong(st == 0 ? 0 : self->cnt[st]);
+    return PyLong_FromLong(st == 0 ? 0 : self->ev[st].cnt);
+}
+
+/* frequent(state) -> (child or -1, continued): the kept most frequent child and the
+ * occurrences followed by a token (what the frequent choice reads; a DIRTY best is found
+ * again first); for the root, from a scan of its edges. */
+static PyObject *SamCore_frequent(SamCore *self, PyObject *arg) {
+    long long st = PyLong_AsLongLong(arg);
+    if (st == -1 && PyErr_Occurred()) return NULL;
+    if (st < 0 || st >= self->ns) { PyErr_SetString(PyExc_ValueError, "no such state"); return NULL; }
+    if (check_evidence(self)) return NULL;
+    int64_t cont;
+    int32_t best;
+    if (st == 0) best = scan_best(self, 0, &cont);
+    else {
+        if (self->ev[st].best == DIRTY) self->ev[st].best = scan_best(self, (int32_t)st, &cont);
+        best = self->ev[st].best;
+        cont = self->ev[st].cont;
+    }
+    return Py_BuildValue("(iL)", best, (long long)cont);
 }
 
 static PyObject *SamCore_get_match_length(SamCore *self, void *closure) {
@@ -963,7 +1049,7 @@ static PyObject *SamCore_get_num_edges(SamCore *s, void *c) {
 }
 /* Bytes held by the automaton's arrays (allocated capacity, not just the used part). */
 static PyObject *SamCore_get_memory_bytes(SamCore *s, void *c) {
-    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * (int64_t)(sizeof(State) + (s->evidence ? 2 * sizeof(int32_t) : 0)) + s->hcap * (int64_t)(sizeof(Slot) + 1) + GROUP
+    int64_t b = s->text_cap * 4 * (s->interleaved ? 2 : 1) + s->state_cap * (int64_t)(sizeof(State) + (s->evidence ? sizeof(Ev) : 0)) + s->hcap * (int64_t)(sizeof(Slot) + 1) + GROUP
         + (s->doc == &s->doc_one ? 0 : s->doc_cap * (int64_t)sizeof(Doc));
     return PyLong_FromLongLong(b + (int64_t)sizeof(SamCore));
 }
@@ -990,6 +1076,8 @@ static PyMethodDef SamCore_methods[] = {
     {"lookup_evidence_chain", (PyCFunction)(void (*)(void))SamCore_lookup_evidence_chain, METH_FASTCALL,
      "lookup_evidence_chain(state, length, k, choice, depth) -> [(match_length, draft, counts), ...]"},
     {"count", (PyCFunction)SamCore_count, METH_O, "count(state) -> occurrences of the state's strings"},
+    {"frequent", (PyCFunction)SamCore_frequent, METH_O,
+     "frequent(state) -> (child or -1, continued): the child seen most often and the occurrences followed by a token"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef SamCore_getset[] = {

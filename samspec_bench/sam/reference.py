@@ -12,7 +12,6 @@ from typing import Iterable
 
 _SEP = -1
 COUNT_WALK = 64  # states counted per new position, as _samcore.c's count_position
-FREQ_SCAN = 64   # edges read for the most frequent continuation, as _samcore.c's frequent_child
 
 
 def as_token_list(tokens: Iterable[int]) -> list[int]:
@@ -218,9 +217,9 @@ class ReferenceSam:
     # ----- evidence for the draft-length policy (SamCore.evidence / lookup_evidence) -----
 
     def _frequent_child(self, q: int) -> int:
-        """As C's frequent_child: ties to the latest occurrence, then to the earliest first
-        one. C reads at most FREQ_SCAN edges, in its list order; the two agree on states with
-        at most FREQ_SCAN continuations (every state of the random-string tests)."""
+        """The definition C's frequent_child keeps per state (best) instead of scanning:
+        the child with the most occurrences, ties to the latest occurrence, then to the
+        earliest first one, over all of q's edges (tests compare the two for every state)."""
         kids = self.next[q].values()
         return max(kids, key=lambda t: (self.cnt[t], self.rpos[t], -self.fpos[t])) if kids else -1
 

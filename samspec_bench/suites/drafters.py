@@ -18,12 +18,13 @@ chosen by its Python specification, in the same run.
 
 Ratios are against baselines measured in the same run, never against stored figures. A replay
 pass shorter than 0.2 s is repeated and averaged (as timeit's autorange does) and each drafter
-keeps its fastest of `repeats` rounds; a sweep build is averaged over distinct windows of the
-stream (64k tokens' worth), the same ones for every drafter.
+keeps its fastest of `repeats` rounds, as each sweep point does; a sweep build is averaged over
+distinct windows of the stream (64k tokens' worth), the same ones for every drafter.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
@@ -225,6 +226,25 @@ def sweep_point(name: str, stream: np.ndarray, length: int, steps: int, k: int) 
             "bytes_per_token": mem / (length + len(nxt)) if mem else None}
 
 
+SWEEP_REPEAT_SECONDS = 1.0   # a sweep point that took longer (a Python drafter's) runs once
+
+
+def fastest_sweep(names, stream: np.ndarray, cfg: DraftersConfig, on_point=lambda: None) -> list[dict]:
+    """Each (drafter, length) point keeps its fastest steps and build of `repeats` rounds round
+    the drafters (1000 steps last about 1 ms: one sample is at the mercy of other jobs)."""
+    best, slow = {}, set()
+    for _, name, length in itertools.product(range(cfg.repeats), names, cfg.sweep):
+        key, t0, old = (name, length), time.perf_counter(), best.get((name, length), {})
+        if key not in slow:
+            row = sweep_point(name, stream, length, cfg.sweep_steps, cfg.k)
+            slow.update([key] if time.perf_counter() - t0 > SWEEP_REPEAT_SECONDS else [])
+            build = min(row["ns_per_token_build"], old.get("ns_per_token_build", float("inf")))
+            row = min(old or row, row, key=lambda r: r["ns_per_step"])
+            best[key] = dict(row, ns_per_token_build=build, timed_rounds=old.get("timed_rounds", 0) + 1)
+        on_point()   # once per point and round, a skipped one too
+    return [best[(n, L)] for n in names for L in cfg.sweep]
+
+
 def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict, Path]:
     cfg.check()
     names, unavailable = available(cfg.drafters)
@@ -275,11 +295,8 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict
                 # where a SAM drafter's draft-length policy ran: 'c' or 'python'
                 "policy_path": getattr(build_drafter(name), "policy_path", None),
             })
-        task = bar.add_task("context sweep", total=len(names) * len(cfg.sweep))
-        for name in names:
-            for length in cfg.sweep:
-                sweep_rows.append(sweep_point(name, stream, length, cfg.sweep_steps, cfg.k))
-                bar.advance(task)
+        task = bar.add_task("context sweep", total=cfg.repeats * len(names) * len(cfg.sweep))
+        sweep_rows = fastest_sweep(names, stream, cfg, on_point=lambda: bar.advance(task))
         bar.remove_task(task)
 
     run_dir = RunDir(out_root, SUITE)
