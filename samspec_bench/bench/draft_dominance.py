@@ -26,7 +26,7 @@ from samspec_bench.bench.engines.replay import replay_group, replay_response
 from samspec_bench.data import load_tokenizer, read_traces, resolve_data_dir, tokenize_traces
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import total_counts
-from samspec_bench.sam.draft_length import EvidenceLength, parse_length
+from samspec_bench.sam.draft_length import EvidenceLength, TokenAcceptance, parse_length
 from samspec_bench.sam.drafters import ArcticSuffixDrafter, SamDrafter, arctic_available
 
 SOURCES = ("own", "group")
@@ -56,7 +56,15 @@ def replay(make, units_, k: int, group: bool) -> dict:
             "steps": c.steps}
 
 
-def curves(us, k: int, group: bool, sam_length: str, costs: list[float]) -> dict:
+def sam_maker(group: bool, length, share_stats: bool):
+    """A factory of fresh SAM drafters, one per replay unit (draft content never crosses
+    units); with `share_stats` they share one drafter-wide TokenAcceptance record (acceptance
+    statistics only), as one proposer serving every request of an engine would."""
+    stats = TokenAcceptance() if share_stats else None
+    return lambda: SamDrafter(group_sharing=group, length=length, token_stats=stats)
+
+
+def curves(us, k: int, group: bool, sam_length: str, costs: list[float], share_stats: bool = False) -> dict:
     """The points the figure draws besides the table's: SAM's policy at each verify cost (an
     evidence spec), sam-fixed at every k' <= k."""
     policy = parse_length(sam_length)
@@ -64,14 +72,14 @@ def curves(us, k: int, group: bool, sam_length: str, costs: list[float]) -> dict
     if isinstance(policy, EvidenceLength):
         for c in costs:
             pol = dataclasses.replace(policy, cost=c)
-            out["sam"].append({"cost": c, **replay(lambda: SamDrafter(group_sharing=group, length=pol), us, k, group)})
+            out["sam"].append({"cost": c, **replay(sam_maker(group, pol, share_stats), us, k, group)})
     for kk in range(1, k + 1):
         out["sam_fixed"].append({"k": kk, **replay(lambda: SamDrafter(group_sharing=group, length="fixed"), us, kk, group)})
     return out
 
 
 def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limit: int | None,
-        progress=print, costs: list[float] | None = None) -> list[dict]:
+        progress=print, costs: list[float] | None = None, share_stats: bool = False) -> list[dict]:
     tok = load_tokenizer(tokenizer)
     rows = []
     for path in traces:
@@ -84,7 +92,7 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
             for source in SOURCES if grouped else SOURCES[:1]:
                 group = source == "group"
                 us = units(items, group, limit)
-                sam = replay(lambda: SamDrafter(group_sharing=group, length=sam_length), us, k, group)
+                sam = replay(sam_maker(group, sam_length, share_stats), us, k, group)
                 fixed = replay(lambda: SamDrafter(group_sharing=group, length="fixed"), us, k, group)
                 arctic = replay(lambda: ArcticSuffixDrafter(share_finished=group), us, k, group)
                 ok = (sam["tokens_per_step"] >= arctic["tokens_per_step"]
@@ -92,7 +100,7 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
                 row = {"trace": path.name, "k": k, "source": source, "sam": sam, "sam_fixed": fixed,
                        "suffix": arctic, "dominates": ok}
                 if costs:
-                    row["curves"] = curves(us, k, group, sam_length, costs)
+                    row["curves"] = curves(us, k, group, sam_length, costs, share_stats)
                 rows.append(row)
                 progress(fmt_row(row))
     return rows

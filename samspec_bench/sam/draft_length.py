@@ -63,15 +63,50 @@ FIXED_LENGTH = AdaptiveLength()
 
 class RequestEvidence:
     """One request's recent acceptance: decayed sums of what the policy predicted would be
-    accepted and what was, for the drafts it proposed; and the draft waiting to be judged."""
+    accepted and what was, for the drafts it proposed; and the draft waiting to be judged
+    (its tokens, expected accepted tokens, and per token the estimate before the token
+    correction, for TokenAcceptance)."""
 
-    __slots__ = ("predicted", "accepted", "pending", "pending_pred")
+    __slots__ = ("predicted", "accepted", "pending", "pending_pred", "pending_q")
 
     def __init__(self):
         self.predicted = 0.0
         self.accepted = 0.0
         self.pending: list[int] | None = None
         self.pending_pred: float = 0.0
+        self.pending_q: list[float] = []
+
+
+class TokenAcceptance:
+    """Drafter-wide acceptance per drafted token id (the `tokens=` correction of the evidence
+    policy): for every draft token the verifier reached (the tokens before it accepted), the
+    estimate it was drafted with (before this correction) and whether it was accepted. Some
+    tokens are harder than their counts say (digits of a computation diverge, formatting
+    repeats): q is scaled by (accepted_t + m) / (predicted_t + m), a prior of weight m
+    centred on the estimate. One dict entry per token id seen: bounded by the vocabulary.
+    It holds acceptance statistics only, never draft content, so one object may serve many
+    requests (as one proposer in a serving engine does)."""
+
+    __slots__ = ("stats",)
+
+    def __init__(self):
+        self.stats: dict[int, list[float]] = {}   # token id -> [sum of estimates, accepted]
+
+    def factor(self, token: int, m: float) -> float:
+        s = self.stats.get(token)
+        return 1.0 if s is None else (s[1] + m) / (s[0] + m)
+
+    def update(self, draft: list[int], estimates: list[float], accepted: int) -> None:
+        """Draft token j (1-based) was reached when j <= accepted + 1, accepted when j <= accepted."""
+        for j in range(min(len(draft), len(estimates), accepted + 1)):
+            s = self.stats.get(draft[j])
+            if s is None:
+                s = self.stats[draft[j]] = [0.0, 0.0]
+            s[0] += estimates[j]
+            s[1] += j < accepted
+
+    def __len__(self) -> int:
+        return len(self.stats)
 
 
 @dataclass(frozen=True)
@@ -101,6 +136,7 @@ class EvidenceLength:
     tau: float = 16.0
     decay: float = 0.99
     choice: str = "frequent"
+    tokens: float = 0.0
 
     fixed = False
 
@@ -111,6 +147,9 @@ class EvidenceLength:
         for name in ("novelty", "tau"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"evidence:{name}={getattr(self, name)}: must be > 0")
+        if not self.tokens >= 0:
+            raise ValueError(f"evidence:tokens={self.tokens}: the prior weight of the per-token correction "
+                             "must be >= 0 (0: off)")
         if not (float(self.depth) == int(self.depth) and 1 <= int(self.depth) <= 64):
             raise ValueError(f"evidence:depth={self.depth}: the number of candidate matches must be an integer in [1, 64]")
         object.__setattr__(self, "depth", int(self.depth))
@@ -129,17 +168,20 @@ class EvidenceLength:
     def threshold(self, k: int) -> float:
         return float(self.cost(k)) if callable(self.cost) else float(self.cost)
 
-    def choose(self, state: RequestEvidence | None, k: int, candidates, at_end: bool = True
-               ) -> tuple[list[int], float]:
+    def choose(self, state: RequestEvidence | None, k: int, candidates, at_end: bool = True,
+               token_stats: TokenAcceptance | None = None) -> tuple[list[int], float]:
         """(draft, expected accepted tokens) from `candidates`, the automaton's evidence_chain:
         (match length, draft, counts) per candidate, counts[0] the occurrences of the match,
         counts[j] of the match followed by draft[:j]. `at_end`: the match's own current
-        occurrence is among counts[0] (a dynamic source), so it is not a continuation."""
+        occurrence is among counts[0] (a dynamic source), so it is not a continuation.
+        `token_stats` (with tokens > 0): the per-token correction; the estimates it is
+        judged against are left in state.pending_q."""
         cost = self.threshold(k)
         scale = 1.0
         if state is not None:
             scale = min(4.0, max(0.25, (state.accepted + self.tau) / (state.predicted + self.tau)))
-        best, best_n, best_score, best_exp = None, 0, 0.0, 0.0
+        per_token = token_stats if self.tokens > 0 else None
+        best, best_n, best_score, best_exp, best_q = None, 0, 0.0, 0.0, None
         for cand in candidates:
             length, draft, counts = cand[0], cand[1], cand[2]
             # occurrences followed by some token: exact where the automaton sums them (choice
@@ -151,18 +193,26 @@ class EvidenceLength:
             most = min(k, len(counts) - 1)
             if self.cap > 0:
                 most = min(most, int(self.cap * length + 1e-9))
+            qs = []
             for j in range(1, most + 1):
                 seen = continued[j - 1] if continued is not None else counts[j - 1] - (1 if (j == 1 and at_end) else 0)
                 if seen <= 0:
                     break
                 q = min(0.99, scale * counts[j] / (seen + self.novelty / (length + j - 1)))
+                qs.append(q)
+                if per_token is not None:
+                    q = min(0.99, q * per_token.factor(draft[j - 1], self.tokens))
                 p *= q
                 if p < cost:
                     break
                 n, score, expected = j, score + p - cost, expected + p
             if n and score > best_score:
-                best, best_n, best_score, best_exp = draft, n, score, expected
-        return (best[:best_n], best_exp) if best is not None else ([], 0.0)
+                best, best_n, best_score, best_exp, best_q = draft, n, score, expected, qs
+        if best is None:
+            return [], 0.0
+        if state is not None:
+            state.pending_q = best_q[:best_n]
+        return best[:best_n], best_exp
 
     def observe(self, state: RequestEvidence, predicted: float, accepted: int) -> None:
         state.predicted = self.decay * state.predicted + predicted
