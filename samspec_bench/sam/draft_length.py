@@ -77,33 +77,73 @@ class RequestEvidence:
         self.pending_q: list[float] = []
 
 
-class TokenAcceptance:
-    """Drafter-wide acceptance per drafted token id (the `tokens=` correction of the evidence
-    policy): for every draft token the verifier reached (the tokens before it accepted), the
-    estimate it was drafted with (before this correction) and whether it was accepted. Some
-    tokens are harder than their counts say (digits of a computation diverge, formatting
-    repeats): q is scaled by (accepted_t + m) / (predicted_t + m), a prior of weight m
-    centred on the estimate. One dict entry per token id seen: bounded by the vocabulary.
-    It holds acceptance statistics only, never draft content, so one object may serve many
-    requests (as one proposer in a serving engine does)."""
+def shape_key(length: int, seen: int, count: int, j: int) -> tuple[int, int, int, int]:
+    """The bucket of the estimate's own inputs the `shape=` correction is kept per: the
+    match length (log2), the occurrences continued (log2), whether every one was continued
+    by this token, and the draft position (1, 2, 3+)."""
+    return (min(length, 255).bit_length(), min(seen, 31).bit_length(), int(count >= seen), min(j, 3))
 
-    __slots__ = ("stats",)
+
+class TokenAcceptance:
+    """Drafter-wide acceptance statistics of the evidence policy's corrections: for every
+    draft token the verifier reached (the tokens before it accepted), the estimate it was
+    drafted with and whether it was accepted, kept per
+    - drafted token id (`tokens=m`): some tokens are harder than their counts say (digits of
+      a computation diverge, formatting repeats);
+    - (previous draft token, token) (`pairs=m`; the first token of a draft keyed (-1, token)),
+      its prior centred on the token's factor;
+    - shape_key of the estimate's inputs (`shape=m`): where the count estimate itself is off.
+    Each correction is a factor (accepted + m) / (predicted + m), a prior of weight m centred
+    on no change; the estimate is the count estimate times the factors. Each table is judged
+    against the estimate with the other tables' factors applied (online backfitting), so the
+    tables do not both take the same bias. Entries: one per token id seen (the vocabulary),
+    at most MAX_PAIRS pairs, a few hundred shapes. Acceptance statistics only, never draft
+    content: one object may serve many requests (as one proposer in a serving engine does)."""
+
+    MAX_PAIRS = 1 << 18
+
+    __slots__ = ("stats", "pair_stats", "shape_stats")
 
     def __init__(self):
         self.stats: dict[int, list[float]] = {}   # token id -> [sum of estimates, accepted]
+        self.pair_stats: dict[tuple[int, int], list[float]] = {}
+        self.shape_stats: dict[tuple, list[float]] = {}
 
-    def factor(self, token: int, m: float) -> float:
-        s = self.stats.get(token)
-        return 1.0 if s is None else (s[1] + m) / (s[0] + m)
+    @staticmethod
+    def _ratio(table: dict, key, m: float, centre: float = 1.0) -> float:
+        s = table.get(key)
+        return centre if s is None else (s[1] + m * centre) / (s[0] + m)
 
-    def update(self, draft: list[int], estimates: list[float], accepted: int) -> None:
-        """Draft token j (1-based) was reached when j <= accepted + 1, accepted when j <= accepted."""
+    def factor(self, token: int, m: float, prev: int = -1, m_pair: float = 0.0) -> float:
+        """The token's correction (with m_pair > 0: its pair's, centred on the token's)."""
+        f = self._ratio(self.stats, token, m) if m > 0 else 1.0
+        return self._ratio(self.pair_stats, (prev, token), m_pair, f) if m_pair > 0 else f
+
+    def shape_factor(self, key: tuple, m: float) -> float:
+        return self._ratio(self.shape_stats, key, m) if m > 0 else 1.0
+
+    def update(self, draft: list[int], estimates: list, accepted: int, pairs: bool = False) -> None:
+        """Draft token j (1-based) was reached when j <= accepted + 1, accepted when j <= accepted.
+        estimates[j-1]: the count estimate, or (count estimate, token factor, shape factor, shape key)."""
         for j in range(min(len(draft), len(estimates), accepted + 1)):
-            s = self.stats.get(draft[j])
-            if s is None:
-                s = self.stats[draft[j]] = [0.0, 0.0]
-            s[0] += estimates[j]
-            s[1] += j < accepted
+            e = estimates[j]
+            q, f_tok, f_shape, key = (e, 1.0, 1.0, None) if not isinstance(e, tuple) else e
+            ok = j < accepted
+            self._add(self.stats, draft[j], q * f_shape, ok)
+            if pairs:
+                self._add(self.pair_stats, (draft[j - 1] if j else -1, draft[j]), q * f_shape, ok, self.MAX_PAIRS)
+            if key is not None:
+                self._add(self.shape_stats, key, q * f_tok, ok)
+
+    @staticmethod
+    def _add(table: dict, key, predicted: float, ok: bool, most: int = 0) -> None:
+        s = table.get(key)
+        if s is None:
+            if most and len(table) >= most:
+                return
+            s = table[key] = [0.0, 0.0]
+        s[0] += predicted
+        s[1] += ok
 
     def __len__(self) -> int:
         return len(self.stats)
@@ -137,6 +177,8 @@ class EvidenceLength:
     decay: float = 0.99
     choice: str = "frequent"
     tokens: float = 0.0
+    pairs: float = 0.0
+    shape: float = 0.0
 
     fixed = False
 
@@ -147,9 +189,10 @@ class EvidenceLength:
         for name in ("novelty", "tau"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"evidence:{name}={getattr(self, name)}: must be > 0")
-        if not self.tokens >= 0:
-            raise ValueError(f"evidence:tokens={self.tokens}: the prior weight of the per-token correction "
-                             "must be >= 0 (0: off)")
+        for name in ("tokens", "pairs", "shape"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"evidence:{name}={getattr(self, name)}: the prior weight of the per-token "
+                                 "correction must be >= 0 (0: off)")
         if not (float(self.depth) == int(self.depth) and 1 <= int(self.depth) <= 64):
             raise ValueError(f"evidence:depth={self.depth}: the number of candidate matches must be an integer in [1, 64]")
         object.__setattr__(self, "depth", int(self.depth))
@@ -180,7 +223,7 @@ class EvidenceLength:
         scale = 1.0
         if state is not None:
             scale = min(4.0, max(0.25, (state.accepted + self.tau) / (state.predicted + self.tau)))
-        per_token = token_stats if self.tokens > 0 else None
+        per_token = token_stats if (self.tokens > 0 or self.pairs > 0 or self.shape > 0) else None
         best, best_n, best_score, best_exp, best_q = None, 0, 0.0, 0.0, None
         for cand in candidates:
             length, draft, counts = cand[0], cand[1], cand[2]
@@ -199,9 +242,14 @@ class EvidenceLength:
                 if seen <= 0:
                     break
                 q = min(0.99, scale * counts[j] / (seen + self.novelty / (length + j - 1)))
-                qs.append(q)
                 if per_token is not None:
-                    q = min(0.99, q * per_token.factor(draft[j - 1], self.tokens))
+                    f_tok = per_token.factor(draft[j - 1], self.tokens, draft[j - 2] if j > 1 else -1, self.pairs)
+                    key = shape_key(length, seen, counts[j], j) if self.shape > 0 else None
+                    f_shape = per_token.shape_factor(key, self.shape) if key is not None else 1.0
+                    qs.append((q, f_tok, f_shape, key))
+                    q = min(0.99, q * f_tok * f_shape)
+                else:
+                    qs.append(q)
                 p *= q
                 if p < cost:
                     break

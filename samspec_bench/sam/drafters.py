@@ -107,7 +107,7 @@ class SamDrafter(Drafter):
         self._evidence = isinstance(length, EvidenceLength)
         self._ev: dict[Hashable, Any] = {}       # request -> its RequestEvidence (evidence policy)
         self.token_stats = token_stats if token_stats is not None else TokenAcceptance()
-        self._per_token = self._evidence and length.tokens > 0
+        self._per_token = self._evidence and (length.tokens > 0 or length.pairs > 0 or length.shape > 0)
         # Per request: the dynamic source (its own SuffixAutomaton, or its GroupMember), and
         # only where configured its corpus matcher and group key.
         self._reqs: dict[Hashable, SuffixAutomaton | Any] = {}
@@ -179,7 +179,7 @@ class SamDrafter(Drafter):
             a += 1
         self.length.observe(state, state.pending_pred, a)
         if self._per_token:
-            self.token_stats.update(draft, state.pending_q, a)
+            self.token_stats.update(draft, state.pending_q, a, self.length.pairs > 0)
         state.pending = None
 
     def _propose_evidence(self, req_id, k):
