@@ -1,13 +1,18 @@
 """Does SAM Pareto-dominate Arctic's suffix decoding? Trace replay, side by side in one run.
 
     python -m samspec_bench.bench.draft_dominance [--traces F ...] [--tokenizer DIR] [-k 3,8]
-        [--sam-length evidence] [--limit-groups N] [--json out.json] [--figure pareto.png [--costs ...]]
+        [--sam-length evidence] [--limit-groups N] [--share-stats] [--json out.json] [--figure pareto.png [--costs ...]]
 
 For every trace, k and source (own: the response's prompt and prefix; group: + its GRPO
 siblings so far, members advancing one batched step at a time), it replays 'sam' (with
 --sam-length), 'sam-fixed' (the min_endpos baseline) and Arctic's 'suffix' on the same
 tokens and prints tokens per step and drafted tokens per step (counts, not time) and
 PASS where SAM's tokens per step >= suffix's and its drafted tokens per step <= suffix's.
+Every replay unit (a response for own, a GRPO group for group) gets a fresh SAM drafter: draft
+content never crosses units. `--share-stats`: the units of a cell share one drafter-wide
+acceptance record (the evidence policy's tokens= / pairs= / shape= corrections: statistics
+of which drafted tokens were accepted, no draft content), as one proposer serving every
+request of an engine would; units replay in file order, so a unit learns only from earlier ones.
 `--figure`: the Pareto picture per cell (one subplot each): SAM's policy over several verify
 costs, sam-fixed over k' = 1..k, Arctic's point, SAM's configured point marked.
 """
@@ -155,6 +160,9 @@ def main(argv=None) -> int:
     ap.add_argument("-k", default="3,8", help="draft lengths, comma list")
     ap.add_argument("--sam-length", default="evidence", help="SAM's draft-length spec (fixed, evidence, evidence:cost=...)")
     ap.add_argument("--limit-groups", type=int, help="the first N groups of every trace")
+    ap.add_argument("--share-stats", action="store_true",
+                    help="SAM's drafter-wide acceptance statistics (not draft content) persist across replay "
+                         "units, as in one serving proposer (default: a fresh record per unit)")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--figure", help="write the Pareto picture here (png), one subplot per cell")
     ap.add_argument("--costs", default=CURVE_COSTS, help="verify costs of SAM's curve in the figure, comma list")
@@ -175,13 +183,15 @@ def main(argv=None) -> int:
     except (UserError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print("tokens per step / drafted tokens per step (counts from trace replay, not time)")
+    print("tokens per step / drafted tokens per step (counts from trace replay, not time); SAM's acceptance "
+          "statistics: " + ("drafter-wide, shared by the replay units of a cell in file order (--share-stats)"
+                            if a.share_stats else "per replay unit"))
     rows = run(traces, tokenizer, ks, a.sam_length, a.limit_groups, progress=lambda s: print(s, flush=True),
-               costs=costs)
+               costs=costs, share_stats=a.share_stats)
     passed = sum(r["dominates"] for r in rows)
     print(f"SAM ({a.sam_length}) Pareto-dominates suffix in {passed} of {len(rows)} (trace, k, source) cells")
     if a.json:
-        Path(a.json).write_text(json.dumps({"sam_length": a.sam_length, "rows": rows,
+        Path(a.json).write_text(json.dumps({"sam_length": a.sam_length, "share_stats": a.share_stats, "rows": rows,
                                             "passed": passed, "cells": len(rows)}, indent=1))
     if a.figure:
         write_figure(rows, Path(a.figure), a.sam_length)
