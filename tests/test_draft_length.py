@@ -9,7 +9,7 @@ from samspec_bench.bench.engines.replay import replay_group, replay_response
 from samspec_bench.metrics import total_counts
 from samspec_bench.sam import SamDrafter, SuffixAutomaton, make_drafter
 from samspec_bench.sam._samcore import SamCore
-from samspec_bench.sam.draft_length import FIXED_LENGTH, EvidenceLength, TokenAcceptance, parse_length
+from samspec_bench.sam.draft_length import FIXED_LENGTH, EvidenceLength, TokenAcceptance, parse_length, shape_key
 from samspec_bench.sam.reference import ReferenceSam
 
 
@@ -62,7 +62,7 @@ def test_specs_parse_and_bad_specs_name_the_fix():
     pol = parse_length("evidence:cost=0.2,choice=frequent")
     assert pol.cost == 0.2 and pol.choice == "frequent" and parse_length(pol.spec()) == pol
     for bad in ("fixd", "evidence:cost", "evidence:cost=x", "evidence:cost=1.5", "evidence:choice=best",
-                "evidence:depth=0", "evidence:depth=1.5", "evidence:tokens=-1", "evidence:tokens=x"):
+                "evidence:depth=0", "evidence:depth=1.5", "evidence:tokens=-1", "evidence:tokens=x", "evidence:shape=-2", "evidence:pairs=-1"):
         with pytest.raises(ValueError, match="evidence|fixed"):
             parse_length(bad)
 
@@ -130,6 +130,32 @@ def test_token_acceptance_counts_the_tokens_the_verifier_reached():
     assert stats.stats[6] == pytest.approx([1.2, 2.0]) and len(stats) == 2
     assert stats.factor(9, 4.0) == 1.0                     # unseen: the estimate unchanged
     assert stats.factor(5, 1.0) == pytest.approx(2.0 / 1.5) and stats.factor(6, 1e-12) == pytest.approx(2.0 / 1.2)
+
+
+def test_each_table_is_judged_against_the_others_factors():
+    stats = TokenAcceptance()
+    key = shape_key(5, 3, 3, 2)
+    assert key == (3, 2, 1, 2) and shape_key(1, 40, 2, 9) == (1, 5, 0, 3)
+    # token 7 drafted with count estimate 0.5, token factor 0.8, shape factor 0.5, and accepted
+    stats.update([7], [(0.5, 0.8, 0.5, key)], 1, pairs=True)
+    assert stats.stats[7] == [0.25, 1.0] and stats.pair_stats[(-1, 7)] == [0.25, 1.0]   # 0.5 x shape's 0.5
+    assert stats.shape_stats[key] == [0.4, 1.0]                                            # 0.5 x token's 0.8
+    assert stats.shape_factor(key, 1.0) == pytest.approx(2.0 / 1.4) and stats.shape_factor(key, 0.0) == 1.0
+    assert stats.factor(7, 1.0, -1, 1.0) == pytest.approx((1.0 + 2.0 / 1.25) / 1.25)     # pair centred on token
+
+
+def test_shape_correction_learns_where_the_count_estimate_is_overconfident():
+    pol = EvidenceLength(cost=0.3, tau=1e9, shape=4)
+    cand = _cand(2, [5, 4, 4, 4, 4])                       # 4 of 5 continued alike: q ~ 0.7 per token
+    stats = TokenAcceptance()
+    first = len(pol.choose(pol.new_request(), 4, [cand], True, stats)[0])
+    for _ in range(50):                                    # drafts of this shape are always rejected
+        state = pol.new_request()
+        draft, _ = pol.choose(state, 4, [cand], True, stats)
+        if not draft:
+            break
+        stats.update(draft, state.pending_q, 0)
+    assert len(pol.choose(pol.new_request(), 4, [cand], True, stats)[0]) < first
 
 
 def test_per_token_correction_shortens_drafts_of_tokens_that_were_rejected():
