@@ -8,11 +8,13 @@
   estimate multiplies, per token, a prior from the match length the token is predicted from,
   the continuation's frequency (occurrence counts kept by the automaton), and the request's
   own recent acceptance (observed, not told: the tokens emitted after a draft show how much
-  of it was accepted). See docs/drafting.md.
+  of it was accepted), and drafter-wide corrections learnt online from the same judgements
+  (per drafted token id and per bucket of the estimate's inputs). See docs/drafting.md.
 - `AdaptiveLength` (a linear rule in the match length) still works: `SamDrafter(length=AdaptiveLength(...))`.
 
 Every policy reads only what one automaton query returns (the match length and at most k+1
-counts), so its cost per step does not grow with the context.
+counts) and, for the corrections, a few dict entries per draft token, so its cost per step
+does not grow with the context.
 
 Specs are strings: "fixed", "evidence", "evidence:cost=0.2,half=2,choice=frequent" (see
 `EvidenceLength` for the parameters); `parse_length` turns one into a policy.
@@ -162,23 +164,27 @@ class EvidenceLength:
     estimate in which a new continuation gets pseudo-count novelty / l (an unseen token is
     likelier after a short match). q is scaled by the request's recent acceptance,
     (accepted + tau) / (predicted + tau) over its earlier drafts (decay per draft), clipped
-    to [1/4, 4], and capped at 0.99. P_i is the product of q_1..q_i, a candidate's score is
+    to [1/4, 4], then multiplied by the drafter-wide corrections learnt online from which
+    draft tokens were accepted (TokenAcceptance: per drafted token id, weight `tokens`; per
+    (previous token, token), `pairs`; per shape_key of the estimate's inputs, `shape`; 0 turns
+    one off), and capped at 0.99. P_i is the product of q_1..q_i, a candidate's score is
     sum(P_i - cost) over its tokens with P_i >= cost.
     Parameters: cost (the marginal verify cost of one draft token, in decode steps; a callable
     taking k is read per draft, e.g. from a step-time profile), novelty, depth, tau, decay,
     choice (which continuation is drafted: frequent, recent = the latest earlier occurrence,
-    earliest = min_endpos's)."""
+    earliest = min_endpos's), tokens, pairs, shape (prior weights of the corrections, in
+    predicted accepted tokens)."""
 
-    cost: Union[float, Callable[[int], float]] = 0.29
+    cost: Union[float, Callable[[int], float]] = 0.225
     novelty: float = 1.0
     depth: int = 16
     cap: float = 0.0
     tau: float = 16.0
     decay: float = 0.99
     choice: str = "frequent"
-    tokens: float = 0.0
+    tokens: float = 8.0
     pairs: float = 0.0
-    shape: float = 0.0
+    shape: float = 8.0
 
     fixed = False
 
