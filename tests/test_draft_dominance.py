@@ -48,7 +48,7 @@ def test_shared_stats_change_only_the_corrected_policy(traces_dir, qwen3_tokeniz
         rows = draft_dominance.run([traces_dir / "qwen25math_math_100x8.jsonl"], str(qwen3_tokenizer_dir), [3],
                                    spec, 1, progress=lambda s: None, share_stats=share)
         return [(r["sam"]["tokens_per_step"], r["sam"]["drafted_per_step"]) for r in rows]
-    assert sam("evidence", True) == sam("evidence", False)
+    assert sam("evidence:tokens=0,shape=0", True) == sam("evidence:tokens=0,shape=0", False)
     assert sam("evidence:tokens=2", True) != sam("evidence:tokens=2", False)
     assert draft_dominance.main(["--traces", str(traces_dir / "qwen25math_math_100x8.jsonl"), "--tokenizer",
                                  str(qwen3_tokenizer_dir), "-k", "2", "--limit-groups", "1", "--share-stats",
