@@ -145,7 +145,7 @@ def test_each_table_is_judged_against_the_others_factors():
 
 
 def test_shape_correction_learns_where_the_count_estimate_is_overconfident():
-    pol = EvidenceLength(cost=0.3, tau=1e9, shape=4)
+    pol = EvidenceLength(cost=0.3, tau=1e9, tokens=0, shape=4)
     cand = _cand(2, [5, 4, 4, 4, 4])                       # 4 of 5 continued alike: q ~ 0.7 per token
     stats = TokenAcceptance()
     first = len(pol.choose(pol.new_request(), 4, [cand], True, stats)[0])
@@ -159,7 +159,8 @@ def test_shape_correction_learns_where_the_count_estimate_is_overconfident():
 
 
 def test_per_token_correction_shortens_drafts_of_tokens_that_were_rejected():
-    pol, off = EvidenceLength(cost=0.3, tau=1e9, tokens=2), EvidenceLength(cost=0.3, tau=1e9)
+    pol = EvidenceLength(cost=0.3, tau=1e9, tokens=2, shape=0)
+    off = EvidenceLength(cost=0.3, tau=1e9, tokens=0, shape=0)
     cand = _cand(4, [3, 2, 2, 2, 2])                       # drafts 100, 101, 102, 103
     hard, easy = TokenAcceptance(), TokenAcceptance()
     for _ in range(30):
@@ -176,7 +177,7 @@ def test_drafter_records_token_acceptance_only_with_the_correction_and_may_share
     rng = np.random.default_rng(3)
     prompt, resp = rng.integers(0, 6, 80), rng.integers(0, 6, 200)
     shared = TokenAcceptance()
-    for length, expect in (("evidence", 0), ("evidence:tokens=4", 1)):
+    for length, expect in (("evidence:tokens=0,shape=0", 0), ("evidence:tokens=4", 1)):
         d = SamDrafter(length=length, token_stats=shared)
         replay_response(d, prompt, resp, 4)
         assert (len(shared) > 0) == bool(expect)
@@ -206,7 +207,7 @@ def test_fixed_baseline_is_the_old_min_endpos_drafter():
 def test_evidence_policy_drafts_a_prefix_of_its_source_and_learns_from_what_it_sees():
     rng = np.random.default_rng(4)
     prompt, resp = rng.integers(0, 6, 40), rng.integers(0, 6, 200)
-    d = SamDrafter(length="evidence:choice=earliest")
+    d = SamDrafter(length="evidence:choice=earliest,depth=1")   # the longest match only
     d.start("r", prompt)
     sa = SuffixAutomaton(prompt)
     for t in resp:
