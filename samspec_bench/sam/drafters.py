@@ -150,6 +150,11 @@ class SamDrafter(Drafter):
                 if len(prompt):
                     matcher.extend(prompt)
 
+    def reset_statistics(self) -> None:
+        """Start a new drafter-wide acceptance record (a replay that reuses the drafter for
+        independent responses keeps none across them)."""
+        self.token_stats = TokenAcceptance()
+
     def extend(self, req_id, token_ids):
         self._reqs[req_id].extend(token_ids)
         if self._evidence:
