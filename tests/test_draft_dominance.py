@@ -39,3 +39,18 @@ def test_bad_costs_and_specs_stop_before_any_replay(tmp_path, capsys):
     assert "--costs 0.2,1.5" in capsys.readouterr().err
     assert draft_dominance.main(["--traces", str(tmp_path / "none.jsonl"), "--sam-length", "evidence:cost=2"]) == 2
     assert "evidence:cost=2" in capsys.readouterr().err
+
+
+def test_shared_stats_change_only_the_corrected_policy(traces_dir, qwen3_tokenizer_dir, capsys):
+    """--share-stats carries acceptance statistics across replay units, never draft content:
+    a policy without the per-token correction replays the same either way."""
+    def sam(spec, share):
+        rows = draft_dominance.run([traces_dir / "qwen25math_math_100x8.jsonl"], str(qwen3_tokenizer_dir), [3],
+                                   spec, 1, progress=lambda s: None, share_stats=share)
+        return [(r["sam"]["tokens_per_step"], r["sam"]["drafted_per_step"]) for r in rows]
+    assert sam("evidence:tokens=0,shape=0", True) == sam("evidence:tokens=0,shape=0", False)
+    assert sam("evidence:tokens=2", True) != sam("evidence:tokens=2", False)
+    assert draft_dominance.main(["--traces", str(traces_dir / "qwen25math_math_100x8.jsonl"), "--tokenizer",
+                                 str(qwen3_tokenizer_dir), "-k", "2", "--limit-groups", "1", "--share-stats",
+                                 "--sam-length", "evidence:tokens=2"]) in (0, 1)
+    assert "drafter-wide, shared by the replay units" in capsys.readouterr().out

@@ -9,7 +9,7 @@ from samspec_bench.bench.engines.replay import replay_group, replay_response
 from samspec_bench.metrics import total_counts
 from samspec_bench.sam import SamDrafter, SuffixAutomaton, make_drafter
 from samspec_bench.sam._samcore import EvidenceBatch, SamCore
-from samspec_bench.sam.draft_length import FIXED_LENGTH, EvidenceLength, parse_length
+from samspec_bench.sam.draft_length import FIXED_LENGTH, EvidenceLength, TokenAcceptance, parse_length, shape_key
 from samspec_bench.sam.history import HistoryStore
 from samspec_bench.sam.reference import COUNT_WALK, ReferenceSam
 
@@ -158,7 +158,7 @@ def test_specs_parse_and_bad_specs_name_the_fix():
     pol = parse_length("evidence:cost=0.2,choice=frequent")
     assert pol.cost == 0.2 and pol.choice == "frequent" and parse_length(pol.spec()) == pol
     for bad in ("fixd", "evidence:cost", "evidence:cost=x", "evidence:cost=1.5", "evidence:choice=best",
-                "evidence:depth=0", "evidence:depth=1.5"):
+                "evidence:depth=0", "evidence:depth=1.5", "evidence:tokens=-1", "evidence:tokens=x", "evidence:shape=-2", "evidence:pairs=-1"):
         with pytest.raises(ValueError, match="evidence|fixed"):
             parse_length(bad)
 
@@ -218,6 +218,70 @@ def test_the_best_candidate_up_the_suffix_links_is_drafted():
     assert pol.choose(None, 3, [long_])[0] == [7, 7, 7][: len(pol.choose(None, 3, [long_])[0])]
 
 
+def test_token_acceptance_counts_the_tokens_the_verifier_reached():
+    stats = TokenAcceptance()
+    stats.update([5, 6, 7, 8], [0.5, 0.4, 0.3, 0.2], 1)   # 5 accepted, 6 rejected, 7 and 8 never reached
+    assert stats.stats == {5: [0.5, 1.0], 6: [0.4, 0.0]}
+    stats.update([6, 6], [0.4, 0.4], 2)                    # both accepted
+    assert stats.stats[6] == pytest.approx([1.2, 2.0]) and len(stats) == 2
+    assert stats.factor(9, 4.0) == 1.0                     # unseen: the estimate unchanged
+    assert stats.factor(5, 1.0) == pytest.approx(2.0 / 1.5) and stats.factor(6, 1e-12) == pytest.approx(2.0 / 1.2)
+
+
+def test_each_table_is_judged_against_the_others_factors():
+    stats = TokenAcceptance()
+    key = shape_key(5, 3, 3, 2)
+    assert key == (3, 2, 1, 2) and shape_key(1, 40, 2, 9) == (1, 5, 0, 3)
+    # token 7 drafted with count estimate 0.5, token factor 0.8, shape factor 0.5, and accepted
+    stats.update([7], [(0.5, 0.8, 0.5, key)], 1, pairs=True)
+    assert stats.stats[7] == [0.25, 1.0] and stats.pair_stats[(-1, 7)] == [0.25, 1.0]   # 0.5 x shape's 0.5
+    assert stats.shape_stats[key] == [0.4, 1.0]                                            # 0.5 x token's 0.8
+    assert stats.shape_factor(key, 1.0) == pytest.approx(2.0 / 1.4) and stats.shape_factor(key, 0.0) == 1.0
+    assert stats.factor(7, 1.0, -1, 1.0) == pytest.approx((1.0 + 2.0 / 1.25) / 1.25)     # pair centred on token
+
+
+def test_shape_correction_learns_where_the_count_estimate_is_overconfident():
+    pol = EvidenceLength(cost=0.3, tau=1e9, tokens=0, shape=4)
+    cand = _cand(2, [5, 4, 4, 4, 4])                       # 4 of 5 continued alike: q ~ 0.7 per token
+    stats = TokenAcceptance()
+    first = len(pol.choose(pol.new_request(), 4, [cand], True, stats)[0])
+    for _ in range(50):                                    # drafts of this shape are always rejected
+        state = pol.new_request()
+        draft, _ = pol.choose(state, 4, [cand], True, stats)
+        if not draft:
+            break
+        stats.update(draft, state.pending_q, 0)
+    assert len(pol.choose(pol.new_request(), 4, [cand], True, stats)[0]) < first
+
+
+def test_per_token_correction_shortens_drafts_of_tokens_that_were_rejected():
+    pol = EvidenceLength(cost=0.3, tau=1e9, tokens=2, shape=0)
+    off = EvidenceLength(cost=0.3, tau=1e9, tokens=0, shape=0)
+    cand = _cand(4, [3, 2, 2, 2, 2])                       # drafts 100, 101, 102, 103
+    hard, easy = TokenAcceptance(), TokenAcceptance()
+    for _ in range(30):
+        hard.update([101], [0.6], 0)                       # 101 drafted 30 times, never accepted
+        easy.update([101], [0.6], 1)
+    n = lambda p, st: len(p.choose(p.new_request(), 4, [cand], True, st)[0])  # noqa: E731
+    assert n(pol, hard) < n(pol, TokenAcceptance()) == n(off, hard) <= n(pol, easy)
+    state = pol.new_request()
+    draft, _ = pol.choose(state, 4, [cand], True, easy)
+    assert len(state.pending_q) == len(draft)              # the estimates the record is judged against
+
+
+def test_drafter_records_token_acceptance_only_with_the_correction_and_may_share_it():
+    rng = np.random.default_rng(3)
+    prompt, resp = rng.integers(0, 6, 80), rng.integers(0, 6, 200)
+    shared = TokenAcceptance()
+    for length, expect in (("evidence:tokens=0,shape=0", 0), ("evidence:tokens=4", 1)):
+        d = SamDrafter(length=length, token_stats=shared)
+        replay_response(d, prompt, resp, 4)
+        assert (len(shared) > 0) == bool(expect)
+    before = {t: list(v) for t, v in shared.stats.items()}
+    replay_response(SamDrafter(length="evidence:tokens=4", token_stats=shared), prompt, resp, 4)
+    assert sum(v[0] for v in shared.stats.values()) > sum(v[0] for v in before.values())  # it outlives a drafter
+
+
 def test_cost_from_a_profile_is_read_per_draft():
     seen = []
     pol = EvidenceLength(cost=lambda k: seen.append(k) or 0.9)
@@ -239,7 +303,7 @@ def test_fixed_baseline_is_the_old_min_endpos_drafter():
 def test_evidence_policy_drafts_a_prefix_of_its_source_and_learns_from_what_it_sees():
     rng = np.random.default_rng(4)
     prompt, resp = rng.integers(0, 6, 40), rng.integers(0, 6, 200)
-    d = SamDrafter(length="evidence:choice=earliest")
+    d = SamDrafter(length="evidence:choice=earliest,depth=1")   # the longest match only
     d.start("r", prompt)
     sa = SuffixAutomaton(prompt)
     for t in resp:

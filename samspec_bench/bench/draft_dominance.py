@@ -1,13 +1,18 @@
 """Does SAM Pareto-dominate Arctic's suffix decoding? Trace replay, side by side in one run.
 
     python -m samspec_bench.bench.draft_dominance [--traces F ...] [--tokenizer DIR] [-k 3,8]
-        [--sam-length evidence] [--limit-groups N] [--json out.json] [--figure pareto.png [--costs ...]]
+        [--sam-length evidence] [--limit-groups N] [--share-stats] [--json out.json] [--figure pareto.png [--costs ...]]
 
 For every trace, k and source (own: the response's prompt and prefix; group: + its GRPO
 siblings so far, members advancing one batched step at a time), it replays 'sam' (with
 --sam-length), 'sam-fixed' (the min_endpos baseline) and Arctic's 'suffix' on the same
 tokens and prints tokens per step and drafted tokens per step (counts, not time) and
 PASS where SAM's tokens per step >= suffix's and its drafted tokens per step <= suffix's.
+Every replay unit (a response for own, a GRPO group for group) gets a fresh SAM drafter: draft
+content never crosses units. `--share-stats`: the units of a cell share one drafter-wide
+acceptance record (the evidence policy's tokens= / pairs= / shape= corrections: statistics
+of which drafted tokens were accepted, no draft content), as one proposer serving every
+request of an engine would; units replay in file order, so a unit learns only from earlier ones.
 `--figure`: the Pareto picture per cell (one subplot each): SAM's policy over several verify
 costs, sam-fixed over k' = 1..k, Arctic's point, SAM's configured point marked.
 """
@@ -26,7 +31,7 @@ from samspec_bench.bench.engines.replay import replay_group, replay_response
 from samspec_bench.data import load_tokenizer, read_traces, resolve_data_dir, tokenize_traces
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import total_counts
-from samspec_bench.sam.draft_length import EvidenceLength, parse_length
+from samspec_bench.sam.draft_length import EvidenceLength, TokenAcceptance, parse_length
 from samspec_bench.sam.drafters import ArcticSuffixDrafter, SamDrafter, arctic_available
 
 SOURCES = ("own", "group")
@@ -56,7 +61,15 @@ def replay(make, units_, k: int, group: bool) -> dict:
             "steps": c.steps}
 
 
-def curves(us, k: int, group: bool, sam_length: str, costs: list[float]) -> dict:
+def sam_maker(group: bool, length, share_stats: bool):
+    """A factory of fresh SAM drafters, one per replay unit (draft content never crosses
+    units); with `share_stats` they share one drafter-wide TokenAcceptance record (acceptance
+    statistics only), as one proposer serving every request of an engine would."""
+    stats = TokenAcceptance() if share_stats else None
+    return lambda: SamDrafter(group_sharing=group, length=length, token_stats=stats)
+
+
+def curves(us, k: int, group: bool, sam_length: str, costs: list[float], share_stats: bool = False) -> dict:
     """The points the figure draws besides the table's: SAM's policy at each verify cost (an
     evidence spec), sam-fixed at every k' <= k."""
     policy = parse_length(sam_length)
@@ -64,14 +77,14 @@ def curves(us, k: int, group: bool, sam_length: str, costs: list[float]) -> dict
     if isinstance(policy, EvidenceLength):
         for c in costs:
             pol = dataclasses.replace(policy, cost=c)
-            out["sam"].append({"cost": c, **replay(lambda: SamDrafter(group_sharing=group, length=pol), us, k, group)})
+            out["sam"].append({"cost": c, **replay(sam_maker(group, pol, share_stats), us, k, group)})
     for kk in range(1, k + 1):
         out["sam_fixed"].append({"k": kk, **replay(lambda: SamDrafter(group_sharing=group, length="fixed"), us, kk, group)})
     return out
 
 
 def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limit: int | None,
-        progress=print, costs: list[float] | None = None) -> list[dict]:
+        progress=print, costs: list[float] | None = None, share_stats: bool = False) -> list[dict]:
     tok = load_tokenizer(tokenizer)
     rows = []
     for path in traces:
@@ -84,7 +97,7 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
             for source in SOURCES if grouped else SOURCES[:1]:
                 group = source == "group"
                 us = units(items, group, limit)
-                sam = replay(lambda: SamDrafter(group_sharing=group, length=sam_length), us, k, group)
+                sam = replay(sam_maker(group, sam_length, share_stats), us, k, group)
                 fixed = replay(lambda: SamDrafter(group_sharing=group, length="fixed"), us, k, group)
                 arctic = replay(lambda: ArcticSuffixDrafter(share_finished=group), us, k, group)
                 ok = (sam["tokens_per_step"] >= arctic["tokens_per_step"]
@@ -92,7 +105,7 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
                 row = {"trace": path.name, "k": k, "source": source, "sam": sam, "sam_fixed": fixed,
                        "suffix": arctic, "dominates": ok}
                 if costs:
-                    row["curves"] = curves(us, k, group, sam_length, costs)
+                    row["curves"] = curves(us, k, group, sam_length, costs, share_stats)
                 rows.append(row)
                 progress(fmt_row(row))
     return rows
@@ -147,6 +160,9 @@ def main(argv=None) -> int:
     ap.add_argument("-k", default="3,8", help="draft lengths, comma list")
     ap.add_argument("--sam-length", default="evidence", help="SAM's draft-length spec (fixed, evidence, evidence:cost=...)")
     ap.add_argument("--limit-groups", type=int, help="the first N groups of every trace")
+    ap.add_argument("--share-stats", action="store_true",
+                    help="SAM's drafter-wide acceptance statistics (not draft content) persist across replay "
+                         "units, as in one serving proposer (default: a fresh record per unit)")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--figure", help="write the Pareto picture here (png), one subplot per cell")
     ap.add_argument("--costs", default=CURVE_COSTS, help="verify costs of SAM's curve in the figure, comma list")
@@ -167,13 +183,15 @@ def main(argv=None) -> int:
     except (UserError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print("tokens per step / drafted tokens per step (counts from trace replay, not time)")
+    print("tokens per step / drafted tokens per step (counts from trace replay, not time); SAM's acceptance "
+          "statistics: " + ("drafter-wide, shared by the replay units of a cell in file order (--share-stats)"
+                            if a.share_stats else "per replay unit"))
     rows = run(traces, tokenizer, ks, a.sam_length, a.limit_groups, progress=lambda s: print(s, flush=True),
-               costs=costs)
+               costs=costs, share_stats=a.share_stats)
     passed = sum(r["dominates"] for r in rows)
     print(f"SAM ({a.sam_length}) Pareto-dominates suffix in {passed} of {len(rows)} (trace, k, source) cells")
     if a.json:
-        Path(a.json).write_text(json.dumps({"sam_length": a.sam_length, "rows": rows,
+        Path(a.json).write_text(json.dumps({"sam_length": a.sam_length, "share_stats": a.share_stats, "rows": rows,
                                             "passed": passed, "cells": len(rows)}, indent=1))
     if a.figure:
         write_figure(rows, Path(a.figure), a.sam_length)

@@ -8,11 +8,13 @@
   estimate multiplies, per token, a prior from the match length the token is predicted from,
   the continuation's frequency (occurrence counts kept by the automaton), and the request's
   own recent acceptance (observed, not told: the tokens emitted after a draft show how much
-  of it was accepted). See docs/drafting.md.
+  of it was accepted), and drafter-wide corrections learnt online from the same judgements
+  (per drafted token id and per bucket of the estimate's inputs). See docs/drafting.md.
 - `AdaptiveLength` (a linear rule in the match length) still works: `SamDrafter(length=AdaptiveLength(...))`.
 
 Every policy reads only what one automaton query returns (the match length and at most k+1
-counts), so its cost per step does not grow with the context.
+counts) and, for the corrections, a few dict entries per draft token, so its cost per step
+does not grow with the context.
 
 Specs are strings: "fixed", "evidence", "evidence:cost=0.2,half=2,choice=frequent" (see
 `EvidenceLength` for the parameters); `parse_length` turns one into a policy.
@@ -70,18 +72,93 @@ FIXED_LENGTH = AdaptiveLength()
 
 class RequestEvidence:
     """One request's recent acceptance: decayed sums of what the policy predicted would be
-    accepted and what was, for the drafts it proposed; and the draft waiting to be judged."""
+    accepted and what was, for the drafts it proposed; and the draft waiting to be judged
+    (its tokens, expected accepted tokens, and per token the estimate before the token
+    correction, for TokenAcceptance)."""
 
-    __slots__ = ("predicted", "accepted", "pending", "pending_pred")
+    __slots__ = ("predicted", "accepted", "pending", "pending_pred", "pending_q")
 
     def __init__(self):
         self.predicted = 0.0
         self.accepted = 0.0
         self.pending: list[int] | None = None
         self.pending_pred: float = 0.0
+        self.pending_q: list[float] = []
 
 
-DEFAULT_COST = 0.29   # decode steps per draft token (docs/drafting.md: chosen on the dev split)
+def shape_key(length: int, seen: int, count: int, j: int) -> tuple[int, int, int, int]:
+    """The bucket of the estimate's own inputs the `shape=` correction is kept per: the
+    match length (log2), the occurrences continued (log2), whether every one was continued
+    by this token, and the draft position (1, 2, 3+)."""
+    return (min(length, 255).bit_length(), min(seen, 31).bit_length(), int(count >= seen), min(j, 3))
+
+
+class TokenAcceptance:
+    """Drafter-wide acceptance statistics of the evidence policy's corrections: for every
+    draft token the verifier reached (the tokens before it accepted), the estimate it was
+    drafted with and whether it was accepted, kept per
+    - drafted token id (`tokens=m`): some tokens are harder than their counts say (digits of
+      a computation diverge, formatting repeats);
+    - (previous draft token, token) (`pairs=m`; the first token of a draft keyed (-1, token)),
+      its prior centred on the token's factor;
+    - shape_key of the estimate's inputs (`shape=m`): where the count estimate itself is off.
+    Each correction is a factor (accepted + m) / (predicted + m), a prior of weight m centred
+    on no change; the estimate is the count estimate times the factors. Each table is judged
+    against the estimate with the other tables' factors applied (online backfitting), so the
+    tables do not both take the same bias. Entries: one per token id seen (the vocabulary),
+    at most MAX_PAIRS pairs, a few hundred shapes. Acceptance statistics only, never draft
+    content: one object may serve many requests (as one proposer in a serving engine does)."""
+
+    MAX_PAIRS = 1 << 18
+
+    __slots__ = ("stats", "pair_stats", "shape_stats")
+
+    def __init__(self):
+        self.stats: dict[int, list[float]] = {}   # token id -> [sum of estimates, accepted]
+        self.pair_stats: dict[tuple[int, int], list[float]] = {}
+        self.shape_stats: dict[tuple, list[float]] = {}
+
+    @staticmethod
+    def _ratio(table: dict, key, m: float, centre: float = 1.0) -> float:
+        s = table.get(key)
+        return centre if s is None else (s[1] + m * centre) / (s[0] + m)
+
+    def factor(self, token: int, m: float, prev: int = -1, m_pair: float = 0.0) -> float:
+        """The token's correction (with m_pair > 0: its pair's, centred on the token's)."""
+        f = self._ratio(self.stats, token, m) if m > 0 else 1.0
+        return self._ratio(self.pair_stats, (prev, token), m_pair, f) if m_pair > 0 else f
+
+    def shape_factor(self, key: tuple, m: float) -> float:
+        return self._ratio(self.shape_stats, key, m) if m > 0 else 1.0
+
+    def update(self, draft: list[int], estimates: list, accepted: int, pairs: bool = False) -> None:
+        """Draft token j (1-based) was reached when j <= accepted + 1, accepted when j <= accepted.
+        estimates[j-1]: the count estimate, or (count estimate, token factor, shape factor, shape key)."""
+        for j in range(min(len(draft), len(estimates), accepted + 1)):
+            e = estimates[j]
+            q, f_tok, f_shape, key = (e, 1.0, 1.0, None) if not isinstance(e, tuple) else e
+            ok = j < accepted
+            self._add(self.stats, draft[j], q * f_shape, ok)
+            if pairs:
+                self._add(self.pair_stats, (draft[j - 1] if j else -1, draft[j]), q * f_shape, ok, self.MAX_PAIRS)
+            if key is not None:
+                self._add(self.shape_stats, key, q * f_tok, ok)
+
+    @staticmethod
+    def _add(table: dict, key, predicted: float, ok: bool, most: int = 0) -> None:
+        s = table.get(key)
+        if s is None:
+            if most and len(table) >= most:
+                return
+            s = table[key] = [0.0, 0.0]
+        s[0] += predicted
+        s[1] += ok
+
+    def __len__(self) -> int:
+        return len(self.stats)
+
+
+DEFAULT_COST = 0.225   # decode steps per draft token (docs/drafting.md: chosen on the dev split)
 
 
 class OnlineCost:
@@ -127,13 +204,17 @@ class EvidenceLength:
     estimate in which a new continuation gets pseudo-count novelty / l (an unseen token is
     likelier after a short match). q is scaled by the request's recent acceptance,
     (accepted + tau) / (predicted + tau) over its earlier drafts (decay per draft), clipped
-    to [1/4, 4], and capped at 0.99. P_i is the product of q_1..q_i, a candidate's score is
+    to [1/4, 4], then multiplied by the drafter-wide corrections learnt online from which
+    draft tokens were accepted (TokenAcceptance: per drafted token id, weight `tokens`; per
+    (previous token, token), `pairs`; per shape_key of the estimate's inputs, `shape`; 0 turns
+    one off), and capped at 0.99. P_i is the product of q_1..q_i, a candidate's score is
     sum(P_i - cost) over its tokens with P_i >= cost.
     Parameters: cost (the marginal verify cost of one draft token, in decode steps; a callable
     taking k is read per draft, e.g. from a step-time profile; an OnlineCost, spec cost=auto,
     is set by the engine from its measured step times), novelty, depth, tau, decay,
     choice (which continuation is drafted: frequent, recent = the latest earlier occurrence,
-    earliest = min_endpos's)."""
+    earliest = min_endpos's), tokens, pairs, shape (prior weights of the corrections, in
+    predicted accepted tokens)."""
 
     cost: Union[float, Callable[[int], float]] = DEFAULT_COST
     novelty: float = 1.0
@@ -142,6 +223,9 @@ class EvidenceLength:
     tau: float = 16.0
     decay: float = 0.99
     choice: str = "frequent"
+    tokens: float = 8.0
+    pairs: float = 0.0
+    shape: float = 8.0
 
     fixed = False
 
@@ -152,6 +236,10 @@ class EvidenceLength:
         for name in ("novelty", "tau"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"evidence:{name}={getattr(self, name)}: must be > 0")
+        for name in ("tokens", "pairs", "shape"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"evidence:{name}={getattr(self, name)}: the prior weight of the per-token "
+                                 "correction must be >= 0 (0: off)")
         if not (float(self.depth) == int(self.depth) and 1 <= int(self.depth) <= 64):
             raise ValueError(f"evidence:depth={self.depth}: the number of candidate matches must be an integer in [1, 64]")
         object.__setattr__(self, "depth", int(self.depth))
@@ -170,17 +258,20 @@ class EvidenceLength:
     def threshold(self, k: int) -> float:
         return float(self.cost(k)) if callable(self.cost) else float(self.cost)
 
-    def choose(self, state: RequestEvidence | None, k: int, candidates, at_end: bool = True
-               ) -> tuple[list[int], float]:
+    def choose(self, state: RequestEvidence | None, k: int, candidates, at_end: bool = True,
+               token_stats: TokenAcceptance | None = None) -> tuple[list[int], float]:
         """(draft, expected accepted tokens) from `candidates`, the automaton's evidence_chain:
         (match length, draft, counts) per candidate, counts[0] the occurrences of the match,
         counts[j] of the match followed by draft[:j]. `at_end`: the match's own current
-        occurrence is among counts[0] (a dynamic source), so it is not a continuation."""
+        occurrence is among counts[0] (a dynamic source), so it is not a continuation.
+        `token_stats` (with tokens > 0): the per-token correction; the estimates it is
+        judged against are left in state.pending_q."""
         cost = self.threshold(k)
         scale = 1.0
         if state is not None:
             scale = min(4.0, max(0.25, (state.accepted + self.tau) / (state.predicted + self.tau)))
-        best, best_n, best_score, best_exp = None, 0, 0.0, 0.0
+        per_token = token_stats if (self.tokens > 0 or self.pairs > 0 or self.shape > 0) else None
+        best, best_n, best_score, best_exp, best_q = None, 0, 0.0, 0.0, None
         for cand in candidates:
             length, draft, counts = cand[0], cand[1], cand[2]
             # occurrences followed by some token: exact where the automaton sums them (choice
@@ -192,18 +283,31 @@ class EvidenceLength:
             most = min(k, len(counts) - 1)
             if self.cap > 0:
                 most = min(most, int(self.cap * length + 1e-9))
+            qs = []
             for j in range(1, most + 1):
                 seen = continued[j - 1] if continued is not None else counts[j - 1] - (1 if (j == 1 and at_end) else 0)
                 if seen <= 0:
                     break
                 q = min(0.99, scale * counts[j] / (seen + self.novelty / (length + j - 1)))
+                if per_token is not None:
+                    f_tok = per_token.factor(draft[j - 1], self.tokens, draft[j - 2] if j > 1 else -1, self.pairs)
+                    key = shape_key(length, seen, counts[j], j) if self.shape > 0 else None
+                    f_shape = per_token.shape_factor(key, self.shape) if key is not None else 1.0
+                    qs.append((q, f_tok, f_shape, key))
+                    q = min(0.99, q * f_tok * f_shape)
+                else:
+                    qs.append(q)
                 p *= q
                 if p < cost:
                     break
                 n, score, expected = j, score + p - cost, expected + p
             if n and score > best_score:
-                best, best_n, best_score, best_exp = draft, n, score, expected
-        return (best[:best_n], best_exp) if best is not None else ([], 0.0)
+                best, best_n, best_score, best_exp, best_q = draft, n, score, expected, qs
+        if best is None:
+            return [], 0.0
+        if state is not None:
+            state.pending_q = best_q[:best_n]
+        return best[:best_n], best_exp
 
     def c_params(self) -> dict[str, Any] | None:
         """EvidenceBatch's arguments for this policy, or None where the compiled chooser does not

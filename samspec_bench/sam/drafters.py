@@ -26,7 +26,7 @@ import numpy as np
 from samspec_bench.sam._samcore import SamBatch, ngram_propose
 from samspec_bench.sam.automaton import CorpusAutomaton, GroupAutomaton, SuffixAutomaton
 from samspec_bench.sam.draft_length import (FIXED_LENGTH, AdaptiveLength, EvidenceLength, LengthPolicy,
-                                            parse_length)
+                                            TokenAcceptance, parse_length)
 from samspec_bench.sam.history import HistoryStore
 from samspec_bench.sam.reference import ObjectSam, ReferenceSam, heap_bytes
 
@@ -90,13 +90,18 @@ class SamDrafter(Drafter):
     the request's recent acceptance), an EvidenceLength, or an AdaptiveLength.
     `compiled=False`: the evidence policy's choice runs in Python (its specification), for
     comparison; by default it runs in C where it can (`policy_path` says which).
+    `token_stats`: the drafter-wide per-token acceptance record of the evidence policy's
+    `tokens=` correction (sam/draft_length.py TokenAcceptance). By default each drafter keeps
+    its own; pass one object to several drafters to let the statistics (never draft content)
+    outlive a drafter, as one proposer serving every request of an engine would.
     """
 
     name = "sam"
 
     def __init__(self, *, group_sharing: bool = False, corpus: CorpusAutomaton | None = None,
                  l_threshold: int = 1, l_bias: int = 0, length: "str | LengthPolicy | None" = None,
-                 history: HistoryStore | None = None, compiled: bool = True):
+                 history: HistoryStore | None = None, compiled: bool = True,
+                 token_stats: TokenAcceptance | None = None):
         if l_threshold < 1:
             raise ValueError(f"l_threshold = {l_threshold}: must be >= 1")
         self.group_sharing = group_sharing
@@ -108,6 +113,8 @@ class SamDrafter(Drafter):
         self._fixed_length = length.fixed
         self._evidence = isinstance(length, EvidenceLength)
         self._ev: dict[Hashable, Any] = {}       # request -> its RequestEvidence (evidence policy)
+        self.token_stats = token_stats if token_stats is not None else TokenAcceptance()
+        self._per_token = self._evidence and (length.tokens > 0 or length.pairs > 0 or length.shape > 0)
         # Per request: the dynamic source (its own SuffixAutomaton, or its GroupMember), and
         # only where configured its corpus matcher and group key.
         self._reqs: dict[Hashable, SuffixAutomaton | Any] = {}
@@ -176,6 +183,11 @@ class SamDrafter(Drafter):
                 if len(prompt):
                     matcher.extend(prompt)
 
+    def reset_statistics(self) -> None:
+        """Start a new drafter-wide acceptance record (a replay that reuses the drafter for
+        independent responses keeps none across them)."""
+        self.token_stats = TokenAcceptance()
+
     def extend(self, req_id, token_ids):
         if self._evidence and not hasattr(token_ids, "__len__"):
             token_ids = list(token_ids)   # a generator is read twice: appended, then judged
@@ -206,6 +218,8 @@ class SamDrafter(Drafter):
         while a < n and toks[a] == draft[a]:
             a += 1
         self.length.observe(state, state.pending_pred, a)
+        if self._per_token:
+            self.token_stats.update(draft, state.pending_q, a, self.length.pairs > 0)
         state.pending = None
 
     def _propose_evidence(self, req_id, k):
@@ -222,7 +236,7 @@ class SamDrafter(Drafter):
         if dyn_len < self.l_threshold:
             return []
         state = self._ev[req_id]
-        draft, expected = policy.choose(state, check_k(k), cands, at_end)
+        draft, expected = policy.choose(state, check_k(k), cands, at_end, self.token_stats)
         if draft:
             state.pending, state.pending_pred = draft, expected
         return draft

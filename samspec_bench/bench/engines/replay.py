@@ -328,8 +328,13 @@ def run_unit(cfg: DraftConfig, items: Sequence[Any], unit: Sequence[int], corpus
         steps = replay_group(d, members, cfg.k, cfg.order, group=(str(first.source), str(first.group)))
         return list(zip(unit, steps))
     d = drafter if drafter is not None else build_drafter(cfg, corpus, history)
-    return [(i, replay_response(d, items[i].prompt_ids, items[i].response_ids, cfg.k,
-                                key=response_key(items[i]), req_id=i)) for i in unit]
+    out = []
+    for i in unit:
+        if isinstance(d, SamDrafter):
+            d.reset_statistics()   # a reused drafter: no acceptance record crosses responses (or workers)
+        out.append((i, replay_response(d, items[i].prompt_ids, items[i].response_ids, cfg.k,
+                                       key=response_key(items[i]), req_id=i)))
+    return out
 
 
 # Work shared with forked workers (inherited, not pickled: the corpus automaton is a C object).
