@@ -5,6 +5,7 @@ import json
 import pytest
 
 from samspec_bench.bench import draft_dominance
+from samspec_bench.sam.draft_length import EvidenceLength
 from samspec_bench.sam.drafters import arctic_available
 
 pytestmark = pytest.mark.skipif(not arctic_available(), reason="needs arctic-inference (the 'suffix' drafter)")
@@ -16,7 +17,9 @@ def test_rows_curves_and_figure(traces_dir, qwen3_tokenizer_dir, tmp_path, capsy
                           str(traces_dir / "tora70b_gsm8k.jsonl"), "--tokenizer", str(qwen3_tokenizer_dir),
                           "-k", "2", "--limit-groups", "1", "--json", str(out), "--figure", str(fig),
                           "--costs", "0.1,0.6"])
-    rows = json.loads(out.read_text())["rows"]
+    doc = json.loads(out.read_text())
+    rows = doc["rows"]
+    assert doc["share_stats"] is False and doc["sam_policy"]["spec"] == EvidenceLength().spec() == "evidence"
     # the GRPO trace has both sources; the trace without groups only its own
     assert [(r["trace"][:4], r["source"]) for r in rows] == [("qwen", "own"), ("qwen", "group"), ("tora", "own")]
     assert "no GRPO groups" in capsys.readouterr().out

@@ -191,7 +191,9 @@ def main(argv=None) -> int:
     passed = sum(r["dominates"] for r in rows)
     print(f"SAM ({a.sam_length}) Pareto-dominates suffix in {passed} of {len(rows)} (trace, k, source) cells")
     if a.json:
-        Path(a.json).write_text(json.dumps({"sam_length": a.sam_length, "share_stats": a.share_stats, "rows": rows,
+        policy = parse_length(a.sam_length)
+        Path(a.json).write_text(json.dumps({"sam_length": a.sam_length, "sam_policy": policy.describe(),
+                                            "share_stats": a.share_stats, "rows": rows,
                                             "passed": passed, "cells": len(rows)}, indent=1))
     if a.figure:
         write_figure(rows, Path(a.figure), a.sam_length)
