@@ -19,7 +19,7 @@ def test_rows_curves_and_figure(traces_dir, qwen3_tokenizer_dir, tmp_path, capsy
                           "--costs", "0.1,0.6"])
     doc = json.loads(out.read_text())
     rows = doc["rows"]
-    assert doc["share_stats"] is False and doc["sam_policy"]["spec"] == EvidenceLength().spec() == "evidence"
+    assert doc["share_stats"] is True and doc["sam_policy"]["spec"] == EvidenceLength().spec() == "evidence"
     # the GRPO trace has both sources; the trace without groups only its own
     assert [(r["trace"][:4], r["source"]) for r in rows] == [("qwen", "own"), ("qwen", "group"), ("tora", "own")]
     assert "no GRPO groups" in capsys.readouterr().out
@@ -45,7 +45,7 @@ def test_bad_costs_and_specs_stop_before_any_replay(tmp_path, capsys):
 
 
 def test_shared_stats_change_only_the_corrected_policy(traces_dir, qwen3_tokenizer_dir, capsys):
-    """--share-stats carries acceptance statistics across replay units, never draft content:
+    """Sharing (the default) carries acceptance statistics across replay units, never draft content:
     a policy without the per-token correction replays the same either way."""
     def sam(spec, share):
         rows = draft_dominance.run([traces_dir / "qwen25math_math_100x8.jsonl"], str(qwen3_tokenizer_dir), [3],
@@ -54,6 +54,6 @@ def test_shared_stats_change_only_the_corrected_policy(traces_dir, qwen3_tokeniz
     assert sam("evidence:tokens=0,shape=0", True) == sam("evidence:tokens=0,shape=0", False)
     assert sam("evidence:tokens=2", True) != sam("evidence:tokens=2", False)
     assert draft_dominance.main(["--traces", str(traces_dir / "qwen25math_math_100x8.jsonl"), "--tokenizer",
-                                 str(qwen3_tokenizer_dir), "-k", "2", "--limit-groups", "1", "--share-stats",
+                                 str(qwen3_tokenizer_dir), "-k", "2", "--limit-groups", "1", "--no-share-stats",
                                  "--sam-length", "evidence:tokens=2"]) in (0, 1)
-    assert "drafter-wide, shared by the replay units" in capsys.readouterr().out
+    assert "a fresh record per replay unit" in capsys.readouterr().out

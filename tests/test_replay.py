@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from samspec_bench.metrics import total_counts
-from samspec_bench.bench.engines.replay import (DraftConfig, ReplayEngine, build_corpus, replay_group, replay_response,
-                                        run_unit, unsupported_reason)
+from samspec_bench.bench.engines.replay import (DraftConfig, ReplayEngine, build_corpus, build_drafter, replay_group,
+                                        replay_response, run_unit, unsupported_reason)
 from samspec_bench.sam import CorpusAutomaton
 from samspec_bench.sam.drafters import NgramDrafter, SamDrafter, arctic_available
 
@@ -240,10 +240,28 @@ def test_engine_results_do_not_depend_on_workers(items):
                 out[(j, i)] = as_tuples(rs)
         return out
 
-    serial = collect(ReplayEngine(workers=1))
+    # the same tasks (task_tokens): SAM's acceptance record is shared within a task
+    serial = collect(ReplayEngine(workers=1, task_tokens=500))
     forked = collect(ReplayEngine(workers=2, min_parallel_tokens=0, task_tokens=500))
     assert len(serial) == 3 * len(items)
     assert forked == serial
+
+
+def test_sam_acceptance_record_is_shared_within_a_task_only(items):
+    """One response per task replays as a fresh drafter would; a task of every response
+    carries the record from one response to the next, and that changes the drafts."""
+    cfg = DraftConfig("sam", 5)
+
+    def collect(engine):
+        return {i: as_tuples(rs) for _, chunk in engine.run(items, [(cfg, range(len(items)))]) for i, rs in chunk}
+
+    alone = collect(ReplayEngine(workers=1, task_tokens=1))
+    fresh = {i: as_tuples(replay_response(build_drafter(cfg), it.prompt_ids, it.response_ids, 5, req_id=i))
+             for i, it in enumerate(items)}
+    assert alone == fresh
+    together = collect(ReplayEngine(workers=1, task_tokens=10**9))
+    assert together[0] == alone[0]          # the first response has no record before it
+    assert together != alone
 
 
 def test_step_records_are_consistent(items):

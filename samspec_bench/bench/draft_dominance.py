@@ -1,7 +1,7 @@
 """Does SAM Pareto-dominate Arctic's suffix decoding? Trace replay, side by side in one run.
 
     python -m samspec_bench.bench.draft_dominance [--traces F ...] [--tokenizer DIR] [-k 3,8]
-        [--sam-length evidence] [--limit-groups N] [--share-stats] [--json out.json] [--figure pareto.png [--costs ...]]
+        [--sam-length evidence] [--limit-groups N] [--no-share-stats] [--json out.json] [--figure pareto.png [--costs ...]]
 
 For every trace, k and source (own: the response's prompt and prefix; group: + its GRPO
 siblings so far, members advancing one batched step at a time), it replays 'sam' (with
@@ -9,10 +9,11 @@ siblings so far, members advancing one batched step at a time), it replays 'sam'
 tokens and prints tokens per step and drafted tokens per step (counts, not time) and
 PASS where SAM's tokens per step >= suffix's and its drafted tokens per step <= suffix's.
 Every replay unit (a response for own, a GRPO group for group) gets a fresh SAM drafter: draft
-content never crosses units. `--share-stats`: the units of a cell share one drafter-wide
-acceptance record (the evidence policy's tokens= / pairs= / shape= corrections: statistics
-of which drafted tokens were accepted, no draft content), as one proposer serving every
-request of an engine would; units replay in file order, so a unit learns only from earlier ones.
+content never crosses units. The units of a cell share one drafter-wide acceptance record
+(the evidence policy's tokens= / pairs= / shape= corrections: statistics of which drafted
+tokens were accepted, no draft content), as one proposer serving every request of an engine
+does (and the replay engine within a task); units replay in file order, so a unit learns only
+from earlier ones. `--no-share-stats`: a fresh record per unit (a cold start every response).
 `--figure`: the Pareto picture per cell (one subplot each): SAM's policy over several verify
 costs, sam-fixed over k' = 1..k, Arctic's point, SAM's configured point marked.
 """
@@ -69,7 +70,7 @@ def sam_maker(group: bool, length, share_stats: bool):
     return lambda: SamDrafter(group_sharing=group, length=length, token_stats=stats)
 
 
-def curves(us, k: int, group: bool, sam_length: str, costs: list[float], share_stats: bool = False) -> dict:
+def curves(us, k: int, group: bool, sam_length: str, costs: list[float], share_stats: bool = True) -> dict:
     """The points the figure draws besides the table's: SAM's policy at each verify cost (an
     evidence spec), sam-fixed at every k' <= k."""
     policy = parse_length(sam_length)
@@ -84,7 +85,7 @@ def curves(us, k: int, group: bool, sam_length: str, costs: list[float], share_s
 
 
 def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limit: int | None,
-        progress=print, costs: list[float] | None = None, share_stats: bool = False) -> list[dict]:
+        progress=print, costs: list[float] | None = None, share_stats: bool = True) -> list[dict]:
     tok = load_tokenizer(tokenizer)
     rows = []
     for path in traces:
@@ -160,9 +161,10 @@ def main(argv=None) -> int:
     ap.add_argument("-k", default="3,8", help="draft lengths, comma list")
     ap.add_argument("--sam-length", default="evidence", help="SAM's draft-length spec (fixed, evidence, evidence:cost=...)")
     ap.add_argument("--limit-groups", type=int, help="the first N groups of every trace")
-    ap.add_argument("--share-stats", action="store_true",
+    ap.add_argument("--share-stats", action=argparse.BooleanOptionalAction, default=True,
                     help="SAM's drafter-wide acceptance statistics (not draft content) persist across replay "
-                         "units, as in one serving proposer (default: a fresh record per unit)")
+                         "units, as in one serving proposer (the default); --no-share-stats: a fresh record "
+                         "per unit")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--figure", help="write the Pareto picture here (png), one subplot per cell")
     ap.add_argument("--costs", default=CURVE_COSTS, help="verify costs of SAM's curve in the figure, comma list")
@@ -185,7 +187,7 @@ def main(argv=None) -> int:
         return 2
     print("tokens per step / drafted tokens per step (counts from trace replay, not time); SAM's acceptance "
           "statistics: " + ("drafter-wide, shared by the replay units of a cell in file order (--share-stats)"
-                            if a.share_stats else "per replay unit"))
+                            if a.share_stats else "a fresh record per replay unit (--no-share-stats)"))
     rows = run(traces, tokenizer, ks, a.sam_length, a.limit_groups, progress=lambda s: print(s, flush=True),
                costs=costs, share_stats=a.share_stats)
     passed = sum(r["dominates"] for r in rows)

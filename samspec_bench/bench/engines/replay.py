@@ -24,8 +24,12 @@ traces of a single step `emulate_steps` splits each group into an earlier step (
 half of its responses, in file order) and a current one (the rest).
 
 Work runs in forked worker processes, one unit per group (group sharing) or per response,
-where no state crosses units (history: within one step); results do not depend on the
-number of workers.
+where no draft content crosses units (history: within one step). Units are packed into tasks
+of about `task_tokens` response tokens in file order; SAM's drafter-wide acceptance record
+(statistics of which drafted tokens were accepted, never content: the evidence policy's
+corrections) is shared by the units of one task, as one proposer serving many requests
+shares it, and starts afresh with every task. The tasks do not depend on the number of
+workers, so neither do the results.
 """
 
 from __future__ import annotations
@@ -105,10 +109,12 @@ def unsupported_reason(cfg: DraftConfig) -> str | None:
     return None
 
 
-def build_drafter(cfg: DraftConfig, corpus=None, history: HistoryStore | None = None) -> Drafter:
+def build_drafter(cfg: DraftConfig, corpus=None, history: HistoryStore | None = None,
+                  token_stats=None) -> Drafter:
     """A fresh drafter for `cfg`. Group sharing: SAM keeps one automaton per group; Arctic's
     suffix drafter keeps finished responses cached (one drafter per group, so nothing is
-    shared across groups). History: SAM drafts from `history` too."""
+    shared across groups). History: SAM drafts from `history` too. `token_stats`: SAM's
+    acceptance record to share (another drafter's `token_stats`), None for a new one."""
     reason = unsupported_reason(cfg)
     if reason:
         raise ValueError(reason)
@@ -121,7 +127,7 @@ def build_drafter(cfg: DraftConfig, corpus=None, history: HistoryStore | None = 
         if cfg.history and history is None:
             raise ValueError("a history draft source needs a HistoryStore")
         return SamDrafter(group_sharing=cfg.group, corpus=corpus if cfg.corpus else None,
-                          history=history if cfg.history else None, **opts)
+                          history=history if cfg.history else None, token_stats=token_stats, **opts)
     if cfg.drafter == "suffix":
         return ArcticSuffixDrafter(share_finished=cfg.group, **opts)
     return make_drafter(cfg.drafter, **opts)
@@ -318,22 +324,37 @@ def check_group_prompts(items: Sequence[Any], unit: Sequence[int]) -> None:
 
 def run_unit(cfg: DraftConfig, items: Sequence[Any], unit: Sequence[int], corpus=None,
              drafter: Drafter | None = None, history: HistoryStore | None = None) -> list[tuple[int, ResponseSteps]]:
-    """Replay one unit: a whole group (group sharing) or independent responses."""
+    """Replay one unit: a whole group (group sharing; `drafter` must then be fresh) or
+    independent responses."""
     if cfg.group:
         check_group_prompts(items, unit)
-        # A fresh drafter per group: nothing crosses groups (Arctic keeps finished responses).
-        d = build_drafter(cfg, corpus, history)
+        # A fresh drafter per group: no draft content crosses groups (Arctic keeps finished responses).
+        d = drafter if drafter is not None else build_drafter(cfg, corpus, history)
         members = [(response_key(items[i]), items[i].prompt_ids, items[i].response_ids) for i in unit]
         first = items[unit[0]]
         steps = replay_group(d, members, cfg.k, cfg.order, group=(str(first.source), str(first.group)))
         return list(zip(unit, steps))
     d = drafter if drafter is not None else build_drafter(cfg, corpus, history)
-    out = []
-    for i in unit:
-        if isinstance(d, SamDrafter):
-            d.reset_statistics()   # a reused drafter: no acceptance record crosses responses (or workers)
-        out.append((i, replay_response(d, items[i].prompt_ids, items[i].response_ids, cfg.k,
-                                       key=response_key(items[i]), req_id=i)))
+    return [(i, replay_response(d, items[i].prompt_ids, items[i].response_ids, cfg.k,
+                                key=response_key(items[i]), req_id=i)) for i in unit]
+
+
+def run_task(cfg: DraftConfig, items: Sequence[Any], units: list[list[int]], corpus=None,
+             drafter: Drafter | None = None, history: HistoryStore | None = None) -> list[tuple[int, ResponseSteps]]:
+    """Replay one task's units in file order, sharing SAM's acceptance record among them: a
+    new record per task (a reused drafter starts one; each group's fresh drafter takes the
+    task's)."""
+    if isinstance(drafter, SamDrafter):
+        drafter.reset_statistics()
+    shared = None
+    out: list[tuple[int, ResponseSteps]] = []
+    for unit in units:
+        d = drafter
+        if cfg.group:
+            d = build_drafter(cfg, corpus, history, shared)
+            if shared is None and isinstance(d, SamDrafter):
+                shared = d.token_stats
+        out.extend(run_unit(cfg, items, unit, corpus, d, history))
     return out
 
 
@@ -345,11 +366,8 @@ def _worker(task: tuple[int, list[list[int]]]) -> tuple[int, list[tuple[int, Res
     job, units = task
     cfg = _SHARED["jobs"][job][0]
     items, corpus, history = _SHARED["items"], _SHARED["corpus"], _SHARED.get("history")
-    out: list[tuple[int, ResponseSteps]] = []
     drafter = None if cfg.group else build_drafter(cfg, corpus, history)
-    for unit in units:
-        out.extend(run_unit(cfg, items, unit, corpus, drafter, history))
-    return job, out
+    return job, run_task(cfg, items, units, corpus, drafter, history)
 
 
 def _chunks(items: Sequence[Any], units: list[list[int]], target_tokens: int) -> list[list[list[int]]]:
@@ -468,10 +486,7 @@ class ReplayEngine:
             cfg = jobs[j][0]
             if not cfg.group and j not in drafters:
                 drafters[j] = build_drafter(cfg, self.corpus, history)
-            out: list[tuple[int, ResponseSteps]] = []
-            for unit in units:
-                out.extend(run_unit(cfg, items, unit, self.corpus, drafters.get(j), history))
-            yield j, out
+            yield j, run_task(cfg, items, units, self.corpus, drafters.get(j), history)
 
 
 def build_corpus(items: Sequence[Any]):
