@@ -147,12 +147,13 @@ def test_replay_steps_through_history():
 def test_history_results_do_not_depend_on_workers_or_on_what_is_replayed():
     items = _steps_items(np.random.default_rng(2))
     cfgs = [DraftConfig(history=True), DraftConfig(group=True, history=True)]
-    serial = _run(ReplayEngine(workers=1), items, cfgs)
+    # the same tasks (task_tokens): SAM's acceptance record is shared within a task
+    serial = _run(ReplayEngine(workers=1, task_tokens=500), items, cfgs)
     forked = _run(ReplayEngine(workers=2, min_parallel_tokens=0, task_tokens=500), items, cfgs)
     assert forked == serial
     # a resumed run replays a subset; the store still holds every earlier response
     last = [i for i, it in enumerate(items) if it.step == 3]
-    part = _run(ReplayEngine(workers=1), items, cfgs, subset=last)
+    part = _run(ReplayEngine(workers=1, task_tokens=500), items, cfgs, subset=last)
     assert part == {k: v for k, v in serial.items() if k[1] in last}
 
 

@@ -25,7 +25,7 @@ half of its responses, in file order) and a current one (the rest).
 
 Work runs in forked worker processes, one unit per group (group sharing) or per response,
 where no draft content crosses units (history: within one step). Units are packed into tasks
-of about `task_tokens` response tokens in file order; SAM's drafter-wide acceptance record
+of about `task_tokens` response tokens, per RL step, in file order; SAM's drafter-wide acceptance record
 (statistics of which drafted tokens were accepted, never content: the evidence policy's
 corrections) is shared by the units of one task, as one proposer serving many requests
 shares it, and starts afresh with every task. The tasks do not depend on the number of
@@ -340,10 +340,17 @@ def run_unit(cfg: DraftConfig, items: Sequence[Any], unit: Sequence[int], corpus
 
 
 def run_task(cfg: DraftConfig, items: Sequence[Any], units: list[list[int]], corpus=None,
-             drafter: Drafter | None = None, history: HistoryStore | None = None) -> list[tuple[int, ResponseSteps]]:
+             drafter: Drafter | None = None, history: HistoryStore | None = None,
+             wanted: "set[int] | None" = None) -> list[tuple[int, ResponseSteps]]:
     """Replay one task's units in file order, sharing SAM's acceptance record among them: a
     new record per task (a reused drafter starts one; each group's fresh drafter takes the
-    task's)."""
+    task's). `wanted`: only these responses are returned; with SAM's record the units before
+    the last wanted one replay too (what they teach the record is part of the result), so a
+    response's result does not depend on which others were asked for (e.g. on --resume)."""
+    if wanted is not None:
+        last = max((n for n, u in enumerate(units) if any(i in wanted for i in u)), default=-1)
+        units = units[:last + 1] if isinstance(drafter, SamDrafter) or cfg.drafter in SAM_DRAFTERS \
+            else [u for u in units if any(i in wanted for i in u)]
     if isinstance(drafter, SamDrafter):
         drafter.reset_statistics()
     shared = None
@@ -355,19 +362,19 @@ def run_task(cfg: DraftConfig, items: Sequence[Any], units: list[list[int]], cor
             if shared is None and isinstance(d, SamDrafter):
                 shared = d.token_stats
         out.extend(run_unit(cfg, items, unit, corpus, d, history))
-    return out
+    return out if wanted is None else [(i, rs) for i, rs in out if i in wanted]
 
 
 # Work shared with forked workers (inherited, not pickled: the corpus automaton is a C object).
 _SHARED: dict[str, Any] = {}
 
 
-def _worker(task: tuple[int, list[list[int]]]) -> tuple[int, list[tuple[int, ResponseSteps]]]:
-    job, units = task
+def _worker(task: tuple[int, list[list[int]], set[int]]) -> tuple[int, list[tuple[int, ResponseSteps]]]:
+    job, units, wanted = task
     cfg = _SHARED["jobs"][job][0]
     items, corpus, history = _SHARED["items"], _SHARED["corpus"], _SHARED.get("history")
     drafter = None if cfg.group else build_drafter(cfg, corpus, history)
-    return job, run_task(cfg, items, units, corpus, drafter, history)
+    return job, run_task(cfg, items, units, corpus, drafter, history, wanted)
 
 
 def _chunks(items: Sequence[Any], units: list[list[int]], target_tokens: int) -> list[list[list[int]]]:
@@ -429,18 +436,30 @@ class ReplayEngine:
         """Nothing held between runs: the workers live for one `run`."""
 
     def run(self, items, jobs):
-        plain = [(j, idx) for j, (cfg, idx) in enumerate(jobs) if not cfg.history]
+        # tasks are cut per RL step (file order within one), as the history source replays: a
+        # configuration with and one without history share their tasks where history is empty
+        by_step: dict[int, list[int]] = {}
+        for i, it in enumerate(items):
+            by_step.setdefault(item_step(it), []).append(i)
+        plain = [(j, idx, by_step[step]) for j, (cfg, idx) in enumerate(jobs) if not cfg.history
+                 for step in sorted(by_step)]
         yield from self._execute(items, jobs, self._plan(items, jobs, plain), None)
         for j, (cfg, indices) in enumerate(jobs):
             if cfg.history:
                 yield from self._run_history(items, jobs, j, indices)
 
-    def _plan(self, items, jobs, selected) -> list[tuple[int, list[list[int]]]]:
-        plan: list[tuple[int, list[list[int]]]] = []
-        for j, indices in selected:
-            units = group_units(items, indices) if jobs[j][0].group else [[i] for i in indices]
+    def _plan(self, items, jobs, selected) -> list[tuple[int, list[list[int]], set[int]]]:
+        """Tasks: (job, units, wanted responses). The tasks are cut from every response of
+        `universe` (all items, or one RL step's), the same whoever asks, and only those holding
+        a wanted response run: a response's result never depends on which others were asked for."""
+        plan: list[tuple[int, list[list[int]], set[int]]] = []
+        wanted_of: dict[int, set[int]] = {}
+        for j, indices, universe in selected:
+            wanted = wanted_of.setdefault(j, set(indices))
+            units = group_units(items, universe) if jobs[j][0].group else [[i] for i in universe]
             for chunk in _chunks(items, units, self.task_tokens):
-                plan.append((j, chunk))
+                if any(i in wanted for u in chunk for i in u):
+                    plan.append((j, chunk, wanted))
         return plan
 
     def _run_history(self, items, jobs, j, indices):
@@ -459,14 +478,14 @@ class ReplayEngine:
             todo = [i for i in members if i in wanted]
             with_history += sum(1 for i in todo if store.responses(items[i].prompt_ids))
             if todo:
-                yield from self._execute(items, jobs, self._plan(items, jobs, [(j, todo)]), store)
+                yield from self._execute(items, jobs, self._plan(items, jobs, [(j, todo, members)]), store)
             for i in members:
                 store.add(items[i].prompt_ids, items[i].response_ids)
         self.history_stats[cfg.label] = {**store.describe(), "replayed_responses": len(indices),
                                          "replayed_with_history": with_history}
 
     def _execute(self, items, jobs, plan, history):
-        total = sum(int(items[i].response_ids.size) for _, units in plan for u in units for i in u)
+        total = sum(int(items[i].response_ids.size) for _, units, _ in plan for u in units for i in u)
         workers = self.resolved_workers()
         if workers <= 1 or total < self.min_parallel_tokens or len(plan) < 2 \
                 or "fork" not in mp.get_all_start_methods():
@@ -482,11 +501,11 @@ class ReplayEngine:
 
     def _run_serial(self, items, jobs, plan, history=None):
         drafters: dict[int, Drafter] = {}
-        for j, units in plan:
+        for j, units, wanted in plan:
             cfg = jobs[j][0]
             if not cfg.group and j not in drafters:
                 drafters[j] = build_drafter(cfg, self.corpus, history)
-            yield j, run_task(cfg, items, units, self.corpus, drafters.get(j), history)
+            yield j, run_task(cfg, items, units, self.corpus, drafters.get(j), history, wanted)
 
 
 def build_corpus(items: Sequence[Any]):
