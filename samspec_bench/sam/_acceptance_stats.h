@@ -142,10 +142,11 @@ static int no_pairs(double m_pair) {
 }
 
 /* factor(token, m, prev=-1, m_pair=0.0) */
-static PyObject *AccStats_factor(AccStats *a, PyObject *args) {
+static PyObject *AccStats_factor(AccStats *a, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"token", "m", "prev", "m_pair", NULL};
     long long t, prev = -1;
     double m, m_pair = 0.0;
-    if (!PyArg_ParseTuple(args, "Ld|Ld", &t, &m, &prev, &m_pair) || no_pairs(m_pair)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Ld|Ld", kwlist, &t, &m, &prev, &m_pair) || no_pairs(m_pair)) return NULL;
     return PyFloat_FromDouble(t < 0 || t > INT32_MAX ? 1.0 : acc_token_factor(a, (int32_t)t, m));
 }
 
@@ -159,21 +160,23 @@ static int acc_key_index(PyObject *key) {
 }
 
 /* shape_factor(key, m) */
-static PyObject *AccStats_shape_factor(AccStats *a, PyObject *args) {
+static PyObject *AccStats_shape_factor(AccStats *a, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"key", "m", NULL};
     PyObject *key;
     double m;
-    if (!PyArg_ParseTuple(args, "O!d", &PyTuple_Type, &key, &m)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!d", kwlist, &PyTuple_Type, &key, &m)) return NULL;
     int i = acc_key_index(key);
     if (i == -2) return NULL;
     return PyFloat_FromDouble(acc_shape_factor(a, i, m));
 }
 
 /* update(draft, estimates, accepted, pairs=False): estimates[j] a float or (q, f_tok, f_shape, key) */
-static PyObject *AccStats_update(AccStats *a, PyObject *args) {
+static PyObject *AccStats_update(AccStats *a, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"draft", "estimates", "accepted", "pairs", NULL};
     PyObject *draft, *ests;
     Py_ssize_t accepted;
     int pairs = 0;
-    if (!PyArg_ParseTuple(args, "OOn|p", &draft, &ests, &accepted, &pairs)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOn|p", kwlist, &draft, &ests, &accepted, &pairs)) return NULL;
     if (pairs && no_pairs(1.0)) return NULL;
     PyObject *d = PySequence_Fast(draft, "draft must be a sequence of token ids"), *e = NULL;
     if (!d || !(e = PySequence_Fast(ests, "estimates must be a sequence"))) { Py_XDECREF(d); return NULL; }
@@ -231,10 +234,10 @@ static PyObject *AccStats_get_shape_stats(AccStats *a, void *c) {
 static PyObject *AccStats_get_pair_stats(AccStats *a, void *c) { return PyDict_New(); }
 
 static PyMethodDef AccStats_methods[] = {
-    {"factor", (PyCFunction)AccStats_factor, METH_VARARGS,
+    {"factor", (PyCFunction)(void (*)(void))AccStats_factor, METH_VARARGS | METH_KEYWORDS,
      "factor(token, m, prev=-1, m_pair=0.0) -> the token's correction (no pairs: m_pair must be 0)"},
-    {"shape_factor", (PyCFunction)AccStats_shape_factor, METH_VARARGS, "shape_factor(key, m) -> the shape's correction"},
-    {"update", (PyCFunction)AccStats_update, METH_VARARGS,
+    {"shape_factor", (PyCFunction)(void (*)(void))AccStats_shape_factor, METH_VARARGS | METH_KEYWORDS, "shape_factor(key, m) -> the shape's correction"},
+    {"update", (PyCFunction)(void (*)(void))AccStats_update, METH_VARARGS | METH_KEYWORDS,
      "update(draft, estimates, accepted, pairs=False): as TokenAcceptance.update (pairs must be False)"},
     {NULL, NULL, 0, NULL}};
 
