@@ -310,7 +310,7 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
         double x = (r->accepted + self->P.tau) / (r->predicted + self->P.tau);
         x = x > 0.25 ? x : 0.25;                /* min(4, max(0.25, x)) */
         double scale = x < 4.0 ? x : 4.0;
-        n = ev_choose(s, q, L, k, &self->P, cost, scale, buf, buf + k, &expected, A, est, est + k);
+        n = ev_choose(s, q, L, k, &self->P, cost, scale, buf, buf + k, &expected, A, est, A ? est + k : NULL);
     }
     PyObject *out = PyList_New(n);
     for (Py_ssize_t i = 0; out && i < n; i++) {
