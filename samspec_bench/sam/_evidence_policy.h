@@ -10,7 +10,9 @@
  *
  * One call per draft: the candidates (the match and up to depth-1 shorter ones up its suffix
  * links, as evidence_chain walks them) are generated token by token only as far as the
- * estimate keeps them, and scored as they go, without building Python lists.
+ * estimate keeps them, and scored as they go, without building Python lists. The
+ * drafter-wide corrections (tokens=, shape=) read and update an AcceptanceStats
+ * (_acceptance_stats.h), which several batches may share.
  */
 
 typedef struct {

@@ -132,8 +132,9 @@ class SamDrafter(Drafter):
             self.start, self.extend, self.propose, self.stop = batch.start, batch.extend, batch.propose, batch.stop
         # The evidence policy over the dynamic source (own or group) runs its per-draft choice
         # and its judging of the previous draft in C: one call each, the drafts choose() picks
-        # in Python (the specification). Static sources, or a policy the C code does not
-        # implement (EvidenceLength.c_params), stay in Python.
+        # in Python (the specification), the corrections' record an AcceptanceStats. Static
+        # sources, a policy the C code does not implement (EvidenceLength.c_params: pairs > 0
+        # included), or a Python record (TokenAcceptance) passed in, stay in Python.
         self._c_batch = None
         params = length.c_params() if self._evidence and compiled and EvidenceBatch is not None else None
         if params is not None and corpus is None and history is None and not isinstance(token_stats, TokenAcceptance):
