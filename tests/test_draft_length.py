@@ -8,7 +8,7 @@ import pytest
 from samspec_bench.bench.engines.replay import replay_group, replay_response
 from samspec_bench.metrics import total_counts
 from samspec_bench.sam import SamDrafter, SuffixAutomaton, make_drafter
-from samspec_bench.sam._samcore import EvidenceBatch, SamCore
+from samspec_bench.sam._samcore import AcceptanceStats, EvidenceBatch, SamCore
 from samspec_bench.sam.draft_length import FIXED_LENGTH, EvidenceLength, TokenAcceptance, parse_length, shape_key
 from samspec_bench.sam.history import HistoryStore
 from samspec_bench.sam.reference import COUNT_WALK, ReferenceSam
@@ -218,8 +218,9 @@ def test_the_best_candidate_up_the_suffix_links_is_drafted():
     assert pol.choose(None, 3, [long_])[0] == [7, 7, 7][: len(pol.choose(None, 3, [long_])[0])]
 
 
-def test_token_acceptance_counts_the_tokens_the_verifier_reached():
-    stats = TokenAcceptance()
+@pytest.mark.parametrize("record", [TokenAcceptance, AcceptanceStats])
+def test_token_acceptance_counts_the_tokens_the_verifier_reached(record):
+    stats = record()
     stats.update([5, 6, 7, 8], [0.5, 0.4, 0.3, 0.2], 1)   # 5 accepted, 6 rejected, 7 and 8 never reached
     assert stats.stats == {5: [0.5, 1.0], 6: [0.4, 0.0]}
     stats.update([6, 6], [0.4, 0.4], 2)                    # both accepted
@@ -228,16 +229,24 @@ def test_token_acceptance_counts_the_tokens_the_verifier_reached():
     assert stats.factor(5, 1.0) == pytest.approx(2.0 / 1.5) and stats.factor(6, 1e-12) == pytest.approx(2.0 / 1.2)
 
 
-def test_each_table_is_judged_against_the_others_factors():
-    stats = TokenAcceptance()
+@pytest.mark.parametrize("record", [TokenAcceptance, AcceptanceStats])
+def test_each_table_is_judged_against_the_others_factors(record):
+    stats = record()
     key = shape_key(5, 3, 3, 2)
     assert key == (3, 2, 1, 2) and shape_key(1, 40, 2, 9) == (1, 5, 0, 3)
     # token 7 drafted with count estimate 0.5, token factor 0.8, shape factor 0.5, and accepted
-    stats.update([7], [(0.5, 0.8, 0.5, key)], 1, pairs=True)
-    assert stats.stats[7] == [0.25, 1.0] and stats.pair_stats[(-1, 7)] == [0.25, 1.0]   # 0.5 x shape's 0.5
-    assert stats.shape_stats[key] == [0.4, 1.0]                                            # 0.5 x token's 0.8
+    pairs = record is TokenAcceptance   # the compiled record keeps no pairs (the policy then runs in Python)
+    stats.update([7], [(0.5, 0.8, 0.5, key)], 1, pairs=pairs)
+    assert stats.stats[7] == [0.25, 1.0]                                                   # 0.5 x shape's 0.5
+    assert stats.shape_stats == {key: [0.4, 1.0]}                                          # 0.5 x token's 0.8
     assert stats.shape_factor(key, 1.0) == pytest.approx(2.0 / 1.4) and stats.shape_factor(key, 0.0) == 1.0
-    assert stats.factor(7, 1.0, -1, 1.0) == pytest.approx((1.0 + 2.0 / 1.25) / 1.25)     # pair centred on token
+    if pairs:
+        assert stats.pair_stats[(-1, 7)] == [0.25, 1.0]
+        assert stats.factor(7, 1.0, -1, 1.0) == pytest.approx((1.0 + 2.0 / 1.25) / 1.25)  # pair centred on token
+    else:
+        assert stats.pair_stats == {}
+        with pytest.raises(ValueError, match="no pair table"):
+            stats.factor(7, 1.0, -1, 1.0)
 
 
 def test_shape_correction_learns_where_the_count_estimate_is_overconfident():
@@ -354,20 +363,23 @@ def test_evidence_policy_pareto_dominates_the_fixed_policy_on_a_shared_trace(qwe
 
 C_SPECS = ["evidence", "evidence:cost=0.1,novelty=2,depth=3,cap=1.5,tau=4,decay=0.9,choice=earliest",
            "evidence:choice=recent,cost=0.05,depth=64,novelty=0.5", "evidence:cap=0.5,cost=0.5,depth=1",
-           "evidence:cost=0,tau=1e9"]
+           "evidence:cost=0,tau=1e9", "evidence:tokens=0,shape=0", "evidence:tokens=0,shape=2,cost=0.1",
+           "evidence:tokens=1,shape=0,choice=recent"]
 
 
 @pytest.mark.parametrize("spec", C_SPECS)
 @pytest.mark.parametrize("interleaved", [False, True])
 def test_compiled_choice_equals_the_python_policy_on_random_strings(spec, interleaved):
-    """Same candidates, same state: the same draft and the same expected value, bit for bit
-    (own text, and a group's interleaved documents)."""
+    """Same candidates, same state, same corrections' record: the same draft, the same expected
+    value and the same per-token estimates, bit for bit (own text, and a group's interleaved
+    documents); the records, judged alike, stay equal."""
     pol = parse_length(spec)
     rng = random.Random(hash((spec, interleaved)) % 1000)
     compared = drafted = 0
+    py_stats, c_stats = TokenAcceptance(), AcceptanceStats()   # shared by every automaton below
     for _ in range(60):
         core = SamCore(interleaved=interleaved, evidence=True)
-        batch = EvidenceBatch(**pol.c_params(), l_threshold=1)
+        batch = EvidenceBatch(**pol.c_params(), l_threshold=1, stats=c_stats)
         docs = [core.new_doc() for _ in range(rng.randint(1, 4) if interleaved else 1)]
         reqs = {d: batch.add(d, core, d) for d in docs}
         vocab = rng.choice([2, 3, 5, 20])
@@ -378,11 +390,19 @@ def test_compiled_choice_equals_the_python_policy_on_random_strings(spec, interl
             state.predicted, state.accepted = rng.uniform(0, 30), rng.uniform(0, 30)
             reqs[d].predicted, reqs[d].accepted = state.predicted, state.accepted
             k = rng.randint(1, 9)
-            want = pol.choose(state, k, core.evidence_chain(k, d, pol.choice_code, pol.depth), True)
+            want = pol.choose(state, k, core.evidence_chain(k, d, pol.choice_code, pol.depth), True, py_stats)
             assert batch.choose(d, k) == want
             compared += 1
             drafted += bool(want[0])
+            if want[0]:   # the estimates the record is judged against, then a judgement of both
+                assert batch.propose(d, k) == want[0]
+                assert reqs[d].pending_q == (state.pending_q if pol.tokens or pol.shape else None)
+                a = len(want[0]) if rng.random() < 0.6 else rng.randint(0, len(want[0]))   # keeps drafts coming
+                py_stats.update(want[0], state.pending_q, a)
+                c_stats.update(want[0], state.pending_q, a)
     assert drafted > compared // 10   # the comparison is not only of empty drafts
+    assert c_stats.stats == py_stats.stats and c_stats.shape_stats == py_stats.shape_stats
+    assert len(c_stats) == len(py_stats) > 0 and (len(c_stats.shape_stats) > 0) == (pol.shape > 0)
 
 
 def _trace_prefix(qwen3_tokenizer_dir, traces_dir, n_items):
@@ -399,7 +419,7 @@ def test_compiled_drafter_equals_the_python_drafter_on_a_shared_trace(group_shar
     the same record of predicted and accepted tokens, for several settings (a profile cost,
     an l_threshold included)."""
     items = _trace_prefix(qwen3_tokenizer_dir, traces_dir, 10)
-    settings = [dict(length=s) for s in C_SPECS[:3]] + [
+    settings = [dict(length=s) for s in C_SPECS[:3] + C_SPECS[5:]] + [
         dict(length=EvidenceLength(cost=lambda k: 0.1 + 0.02 * k)), dict(length="evidence", l_threshold=3)]
     for opts in settings:
         c = SamDrafter(group_sharing=group_sharing, **opts)
@@ -422,9 +442,41 @@ def test_compiled_drafter_equals_the_python_drafter_on_a_shared_trace(group_shar
                 py.extend(i, (int(t) for t in toks) if step % 2 else toks.tolist())   # any iterable
                 assert (c._ev[i].predicted, c._ev[i].accepted) == (py._ev[i].predicted, py._ev[i].accepted)
         assert drafted > 0 and c._ev[0].predicted > 0
+        assert type(c.token_stats) is AcceptanceStats and type(py.token_stats) is TokenAcceptance
+        assert c.token_stats.stats == py.token_stats.stats and c.token_stats.shape_stats == py.token_stats.shape_stats
+        assert len(c.token_stats) == len(py.token_stats) and (len(py.token_stats) > 0) == py._per_token
         for i in range(len(items)):
             c.stop(i)
         assert c.active == 0 and not c._ev
+
+
+def test_drafters_sharing_a_compiled_record_equal_drafters_sharing_a_python_one(qwen3_tokenizer_dir, traces_dir):
+    """Two drafters on the compiled path sharing one AcceptanceStats, two on the Python path
+    sharing one TokenAcceptance, requests dealt alternately to them over a shared trace prefix:
+    the same drafts and records; reset_statistics starts a new record of the same kind."""
+    items = _trace_prefix(qwen3_tokenizer_dir, traces_dir, 8)
+    for spec in ("evidence", "evidence:tokens=4,shape=0,cost=0.15"):
+        c0 = SamDrafter(length=spec)
+        cs = [c0, SamDrafter(length=spec, token_stats=c0.token_stats)]
+        p0 = SamDrafter(length=spec, compiled=False)
+        ps = [p0, SamDrafter(length=spec, compiled=False, token_stats=p0.token_stats)]
+        assert [d.policy_path for d in cs + ps] == ["c", "c", "python", "python"]
+        for i, it in enumerate(items):
+            cs[i % 2].start(i, it.prompt_ids)
+            ps[i % 2].start(i, it.prompt_ids)
+        for step in range(120):
+            for i, it in enumerate(items):
+                if step < it.response_ids.size:
+                    assert cs[i % 2].propose(i, 8) == ps[i % 2].propose(i, 8)
+                    cs[i % 2].extend(i, it.response_ids[step: step + 1])
+                    ps[i % 2].extend(i, it.response_ids[step: step + 1])
+        shared = c0.token_stats
+        assert cs[1].token_stats is shared and shared.stats == p0.token_stats.stats != {}
+        assert shared.shape_stats == p0.token_stats.shape_stats
+        before = shared.stats
+        cs[1].reset_statistics()
+        assert type(cs[1].token_stats) is AcceptanceStats and len(cs[1].token_stats) == 0
+        assert cs[1]._c_batch.stats is cs[1].token_stats and shared.stats == before   # the other keeps its record
 
 
 def test_a_policy_the_compiled_path_does_not_implement_stays_in_python():
@@ -440,6 +492,13 @@ def test_a_policy_the_compiled_path_does_not_implement_stays_in_python():
     assert SamDrafter(length=WithNewParameter()).policy_path == "python"
     assert SamDrafter(length="evidence").policy_path == "c"
     assert SamDrafter(length="evidence", history=HistoryStore()).policy_path == "python"
+    # the default (with its corrections) runs in C; pairs are kept only by the Python record
+    assert make_drafter("sam").policy_path == "c" and type(make_drafter("sam").token_stats) is AcceptanceStats
+    assert parse_length("evidence:pairs=8").c_params() is None
+    assert SamDrafter(length="evidence:pairs=8").policy_path == "python"
+    assert SamDrafter(token_stats=TokenAcceptance()).policy_path == "python"   # a Python record stays Python
+    with pytest.raises(ValueError, match="no pairs"):
+        SamDrafter(length="evidence:pairs=8", token_stats=AcceptanceStats())
     d, ref = SamDrafter(length=WithNewParameter()), SamDrafter(compiled=False)
     for x in (d, ref):
         x.start(0, [1, 2, 3, 1, 2, 3, 1, 2])

@@ -32,7 +32,7 @@ from samspec_bench.bench.engines.replay import replay_group, replay_response
 from samspec_bench.data import load_tokenizer, read_traces, resolve_data_dir, tokenize_traces
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import total_counts
-from samspec_bench.sam.draft_length import EvidenceLength, TokenAcceptance, parse_length
+from samspec_bench.sam.draft_length import EvidenceLength, parse_length
 from samspec_bench.sam.drafters import ArcticSuffixDrafter, SamDrafter, arctic_available
 
 SOURCES = ("own", "group")
@@ -64,10 +64,17 @@ def replay(make, units_, k: int, group: bool) -> dict:
 
 def sam_maker(group: bool, length, share_stats: bool):
     """A factory of fresh SAM drafters, one per replay unit (draft content never crosses
-    units); with `share_stats` they share one drafter-wide TokenAcceptance record (acceptance
-    statistics only), as one proposer serving every request of an engine would."""
-    stats = TokenAcceptance() if share_stats else None
-    return lambda: SamDrafter(group_sharing=group, length=length, token_stats=stats)
+    units); with `share_stats` they share the first one's drafter-wide record (acceptance
+    statistics only: an AcceptanceStats, or a TokenAcceptance where the policy runs in
+    Python), as one proposer serving every request of an engine would."""
+    shared = []
+
+    def make():
+        d = SamDrafter(group_sharing=group, length=length, token_stats=shared[0] if shared else None)
+        if share_stats and not shared:
+            shared.append(d.token_stats)
+        return d
+    return make
 
 
 def curves(us, k: int, group: bool, sam_length: str, costs: list[float], share_stats: bool = True) -> dict:

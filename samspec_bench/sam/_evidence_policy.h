@@ -10,11 +10,14 @@
  *
  * One call per draft: the candidates (the match and up to depth-1 shorter ones up its suffix
  * links, as evidence_chain walks them) are generated token by token only as far as the
- * estimate keeps them, and scored as they go, without building Python lists.
+ * estimate keeps them, and scored as they go, without building Python lists. The
+ * drafter-wide corrections (tokens=, shape=) read and update an AcceptanceStats
+ * (_acceptance_stats.h), which several batches may share.
  */
 
 typedef struct {
     double cost, novelty, cap, tau, decay;
+    double m_tok, m_shape;         /* the corrections' prior weights (tokens=, shape=; 0: off) */
     Py_ssize_t depth, l_threshold;
     int mode;
 } EvParams;
@@ -26,16 +29,22 @@ typedef struct {
     Py_ssize_t doc;
     double predicted, accepted, pending_pred;
     int32_t *pending;              /* the last draft, npending tokens (0: none waiting) */
+    AccEst *pending_est;           /* its tokens' estimates (with the corrections on) */
     Py_ssize_t npending, pending_cap;
+    int has_est;                   /* pending_est holds the pending draft's estimates */
     int32_t small[16];
+    AccEst small_est[16];
 } EvRequest;
 
 /* The candidates from matched state q (match length L): the draft with the most expected
  * accepted tokens net of cost, into best (room for k tokens); returns its length, sets
  * *expected. work: scratch for k tokens. The dynamic source (the match's own current
- * occurrence is counted in cnt: at_end) is the only one this path drafts from. */
+ * occurrence is counted in cnt: at_end) is the only one this path drafts from. A: the
+ * corrections' record (NULL: off), read per token; best_est / work_est: the estimates
+ * (room for k each) the record is later judged against, as choose() keeps them in pending_q. */
 static Py_ssize_t ev_choose(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, const EvParams *P,
-                            double cost, double scale, int32_t *best, int32_t *work, double *expected) {
+                            double cost, double scale, int32_t *best, int32_t *work, double *expected,
+                            const AccStats *A, AccEst *best_est, AccEst *work_est) {
     int frequent = P->mode == CHOOSE_FREQUENT;
     double best_score = 0.0, best_exp = 0.0;
     Py_ssize_t best_n = 0;
@@ -65,7 +74,17 @@ static Py_ssize_t ev_choose(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, cons
             if (seen <= 0) break;
             work[j - 1] = c;
             double x = scale * (double)s->ev[nt].cnt / ((double)seen + P->novelty / (double)(L + j - 1));
-            p *= x < 0.99 ? x : 0.99;    /* min(0.99, x) */
+            x = x < 0.99 ? x : 0.99;     /* min(0.99, x) */
+            if (A) {                     /* q = min(0.99, q * f_tok * f_shape) */
+                AccEst *e = &work_est[j - 1];
+                e->q = x;
+                e->f_tok = acc_token_factor(A, c, P->m_tok);
+                e->key = P->m_shape > 0 ? acc_shape_index(L, seen, s->ev[nt].cnt, j) : -1;
+                e->f_shape = e->key >= 0 ? acc_shape_factor(A, e->key, P->m_shape) : 1.0;
+                x = x * e->f_tok * e->f_shape;
+                x = x < 0.99 ? x : 0.99;
+            }
+            p *= x;
             if (p < cost) break;
             n = j; score = score + p - cost; exp_ = exp_ + p;
             prev = s->ev[nt].cnt;
@@ -74,6 +93,7 @@ static Py_ssize_t ev_choose(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, cons
         if (n && score > best_score) {
             best_n = n; best_score = score; best_exp = exp_;
             memcpy(best, work, (size_t)n * sizeof(int32_t));
+            if (A) memcpy(best_est, work_est, (size_t)n * sizeof(AccEst));
         }
         q = s->st[q].link;
         L = s->st[q].len;
@@ -87,14 +107,21 @@ static Py_ssize_t ev_choose(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, cons
 typedef struct {
     PyObject_HEAD
     PyObject *reqs;   /* dict: request id -> EvRequest */
+    AccStats *stats;  /* the corrections' record, shareable (NULL: none, no corrections) */
     EvParams P;
 } EvidenceBatch;
+
+/* the record the corrections read and update, NULL where they are off */
+static inline AccStats *ev_corrections(EvidenceBatch *self) {
+    return self->stats && (self->P.m_tok > 0 || self->P.m_shape > 0) ? self->stats : NULL;
+}
 
 static PyTypeObject EvRequestType;
 
 static void EvRequest_dealloc(EvRequest *r) {
     Py_XDECREF(r->core);
     if (r->pending != r->small) free(r->pending);
+    if (r->pending_est != r->small_est) free(r->pending_est);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
@@ -110,6 +137,22 @@ static PyObject *EvRequest_get_pending(EvRequest *r, void *c) {
     return out;
 }
 
+/* pending_q: the pending draft's estimates as choose() leaves them (corrections on), else None */
+static PyObject *EvRequest_get_pending_q(EvRequest *r, void *c) {
+    if (r->npending == 0 || !r->has_est) Py_RETURN_NONE;
+    PyObject *out = PyList_New(r->npending);
+    for (Py_ssize_t i = 0; out && i < r->npending; i++) {
+        const AccEst *e = &r->pending_est[i];
+        int k = e->key;
+        PyObject *v = k < 0 ? Py_BuildValue("(dddO)", e->q, e->f_tok, e->f_shape, Py_None)
+                            : Py_BuildValue("(ddd(iiii))", e->q, e->f_tok, e->f_shape, k / (SHAPE_SEEN * 8),
+                                            k / 8 % SHAPE_SEEN, k / 4 % 2, k % 4);
+        if (!v) { Py_CLEAR(out); break; }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
 static PyMemberDef EvRequest_members[] = {
     {"predicted", T_DOUBLE, offsetof(EvRequest, predicted), 0, "decayed sum of the expected accepted tokens of its drafts"},
     {"accepted", T_DOUBLE, offsetof(EvRequest, accepted), 0, "decayed sum of the tokens of its drafts that were accepted"},
@@ -119,6 +162,8 @@ static PyMemberDef EvRequest_members[] = {
 
 static PyGetSetDef EvRequest_getset[] = {
     {"pending", (getter)EvRequest_get_pending, NULL, "the draft waiting to be judged (None: none)", NULL},
+    {"pending_q", (getter)EvRequest_get_pending_q, NULL,
+     "its tokens' estimates (q, f_tok, f_shape, shape key or None), as RequestEvidence.pending_q (None: none or no corrections)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject EvRequestType = {
@@ -132,24 +177,35 @@ static PyTypeObject EvRequestType = {
     .tp_getset = EvRequest_getset,
 };
 
-/* EvidenceBatch(cost, novelty, depth, cap, tau, decay, choice, l_threshold); cost < 0: the
- * policy's cost is a profile, read in Python per draft and passed to propose. */
+static int EvidenceBatch_set_stats(EvidenceBatch *self, PyObject *v, void *c);
+
+/* EvidenceBatch(cost, novelty, depth, cap, tau, decay, choice, l_threshold, tokens=0, shape=0,
+ * stats=None); cost < 0: the policy's cost is a profile, read in Python per draft and passed to
+ * propose. tokens / shape: the corrections' prior weights, applied with an AcceptanceStats. */
 static int EvidenceBatch_init(EvidenceBatch *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "l_threshold", NULL};
+    static char *kwlist[] = {"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "l_threshold",
+                             "tokens", "shape", "stats", NULL};
     EvParams *P = &self->P;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "ddndddin", kwlist, &P->cost, &P->novelty, &P->depth,
-                                     &P->cap, &P->tau, &P->decay, &P->mode, &P->l_threshold))
+    PyObject *stats = Py_None;
+    P->m_tok = P->m_shape = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ddndddin|ddO", kwlist, &P->cost, &P->novelty, &P->depth,
+                                     &P->cap, &P->tau, &P->decay, &P->mode, &P->l_threshold,
+                                     &P->m_tok, &P->m_shape, &stats))
         return -1;
-    if (P->depth < 1 || P->mode < 0 || P->mode > 2 || P->l_threshold < 1 || !(P->novelty > 0) || !(P->tau > 0)) {
-        PyErr_SetString(PyExc_ValueError, "EvidenceBatch: need depth >= 1, choice in 0..2, l_threshold >= 1, novelty > 0, tau > 0");
+    if (P->depth < 1 || P->mode < 0 || P->mode > 2 || P->l_threshold < 1 || !(P->novelty > 0) || !(P->tau > 0)
+        || !(P->m_tok >= 0) || !(P->m_shape >= 0)) {
+        PyErr_SetString(PyExc_ValueError, "EvidenceBatch: need depth >= 1, choice in 0..2, l_threshold >= 1, novelty > 0, "
+                                          "tau > 0, tokens >= 0, shape >= 0");
         return -1;
     }
+    if (EvidenceBatch_set_stats(self, stats, NULL)) return -1;
     if (!self->reqs && !(self->reqs = PyDict_New())) return -1;
     return 0;
 }
 
 static void EvidenceBatch_dealloc(EvidenceBatch *self) {
     Py_XDECREF(self->reqs);
+    Py_XDECREF(self->stats);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -174,6 +230,8 @@ static PyObject *EvidenceBatch_add(EvidenceBatch *self, PyObject *const *args, P
     r->doc = doc;
     r->predicted = r->accepted = r->pending_pred = 0.0;
     r->pending = r->small;
+    r->pending_est = r->small_est;
+    r->has_est = 0;
     r->npending = 0;
     r->pending_cap = 16;
     if (PyDict_SetItem(self->reqs, args[0], (PyObject *)r)) { Py_DECREF(r); return NULL; }
@@ -199,7 +257,11 @@ static PyObject *EvidenceBatch_extend(EvidenceBatch *self, PyObject *const *args
         while (a < m && tv.buf[a] == r->pending[a]) a++;
         r->predicted = self->P.decay * r->predicted + r->pending_pred;
         r->accepted = self->P.decay * r->accepted + (double)a;
+        AccStats *A = ev_corrections(self);
+        /* the record now in use learns (a drafter's record may have been replaced since the draft) */
+        int err = A && r->has_est && acc_update(A, r->pending, r->pending_est, r->npending, a);
         r->npending = 0;
+        if (err) { tv_free(&tv); return NULL; }
     }
     tv_free(&tv);
     Py_RETURN_NONE;
@@ -234,6 +296,8 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
     Py_ssize_t n = 0;
     double expected = 0.0;
     int32_t stack[128], *buf = stack;
+    AccEst est_stack[64], *est = est_stack;
+    AccStats *A = ev_corrections(self);
     if (q > 0 && L >= self->P.l_threshold) {
         if (k < 1 || PyBool_Check(ka)) {   /* check_k's message */
             PyErr_Format(PyExc_ValueError, "k = %R: the number of draft tokens must be an integer >= 1", ka);
@@ -241,10 +305,14 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
         }
         if (k > s->n) k = (Py_ssize_t)s->n;     /* no draft is longer than the text */
         if (2 * k > 128 && !(buf = (int32_t *)malloc((size_t)(2 * k) * sizeof(int32_t)))) return PyErr_NoMemory();
+        if (A && 2 * k > 64 && !(est = (AccEst *)malloc((size_t)(2 * k) * sizeof(AccEst)))) {
+            if (buf != stack) free(buf);
+            return PyErr_NoMemory();
+        }
         double x = (r->accepted + self->P.tau) / (r->predicted + self->P.tau);
         x = x > 0.25 ? x : 0.25;                /* min(4, max(0.25, x)) */
         double scale = x < 4.0 ? x : 4.0;
-        n = ev_choose(s, q, L, k, &self->P, cost, scale, buf, buf + k, &expected);
+        n = ev_choose(s, q, L, k, &self->P, cost, scale, buf, buf + k, &expected, A, est, A ? est + k : NULL);
     }
     PyObject *out = PyList_New(n);
     for (Py_ssize_t i = 0; out && i < n; i++) {
@@ -255,17 +323,22 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
     if (out && keep && n) {
         if (n > r->pending_cap) {
             int32_t *p = (int32_t *)malloc((size_t)n * sizeof(int32_t));
-            if (!p) { Py_DECREF(out); out = PyErr_NoMemory(); goto done; }
+            AccEst *pe = (AccEst *)malloc((size_t)n * sizeof(AccEst));
+            if (!p || !pe) { free(p); free(pe); Py_DECREF(out); out = PyErr_NoMemory(); goto done; }
             if (r->pending != r->small) free(r->pending);
+            if (r->pending_est != r->small_est) free(r->pending_est);
             r->pending = p;
+            r->pending_est = pe;
             r->pending_cap = n;
         }
         memcpy(r->pending, buf, (size_t)n * sizeof(int32_t));
+        if ((r->has_est = A != NULL)) memcpy(r->pending_est, est, (size_t)n * sizeof(AccEst));
         r->npending = n;
         r->pending_pred = expected;
     }
 done:
     if (buf != stack) free(buf);
+    if (est != est_stack) free(est);
     if (!out || keep) return out;
     return Py_BuildValue("(Nd)", out, expected);
 }
@@ -282,6 +355,25 @@ static PyObject *EvidenceBatch_choose(EvidenceBatch *self, PyObject *const *args
 
 static PyObject *EvidenceBatch_get_requests(EvidenceBatch *self, void *c) { Py_INCREF(self->reqs); return self->reqs; }
 
+static PyObject *EvidenceBatch_get_stats(EvidenceBatch *self, void *c) {
+    PyObject *v = self->stats ? (PyObject *)self->stats : Py_None;
+    Py_INCREF(v);
+    return v;
+}
+
+/* stats = an AcceptanceStats (shared: a reference is kept) or None */
+static int EvidenceBatch_set_stats(EvidenceBatch *self, PyObject *v, void *c) {
+    if (v && v != Py_None && !PyObject_TypeCheck(v, &AccStatsType)) {
+        PyErr_SetString(PyExc_TypeError, "EvidenceBatch.stats must be an AcceptanceStats or None");
+        return -1;
+    }
+    AccStats *old = self->stats;
+    self->stats = v && v != Py_None ? (AccStats *)v : NULL;
+    Py_XINCREF(self->stats);
+    Py_XDECREF(old);
+    return 0;
+}
+
 static PyMethodDef EvidenceBatch_methods[] = {
     {"add", (PyCFunction)(void (*)(void))EvidenceBatch_add, METH_FASTCALL,
      "add(req_id, core, doc) -> EvidenceRequest: the request drafts from document doc of core"},
@@ -295,6 +387,8 @@ static PyMethodDef EvidenceBatch_methods[] = {
 
 static PyGetSetDef EvidenceBatch_getset[] = {
     {"requests", (getter)EvidenceBatch_get_requests, NULL, "the live requests: id -> EvidenceRequest", NULL},
+    {"stats", (getter)EvidenceBatch_get_stats, (setter)EvidenceBatch_set_stats,
+     "the corrections' record (an AcceptanceStats, may be shared; None: no corrections)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject EvidenceBatchType = {

@@ -1233,7 +1233,8 @@ static PyTypeObject SamBatchType = {
     .tp_getset = SamBatch_getset,
 };
 
-/* ---------- the evidence policy's per-draft choice (EvidenceBatch) ---------- */
+/* ---------- the evidence policy's per-draft choice (EvidenceBatch) and its corrections' record ---------- */
+#include "_acceptance_stats.h"
 #include "_evidence_policy.h"
 
 /* ---------- the n-gram baseline (vLLM's semantics) ---------- */
@@ -1291,14 +1292,16 @@ static struct PyModuleDef samcore_module = {
 PyMODINIT_FUNC PyInit__samcore(void) {
     SingleCoreType.tp_base = &SamCoreType;
     if (PyType_Ready(&SamCoreType) < 0 || PyType_Ready(&SingleCoreType) < 0 || PyType_Ready(&SamBatchType) < 0
-        || PyType_Ready(&EvRequestType) < 0 || PyType_Ready(&EvidenceBatchType) < 0)
+        || PyType_Ready(&EvRequestType) < 0 || PyType_Ready(&EvidenceBatchType) < 0
+        || PyType_Ready(&AccStatsType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&samcore_module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "SamCore", (PyObject *)&SamCoreType) < 0
         || PyModule_AddObjectRef(m, "SingleCore", (PyObject *)&SingleCoreType) < 0
         || PyModule_AddObjectRef(m, "SamBatch", (PyObject *)&SamBatchType) < 0
-        || PyModule_AddObjectRef(m, "EvidenceBatch", (PyObject *)&EvidenceBatchType) < 0) {
+        || PyModule_AddObjectRef(m, "EvidenceBatch", (PyObject *)&EvidenceBatchType) < 0
+        || PyModule_AddObjectRef(m, "AcceptanceStats", (PyObject *)&AccStatsType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -31,9 +31,11 @@ from typing import Any, Callable, Union
 
 from samspec_bench.sam.automaton import CHOICES
 
-# The fields the compiled chooser (_samcore.EvidenceBatch, sam/_evidence_policy.h) implements:
-# a policy with any other field (a parameter added later) is chosen by choose() in Python.
-C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice"})
+# The fields the compiled chooser (_samcore.EvidenceBatch, sam/_evidence_policy.h, and its
+# corrections' record AcceptanceStats, sam/_acceptance_stats.h) implements: a policy with any
+# other field (a parameter added later) is chosen by choose() in Python; so is pairs > 0 (the
+# C record keeps no pair table).
+C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "tokens", "pairs", "shape"})
 
 DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
 LENGTH_SPECS = ("fixed", "evidence")
@@ -107,7 +109,9 @@ class TokenAcceptance:
     against the estimate with the other tables' factors applied (online backfitting), so the
     tables do not both take the same bias. Entries: one per token id seen (the vocabulary),
     at most MAX_PAIRS pairs, a few hundred shapes. Acceptance statistics only, never draft
-    content: one object may serve many requests (as one proposer in a serving engine does)."""
+    content: one object may serve many requests (as one proposer in a serving engine does).
+    The specification of the compiled record `_samcore.AcceptanceStats` (the same methods and
+    tables, no pairs), which a drafter on the compiled path holds instead."""
 
     MAX_PAIRS = 1 << 18
 
@@ -311,13 +315,14 @@ class EvidenceLength:
 
     def c_params(self) -> dict[str, Any] | None:
         """EvidenceBatch's arguments for this policy, or None where the compiled chooser does not
-        implement it (a subclass, or a field it does not know): then drafts are chosen here. A
-        profile cost is passed as -1 (read per draft in Python and handed to propose)."""
-        if type(self) is not EvidenceLength or {f.name for f in fields(self)} != C_FIELDS:
+        implement it (a subclass, a field it does not know, or pairs > 0): then drafts are chosen
+        here. A profile cost is passed as -1 (read per draft in Python and handed to propose).
+        tokens / shape apply with the drafter's record (EvidenceBatch.stats, an AcceptanceStats)."""
+        if type(self) is not EvidenceLength or {f.name for f in fields(self)} != C_FIELDS or self.pairs > 0:
             return None
         return {"cost": -1.0 if callable(self.cost) else float(self.cost), "novelty": float(self.novelty),
                 "depth": self.depth, "cap": float(self.cap), "tau": float(self.tau), "decay": float(self.decay),
-                "choice": self.choice_code}
+                "choice": self.choice_code, "tokens": float(self.tokens), "shape": float(self.shape)}
 
     def observe(self, state: RequestEvidence, predicted: float, accepted: int) -> None:
         state.predicted = self.decay * state.predicted + predicted

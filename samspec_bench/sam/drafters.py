@@ -30,10 +30,10 @@ from samspec_bench.sam.draft_length import (FIXED_LENGTH, AdaptiveLength, Eviden
 from samspec_bench.sam.history import HistoryStore
 from samspec_bench.sam.reference import ObjectSam, ReferenceSam, heap_bytes
 
-try:   # an extension built before the compiled evidence path: the policy then runs in Python
-    from samspec_bench.sam._samcore import EvidenceBatch
+try:   # an extension built before the compiled evidence path (or its corrections): the policy runs in Python
+    from samspec_bench.sam._samcore import AcceptanceStats, EvidenceBatch
 except ImportError:
-    EvidenceBatch = None
+    AcceptanceStats = EvidenceBatch = None
 
 
 class Drafter(ABC):
@@ -90,10 +90,13 @@ class SamDrafter(Drafter):
     the request's recent acceptance), an EvidenceLength, or an AdaptiveLength.
     `compiled=False`: the evidence policy's choice runs in Python (its specification), for
     comparison; by default it runs in C where it can (`policy_path` says which).
-    `token_stats`: the drafter-wide per-token acceptance record of the evidence policy's
-    `tokens=` correction (sam/draft_length.py TokenAcceptance). By default each drafter keeps
-    its own; pass one object to several drafters to let the statistics (never draft content)
-    outlive a drafter, as one proposer serving every request of an engine would.
+    `token_stats`: the drafter-wide acceptance record of the evidence policy's corrections
+    (`tokens=`, `shape=`, `pairs=`): a `_samcore.AcceptanceStats` on the compiled path, a
+    `TokenAcceptance` (sam/draft_length.py, its specification) on the Python one; the same
+    methods, tables and len(). By default each drafter keeps its own; pass one drafter's
+    `token_stats` to others to let the statistics (never draft content) outlive a drafter, as
+    one proposer serving every request of an engine would. A `TokenAcceptance` passed to a
+    drafter whose policy could run in C keeps it in Python (its record is a Python one).
     """
 
     name = "sam"
@@ -101,7 +104,7 @@ class SamDrafter(Drafter):
     def __init__(self, *, group_sharing: bool = False, corpus: CorpusAutomaton | None = None,
                  l_threshold: int = 1, l_bias: int = 0, length: "str | LengthPolicy | None" = None,
                  history: HistoryStore | None = None, compiled: bool = True,
-                 token_stats: TokenAcceptance | None = None):
+                 token_stats: "TokenAcceptance | AcceptanceStats | None" = None):
         if l_threshold < 1:
             raise ValueError(f"l_threshold = {l_threshold}: must be >= 1")
         self.group_sharing = group_sharing
@@ -113,7 +116,6 @@ class SamDrafter(Drafter):
         self._fixed_length = length.fixed
         self._evidence = isinstance(length, EvidenceLength)
         self._ev: dict[Hashable, Any] = {}       # request -> its RequestEvidence (evidence policy)
-        self.token_stats = token_stats if token_stats is not None else TokenAcceptance()
         self._per_token = self._evidence and (length.tokens > 0 or length.pairs > 0 or length.shape > 0)
         # Per request: the dynamic source (its own SuffixAutomaton, or its GroupMember), and
         # only where configured its corpus matcher and group key.
@@ -130,15 +132,34 @@ class SamDrafter(Drafter):
             self.start, self.extend, self.propose, self.stop = batch.start, batch.extend, batch.propose, batch.stop
         # The evidence policy over the dynamic source (own or group) runs its per-draft choice
         # and its judging of the previous draft in C: one call each, the drafts choose() picks
-        # in Python (the specification). Static sources, or a policy the C code does not
-        # implement (EvidenceLength.c_params), stay in Python.
+        # in Python (the specification), the corrections' record an AcceptanceStats. Static
+        # sources, a policy the C code does not implement (EvidenceLength.c_params: pairs > 0
+        # included), or a Python record (TokenAcceptance) passed in, stay in Python.
         self._c_batch = None
         params = length.c_params() if self._evidence and compiled and EvidenceBatch is not None else None
-        if params is not None and corpus is None and history is None:
-            batch = self._c_batch = EvidenceBatch(**params, l_threshold=l_threshold)
+        if params is not None and corpus is None and history is None and not isinstance(token_stats, TokenAcceptance):
+            self._token_stats = token_stats if token_stats is not None else AcceptanceStats()
+            batch = self._c_batch = EvidenceBatch(**params, l_threshold=l_threshold, stats=self._token_stats)
             self._ev = batch.requests
             self.extend = batch.extend
             self.propose = self._propose_profiled if callable(length.cost) else batch.propose
+        else:
+            if self._evidence and length.pairs > 0 and AcceptanceStats is not None \
+                    and isinstance(token_stats, AcceptanceStats):
+                raise ValueError(f"token_stats: the compiled record keeps no pairs, which {length.spec()} "
+                                 "corrects by: pass a TokenAcceptance (sam/draft_length.py)")
+            self._token_stats = token_stats if token_stats is not None else TokenAcceptance()
+
+    @property
+    def token_stats(self):
+        """The drafter-wide acceptance record of the corrections (share it by passing it on)."""
+        return self._token_stats
+
+    @token_stats.setter
+    def token_stats(self, stats) -> None:
+        if self._c_batch is not None:
+            self._c_batch.stats = stats   # an AcceptanceStats (TypeError otherwise)
+        self._token_stats = stats
 
     @property
     def policy_path(self) -> str:
@@ -186,7 +207,7 @@ class SamDrafter(Drafter):
     def reset_statistics(self) -> None:
         """Start a new drafter-wide acceptance record (a replay that reuses the drafter for
         independent responses keeps none across them)."""
-        self.token_stats = TokenAcceptance()
+        self.token_stats = type(self._token_stats)()
 
     def extend(self, req_id, token_ids):
         if self._evidence and not hasattr(token_ids, "__len__"):
