@@ -353,8 +353,7 @@ def run_task(cfg: DraftConfig, items: Sequence[Any], units: list[list[int]], cor
             else [u for u in units if any(i in wanted for i in u)]
     if isinstance(drafter, SamDrafter):
         drafter.reset_statistics()
-    shared = None
-    out: list[tuple[int, ResponseSteps]] = []
+    shared, out = None, []
     for unit in units:
         d = drafter
         if cfg.group:
@@ -416,9 +415,8 @@ class ReplayEngine:
                 "first_token": "from the prefill (not a decode step)",
                 "response_end": "draft tokens past the last response token are rejected; no bonus token there",
                 "group_key": "(trace file, group field, RL step)", "corpus": self.corpus_description or None,
-                "sam_acceptance_record": f"shared by the responses of one task (about {self.task_tokens:,} response "
-                                         "tokens of one RL step, file order), new per task: statistics only, "
-                                         "never draft content",
+                "sam_acceptance_record": f"shared by the responses of a task (about {self.task_tokens:,} response "
+                                         "tokens of one RL step, file order), new per task: statistics, no content",
                 "steps": self.steps_description,
                 "history": {"window_responses_per_prompt": self.history_window,
                             "budget_bytes": self.history_budget_bytes, "by_configuration": self.history_stats}
