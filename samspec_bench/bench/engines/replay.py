@@ -25,11 +25,10 @@ half of its responses, in file order) and a current one (the rest).
 
 Work runs in forked worker processes, one unit per group (group sharing) or per response,
 where no draft content crosses units (history: within one step). Units are packed into tasks
-of about `task_tokens` response tokens, per RL step, in file order; SAM's drafter-wide acceptance record
-(statistics of which drafted tokens were accepted, never content: the evidence policy's
-corrections) is shared by the units of one task, as one proposer serving many requests
-shares it, and starts afresh with every task. The tasks do not depend on the number of
-workers, so neither do the results.
+of about `task_tokens` response tokens of one RL step, in file order; SAM's acceptance record
+(the evidence policy's corrections: statistics, never content) is shared by a task's units,
+as one serving proposer shares it, and new per task. Tasks, hence results, do not depend
+on the number of workers.
 """
 
 from __future__ import annotations
@@ -294,6 +293,13 @@ def item_step(item: Any) -> int:
     return -1 if step is None else int(step)
 
 
+def items_by_step(items: Sequence[Any]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}   # item indices per RL step (item_step), in file order
+    for i, it in enumerate(items):
+        out.setdefault(item_step(it), []).append(i)
+    return out
+
+
 def has_steps(items: Sequence[Any]) -> bool:
     """Whether the items span more than one RL step."""
     return len({getattr(it, "step", None) for it in items}) > 1
@@ -324,8 +330,7 @@ def check_group_prompts(items: Sequence[Any], unit: Sequence[int]) -> None:
 
 def run_unit(cfg: DraftConfig, items: Sequence[Any], unit: Sequence[int], corpus=None,
              drafter: Drafter | None = None, history: HistoryStore | None = None) -> list[tuple[int, ResponseSteps]]:
-    """Replay one unit: a whole group (group sharing; `drafter` must then be fresh) or
-    independent responses."""
+    """Replay one unit: a whole group (group sharing; a given `drafter` must be fresh) or responses."""
     if cfg.group:
         check_group_prompts(items, unit)
         # A fresh drafter per group: no draft content crosses groups (Arctic keeps finished responses).
@@ -349,7 +354,7 @@ def run_task(cfg: DraftConfig, items: Sequence[Any], units: list[list[int]], cor
     response's result does not depend on which others were asked for (e.g. on --resume)."""
     if wanted is not None:
         last = max((n for n, u in enumerate(units) if any(i in wanted for i in u)), default=-1)
-        units = units[:last + 1] if isinstance(drafter, SamDrafter) or cfg.drafter in SAM_DRAFTERS \
+        units = units[:last + 1] if cfg.drafter in SAM_DRAFTERS \
             else [u for u in units if any(i in wanted for i in u)]
     if isinstance(drafter, SamDrafter):
         drafter.reset_statistics()
@@ -437,11 +442,8 @@ class ReplayEngine:
         """Nothing held between runs: the workers live for one `run`."""
 
     def run(self, items, jobs):
-        # tasks are cut per RL step (file order within one), as the history source replays: a
-        # configuration with and one without history share their tasks where history is empty
-        by_step: dict[int, list[int]] = {}
-        for i, it in enumerate(items):
-            by_step.setdefault(item_step(it), []).append(i)
+        # tasks per RL step, as history replays: with and without history they match where it is empty
+        by_step = items_by_step(items)
         plain = [(j, idx, by_step[step]) for j, (cfg, idx) in enumerate(jobs) if not cfg.history
                  for step in sorted(by_step)]
         yield from self._execute(items, jobs, self._plan(items, jobs, plain), None)
@@ -470,9 +472,7 @@ class ReplayEngine:
         cfg = jobs[j][0]
         store = HistoryStore(window=self.history_window, budget_bytes=self.history_budget_bytes)
         wanted = set(indices)
-        by_step: dict[int, list[int]] = {}
-        for i, it in enumerate(items):
-            by_step.setdefault(item_step(it), []).append(i)
+        by_step = items_by_step(items)
         with_history = 0
         for step in sorted(by_step):
             members = by_step[step]

@@ -120,7 +120,8 @@ class OnlineDraftCost:
     def _start(self, pts: list[tuple[float, float]]) -> None:
         """Warm-up: one least-squares fit, drop residuals beyond 3 MADs, start the sums from
         the rest (in arrival order, so the decay weighs them as if seen one by one)."""
-        a, b = _least_squares(pts)
+        xs, ys = [x for x, _ in pts], [y for _, y in pts]
+        a, b = least_squares(xs, ys) or (statistics.fmean(ys), 0.0)   # no spread: a flat line
         res = [y - (a + b * x) for x, y in pts]
         mad = max(statistics.median([abs(r) for r in res]), 1e-9 * statistics.fmean(abs(y) for _, y in pts))
         kept = [p for p, r in zip(pts, res) if abs(r) <= 3 * 1.4826 * mad]
@@ -134,11 +135,10 @@ class OnlineDraftCost:
         if ab is None:
             return   # no spread in the verified tokens: keep the last cost
         self._ab = ab
-        a, b = ab
-        step = a + b * self.rows
-        if step <= 0:
+        cost = draft_token_cost(*ab, self.rows)
+        if cost is None:
             return
-        self.cost = min(max(b * self.rows / step, 0.0), self.max_cost)
+        self.cost = min(max(cost, 0.0), self.max_cost)
         self.updates += 1
 
     def describe(self) -> dict[str, Any]:
@@ -151,12 +151,17 @@ class OnlineDraftCost:
                 "warmup_steps": self.warmup, "max_cost": self.max_cost}
 
 
-
-def _least_squares(pts: list[tuple[float, float]]) -> tuple[float, float]:
-    """(intercept, slope); a flat line through the mean when the x do not vary."""
-    xs, ys = [x for x, _ in pts], [y for _, y in pts]
+def least_squares(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
+    """(intercept, slope) of the ordinary least-squares line; None when the x do not vary."""
     try:
         slope, intercept = statistics.linear_regression(xs, ys)
     except statistics.StatisticsError:
-        return statistics.fmean(ys), 0.0
+        return None
     return intercept, slope
+
+
+def draft_token_cost(a: float, b: float, rows: int) -> float | None:
+    """A draft token's verify cost in decode steps (what an accepted one saves a request), from
+    step time = a + b * verified tokens at `rows` decode rows: b * rows / (a + b * rows)."""
+    step = a + b * rows
+    return b * rows / step if step > 0 else None

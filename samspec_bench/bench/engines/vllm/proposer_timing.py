@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from samspec_bench.bench.engines.vllm.online_cost import draft_token_cost, least_squares
+
 MAX_CALLS = 1_000_000   # per-call times nobody takes are dropped beyond this (oldest half first)
 
 
@@ -131,16 +133,11 @@ def verify_cost(calls: dict[str, Any], min_steps: int = 20) -> dict[str, Any] | 
         if rows[i] == rows[i - 1] and rows[i] > 0:
             xs.append(rows[i] + drafted[i - 1])
             ys.append(start[i] - start[i - 1])
-    if len(xs) < min_steps:
+    fit = least_squares(xs, ys) if len(xs) >= min_steps else None
+    if fit is None:
         return None
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx <= 0:
-        return None
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    a = my - b * mx
+    a, b = fit
     r = sorted(rows)[len(rows) // 2]
-    step = a + b * r
     return {"source": "fit: step interval (measured) = a + b * verified tokens, over the call's steps",
             "fixed_ms": 1e3 * a, "ms_per_verified_token": 1e3 * b, "steps": len(xs), "median_rows": r,
-            "draft_token_cost_decode_steps": b * r / step if step > 0 else None}
+            "draft_token_cost_decode_steps": draft_token_cost(a, b, r)}
