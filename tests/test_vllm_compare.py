@@ -58,6 +58,11 @@ def test_figures_spread_cost_identity_and_goal():
     assert sam["drafted_per_step"]["value"] == 3.0
     assert sam["verify_tokens_per_emitted_token"]["value"] == pytest.approx((1 + 3) / 2)
     assert out["arms"]["none"]["verify_tokens_per_emitted_token"]["value"] == 1.0
+    # sam without a spec runs the engine's default (its cost measured); a spec is what it says
+    assert sam["draft_length"] == "evidence:cost=auto" and "draft_length" not in out["arms"]["ngram"]
+    fixed = _compare({"sam[fixed]": runs["sam"], "sam[evidence]": runs["sam"]})["arms"]
+    assert fixed["sam[fixed]"]["draft_length"] == "fixed"
+    assert fixed["sam[evidence]"]["draft_length"] == "evidence"   # the replay default: a fixed cost
     assert sam["proposer_ms_per_step"]["median"] == pytest.approx(0.05)
     assert 0 < sam["proposer_share_of_wall"]["median"] < 1
     vs = sam["tokens_per_s_vs"]

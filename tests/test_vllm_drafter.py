@@ -16,6 +16,14 @@ K = 4
 MAX_LEN = 512
 
 
+@pytest.fixture(autouse=True)
+def replay_default_length(monkeypatch):
+    """The simulations check drafts against a replay SamDrafter: the proposer's own default
+    (cost fitted from step times, real ones here) is tested alone below."""
+    from samspec_bench.bench.engines.vllm import drafter as drafter_mod
+    monkeypatch.setattr(drafter_mod, "ENGINE_LENGTH", None)
+
+
 class _Params:
     def __init__(self, extra):
         self.extra_args = extra
@@ -523,3 +531,25 @@ def test_cost_auto_is_fitted_from_the_step_intervals(monkeypatch):
     prop2 = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
     prop2.propose([[1]] * rows, ntok.copy(), tok)
     assert prop2.times.take()["cost"] == [None]
+
+
+def test_engine_default_length_is_the_measured_cost(monkeypatch):
+    """A request that names no length drafts with the engine default, cost=auto (fed by the
+    step-time fit); SAMSPEC_VLLM_DRAFTER or the request's own spec override it."""
+    from samspec_bench.bench.engines.vllm import drafter as drafter_mod
+    from samspec_bench.sam.draft_length import OnlineCost
+    monkeypatch.undo()   # drop the replay default fixture
+    monkeypatch.delenv("SAMSPEC_VLLM_DRAFTER", raising=False)
+    assert drafter_mod.ENGINE_LENGTH == "evidence:cost=auto"
+    runner = FakeRunner()
+    prop = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
+    assert prop.defaults["length"] == "evidence:cost=auto"
+    auto = prop._drafter_for(prop._options("nobody"))
+    assert isinstance(auto.length.cost, OnlineCost) and id(auto) in prop._online
+    runner.requests["fixed"] = _Req({EXTRA_KEY: {"length": "fixed"}})
+    assert prop._drafter_for(prop._options("fixed")).length.fixed
+    monkeypatch.setenv("SAMSPEC_VLLM_DRAFTER", '{"length": "evidence:cost=0.3"}')
+    env = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
+    assert env._drafter_for(env._options("nobody")).length.threshold(K) == 0.3
+    # the adapter leaves the length to the engine only when the caller named none
+    assert not SamDrafter().length_given and SamDrafter(length="evidence").length_given

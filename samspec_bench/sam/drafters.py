@@ -87,7 +87,9 @@ class SamDrafter(Drafter):
     `length`: how many of the k tokens to propose (sam/draft_length.py): a spec string
     ("fixed": always up to k, SAM-Decoding's baseline; "evidence" (the default) or
     "evidence:cost=0.2,...": by the match length, the continuation's occurrence counts and
-    the request's recent acceptance), an EvidenceLength, or an AdaptiveLength.
+    the request's recent acceptance), an EvidenceLength, or an AdaptiveLength. Given none,
+    an engine that times its own steps applies its default instead (`length_given` False;
+    inside vLLM "evidence:cost=auto", the cost fitted from the step times).
     `compiled=False`: the evidence policy's choice runs in Python (its specification), for
     comparison; by default it runs in C where it can (`policy_path` says which).
     `token_stats`: the drafter-wide acceptance record of the evidence policy's corrections
@@ -111,6 +113,7 @@ class SamDrafter(Drafter):
         self.corpus = corpus
         self.l_threshold = l_threshold
         self.l_bias = l_bias
+        self.length_given = length is not None   # an engine may apply its own default otherwise
         self.length = length = parse_length(length)
         self.history = history
         self._fixed_length = length.fixed

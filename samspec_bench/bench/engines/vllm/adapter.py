@@ -287,7 +287,10 @@ class VllmEngine(Engine):
                 raise UserError(f"SAM draft length {length}: inside vLLM use a spec string: fixed, evidence or "
                                 "evidence:cost=0.2 (a profile callable or an adaptive rule cannot reach the "
                                 "engine's process)") from None
-            sam_opts = {"min_match": drafter.l_threshold, "group_sharing": drafter.group_sharing, "length": length}
+            # a drafter built without a length leaves it to the proposer's engine default
+            # (drafter.ENGINE_LENGTH: the cost measured from the engine's step times)
+            sam_opts = {"min_match": drafter.l_threshold, "group_sharing": drafter.group_sharing,
+                        "length": length if drafter.length_given else None}
             drafter = "sam"
         elif drafter is not None and not isinstance(drafter, str):
             raise UserError(f"drafter {type(drafter).__name__}: the vLLM engine takes 'sam', 'ngram', 'suffix' "

@@ -8,11 +8,12 @@ with its own command line:
 Arms (`--methods`, comma-separated):
   none-plain  an engine built without speculation
   none        the SAM engine with the drafter off (the same scheduling as sam)
-  sam         SAM through our proposer (`drafter.SamProposer`) with the drafter's default draft
-              length; sam[SPEC]: with the draft length policy SPEC (sam[fixed]: SAM-Decoding's
-              baseline, up to k tokens whenever any suffix matches; sam[evidence],
-              sam[evidence:cost=0.2]; sam[evidence:cost=auto]: the cost fitted online from the
-              engine's step times, `online_cost.py`); sam-mN: no draft for matches shorter than N tokens
+  sam         SAM through our proposer (`drafter.SamProposer`) with the engine's default draft
+              length (`drafter.ENGINE_LENGTH`, evidence:cost=auto: the evidence policy with the
+              cost fitted online from the engine's step times, `online_cost.py`); sam[SPEC]: with
+              the draft length policy SPEC (sam[fixed]: SAM-Decoding's baseline, up to k tokens
+              whenever any suffix matches; sam[evidence]: the replay default, a fixed cost;
+              sam[evidence:cost=0.2]); sam-mN: no draft for matches shorter than N tokens
   ngram       vLLM's n-gram method (prompt_lookup_min 2, max 5)
   suffix      vLLM's suffix method (Arctic; keeps finished responses, so it runs once);
               suffix-own keeps none (each request drafts from its own context)
@@ -44,6 +45,7 @@ from typing import Any, Sequence
 
 from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.bench.engines.vllm.adapter import VllmEngine, parse_engine_args
+from samspec_bench.bench.engines.vllm.drafter import ENGINE_LENGTH
 from samspec_bench.bench.engines.vllm.platform import versions
 from samspec_bench.data import encode_chat, read_benchmark
 from samspec_bench.errors import UserError
@@ -214,7 +216,10 @@ def _result(model, dtype, k, benchmark, n_prompts, max_tokens, repeats, methods,
                     firsts.append(f)
         total = sum(len(res.outputs) for _, res in rr)
         props = [res.engine.get("proposer") for _, res in rr if res.engine.get("proposer")]
+        drafter = plans[m][1]
         row = {"engine": plans[m][0], "repeats": len(rr), "tokens_per_s": tps,
+               **({"draft_length": drafter.length.spec() if drafter.length_given else ENGINE_LENGTH}
+                  if isinstance(drafter, SamDrafter) else {}),
                "output_tokens": fig(last.num_output_tokens, "tokens", "counted"),
                **_cost_figures(last),
                "greedy_identical_to_reference": {"identical": same, "of": total, "reference_arm": reference,
@@ -282,7 +287,8 @@ def print_table(out: dict, file=sys.stderr) -> None:
         prop = r.get("proposer_ms_per_step")
         share = r.get("proposer_share_of_wall")
         g = r["greedy_identical_to_reference"]
-        print(f"{m:11s} {t['median']:7.1f} tok/s [{t['min']:.1f}..{t['max']:.1f}, n={t['n']}]  "
+        name = f"{m} ({r['draft_length']})" if "draft_length" in r and "[" not in m else m
+        print(f"{name:11s} {t['median']:7.1f} tok/s [{t['min']:.1f}..{t['max']:.1f}, n={t['n']}]  "
               f"tokens/step {r['tokens_per_step']['value']:.3f}  drafted/step {r['drafted_per_step']['value']:.3f}  "
               f"verify/token {r['verify_tokens_per_emitted_token']['value']:.3f}  "
               + (f"proposer {prop['median']:.3f} ms/step ({100 * share['median']:.2f} % wall)  " if prop else "")

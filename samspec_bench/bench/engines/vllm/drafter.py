@@ -32,9 +32,11 @@ Per-request options ride on `SamplingParams.extra_args["samspec"]` (a dict):
   length    the draft length policy (`SamDrafter(length=...)`, sam/draft_length.py): "fixed"
             (SAM-Decoding's baseline: up to k whenever any suffix matches), "evidence" or
             "evidence:cost=0.2,..." (as many tokens as the evidence pays for), "evidence:cost=auto"
-            (the cost fitted online from this engine's step times, below); default: the
-            drafter's default. A spec the drafter refuses falls back to the default and is
-            listed in `describe()["bad_options"]` (the engine keeps running).
+            (the cost fitted online from this engine's step times, below); default:
+            ENGINE_LENGTH, "evidence:cost=auto": inside an engine the verify cost is measured,
+            not assumed (the replay default's fixed cost stands in where no step is timed). A
+            spec the drafter refuses falls back to the default and is listed in
+            `describe()["bad_options"]` (the engine keeps running).
   oracle    the continuation to draft in mode "oracle"
   threshold the seed's batch-size switch: draft only when at most this many requests stay in
             the batch for the next step (the rows minus the requests this step finishes by
@@ -81,6 +83,9 @@ from samspec_bench.sam.draft_length import OnlineCost, parse_length
 from samspec_bench.sam.drafters import SamDrafter
 
 EXTRA_KEY = "samspec"
+# The draft length policy of a request that names none (SAMSPEC_VLLM_DRAFTER may set another):
+# the evidence policy with the cost fitted from this engine's step times (`cost_fit`).
+ENGINE_LENGTH = "evidence:cost=auto"
 ENV_OPTIONS = "SAMSPEC_VLLM_DRAFTER"
 MODES = ("sam", "none", "oracle")
 CLASS_PATH = "samspec_bench.bench.engines.vllm.drafter.SamProposer"
@@ -136,7 +141,7 @@ class SamProposer:
         mc = getattr(vllm_config, "model_config", None)
         self.max_model_len = int(max_model_len or getattr(mc, "max_model_len", None) or 1 << 30)
         self.runner = runner if runner is not None else _find_runner()
-        self.defaults = _env_options()
+        self.defaults = {"length": ENGINE_LENGTH, **_env_options()}
         self._drafters: dict[tuple, SamDrafter] = {}
         self._states: dict[Any, _ReqState] = {}
         self._records: dict[Any, dict] = {}      # key -> record, requests still running
