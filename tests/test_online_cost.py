@@ -13,21 +13,26 @@ from samspec_bench.sam import SamDrafter
 from samspec_bench.sam.draft_length import DEFAULT_COST, EvidenceLength, OnlineCost, parse_length
 
 
-def _true_cost(a: float, b: float, rows: int) -> float:
-    return b * rows / (a + b * rows)
+def _true_cost(a: float, b: float, rows: int, est: OnlineDraftCost) -> float:
+    """b E / S at the estimator's per-row means (checked against the fed steps separately)."""
+    emitted, verified = est.per_row()
+    return b * rows * emitted / (a + b * rows * verified)
 
 
 def _feed(est: OnlineDraftCost, a: float, b: float, rows: int, n: int, rng: random.Random, noise: float = 0.0,
           max_draft: int = 3, outliers: float = 0.0) -> list[float]:
-    """n steps of `rows` rows, each row drafting 0..max_draft tokens; step time a + b * verified
-    (+ Gaussian noise of sd `noise`, + a pause of 20 x the step with probability `outliers`)."""
+    """n steps of `rows` rows, each row drafting 0..max_draft tokens and having 0..all of them
+    accepted; step time a + b * verified (+ Gaussian noise of sd `noise`, + a pause of 20 x the
+    step with probability `outliers`)."""
     costs = []
     for _ in range(n):
-        verified = rows + sum(rng.randint(0, max_draft) for _ in range(rows))
+        drafts = [rng.randint(0, max_draft) for _ in range(rows)]
+        verified = rows + sum(drafts)
+        emitted = rows + sum(rng.randint(0, d) for d in drafts)
         t = a + b * verified + rng.gauss(0.0, noise)
         if rng.random() < outliers:
             t += 20 * (a + b * rows)
-        costs.append(est.observe(t, rows, verified))
+        costs.append(est.observe(t, rows, verified, emitted))
     return costs
 
 
@@ -36,7 +41,11 @@ def test_recovers_a_known_slope():
     a, b, rows = 0.020, 0.004, 4        # cost = 0.016 / 0.036 = 0.444 decode steps
     est = OnlineDraftCost()
     _feed(est, a, b, rows, 300, rng)
-    assert est.warm and est.cost == pytest.approx(_true_cost(a, b, rows), abs=1e-6)
+    assert est.warm and est.cost == pytest.approx(_true_cost(a, b, rows, est), abs=1e-6)
+    # per row and step: 1 + 1.5 drafted verified on average, 1 + 0.75 emitted
+    assert est.per_row() == (pytest.approx(1.75, abs=0.15), pytest.approx(2.5, abs=0.15))
+    # drafting makes a draft token dearer than at no drafting (b r / (a + b r)) and emitting more cheaper
+    assert est.cost != pytest.approx(b * rows / (a + b * rows), abs=0.01)
     fa, fb = est.fit()
     assert (fa, fb) == (pytest.approx(a), pytest.approx(b))
     d = est.describe()
@@ -48,12 +57,12 @@ def test_noise_and_outliers_are_absorbed():
     a, b, rows = 0.020, 0.004, 4
     est = OnlineDraftCost()
     _feed(est, a, b, rows, 2000, rng, noise=0.002, outliers=0.03)
-    assert est.cost == pytest.approx(_true_cost(a, b, rows), abs=0.06)
+    assert est.cost == pytest.approx(_true_cost(a, b, rows, est), abs=0.06)
     assert est.clipped > 0
     # without the clipping the same pauses pull the fit away
     raw = OnlineDraftCost(clip=1e9)
     _feed(raw, a, b, rows, 2000, random.Random(2), noise=0.002, outliers=0.03)
-    assert abs(raw.cost - _true_cost(a, b, rows)) > abs(est.cost - _true_cost(a, b, rows))
+    assert abs(raw.cost - _true_cost(a, b, rows, raw)) > abs(est.cost - _true_cost(a, b, rows, est))
 
 
 def test_warm_up_keeps_the_default_then_fits():
@@ -62,7 +71,7 @@ def test_warm_up_keeps_the_default_then_fits():
     costs = _feed(est, 0.01, 0.005, 2, 31, rng)
     assert set(costs) == {DEFAULT_COST} and not est.warm and est.fit() is None
     costs = _feed(est, 0.01, 0.005, 2, 1, rng)
-    assert est.warm and costs[-1] == pytest.approx(_true_cost(0.01, 0.005, 2))
+    assert est.warm and costs[-1] == pytest.approx(_true_cost(0.01, 0.005, 2, est))
 
 
 def test_cost_is_clipped_to_the_unit_interval():
@@ -71,10 +80,11 @@ def test_cost_is_clipped_to_the_unit_interval():
     est = OnlineDraftCost()
     _feed(est, 0.05, -0.001, 4, 200, rng)
     assert est.cost == 0.0
-    # verify so expensive that a draft token costs more than a decode step: capped below 1
-    est = OnlineDraftCost(max_cost=0.95)
+    # verify nearly all of the step: the cost nears emitted / verified per row, capped at max_cost
+    est = OnlineDraftCost(max_cost=0.5)
     _feed(est, 0.0001, 0.05, 4, 200, rng)
-    assert est.cost == 0.95
+    emitted, verified = est.per_row()
+    assert emitted / verified > 0.6 and est.cost == 0.5
 
 
 def test_no_spread_in_verified_tokens_keeps_the_last_cost():
@@ -83,12 +93,13 @@ def test_no_spread_in_verified_tokens_keeps_the_last_cost():
     est = OnlineDraftCost()
     _feed(est, 0.02, 0.004, 4, 200, rng, max_draft=0)
     assert est.warm and est.cost == DEFAULT_COST and est.updates == 0
-    # fitted, then the policy stops drafting: the fit holds (no update once the spread is gone)
+    # fitted, then the policy stops drafting: once the spread is gone the fit holds
     est = OnlineDraftCost(half_life=16)
     _feed(est, 0.02, 0.004, 4, 100, rng)
-    fitted, updates = est.cost, est.updates
     _feed(est, 0.02, 0.004, 4, 300, rng, max_draft=0)
-    assert est.cost == pytest.approx(fitted, abs=1e-6) and est.updates < updates + 300
+    held, updates = est.cost, est.updates
+    _feed(est, 0.02, 0.004, 4, 100, rng, max_draft=0)
+    assert est.cost == held and est.updates == updates and held != DEFAULT_COST
 
 
 def test_recent_steps_weigh_more():
@@ -97,7 +108,7 @@ def test_recent_steps_weigh_more():
     _feed(est, 0.02, 0.001, 4, 300, rng)
     low = est.cost
     _feed(est, 0.02, 0.008, 4, 300, rng)   # the machine changed: verify got dearer
-    assert est.cost == pytest.approx(_true_cost(0.02, 0.008, 4), abs=0.02) and est.cost > low
+    assert est.cost == pytest.approx(_true_cost(0.02, 0.008, 4, est), abs=0.02) and est.cost > low
 
 
 def test_bad_steps_are_ignored():

@@ -467,8 +467,9 @@ def test_no_draft_past_max_tokens():
 
 def test_cost_auto_is_fitted_from_the_step_intervals(monkeypatch):
     """The proposer times each step as the interval between its calls and pairs it with the
-    drafts it returned at the earlier call: with step time a + b * verified tokens on a fake
-    clock, the cost=auto rows draft with b r / (a + b r), recorded per call; rows with a
+    drafts it returned at the earlier call and the tokens each row emitted: with step time
+    a + b * verified tokens on a fake clock, the cost=auto rows draft with b E / S (E tokens
+    emitted per step, S the step at the drafting level seen), recorded per call; rows with a
     fixed length spec record no cost."""
     from samspec_bench.bench.engines.vllm import drafter as drafter_mod
 
@@ -508,7 +509,10 @@ def test_cost_auto_is_fitted_from_the_step_intervals(monkeypatch):
             Clock.now += a + b * (rows + sum(map(len, drafts)))
         drafts = prop.propose(sampled, ntok.copy(), tok)
     fit = prop.describe()["online_cost"]
-    want = b * rows / (a + b * rows)
+    # nothing accepted: each row emitted one token per step and verified its drafts too
+    emitted, verified = fit["emitted_per_row_step"], fit["verified_per_row_step"]
+    assert emitted == pytest.approx(1.0) and verified > 1.2
+    want = b * rows * emitted / (a + b * rows * verified)
     assert fit["warm"] and fit["updates"] > 0
     assert fit["steps"] == 148   # not the first call's step (the prefills) nor the one after (no earlier decode)
     assert fit["cost"] == pytest.approx(want, abs=1e-6)

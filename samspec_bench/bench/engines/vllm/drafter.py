@@ -196,7 +196,8 @@ class SamProposer:
             decode = -1
         last = self._last_call
         if last is not None and decode > 0 and last[1] == decode:
-            cost = self.cost_fit.observe(now - last[0], decode, decode + last[2])
+            cost = self.cost_fit.observe(now - last[0], decode, decode + last[2],
+                                         sum(len(s) for s in sampled_token_ids))
             for holder in self._online.values():
                 if holder.value != cost:
                     holder.set(cost)

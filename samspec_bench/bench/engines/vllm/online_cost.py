@@ -10,9 +10,13 @@ batch's rows plus the draft tokens it proposed at the previous call). It fits
 
 with exponentially decayed least squares (five running sums: bounded memory, recent steps
 weigh more as the batch and the machine change) and turns the fit into the policy's cost
-at the current batch of r rows: one emitted token is worth (a + b r) / r seconds of a
-decode step, one draft token costs b, so cost = b r / (a + b r) (as `proposer_timing.
-verify_cost` fits offline). Guards:
+at the current batch of r rows. The engine emits E tokens per step S = a + b V (V verified);
+one more draft token adds b to the step and, accepted with probability p, p tokens, so it
+raises tokens per second when p >= b E / S: cost = b r t / (a + b r v), with t the tokens
+each row emitted per step and v the tokens each row verified per step (decayed means of the
+same steps; the step the policy drafts into is priced at its current drafting level). With
+no drafting yet (t = v = 1) this is b r / (a + b r), as `proposer_timing.verify_cost` fits
+offline. Guards:
 
 - warm-up: the default cost until `warmup` steps are seen; those steps are fitted once,
   with residuals beyond 3 median absolute deviations dropped, to start the running sums;
@@ -64,6 +68,7 @@ class OnlineDraftCost:
         self._s = [0.0] * 5            # decayed sums: w, w x, w y, w x^2, w x y
         self._scale = 0.0              # decayed mean absolute residual (s)
         self._ab: tuple[float, float] | None = None
+        self._per_row = [0.0, 0.0, 0.0]  # decayed sums: w, w emitted / rows, w verified / rows
 
     @property
     def warm(self) -> bool:
@@ -81,13 +86,19 @@ class OnlineDraftCost:
         b = (sxy / w - mx * my) / var
         return my - b * mx, b
 
-    def observe(self, interval_s: float, rows: int, verified: int) -> float:
-        """One engine step: its wall time (s), its decode rows and the tokens it verified
-        (rows + draft tokens). Returns the cost to use from now on."""
-        if rows <= 0 or not math.isfinite(interval_s) or interval_s <= 0 or verified < rows:
+    def observe(self, interval_s: float, rows: int, verified: int, emitted: int | None = None) -> float:
+        """One engine step: its wall time (s), its decode rows, the tokens it verified (rows +
+        draft tokens) and emitted (rows + accepted; None: not known, taken as rows). Returns
+        the cost to use from now on."""
+        emitted = rows if emitted is None else emitted
+        if rows <= 0 or not math.isfinite(interval_s) or interval_s <= 0 or verified < rows \
+                or not rows <= emitted <= verified:
             return self.cost
         self.steps += 1
         self.rows = int(rows)
+        d = self.decay   # per-row means of the steps seen: what one row emits and verifies
+        self._per_row = [d * self._per_row[0] + 1.0, d * self._per_row[1] + emitted / rows,
+                         d * self._per_row[2] + verified / rows]
         x, y = float(verified), float(interval_s)
         if self._buf is not None:
             self._buf.append((x, y))
@@ -135,19 +146,26 @@ class OnlineDraftCost:
         if ab is None:
             return   # no spread in the verified tokens: keep the last cost
         self._ab = ab
-        cost = draft_token_cost(*ab, self.rows)
+        cost = draft_token_cost(*ab, self.rows, *self.per_row())
         if cost is None:
             return
         self.cost = min(max(cost, 0.0), self.max_cost)
         self.updates += 1
 
+    def per_row(self) -> tuple[float, float]:
+        """(tokens emitted, tokens verified) per row per step: decayed means; (1, 1) before any step."""
+        w, e, v = self._per_row
+        return (e / w, v / w) if w > 0 else (1.0, 1.0)
+
     def describe(self) -> dict[str, Any]:
         a, b = self._ab if self._ab is not None else (None, None)
+        emitted, verified = self.per_row()
         return {"cost": self.cost, "unit": "decode steps per draft token",
                 "source": "fitted online: step interval (measured) = a + b * verified tokens, decayed least squares",
                 "warm": self.warm, "steps": self.steps, "updates": self.updates, "clipped_steps": self.clipped,
                 "fixed_ms": None if a is None else 1e3 * a, "ms_per_verified_token": None if b is None else 1e3 * b,
-                "rows": self.rows, "default": self.default, "half_life_steps": self.half_life,
+                "rows": self.rows, "emitted_per_row_step": emitted, "verified_per_row_step": verified,
+                "default": self.default, "half_life_steps": self.half_life,
                 "warmup_steps": self.warmup, "max_cost": self.max_cost}
 
 
@@ -160,8 +178,10 @@ def least_squares(xs: list[float], ys: list[float]) -> tuple[float, float] | Non
     return intercept, slope
 
 
-def draft_token_cost(a: float, b: float, rows: int) -> float | None:
-    """A draft token's verify cost in decode steps (what an accepted one saves a request), from
-    step time = a + b * verified tokens at `rows` decode rows: b * rows / (a + b * rows)."""
-    step = a + b * rows
-    return b * rows / step if step > 0 else None
+def draft_token_cost(a: float, b: float, rows: int, emitted: float = 1.0, verified: float = 1.0) -> float | None:
+    """A draft token's verify cost in decode steps (the acceptance probability at which it
+    pays), from step time = a + b * verified tokens at `rows` decode rows, each row emitting
+    `emitted` and verifying `verified` tokens per step: b * rows * emitted / (a + b * rows *
+    verified); without drafting b * rows / (a + b * rows)."""
+    step = a + b * rows * verified
+    return b * rows * emitted / step if step > 0 else None
