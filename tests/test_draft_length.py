@@ -249,6 +249,42 @@ def test_each_table_is_judged_against_the_others_factors(record):
             stats.factor(7, 1.0, -1, 1.0)
 
 
+@pytest.mark.parametrize("record", [TokenAcceptance, AcceptanceStats])
+def test_pooled_shape_prior_is_centred_on_every_shape_judgement(record):
+    stats = record()
+    a, b, unseen = shape_key(5, 3, 3, 1), shape_key(40, 1, 1, 2), shape_key(2, 9, 4, 3)
+    stats.update([7, 8], [(0.5, 1.0, 1.0, a), (0.5, 1.0, 1.0, a)], 1)   # a: one accepted, one rejected
+    stats.update([9], [(0.6, 0.5, 1.0, b)], 0)                           # b: 0.3 predicted, rejected
+    assert stats.shape_total == pytest.approx([1.3, 1.0])
+    g = (1.0 + 2.0) / (1.3 + 2.0)                                        # the pooled ratio, prior weight 2
+    assert stats.shape_factor(unseen, 2.0, pooled=True) == pytest.approx(g)
+    assert stats.shape_factor(b, 2.0, pooled=True) == pytest.approx((0.0 + 2.0 * g) / (0.3 + 2.0))
+    assert stats.shape_factor(unseen, 2.0) == 1.0 and stats.shape_factor(b, 2.0) == pytest.approx(2.0 / 2.3)
+    assert stats.shape_factor(unseen, 0.0, pooled=True) == 1.0           # shape=0: no correction at all
+
+
+def test_pooled_prior_carries_what_other_shapes_learnt_to_a_new_shape():
+    """Drafts of one shape always rejected: with pooled=1 a candidate of another shape, never
+    judged, is drafted shorter too (its prior is the record's overall ratio); with pooled=0 it
+    is drafted as the raw estimate says."""
+    seen_cand, new_cand = _cand(2, [5, 4, 4, 4, 4]), _cand(30, [2, 2, 2, 2, 2])
+    n = {}
+    for pooled in (0, 1):
+        pol = EvidenceLength(cost=0.3, tau=1e9, tokens=0, shape=4, pooled=pooled)
+        stats = TokenAcceptance()
+        before = len(pol.choose(pol.new_request(), 4, [new_cand], True, stats)[0])
+        for _ in range(50):
+            state = pol.new_request()
+            draft, _ = pol.choose(state, 4, [seen_cand], True, stats)
+            if draft:
+                stats.update(draft, state.pending_q, 0)
+        assert not set(k[0] for k in stats.shape_stats) & {shape_key(30, 2, 2, 1)[0]}   # new_cand's shapes unseen
+        n[pooled] = (before, len(pol.choose(pol.new_request(), 4, [new_cand], True, stats)[0]))
+    assert n[0][0] == n[0][1] == n[1][0] > n[1][1]
+    with pytest.raises(ValueError, match="pooled=2"):
+        parse_length("evidence:pooled=2")
+
+
 def test_shape_correction_learns_where_the_count_estimate_is_overconfident():
     pol = EvidenceLength(cost=0.3, tau=1e9, tokens=0, shape=4)
     cand = _cand(2, [5, 4, 4, 4, 4])                       # 4 of 5 continued alike: q ~ 0.7 per token
@@ -364,7 +400,7 @@ def test_evidence_policy_pareto_dominates_the_fixed_policy_on_a_shared_trace(qwe
 C_SPECS = ["evidence", "evidence:cost=0.1,novelty=2,depth=3,cap=1.5,tau=4,decay=0.9,choice=earliest",
            "evidence:choice=recent,cost=0.05,depth=64,novelty=0.5", "evidence:cap=0.5,cost=0.5,depth=1",
            "evidence:cost=0,tau=1e9", "evidence:tokens=0,shape=0", "evidence:tokens=0,shape=2,cost=0.1",
-           "evidence:tokens=1,shape=0,choice=recent"]
+           "evidence:tokens=1,shape=0,choice=recent", "evidence:pooled=0,shape=2,cost=0.1"]
 
 
 @pytest.mark.parametrize("spec", C_SPECS)
@@ -402,6 +438,7 @@ def test_compiled_choice_equals_the_python_policy_on_random_strings(spec, interl
                 c_stats.update(want[0], state.pending_q, a)
     assert drafted > compared // 10   # the comparison is not only of empty drafts
     assert c_stats.stats == py_stats.stats and c_stats.shape_stats == py_stats.shape_stats
+    assert c_stats.shape_total == py_stats.shape_total
     assert len(c_stats) == len(py_stats) > 0 and (len(c_stats.shape_stats) > 0) == (pol.shape > 0)
 
 
@@ -444,6 +481,7 @@ def test_compiled_drafter_equals_the_python_drafter_on_a_shared_trace(group_shar
         assert drafted > 0 and c._ev[0].predicted > 0
         assert type(c.token_stats) is AcceptanceStats and type(py.token_stats) is TokenAcceptance
         assert c.token_stats.stats == py.token_stats.stats and c.token_stats.shape_stats == py.token_stats.shape_stats
+        assert c.token_stats.shape_total == py.token_stats.shape_total
         assert len(c.token_stats) == len(py.token_stats) and (len(py.token_stats) > 0) == py._per_token
         for i in range(len(items)):
             c.stop(i)

@@ -8,7 +8,8 @@
  *
  * Tables: drafted token id -> [sum of estimates, accepted] (open addressing, grows with the
  * vocabulary drafted), and shape_key -> the same in a fixed array (the key's ranges are bounded:
- * 9 x 6 x 2 x 4 buckets). Acceptance statistics only, never draft content: one object may be
+ * 9 x 6 x 2 x 4 buckets), with the pooled sums of every shape judgement (the centre of a
+ * shape's prior with pooled=1). Acceptance statistics only, never draft content: one object may be
  * shared by several EvidenceBatch instances (drafters), as one TokenAcceptance is in Python.
  */
 
@@ -24,6 +25,7 @@ typedef struct {
     Py_ssize_t cap, used;        /* cap: a power of two, used <= cap / 2 */
     double shape_pred[SHAPE_N], shape_acc[SHAPE_N];
     unsigned char shape_has[SHAPE_N];
+    double total_pred, total_acc;  /* every shape judgement: TokenAcceptance.shape_total */
 } AccStats;
 
 /* The per-token estimates a draft token was proposed with (RequestEvidence.pending_q's tuple). */
@@ -86,18 +88,23 @@ static void acc_add_shape(AccStats *a, int key, double predicted, int ok) {
     if (!a->shape_has[key]) { a->shape_has[key] = 1; a->shape_pred[key] = 0.0; a->shape_acc[key] = 0.0; }
     a->shape_pred[key] += predicted;
     a->shape_acc[key] += ok ? 1.0 : 0.0;
+    a->total_pred += predicted;
+    a->total_acc += ok ? 1.0 : 0.0;
 }
 
-/* TokenAcceptance.factor(token, m) / shape_factor(key, m): (accepted + m * 1.0) / (predicted + m) */
+/* TokenAcceptance.factor(token, m) / shape_factor(key, m, pooled): (accepted + m * centre) /
+ * (predicted + m), centre 1.0, or for a pooled shape prior the ratio over every shape judgement */
 static inline double acc_token_factor(const AccStats *a, int32_t t, double m) {
     if (!(m > 0)) return 1.0;
     const AccSlot *e = acc_find(a, t);
     return e ? (e->acc + m * 1.0) / (e->pred + m) : 1.0;
 }
 
-static inline double acc_shape_factor(const AccStats *a, int key, double m) {
-    if (!(m > 0) || key < 0 || !a->shape_has[key]) return 1.0;
-    return (a->shape_acc[key] + m * 1.0) / (a->shape_pred[key] + m);
+static inline double acc_shape_factor(const AccStats *a, int key, double m, int pooled) {
+    if (!(m > 0)) return 1.0;
+    double centre = pooled ? (a->total_acc + m) / (a->total_pred + m) : 1.0;
+    if (key < 0 || !a->shape_has[key]) return centre;
+    return (a->shape_acc[key] + m * centre) / (a->shape_pred[key] + m);
 }
 
 /* TokenAcceptance.update without pairs: draft token j (0-based) reached when j <= accepted */
@@ -159,15 +166,16 @@ static int acc_key_index(PyObject *key) {
     return (int)(((v[0] * SHAPE_SEEN + v[1]) * 2 + v[2]) * 4 + v[3]);
 }
 
-/* shape_factor(key, m) */
+/* shape_factor(key, m, pooled=False) */
 static PyObject *AccStats_shape_factor(AccStats *a, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"key", "m", NULL};
+    static char *kwlist[] = {"key", "m", "pooled", NULL};
     PyObject *key;
     double m;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!d", kwlist, &PyTuple_Type, &key, &m)) return NULL;
+    int pooled = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!d|p", kwlist, &PyTuple_Type, &key, &m, &pooled)) return NULL;
     int i = acc_key_index(key);
     if (i == -2) return NULL;
-    return PyFloat_FromDouble(acc_shape_factor(a, i, m));
+    return PyFloat_FromDouble(acc_shape_factor(a, i, m, pooled));
 }
 
 /* update(draft, estimates, accepted, pairs=False): estimates[j] a float or (q, f_tok, f_shape, key) */
@@ -233,10 +241,13 @@ static PyObject *AccStats_get_shape_stats(AccStats *a, void *c) {
 
 static PyObject *AccStats_get_pair_stats(AccStats *a, void *c) { return PyDict_New(); }
 
+static PyObject *AccStats_get_shape_total(AccStats *a, void *c) { return acc_pair(a->total_pred, a->total_acc); }
+
 static PyMethodDef AccStats_methods[] = {
     {"factor", (PyCFunction)(void (*)(void))AccStats_factor, METH_VARARGS | METH_KEYWORDS,
      "factor(token, m, prev=-1, m_pair=0.0) -> the token's correction (no pairs: m_pair must be 0)"},
-    {"shape_factor", (PyCFunction)(void (*)(void))AccStats_shape_factor, METH_VARARGS | METH_KEYWORDS, "shape_factor(key, m) -> the shape's correction"},
+    {"shape_factor", (PyCFunction)(void (*)(void))AccStats_shape_factor, METH_VARARGS | METH_KEYWORDS, 
+     "shape_factor(key, m, pooled=False) -> the shape's correction (pooled: its prior centred on the pooled ratio)"},
     {"update", (PyCFunction)(void (*)(void))AccStats_update, METH_VARARGS | METH_KEYWORDS,
      "update(draft, estimates, accepted, pairs=False): as TokenAcceptance.update (pairs must be False)"},
     {NULL, NULL, 0, NULL}};
@@ -245,6 +256,7 @@ static PyGetSetDef AccStats_getset[] = {
     {"stats", (getter)AccStats_get_stats, NULL, "a copy: token id -> [sum of estimates, accepted]", NULL},
     {"shape_stats", (getter)AccStats_get_shape_stats, NULL, "a copy: shape_key -> [sum of estimates, accepted]", NULL},
     {"pair_stats", (getter)AccStats_get_pair_stats, NULL, "always empty (no pair table in C)", NULL},
+    {"shape_total", (getter)AccStats_get_shape_total, NULL, "a copy: every shape judgement, [sum of estimates, accepted]", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PySequenceMethods AccStats_as_sequence = {.sq_length = (lenfunc)AccStats_len};

@@ -19,7 +19,7 @@ typedef struct {
     double cost, novelty, cap, tau, decay;
     double m_tok, m_shape;         /* the corrections' prior weights (tokens=, shape=; 0: off) */
     Py_ssize_t depth, l_threshold;
-    int mode;
+    int mode, pooled;              /* pooled: the shape prior centred on the record's pooled ratio */
 } EvParams;
 
 /* One request: its source (core, doc), its recent acceptance and the draft waiting to be judged. */
@@ -80,7 +80,7 @@ static Py_ssize_t ev_choose(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, cons
                 e->q = x;
                 e->f_tok = acc_token_factor(A, c, P->m_tok);
                 e->key = P->m_shape > 0 ? acc_shape_index(L, seen, s->ev[nt].cnt, j) : -1;
-                e->f_shape = e->key >= 0 ? acc_shape_factor(A, e->key, P->m_shape) : 1.0;
+                e->f_shape = e->key >= 0 ? acc_shape_factor(A, e->key, P->m_shape, P->pooled) : 1.0;
                 x = x * e->f_tok * e->f_shape;
                 x = x < 0.99 ? x : 0.99;
             }
@@ -180,17 +180,19 @@ static PyTypeObject EvRequestType = {
 static int EvidenceBatch_set_stats(EvidenceBatch *self, PyObject *v, void *c);
 
 /* EvidenceBatch(cost, novelty, depth, cap, tau, decay, choice, l_threshold, tokens=0, shape=0,
- * stats=None); cost < 0: the policy's cost is a profile, read in Python per draft and passed to
- * propose. tokens / shape: the corrections' prior weights, applied with an AcceptanceStats. */
+ * stats=None, pooled=0); cost < 0: the policy's cost is a profile, read in Python per draft and
+ * passed to propose. tokens / shape: the corrections' prior weights, applied with an
+ * AcceptanceStats; pooled: the shape prior centred on the record's pooled ratio. */
 static int EvidenceBatch_init(EvidenceBatch *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "l_threshold",
-                             "tokens", "shape", "stats", NULL};
+                             "tokens", "shape", "stats", "pooled", NULL};
     EvParams *P = &self->P;
     PyObject *stats = Py_None;
     P->m_tok = P->m_shape = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "ddndddin|ddO", kwlist, &P->cost, &P->novelty, &P->depth,
+    P->pooled = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ddndddin|ddOp", kwlist, &P->cost, &P->novelty, &P->depth,
                                      &P->cap, &P->tau, &P->decay, &P->mode, &P->l_threshold,
-                                     &P->m_tok, &P->m_shape, &stats))
+                                     &P->m_tok, &P->m_shape, &stats, &P->pooled))
         return -1;
     if (P->depth < 1 || P->mode < 0 || P->mode > 2 || P->l_threshold < 1 || !(P->novelty > 0) || !(P->tau > 0)
         || !(P->m_tok >= 0) || !(P->m_shape >= 0)) {

@@ -35,7 +35,8 @@ from samspec_bench.sam.automaton import CHOICES
 # corrections' record AcceptanceStats, sam/_acceptance_stats.h) implements: a policy with any
 # other field (a parameter added later) is chosen by choose() in Python; so is pairs > 0 (the
 # C record keeps no pair table).
-C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "tokens", "pairs", "shape"})
+C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "tokens", "pairs", "shape",
+                      "pooled"})
 
 DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
 LENGTH_SPECS = ("fixed", "evidence")
@@ -105,7 +106,11 @@ class TokenAcceptance:
       its prior centred on the token's factor;
     - shape_key of the estimate's inputs (`shape=m`): where the count estimate itself is off.
     Each correction is a factor (accepted + m) / (predicted + m), a prior of weight m centred
-    on no change; the estimate is the count estimate times the factors. Each table is judged
+    on no change; the estimate is the count estimate times the factors. With `pooled`, a
+    shape's prior is centred instead on the pooled ratio of every shape judgement so far,
+    (accepted + m) / (predicted + m) over the whole table (`shape_total`): a shape not yet
+    judged starts from what the record has learnt overall, not from the raw estimate, so a
+    young record is as calibrated on average as a mature one. Each table is judged
     against the estimate with the other tables' factors applied (online backfitting), so the
     tables do not both take the same bias. Entries: one per token id seen (the vocabulary),
     at most MAX_PAIRS pairs, a few hundred shapes. Acceptance statistics only, never draft
@@ -115,12 +120,13 @@ class TokenAcceptance:
 
     MAX_PAIRS = 1 << 18
 
-    __slots__ = ("stats", "pair_stats", "shape_stats")
+    __slots__ = ("stats", "pair_stats", "shape_stats", "shape_total")
 
     def __init__(self):
         self.stats: dict[int, list[float]] = {}   # token id -> [sum of estimates, accepted]
         self.pair_stats: dict[tuple[int, int], list[float]] = {}
         self.shape_stats: dict[tuple, list[float]] = {}
+        self.shape_total = [0.0, 0.0]   # every shape judgement: [sum of estimates, accepted]
 
     @staticmethod
     def _ratio(table: dict, key, m: float, centre: float = 1.0) -> float:
@@ -132,8 +138,12 @@ class TokenAcceptance:
         f = self._ratio(self.stats, token, m) if m > 0 else 1.0
         return self._ratio(self.pair_stats, (prev, token), m_pair, f) if m_pair > 0 else f
 
-    def shape_factor(self, key: tuple, m: float) -> float:
-        return self._ratio(self.shape_stats, key, m) if m > 0 else 1.0
+    def shape_factor(self, key: tuple, m: float, pooled: bool = False) -> float:
+        """The shape's correction; `pooled`: its prior centred on the pooled ratio of every shape."""
+        if not m > 0:
+            return 1.0
+        t = self.shape_total
+        return self._ratio(self.shape_stats, key, m, (t[1] + m) / (t[0] + m) if pooled else 1.0)
 
     def update(self, draft: list[int], estimates: list, accepted: int, pairs: bool = False) -> None:
         """Draft token j (1-based) was reached when j <= accepted + 1, accepted when j <= accepted.
@@ -147,6 +157,8 @@ class TokenAcceptance:
                 self._add(self.pair_stats, (draft[j - 1] if j else -1, draft[j]), q * f_shape, ok, self.MAX_PAIRS)
             if key is not None:
                 self._add(self.shape_stats, key, q * f_tok, ok)
+                self.shape_total[0] += q * f_tok
+                self.shape_total[1] += ok
 
     @staticmethod
     def _add(table: dict, key, predicted: float, ok: bool, most: int = 0) -> None:
@@ -162,7 +174,7 @@ class TokenAcceptance:
         return len(self.stats)
 
 
-DEFAULT_COST = 0.225   # decode steps per draft token (docs/drafting.md: chosen on the dev split)
+DEFAULT_COST = 0.215   # decode steps per draft token (docs/drafting.md: chosen on the dev split)
 
 
 class OnlineCost:
@@ -211,14 +223,15 @@ class EvidenceLength:
     to [1/4, 4], then multiplied by the drafter-wide corrections learnt online from which
     draft tokens were accepted (TokenAcceptance: per drafted token id, weight `tokens`; per
     (previous token, token), `pairs`; per shape_key of the estimate's inputs, `shape`; 0 turns
-    one off), and capped at 0.99. P_i is the product of q_1..q_i, a candidate's score is
+    one off; `pooled=1`: the shape prior centred on the record's pooled ratio, 0: on no
+    change), and capped at 0.99. P_i is the product of q_1..q_i, a candidate's score is
     sum(P_i - cost) over its tokens with P_i >= cost.
     Parameters: cost (the marginal verify cost of one draft token, in decode steps; a callable
     taking k is read per draft, e.g. from a step-time profile; an OnlineCost, spec cost=auto,
     is set by the engine from its measured step times), novelty, depth, tau, decay,
     choice (which continuation is drafted: frequent, recent = the latest earlier occurrence,
     earliest = min_endpos's), tokens, pairs, shape (prior weights of the corrections, in
-    predicted accepted tokens)."""
+    predicted accepted tokens), pooled (1 or 0)."""
 
     cost: Union[float, Callable[[int], float]] = DEFAULT_COST
     novelty: float = 1.0
@@ -230,6 +243,7 @@ class EvidenceLength:
     tokens: float = 8.0
     pairs: float = 0.0
     shape: float = 8.0
+    pooled: float = 1.0
 
     fixed = False
 
@@ -244,6 +258,9 @@ class EvidenceLength:
             if not getattr(self, name) >= 0:
                 raise ValueError(f"evidence:{name}={getattr(self, name)}: the prior weight of the per-token "
                                  "correction must be >= 0 (0: off)")
+        if self.pooled not in (0, 1):
+            raise ValueError(f"evidence:pooled={self.pooled}: 1 (the shape prior centred on the record's pooled "
+                             "ratio) or 0 (centred on no change)")
         if not (float(self.depth) == int(self.depth) and 1 <= int(self.depth) <= 64):
             raise ValueError(f"evidence:depth={self.depth}: the number of candidate matches must be an integer in [1, 64]")
         object.__setattr__(self, "depth", int(self.depth))
@@ -296,7 +313,7 @@ class EvidenceLength:
                 if per_token is not None:
                     f_tok = per_token.factor(draft[j - 1], self.tokens, draft[j - 2] if j > 1 else -1, self.pairs)
                     key = shape_key(length, seen, counts[j], j) if self.shape > 0 else None
-                    f_shape = per_token.shape_factor(key, self.shape) if key is not None else 1.0
+                    f_shape = per_token.shape_factor(key, self.shape, self.pooled > 0) if key is not None else 1.0
                     qs.append((q, f_tok, f_shape, key))
                     q = min(0.99, q * f_tok * f_shape)
                 else:
@@ -322,7 +339,8 @@ class EvidenceLength:
             return None
         return {"cost": -1.0 if callable(self.cost) else float(self.cost), "novelty": float(self.novelty),
                 "depth": self.depth, "cap": float(self.cap), "tau": float(self.tau), "decay": float(self.decay),
-                "choice": self.choice_code, "tokens": float(self.tokens), "shape": float(self.shape)}
+                "choice": self.choice_code, "tokens": float(self.tokens), "shape": float(self.shape),
+                "pooled": int(self.pooled > 0)}
 
     def observe(self, state: RequestEvidence, predicted: float, accepted: int) -> None:
         state.predicted = self.decay * state.predicted + predicted
