@@ -114,20 +114,20 @@ def test_bad_arms_and_repeats_are_named():
 
 @pytest.mark.vllm
 def test_compare_inside_vllm(tmp_path):
-    """A real run (none, sam, sam-m2, sam[evidence:cost=auto]; 3 prompts, 48 tokens, 2
-    repeats): the JSON has the spread fields, the proposer's time is measured and positive,
-    greedy outputs identical; the cost=auto arm records the cost it fitted online, finite
-    and in [0, 1) at every recorded call."""
+    """A real run (none, sam, sam-m2, sam[evidence]; 3 prompts, 48 tokens, 2 repeats): the
+    JSON has the spread fields, the proposer's time is measured and positive, greedy outputs
+    identical; sam (the engine default, cost=auto) records the cost it fitted online, finite
+    and in [0, 1) at every recorded call; sam[evidence] (a fixed cost) records none."""
     from vllm_tier import require_vllm
 
     require_vllm()
     path = tmp_path / "compare.json"
-    auto = "sam[evidence:cost=auto]"
-    rc = compare.main(["--methods", f"none,sam,sam-m2,{auto}", "--num-prompts", "3", "--max-tokens", "48",
+    auto, fixed = "sam", "sam[evidence]"
+    rc = compare.main(["--methods", f"none,sam,sam-m2,{fixed}", "--num-prompts", "3", "--max-tokens", "48",
                        "--repeats", "2", "--json", str(path)])
     assert rc == 0
     out = json.loads(path.read_text())
-    for m in ("none", "sam", "sam-m2", auto):
+    for m in ("none", "sam", "sam-m2", fixed):
         row = out["arms"][m]
         t = row["tokens_per_s"]
         assert t["n"] == 2 and t["min"] <= t["median"] <= t["max"] and len(t["runs"]) == 2
@@ -138,11 +138,12 @@ def test_compare_inside_vllm(tmp_path):
     assert out["arms"]["none"]["drafted_per_step"]["value"] == 0
     assert out["arms"]["sam"]["drafted_per_step"]["value"] > 0
     assert out["arms"]["sam"]["tokens_per_s_vs"]["none"]["unit"] == "x"
-    assert set(out["goal"]) == {"sam", "sam-m2", auto}
+    assert set(out["goal"]) == {"sam", "sam-m2", fixed}
+    assert out["arms"][auto]["draft_length"] == "evidence:cost=auto" and out["arms"][fixed]["draft_length"] == "evidence"
     oc = out["arms"][auto]["online_cost"]
     assert oc["n"] == 2 and oc["series_last_repeat"]
     assert all(math.isfinite(c) and 0 <= c < 1 for _, c in oc["series_last_repeat"]) and 0 <= oc["min"] <= oc["max"] < 1
-    assert "online_cost" not in out["arms"]["sam"]   # a fixed cost records none
+    assert "online_cost" not in out["arms"][fixed]   # a fixed cost records none
 
 
 @pytest.mark.vllm

@@ -280,17 +280,14 @@ class VllmEngine(Engine):
         if isinstance(drafter, SamDrafter):
             if drafter.corpus is not None:
                 raise UserError("a SAM drafter with a static corpus cannot run inside vLLM yet: drop the corpus")
-            length = drafter.length.spec()
+            length = drafter.length.spec() if drafter.length_given else None   # None: drafter.ENGINE_LENGTH
             try:   # the spec travels to vLLM's process as text: it must parse back to the same policy
                 parse_length(length)
             except ValueError:
                 raise UserError(f"SAM draft length {length}: inside vLLM use a spec string: fixed, evidence or "
                                 "evidence:cost=0.2 (a profile callable or an adaptive rule cannot reach the "
                                 "engine's process)") from None
-            # a drafter built without a length leaves it to the proposer's engine default
-            # (drafter.ENGINE_LENGTH: the cost measured from the engine's step times)
-            sam_opts = {"min_match": drafter.l_threshold, "group_sharing": drafter.group_sharing,
-                        "length": length if drafter.length_given else None}
+            sam_opts = {"min_match": drafter.l_threshold, "group_sharing": drafter.group_sharing, "length": length}
             drafter = "sam"
         elif drafter is not None and not isinstance(drafter, str):
             raise UserError(f"drafter {type(drafter).__name__}: the vLLM engine takes 'sam', 'ngram', 'suffix' "
