@@ -285,6 +285,32 @@ def test_pooled_prior_carries_what_other_shapes_learnt_to_a_new_shape():
         parse_length("evidence:pooled=2")
 
 
+@pytest.mark.parametrize("record", [TokenAcceptance, AcceptanceStats])
+def test_a_pooled_prior_that_alone_silences_the_drafter_fades(record):
+    """An unlucky start (every early draft rejected) drives the pooled ratio below the cost:
+    with no draft nothing is judged, so without fading the drafter would stay silent for good.
+    Each silenced draft (a first token that passes with the shape prior centred on no change)
+    fades the pooled sums by the policy's decay until a draft passes again; a silence the
+    pooled prior did not cause fades nothing."""
+    pol = EvidenceLength(cost=0.4, tau=1e9, tokens=0, shape=4, decay=0.9)
+    stats = record()
+    for _ in range(10):   # first tokens rejected: 10 predicted, nothing accepted, pooled ratio 4 / 14
+        stats.update([7, 8, 9], [(1.0, 1.0, 1.0, shape_key(5, 3, 3, j)) for j in (1, 2, 3)], 0)
+    cand = _cand(30, [2, 2, 2, 2, 2])   # a shape never judged, a confident raw estimate
+    silent = 0
+    while not pol.choose(pol.new_request(), 4, [cand], True, stats)[0]:
+        silent += 1
+        assert silent < 50
+    q1 = 2 / (2 + 1 / 30)                        # the first token's raw estimate
+    g = [4.0 / (10.0 * 0.9 ** n + 4.0) for n in (silent - 1, silent)]   # the pooled ratio before / after
+    assert silent > 0 and stats.shape_total[0] == pytest.approx(10.0 * 0.9 ** silent)
+    assert q1 * g[0] < 0.4 <= q1 * g[1]          # silent exactly while the pooled prior blocked it
+    # a candidate the unpooled prior would not draft either: its silence fades nothing
+    before = list(stats.shape_total)
+    assert pol.choose(pol.new_request(), 4, [_cand(1, [9, 1, 1])], True, stats)[0] == []
+    assert stats.shape_total == before
+
+
 def test_shape_correction_learns_where_the_count_estimate_is_overconfident():
     pol = EvidenceLength(cost=0.3, tau=1e9, tokens=0, shape=4)
     cand = _cand(2, [5, 4, 4, 4, 4])                       # 4 of 5 continued alike: q ~ 0.7 per token
@@ -400,7 +426,8 @@ def test_evidence_policy_pareto_dominates_the_fixed_policy_on_a_shared_trace(qwe
 C_SPECS = ["evidence", "evidence:cost=0.1,novelty=2,depth=3,cap=1.5,tau=4,decay=0.9,choice=earliest",
            "evidence:choice=recent,cost=0.05,depth=64,novelty=0.5", "evidence:cap=0.5,cost=0.5,depth=1",
            "evidence:cost=0,tau=1e9", "evidence:tokens=0,shape=0", "evidence:tokens=0,shape=2,cost=0.1",
-           "evidence:tokens=1,shape=0,choice=recent", "evidence:pooled=0,shape=2,cost=0.1"]
+           "evidence:tokens=1,shape=0,choice=recent", "evidence:pooled=0,shape=2,cost=0.1",
+           "evidence:cost=0.45,shape=2,tokens=0,decay=0.95"]
 
 
 @pytest.mark.parametrize("spec", C_SPECS)

@@ -107,6 +107,12 @@ static inline double acc_shape_factor(const AccStats *a, int key, double m, int 
     return (a->shape_acc[key] + m * centre) / (a->shape_pred[key] + m);
 }
 
+/* TokenAcceptance.relax_pooled(d): the pooled sums fade by d (see EvidenceLength.choose) */
+static inline void acc_relax_pooled(AccStats *a, double d) {
+    a->total_pred *= d;
+    a->total_acc *= d;
+}
+
 /* TokenAcceptance.update without pairs: draft token j (0-based) reached when j <= accepted */
 static int acc_update(AccStats *a, const int32_t *draft, const AccEst *est, Py_ssize_t n, Py_ssize_t accepted) {
     for (Py_ssize_t j = 0; j < n && j <= accepted; j++) {
@@ -176,6 +182,14 @@ static PyObject *AccStats_shape_factor(AccStats *a, PyObject *args, PyObject *kw
     int i = acc_key_index(key);
     if (i == -2) return NULL;
     return PyFloat_FromDouble(acc_shape_factor(a, i, m, pooled));
+}
+
+/* relax_pooled(d) */
+static PyObject *AccStats_relax_pooled(AccStats *a, PyObject *arg) {
+    double d = PyFloat_AsDouble(arg);
+    if (d == -1.0 && PyErr_Occurred()) return NULL;
+    acc_relax_pooled(a, d);
+    Py_RETURN_NONE;
 }
 
 /* update(draft, estimates, accepted, pairs=False): estimates[j] a float or (q, f_tok, f_shape, key) */
@@ -248,6 +262,8 @@ static PyMethodDef AccStats_methods[] = {
      "factor(token, m, prev=-1, m_pair=0.0) -> the token's correction (no pairs: m_pair must be 0)"},
     {"shape_factor", (PyCFunction)(void (*)(void))AccStats_shape_factor, METH_VARARGS | METH_KEYWORDS, 
      "shape_factor(key, m, pooled=False) -> the shape's correction (pooled: its prior centred on the pooled ratio)"},
+    {"relax_pooled", (PyCFunction)AccStats_relax_pooled, METH_O,
+     "relax_pooled(d): the pooled sums (shape_total) times d, as TokenAcceptance.relax_pooled"},
     {"update", (PyCFunction)(void (*)(void))AccStats_update, METH_VARARGS | METH_KEYWORDS,
      "update(draft, estimates, accepted, pairs=False): as TokenAcceptance.update (pairs must be False)"},
     {NULL, NULL, 0, NULL}};

@@ -41,11 +41,13 @@ typedef struct {
  * *expected. work: scratch for k tokens. The dynamic source (the match's own current
  * occurrence is counted in cnt: at_end) is the only one this path drafts from. A: the
  * corrections' record (NULL: off), read per token; best_est / work_est: the estimates
- * (room for k each) the record is later judged against, as choose() keeps them in pending_q. */
+ * (room for k each) the record is later judged against, as choose() keeps them in pending_q.
+ * *silenced: no draft, though some candidate's first token would pass with the shape prior
+ * centred on no change (the pooled prior alone kept the drafter silent). */
 static Py_ssize_t ev_choose(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, const EvParams *P,
                             double cost, double scale, int32_t *best, int32_t *work, double *expected,
-                            const AccStats *A, AccEst *best_est, AccEst *work_est) {
-    int frequent = P->mode == CHOOSE_FREQUENT;
+                            const AccStats *A, AccEst *best_est, AccEst *work_est, int *silenced) {
+    int frequent = P->mode == CHOOSE_FREQUENT, unpooled_pass = 0;
     double best_score = 0.0, best_exp = 0.0;
     Py_ssize_t best_n = 0;
     for (Py_ssize_t d = 0; d < P->depth && q > 0; d++) {
@@ -81,6 +83,11 @@ static Py_ssize_t ev_choose(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, cons
                 e->f_tok = acc_token_factor(A, c, P->m_tok);
                 e->key = P->m_shape > 0 ? acc_shape_index(L, seen, s->ev[nt].cnt, j) : -1;
                 e->f_shape = e->key >= 0 ? acc_shape_factor(A, e->key, P->m_shape, P->pooled) : 1.0;
+                if (P->pooled && P->m_shape > 0 && j == 1 && !unpooled_pass) {
+                    double f0 = e->key >= 0 ? acc_shape_factor(A, e->key, P->m_shape, 0) : 1.0;
+                    double x0 = e->q * e->f_tok * f0;
+                    unpooled_pass = (x0 < 0.99 ? x0 : 0.99) >= cost;
+                }
                 x = x * e->f_tok * e->f_shape;
                 x = x < 0.99 ? x : 0.99;
             }
@@ -99,6 +106,7 @@ static Py_ssize_t ev_choose(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, cons
         L = s->st[q].len;
     }
     *expected = best_exp;
+    *silenced = best_n == 0 && unpooled_pass;
     return best_n;
 }
 
@@ -314,7 +322,10 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
         double x = (r->accepted + self->P.tau) / (r->predicted + self->P.tau);
         x = x > 0.25 ? x : 0.25;                /* min(4, max(0.25, x)) */
         double scale = x < 4.0 ? x : 4.0;
-        n = ev_choose(s, q, L, k, &self->P, cost, scale, buf, buf + k, &expected, A, est, A ? est + k : NULL);
+        int silenced = 0;
+        n = ev_choose(s, q, L, k, &self->P, cost, scale, buf, buf + k, &expected, A, est, A ? est + k : NULL,
+                      &silenced);
+        if (silenced) acc_relax_pooled(A, self->P.decay);   /* EvidenceLength.choose says why */
     }
     PyObject *out = PyList_New(n);
     for (Py_ssize_t i = 0; out && i < n; i++) {

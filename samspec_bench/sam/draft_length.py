@@ -145,6 +145,11 @@ class TokenAcceptance:
         t = self.shape_total
         return self._ratio(self.shape_stats, key, m, (t[1] + m) / (t[0] + m) if pooled else 1.0)
 
+    def relax_pooled(self, d: float) -> None:
+        """The pooled sums fade by d (EvidenceLength.choose: when the pooled prior alone silenced a draft)."""
+        self.shape_total[0] *= d
+        self.shape_total[1] *= d
+
     def update(self, draft: list[int], estimates: list, accepted: int, pairs: bool = False) -> None:
         """Draft token j (1-based) was reached when j <= accepted + 1, accepted when j <= accepted.
         estimates[j-1]: the count estimate, or (count estimate, token factor, shape factor, shape key)."""
@@ -293,6 +298,8 @@ class EvidenceLength:
             scale = min(4.0, max(0.25, (state.accepted + self.tau) / (state.predicted + self.tau)))
         per_token = token_stats if (self.tokens > 0 or self.pairs > 0 or self.shape > 0) else None
         best, best_n, best_score, best_exp, best_q = None, 0, 0.0, 0.0, None
+        pooled = per_token is not None and self.pooled > 0 and self.shape > 0
+        unpooled_pass = False   # some first token would pass with the shape prior centred on no change
         for cand in candidates:
             length, draft, counts = cand[0], cand[1], cand[2]
             # occurrences followed by some token: exact where the automaton sums them (choice
@@ -314,6 +321,9 @@ class EvidenceLength:
                     f_tok = per_token.factor(draft[j - 1], self.tokens, draft[j - 2] if j > 1 else -1, self.pairs)
                     key = shape_key(length, seen, counts[j], j) if self.shape > 0 else None
                     f_shape = per_token.shape_factor(key, self.shape, self.pooled > 0) if key is not None else 1.0
+                    if pooled and j == 1 and not unpooled_pass:
+                        f0 = per_token.shape_factor(key, self.shape, False) if key is not None else 1.0
+                        unpooled_pass = min(0.99, q * f_tok * f0) >= cost
                     qs.append((q, f_tok, f_shape, key))
                     q = min(0.99, q * f_tok * f_shape)
                 else:
@@ -325,6 +335,11 @@ class EvidenceLength:
             if n and score > best_score:
                 best, best_n, best_score, best_exp, best_q = draft, n, score, expected, qs
         if best is None:
+            # The pooled prior is a guess about shapes; drafts alone can confirm or refute it. When
+            # it alone keeps the drafter silent, it fades by the policy's decay, so a record that
+            # started unlucky cannot stop drafting for good (it would never be judged again).
+            if unpooled_pass:
+                per_token.relax_pooled(self.decay)
             return [], 0.0
         if state is not None:
             state.pending_q = best_q[:best_n]
