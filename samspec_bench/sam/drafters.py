@@ -34,8 +34,8 @@ try:   # an extension built before the compiled evidence path (or its correction
     from samspec_bench.sam._samcore import AcceptanceStats, EvidenceBatch
 except ImportError:
     AcceptanceStats = EvidenceBatch = None
-if AcceptanceStats is not None and not hasattr(AcceptanceStats, "shape_total"):
-    AcceptanceStats = EvidenceBatch = None   # built before the pooled shape prior: rebuild it (README)
+if AcceptanceStats is not None and not hasattr(AcceptanceStats, "relax_pooled"):
+    AcceptanceStats = EvidenceBatch = None   # built before the pooled shape prior's fading: rebuild it (README)
 
 
 class Drafter(ABC):
