@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from samspec_bench.bench.engines.base import GenerationResult, RequestOutput
+from samspec_bench.bench.engines.base import GenerationResult, RequestOutput, StepRecord
 from samspec_bench.bench.engines.vllm import compare
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import ResponseSteps
@@ -31,7 +31,12 @@ def _result(tokens: list[list[int]], drafted: int, accepted: int, tps: float, pr
     if proposer_ms is not None:
         eng["proposer"] = {"ms_per_call_mean": proposer_ms, "share_of_wall_time": proposer_ms * 1e-3 * 10 / wall,
                            "step_wall_ms_mean": 1e3 * wall / 10, "propose_calls": 10}
-    return GenerationResult(outputs=outs, steps=[None] * 10, wall_time_s=wall, engine=eng)
+    # ten engine steps; the first prefilled what the prefix cache did not hold (3 of each prompt's 4 tokens)
+    steps = [StepRecord(step=i, time_s=wall / 10, forward_s=wall / 10, num_running=len(tokens), num_waiting=0,
+                        num_scheduled_tokens=0, num_prefill_tokens=3 * len(tokens) if i == 0 else 0,
+                        num_decode_reqs=len(tokens), num_drafted=0, num_accepted=0, num_emitted=0,
+                        speculative=False, attention="vllm") for i in range(10)]
+    return GenerationResult(outputs=outs, steps=steps, wall_time_s=wall, engine=eng)
 
 
 def _compare(runs):
@@ -58,6 +63,7 @@ def test_figures_spread_cost_identity_and_goal():
     assert sam["drafted_per_step"]["value"] == 3.0
     assert sam["verify_tokens_per_emitted_token"]["value"] == pytest.approx((1 + 3) / 2)
     assert out["arms"]["none"]["verify_tokens_per_emitted_token"]["value"] == 1.0
+    assert sam["prompt_tokens_prefilled"]["value"] == 6 and sam["prompt_tokens_prefilled"]["source"] == compare.FROM_COUNTS
     # sam without a spec runs the engine's default (its cost measured); a spec is what it says
     assert sam["draft_length"] == "evidence:cost=auto" and "draft_length" not in out["arms"]["ngram"]
     fixed = _compare({"sam[fixed]": runs["sam"], "sam[evidence]": runs["sam"]})["arms"]
@@ -144,6 +150,11 @@ def test_compare_inside_vllm(tmp_path):
     assert oc["n"] == 2 and oc["series_last_repeat"]
     assert all(math.isfinite(c) and 0 <= c < 1 for _, c in oc["series_last_repeat"]) and 0 <= oc["min"] <= oc["max"] < 1
     assert "online_cost" not in out["arms"][fixed]   # a fixed cost records none
+    # the model's threads on every CPU (the default), unless the environment bound them already
+    ct = out["cpu_threads"]
+    assert ct["choice"] == "all" and ct["VLLM_CPU_OMP_THREADS_BIND"] not in (None, "auto")
+    # every arm prefilled the same prompt tokens (what the prefix cache's full blocks did not hold)
+    assert len({out["arms"][m]["prompt_tokens_prefilled"]["value"] for m in ("none", "sam", fixed)}) == 1
 
 
 @pytest.mark.vllm
@@ -162,3 +173,60 @@ def test_length_spec_that_cannot_reach_vllm_is_refused():
     with pytest.raises(UserError, match="cost=<profile>"):
         eng.generate([Request(0, [1, 2, 3], SamplingParams(max_tokens=4))],
                      drafter=SamDrafter(length=EvidenceLength(cost=lambda k: 0.1)))
+
+
+def test_cpu_thread_binding(monkeypatch):
+    """--cpu-threads: all binds the model's threads to every CPU of the process (vLLM's syntax,
+    runs collapsed), vllm leaves vLLM's own binding, a binding in the environment wins, a bad
+    choice is named."""
+    from samspec_bench.bench.engines.vllm import platform
+
+    assert platform.cpu_id_list([3, 0, 1, 2, 6, 8, 7]) == "0-3,6-8"
+    assert platform.cpu_id_list([5]) == "5"
+    monkeypatch.delenv(platform.THREADS_BIND, raising=False)
+    monkeypatch.setattr(platform.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 4}, raising=False)
+    got = platform.bind_cpu_threads("vllm")
+    assert got[platform.THREADS_BIND] == "auto" and platform.THREADS_BIND not in platform.os.environ
+    got = platform.bind_cpu_threads("all")
+    assert got[platform.THREADS_BIND] == "0-2,4" == platform.os.environ[platform.THREADS_BIND]
+    assert got["cpus_available"] == 4
+    monkeypatch.setenv(platform.THREADS_BIND, "1")
+    assert platform.bind_cpu_threads("all")[platform.THREADS_BIND] == "1"
+    assert "environment" in platform.bind_cpu_threads("vllm")["source"]
+    with pytest.raises(ValueError, match="cpu threads 'half'"):
+        platform.bind_cpu_threads("half")
+
+
+def test_cpu_engine_environment_preloads_and_restores(monkeypatch, tmp_path):
+    """--cpu-threads all, while the engines start: the binding, Intel OpenMP preloaded (found in
+    the environment's lib/) with spawned processes, numba's workqueue layer; all restored on exit.
+    An OpenMP already preloaded is kept; without intel-openmp nothing is preloaded and the result
+    says how to get it."""
+    from samspec_bench.bench.engines.vllm import platform
+
+    for key in platform._RUN_ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    (tmp_path / "lib").mkdir()
+    lib = tmp_path / "lib" / "libiomp5.so"
+    lib.write_bytes(b"")
+    monkeypatch.setattr(platform.sys, "prefix", str(tmp_path))
+    with platform.cpu_engine_environment("all") as info:
+        env = platform.os.environ
+        assert env["LD_PRELOAD"] == str(lib) and env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+        assert env["NUMBA_THREADING_LAYER"] == "workqueue" and env[platform.THREADS_BIND] != "auto"
+        assert info["openmp"]["LD_PRELOAD"] == str(lib)
+    assert not any(k in platform.os.environ for k in platform._RUN_ENV_KEYS)
+
+    monkeypatch.setenv("LD_PRELOAD", "/opt/libgomp.so")
+    with platform.cpu_engine_environment("all") as info:
+        assert platform.os.environ["LD_PRELOAD"] == "/opt/libgomp.so" and "environment" in info["openmp"]["source"]
+        assert "VLLM_WORKER_MULTIPROC_METHOD" not in platform.os.environ
+    assert platform.os.environ["LD_PRELOAD"] == "/opt/libgomp.so"
+
+    monkeypatch.delenv("LD_PRELOAD")
+    lib.unlink()
+    monkeypatch.setattr(platform.sys, "base_prefix", str(tmp_path))
+    with platform.cpu_engine_environment("all") as info:
+        assert "LD_PRELOAD" not in platform.os.environ and "pip install intel-openmp" in info["openmp"]["source"]
+    with platform.cpu_engine_environment("vllm") as info:   # vLLM's own setup: nothing set
+        assert not any(k in platform.os.environ for k in platform._RUN_ENV_KEYS) and "openmp" not in info

@@ -19,11 +19,17 @@ Arms (`--methods`, comma-separated):
               suffix-own keeps none (each request drafts from its own context)
 All sam arms and `none` share one engine (the drafter's options ride on each request).
 
+On a CPU the model's OpenMP threads are bound to every core this process may use
+(`--cpu-threads all`, the default; vLLM's own "auto" binding keeps one core per worker for its
+scheduler process, which on a 2-core machine halves the model's compute; `--cpu-threads vllm`
+keeps it; a VLLM_CPU_OMP_THREADS_BIND already set wins). The binding is in the result.
+
 Every engine is built and warmed up first (on a prompt that is not measured, then on the
-measured prompts for one token each, so that vLLM's prefix cache holds them for every arm
-alike: without it the first arm measured on an engine paid the prompts' prefill, about 6 s
-of a 30 s call on a 2-core CPU), then the
-repeats run round-robin over the arms (the arm order rotates each repeat), so that arms
+measured prompts for one token each, so that no arm pays an engine's first calls: the first
+arm measured on an engine used to pay about 6 s of a 30 s call on a 2-core CPU). vLLM's prefix
+cache keeps full KV blocks only (128 tokens on CPU by default), so prompts shorter than a
+block are still prefilled in every measured call, alike in every arm (`prompt_tokens_prefilled`
+per arm). Then the repeats run round-robin over the arms (the arm order rotates each repeat), so that arms
 measured in one repeat saw about the same machine load: each repeat is a fresh generate
 call on the same prompts. `--sequential` builds one engine at a time instead (less memory,
 more exposure to load changes). Reported per arm, each figure with its unit and source:
@@ -38,6 +44,7 @@ arm (every repeat; first divergence positions).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -49,7 +56,7 @@ from typing import Any, Sequence
 from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.bench.engines.vllm.adapter import VllmEngine, parse_engine_args
 from samspec_bench.bench.engines.vllm.drafter import ENGINE_LENGTH
-from samspec_bench.bench.engines.vllm.platform import versions
+from samspec_bench.bench.engines.vllm.platform import CPU_THREADS_CHOICES, cpu_engine_environment, on_cpu, versions
 from samspec_bench.data import encode_chat, read_benchmark
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import first_divergence
@@ -65,9 +72,10 @@ GOAL_OVER_NONE = 1.15   # the issue's goal: SAM tok/s >= ngram's and >= 1.15x no
 MEASURED = "measured (wall time of the generate call)"
 FROM_COUNTS = "from step counts (not a time)"
 WARM_PROMPT = "Write the numbers from one to twenty in words."
-PREFILL_NOTE = ("every engine prefilled the measured prompts before the first repeat (one token each), so "
-                "with vLLM's prefix cache on every arm and repeat starts from cached prompts: tok/s measure "
-                "decoding, the part that grows with response length")
+PREFILL_NOTE = ("every engine prefilled the measured prompts once before the first repeat (one token each), "
+                "so that no arm pays a cold start; vLLM's prefix cache keeps only full KV blocks (128 tokens "
+                "on CPU by default), so a measured call still prefills what is left: prompt_tokens_prefilled per arm, the "
+                "same work in every arm and part of its wall time")
 
 
 def fig(value: Any, unit: str, source: str) -> dict[str, Any]:
@@ -144,7 +152,7 @@ def compare_methods(model: str = BUILTIN_MODEL, *, dtype: str = "float32", k: in
                     benchmark: str = "math500", num_prompts: int = 8, max_tokens: int = 256,
                     data_dir: str | None = None, engine_args: dict[str, Any] | None = None,
                     methods: Sequence[str] = tuple(split_methods(DEFAULT_METHODS)), repeats: int = 1,
-                    sequential: bool = False, log=None) -> dict[str, Any]:
+                    sequential: bool = False, cpu_threads: str = "all", log=None) -> dict[str, Any]:
     """See the module docstring. Returns the JSON-ready result."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     if repeats < 1:
@@ -163,50 +171,63 @@ def compare_methods(model: str = BUILTIN_MODEL, *, dtype: str = "float32", k: in
     keys = list(dict.fromkeys(plans[m][0] for m in arms))
     groups = [[m for m in arms if plans[m][0] == key] for key in keys] if sequential else [arms]
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")   # GiB per engine: several engines live at once
+    if cpu_threads not in CPU_THREADS_CHOICES:
+        raise UserError(f"--cpu-threads {cpu_threads!r}: use one of {', '.join(CPU_THREADS_CHOICES)}")
 
     runs: dict[str, list] = {m: [] for m in arms}       # per arm: (repeat, GenerationResult)
     info: dict[str, dict] = {}
-    ids = None
-    for group in groups:
-        engines: dict[str, VllmEngine] = {}
-        try:
-            for key in dict.fromkeys(plans[m][0] for m in group):
-                log(f"compare: building the {key} engine (k={k}) ...")
-                eng = engines[key] = _build(key, model, dtype, k, engine_args)
-                if ids is None:
-                    ids = [encode_chat(eng.tokenizer, t) for t in texts]
-                warm = eng.tokenizer(WARM_PROMPT)["input_ids"]
-                first = next(plans[m][1] for m in group if plans[m][0] == key)
-                eng.generate([Request("warm-up", warm, SamplingParams(max_tokens=32))], drafter=first,
-                             num_spec_tokens=k)
-                # the measured prompts once, one token each: vLLM's prefix cache then holds them for
-                # every arm and repeat alike (else the first arm measured on an engine pays the prefill)
-                eng.generate([Request(f"prefill-{i}", p, SamplingParams(max_tokens=1)) for i, p in enumerate(ids)],
-                             drafter=first, num_spec_tokens=k)
-            for r in range(repeats):
-                order = group[r % len(group):] + group[: r % len(group)]   # rotate: no arm always first
-                for m in order:
-                    # vLLM's default suffix keeps finished responses: a repeat would draft from the
-                    # previous repeat's answers to the same prompts, so it runs once
-                    if m == "suffix" and r > 0:
-                        continue
-                    key, drafter = plans[m]
-                    reqs = [Request(i, p, SamplingParams(max_tokens=max_tokens)) for i, p in enumerate(ids)]
-                    res = engines[key].generate(reqs, drafter=drafter, num_spec_tokens=k)
-                    runs[m].append((r, res))
-                    prop = res.engine.get("proposer") or {}
-                    share = prop.get("share_of_wall_time")
-                    log(f"compare: repeat {r + 1}/{repeats} {m:11s} {res.metrics()['output_tokens_per_s']:7.1f} tok/s"
-                        + (f"  proposer {prop['ms_per_call_mean']:.3f} ms/step ({100 * share:.2f} % of wall)"
-                           if share is not None else ""))
-            for key, eng in engines.items():
-                info[key] = {"drafter_class": eng.guard_rails.get("drafter_class"),
-                             "async_scheduling": eng.guard_rails["scheduling"]["async_scheduling"],
-                             "startup_s": fig(eng.startup_s, "s", "measured")}
-        finally:
-            for eng in engines.values():
-                eng.close()
-    return _result(model, dtype, k, benchmark, len(texts), max_tokens, repeats, methods, plans, runs, info, skipped)
+    # on a CPU: the model's threads on every core, Intel OpenMP preloaded (platform.py)
+    setup = cpu_engine_environment(cpu_threads) if on_cpu() else contextlib.nullcontext(
+        {"choice": cpu_threads, "source": "not a CPU platform: nothing set"})
+    with setup as threads:
+        ids: list | None = None
+        for group in groups:
+            ids = _run_group(group, plans, texts, ids, runs, info, model=model, dtype=dtype, k=k,
+                             engine_args=engine_args, repeats=repeats, max_tokens=max_tokens, log=log)
+    out = _result(model, dtype, k, benchmark, len(texts), max_tokens, repeats, methods, plans, runs, info, skipped)
+    return {**out, "cpu_threads": threads}
+
+
+def _run_group(group, plans, texts, ids, runs, info, *, model, dtype, k, engine_args, repeats, max_tokens, log):
+    """Build and warm the engines of these arms, run the repeats round-robin into `runs`, close
+    them. Returns the measured prompts' token ids (encoded by the first engine's tokenizer)."""
+    engines: dict[str, VllmEngine] = {}
+    try:
+        for key in dict.fromkeys(plans[m][0] for m in group):
+            log(f"compare: building the {key} engine (k={k}) ...")
+            eng = engines[key] = _build(key, model, dtype, k, engine_args)
+            if ids is None:
+                ids = [encode_chat(eng.tokenizer, t) for t in texts]
+            warm = eng.tokenizer(WARM_PROMPT)["input_ids"]
+            first = next(plans[m][1] for m in group if plans[m][0] == key)
+            eng.generate([Request("warm-up", warm, SamplingParams(max_tokens=32))], drafter=first, num_spec_tokens=k)
+            # the measured prompts once, one token each: no arm pays the engine's first calls on them
+            eng.generate([Request(f"prefill-{i}", p, SamplingParams(max_tokens=1)) for i, p in enumerate(ids)],
+                         drafter=first, num_spec_tokens=k)
+        for r in range(repeats):
+            order = group[r % len(group):] + group[: r % len(group)]   # rotate: no arm always first
+            for m in order:
+                # vLLM's default suffix keeps finished responses: a repeat would draft from the
+                # previous repeat's answers to the same prompts, so it runs once
+                if m == "suffix" and r > 0:
+                    continue
+                key, drafter = plans[m]
+                reqs = [Request(i, p, SamplingParams(max_tokens=max_tokens)) for i, p in enumerate(ids)]
+                res = engines[key].generate(reqs, drafter=drafter, num_spec_tokens=k)
+                runs[m].append((r, res))
+                prop = res.engine.get("proposer") or {}
+                share = prop.get("share_of_wall_time")
+                log(f"compare: repeat {r + 1}/{repeats} {m:11s} {res.metrics()['output_tokens_per_s']:7.1f} tok/s"
+                    + (f"  proposer {prop['ms_per_call_mean']:.3f} ms/step ({100 * share:.2f} % of wall)"
+                       if share is not None else ""))
+        for key, eng in engines.items():
+            info[key] = {"drafter_class": eng.guard_rails.get("drafter_class"),
+                         "async_scheduling": eng.guard_rails["scheduling"]["async_scheduling"],
+                         "startup_s": fig(eng.startup_s, "s", "measured")}
+    finally:
+        for eng in engines.values():
+            eng.close()
+    return ids
 
 
 def _result(model, dtype, k, benchmark, n_prompts, max_tokens, repeats, methods, plans, runs, info, skipped) -> dict:
@@ -232,6 +253,8 @@ def _result(model, dtype, k, benchmark, n_prompts, max_tokens, repeats, methods,
                **({"draft_length": drafter.length.spec() if drafter.length_given else ENGINE_LENGTH}
                   if isinstance(drafter, SamDrafter) else {}),
                "output_tokens": fig(last.num_output_tokens, "tokens", "counted"),
+               "prompt_tokens_prefilled": fig(sum(s.num_prefill_tokens for s in last.steps),
+                                              "prompt tokens computed in the last repeat", FROM_COUNTS),
                **_cost_figures(last),
                "greedy_identical_to_reference": {"identical": same, "of": total, "reference_arm": reference,
                                                  "first_divergence": firsts, "unit": "responses (all repeats)"}}
@@ -291,6 +314,9 @@ def goal(rows: dict) -> dict[str, Any]:
 
 def print_table(out: dict, file=sys.stderr) -> None:
     print(f"prefill: {out['prefill']}", file=file)
+    if out.get("cpu_threads"):
+        ct = out["cpu_threads"]
+        print(f"cpu threads: {ct.get('VLLM_CPU_OMP_THREADS_BIND', '-')} ({ct['source']})", file=file)
     for m, r in out["arms"].items():
         if "skipped" in r:
             print(f"{m:11s} skipped: {r['skipped']}", file=file)
@@ -332,6 +358,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     ap.add_argument("--engine-arg", action="append", default=[])
     ap.add_argument("--repeats", type=int, default=2, help="fresh generate calls per arm (tok/s spread)")
     ap.add_argument("--sequential", action="store_true", help="one engine at a time (less memory)")
+    ap.add_argument("--cpu-threads", choices=CPU_THREADS_CHOICES, default="all",
+                    help="on a CPU: all = the model's threads on every core (default); vllm = vLLM's own "
+                         "binding (on x86 it keeps one core for its scheduler). VLLM_CPU_OMP_THREADS_BIND wins")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     try:
@@ -341,7 +370,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
                               max_tokens=a.max_tokens, data_dir=a.data_dir,
                               engine_args=parse_engine_args(a.engine_arg),
                               methods=split_methods(a.methods), repeats=a.repeats,
-                              sequential=a.sequential)
+                              sequential=a.sequential, cpu_threads=a.cpu_threads)
     except UserError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
