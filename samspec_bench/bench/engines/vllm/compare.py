@@ -19,19 +19,22 @@ Arms (`--methods`, comma-separated):
               suffix-own keeps none (each request drafts from its own context)
 All sam arms and `none` share one engine (the drafter's options ride on each request).
 
-On a CPU the model's OpenMP threads are bound to every core this process may use
-(`--cpu-threads all`, the default; vLLM's own "auto" binding keeps one core per worker for its
-scheduler process, which on a 2-core machine halves the model's compute; `--cpu-threads vllm`
-keeps it; a VLLM_CPU_OMP_THREADS_BIND already set wins). The binding is in the result.
+On a CPU, vLLM is set up as its CPU guide asks, for every arm alike (`--cpu-threads all`, the
+default; `platform.cpu_engine_environment`): the model's OpenMP threads on every core this
+process may use (vLLM's own "auto" binding keeps one core per worker for its scheduler, which
+on a 2-core machine halves the model's compute), Intel OpenMP preloaded into vLLM's (spawned)
+processes, numba's workqueue layer for vLLM's ngram proposer. `--cpu-threads vllm` keeps
+vLLM's own setup; a binding or preload already in the environment wins. What was used is in
+the result (`cpu_threads`).
 
 Every engine is built and warmed up first (on a prompt that is not measured, then on the
 measured prompts for one token each, so that no arm pays an engine's first calls: the first
 arm measured on an engine used to pay about 6 s of a 30 s call on a 2-core CPU). vLLM's prefix
 cache keeps full KV blocks only (128 tokens on CPU by default), so prompts shorter than a
-block are still prefilled in every measured call, alike in every arm (`prompt_tokens_prefilled`
-per arm). Then the repeats run round-robin over the arms (the arm order rotates each repeat), so that arms
-measured in one repeat saw about the same machine load: each repeat is a fresh generate
-call on the same prompts. `--sequential` builds one engine at a time instead (less memory,
+block are still prefilled in every measured call, alike in every arm
+(`prompt_tokens_prefilled` per arm). Then the repeats run round-robin over the arms (the arm
+order rotates each repeat), so that arms measured in one repeat saw about the same machine
+load: each repeat is a fresh generate call on the same prompts. `--sequential` builds one engine at a time instead (less memory,
 more exposure to load changes). Reported per arm, each figure with its unit and source:
 tok/s over the repeats (median, min, max, stdev; measured) and its ratio to the baselines
 (ratio of medians, and per-repeat ratios), tokens per step, drafted tokens per step, verify
@@ -74,8 +77,8 @@ FROM_COUNTS = "from step counts (not a time)"
 WARM_PROMPT = "Write the numbers from one to twenty in words."
 PREFILL_NOTE = ("every engine prefilled the measured prompts once before the first repeat (one token each), "
                 "so that no arm pays a cold start; vLLM's prefix cache keeps only full KV blocks (128 tokens "
-                "on CPU by default), so a measured call still prefills what is left: prompt_tokens_prefilled per arm, the "
-                "same work in every arm and part of its wall time")
+                "on CPU by default), so a measured call still prefills what is left: prompt_tokens_prefilled "
+                "per arm, the same work in every arm and part of its wall time")
 
 
 def fig(value: Any, unit: str, source: str) -> dict[str, Any]:
@@ -359,8 +362,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     ap.add_argument("--repeats", type=int, default=2, help="fresh generate calls per arm (tok/s spread)")
     ap.add_argument("--sequential", action="store_true", help="one engine at a time (less memory)")
     ap.add_argument("--cpu-threads", choices=CPU_THREADS_CHOICES, default="all",
-                    help="on a CPU: all = the model's threads on every core (default); vllm = vLLM's own "
-                         "binding (on x86 it keeps one core for its scheduler). VLLM_CPU_OMP_THREADS_BIND wins")
+                    help="on a CPU: all = the model's threads on every core and Intel OpenMP preloaded, as "
+                         "vLLM's CPU guide asks (default); vllm = vLLM's own setup (on x86 it keeps one core "
+                         "for its scheduler). A binding or preload in the environment wins")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     try:

