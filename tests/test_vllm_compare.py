@@ -230,3 +230,21 @@ def test_cpu_engine_environment_preloads_and_restores(monkeypatch, tmp_path):
         assert "LD_PRELOAD" not in platform.os.environ and "pip install intel-openmp" in info["openmp"]["source"]
     with platform.cpu_engine_environment("vllm") as info:   # vLLM's own setup: nothing set
         assert not any(k in platform.os.environ for k in platform._RUN_ENV_KEYS) and "openmp" not in info
+
+
+def test_tail_arm_builds_its_own_engine_with_the_option(monkeypatch):
+    """sam+tail runs on an engine of its own whose proposer has option tail on by default: the
+    option rides on SAMSPEC_VLLM_DRAFTER while that engine is built (other options kept), and
+    the environment is put back afterwards."""
+    key, drafter = compare.arm_plan("sam+tail")
+    assert key == "sam-tail" and drafter.length_given is False
+    monkeypatch.setenv(compare.ENV_OPTIONS, '{"min_match": 2}')
+    with compare._tail_default(True):
+        assert json.loads(compare.os.environ[compare.ENV_OPTIONS]) == {"min_match": 2, "tail": True}
+    assert compare.os.environ[compare.ENV_OPTIONS] == '{"min_match": 2}'
+    monkeypatch.delenv(compare.ENV_OPTIONS)
+    with compare._tail_default(False):
+        assert compare.ENV_OPTIONS not in compare.os.environ
+    with compare._tail_default(True):
+        assert json.loads(compare.os.environ[compare.ENV_OPTIONS]) == {"tail": True}
+    assert compare.ENV_OPTIONS not in compare.os.environ

@@ -557,3 +557,70 @@ def test_engine_default_length_is_the_measured_cost(monkeypatch):
     assert env._drafter_for(env._options("nobody")).length.threshold(K) == 0.3
     # the adapter leaves the length to the engine only when the caller named none
     assert not SamDrafter().length_given and SamDrafter(length="evidence").length_given
+
+
+def test_tail_prices_rows_only_while_the_batch_drains(monkeypatch):
+    """Option tail: each row's cost comes from tail_cost.row_costs over the rows' steps left to
+    max_tokens and their tokens emitted / verified per step, and only while the batch drains (a
+    request left and none joined since); a joining request (others may be waiting) switches back
+    to the batch cost."""
+    from samspec_bench.bench.engines.vllm import drafter as drafter_mod
+    from samspec_bench.bench.engines.vllm.tail_cost import row_costs
+
+    priced = []
+    real = drafter_mod.row_costs
+    monkeypatch.setattr(drafter_mod, "row_costs", lambda *a, **kw: priced.append(a[2]) or real(*a, **kw))
+
+    class _TailParams(_Params):
+        max_tokens = 100
+
+    runner = FakeRunner()
+    prop = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
+    a, b = 0.05, 0.004
+    for i in range(64):   # a warm fit: step time = a + b * verified tokens
+        prop.cost_fit.observe(a + b * (3 + i % 5), 3, 3 + i % 5)
+    assert prop.cost_fit.fit() == pytest.approx((a, b))
+    tok = np.zeros((4, MAX_LEN), dtype=np.int32)
+    ntok = np.full(4, 10, dtype=np.int32)
+
+    def call(rids):
+        batch = runner.input_batch
+        batch.req_ids = list(rids)
+        batch.req_id_to_index = {r: i for i, r in enumerate(rids)}
+        for rid in rids:
+            if rid not in runner.requests:
+                req = runner.requests[rid] = _Req({EXTRA_KEY: {"tail": True}})
+                req.sampling_params = _TailParams({EXTRA_KEY: {"tail": True}})
+            batch.num_prompt_tokens[batch.req_id_to_index[rid]] = 8
+        for i in range(len(rids)):
+            tok[i, ntok[i]] = 7
+            ntok[i] += 1
+        before = prop.tail_priced_calls
+        prop.propose([[7]] * len(rids), ntok[: len(rids)].copy(), tok[: len(rids)])
+        return prop.tail_priced_calls - before
+
+    assert call(["r0", "r1", "r2"]) == 0        # all joined: nothing says the batch drains
+    assert call(["r0", "r1", "r2"]) == 0
+    # what the rows will be priced with: steps left to max_tokens after this call's sample, and
+    # the tokens emitted / verified per step so far (the step this call resolves included)
+    st = [prop._states[r] for r in ("r0", "r1")]
+    pend = [s.pending[1] for s in st]
+    assert call(["r0", "r1"]) == 1              # r2 left, none joined: draining
+    want = [(100 - (int(ntok[i]) - 8), s.emitted / s.steps, (s.verified + 1 - (1 + pend[i])) / s.steps)
+            for i, s in enumerate(st)]
+    got = priced[-1]
+    assert [g[0] for g in got] == [w[0] for w in want] == [100 - 5] * 2
+    assert [x for g in got for x in g[1:]] == pytest.approx([x for w in want for x in w[1:]])
+    # alike rows: the batch's own throughput cost
+    assert row_costs(a, b, got) == pytest.approx([b * 2 * got[0][1] / (a + b * 2 * got[0][2])] * 2)
+    assert call(["r0", "r1"]) == 1
+    assert call(["r0", "r1", "r3"]) == 0        # r3 joined: others may be waiting
+    assert prop.describe()["tail_priced_calls"] == 2
+
+
+def test_tail_option_in_the_environment_is_checked(monkeypatch):
+    monkeypatch.setenv("SAMSPEC_VLLM_DRAFTER", '{"tail": "yes"}')
+    with pytest.raises(ValueError, match="tail 'yes': give true or false"):
+        SamProposer(None, num_speculative_tokens=K, max_model_len=MAX_LEN)
+    monkeypatch.setenv("SAMSPEC_VLLM_DRAFTER", '{"tail": true}')
+    assert SamProposer(None, num_speculative_tokens=K, max_model_len=MAX_LEN).defaults["tail"] is True

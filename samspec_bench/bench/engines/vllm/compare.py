@@ -14,6 +14,8 @@ Arms (`--methods`, comma-separated):
               the draft length policy SPEC (sam[fixed]: SAM-Decoding's baseline, up to k tokens
               whenever any suffix matches; sam[evidence]: the replay default, a fixed cost;
               sam[evidence:cost=0.2]); sam-mN: no draft for matches shorter than N tokens
+  sam+tail    sam on its own engine whose proposer has option tail on (drafter.py: while the
+              batch drains, each row's draft tokens are priced by its chance to finish last)
   ngram       vLLM's n-gram method (prompt_lookup_min 2, max 5)
   suffix      vLLM's suffix method (Arctic; keeps finished responses, so it runs once);
               suffix-own keeps none (each request drafts from its own context)
@@ -58,7 +60,7 @@ from typing import Any, Sequence
 
 from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.bench.engines.vllm.adapter import VllmEngine, parse_engine_args
-from samspec_bench.bench.engines.vllm.drafter import ENGINE_LENGTH
+from samspec_bench.bench.engines.vllm.drafter import ENGINE_LENGTH, ENV_OPTIONS
 from samspec_bench.bench.engines.vllm.platform import CPU_THREADS_CHOICES, cpu_engine_environment, on_cpu, versions
 from samspec_bench.data import encode_chat, read_benchmark
 from samspec_bench.errors import UserError
@@ -104,12 +106,14 @@ def arm_plan(name: str) -> tuple[str, Any]:
         return "plain", None
     if name == "none":
         return "sam", None
+    if name == "sam+tail":
+        return "sam-tail", SamDrafter()
     if name in ("ngram", "suffix", "suffix-own"):
         return name, ("suffix" if name == "suffix-own" else name)
     m = re.fullmatch(r"sam(?:-m(\w+))?(?:\[([^\]]*)\])?", name)
     if m is None:
-        raise UserError(f"--methods {name!r}: use none-plain, none, sam, sam-mN, sam[LENGTH], ngram, suffix or "
-                        "suffix-own (e.g. sam[fixed], sam[evidence:cost=0.2], sam-m2)")
+        raise UserError(f"--methods {name!r}: use none-plain, none, sam, sam-mN, sam[LENGTH], sam+tail, ngram, "
+                        "suffix or suffix-own (e.g. sam[fixed], sam[evidence:cost=0.2], sam-m2)")
     min_match, length = m.group(1), m.group(2)
     if min_match is not None and (not min_match.isdigit() or int(min_match) < 1):
         raise UserError(f"--methods {name}: sam-mN needs an integer N >= 1 (the shortest match that drafts)")
@@ -120,10 +124,26 @@ def arm_plan(name: str) -> tuple[str, Any]:
 
 
 def _build(key: str, model: str, dtype: str, k: int, engine_args: dict | None) -> VllmEngine:
-    spec = {"plain": None, "suffix-own": "suffix"}.get(key, key)
+    spec = {"plain": None, "suffix-own": "suffix", "sam-tail": "sam"}.get(key, key)
     opts = {"suffix": {"suffix_decoding_max_cached_requests": 0}} if key == "suffix-own" else None
-    return VllmEngine(model, speculative=spec, num_spec_tokens=k, dtype=dtype, engine_args=engine_args,
-                      speculative_options=opts)
+    with _tail_default(key == "sam-tail"):   # the proposer reads its engine-wide options when vLLM builds it
+        return VllmEngine(model, speculative=spec, num_spec_tokens=k, dtype=dtype, engine_args=engine_args,
+                          speculative_options=opts)
+
+
+@contextlib.contextmanager
+def _tail_default(on: bool):
+    """While an engine is built: the SAM proposer's option tail on by default (drafter.py)."""
+    old = os.environ.get(ENV_OPTIONS)
+    if on:
+        os.environ[ENV_OPTIONS] = json.dumps({**json.loads(old or "{}"), "tail": True})
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV_OPTIONS, None)
+        else:
+            os.environ[ENV_OPTIONS] = old
 
 
 def _cost_figures(res) -> dict[str, Any]:
@@ -356,7 +376,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--methods", default=DEFAULT_METHODS,
                     help="arms, comma-separated: none-plain, none, sam, sam[fixed], sam[evidence:cost=0.2], "
-                         "sam[evidence:cost=auto], sam-mN, "
+                         "sam[evidence:cost=auto], sam-mN, sam+tail, "
                          "ngram, suffix, suffix-own")
     ap.add_argument("--engine-arg", action="append", default=[])
     ap.add_argument("--repeats", type=int, default=2, help="fresh generate calls per arm (tok/s spread)")

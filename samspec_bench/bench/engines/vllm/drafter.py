@@ -42,6 +42,9 @@ Per-request options ride on `SamplingParams.extra_args["samspec"]` (a dict):
             the batch for the next step (the rows minus the requests this step finishes by
             max_tokens, a stop token or max_model_len; stop strings end a request in the front
             end later and are not seen here); no draft for any row otherwise
+  tail      true: while the batch drains (a request left and none joined since), price each
+            cost=auto row's draft tokens by its chance to be the request that finishes last
+            (tail_cost.py: its steps left to max_tokens); the batch's cost otherwise. Opt-in
 Engine-wide defaults come from the environment variable SAMSPEC_VLLM_DRAFTER (JSON with the
 same keys), so a vLLM user who cannot set extra_args still configures the drafter.
 
@@ -79,6 +82,7 @@ import numpy as np
 
 from samspec_bench.bench.engines.vllm.online_cost import OnlineDraftCost
 from samspec_bench.bench.engines.vllm.proposer_timing import ProposeTimes, wrap_propose
+from samspec_bench.bench.engines.vllm.tail_cost import row_costs
 from samspec_bench.sam.draft_length import OnlineCost, parse_length
 from samspec_bench.sam.drafters import SamDrafter
 
@@ -113,7 +117,7 @@ def _find_runner() -> Any:
 
 class _ReqState:
     __slots__ = ("rid", "key", "mode", "k", "sam", "prompt_len", "indexed", "pending", "oracle",
-                 "on_track", "tokens", "threshold", "max_tokens")
+                 "on_track", "tokens", "threshold", "max_tokens", "steps", "emitted", "verified", "tail")
 
     def __init__(self, rid, key, mode, k, sam, prompt_len):
         self.rid = rid
@@ -129,6 +133,8 @@ class _ReqState:
         self.tokens = None        # content mapping: the indexed tokens (np.int32)
         self.threshold = None     # batch-size switch: draft only when the next batch is <= this
         self.max_tokens = None    # the request's max_tokens (no draft past its last token)
+        self.steps = self.emitted = self.verified = 0   # decode steps seen, tokens they emitted and verified
+        self.tail = False         # option "tail": price drafts by the row's chance to finish last (tail_cost.py)
 
 
 class SamProposer:
@@ -158,6 +164,9 @@ class SamProposer:
         self._online: dict[int, OnlineCost] = {}  # id(drafter) -> its cost=auto holder, set from cost_fit
         self._online_used = False                # a row drafted with cost=auto in this call
         self._last_call: tuple[float, int, int] | None = None   # (start, decode rows or -1, drafted)
+        self._last_rids: set = set()             # the requests of the previous call
+        self._draining = False                   # a request left and none joined since: the batch drains
+        self.tail_priced_calls = 0               # calls whose rows were priced by option tail
 
     # --- vLLM's interface ---------------------------------------------------------------------
 
@@ -211,6 +220,7 @@ class SamProposer:
         seen = set()
         running_next = None   # computed once, when a request with a threshold asks
         gated = stopped = False
+        work = []   # (index in drafts, state, row, n, sampled, allow): drafted once every row is known
         for i, sampled in enumerate(sampled_token_ids):
             n = int(num_tokens_no_spec[i])
             rid = req_ids[i] if req_ids is not None and i < len(req_ids) else None
@@ -241,13 +251,36 @@ class SamProposer:
                     running_next = self._running_next(sampled_token_ids, num_tokens_no_spec, req_ids)
                 allow = running_next <= st.threshold
                 gated, stopped = True, stopped or not allow
-            drafts.append(self._step(st, token_ids_cpu[i], n, len(sampled), allow))
+            work.append((len(drafts), st, i, n, len(sampled), allow))
+            drafts.append([])
+        rids = set(seen)
+        if rids - self._last_rids:      # a request joined: others may be waiting for a slot
+            self._draining = False
+        elif self._last_rids - rids:    # one left and none took its place: nothing waits
+            self._draining = True
+        self._last_rids = rids
+        tail = self._draining and work and all(w[1].tail for w in work)
+        costs = self._tail_costs(work) if tail else None
+        self.tail_priced_calls += costs is not None
+        for j, (at, st, i, n, num_sampled, allow) in enumerate(work):
+            if costs is not None and st.sam is not None and (holder := self._online.get(id(st.sam[0]))):
+                holder.value = costs[j]
+            drafts[at] = self._step(st, token_ids_cpu[i], n, num_sampled, allow)
         if gated:
             self.gate["off" if stopped else "on"] += 1
         for rid in [r for r in self._states if r not in seen]:
             self._free(rid)
         self.max_active = max(self.max_active, len(self._states))
         return drafts
+
+    def _tail_costs(self, work) -> list[float] | None:
+        """Per-row costs while the batch drains (tail_cost.py); None: use the batch cost."""
+        ab = self.cost_fit.fit() if self.cost_fit.warm else None
+        if ab is None or any(st.max_tokens is None for _, st, *_ in work):
+            return None
+        rows = [(st.max_tokens - (n - st.prompt_len), (st.emitted + 1) / (st.steps + 1),
+                 (st.verified + 1) / (st.steps + 1)) for _, st, _, n, _, _ in work]
+        return row_costs(*ab, rows, self.cost_fit.max_cost)
 
     def _running_next(self, sampled_token_ids, num_tokens_no_spec, req_ids) -> int:
         """Requests that stay in the batch for the next step: this step's rows minus those it
@@ -343,6 +376,7 @@ class SamProposer:
         st.indexed = plen
         if opts.get("threshold") is not None:
             st.threshold = int(opts["threshold"])
+        st.tail = bool(opts.get("tail"))
         mt = getattr(self._sampling_params(rid), "max_tokens", None)
         st.max_tokens = int(mt) if isinstance(mt, int) else None
         if mode == "oracle":
@@ -384,6 +418,10 @@ class SamProposer:
             rec["drafted"].append(drafted)
             rec["accepted"].append(min(max(num_sampled - 1, 0), drafted))
             rec["emitted"].append(num_sampled)
+        if st.pending is not None:   # the step that verified the pending draft
+            st.steps += 1
+            st.emitted += num_sampled
+            st.verified += 1 + st.pending[1]
             st.pending = None
         if n > st.indexed:
             new = row[st.indexed:n]
@@ -467,7 +505,7 @@ class SamProposer:
                 "active_requests": len(self._states), "max_active_requests": self.max_active,
                 "freed_requests": self.num_freed, "uncollected_records": len(self._finished),
                 "propose_calls": self.num_propose_calls, "memory_bytes": self.memory_bytes(),
-                "batch_switch": dict(self.gate),
+                "batch_switch": dict(self.gate), "tail_priced_calls": self.tail_priced_calls,
                 "propose_time_s": self.times.total_s, "propose_time_source": "measured (time.perf_counter)",
                 "online_cost": self.cost_fit.describe(),
                 "defaults": self.defaults, "automaton": "samspec_bench.sam (compiled core)",
@@ -490,6 +528,8 @@ def _env_options() -> dict:
             parse_length(opts["length"])
         except ValueError as e:
             raise ValueError(f"{ENV_OPTIONS}: {e}") from None
+    if not isinstance(opts.get("tail", False), bool):
+        raise ValueError(f"{ENV_OPTIONS}: tail {opts['tail']!r}: give true or false")
     t = opts.get("threshold")
     if t is not None and (not isinstance(t, int) or isinstance(t, bool) or t < 0):
         raise ValueError(f"{ENV_OPTIONS}: threshold {t!r}: give an integer >= 0 (or leave it out: always draft)")
