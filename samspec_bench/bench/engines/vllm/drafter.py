@@ -44,7 +44,8 @@ Per-request options ride on `SamplingParams.extra_args["samspec"]` (a dict):
             end later and are not seen here); no draft for any row otherwise
   tail      true: while the batch drains (a request left and none joined since), price each
             cost=auto row's draft tokens by its chance to be the request that finishes last
-            (tail_cost.py: its steps left to max_tokens); the batch's cost otherwise. Opt-in
+            (tail_cost.py: its steps left to max_tokens), when every row asks for it; the
+            batch's cost otherwise. Opt-in
 Engine-wide defaults come from the environment variable SAMSPEC_VLLM_DRAFTER (JSON with the
 same keys), so a vLLM user who cannot set extra_args still configures the drafter.
 
