@@ -36,8 +36,8 @@ cache keeps full KV blocks only (128 tokens on CPU by default), so prompts short
 block are still prefilled in every measured call, alike in every arm
 (`prompt_tokens_prefilled` per arm). Then the repeats run round-robin over the arms (the arm
 order rotates each repeat), so that arms measured in one repeat saw about the same machine
-load: each repeat is a fresh generate call on the same prompts. `--sequential` builds one engine at a time instead (less memory,
-more exposure to load changes). Reported per arm, each figure with its unit and source:
+load: each repeat is a fresh generate call on the same prompts. `--sequential` builds one
+engine at a time instead (less memory, more exposure to load changes). Reported per arm, each figure with its unit and source:
 tok/s over the repeats (median, min, max, stdev; measured) and its ratio to the baselines
 (ratio of medians, and per-repeat ratios), tokens per step, drafted tokens per step, verify
 tokens per emitted token (from step counts, not times), the proposer's own time per step and
@@ -61,7 +61,8 @@ from typing import Any, Sequence
 from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.bench.engines.vllm.adapter import VllmEngine, parse_engine_args
 from samspec_bench.bench.engines.vllm.drafter import ENGINE_LENGTH, ENV_OPTIONS
-from samspec_bench.bench.engines.vllm.platform import CPU_THREADS_CHOICES, cpu_engine_environment, on_cpu, versions
+from samspec_bench.bench.engines.vllm.platform import (CPU_THREADS_CHOICES, cpu_engine_environment, on_cpu,
+                                                        restored_environment, versions)
 from samspec_bench.data import encode_chat, read_benchmark
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import first_divergence
@@ -134,16 +135,10 @@ def _build(key: str, model: str, dtype: str, k: int, engine_args: dict | None) -
 @contextlib.contextmanager
 def _tail_default(on: bool):
     """While an engine is built: the SAM proposer's option tail on by default (drafter.py)."""
-    old = os.environ.get(ENV_OPTIONS)
-    if on:
-        os.environ[ENV_OPTIONS] = json.dumps({**json.loads(old or "{}"), "tail": True})
-    try:
+    with restored_environment([ENV_OPTIONS]):
+        if on:
+            os.environ[ENV_OPTIONS] = json.dumps({**json.loads(os.environ.get(ENV_OPTIONS) or "{}"), "tail": True})
         yield
-    finally:
-        if old is None:
-            os.environ.pop(ENV_OPTIONS, None)
-        else:
-            os.environ[ENV_OPTIONS] = old
 
 
 def _cost_figures(res) -> dict[str, Any]:

@@ -170,22 +170,29 @@ NUMBA_LAYER = "workqueue"
 
 
 @contextlib.contextmanager
-def cpu_engine_environment(choice: str):
-    """While vLLM engines start inside: with "all", the model's threads on every CPU, Intel
-    OpenMP preloaded (above) and numba's workqueue layer for vLLM's ngram proposer; with
-    "vllm", vLLM's own setup. The environment is restored on exit
-    (later subprocesses of this process do not inherit the preload). Yields what was used."""
-    saved = {k: os.environ.get(k) for k in _RUN_ENV_KEYS}
+def restored_environment(keys):
+    """Whatever the block sets of these environment variables is undone on exit."""
+    saved = {k: os.environ.get(k) for k in keys}
     try:
-        info = bind_cpu_threads(choice)
-        if choice == "all":
-            info["openmp"] = preload_intel_openmp()
-            os.environ.setdefault("NUMBA_THREADING_LAYER", NUMBA_LAYER)
-            info["NUMBA_THREADING_LAYER"] = os.environ["NUMBA_THREADING_LAYER"]
-        yield info
+        yield
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@contextlib.contextmanager
+def cpu_engine_environment(choice: str):
+    """While vLLM engines start inside: with "all", the model's threads on every CPU, Intel
+    OpenMP preloaded (above) and numba's workqueue layer for vLLM's ngram proposer; with
+    "vllm", vLLM's own setup. The environment is restored on exit
+    (later subprocesses of this process do not inherit the preload). Yields what was used."""
+    with restored_environment(_RUN_ENV_KEYS):
+        info = bind_cpu_threads(choice)
+        if choice == "all":
+            info["openmp"] = preload_intel_openmp()
+            os.environ.setdefault("NUMBA_THREADING_LAYER", NUMBA_LAYER)
+            info["NUMBA_THREADING_LAYER"] = os.environ["NUMBA_THREADING_LAYER"]
+        yield info
