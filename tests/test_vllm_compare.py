@@ -150,6 +150,7 @@ def test_compare_inside_vllm(tmp_path):
     assert oc["n"] == 2 and oc["series_last_repeat"]
     assert all(math.isfinite(c) and 0 <= c < 1 for _, c in oc["series_last_repeat"]) and 0 <= oc["min"] <= oc["max"] < 1
     assert "online_cost" not in out["arms"][fixed]   # a fixed cost records none
+    assert out["logprobs"]["asked"] is False         # vLLM's default: none computed
     # the model's threads on every CPU (the default), unless the environment bound them already
     ct = out["cpu_threads"]
     assert ct["choice"] == "all" and ct["VLLM_CPU_OMP_THREADS_BIND"] not in (None, "auto")
@@ -248,3 +249,71 @@ def test_tail_arm_builds_its_own_engine_with_the_option(monkeypatch):
     with compare._tail_default(True):
         assert json.loads(compare.os.environ[compare.ENV_OPTIONS]) == {"tail": True}
     assert compare.ENV_OPTIONS not in compare.os.environ
+
+
+def test_wall_model_against_the_plain_engine():
+    """An arm with a step-cost fit gets its speed-up over the plain engine (preferred to `none`)
+    modelled from the fit's median a and b and the last repeat's counts (wall_model.py)."""
+    from samspec_bench.bench.engines.vllm.wall_model import modelled_ratios
+
+    same = [[5, 6, 7, 8, 9]]   # 4 decode steps; sam drafts 3 and keeps 1 at each
+    runs = {"none-plain": [(0, _result(same, 0, 0, 100.0))], "none": [(0, _result(same, 0, 0, 100.0, 0.01))],
+            "sam": [(0, _result(same, 3, 1, 120.0, 0.05)), (1, _result(same, 3, 1, 121.0, 0.05))]}
+    for r, (_, res) in enumerate(runs["sam"]):
+        res.engine["proposer"]["verify_cost"] = {"fixed_ms": 50.0 + r, "ms_per_verified_token": 3.0 + r,
+                                                 "draft_token_cost_decode_steps": 0.3, "source": "fit"}
+        res.steps = res.steps[:6]   # fewer engine steps than the plain engine's 10
+    arms = _compare(runs)["arms"]
+    model = arms["sam"]["wall_model_vs"]
+    assert list(model) == ["none-plain"]
+    assert model["none-plain"] == modelled_ratios(50.5, 3.5, 10, 4, 6, 4 + 12, 12 - 4)
+    assert model["none-plain"]["free_verification"] == pytest.approx(10 / 6)
+    assert arms["sam"]["fixed_ms_per_step"]["median"] == pytest.approx(50.5)
+    assert "wall_model_vs" not in arms["none"] and "wall_model_vs" not in arms["none-plain"]
+    del runs["none-plain"]
+    assert list(_compare(runs)["arms"]["sam"]["wall_model_vs"]) == ["none"]
+
+
+class _FakeEngine:
+    """What _run_group needs of an engine; records the sampling parameters it was asked for."""
+
+    guard_rails = {"drafter_class": None, "scheduling": {"async_scheduling": False}}
+    startup_s = 1.0
+
+    def __init__(self):
+        self.params = []
+
+    @staticmethod
+    def tokenizer(text):
+        return {"input_ids": [1, 2, 3]}
+
+    def generate(self, reqs, drafter=None, num_spec_tokens=3):
+        self.params.append([r.params for r in reqs])
+        return _result([[5, 6, 7]] * len(reqs), 0, 0, 100.0)
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("asked", [None, 0])
+def test_measured_calls_ask_logprobs_only_when_told(monkeypatch, asked):
+    """The measured calls carry logprobs=None by default (vLLM computes none) and 0 with
+    --logprobs (each emitted token's, as an RL rollout keeping rollout logprobs asks)."""
+    fake = _FakeEngine()
+    monkeypatch.setattr(compare, "_build", lambda *a, **k: fake)
+    runs, info = {"none": []}, {}
+    compare._run_group(["none"], {"none": compare.arm_plan("none")}, ["q"], [[1, 2], [3, 4]], runs, info,
+                       model="m", dtype="float32", k=3, engine_args=None, repeats=2, max_tokens=8,
+                       logprobs=asked, log=lambda msg: None)
+    measured = fake.params[2:]   # after the warm-up and the one-token prefill
+    assert len(measured) == 2 and all(p.logprobs == asked and p.max_tokens == 8 for call in measured for p in call)
+    assert len(runs["none"]) == 2 and info[compare.arm_plan("none")[0]]["startup_s"]["value"] == 1.0
+
+
+def test_logprobs_none_or_a_count():
+    from samspec_bench.bench.engines.base import SamplingParams
+
+    assert SamplingParams(logprobs=None).logprobs is None and SamplingParams(logprobs=2).logprobs == 2
+    for bad in (-1, 1.5):
+        with pytest.raises(ValueError, match="logprobs"):
+            SamplingParams(logprobs=bad)

@@ -98,6 +98,19 @@ def test_greedy_sam_identical_to_no_spec(base_and_sam):
     assert base.engine["spec_counters"]["vllm:spec_decode_num_drafts"] == 0
 
 
+def test_no_logprobs_asked_none_returned(engine, many_requests, base_and_sam):
+    """logprobs=None (what the method comparison asks by default): vLLM returns no logprobs,
+    for the same greedy tokens as with them, with SAM drafting too."""
+    base, _ = base_and_sam
+    reqs = [Request(r.req_id, r.prompt_ids, SamplingParams(max_tokens=r.params.max_tokens, logprobs=None))
+            for r in many_requests[:6]]
+    res = engine.generate(reqs, drafter="sam", num_spec_tokens=K)
+    for o, b in zip(res.outputs, base.outputs[:6]):
+        assert o.token_ids == b.token_ids
+        assert o.logprobs == [] and o.top_logprobs is None
+        assert len(b.logprobs) == len(b.token_ids)   # the same requests with logprobs=2 got them
+
+
 def test_counters_consistent_with_records(base_and_sam):
     _, sam = base_and_sam
     c = sam.engine["spec_counters"]

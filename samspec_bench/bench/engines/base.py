@@ -46,7 +46,9 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False
-    logprobs: int = 0          # also return the top-n alternatives of every emitted token
+    # also return the top-n alternatives of every emitted token; None: no logprobs wanted (an
+    # engine may then skip computing them, as vLLM does: its outputs' logprobs stay empty)
+    logprobs: int | None = 0
 
     def __post_init__(self):
         if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0 and math.isfinite(self.temperature)):
@@ -55,8 +57,8 @@ class SamplingParams:
             raise ValueError(f"top_p = {self.top_p!r}: must lie in (0, 1]")
         if int(self.top_k) != self.top_k:
             raise ValueError(f"top_k = {self.top_k!r}: must be an integer (<= 0 for off)")
-        if self.logprobs < 0:
-            raise ValueError(f"logprobs = {self.logprobs!r}: must be >= 0")
+        if self.logprobs is not None and (int(self.logprobs) != self.logprobs or self.logprobs < 0):
+            raise ValueError(f"logprobs = {self.logprobs!r}: must be an integer >= 0, or None for none")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens = {self.max_tokens!r}: must be >= 1")
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
@@ -109,7 +111,8 @@ class RequestOutput:
     req_id: Hashable
     prompt_ids: list[int]
     token_ids: list[int]
-    logprobs: list[float]              # of each emitted token (see the engine's logprobs_mode)
+    logprobs: list[float]              # of each emitted token (see the engine's logprobs_mode); may be
+                                       # empty when params.logprobs is None
     finish_reason: str
     steps: ResponseSteps               # the decode, step by step (metrics.py's record)
     top_logprobs: list[list[tuple[int, float]]] | None = None  # per token, when params.logprobs > 0

@@ -42,8 +42,15 @@ tok/s over the repeats (median, min, max, stdev; measured) and its ratio to the 
 (ratio of medians, and per-repeat ratios), tokens per step, drafted tokens per step, verify
 tokens per emitted token (from step counts, not times), the proposer's own time per step and
 its share of wall time (measured inside vLLM's worker), the cost a cost=auto arm fitted
-online (per repeat, and its course over the last repeat), and greedy identity with the first
-arm (every repeat; first divergence positions).
+online (per repeat, and its course over the last repeat), the step-cost fit (a ms per step +
+b ms per verified token) and from it the arm's speed-up over the plain engine modelled as
+counted, with exact drafts and with free verification (wall_model.py: what limits the arm on
+this hardware; modelled, not measured), and greedy identity with the first arm (every
+repeat; first divergence positions).
+
+No logprobs are asked by default (vLLM's default; a verify step would compute them for its
+draft positions too); `--logprobs` asks for each emitted token's, as an RL rollout that keeps
+rollout logprobs does. The result says which (`logprobs`).
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ from samspec_bench.bench.engines.vllm.adapter import VllmEngine, parse_engine_ar
 from samspec_bench.bench.engines.vllm.drafter import ENGINE_LENGTH, ENV_OPTIONS
 from samspec_bench.bench.engines.vllm.platform import (CPU_THREADS_CHOICES, cpu_engine_environment, on_cpu,
                                                         restored_environment, versions)
+from samspec_bench.bench.engines.vllm.wall_model import modelled_ratios
 from samspec_bench.data import encode_chat, read_benchmark
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import first_divergence
@@ -78,6 +86,9 @@ GOAL_OVER_NONE = 1.15   # the issue's goal: SAM tok/s >= ngram's and >= 1.15x no
 MEASURED = "measured (wall time of the generate call)"
 FROM_COUNTS = "from step counts (not a time)"
 WARM_PROMPT = "Write the numbers from one to twenty in words."
+LOGPROBS_NOTE = {False: "no logprobs asked (vLLM's default): none computed in any arm",
+                 True: "each emitted token's logprob asked in every arm (--logprobs), as an RL rollout keeping "
+                       "rollout logprobs does; a verify step computes them for its draft positions too"}
 PREFILL_NOTE = ("every engine prefilled the measured prompts once before the first repeat (one token each), "
                 "so that no arm pays a cold start; vLLM's prefix cache keeps only full KV blocks (128 tokens "
                 "on CPU by default), so a measured call still prefills what is left: prompt_tokens_prefilled "
@@ -170,7 +181,8 @@ def compare_methods(model: str = BUILTIN_MODEL, *, dtype: str = "float32", k: in
                     benchmark: str = "math500", num_prompts: int = 8, max_tokens: int = 256,
                     data_dir: str | None = None, engine_args: dict[str, Any] | None = None,
                     methods: Sequence[str] = tuple(split_methods(DEFAULT_METHODS)), repeats: int = 1,
-                    sequential: bool = False, cpu_threads: str = "all", log=None) -> dict[str, Any]:
+                    sequential: bool = False, cpu_threads: str = "all", logprobs: bool = False,
+                    log=None) -> dict[str, Any]:
     """See the module docstring. Returns the JSON-ready result."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     if repeats < 1:
@@ -201,12 +213,14 @@ def compare_methods(model: str = BUILTIN_MODEL, *, dtype: str = "float32", k: in
         ids: list | None = None
         for group in groups:
             ids = _run_group(group, plans, texts, ids, runs, info, model=model, dtype=dtype, k=k,
-                             engine_args=engine_args, repeats=repeats, max_tokens=max_tokens, log=log)
+                             engine_args=engine_args, repeats=repeats, max_tokens=max_tokens,
+                             logprobs=0 if logprobs else None, log=log)
     out = _result(model, dtype, k, benchmark, len(texts), max_tokens, repeats, methods, plans, runs, info, skipped)
-    return {**out, "cpu_threads": threads}
+    return {**out, "cpu_threads": threads, "logprobs": {"asked": logprobs, "note": LOGPROBS_NOTE[logprobs]}}
 
 
-def _run_group(group, plans, texts, ids, runs, info, *, model, dtype, k, engine_args, repeats, max_tokens, log):
+def _run_group(group, plans, texts, ids, runs, info, *, model, dtype, k, engine_args, repeats, max_tokens, logprobs,
+               log):
     """Build and warm the engines of these arms, run the repeats round-robin into `runs`, close
     them. Returns the measured prompts' token ids (encoded by the first engine's tokenizer)."""
     engines: dict[str, VllmEngine] = {}
@@ -230,7 +244,8 @@ def _run_group(group, plans, texts, ids, runs, info, *, model, dtype, k, engine_
                 if m == "suffix" and r > 0:
                     continue
                 key, drafter = plans[m]
-                reqs = [Request(i, p, SamplingParams(max_tokens=max_tokens)) for i, p in enumerate(ids)]
+                reqs = [Request(i, p, SamplingParams(max_tokens=max_tokens, logprobs=logprobs))
+                        for i, p in enumerate(ids)]
                 res = engines[key].generate(reqs, drafter=drafter, num_spec_tokens=k)
                 runs[m].append((r, res))
                 prop = res.engine.get("proposer") or {}
@@ -290,6 +305,8 @@ def _result(model, dtype, k, benchmark, n_prompts, max_tokens, repeats, methods,
                                                  fits[0]["source"])
                 row["ms_per_verified_token"] = spread([f["ms_per_verified_token"] for f in fits],
                                                       "ms per verified token (marginal)", fits[0]["source"])
+                row["fixed_ms_per_step"] = spread([f["fixed_ms"] for f in fits], "ms per engine step (fixed part)",
+                                                  fits[0]["source"])
             online = [p["online_cost"] for p in props if p.get("online_cost")]
             if online:   # cost=auto: the cost the proposer fitted online, at the end of each repeat
                 row["online_cost"] = {**spread([o["final"] for o in online], online[0]["unit"], online[0]["source"]),
@@ -303,10 +320,31 @@ def _result(model, dtype, k, benchmark, n_prompts, max_tokens, repeats, methods,
             continue
         row["tokens_per_s_vs"] = {b: _ratios(row["tokens_per_s"], rows[b]["tokens_per_s"])
                                   for b in BASELINES if b != m and "tokens_per_s" in rows.get(b, {})}
+    _add_wall_model(rows, runs)
     return {"model": model, "dtype": dtype, "k": k, "benchmark": benchmark, "num_prompts": n_prompts,
             "max_tokens": max_tokens, "repeats": repeats, "greedy": True, "reference_arm": reference,
             "prefill": PREFILL_NOTE,
             "engines": info, "versions": versions(), "arms": rows, "goal": goal(rows)}
+
+
+def _add_wall_model(rows: dict, runs: dict) -> None:
+    """Each arm with a step-cost fit: its speed-up over the plain engine (else `none`) modelled
+    from that fit and the last repeat's step counts (wall_model.py), as counted, with exact
+    drafts and with free verification."""
+    base = next((b for b in ("none-plain", "none") if runs.get(b)), None)
+    if base is None:
+        return
+    b_last = runs[base][-1][1]
+    b_steps, b_verified = len(b_last.steps), b_last.counts().steps + b_last.counts().drafted
+    for m, row in rows.items():
+        if m == base or "fixed_ms_per_step" not in row or not runs.get(m):
+            continue
+        last = runs[m][-1][1]
+        c = last.counts()
+        model = modelled_ratios(row["fixed_ms_per_step"]["median"], row["ms_per_verified_token"]["median"],
+                                b_steps, b_verified, len(last.steps), c.steps + c.drafted, c.drafted - c.accepted)
+        if model is not None:
+            row["wall_model_vs"] = {base: model}
 
 
 def goal(rows: dict) -> dict[str, Any]:
@@ -332,6 +370,8 @@ def goal(rows: dict) -> dict[str, Any]:
 
 def print_table(out: dict, file=sys.stderr) -> None:
     print(f"prefill: {out['prefill']}", file=file)
+    if out.get("logprobs"):
+        print(f"logprobs: {out['logprobs']['note']}", file=file)
     if out.get("cpu_threads"):
         ct = out["cpu_threads"]
         print(f"cpu threads: {ct.get('VLLM_CPU_OMP_THREADS_BIND', '-')} ({ct['source']})", file=file)
@@ -353,6 +393,10 @@ def print_table(out: dict, file=sys.stderr) -> None:
               + (f"online cost {r['online_cost']['median']:.2f} steps (cost=auto, fitted online)  "
                  if "online_cost" in r else "")
               + f"identical {g['identical']}/{g['of']}  {vs}", file=file)
+        for b, w in r.get("wall_model_vs", {}).items():
+            print(f"{'':11s} modelled vs {b} (a {w['fixed_ms']:.1f} ms/step + b {w['ms_per_verified_token']:.2f} ms/"
+                  f"verified token, fitted): x{w['as_counted']:.3f} as counted, x{w['exact_drafts']:.3f} with exact "
+                  f"drafts, x{w['free_verification']:.3f} with free verification", file=file)
     for m, g in out["goal"].items():
         parts = "  ".join(f"{c} x{v['ratio']:.3f} (need {v['needed']})" for c, v in g.items() if isinstance(v, dict))
         print(f"goal {m}: {'MET' if g['met'] else 'not met'}  {parts}  greedy identical {g['greedy_identical']}",
@@ -380,6 +424,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
                     help="on a CPU: all = the model's threads on every core and Intel OpenMP preloaded, as "
                          "vLLM's CPU guide asks (default); vllm = vLLM's own setup (on x86 it keeps one core "
                          "for its scheduler). A binding or preload in the environment wins")
+    ap.add_argument("--logprobs", action="store_true",
+                    help="ask for each emitted token's logprob, as an RL rollout that keeps rollout logprobs does "
+                         "(off: vLLM's default, no logprobs computed)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     try:
@@ -389,7 +436,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
                               max_tokens=a.max_tokens, data_dir=a.data_dir,
                               engine_args=parse_engine_args(a.engine_arg),
                               methods=split_methods(a.methods), repeats=a.repeats,
-                              sequential=a.sequential, cpu_threads=a.cpu_threads)
+                              sequential=a.sequential, cpu_threads=a.cpu_threads, logprobs=a.logprobs)
     except UserError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
