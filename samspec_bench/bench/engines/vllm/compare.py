@@ -328,7 +328,7 @@ def _result(model, dtype, k, benchmark, n_prompts, max_tokens, repeats, methods,
 
 
 def _add_wall_model(rows: dict, runs: dict) -> None:
-    """Each arm with a step-cost fit: its speed-up over the plain engine (else `none`) modelled
+    """Each arm that drafted and has a step-cost fit: its speed-up over the plain engine (else `none`) modelled
     from that fit and the last repeat's step counts (wall_model.py), as counted, with exact
     drafts and with free verification."""
     base = next((b for b in ("none-plain", "none") if runs.get(b)), None)
@@ -341,6 +341,8 @@ def _add_wall_model(rows: dict, runs: dict) -> None:
             continue
         last = runs[m][-1][1]
         c = last.counts()
+        if not c.drafted:   # nothing drafted: the model says 1.0 by construction
+            continue
         model = modelled_ratios(row["fixed_ms_per_step"]["median"], row["ms_per_verified_token"]["median"],
                                 b_steps, b_verified, len(last.steps), c.steps + c.drafted, c.drafted - c.accepted)
         if model is not None:
