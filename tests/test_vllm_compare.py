@@ -283,7 +283,7 @@ class _FakeEngine:
     startup_s = 1.0
 
     def __init__(self):
-        self.params = []
+        self.params, self.groups = [], []
 
     @staticmethod
     def tokenizer(text):
@@ -291,6 +291,7 @@ class _FakeEngine:
 
     def generate(self, reqs, drafter=None, num_spec_tokens=3):
         self.params.append([r.params for r in reqs])
+        self.groups.append([r.group for r in reqs])
         return _result([[5, 6, 7]] * len(reqs), 0, 0, 100.0)
 
     def close(self):
@@ -319,3 +320,18 @@ def test_logprobs_none_or_a_count():
     for bad in (-1, 1.5):
         with pytest.raises(ValueError, match="logprobs"):
             SamplingParams(logprobs=bad)
+
+
+def test_batch_arm_puts_every_request_of_a_call_in_one_group(monkeypatch):
+    """sam+batch: the SAM engine, a group-sharing drafter, and every measured request in one
+    group (each drafts from all of them); sam's requests keep no group."""
+    key, drafter = compare.arm_plan("sam+batch")
+    assert key == "sam" and drafter.group_sharing is True
+    fake = _FakeEngine()
+    monkeypatch.setattr(compare, "_build", lambda *a, **k: fake)
+    arms = ["sam", "sam+batch"]
+    compare._run_group(arms, {m: compare.arm_plan(m) for m in arms}, ["q"], [[1, 2], [3, 4], [5]], {m: [] for m in arms},
+                       {}, model="m", dtype="float32", k=3, engine_args=None, repeats=2, max_tokens=8, logprobs=None,
+                       log=lambda msg: None)
+    measured = fake.groups[2:]   # repeat 1: sam, sam+batch; repeat 2: sam+batch, sam (rotated)
+    assert measured == [[None] * 3, [compare.BATCH_GROUP] * 3, [compare.BATCH_GROUP] * 3, [None] * 3]

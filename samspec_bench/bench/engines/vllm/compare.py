@@ -16,6 +16,9 @@ Arms (`--methods`, comma-separated):
               sam[evidence:cost=0.2]); sam-mN: no draft for matches shorter than N tokens
   sam+tail    sam on its own engine whose proposer has option tail on (drafter.py: while the
               batch drains, each row's draft tokens are priced by its chance to finish last)
+  sam+batch   sam with every request of the call in one group (group sharing): each drafts from
+              every request's prompt and tokens so far, as Arctic's suffix decoding drafts from
+              other requests (it also keeps finished ones); freed when the call ends
   ngram       vLLM's n-gram method (prompt_lookup_min 2, max 5)
   suffix      vLLM's suffix method (Arctic; keeps finished responses, so it runs once);
               suffix-own keeps none (each request drafts from its own context)
@@ -86,6 +89,7 @@ GOAL_OVER_NONE = 1.15   # the issue's goal: SAM tok/s >= ngram's and >= 1.15x no
 MEASURED = "measured (wall time of the generate call)"
 FROM_COUNTS = "from step counts (not a time)"
 WARM_PROMPT = "Write the numbers from one to twenty in words."
+BATCH_GROUP = "call"   # sam+batch: the group every request of a measured call shares
 LOGPROBS_NOTE = {False: "no logprobs asked (vLLM's default): none computed in any arm",
                  True: "each emitted token's logprob asked in every arm (--logprobs), as an RL rollout keeping "
                        "rollout logprobs does; a verify step computes them for its draft positions too"}
@@ -120,6 +124,8 @@ def arm_plan(name: str) -> tuple[str, Any]:
         return "sam", None
     if name == "sam+tail":
         return "sam-tail", SamDrafter()
+    if name == "sam+batch":   # one group for the whole call: every request drafts from all of them
+        return "sam", SamDrafter(group_sharing=True)
     if name in ("ngram", "suffix", "suffix-own"):
         return name, ("suffix" if name == "suffix-own" else name)
     m = re.fullmatch(r"sam(?:-m(\w+))?(?:\[([^\]]*)\])?", name)
@@ -244,7 +250,8 @@ def _run_group(group, plans, texts, ids, runs, info, *, model, dtype, k, engine_
                 if m == "suffix" and r > 0:
                     continue
                 key, drafter = plans[m]
-                reqs = [Request(i, p, SamplingParams(max_tokens=max_tokens, logprobs=logprobs))
+                shared = BATCH_GROUP if getattr(drafter, "group_sharing", False) else None
+                reqs = [Request(i, p, SamplingParams(max_tokens=max_tokens, logprobs=logprobs), group=shared)
                         for i, p in enumerate(ids)]
                 res = engines[key].generate(reqs, drafter=drafter, num_spec_tokens=k)
                 runs[m].append((r, res))
@@ -417,7 +424,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--methods", default=DEFAULT_METHODS,
                     help="arms, comma-separated: none-plain, none, sam, sam[fixed], sam[evidence:cost=0.2], "
-                         "sam[evidence:cost=auto], sam-mN, sam+tail, "
+                         "sam[evidence:cost=auto], sam-mN, sam+tail, sam+batch, "
                          "ngram, suffix, suffix-own")
     ap.add_argument("--engine-arg", action="append", default=[])
     ap.add_argument("--repeats", type=int, default=2, help="fresh generate calls per arm (tok/s spread)")
