@@ -252,26 +252,30 @@ def test_tail_arm_builds_its_own_engine_with_the_option(monkeypatch):
 
 
 def test_wall_model_against_the_plain_engine():
-    """An arm with a step-cost fit gets its speed-up over the plain engine (preferred to `none`)
-    modelled from the fit's median a and b and the last repeat's counts (wall_model.py)."""
+    """Each arm that drafted gets its speed-up over the plain engine (preferred to `none`)
+    modelled from the last repeat's counts at one step cost for the run: the medians of the
+    drafting arms' fits (wall_model.py)."""
     from samspec_bench.bench.engines.vllm.wall_model import modelled_ratios
 
-    same = [[5, 6, 7, 8, 9]]   # 4 decode steps; sam drafts 3 and keeps 1 at each
+    same = [[5, 6, 7, 8, 9]]   # 4 decode steps; sam drafts 3 and keeps 1 at each, sam[fixed] 2 and 2
     runs = {"none-plain": [(0, _result(same, 0, 0, 100.0))], "none": [(0, _result(same, 0, 0, 100.0, 0.01))],
-            "sam": [(0, _result(same, 3, 1, 120.0, 0.05)), (1, _result(same, 3, 1, 121.0, 0.05))]}
-    for r, (_, res) in enumerate(runs["sam"]):
-        res.engine["proposer"]["verify_cost"] = {"fixed_ms": 50.0 + r, "ms_per_verified_token": 3.0 + r,
-                                                 "draft_token_cost_decode_steps": 0.3, "source": "fit"}
-        res.steps = res.steps[:6]   # fewer engine steps than the plain engine's 10
+            "sam": [(0, _result(same, 3, 1, 120.0, 0.05)), (1, _result(same, 3, 1, 121.0, 0.05))],
+            "sam[fixed]": [(0, _result(same, 2, 2, 120.0, 0.05))]}
+    fits = {"sam": [(50.0, 3.0), (51.0, 4.0)], "sam[fixed]": [(60.0, 5.0)], "none": [(40.0, 1.0)]}
+    for m, per_repeat in fits.items():
+        for (_, res), (a, b) in zip(runs[m], per_repeat):
+            res.engine["proposer"]["verify_cost"] = {"fixed_ms": a, "ms_per_verified_token": b,
+                                                     "draft_token_cost_decode_steps": 0.3, "source": "fit"}
+            res.steps = res.steps[:6]   # fewer engine steps than the plain engine's 10
     arms = _compare(runs)["arms"]
-    model = arms["sam"]["wall_model_vs"]
-    assert list(model) == ["none-plain"]
-    assert model["none-plain"] == modelled_ratios(50.5, 3.5, 10, 4, 6, 4 + 12, 12 - 4)
-    assert model["none-plain"]["free_verification"] == pytest.approx(10 / 6)
+    a, b = (50.5 + 60.0) / 2, (3.5 + 5.0) / 2   # medians over the drafting arms (none drafted nothing)
+    assert arms["sam"]["wall_model_vs"] == {"none-plain": {**modelled_ratios(a, b, 10, 4, 6, 4 + 12, 12 - 4),
+                                                           "fitted_arms": 2}}
+    assert arms["sam[fixed]"]["wall_model_vs"]["none-plain"]["exact_drafts"] == pytest.approx(
+        (10 * a + 4 * b) / (6 * a + (4 + 8) * b))
+    assert arms["sam"]["wall_model_vs"]["none-plain"]["free_verification"] == pytest.approx(10 / 6)
     assert arms["sam"]["fixed_ms_per_step"]["median"] == pytest.approx(50.5)
-    assert "wall_model_vs" not in arms["none-plain"]
-    runs["none"][0][1].engine["proposer"]["verify_cost"] = runs["sam"][0][1].engine["proposer"]["verify_cost"]
-    assert "wall_model_vs" not in _compare(runs)["arms"]["none"]   # a fit, but nothing drafted
+    assert "wall_model_vs" not in arms["none-plain"] and "wall_model_vs" not in arms["none"]
     del runs["none-plain"]
     assert list(_compare(runs)["arms"]["sam"]["wall_model_vs"]) == ["none"]
 

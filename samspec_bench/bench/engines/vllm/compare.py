@@ -46,9 +46,9 @@ tok/s over the repeats (median, min, max, stdev; measured) and its ratio to the 
 tokens per emitted token (from step counts, not times), the proposer's own time per step and
 its share of wall time (measured inside vLLM's worker), the cost a cost=auto arm fitted
 online (per repeat, and its course over the last repeat), the step-cost fit (a ms per step +
-b ms per verified token) and from it the arm's speed-up over the plain engine modelled as
-counted, with exact drafts and with free verification (wall_model.py: what limits the arm on
-this hardware; modelled, not measured), and greedy identity with the first arm (every
+b ms per verified token) and, at the medians of the drafting arms' fits, the arm's speed-up
+over the plain engine modelled as counted, with exact drafts and with free verification
+(wall_model.py: what limits the arm on this hardware; modelled, not measured), and greedy identity with the first arm (every
 repeat; first divergence positions).
 
 No logprobs are asked by default (vLLM's default; a verify step would compute them for its
@@ -335,25 +335,27 @@ def _result(model, dtype, k, benchmark, n_prompts, max_tokens, repeats, methods,
 
 
 def _add_wall_model(rows: dict, runs: dict) -> None:
-    """Each arm that drafted and has a step-cost fit: its speed-up over the plain engine (else `none`) modelled
-    from that fit and the last repeat's step counts (wall_model.py), as counted, with exact
-    drafts and with free verification."""
+    """Each arm that drafted: its speed-up over the plain engine (else `none`) modelled from
+    the last repeat's step counts at one step cost for the whole run (wall_model.py): a and b
+    are the medians of the drafting arms' fits, since every arm runs the same model and one
+    arm's fit alone scatters (on a 2-core CPU a by +-15 %, b by +-20 %)."""
     base = next((b for b in ("none-plain", "none") if runs.get(b)), None)
     if base is None:
         return
     b_last = runs[base][-1][1]
     b_steps, b_verified = len(b_last.steps), b_last.counts().steps + b_last.counts().drafted
-    for m, row in rows.items():
-        if m == base or "fixed_ms_per_step" not in row or not runs.get(m):
-            continue
-        last = runs[m][-1][1]
+    drafting = {m: runs[m][-1][1] for m in rows
+                if m != base and runs.get(m) and runs[m][-1][1].counts().drafted}
+    fitted = [rows[m] for m in drafting if "fixed_ms_per_step" in rows[m]]
+    if not fitted:
+        return
+    a = statistics.median(r["fixed_ms_per_step"]["median"] for r in fitted)
+    b = statistics.median(r["ms_per_verified_token"]["median"] for r in fitted)
+    for m, last in drafting.items():
         c = last.counts()
-        if not c.drafted:   # nothing drafted: the model says 1.0 by construction
-            continue
-        model = modelled_ratios(row["fixed_ms_per_step"]["median"], row["ms_per_verified_token"]["median"],
-                                b_steps, b_verified, len(last.steps), c.steps + c.drafted, c.drafted - c.accepted)
+        model = modelled_ratios(a, b, b_steps, b_verified, len(last.steps), c.steps + c.drafted, c.drafted - c.accepted)
         if model is not None:
-            row["wall_model_vs"] = {base: model}
+            rows[m]["wall_model_vs"] = {base: {**model, "fitted_arms": len(fitted)}}
 
 
 def goal(rows: dict) -> dict[str, Any]:
@@ -404,7 +406,7 @@ def print_table(out: dict, file=sys.stderr) -> None:
               + f"identical {g['identical']}/{g['of']}  {vs}", file=file)
         for b, w in r.get("wall_model_vs", {}).items():
             print(f"{'':11s} modelled vs {b} (a {w['fixed_ms']:.1f} ms/step + b {w['ms_per_verified_token']:.2f} ms/"
-                  f"verified token, fitted): x{w['as_counted']:.3f} as counted, x{w['exact_drafts']:.3f} with exact "
+                  f"verified token, the run's fit): x{w['as_counted']:.3f} as counted, x{w['exact_drafts']:.3f} with exact "
                   f"drafts, x{w['free_verification']:.3f} with free verification", file=file)
     for m, g in out["goal"].items():
         parts = "  ".join(f"{c} x{v['ratio']:.3f} (need {v['needed']})" for c, v in g.items() if isinstance(v, dict))

@@ -2,7 +2,8 @@
 
 A vLLM engine step costs about a + b x (tokens it verifies): a fixed part (weights read,
 scheduling, sampling) and b per verified position (a request's row plus its draft tokens).
-`verify_cost` (proposer_timing.py) fits a and b over an arm's measured steps. With the step
+`verify_cost` (proposer_timing.py) fits a and b over an arm's measured steps (the comparison
+uses the medians of its drafting arms' fits). With the step
 counts of a generate call (engine steps S, verified positions V = request decode steps +
 drafted tokens, of them `rejected` drafted tokens the target refused), the call's wall time
 is modelled as S a + V b, and the arm's speed-up over a baseline without drafts (S0 engine
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SOURCE = ("modelled: step time = a + b x verified tokens (a, b fitted from this arm's measured steps), "
+SOURCE = ("modelled: step time = a + b x verified tokens (a, b fitted from measured step intervals), "
           "step counts of the last repeat")
 
 
