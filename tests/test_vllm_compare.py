@@ -334,8 +334,8 @@ def test_batch_arm_puts_every_request_of_a_call_in_one_group(monkeypatch):
     fake = _FakeEngine()
     monkeypatch.setattr(compare, "_build", lambda *a, **k: fake)
     arms = ["sam", "sam+batch"]
-    compare._run_group(arms, {m: compare.arm_plan(m) for m in arms}, ["q"], [[1, 2], [3, 4], [5]], {m: [] for m in arms},
-                       {}, model="m", dtype="float32", k=3, engine_args=None, repeats=2, max_tokens=8, logprobs=None,
-                       log=lambda msg: None)
+    compare._run_group(arms, {m: compare.arm_plan(m) for m in arms}, ["q"], [[1, 2], [3, 4], [5]],
+                       {m: [] for m in arms}, {}, model="m", dtype="float32", k=3, engine_args=None, repeats=2,
+                       max_tokens=8, logprobs=None, log=lambda msg: None)
     measured = fake.groups[2:]   # repeat 1: sam, sam+batch; repeat 2: sam+batch, sam (rotated)
     assert measured == [[None] * 3, [compare.BATCH_GROUP] * 3, [compare.BATCH_GROUP] * 3, [None] * 3]

@@ -61,6 +61,7 @@ class SamplingParams:
             raise ValueError(f"logprobs = {self.logprobs!r}: must be an integer >= 0, or None for none")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens = {self.max_tokens!r}: must be >= 1")
+        object.__setattr__(self, "logprobs", None if self.logprobs is None else int(self.logprobs))
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
         if not all(isinstance(x, str) and x for x in stop):

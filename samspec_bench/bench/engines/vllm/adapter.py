@@ -340,7 +340,7 @@ class VllmEngine(Engine):
                       top_k=int(p.top_k) if p.top_k > 0 else 0, top_p=float(p.top_p),
                       seed=p.seed if not p.greedy else None, max_tokens=int(p.max_tokens),
                       stop_token_ids=list(p.stop_token_ids), ignore_eos=bool(p.ignore_eos),
-                      stop=list(p.stop), logprobs=None if p.logprobs is None else int(p.logprobs), detokenize=bool(p.stop), extra_args=extra,
+                      stop=list(p.stop), logprobs=p.logprobs, detokenize=bool(p.stop), extra_args=extra,
                       output_kind=RequestOutputKind.DELTA)
             live = LiveRequest(r, i, key, top=[] if p.logprobs else None)
             lives[key] = live

@@ -48,8 +48,8 @@ its share of wall time (measured inside vLLM's worker), the cost a cost=auto arm
 online (per repeat, and its course over the last repeat), the step-cost fit (a ms per step +
 b ms per verified token) and, at the medians of the drafting arms' fits, the arm's speed-up
 over the plain engine modelled as counted, with exact drafts and with free verification
-(wall_model.py: what limits the arm on this hardware; modelled, not measured), and greedy identity with the first arm (every
-repeat; first divergence positions).
+(wall_model.py: what limits the arm on this hardware; modelled, not measured), and greedy
+identity with the first arm (every repeat; first divergence positions).
 
 No logprobs are asked by default (vLLM's default; a verify step would compute them for its
 draft positions too); `--logprobs` asks for each emitted token's, as an RL rollout that keeps
@@ -353,7 +353,8 @@ def _add_wall_model(rows: dict, runs: dict) -> None:
     b = statistics.median(r["ms_per_verified_token"]["median"] for r in fitted)
     for m, last in drafting.items():
         c = last.counts()
-        model = modelled_ratios(a, b, b_steps, b_verified, len(last.steps), c.steps + c.drafted, c.drafted - c.accepted)
+        model = modelled_ratios(a, b, b_steps, b_verified, len(last.steps), c.steps + c.drafted,
+                                c.drafted - c.accepted)
         if model is not None:
             rows[m]["wall_model_vs"] = {base: {**model, "fitted_arms": len(fitted)}}
 
@@ -405,9 +406,10 @@ def print_table(out: dict, file=sys.stderr) -> None:
                  if "online_cost" in r else "")
               + f"identical {g['identical']}/{g['of']}  {vs}", file=file)
         for b, w in r.get("wall_model_vs", {}).items():
-            print(f"{'':11s} modelled vs {b} (a {w['fixed_ms']:.1f} ms/step + b {w['ms_per_verified_token']:.2f} ms/"
-                  f"verified token, the run's fit): x{w['as_counted']:.3f} as counted, x{w['exact_drafts']:.3f} with exact "
-                  f"drafts, x{w['free_verification']:.3f} with free verification", file=file)
+            print(f"{'':11s} modelled vs {b} (a {w['fixed_ms']:.1f} ms/step + b {w['ms_per_verified_token']:.2f} "
+                  f"ms/verified token, the run's fit): x{w['as_counted']:.3f} as counted, "
+                  f"x{w['exact_drafts']:.3f} with exact drafts, x{w['free_verification']:.3f} with free verification",
+                  file=file)
     for m, g in out["goal"].items():
         parts = "  ".join(f"{c} x{v['ratio']:.3f} (need {v['needed']})" for c, v in g.items() if isinstance(v, dict))
         print(f"goal {m}: {'MET' if g['met'] else 'not met'}  {parts}  greedy identical {g['greedy_identical']}",

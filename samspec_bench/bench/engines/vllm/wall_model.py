@@ -1,4 +1,4 @@
-"""Where a speculative arm's wall time goes, modelled from its own measured step costs.
+"""Where a speculative arm's wall time goes, modelled from measured step costs.
 
 A vLLM engine step costs about a + b x (tokens it verifies): a fixed part (weights read,
 scheduling, sampling) and b per verified position (a request's row plus its draft tokens).
