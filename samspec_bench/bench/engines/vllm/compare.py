@@ -130,7 +130,7 @@ def arm_plan(name: str) -> tuple[str, Any]:
         return name, ("suffix" if name == "suffix-own" else name)
     m = re.fullmatch(r"sam(?:-m(\w+))?(?:\[([^\]]*)\])?", name)
     if m is None:
-        raise UserError(f"--methods {name!r}: use none-plain, none, sam, sam-mN, sam[LENGTH], sam+tail, ngram, "
+        raise UserError(f"--methods {name!r}: use none-plain, none, sam, sam-mN, sam[LENGTH], sam+tail, sam+batch, "
                         "suffix or suffix-own (e.g. sam[fixed], sam[evidence:cost=0.2], sam-m2)")
     min_match, length = m.group(1), m.group(2)
     if min_match is not None and (not min_match.isdigit() or int(min_match) < 1):
@@ -342,19 +342,18 @@ def _add_wall_model(rows: dict, runs: dict) -> None:
     base = next((b for b in ("none-plain", "none") if runs.get(b)), None)
     if base is None:
         return
-    b_last = runs[base][-1][1]
-    b_steps, b_verified = len(b_last.steps), b_last.counts().steps + b_last.counts().drafted
-    drafting = {m: runs[m][-1][1] for m in rows
-                if m != base and runs.get(m) and runs[m][-1][1].counts().drafted}
+    last = {m: (runs[m][-1][1], runs[m][-1][1].counts()) for m in rows if runs.get(m)}
+    b_res, b_c = last[base]
+    drafting = [m for m, (_, c) in last.items() if m != base and c.drafted]
     fitted = [rows[m] for m in drafting if "fixed_ms_per_step" in rows[m]]
     if not fitted:
         return
     a = statistics.median(r["fixed_ms_per_step"]["median"] for r in fitted)
     b = statistics.median(r["ms_per_verified_token"]["median"] for r in fitted)
-    for m, last in drafting.items():
-        c = last.counts()
-        model = modelled_ratios(a, b, b_steps, b_verified, len(last.steps), c.steps + c.drafted,
-                                c.drafted - c.accepted)
+    for m in drafting:
+        res, c = last[m]
+        model = modelled_ratios(a, b, len(b_res.steps), b_c.steps + b_c.drafted, len(res.steps),
+                                c.steps + c.drafted, c.drafted - c.accepted)
         if model is not None:
             rows[m]["wall_model_vs"] = {base: {**model, "fitted_arms": len(fitted)}}
 
