@@ -131,8 +131,7 @@ def arm_plan(name: str) -> tuple[str, Any]:
     m = re.fullmatch(r"sam(?:-m(\w+))?(?:\[([^\]]*)\])?", name)
     if m is None:
         raise UserError(f"--methods {name!r}: use none-plain, none, sam, sam-mN, sam[LENGTH], sam+tail, sam+batch, "
-                        "ngram, "
-                        "suffix or suffix-own (e.g. sam[fixed], sam[evidence:cost=0.2], sam-m2)")
+                        "ngram, suffix or suffix-own (e.g. sam[fixed], sam[evidence:cost=0.2], sam-m2)")
     min_match, length = m.group(1), m.group(2)
     if min_match is not None and (not min_match.isdigit() or int(min_match) < 1):
         raise UserError(f"--methods {name}: sam-mN needs an integer N >= 1 (the shortest match that drafts)")
