@@ -16,5 +16,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("samspec_bench.suites.report_cmd:command", "One self-contained HTML (or Markdown) report comparing result directories."),
     "rollout": ("samspec_bench.suites.rollout:command", "RL rollout time with SAM off/always/below a batch threshold: head vs long tail, sweeps, simulation."),
     "curves": ("samspec_bench.suites.curves:command", "Training curves SAM off vs on (TensorBoard, verl console, wandb, CSV): learning EQUIVALENT/DIFFERENT, step-time ratios."),
+    "compare": ("samspec_bench.suites.compare:command",
+                "SAM against vLLM's none / ngram / suffix inside vLLM on the same prompts: tok/s over repeats, cost, identity (resumable)."),
+    "dominance": ("samspec_bench.suites.dominance:command",
+                  "Does SAM Pareto-dominate Arctic's suffix decoding on every trace, k and source? (trace replay counts)"),
+    "step-model": ("samspec_bench.suites.step_model_check:command",
+                   "Check a step-time model (profile or roofline) against measured engine steps: per-step and total errors."),
     "run": ("samspec_bench.suites.run.command:command", "Run every available suite with small defaults and render the report (resumable)."),
 }

@@ -10,7 +10,8 @@ import pytest
 
 from samspec_bench import cli
 from samspec_bench.metrics import ResponseSteps, total_counts
-from samspec_bench.bench.engines.replay import DraftConfig, ReplayEngine, response_key
+from samspec_bench.bench.draft_config import DraftConfig
+from samspec_bench.bench.engines.replay import ReplayEngine, response_key
 from samspec_bench.errors import UserError
 from samspec_bench.sam.drafters import arctic_available
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from samspec_bench.bench.engines.acceptance import ModelAcceptanceEngine
-from samspec_bench.bench.engines.replay import DraftConfig
+from samspec_bench.bench.draft_config import DraftConfig
 from samspec_bench.bench.engines.vllm.platform import vllm_available
 from samspec_bench.errors import UserError
 from samspec_bench.sam.drafters import NgramDrafter, SamDrafter, arctic_available
@@ -22,6 +22,7 @@ def test_reference_engine_configurations():
     assert "per-group sharing" in eng.unsupported(DraftConfig("ngram", 3, group=True))
     assert "concurrently" in eng.unsupported(DraftConfig("sam", 3, group=True, order="sequential"))
     assert "--engine replay" in eng.unsupported(DraftConfig("sam", 3, corpus=True))
+    assert "--engine replay" in eng.unsupported(DraftConfig("sam", 3, history=True))   # no earlier steps recorded
     if not arctic_available():
         assert "not available" in eng.unsupported(DraftConfig("suffix", 3))
     # our drafters run in this process, options attached
@@ -38,14 +39,15 @@ def test_reference_engine_configurations():
 def test_vllm_engine_configurations(monkeypatch):
     import samspec_bench.bench.engines.acceptance as acceptance
 
-    monkeypatch.setattr(acceptance, "require_vllm", lambda: None)   # the checks need no vLLM
+    monkeypatch.setattr(acceptance, "require_engine", lambda name: None)   # the checks need no vLLM
     eng = ModelAcceptanceEngine("vllm", "builtin:tiny-qwen3", engine_args={"max_num_seqs": 8})
     assert eng.options == {"max_model_len": 4096, "engine_args": {"max_num_seqs": 8}}
     assert "sam-python" in eng.unsupported(DraftConfig("sam-python", 3))
     assert eng.unsupported(DraftConfig("ngram", 3)) is None
-    assert "inside vLLM" in eng.unsupported(DraftConfig("ngram", 3, group=True))
-    assert "inside vLLM" in eng.unsupported(DraftConfig("sam", 3, group=True, order="sequential"))
+    assert "inside vllm" in eng.unsupported(DraftConfig("ngram", 3, group=True))
+    assert "inside vllm" in eng.unsupported(DraftConfig("sam", 3, group=True, order="sequential"))
     assert "vllm engine" in eng.unsupported(DraftConfig("sam", 3, corpus=True))
+    assert "--engine replay" in eng.unsupported(DraftConfig("sam", 3, history=True))
     if not arctic_available():
         assert "arctic-inference" in eng.unsupported(DraftConfig("suffix", 3))
     # SAM through our proposer (group sharing, min match); vLLM's own methods by name

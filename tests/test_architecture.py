@@ -3,7 +3,9 @@
 Imports point down the layers below; inside a layer any direction is allowed as long as there
 is no loop. A lazy (function-level) import of one of our modules is allowed only where that
 module pulls torch, vLLM or lm-eval in at import time: everything else is imported at the top,
-so a module's first lines show what it depends on.
+so a module's first lines show what it depends on. Imports under a module-level
+`if __name__ == "__main__":` are a script entry point (`python -m <old path>` handing its
+arguments to the CLI), not a dependency of the module: they are left out of every rule.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ MAX_LINES = 520  # "about 500": a longer module says at its top why it is one mo
 # lowest first; a module belongs to the longest prefix listed
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "paths"),
-    ("sam", "metrics", "results", "commands"),
+    ("sam", "metrics", "results", "commands", "devices"),
     ("data", "models", "model_catalog", "rl_models", "trace_formats"),
     ("bench",),
     ("workload", "evals"),
@@ -49,6 +51,18 @@ def _resolve(name: str) -> str | None:
     return name or None
 
 
+def _script_entry_nodes(tree: ast.Module) -> set[int]:
+    """The nodes under a module-level `if __name__ == "__main__":` (the script entry point)."""
+    out: set[int] = set()
+    for n in tree.body:
+        t = n.test if isinstance(n, ast.If) else None
+        if (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
+                and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) and isinstance(t.comparators[0], ast.Constant)
+                and t.comparators[0].value == "__main__"):
+            out.update(id(c) for c in ast.walk(n))
+    return out
+
+
 def _imports(mod: str, path: Path):
     """(target module, is_top_level, imported names, line) for each import of our package."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -58,7 +72,10 @@ def _imports(mod: str, path: Path):
         if isinstance(n, (ast.If, ast.Try)):
             top.update(id(c) for c in ast.walk(n))
     is_pkg = path.name == "__init__.py"
+    entry = _script_entry_nodes(tree)
     for node in ast.walk(tree):
+        if id(node) in entry:
+            continue
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -204,6 +221,52 @@ def test_the_drafting_library_needs_no_torch():
     graph = _top_graph()
     for m in (f"{NAME}.sam", f"{NAME}.sam.automaton", f"{NAME}.sam.drafters", f"{NAME}.sam.reference"):
         assert not _pulls_heavy(m, graph), m
+
+
+def _torch_imports(tree: ast.AST) -> list[int]:
+    """Lines importing torch (or a torch submodule) anywhere in a module, functions included."""
+    lines = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import) and any(a.name.split(".")[0] == "torch" for a in n.names):
+            lines.append(n.lineno)
+        elif isinstance(n, ast.ImportFrom) and not n.level and (n.module or "").split(".")[0] == "torch":
+            lines.append(n.lineno)
+    return lines
+
+
+def test_nothing_under_sam_imports_torch():
+    """The drafting library is torch-free throughout (the rejection sampler is bench/rejection):
+    no module under sam/ imports torch, at its top or inside a function, and none imports one
+    of our modules that pulls torch (or vLLM, lm-eval) in at import time."""
+    graph = _top_graph()
+    sam = [m for m in MODULES if m == f"{NAME}.sam" or m.startswith(f"{NAME}.sam.")]
+    assert f"{NAME}.sam.drafters" in sam
+    bad = []
+    for m in sam:
+        tree = ast.parse(MODULES[m].read_text(encoding="utf-8"))
+        bad += [f"{m}:{line} imports torch" for line in _torch_imports(tree)]
+        bad += [f"{m}:{line} imports {tgt} ({name}), which imports torch" for tgt, _, name, line in EDGES[m]
+                if tgt != m and _pulls_heavy(tgt, graph)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_torch_check_sees_a_lazy_torch_import():
+    """The sam/ rule can fail: an import inside a function, and a module that pulls torch in."""
+    src = "def f():\n    from torch.nn import functional\n\n\ndef g():\n    import numpy, torch.cuda\n"
+    assert _torch_imports(ast.parse(src)) == [2, 6]
+    assert _pulls_heavy(f"{NAME}.bench.rejection.vectorised", _top_graph())
+
+
+def test_only_the_script_entry_point_is_left_out():
+    """The entry-point rule is narrow: an import under `if __name__ == "__main__":` is left out,
+    one under any other module-level `if` still counts."""
+    src = ("import os\nif __name__ == '__main__':\n    from samspec_bench.cli import main\n"
+           "if __name__ != '__main__':\n    from samspec_bench.cli import group\n"
+           "if DEBUG:\n    from samspec_bench.cli import main\n")
+    tree = ast.parse(src)
+    entry = _script_entry_nodes(tree)
+    left_out = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and id(n) in entry]
+    assert left_out == [3]
 
 
 def test_the_checker_sees_a_planted_upward_import(tmp_path):

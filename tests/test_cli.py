@@ -15,14 +15,26 @@ from samspec_bench.cli import group
 from samspec_bench.commands import COMMANDS
 
 
-def test_help_imports_no_torch_vllm_or_lm_eval():
-    code = ("import sys\nfrom samspec_bench.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+def _help_and_heavy_modules(argv: list[str]) -> str:
+    """What `samspec-bench <argv>` prints, then the heavy modules it left imported."""
+    code = (f"import sys\nfrom samspec_bench.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
             "heavy = [m for m in ('torch', 'vllm', 'lm_eval', 'transformers') if m in sys.modules]\n"
             "print('HEAVY', heavy)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+
+
+def test_help_imports_no_torch_vllm_or_lm_eval():
+    out = _help_and_heavy_modules(["--help"])
     assert "HEAVY []" in out
     for name in COMMANDS:
         assert name in out
+
+
+@pytest.mark.parametrize("command, option", [("sampler", "--audit"), ("run", "--config")])
+def test_a_commands_help_imports_no_torch_vllm_or_lm_eval(command, option):
+    # the sampler's audits and `run`'s steps run torch; their --help must not load it
+    out = _help_and_heavy_modules([command, "--help"])
+    assert option in out and "HEAVY []" in out
 
 
 def test_every_listed_command_loads_and_has_help():
@@ -30,6 +42,10 @@ def test_every_listed_command_loads_and_has_help():
     for name in COMMANDS:
         res = runner.invoke(group, [name, "--help"])
         assert res.exit_code == 0, (name, res.output)
+        # the table points at this command (not another suite's): its usage line and name say so
+        usage = res.output.splitlines()[0]
+        assert usage.startswith("Usage: ") and f" {name} [OPTIONS]" in usage, (name, usage)
+        assert group.get_command(None, name).name == name
         assert "--json" in res.output or "--output" in res.output, name
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -158,10 +159,11 @@ def test_command_divergent_run_fails_the_gate(tmp_path):
     result, _ = curves.run(cfg, str(tmp_path / "out"))
     comps = result["metrics"]["comparisons"]
     assert comps["b"]["learning"]["reward"]["final"]["verdict"] == "DIFFERENT" and comps["b"]["verdict"] == "DIFFERENT"
-    assert comps["c"]["learning"]["reward"]["whole"]["steps"] == 80 and comps["c"]["verdict"] != "DIFFERENT"
+    # c is drawn from a's process (noise sd ~0.01 against a 0.05 margin): equivalent over its 80 steps
+    assert comps["c"]["learning"]["reward"]["whole"]["steps"] == 80 and comps["c"]["verdict"] == "EQUIVALENT"
     assert result["metrics"]["verdict"] == "DIFFERENT" and curves.exit_code(cfg, result) == 1
     heads, gates = summarize(result)
-    assert [g["passed"] for g in gates] == [False, comps["c"]["verdict"] == "EQUIVALENT" or None]
+    assert [g["passed"] for g in gates] == [False, True]
     names = [h["name"] for h in heads]
     assert "b vs a: learning" in names and "b: reward" in names and "b: gen_time ratio B/A" in names
 
@@ -192,14 +194,17 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
 def test_report_renders_curves_runs_with_figures(tmp_path):
     rng = np.random.default_rng(4)
     a = write_csv(tmp_path / "a.csv", curve(60, rng))
-    b = write_csv(tmp_path / "b.csv", curve(60, rng))
+    b = write_csv(tmp_path / "b.csv", curve(60, rng, shift=0.1))     # reward planted 0.1 up; margin 0.05
     result, run_dir = curves.run(build_config(**params(runs=(str(a), str(b)))), str(tmp_path / "out"))
     report = collect([run_dir])
     run = report.groups[0].runs[0]
     assert report.groups[0].suite == "curves"
     assert {f.name for f in run.figures} == set(result["figures"]) and all(f.data for f in run.figures)
-    verdicts = [h for h in run.headlines if h["name"].startswith("b: ") and not h["name"].endswith("B/A")]
-    assert {h["value"] for h in verdicts} <= {"EQUIVALENT", "DIFFERENT", "INCONCLUSIVE"} and verdicts
+    values = {h["name"]: h["value"] for h in run.headlines}
+    assert {k: values[k] for k in ("b vs a: learning", "b: reward", "b: length", "b: entropy")} == {
+        "b vs a: learning": "DIFFERENT", "b: reward": "DIFFERENT", "b: length": "EQUIVALENT", "b: entropy": "EQUIVALENT"}
+    ratios = [h for h in run.headlines if h["name"].endswith("ratio B/A")]
+    assert ratios and all(h["ci"][0] < 1 < h["ci"][1] for h in ratios)   # same speed in both runs
 
 
 def test_run_step_takes_curves_runs_from_the_config(tmp_path):
@@ -240,6 +245,12 @@ def test_real_pipelined_run_learns_alike_in_shorter_steps(shared_data):
     assert comp["speed"]["gen_time"]["change"] == "no detectable change"
 
 
+def _console_steps(path: Path, tag: str) -> set[int]:
+    """The steps of verl console lines that log `tag`, by a plain regex."""
+    return {int(m.group(1)) for line in path.read_text(errors="replace").splitlines()
+            if (m := re.match(r"step:(\d+) - ", line)) and f" - {tag}:" in line}
+
+
 def test_real_console_pair_with_different_kl_is_not_equivalent(shared_data):
     logs = sorted((shared_data / "training_logs" / "open_agentrl_console").glob("*.output.log"))
     cfg = build_config(**params(runs=tuple(str(p) for p in logs)))
@@ -248,5 +259,6 @@ def test_real_console_pair_with_different_kl_is_not_equivalent(shared_data):
     comp = out["comparisons"][runs[1].label]
     assert comp["verdict"] == "DIFFERENT" and comp["learning"]["entropy"]["verdict"] == "DIFFERENT"
     whole = comp["learning"]["reward"]["whole"]
-    assert whole["steps"] < min(len(r.series["critic/score/mean"]) for r in runs) + 1
+    common = set.intersection(*(_console_steps(p, "critic/score/mean") for p in logs))   # read apart from the loader
+    assert (whole["steps"], whole["first_step"], whole["last_step"]) == (len(common), min(common), max(common))
     assert comp["learning"]["val/aime_2024"]["tag_a"] != comp["learning"]["val/aime_2024"]["tag_b"]

@@ -1,59 +1,155 @@
-"""The dominance benchmark (bench/draft_dominance.py): its table, curves and figure."""
+"""The dominance benchmark: its cells (bench/draft_dominance.py) and the `samspec-bench dominance`
+command (suites/dominance.py: run folder, resume per cell, figure, gate exit code, report).
+
+Most tests stand a fixed-length SAM in for Arctic's suffix drafter (arctic-inference is not
+installed everywhere): the suffix figures must then equal sam-fixed's, which the replay computes
+separately. The tests marked `arctic` replay the real suffix drafter."""
+
+from __future__ import annotations
 
 import json
 
 import pytest
+from click.testing import CliRunner
 
 from samspec_bench.bench import draft_dominance
+from samspec_bench.cli import group
+from samspec_bench.errors import UserError
+from samspec_bench.reports.collect import collect
+from samspec_bench.results import load_result
 from samspec_bench.sam.draft_length import EvidenceLength
-from samspec_bench.sam.drafters import arctic_available
+from samspec_bench.sam.drafters import SamDrafter, arctic_available
+from samspec_bench.suites import dominance
 
-pytestmark = pytest.mark.skipif(not arctic_available(), reason="needs arctic-inference (the 'suffix' drafter)")
+arctic = pytest.mark.skipif(not arctic_available(), reason="needs arctic-inference (the 'suffix' drafter)")
+GRPO, SOLO = "qwen25math_math_100x8.jsonl", "tora70b_gsm8k.jsonl"
 
 
-def test_rows_curves_and_figure(traces_dir, qwen3_tokenizer_dir, tmp_path, capsys):
-    out, fig = tmp_path / "d.json", tmp_path / "pareto.png"
-    draft_dominance.main(["--traces", str(traces_dir / "qwen25math_math_100x8.jsonl"),
-                          str(traces_dir / "tora70b_gsm8k.jsonl"), "--tokenizer", str(qwen3_tokenizer_dir),
-                          "-k", "2", "--limit-groups", "1", "--json", str(out), "--figure", str(fig),
-                          "--costs", "0.1,0.6"])
-    doc = json.loads(out.read_text())
-    rows = doc["rows"]
-    assert doc["share_stats"] is True and doc["sam_policy"]["spec"] == EvidenceLength().spec() == "evidence"
+@pytest.fixture
+def stand_in(monkeypatch):
+    """Arctic's drafter replaced by SAM's fixed-length baseline (same group sharing); the replays
+    are counted per cell."""
+    monkeypatch.setattr(draft_dominance, "ArcticSuffixDrafter",
+                        lambda share_finished: SamDrafter(group_sharing=share_finished, length="fixed"))
+    monkeypatch.setattr(dominance, "arctic_available", lambda: True)
+    calls = []
+    inner = draft_dominance.replay_cell
+    monkeypatch.setattr(draft_dominance, "replay_cell", lambda items, k, source, *a: calls.append((k, source))
+                        or inner(items, k, source, *a))
+    return calls
+
+
+def _invoke(*args):
+    return CliRunner().invoke(group, ["dominance", *map(str, args)])
+
+
+def test_cells_run_folder_gate_and_report(stand_in, traces_dir, qwen3_tokenizer_dir, tmp_path):
+    res = _invoke("--traces", traces_dir / GRPO, "--traces", traces_dir / SOLO, "--tokenizer", qwen3_tokenizer_dir,
+                  "-k", "2", "--limit-groups", "1", "--output", tmp_path / "runs", "--json", tmp_path / "d.json")
+    (run,) = list((tmp_path / "runs").iterdir())
+    result = load_result(run)
+    rows = result["rows"]
     # the GRPO trace has both sources; the trace without groups only its own
-    assert [(r["trace"][:4], r["source"]) for r in rows] == [("qwen", "own"), ("qwen", "group"), ("tora", "own")]
-    assert "no GRPO groups" in capsys.readouterr().out
+    assert [(r["trace"], r["source"]) for r in rows] == [(GRPO, "own"), (GRPO, "group"), (SOLO, "own")]
+    assert "no GRPO groups" in res.output
     for r in rows:
+        assert r["suffix"] == r["sam_fixed"]   # the stand-in is sam-fixed
+        assert r["dominates"] == (r["sam"]["tokens_per_step"] >= r["sam_fixed"]["tokens_per_step"]
+                                  and r["sam"]["drafted_per_step"] <= r["sam_fixed"]["drafted_per_step"])
+    passed = sum(r["dominates"] for r in rows)
+    m = result["metrics"]
+    assert (m["cells"], m["dominated_cells"], m["share_stats"]) == (3, passed, True)
+    assert m["sam_policy"]["spec"] == EvidenceLength().spec() == "evidence"
+    assert res.exit_code == (0 if passed == 3 else 1), res.output   # exit 1: the gate failed
+    assert json.loads((tmp_path / "d.json").read_text())["metrics"] == m
+    assert [c["source"] for c in result["tables"]["cells"]] == ["own", "group", "own"]
+    (grp,) = collect([run]).groups
+    assert grp.suite == "dominance"
+    (g,) = grp.runs[0].gates
+    assert g["passed"] is (passed == 3) and g["value"] == passed and g["threshold"] == 3
+
+
+def test_resume_replays_only_the_missing_cells(stand_in, traces_dir, qwen3_tokenizer_dir, tmp_path):
+    args = ["--traces", traces_dir / GRPO, "--tokenizer", qwen3_tokenizer_dir, "-k", "2,3", "--limit-groups", "1"]
+    _invoke(*args, "--output", tmp_path / "runs")
+    assert stand_in == [(2, "own"), (2, "group"), (3, "own"), (3, "group")]
+    (run,) = list((tmp_path / "runs").iterdir())
+    first = load_result(run)["rows"]
+    cells = run / dominance.CELLS_FILE
+    lines = cells.read_text().splitlines()
+    cells.write_text("\n".join(lines[:2]) + "\n" + lines[2][:20])   # interrupted: two whole cells, one torn
+    stand_in.clear()
+    _invoke(*args, "--resume", run)
+    assert stand_in == [(3, "own"), (3, "group")]
+    assert load_result(run)["rows"] == first
+    res = _invoke(*args[:-2], "--limit-groups", "2", "--resume", run)
+    assert isinstance(res.exception, UserError) and "limit_groups = 1, this call 2" in str(res.exception)
+
+
+def test_figure_curves_in_the_run_folder(stand_in, traces_dir, qwen3_tokenizer_dir, tmp_path):
+    fig = tmp_path / "pareto.png"
+    _invoke("--traces", traces_dir / GRPO, "--tokenizer", qwen3_tokenizer_dir, "-k", "2", "--limit-groups", "1",
+            "--figure", fig, "--costs", "0.1,0.6", "--output", tmp_path / "runs")
+    (run,) = list((tmp_path / "runs").iterdir())
+    result = load_result(run)
+    assert result["figures"] == ["pareto.png"]
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" == (run / "pareto.png").read_bytes()[:8]
+    for r in result["rows"]:
         sam, fixed = r["curves"]["sam"], r["curves"]["sam_fixed"]
         assert [p["cost"] for p in sam] == [0.1, 0.6]
         assert sam[1]["drafted_per_step"] < sam[0]["drafted_per_step"]   # a dearer verify token: fewer drafted
         assert [p["k"] for p in fixed] == [1, 2]
-        # the curve's last point is the table's sam-fixed replay
+        # the curve's last point replays the table's sam-fixed configuration
         assert fixed[-1]["tokens_per_step"] == r["sam_fixed"]["tokens_per_step"]
-        assert fixed[-1]["drafted_per_step"] == r["sam_fixed"]["drafted_per_step"]
-        assert r["dominates"] == (r["sam"]["tokens_per_step"] >= r["suffix"]["tokens_per_step"]
-                                  and r["sam"]["drafted_per_step"] <= r["suffix"]["drafted_per_step"])
-    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_bad_costs_and_specs_stop_before_any_replay(tmp_path, capsys):
-    assert draft_dominance.main(["--traces", str(tmp_path / "none.jsonl"), "--figure", str(tmp_path / "f.png"),
-                                 "--costs", "0.2,1.5"]) == 2
-    assert "--costs 0.2,1.5" in capsys.readouterr().err
-    assert draft_dominance.main(["--traces", str(tmp_path / "none.jsonl"), "--sam-length", "evidence:cost=2"]) == 2
-    assert "evidence:cost=2" in capsys.readouterr().err
+@pytest.mark.parametrize("args, says", [
+    (["--figure", "f.png", "--costs", "0.2,1.5"], "--costs 0.2,1.5"),
+    (["--sam-length", "evidence:cost=2"], "evidence:cost=2"),
+    (["-k", "0"], "-k '0'"),
+    (["--traces", "none.jsonl"], "--traces none.jsonl: no such file"),
+])
+def test_bad_options_stop_before_any_replay(stand_in, tmp_path, monkeypatch, args, says):
+    monkeypatch.chdir(tmp_path)
+    res = _invoke(*args, "--output", tmp_path / "runs")
+    assert isinstance(res.exception, UserError) and says in str(res.exception)   # the CLI exits 2
+    assert stand_in == [] and not (tmp_path / "runs").exists()
 
 
-def test_shared_stats_change_only_the_corrected_policy(traces_dir, qwen3_tokenizer_dir, capsys):
+def test_without_arctic_the_command_says_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(dominance, "arctic_available", lambda: False)
+    res = _invoke("--output", tmp_path / "runs")
+    assert isinstance(res.exception, UserError) and "pip install arctic-inference" in str(res.exception)
+
+
+def test_shared_stats_change_only_the_corrected_policy(stand_in, traces_dir, qwen3_tokenizer_dir, tmp_path):
     """Sharing (the default) carries acceptance statistics across replay units, never draft content:
-    a policy without the per-token correction replays the same either way."""
+    a policy without the per-token correction replays the same either way; the command's
+    --no-share-stats runs the unshared replay."""
     def sam(spec, share):
-        rows = draft_dominance.run([traces_dir / "qwen25math_math_100x8.jsonl"], str(qwen3_tokenizer_dir), [3],
-                                   spec, 1, progress=lambda s: None, share_stats=share)
+        rows = draft_dominance.run([traces_dir / GRPO], str(qwen3_tokenizer_dir), [2], spec, 1,
+                                   progress=lambda s: None, share_stats=share)
         return [(r["sam"]["tokens_per_step"], r["sam"]["drafted_per_step"]) for r in rows]
     assert sam("evidence:tokens=0,shape=0", True) == sam("evidence:tokens=0,shape=0", False)
-    assert sam("evidence:tokens=2", True) != sam("evidence:tokens=2", False)
-    assert draft_dominance.main(["--traces", str(traces_dir / "qwen25math_math_100x8.jsonl"), "--tokenizer",
-                                 str(qwen3_tokenizer_dir), "-k", "2", "--limit-groups", "1", "--no-share-stats",
-                                 "--sam-length", "evidence:tokens=2"]) in (0, 1)
-    assert "a fresh record per replay unit" in capsys.readouterr().out
+    shared, fresh = sam("evidence:tokens=2", True), sam("evidence:tokens=2", False)
+    assert shared != fresh
+    res = _invoke("--traces", traces_dir / GRPO, "--tokenizer", qwen3_tokenizer_dir, "-k", "2", "--limit-groups",
+                  "1", "--no-share-stats", "--sam-length", "evidence:tokens=2", "--output", tmp_path / "runs")
+    assert "a fresh record per replay unit" in res.output
+    (run,) = list((tmp_path / "runs").iterdir())
+    result = load_result(run)
+    assert result["metrics"]["share_stats"] is False
+    assert [(r["sam"]["tokens_per_step"], r["sam"]["drafted_per_step"]) for r in result["rows"]] == fresh
+
+
+@arctic
+def test_real_suffix_drafter_cells(traces_dir, qwen3_tokenizer_dir):
+    """With arctic-inference: Arctic's drafter is not SAM's fixed baseline (its figures differ
+    somewhere), and the gate follows the rule."""
+    rows = draft_dominance.run([traces_dir / GRPO], str(qwen3_tokenizer_dir), [2, 8], "evidence", 1,
+                               progress=lambda s: None)
+    assert [(r["k"], r["source"]) for r in rows] == [(2, "own"), (2, "group"), (8, "own"), (8, "group")]
+    assert any(r["suffix"] != r["sam_fixed"] for r in rows)
+    for r in rows:
+        assert r["dominates"] == (r["sam"]["tokens_per_step"] >= r["suffix"]["tokens_per_step"]
+                                  and r["sam"]["drafted_per_step"] <= r["suffix"]["drafted_per_step"])

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from samspec_bench.bench.engines.replay import (DraftConfig, ReplayEngine, emulate_steps, group_units, has_steps,
-                                                replay_response, unsupported_reason)
+from samspec_bench.bench.draft_config import DraftConfig, unsupported_reason
+from samspec_bench.bench.engines.replay import ReplayEngine, emulate_steps, group_units, has_steps, replay_response
 from samspec_bench.data import TokenizedResponse
 from samspec_bench.sam.drafters import SamDrafter
 from samspec_bench.sam.history import HistoryStore, prompt_key

@@ -9,6 +9,8 @@ import json
 import pytest
 
 from samspec_bench.bench.engines.base import Engine, GenerationResult, RequestOutput
+from samspec_bench.bench.engines.oracle import OracleDrafter
+from samspec_bench.bench.engines.vllm.adapter import VllmEngine
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import ResponseSteps
 from samspec_bench.suites.op_equivalence import BUILTIN_PROMPTS, OpEqConfig, load_prompts, run, run_model_level
@@ -32,6 +34,7 @@ class FakeVllm(Engine):
     """Answers generate() as vLLM would for the three runs of the model level."""
 
     name = "vllm"
+    capabilities = VllmEngine.capabilities   # no teacher forcing: the verify path is oracle-drafted
 
     def __init__(self):
         self.tokenizer = Tok()
@@ -44,7 +47,10 @@ class FakeVllm(Engine):
     def close(self):
         self.closed = True
 
-    def generate(self, requests, *, drafter=None, num_spec_tokens=3, oracle=None, **kw):
+    def generate(self, requests, *, drafter=None, num_spec_tokens=3, **kw):
+        oracle = drafter.continuations if isinstance(drafter, OracleDrafter) else None
+        if oracle is not None:
+            drafter = None
         self.calls.append({"drafter": drafter, "k": num_spec_tokens, "oracle": oracle})
         outs = []
         for r in requests:
@@ -78,11 +84,11 @@ def fake_vllm(monkeypatch):
     eng = FakeVllm()
     asked = {}
 
-    def get_engine(model, **kw):
-        asked.update(model=model, **kw)
+    def shared_engine(name, model, **kw):
+        asked.update(name=name, model=model, **kw)
         return eng
 
-    monkeypatch.setattr(model_level, "get_engine", get_engine)
+    monkeypatch.setattr(model_level, "shared_engine", shared_engine)
     eng.asked = asked
     return eng
 
@@ -97,7 +103,7 @@ def test_vllm_model_level_known_answer(tmp_path, fake_vllm):
     cfg = OpEqConfig(model="m", engine="vllm", levels=["model"], k=2, num_prompts=2, max_tokens=5,
                      prompts_file=_prompts(tmp_path), drafter="ngram")
     rows, table, info = run_model_level(cfg, "float32", Bar())
-    assert fake_vllm.asked == {"model": "m", "dtype": "float32", "num_spec_tokens": 3}   # k >= 3 for the shared engine
+    assert fake_vllm.asked == {"name": "vllm", "model": "m", "dtype": "float32", "num_spec_tokens": 3}   # k >= 3 for the shared engine
     plain, verify, spec = fake_vllm.calls
     assert plain == {"drafter": None, "k": 3, "oracle": None}
     assert verify["oracle"] == {0: BASE[0][0], 1: BASE[1][0]} and verify["k"] == 2      # the plain continuation

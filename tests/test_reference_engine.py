@@ -13,6 +13,7 @@ import torch
 
 from samspec_bench.bench.policies import NeverSpeculate, SpecPolicy, StepState
 from samspec_bench.bench.engines.base import Request, SamplingParams, make_requests
+from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.bench.engines.reference import ReferenceEngine
 from samspec_bench.errors import UserError
 from samspec_bench.sam import Drafter
@@ -205,6 +206,42 @@ def test_policy_switches_speculation_per_step(exact_engine):
     assert any(s.num_drafted for s in alt.steps if s.step % 2 == 1)
     assert seen[0].num_waiting == 2 and seen[1].num_decoding == 2
     assert isinstance(SpecPolicy()(seen[0]), bool)
+
+
+def test_the_oracle_drafter_of_the_greedy_continuation_is_always_accepted(exact_engine):
+    """The oracle (the verify path of op-equivalence and of the step profile) drafts each
+    request's own greedy continuation: on the batch-invariant engine every draft is accepted
+    and the tokens are the baseline's; with mixed widths every other step drafts the
+    request's own width."""
+    reqs = make_requests(prompts(2), SamplingParams(max_tokens=24, ignore_eos=True))
+    base = exact_engine.generate(reqs)
+    cont = {o.req_id: o.token_ids for o in base.outputs}
+    full = exact_engine.generate(reqs, drafter=OracleDrafter(cont), num_spec_tokens=3)
+    assert [o.token_ids for o in full.outputs] == [o.token_ids for o in base.outputs]
+    m = full.metrics()
+    assert m["counts"]["drafted"] > 0 and m["acceptance_rate"] == 1.0
+    assert len(full.steps) < len(base.steps) and full.drafter["name"] == "oracle"
+    mixed = exact_engine.generate(reqs, drafter=OracleDrafter(cont, mixed={0: 1, 1: 0}), num_spec_tokens=3)
+    assert [o.token_ids for o in mixed.outputs] == [o.token_ids for o in base.outputs]
+    r0, r1 = (o.steps.drafted for o in mixed.outputs)
+    assert r0[0] == r1[0] == 3                      # first decode step: k
+    assert set(r1[1::2]) == {0} and set(r0[1::2]) <= {0, 1} and 1 in r0[1::2]
+    assert mixed.metrics()["acceptance_rate"] == 1.0
+
+
+def test_the_attention_path_is_a_construction_option(exact_engine):
+    """attention="splitfuse" runs every step through the splitfuse path (auto: decode steps take
+    the decode path); in batch-invariant mode both give the same tokens."""
+    reqs = make_requests(prompts(2), SamplingParams(max_tokens=10, ignore_eos=True))
+    auto = exact_engine.generate(reqs)
+    sf = ReferenceEngine(exact_engine.hf_model, max_num_seqs=8, max_model_len=512, num_blocks=256, block_size=8,
+                         batch_invariant=True, attention="splitfuse")
+    out = sf.generate(reqs)
+    assert {s.attention for s in out.steps} == {"splitfuse"} and "decode" in {s.attention for s in auto.steps}
+    assert [o.token_ids for o in out.outputs] == [o.token_ids for o in auto.outputs]
+    assert "splitfuse" in ReferenceEngine.capabilities.attention_paths
+    with pytest.raises(UserError, match="attention 'decode'"):
+        ReferenceEngine(exact_engine.hf_model, attention="decode")
 
 
 # --- continuous batching -------------------------------------------------------------------------------

@@ -9,14 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from samspec_bench.errors import UserError
-from samspec_bench.sam.rejection import (PLACEHOLDER_TOKEN_ID, LogitsInputs, RejectionInputs, SamplerInputError,
-                                         SamplingBatch, _block_layout, apply_top_k_top_p, block_layout, compute_probs,
-                                         count_accepted, cu_num_tokens, draw_uniforms, expand_batch_to_tokens,
-                                         inverse_cdf_sample, make_generators, parse_output, rejection_sample,
-                                         samspec_logits_sampler, samspec_sampler, speculative_sample)
-from samspec_bench.sam.rejection_loop import (apply_top_k_top_p_row, compute_probs_loop, expand_batch_to_tokens_loop,
-                                              inverse_cdf_row, loop_logits_sampler, loop_sampler,
-                                              rejection_sample_loop, speculative_sample_loop)
+from samspec_bench.bench.rejection import (PLACEHOLDER_TOKEN_ID, LogitsInputs, RejectionInputs, SamplerInputError,
+                                           SamplingBatch, apply_top_k_top_p, block_layout, compute_probs,
+                                           count_accepted, cu_num_tokens, draw_uniforms, expand_batch_to_tokens,
+                                           inverse_cdf_sample, make_generators, parse_output, rejection_sample,
+                                           samspec_logits_sampler, samspec_sampler, speculative_sample)
+from samspec_bench.bench.rejection.draws import _block_layout
+from samspec_bench.bench.rejection.loop import (apply_top_k_top_p_row, compute_probs_loop, expand_batch_to_tokens_loop,
+                                                inverse_cdf_row, loop_logits_sampler, loop_sampler,
+                                                rejection_sample_loop, speculative_sample_loop)
 
 
 def _batch(V, nums, seed, with_q=False, greedy_frac=0.3, acc=0.6):

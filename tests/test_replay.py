@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from samspec_bench.bench.draft_config import DraftConfig, build_drafter, unsupported_reason
+from samspec_bench.bench.engines.replay import ReplayEngine, build_corpus, replay_group, replay_response, run_unit
 from samspec_bench.metrics import total_counts
-from samspec_bench.bench.engines.replay import (DraftConfig, ReplayEngine, build_corpus, build_drafter, replay_group,
-                                        replay_response, run_unit, unsupported_reason)
 from samspec_bench.sam import CorpusAutomaton
 from samspec_bench.sam.drafters import NgramDrafter, SamDrafter, arctic_available
 

@@ -121,9 +121,13 @@ def test_prompt_pads():
     assert padded([1, 2, 3], 5) == [1, 2, 3, 1, 2, 1, 2, 3] and padded([7], 0) == [7]
 
 
-def test_draw_lengths_trace_and_pareto():
-    t = ro.draw_lengths("trace", 50, 0, 1, 1000, trace_lengths=np.array([10, 20]))
-    assert set(t) <= {10, 20}
-    assert ro.draw_lengths("pareto:5:2", 20, 0, 5, 50).min() >= 5
+def test_draw_lengths_follow_their_distributions():
+    t = ro.draw_lengths("trace", 2000, 0, 1, 1000, trace_lengths=np.array([10, 20]))
+    assert set(t) == {10, 20} and 0.45 < (t == 10).mean() < 0.55            # resampled uniformly
+    # closed forms: Pareto(xm=5, alpha=2) has minimum 5 and median 5 * 2^(1/2); a lognormal's median is its MEDIAN
+    p = ro.draw_lengths("pareto:5:2", 4000, 0, 1, 10 ** 6)
+    assert p.min() == 5 and abs(np.median(p) - 5 * 2 ** 0.5) <= 0.5
+    assert abs(np.median(ro.draw_lengths("lognormal:300:0.8", 4000, 0, 1, 10 ** 6)) / 300 - 1) < 0.05
+    assert ro.draw_lengths("fixed:50", 3, 0, 1, 30).tolist() == [30, 30, 30]   # clipped to the maximum
     with pytest.raises(UserError):
         ro.draw_lengths("trace", 3, 0, 1, 10)

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from samspec_bench import cli
+from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.bench.simulation.step_model import FEATURES
 from samspec_bench.metrics import ResponseSteps
 from samspec_bench.suites import rollout as ro
@@ -22,7 +23,7 @@ ENGINE_FIELDS = {"name": str, "version": str, "device": str, "model": str, "dtyp
 
 
 def test_oracle_drafter_proposes_the_continuation_at_the_position():
-    d = pr.OracleDrafter({"a": [5, 6, 7, 8, 9, 10, 11, 12, 13], "b": [1, 2, 3]}, mixed={"a": 1, "b": 0})
+    d = OracleDrafter({"a": [5, 6, 7, 8, 9, 10, 11, 12, 13], "b": [1, 2, 3]}, mixed={"a": 1, "b": 0})
     d.start("a", [1, 2])
     d.extend("a", [5])              # the prefill's token
     assert d.propose("a", 3) == [6, 7, 8]

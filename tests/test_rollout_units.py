@@ -107,7 +107,14 @@ def test_priced_replay_reports_modelled_seconds_and_names_its_profile(shared_dat
     assert m["priced_by"]["engine"]["name"] == "reference" and "r2" in m["priced_by"]["fit"]
     assert "modelled (priced by fitted-profile" in m["time_basis"]
     off = m["arms"]["off"]
-    assert off["total_s"] > 0 and off["head_s"] + off["tail_s"] == pytest.approx(off["total_s"])
+    # the profile was fitted without noise on steps timed by TRUE: every arm's modelled time is
+    # TRUE's price of that arm's steps (read back from steps.csv)
+    import pandas as pd
+    steps = pd.read_csv(run / "steps.csv")
+    for lbl, a in m["arms"].items():
+        tab = {c: v.to_numpy() for c, v in steps[steps["arm"] == lbl].items() if c != "arm"}
+        assert a["total_s"] == pytest.approx(float(TRUE.predict_steps(tab).sum()), rel=1e-6), lbl
+    assert off["head_s"] + off["tail_s"] == pytest.approx(off["total_s"])
     assert "modelled" in res.output and (run / "step_time_vs_batch.png").is_file()
     heads, _ = SUITE_SUMMARIZERS["rollout"](result)
     h = {x["name"]: x for x in heads}

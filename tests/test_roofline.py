@@ -184,6 +184,23 @@ def test_cpu_entry_is_measured_once_and_cached(tmp_path, monkeypatch):
         hardware("cpu", "float32", 0)
 
 
-def test_cpu_probe_measures_positive_rates():
-    p = hwmod.probe_cpu("float32", 1)
-    assert p["gemm_flops"] > 0 and p["gemv_bytes_per_s"] > 0 and p["sum_bytes_per_s"] > 0 and p["eager_op_s"] > 0
+def test_cpu_probe_turns_its_timings_into_rates_by_the_operations_sizes(monkeypatch):
+    import torch  # the probe's own library: only to read the thread count it sets
+    timings = iter([0.5, 0.25, 0.125, 0.2])          # gemm, gemv, sum, 2000 eager ops (seconds)
+    seen = []
+
+    def fake_best_time(fn, repeats):
+        fn()                                          # the timed operation runs
+        seen.append(torch.get_num_threads())
+        return next(timings)
+
+    monkeypatch.setattr(hwmod, "_best_time", fake_best_time)
+    before = torch.get_num_threads()
+    want = 2 if before != 2 else 1
+    p = hwmod.probe_cpu("float32", want)
+    weight_bytes = 8192 * 4096 * 4                    # the 8192 x 4096 float32 matrix the GEMV streams
+    assert p["gemm_flops"] == pytest.approx(2 * 1024 ** 3 / 0.5)
+    assert p["gemv_bytes_per_s"] == pytest.approx(weight_bytes / 0.25)
+    assert p["sum_bytes_per_s"] == pytest.approx(weight_bytes / 0.125)
+    assert p["eager_op_s"] == pytest.approx(0.2 / 2000)
+    assert seen == [want] * 4 and torch.get_num_threads() == before   # measured at the asked threads, restored

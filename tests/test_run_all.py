@@ -448,6 +448,7 @@ def test_every_default_plan_is_valid_for_its_command(tmp_path):
     (tmp_path / "w").mkdir()
     (tmp_path / "w" / "result.json").write_text(json.dumps({"trace": "t.jsonl", "tokenizer": "tok",
                                                             "metrics": {"total_tokens": 5000}}))
+    checked = set()
     for data_dir in (None, tmp_path):
         ctx = Ctx(out=tmp_path, model="m", engine=None, data_dir=data_dir, sections={}, state=state)
         for step in plan.STEPS:
@@ -456,8 +457,14 @@ def test_every_default_plan_is_valid_for_its_command(tmp_path):
             p = step.plan(ctx)
             if p.skip is None:
                 cmd = suite_command(step.command)
-                build_args(cmd, step.name, p.options)
-                suite_params(cmd, step.name, p.options)
+                # the recorded command line, parsed by the command itself, gives the values the
+                # suite is called with (two paths from the same options must agree)
+                args = build_args(cmd, step.name, p.options)
+                params = suite_params(cmd, step.name, p.options)
+                parsed = cmd.make_context(f"samspec-bench {step.name}", list(args)).params
+                assert {k: parsed[k] for k in params} == params, (step.name, data_dir)
+                checked.add(step.name)
+    assert {"accept", "drafters", "accuracy", "op-equivalence", "sampler"} <= checked
 
 
 def test_accuracy_and_drafters_get_their_config_from_run_options(tmp_path):

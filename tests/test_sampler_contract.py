@@ -11,7 +11,11 @@ import sys
 import pytest
 
 from samspec_bench.errors import UserError
+from samspec_bench.suites.run.options import suite_params
+from samspec_bench.suites.run.plan import Ctx, plan_sampler
 from samspec_bench.suites.sampler import SUITE, SamplerConfig, build_config, command, execute
+from samspec_bench.suites.sampler.battery import build_battery
+from samspec_bench.suites.sampler.power import planned_power
 
 OUTPUT_ONLY = ("output", "json_path", "resume")
 
@@ -50,28 +54,41 @@ def test_build_config_converts_the_option_strings():
     ({"speed_k": "33"}, "--speed-k"),
     ({"speed_threads": 0}, "--speed-threads"),
     ({"device": "no-such-device"}, "--device"),
+    ({"device": "cuda:x"}, "--device"),
 ])
 def test_build_config_refuses_bad_values(over, needle):
     with pytest.raises(UserError, match=needle):
         build_config(**_defaults(**over))
 
 
+def test_a_well_spelled_device_this_machine_lacks_stops_before_the_run_folder(tmp_path):
+    # build_config checks the spelling without torch; the run checks the device before any work
+    cfg = build_config(**_defaults(builtin=False, speed=True, device="cuda:63"))
+    with pytest.raises(UserError, match="--device cuda:63: not usable here"):
+        execute(cfg, output=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
 def _small(*audits: str) -> SamplerConfig:
     return build_config(**_defaults(audits=audits, builtin=False, speed=False, samples=400, max_vocab="60"))
 
 
-def test_execute_exact_audit_returns_0_and_writes_the_run(tmp_path, capsys):
+@pytest.mark.parametrize("spec", ["samspec", "samspec_bench.sam.rejection:samspec_sampler"],
+                         ids=["builtin", "the sampler's old module path"])
+def test_execute_exact_audit_returns_0_and_writes_the_run(tmp_path, capsys, spec):
     js = tmp_path / "r.json"
-    assert execute(_small("samspec"), output=str(tmp_path / "res"), json_path=str(js)) == 0
+    assert execute(_small(spec), output=str(tmp_path / "res"), json_path=str(js)) == 0
     (run,) = (tmp_path / "res").glob("sampler-*")
     res = json.loads((run / "result.json").read_text())
-    assert res["suite"] == SUITE and res["metrics"]["verdicts"] == {"samspec": "EXACT"}
+    assert res["suite"] == SUITE and res["metrics"]["verdicts"] == {spec: "EXACT"}
+    (rec,) = res["audits"]
+    assert rec["target"] == "samspec_bench.bench.rejection:samspec_sampler"
     assert json.loads(js.read_text())["metrics"] == res["metrics"]
     assert "Error:" not in capsys.readouterr().err
 
 
 def test_execute_lossy_audit_returns_1_with_one_line(tmp_path, capsys):
-    target = "samspec_bench.suites.sampler:no_exclusion_demo"   # the path users pass to --audit
+    target = "samspec_bench.suites.sampler.controls:no_exclusion_demo"   # the path users pass to --audit
     assert execute(_small(target), output=str(tmp_path)) == 1
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]
     assert len(err) == 1 and f"{target} is LOSSY" in err[0] and "result.json" in err[0]
@@ -85,11 +102,6 @@ def test_importing_the_suite_imports_neither_torch_nor_vllm():
 
 
 def test_the_run_step_audits_the_vocabularies_real_models_use_with_the_default_power(tmp_path):
-    from samspec_bench.suites.run.options import suite_params
-    from samspec_bench.suites.run.plan import Ctx, plan_sampler
-    from samspec_bench.suites.sampler.battery import build_battery
-    from samspec_bench.suites.sampler.power import planned_power
-
     plan = plan_sampler(Ctx(tmp_path, "m", None, None, {}, {"steps": {}}))
     params = suite_params(command, "sampler", plan.options)
     cfg = build_config(**{k: v for k, v in params.items() if k not in OUTPUT_ONLY})

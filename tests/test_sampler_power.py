@@ -11,9 +11,10 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
-from samspec_bench.sam.rejection import samspec_logits_sampler, samspec_sampler
-from samspec_bench.sam.rejection_loop import loop_logits_sampler, loop_sampler
+from samspec_bench.bench.rejection import samspec_logits_sampler, samspec_sampler
+from samspec_bench.bench.rejection.loop import loop_logits_sampler, loop_sampler
 from samspec_bench.suites.sampler import adapters, controls
 from samspec_bench.suites.sampler.adapters import Audited, adapt
 from samspec_bench.suites.sampler.audit import audit, where
@@ -195,8 +196,6 @@ def test_observed_power_is_recorded_per_test():
 
 def _leak_5pct(p, q, x, j, seeded, rows):
     """The recovered law with 5 % of its mass moved onto the draft token."""
-    import torch
-
     w = controls._residual(p, q)
     w = 0.95 * w / w.sum(1, keepdim=True)
     w[torch.arange(x.numel()), x] += 0.05

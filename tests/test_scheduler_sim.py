@@ -3,6 +3,8 @@ import pytest
 
 from samspec_bench.bench.engines.replay import replay_response
 from samspec_bench.bench.policies import AlwaysPolicy, OffPolicy, ThresholdPolicy
+from samspec_bench.bench.simulation import fast_paths
+from samspec_bench.bench.simulation.profile_table import ProfileTable
 from samspec_bench.bench.simulation.profiles import (BLOCK, acceptance_profile, group_acceptance_profiles,
                                                      profiles_for, stretch_positions, walk_profile)
 from samspec_bench.bench.simulation.scheduler import SimRequest, reprice, simulate
@@ -103,9 +105,16 @@ def test_fast_forward_equals_step_by_step_with_linear_model():
 def test_large_tiled_workload_shares_profiles():
     d, a = np.full(2000, 3, np.int16), np.full(2000, 1, np.int16)
     reqs = [SimRequest(100, 2000, d, a) for _ in range(2000)]
+    # one stored profile for the 2000 requests that share it, after the empty slot 0
+    assert ProfileTable(reqs, np.full(2000, 2000)).drafts.size == 1 + 2000
     r = simulate(reqs, k=3, policy=ThresholdPolicy(8), step_model=ONE, max_num_seqs=256)
     assert np.isfinite(r.finish_time_s).all()
     assert r.steps["num_emitted"].sum() == 2000 * 2000
+    # sharing is storage only: the same schedule as requests with their own copies
+    few = reqs[:300]
+    own = [SimRequest(100, 2000, d.copy(), a.copy()) for _ in range(300)]
+    x, y = (simulate(q, k=3, policy=ThresholdPolicy(8), step_model=ONE, max_num_seqs=64) for q in (few, own))
+    assert x.num_steps == y.num_steps and np.array_equal(x.steps["num_accepted"], y.steps["num_accepted"])
 
 
 # ---------- KV capacity and preemption ----------
@@ -227,10 +236,9 @@ def _profiled(n, seed):
     (ThresholdPolicy(8), 64, 700, None),       # a KV cache that preempts
 ])
 def test_fast_paths_equal_step_by_step_exactly(policy, budget, kv, closed, monkeypatch):
-    from samspec_bench.bench.simulation import scheduler
     calls = []
-    real = scheduler._speculative_end
-    monkeypatch.setattr(scheduler, "_speculative_end", lambda *a: calls.append(1) or real(*a))
+    real = fast_paths.speculative_end
+    monkeypatch.setattr(fast_paths, "speculative_end", lambda *a: calls.append(1) or real(*a))
     model = StepTimeModel(0.01, {"running": 0.001, "decode_tokens": 1e-4, "prefill_tokens": 1e-4, "draft_tokens": 3e-4,
                                  "context_tokens": 1e-6, "speculative": 0.002, "spec_requests": 1e-4})
     reqs = _profiled(60, 5)

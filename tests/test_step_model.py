@@ -159,7 +159,8 @@ def test_a_negative_intercept_is_refitted_through_zero():
     run = np.arange(1, 11, dtype=float)
     y = -0.05 + 0.1 * run          # every step positive, but the least-squares intercept is not
     m = fit_step_model(y, {"running": run})
-    assert m.intercept == 0.0 and m.coef["running"] > 0
+    # least squares through the origin: slope = sum(x y) / sum(x^2) = (0.1 * 385 - 0.05 * 55) / 385
+    assert m.intercept == 0.0 and m.coef["running"] == pytest.approx((0.1 * 385 - 0.05 * 55) / 385)
     assert m.fit["dropped_reason"]["intercept"].startswith("negative")
     assert (m.predict(running=run) > 0).all()   # no step priced at nothing
     ok = fit_step_model(0.05 + 0.1 * run, {"running": run})

@@ -12,7 +12,7 @@ from samspec_bench.bench.simulation import hardware as hwmod
 from samspec_bench.bench.simulation.roofline import RooflineStepModel
 from samspec_bench.bench.simulation.step_model import FEATURES, StepTimeModel, extrapolation, fit_from_steps
 from samspec_bench.bench.simulation.step_models import (compare, format_report, load_measured_steps, load_step_model,
-                                                        main, parse_roofline)
+                                                        parse_roofline)
 from samspec_bench.errors import UserError
 from samspec_bench.model_catalog import CATALOGUE
 
@@ -190,29 +190,76 @@ def test_compare_reports_zero_error_for_the_true_model_and_the_error_of_a_wrong_
     assert "total error +100.0%" in format_report(rep2)
 
 
+def _decode_and_prefill_steps(n_decode: int, n_prefill: int) -> dict[str, np.ndarray]:
+    """n_decode one-row decode steps (one token, short context) then n_prefill steps that
+    prefill 8192 prompt tokens: the textbook memory-bound and compute-bound steps."""
+    n = n_decode + n_prefill
+    pre = np.r_[np.zeros(n_decode), np.full(n_prefill, 8192.0)]
+    return {"time_s": np.full(n, 0.01), "num_running": np.ones(n), "num_waiting": np.zeros(n),
+            "num_scheduled_tokens": np.r_[np.ones(n_decode), pre[n_decode:]], "num_prefill_tokens": pre,
+            "num_drafted": np.zeros(n), "num_decode_reqs": np.r_[np.ones(n_decode), np.zeros(n_prefill)],
+            "speculative": np.zeros(n, dtype=bool), "context_tokens": np.r_[np.full(n_decode, 100.0), np.zeros(n_prefill)]}
+
+
 def test_compare_a_roofline_reports_its_bounding_terms():
-    m = load_step_model("roofline:hardware=cpu,model=Qwen3-0.6B")
-    rep = compare(m, table(30))
-    t = rep["terms"]
-    assert t["steps_compute_bound"] + t["steps_memory_bound"] == 30
-    assert t["share_device"] + t["share_host"] + t["share_comm"] == pytest.approx(1.0)
+    """On an H100 an 8B model's one-token decode step reads 16 GB of weights for 16 GFLOP
+    (memory-bound), an 8192-token prefill computes 130 TFLOP (compute-bound); one GPU has no
+    collectives, two do."""
+    tab = _decode_and_prefill_steps(7, 5)
+    rep = compare(load_step_model("roofline:hardware=H100,model=Qwen3-8B,tp=1"), tab)
+    assert (rep["terms"]["steps_memory_bound"], rep["terms"]["steps_compute_bound"]) == (7, 5)
+    assert rep["terms"]["share_comm"] == 0.0 and rep["terms"]["share_host"] > 0
     assert rep["context_known"]
+    rep2 = compare(load_step_model("roofline:hardware=H100,model=Qwen3-8B,tp=2"), tab)
+    assert rep2["terms"]["share_comm"] > 0
 
 
-def test_cli_end_to_end_and_its_errors(tmp_path, capsys):
+def test_check_step_model_and_the_command(tmp_path):
+    from click.testing import CliRunner
+
+    from samspec_bench.bench.simulation.step_models import check_step_model
+    from samspec_bench.cli import group
+    from samspec_bench.reports.collect import collect
+    from samspec_bench.results import load_result
+
     tab = table(25)
     (tmp_path / "p.json").write_text(json.dumps({"format": 3, "measured_steps": {k: np.asarray(v).tolist()
                                                                                  for k, v in tab.items()}}))
+    spec = "roofline:hardware=cpu,model=Qwen3-0.6B"
+    rep = check_step_model(spec, tmp_path / "p.json")
+    assert rep["describe"]["kind"] == "roofline" and rep["overall"]["steps"] == 25 and rep["step_model_spec"] == spec
     out = tmp_path / "rep.json"
-    code = main(["--step-model", "roofline:hardware=cpu,model=Qwen3-0.6B", "--steps", str(tmp_path / "p.json"),
-                 "--json", str(out)])
-    assert code == 0
-    rep = json.loads(out.read_text())
-    assert rep["describe"]["kind"] == "roofline" and rep["overall"]["steps"] == 25
-    assert "total error" in capsys.readouterr().out
-    assert main(["--step-model", "roofline:hardware=XPU,model=Qwen3-8B", "--steps", str(tmp_path / "p.json")]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: hardware 'XPU'") and err.count("\n") == 1
+    res = CliRunner().invoke(group, ["step-model", "--step-model", spec, "--steps", str(tmp_path / "p.json"),
+                                     "--json", str(out), "--output", str(tmp_path / "runs")])
+    assert res.exit_code == 0, res.output
+    assert "total error" in res.output
+    (run,) = list((tmp_path / "runs").iterdir())
+    result = load_result(run)
+    assert result["suite"] == "step-model" and result["config"] == {"step_model": spec, "steps": str(tmp_path / "p.json")}
+    assert result["metrics"]["overall"] == pytest.approx(rep["overall"])
+    # the groups table: one row per batch size seen in the table
+    assert sorted(g["num_running"] for g in result["tables"]["groups"]) == sorted(set(tab["num_running"].tolist()))
+    assert json.loads(out.read_text())["metrics"]["describe"]["kind"] == "roofline"
+    # `samspec-bench report` reads the run: the errors as headlines, the groups as a table
+    heads = {h["name"]: h["value"] for h in collect([run]).groups[0].runs[0].headlines}
+    assert heads["total-time error"] == pytest.approx(rep["overall"]["total_error"])
+    assert heads["steps checked"] == 25
+    md = CliRunner().invoke(group, ["report", "md", str(run), "--output", str(tmp_path / "r.md")])
+    assert md.exit_code == 0, md.output
+    assert "total-time error" in (tmp_path / "r.md").read_text()
+
+
+def test_step_model_command_errors(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "p.json").write_text(json.dumps({"format": 3, "measured_steps": {k: np.asarray(v).tolist()
+                                                                                 for k, v in table(5).items()}}))
+    got = subprocess.run([sys.executable, "-m", "samspec_bench.cli", "step-model", "--step-model",
+                          "roofline:hardware=XPU,model=Qwen3-8B", "--steps", str(tmp_path / "p.json"),
+                          "--output", str(tmp_path / "runs")], capture_output=True, text=True)
+    assert got.returncode == 2 and got.stderr.startswith("error: hardware 'XPU'") and got.stderr.count("\n") == 1
+    assert not (tmp_path / "runs").exists()   # nothing made for a bad input
 
 
 def test_rollout_replay_priced_by_a_roofline_spec(shared_data, tmp_path):

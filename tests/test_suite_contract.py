@@ -13,7 +13,8 @@ import pytest
 from samspec_bench.commands import COMMANDS
 
 # the suites of this branch that implement the contract; the others join this list as they do
-CONTRACT_SUITES = ("accept", "accuracy", "curves", "drafters", "op-equivalence", "rollout", "sampler")
+CONTRACT_SUITES = ("accept", "accuracy", "compare", "curves", "dominance", "drafters", "op-equivalence", "rollout",
+                   "sampler", "step-model")
 OUTPUT_OPTIONS = ("--output", "--resume", "--json")
 
 

@@ -1,4 +1,4 @@
-"""Per-row draft cost of a draining batch (bench/engines/vllm/tail_cost.py): with nothing to tell
+"""Per-row draft cost of a draining batch (bench/vllm_proposer/tail_cost.py): with nothing to tell
 the rows apart it is the batch throughput cost; the row that will finish last pays for drafts
 at a lower acceptance, the rows ahead of it at a higher one."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from samspec_bench.bench.engines.vllm.online_cost import draft_token_cost
-from samspec_bench.bench.engines.vllm.tail_cost import critical_probabilities, row_costs
+from samspec_bench.bench.vllm_proposer.online_cost import draft_token_cost
+from samspec_bench.bench.vllm_proposer.tail_cost import critical_probabilities, row_costs
 
 
 def test_alike_rows_get_the_batch_throughput_cost():
@@ -31,8 +31,11 @@ def test_the_laggard_drafts_cheaper_and_the_rows_ahead_dearer():
 def test_probabilities_and_guards():
     p = critical_probabilities([10.0, 10.0, 10.0, 10.0])
     assert p == pytest.approx([0.25] * 4)
+    # temperature 0.1 x 100 + 4 = 14 steps: weights 1, e^(-50/14), e^(-100/14), normalised
     p = critical_probabilities([100.0, 50.0, 0.0])
-    assert sum(p) == pytest.approx(1.0) and p[0] > p[1] > p[2]
+    assert p == pytest.approx([0.971906, 0.027326, 0.000768], abs=1e-6)
+    # the temperature grows with the remaining steps: the same 2:1 gap at ten times the scale is sharper
+    assert critical_probabilities([1000.0, 500.0])[0] > critical_probabilities([100.0, 50.0])[0]
     assert critical_probabilities([]) == []
     assert row_costs(0.06, 0.0, [(10, 1.0, 1.0)]) is None      # no slope: the fit cannot price a draft
     assert row_costs(0.06, 0.005, []) is None

@@ -58,7 +58,9 @@ def test_verl_dump_is_read_with_steps_and_groups(verl_dir, groups, qwen3):
     # prompts: the decoded template text, tokenized raw; the step reaches the tokenized items
     items = tokenize_traces(traces, qwen3)
     assert {it.prompt_format for it in items} == {"raw"} and {it.step for it in items} == {1, 2, 3, 4}
-    assert items[0].prompt_ids.size > 0
+    rec = next(r for r in traces.records if r.id == items[0].id)
+    assert items[0].prompt_ids.tolist() == qwen3(rec.prompt)["input_ids"]          # the decoded text, re-encoded
+    assert items[0].response_ids.tolist() == qwen3(rec.response, add_special_tokens=False)["input_ids"]
 
 
 def test_verl_single_file_and_forced_format(verl_dir):
@@ -190,7 +192,7 @@ def test_model_check(tmp_path):
                        {"id": 2, "group": 1, "prompt_ids": [1, 2], "response_ids": [4], "model": "b/y"}])
     with pytest.raises(UserError, match="token ids from different models .*different tokenizers"):
         check_models(mixed, None)
-    check_models(mixed, None, any_model=True)
+    assert check_models(mixed, None, any_model=True)["models"] == {str(mixed.records[0].source): ["a/x", "b/y"]}
 
 
 def test_read_any_needs_something(tmp_path):

@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from samspec_bench.bench.engines.vllm import ascend as ascend_plugin
-from samspec_bench.bench.engines.vllm.drafter import CLASS_PATH, EXTRA_KEY
+from samspec_bench.bench.vllm_proposer import ascend as ascend_plugin
+from samspec_bench.bench.vllm_proposer.options import CLASS_PATH, EXTRA_KEY
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -99,6 +99,9 @@ def test_sam_registered_with_fake_ascend(fake_ascend):
     # custom_class with our class path also maps to the adapter; other methods are untouched
     assert isinstance(sd.get_spec_decode_method("custom_class", _config("custom_class", CLASS_PATH), "npu", runner),
                       ascend_plugin.AscendSamProposer)
+    for old in ("samspec_bench.bench.engines.vllm.drafter.SamProposer", "samspec_bench.bench.vllm_drafter.SamProposer"):
+        assert isinstance(sd.get_spec_decode_method("custom_class", _config("custom_class", old), "npu", runner),
+                          ascend_plugin.AscendSamProposer), old   # the paths users wrote earlier
     assert sd.get_spec_decode_method("ngram", _config("ngram"), "npu", runner).kind == "stock-ngram"
     with pytest.raises(ValueError):
         sd.get_spec_decode_method("eagle", _config("eagle"), "npu", runner)
@@ -141,6 +144,6 @@ def test_block_verify_window(version, k, expected):
 def test_entry_point_declared():
     data = tomllib.loads((REPO / "pyproject.toml").read_text())
     eps = data["project"]["entry-points"]["vllm.general_plugins"]
-    assert eps == {"samspec_sam": "samspec_bench.bench.engines.vllm.ascend:register"}
+    assert eps == {"samspec_sam": "samspec_bench.bench.vllm_proposer.ascend:register"}
     mod, _, fn = eps["samspec_sam"].partition(":")
     assert callable(getattr(__import__(mod, fromlist=[fn]), fn))

@@ -1,7 +1,8 @@
-"""The vLLM method comparison (`python -m samspec_bench.bench.engines.vllm.compare`): its
-figures from generate results (spread over repeats, cost of drafting, greedy identity with
-the first divergence, the goal check) without vLLM, and one real run inside vLLM (marked
-vllm: skipped where vLLM does not import)."""
+"""The vLLM method comparison (`samspec-bench compare`; the library in bench/engines/vllm/compare.py
+and compare_figures.py): its figures from the run records of generate results (spread over
+repeats, cost of drafting, greedy identity with the first divergence, the goal check), the run
+folder and --resume with a stand-in engine, all without vLLM; and one real run inside vLLM
+(marked vllm: skipped where vLLM does not import)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import math
 import pytest
 
 from samspec_bench.bench.engines.base import GenerationResult, RequestOutput, StepRecord
-from samspec_bench.bench.engines.vllm import compare
+from samspec_bench.bench.engines.vllm import compare, compare_figures
+from samspec_bench.bench.engines.vllm.compare_figures import FROM_COUNTS, arm_rows, goal, run_record
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import ResponseSteps
 
@@ -39,9 +41,18 @@ def _result(tokens: list[list[int]], drafted: int, accepted: int, tps: float, pr
     return GenerationResult(outputs=outs, steps=steps, wall_time_s=wall, engine=eng)
 
 
+def _records(runs):
+    """{arm: [(repeat, GenerationResult)]} as the comparison records them."""
+    out = []
+    for m, rr in runs.items():
+        key, drafter = compare.arm_plan(m)
+        out += [run_record(m, r, key, compare.draft_length(drafter), res) for r, res in rr]
+    return out
+
+
 def _compare(runs):
-    plans = {m: compare.arm_plan(m) for m in runs}
-    return compare._result("m", "float32", 3, "math500", 2, 8, 2, list(runs), plans, runs, {}, {})
+    rows, reference = arm_rows(json.loads(json.dumps(_records(runs))), list(runs), {})   # as read back from JSONL
+    return {"arms": rows, "goal": goal(rows), "reference_arm": reference}
 
 
 def test_figures_spread_cost_identity_and_goal():
@@ -51,19 +62,19 @@ def test_figures_spread_cost_identity_and_goal():
             "sam": [(0, _result(same, 3, 1, 130.0, 0.05)), (1, _result(same, 3, 1, 120.0, 0.05))],
             "ngram": [(0, _result(same, 1, 0, 125.0)), (1, _result(other, 1, 0, 115.0))]}
     out = _compare(runs)
-    json.dumps(out)   # JSON-ready
+    assert out["reference_arm"] == "none"
     sam = out["arms"]["sam"]
     t = sam["tokens_per_s"]
     assert (t["median"], t["min"], t["max"], t["n"]) == (125.0, 120.0, 130.0, 2)
     assert t["stdev"] > 0 and t["unit"] == "output tokens / s" and t["source"].startswith("measured")
     # each figure says its unit and whether it is a time or a count
     for name in ("tokens_per_step", "drafted_per_step", "verify_tokens_per_emitted_token"):
-        assert sam[name]["unit"] and sam[name]["source"] == compare.FROM_COUNTS
+        assert sam[name]["unit"] and sam[name]["source"] == FROM_COUNTS
     assert sam["tokens_per_step"]["value"] == 2.0
     assert sam["drafted_per_step"]["value"] == 3.0
     assert sam["verify_tokens_per_emitted_token"]["value"] == pytest.approx((1 + 3) / 2)
     assert out["arms"]["none"]["verify_tokens_per_emitted_token"]["value"] == 1.0
-    assert sam["prompt_tokens_prefilled"]["value"] == 6 and sam["prompt_tokens_prefilled"]["source"] == compare.FROM_COUNTS
+    assert sam["prompt_tokens_prefilled"]["value"] == 6 and sam["prompt_tokens_prefilled"]["source"] == FROM_COUNTS
     # sam without a spec runs the engine's default (its cost measured); a spec is what it says
     assert sam["draft_length"] == "evidence:cost=auto" and "draft_length" not in out["arms"]["ngram"]
     fixed = _compare({"sam[fixed]": runs["sam"], "sam[evidence]": runs["sam"]})["arms"]
@@ -88,7 +99,7 @@ def test_figures_spread_cost_identity_and_goal():
 def test_online_cost_is_reported_per_repeat():
     """A cost=auto arm's fitted cost (the proposer's summary) appears with its unit, source,
     spread over the repeats and its course; arms without it have none."""
-    from samspec_bench.bench.engines.vllm.proposer_timing import online_cost
+    from samspec_bench.bench.vllm_proposer.proposer_timing import online_cost
 
     same = [[5, 6, 7, 8, 9]]
     runs = {"none": [(0, _result(same, 0, 0, 100.0, 0.01))],
@@ -120,19 +131,34 @@ def test_bad_arms_and_repeats_are_named():
 
 @pytest.mark.vllm
 def test_compare_inside_vllm(tmp_path):
-    """A real run (none, sam, sam-m2, sam[evidence]; 3 prompts, 48 tokens, 2 repeats): the
-    JSON has the spread fields, the proposer's time is measured and positive, greedy outputs
-    identical; sam (the engine default, cost=auto) records the cost it fitted online, finite
-    and in [0, 1) at every recorded call; sam[evidence] (a fixed cost) records none."""
+    """A real run (none, sam, sam-m2, sam[evidence]; 3 prompts, 48 tokens), first one repeat, then
+    resumed to two: the resumed run keeps the first repeat's calls and runs only the second; the
+    result has the spread fields, the proposer's time is measured and positive, greedy outputs
+    identical; sam (the engine default, cost=auto) records the cost it fitted online, finite and in
+    [0, 1) at every recorded call; sam[evidence] (a fixed cost) records none."""
     from vllm_tier import require_vllm
 
+    from samspec_bench.suites import compare as suite
+
+    def execute(*args):   # the command's own parsing and defaults, called as `run` calls a suite
+        params = suite.command.make_context("compare", list(args)).params
+        where = {k: params.pop(k) for k in ("output", "json_path", "resume")}
+        return suite.execute(suite.build_config(**params), **where)
+
     require_vllm()
-    path = tmp_path / "compare.json"
     auto, fixed = "sam", "sam[evidence]"
-    rc = compare.main(["--methods", f"none,sam,sam-m2,{fixed}", "--num-prompts", "3", "--max-tokens", "48",
-                       "--repeats", "2", "--json", str(path)])
-    assert rc == 0
-    out = json.loads(path.read_text())
+    args = ["--methods", f"none,sam,sam-m2,{fixed}", "--num-prompts", "3", "--max-tokens", "48"]
+    assert execute(*args, "--repeats", "1", "--output", str(tmp_path)) == 0
+    (run,) = list(tmp_path.iterdir())
+    first = (run / suite.RUNS_FILE).read_text().splitlines()
+    assert len(first) == 4
+    path = tmp_path / "compare.json"
+    assert execute(*args, "--repeats", "2", "--resume", str(run), "--json", str(path)) == 0
+    lines = (run / suite.RUNS_FILE).read_text().splitlines()
+    assert lines[:4] == first and sorted(json.loads(x)["repeat"] for x in lines[4:]) == [1] * 4
+    result = json.loads(path.read_text())
+    assert result["suite"] == "compare" and result["config"]["repeats"] == 2
+    out = {**result, **result["metrics"]}
     for m in ("none", "sam", "sam-m2", fixed):
         row = out["arms"][m]
         t = row["tokens_per_s"]
@@ -151,6 +177,8 @@ def test_compare_inside_vllm(tmp_path):
     assert all(math.isfinite(c) and 0 <= c < 1 for _, c in oc["series_last_repeat"]) and 0 <= oc["min"] <= oc["max"] < 1
     assert "online_cost" not in out["arms"][fixed]   # a fixed cost records none
     assert out["logprobs"]["asked"] is False         # vLLM's default: none computed
+    # the engine built the proposer at its home path (the guard rail compares with it)
+    assert out["engines"]["sam"]["drafter_class"] == "samspec_bench.bench.vllm_proposer.proposer.SamProposer"
     # the model's threads on every CPU (the default), unless the environment bound them already
     ct = out["cpu_threads"]
     assert ct["choice"] == "all" and ct["VLLM_CPU_OMP_THREADS_BIND"] not in (None, "auto")
@@ -308,13 +336,14 @@ def test_measured_calls_ask_logprobs_only_when_told(monkeypatch, asked):
     --logprobs (each emitted token's, as an RL rollout keeping rollout logprobs asks)."""
     fake = _FakeEngine()
     monkeypatch.setattr(compare, "_build", lambda *a, **k: fake)
-    runs, info = {"none": []}, {}
-    compare._run_group(["none"], {"none": compare.arm_plan("none")}, ["q"], [[1, 2], [3, 4]], runs, info,
+    recs = []
+    compare._run_group(["none"], {"none": compare.arm_plan("none")}, ["q"], [[1, 2], [3, 4]], set(), recs.append,
                        model="m", dtype="float32", k=3, engine_args=None, repeats=2, max_tokens=8,
                        logprobs=asked, log=lambda msg: None)
     measured = fake.params[2:]   # after the warm-up and the one-token prefill
     assert len(measured) == 2 and all(p.logprobs == asked and p.max_tokens == 8 for call in measured for p in call)
-    assert len(runs["none"]) == 2 and info[compare.arm_plan("none")[0]]["startup_s"]["value"] == 1.0
+    assert [(r["arm"], r["repeat"]) for r in recs] == [("none", 0), ("none", 1)]
+    assert compare_figures.engines_of(recs)["sam"]["startup_s"]["value"] == 1.0
 
 
 def test_logprobs_none_or_a_count():
@@ -335,7 +364,75 @@ def test_batch_arm_puts_every_request_of_a_call_in_one_group(monkeypatch):
     monkeypatch.setattr(compare, "_build", lambda *a, **k: fake)
     arms = ["sam", "sam+batch"]
     compare._run_group(arms, {m: compare.arm_plan(m) for m in arms}, ["q"], [[1, 2], [3, 4], [5]],
-                       {m: [] for m in arms}, {}, model="m", dtype="float32", k=3, engine_args=None, repeats=2,
+                       set(), lambda rec: None, model="m", dtype="float32", k=3, engine_args=None, repeats=2,
                        max_tokens=8, logprobs=None, log=lambda msg: None)
     measured = fake.groups[2:]   # repeat 1: sam, sam+batch; repeat 2: sam+batch, sam (rotated)
     assert measured == [[None] * 3, [compare.BATCH_GROUP] * 3, [compare.BATCH_GROUP] * 3, [None] * 3]
+
+
+def test_calls_rotate_run_suffix_once_and_skip_what_a_run_has():
+    assert compare.calls_to_run(["a", "b", "c"], 3, set()) == [
+        (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"), (2, "c"), (2, "a"), (2, "b")]
+    assert compare.calls_to_run(["suffix", "sam"], 2, set()) == [(0, "suffix"), (0, "sam"), (1, "sam")]
+    assert compare.calls_to_run(["a", "b"], 2, {("a", 0), ("a", 1)}) == [(0, "b"), (1, "b")]
+    assert compare.calls_to_run(["a"], 1, {("a", 0)}) == []
+
+
+def test_command_run_folder_resume_and_report(monkeypatch, tmp_path, shared_data):
+    """`samspec-bench compare` with a stand-in engine: one record per generate call in runs.jsonl;
+    a resumed run makes only the calls that are missing (a torn last record is made again) and
+    gives the same figures; the report reads the run folder (tok/s headlines, identity gates);
+    a resume with other settings is refused naming the setting."""
+    from click.testing import CliRunner
+
+    from samspec_bench.cli import group
+    from samspec_bench.reports.collect import collect
+    from samspec_bench.results import load_result
+    from samspec_bench.suites import compare as suite
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")   # compare_methods sets it when unset
+    fake = _FakeEngine()
+    monkeypatch.setattr(compare, "_build", lambda *a, **k: fake)
+    monkeypatch.setattr(compare, "encode_chat", lambda tok, text: [1, 2, len(text)])
+    args = ["compare", "--methods", "none,sam", "--num-prompts", "2", "--max-tokens", "8", "--repeats", "2",
+            "--data-dir", str(shared_data)]
+    res = CliRunner().invoke(group, [*args, "--output", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    (run,) = list(tmp_path.iterdir())
+    first = load_result(run)
+    assert len(fake.params) == 2 + 4   # one engine: warm-up, prefill, then 2 arms x 2 repeats
+    lines = (run / suite.RUNS_FILE).read_text().splitlines()
+    assert [(json.loads(x)["arm"], json.loads(x)["repeat"]) for x in lines] == [
+        ("none", 0), ("sam", 0), ("sam", 1), ("none", 1)]
+    (run / suite.RUNS_FILE).write_text("\n".join(lines[:3]) + "\n" + lines[3][:30])   # the last call torn
+    fake.params.clear()
+    res = CliRunner().invoke(group, [*args, "--resume", str(run)])
+    assert res.exit_code == 0, res.output
+    assert len(fake.params) == 2 + 1   # warm-up, prefill and the one missing call
+    again = load_result(run)
+    assert again["metrics"]["arms"]["sam"]["tokens_per_s"] == first["metrics"]["arms"]["sam"]["tokens_per_s"]
+    assert again["metrics"]["arms"]["none"]["tokens_per_s"]["n"] == 2
+    assert [r["arm"] for r in again["tables"]["arms"]] == ["none", "sam"]
+    heads = {h["name"]: h for h in collect([run]).groups[0].runs[0].headlines}
+    assert heads["sam: output tokens/s"]["value"] == pytest.approx(100.0)
+    gates = collect([run]).groups[0].runs[0].gates
+    assert {g["name"]: g["passed"] for g in gates}["sam: greedy outputs identical to none"] is True
+    # nothing runs a second time once every call is there
+    fake.params.clear()
+    assert CliRunner().invoke(group, [*args, "--resume", str(run)]).exit_code == 0 and fake.params == []
+    res = CliRunner().invoke(group, [*args[:-4], "--max-tokens", "9", "--repeats", "2", "--data-dir",
+                                     str(shared_data), "--resume", str(run)])
+    assert isinstance(res.exception, UserError) and "max_tokens = 8, this call 9" in str(res.exception)
+
+
+def test_bad_options_are_named_before_an_engine_is_built(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from samspec_bench.cli import group
+
+    monkeypatch.setattr(compare, "_build", lambda *a, **k: pytest.fail("no engine for bad options"))
+    for args, says in ((["--methods", "eagle"], "--methods 'eagle'"), (["--repeats", "0"], "--repeats 0"),
+                       (["--num-prompts", "0"], "--num-prompts 0"), (["--engine-arg", "oops"], "--engine-arg 'oops'")):
+        res = CliRunner().invoke(group, ["compare", *args, "--output", str(tmp_path / "runs")])
+        assert isinstance(res.exception, UserError) and says in str(res.exception), args
+    assert not (tmp_path / "runs").exists()

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from samspec_bench.bench.engines.vllm.drafter import EXTRA_KEY, SamProposer, SamWorkerExtension
+from samspec_bench.bench.vllm_proposer import EXTRA_KEY, SamProposer, SamWorkerExtension
+from samspec_bench.bench.vllm_proposer import proposer as proposer_mod
 from samspec_bench.sam import SamDrafter
 from samspec_bench.sam.draft_length import DEFAULT_COST
 
@@ -20,8 +21,7 @@ MAX_LEN = 512
 def replay_default_length(monkeypatch):
     """The simulations check drafts against a replay SamDrafter: the proposer's own default
     (cost fitted from step times, real ones here) is tested alone below."""
-    from samspec_bench.bench.engines.vllm import drafter as drafter_mod
-    monkeypatch.setattr(drafter_mod, "ENGINE_LENGTH", None)
+    monkeypatch.setattr(proposer_mod, "ENGINE_LENGTH", None)
 
 
 class _Params:
@@ -222,7 +222,7 @@ def test_propose_time_recorded_per_call_and_per_step():
 
 def test_other_drafters_are_timed_by_a_wrapper():
     """vLLM's own drafters (ngram, suffix) get the same timing around their propose."""
-    from samspec_bench.bench.engines.vllm.proposer_timing import summary
+    from samspec_bench.bench.vllm_proposer.proposer_timing import summary
 
     class Ngram:
         def propose(self, k, sampled, *rest, **kw):
@@ -249,7 +249,7 @@ def test_other_drafters_are_timed_by_a_wrapper():
 
 def test_verify_cost_fit_recovers_the_step_time_line():
     """Step interval = a + b * verified tokens: the fit gives b and the cost in decode steps."""
-    from samspec_bench.bench.engines.vllm.proposer_timing import verify_cost
+    from samspec_bench.bench.vllm_proposer.proposer_timing import verify_cost
 
     rng = np.random.default_rng(0)
     drafted = rng.integers(0, 25, size=60).tolist()
@@ -322,7 +322,8 @@ def test_worker_extension_reads_the_drafter():
     w.model_runner = FakeRunner()
     w.model_runner.drafter = SamProposer(None, runner=w.model_runner, num_speculative_tokens=3)
     info = w.samspec_drafter_info()
-    assert info["drafter_class"] == "samspec_bench.bench.engines.vllm.drafter.SamProposer"
+    # the class's own path (what the guard rail compares), whichever public path built it
+    assert info["drafter_class"] == "samspec_bench.bench.vllm_proposer.proposer.SamProposer"
     assert info["drafter"]["request_mapping"] == "request-id"
     assert w.samspec_take_records() == []
     w.model_runner.drafter = None
@@ -471,8 +472,6 @@ def test_cost_auto_is_fitted_from_the_step_intervals(monkeypatch):
     a + b * verified tokens on a fake clock, the cost=auto rows draft with b E / S (E tokens
     emitted per step, S the step at the drafting level seen), recorded per call; rows with a
     fixed length spec record no cost."""
-    from samspec_bench.bench.engines.vllm import drafter as drafter_mod
-
     class Clock:
         now = 100.0
 
@@ -480,7 +479,7 @@ def test_cost_auto_is_fitted_from_the_step_intervals(monkeypatch):
         def perf_counter(cls):
             return cls.now
 
-    monkeypatch.setattr(drafter_mod, "time", Clock)
+    monkeypatch.setattr(proposer_mod, "time", Clock)
     a, b, rows = 0.030, 0.002, 4
     runner = FakeRunner()
     prop = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
@@ -540,11 +539,10 @@ def test_cost_auto_is_fitted_from_the_step_intervals(monkeypatch):
 def test_engine_default_length_is_the_measured_cost(monkeypatch):
     """A request that names no length drafts with the engine default, cost=auto (fed by the
     step-time fit); SAMSPEC_VLLM_DRAFTER or the request's own spec override it."""
-    from samspec_bench.bench.engines.vllm import drafter as drafter_mod
     from samspec_bench.sam.draft_length import OnlineCost
     monkeypatch.undo()   # drop the replay default fixture
     monkeypatch.delenv("SAMSPEC_VLLM_DRAFTER", raising=False)
-    assert drafter_mod.ENGINE_LENGTH == "evidence:cost=auto"
+    assert proposer_mod.ENGINE_LENGTH == "evidence:cost=auto"
     runner = FakeRunner()
     prop = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
     assert prop.defaults["length"] == "evidence:cost=auto"
@@ -564,12 +562,11 @@ def test_tail_prices_rows_only_while_the_batch_drains(monkeypatch):
     max_tokens and their tokens emitted / verified per step, and only while the batch drains (a
     request left and none joined since); a joining request (others may be waiting) switches back
     to the batch cost."""
-    from samspec_bench.bench.engines.vllm import drafter as drafter_mod
-    from samspec_bench.bench.engines.vllm.tail_cost import row_costs
+    from samspec_bench.bench.vllm_proposer.tail_cost import row_costs
 
     priced = []
-    real = drafter_mod.row_costs
-    monkeypatch.setattr(drafter_mod, "row_costs", lambda *a, **kw: priced.append(a[2]) or real(*a, **kw))
+    real = proposer_mod.row_costs
+    monkeypatch.setattr(proposer_mod, "row_costs", lambda *a, **kw: priced.append(a[2]) or real(*a, **kw))
 
     class _TailParams(_Params):
         max_tokens = 100

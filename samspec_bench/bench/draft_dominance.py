@@ -1,7 +1,9 @@
 """Does SAM Pareto-dominate Arctic's suffix decoding? Trace replay, side by side in one run.
+The command is `samspec-bench dominance` (suites/dominance: run folder, --json, --resume per
+cell); `python -m samspec_bench.bench.draft_dominance` runs it with the same flags:
 
-    python -m samspec_bench.bench.draft_dominance [--traces F ...] [--tokenizer DIR] [-k 3,8]
-        [--sam-length evidence] [--limit-groups N] [--no-share-stats] [--json out.json] [--figure pareto.png [--costs ...]]
+    samspec-bench dominance [--traces F ...] [--tokenizer DIR] [-k 3,8] [--sam-length evidence]
+        [--limit-groups N] [--no-share-stats] [--json out.json] [--figure pareto.png [--costs ...]]
 
 For every trace, k and source (own: the response's prompt and prefix; group: + its GRPO
 siblings so far, members advancing one batched step at a time), it replays 'sam' (with
@@ -20,20 +22,18 @@ costs, sam-fixed over k' = 1..k, Arctic's point, SAM's configured point marked.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import math
 import sys
 from collections import Counter, OrderedDict
 from pathlib import Path
+from typing import Callable, Iterable
 
 from samspec_bench.bench.engines.replay import replay_group, replay_response
-from samspec_bench.data import load_tokenizer, read_traces, resolve_data_dir, tokenize_traces
-from samspec_bench.errors import UserError
+from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
 from samspec_bench.metrics import total_counts
 from samspec_bench.sam.draft_length import EvidenceLength, parse_length
-from samspec_bench.sam.drafters import ArcticSuffixDrafter, SamDrafter, arctic_available
+from samspec_bench.sam.drafters import ArcticSuffixDrafter, SamDrafter
 
 SOURCES = ("own", "group")
 CURVE_COSTS = "0.15,0.2,0.25,0.3,0.35,0.4"   # --costs: the policy's curve for the figure
@@ -91,32 +91,54 @@ def curves(us, k: int, group: bool, sam_length: str, costs: list[float], share_s
     return out
 
 
+def cell_key(row: dict) -> tuple[str, int, str]:
+    """A cell's identity: (trace path, k, source)."""
+    return (row["path"], int(row["k"]), row["source"])
+
+
 def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limit: int | None,
-        progress=print, costs: list[float] | None = None, share_stats: bool = True) -> list[dict]:
+        progress=print, costs: list[float] | None = None, share_stats: bool = True,
+        skip: Iterable[tuple[str, int, str]] = (), on_row: Callable[[dict], None] | None = None) -> list[dict]:
+    """One row per (trace, k, source) cell, in that order; cells in `skip` (cell_key) are not
+    replayed (a resumed run has them); `on_row` gets each new row as it finishes."""
     tok = load_tokenizer(tokenizer)
+    skip = set(skip)
     rows = []
     for path in traces:
+        todo = [(k, s) for k in ks for s in SOURCES if (str(path), k, s) not in skip]
+        if not todo:
+            continue
         items = tokenize_traces(read_traces(path), tok)
         sizes = Counter(it.group for it in items if it.group is not None)
         grouped = any(n > 1 for n in sizes.values())
         if not grouped:
             progress(f"{path.name}: no GRPO groups (one response per prompt): the group source is the own source")
-        for k in ks:
-            for source in SOURCES if grouped else SOURCES[:1]:
-                group = source == "group"
-                us = units(items, group, limit)
-                sam = replay(sam_maker(group, sam_length, share_stats), us, k, group)
-                fixed = replay(lambda: SamDrafter(group_sharing=group, length="fixed"), us, k, group)
-                arctic = replay(lambda: ArcticSuffixDrafter(share_finished=group), us, k, group)
-                ok = (sam["tokens_per_step"] >= arctic["tokens_per_step"]
-                      and sam["drafted_per_step"] <= arctic["drafted_per_step"])
-                row = {"trace": path.name, "k": k, "source": source, "sam": sam, "sam_fixed": fixed,
-                       "suffix": arctic, "dominates": ok}
-                if costs:
-                    row["curves"] = curves(us, k, group, sam_length, costs, share_stats)
-                rows.append(row)
-                progress(fmt_row(row))
+        for k, source in todo:
+            if source == "group" and not grouped:
+                continue
+            row = {"trace": path.name, "path": str(path), **replay_cell(items, k, source, sam_length, limit,
+                                                                      costs, share_stats)}
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+            progress(fmt_row(row))
     return rows
+
+
+def replay_cell(items, k: int, source: str, sam_length: str, limit: int | None, costs: list[float] | None,
+                share_stats: bool) -> dict:
+    """sam, sam-fixed and Arctic's suffix replayed on one cell's units; `dominates`: SAM's tokens
+    per step >= suffix's and its drafted tokens per step <= suffix's."""
+    group = source == "group"
+    us = units(items, group, limit)
+    sam = replay(sam_maker(group, sam_length, share_stats), us, k, group)
+    fixed = replay(lambda: SamDrafter(group_sharing=group, length="fixed"), us, k, group)
+    arctic = replay(lambda: ArcticSuffixDrafter(share_finished=group), us, k, group)
+    ok = sam["tokens_per_step"] >= arctic["tokens_per_step"] and sam["drafted_per_step"] <= arctic["drafted_per_step"]
+    row = {"k": k, "source": source, "sam": sam, "sam_fixed": fixed, "suffix": arctic, "dominates": ok}
+    if costs:
+        row["curves"] = curves(us, k, group, sam_length, costs, share_stats)
+    return row
 
 
 def fmt_row(r: dict) -> str:
@@ -161,54 +183,28 @@ def write_figure(rows: list[dict], path: Path, sam_length: str) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--traces", nargs="*", help="trace files (default: every trace of the data directory)")
-    ap.add_argument("--tokenizer", help="tokenizer directory (default: <data dir>/tokenizers/qwen3)")
-    ap.add_argument("-k", default="3,8", help="draft lengths, comma list")
-    ap.add_argument("--sam-length", default="evidence", help="SAM's draft-length spec (fixed, evidence, evidence:cost=...)")
-    ap.add_argument("--limit-groups", type=int, help="the first N groups of every trace")
-    ap.add_argument("--share-stats", action=argparse.BooleanOptionalAction, default=True,
-                    help="SAM's drafter-wide acceptance statistics (not draft content) persist across replay "
-                         "units, as in one serving proposer (the default); --no-share-stats: a fresh record "
-                         "per unit")
-    ap.add_argument("--json", help="write the rows here")
-    ap.add_argument("--figure", help="write the Pareto picture here (png), one subplot per cell")
-    ap.add_argument("--costs", default=CURVE_COSTS, help="verify costs of SAM's curve in the figure, comma list")
-    a = ap.parse_args(argv)
-    try:
-        if not arctic_available():
-            raise UserError("arctic-inference is not installed: pip install arctic-inference (see README)")
-        if a.traces:
-            traces = [Path(t) for t in a.traces]
-        else:
-            traces = sorted((resolve_data_dir(None) / "traces").glob("*.jsonl"))
-        tokenizer = a.tokenizer or str(resolve_data_dir(None) / "tokenizers" / "qwen3")
-        ks = [int(x) for x in a.k.split(",")]
-        costs = [float(c) for c in a.costs.split(",")] if a.figure else None
-        if costs and not all(0 <= c < 1 for c in costs):
-            raise UserError(f"--costs {a.costs}: verify costs must be in [0, 1) decode steps")
-        SamDrafter(length=a.sam_length)  # a bad spec stops here, before any replay
-    except (UserError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print("tokens per step / drafted tokens per step (counts from trace replay, not time); SAM's acceptance "
-          "statistics: " + ("drafter-wide, shared by the replay units of a cell in file order (--share-stats)"
-                            if a.share_stats else "a fresh record per replay unit (--no-share-stats)"))
-    rows = run(traces, tokenizer, ks, a.sam_length, a.limit_groups, progress=lambda s: print(s, flush=True),
-               costs=costs, share_stats=a.share_stats)
-    passed = sum(r["dominates"] for r in rows)
-    print(f"SAM ({a.sam_length}) Pareto-dominates suffix in {passed} of {len(rows)} (trace, k, source) cells")
-    if a.json:
-        policy = parse_length(a.sam_length)
-        Path(a.json).write_text(json.dumps({"sam_length": a.sam_length, "sam_policy": policy.describe(),
-                                            "share_stats": a.share_stats, "rows": rows,
-                                            "passed": passed, "cells": len(rows)}, indent=1))
-    if a.figure:
-        write_figure(rows, Path(a.figure), a.sam_length)
-        print(f"figure: {a.figure}")
-    return 0 if passed == len(rows) else 1
+def legacy_argv(argv: list[str]) -> list[str]:
+    """The old command line's `--traces A B ...` (several files after one flag) as the click
+    command's `--traces A --traces B`."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        out.append(argv[i])
+        if argv[i] == "--traces":
+            i += 1
+            first = True
+            while i < len(argv) and not argv[i].startswith("-"):
+                if not first:
+                    out.append("--traces")
+                out.append(argv[i])
+                first = False
+                i += 1
+            continue
+        i += 1
+    return out
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":   # script entry point: runs `samspec-bench dominance` (docs/architecture.md)
+    from samspec_bench.cli import main
+
+    main(["dominance", *legacy_argv(sys.argv[1:])])

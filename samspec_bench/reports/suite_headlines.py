@@ -359,3 +359,73 @@ def _curves(result: dict) -> tuple[list[Headline], list[Gate]]:
                           False if v == "DIFFERENT" else None, v, "EQUIVALENT",
                           note="not judged: INCONCLUSIVE (see the metrics)" if v == "INCONCLUSIVE" else None))
     return heads, gates
+
+
+@_suite("compare")
+def _compare(result: dict) -> tuple[list[Headline], list[Gate]]:
+    """vLLM method comparison: each arm's tok/s (measured) and its ratio to the plain engine,
+    tokens per step (counts); gates: greedy identity per arm, and the goal per sam arm."""
+    m = result["metrics"]
+    heads, gates = [], []
+    for arm, row in (m.get("arms") or {}).items():
+        if "skipped" in row:
+            heads.append(headline(f"{arm}: skipped", row["skipped"]))
+            continue
+        tps = row.get("tokens_per_s") or {}
+        heads.append(headline(f"{arm}: output tokens/s", tps.get("median"), [tps.get("min"), tps.get("max")],
+                              note=f"median of {tps.get('n')} repeats (min..max); measured"))
+        for base, ratio in (row.get("tokens_per_s_vs") or {}).items():
+            if base in ("none-plain", "ngram"):
+                heads.append(headline(f"{arm}: tok/s vs {base}", ratio.get("ratio_of_medians"), note="ratio of medians"))
+        heads.append(headline(f"{arm}: tokens_per_step", (row.get("tokens_per_step") or {}).get("value"),
+                              note="counts, not time"))
+        g = row.get("greedy_identical_to_reference") or {}
+        if g.get("of"):
+            gates.append(gate(f"{arm}: greedy outputs identical to {g.get('reference_arm')}",
+                              g.get("identical") == g.get("of"), f"{g.get('identical')}/{g.get('of')}", "all"))
+    for arm, goal in (m.get("goal") or {}).items():
+        ratios = {k: v.get("ratio") for k, v in goal.items() if isinstance(v, dict)}
+        gates.append(gate(f"{arm}: tok/s >= ngram's and >= 1.15x no speculation, greedy identical",
+                          bool(goal.get("met")), ", ".join(f"{k} {fmt(v)}" for k, v in ratios.items()) or None,
+                          "vs_ngram >= 1, vs_none >= 1.15"))
+    return heads, gates
+
+
+@_suite("dominance")
+def _dominance(result: dict) -> tuple[list[Headline], list[Gate]]:
+    """SAM against Arctic's suffix per (trace, k, source) cell: trace replay counts, not time."""
+    m = result["metrics"]
+    heads = [headline("cells where SAM Pareto-dominates suffix", f"{m.get('dominated_cells')} of {m.get('cells')}",
+                      note=f"sam {m.get('sam_length')}; {m.get('unit')}")]
+    for r in (result.get("tables") or {}).get("cells") or []:
+        heads.append(headline(f"{r.get('trace')} k={r.get('k')} {r.get('source')}: tokens/step sam vs suffix",
+                              f"{fmt(r.get('sam_tokens_per_step'))} vs {fmt(r.get('suffix_tokens_per_step'))}",
+                              note=f"drafted/step {fmt(r.get('sam_drafted_per_step'))} vs "
+                                   f"{fmt(r.get('suffix_drafted_per_step'))}; "
+                                   + ("dominates" if r.get("dominates") else "does not dominate")))
+    gates = []
+    if is_number(m.get("cells")) and m["cells"]:
+        gates.append(gate("SAM Pareto-dominates suffix in every cell (tokens/step >=, drafted/step <=)",
+                          m.get("dominated_cells") == m["cells"], m.get("dominated_cells"), m["cells"]))
+    return heads, gates
+
+
+@_suite("step-model")
+def _step_model(result: dict) -> tuple[list[Headline], list[Gate]]:
+    """A step-time model against measured steps: the errors, no bar (what is good enough depends
+    on what the model prices)."""
+    m = result["metrics"]
+    o = m.get("overall") or {}
+    kind = m.get("step_model")
+    note = f"{kind}: {m.get('step_model_spec')}; predicted / measured - 1"
+    heads = [headline("total-time error", o.get("total_error"), note=note),
+             headline("per-step |error|, median", o.get("median_abs_rel_error"), note=note),
+             headline("per-step |error|, max", o.get("max_abs_rel_error"), note=note),
+             headline("steps checked", o.get("steps"), note=f"from {m.get('steps_from')}")]
+    t = m.get("terms") or {}
+    if t:
+        heads.append(headline("steps memory-bound / compute-bound",
+                              f"{t.get('steps_memory_bound')} / {t.get('steps_compute_bound')}", note="roofline terms"))
+    if m.get("context_known") is False:
+        heads.append(headline("context tokens", "UNKNOWN: priced as 0"))
+    return heads, []

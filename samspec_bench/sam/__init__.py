@@ -5,8 +5,7 @@
     sa.extend(token_ids)
     sa.match_length, sa.draft(k)
 
-The rejection sampler (torch) lives in `samspec_bench.sam.rejection` and is imported
-from there, so that this package stays importable without torch.
+The rejection sampler (torch) is not part of it: `samspec_bench.bench.rejection`.
 """
 
 from samspec_bench.sam.automaton import (CorpusAutomaton, CorpusMatcher, GroupAutomaton, GroupMember,

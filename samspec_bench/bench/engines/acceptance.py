@@ -1,58 +1,62 @@
-"""The acceptance suite over a model engine (`accept --engine reference|vllm`): the traces'
-prompts are generated greedily by the model (max_tokens = the recorded response's length)
-with each drafter configuration, and every response's decode steps are reported. Exact for
-what the model generated, not for the traces' own responses (the model writes its own).
+"""The acceptance contract (`base.AcceptanceEngine`) over a generating engine (`accept
+--engine reference|vllm`): the traces' prompts are generated greedily by the model (max_tokens
+= the recorded response's length) with each drafter configuration, and every response's decode
+steps are reported. Exact for what the model generated, not for the traces' own responses (the
+model writes its own).
 
 One class for every engine of `factory.make_engine`: what differs between engines is which
-drafters run and where (ours in this process for `reference`; inside vLLM's process for
-`vllm`, SAM through our proposer next to vLLM's own ngram / suffix). Trace replay (no
-model) is `replay.ReplayEngine`."""
+drafters run and where, and the class asks the engine's capabilities (ours in this process
+where any drafter object runs; inside the engine's process where it runs named methods, SAM
+through our proposer next to vLLM's own ngram / suffix). Trace replay (no model) is
+`replay.ReplayEngine`."""
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
-from samspec_bench.bench.engines.base import Request, SamplingParams
-from samspec_bench.bench.engines.factory import ENGINE_NAMES, make_engine
-from samspec_bench.bench.engines.replay import build_drafter, response_key
-from samspec_bench.bench.engines.vllm.adapter import METHODS as VLLM_METHODS
-from samspec_bench.bench.engines.vllm.platform import require_vllm
+from samspec_bench.bench.draft_config import build_drafter
+from samspec_bench.bench.engines.base import EngineCapabilities, Request, SamplingParams
+from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, make_engine, require_engine
+from samspec_bench.bench.engines.replay import response_key
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import ResponseSteps
 from samspec_bench.models import BUILTIN_MODEL
-from samspec_bench.sam.drafters import SamDrafter, available_drafters
+from samspec_bench.sam.drafters import SamDrafter, arctic_available, available_drafters
 
 RESPONSES = "generated greedily by the model from the traces' prompts, max_tokens = recorded length"
-# each engine's options for make_engine unless given: a batch as large as the suite's jobs need
-# (reference), the context vLLM reserves KV cache for (vllm)
-ENGINE_DEFAULTS: dict[str, dict[str, Any]] = {"reference": {"max_num_seqs": 32}, "vllm": {"max_model_len": 4096}}
-_WHERE = {"reference": "in the reference engine", "vllm": "inside vLLM"}
+# the engine's options unless given: a batch as large as the suite's jobs need (an engine sized by
+# its options), the context an engine of vLLM engine arguments reserves KV cache for
+BATCH_DEFAULTS = {"max_num_seqs": 32}
+ENGINE_ARGS_DEFAULTS = {"max_model_len": 4096}
+
+
+def engine_defaults(caps: EngineCapabilities) -> dict[str, Any]:
+    return dict(ENGINE_ARGS_DEFAULTS if caps.engine_args else BATCH_DEFAULTS)
 
 
 class ModelAcceptanceEngine:
-    """`replay.AcceptanceEngine` over the model engine `engine` (reference | vllm), built on
+    """`base.AcceptanceEngine` over the model engine `engine` (reference | vllm), built on
     first use through `make_engine(engine, model, dtype=dtype, **options)`. `engine_args`:
-    vLLM engine arguments (`--engine-arg`; the reference engine takes none and ignores them,
-    as `accept` always did). `threads`: torch threads for the reference engine."""
+    vLLM engine arguments (`--engine-arg`; an engine that takes none ignores them, as
+    `accept` always did). `threads`: torch threads where the model runs in this process."""
 
     exact = False
 
     def __init__(self, engine: str, model: str = BUILTIN_MODEL, *, dtype: str = "float32",
                  engine_args: dict[str, Any] | None = None, threads: int = 1, **options: Any):
-        if engine not in ENGINE_NAMES:
-            raise UserError(f"--engine {engine!r}: the model engines are {', '.join(ENGINE_NAMES)}")
-        if engine == "vllm":
-            require_vllm()   # now, before the suite writes anything
+        if engine not in engine_names(generates=True):
+            raise UserError(f"--engine {engine!r}: the model engines are {', '.join(engine_names(generates=True))}")
+        require_engine(engine)   # now, before the suite writes anything
         self.name, self.model, self.dtype, self.threads = engine, model, dtype, threads
-        self.options = {**ENGINE_DEFAULTS[engine], **options}
-        if engine == "vllm":
+        self.capabilities = engine_capabilities(engine)
+        self.options = {**engine_defaults(self.capabilities), **options}
+        if self.capabilities.engine_args:
             self.options["engine_args"] = dict(engine_args or {})
         self._engine = None
 
     def engine(self):
         if self._engine is None:
-            if self.name == "reference":
+            if self.capabilities.torch_in_process:
                 import torch  # imports torch
 
                 torch.set_num_threads(self.threads)  # small GEMMs stall with several threads on a busy CPU
@@ -66,33 +70,36 @@ class ModelAcceptanceEngine:
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "model": self.model, "dtype": self.dtype}
-        if self.name == "vllm" and self._engine is not None:
-            d = self._engine.describe()   # vLLM's guard-rails (what was built) explain its numbers
+        if self.capabilities.engine_args and self._engine is not None:
+            d = self._engine.describe()   # what vLLM built (its guard-rails) explains its numbers
         return {**d, "exact": self.exact, "responses": RESPONSES}
 
     def unsupported(self, cfg) -> str | None:
-        where = _WHERE[self.name]
-        if self.name == "vllm":
-            if cfg.drafter not in VLLM_METHODS:
-                return (f"the vLLM engine runs the drafters {', '.join(VLLM_METHODS)} (vLLM's own ngram and "
-                        f"suffix), not '{cfg.drafter}'")
+        caps = self.capabilities
+        where = f"in the {self.name} engine" if caps.in_process_drafters else f"inside {self.name}"
+        if not caps.in_process_drafters:
+            if cfg.drafter not in caps.drafter_methods:
+                return (f"the {self.name} engine runs the drafters {', '.join(caps.drafter_methods)} (SAM and the "
+                        f"engine's own methods), not '{cfg.drafter}'")
         elif cfg.drafter not in available_drafters():
             return f"drafter '{cfg.drafter}' is not available here"
-        if cfg.corpus:
+        if cfg.corpus and "corpus" not in caps.draft_sources:
             return f"a static corpus is not wired into the {self.name} engine yet (use --engine replay)"
         if cfg.group and cfg.drafter != "sam":
             return f"'{cfg.drafter}' has no per-group sharing {where}"
         if cfg.group and cfg.order != "concurrent":
             return f"{where}, group members always run concurrently (use --group-order concurrent)"
-        if self.name == "vllm" and cfg.drafter == "suffix" and importlib.util.find_spec("arctic_inference") is None:
-            return "vLLM's suffix method needs arctic-inference (see the README)"
+        if cfg.drafter == "suffix" and not arctic_available():
+            return f"the suffix method {where} needs arctic-inference (see the README)"
+        if cfg.history and "history" not in caps.draft_sources:
+            return "the history source replays earlier RL steps' recorded responses: --engine replay only"
         return None
 
     def drafter(self, cfg) -> Any:
         """The drafter argument of `generate` for a configuration."""
-        if self.name == "reference":
+        if self.capabilities.in_process_drafters:
             return build_drafter(cfg, None)
-        if cfg.drafter == "sam":   # SAM through our proposer inside vLLM; ngram / suffix are vLLM's own methods
+        if cfg.drafter == "sam":   # SAM through our proposer inside the engine; others are its own methods
             return SamDrafter(group_sharing=cfg.group, l_threshold=int(dict(cfg.options).get("l_threshold", 1)))
         return cfg.drafter
 

@@ -1,11 +1,25 @@
-"""The engine interface every suite talks to: requests in, tokens + logprobs + per-step
-records out, with or without speculative decoding.
+"""The engine contracts every suite talks to, and what each engine can do.
 
-    engine = ReferenceEngine("builtin:smollm2-135m")          # or another back end
-    reqs = [Request(i, prompt_ids, SamplingParams(max_tokens=256)) for i, prompt_ids in ...]
-    base = engine.generate(reqs)                                # no speculation
-    spec = engine.generate(reqs, drafter="sam", num_spec_tokens=3)
-    spec.outputs[0].token_ids, spec.outputs[0].logprobs, spec.steps, spec.metrics()
+Two contracts, because two kinds of engine answer different questions:
+
+- `Engine.generate` (generation): requests in, tokens + logprobs + per-step records out, with
+  or without speculative decoding. A model writes the tokens: `reference` (PyTorch) and
+  `vllm`.
+
+      engine = ReferenceEngine("builtin:smollm2-135m")          # or another back end
+      reqs = [Request(i, prompt_ids, SamplingParams(max_tokens=256)) for i, prompt_ids in ...]
+      base = engine.generate(reqs)                                # no speculation
+      spec = engine.generate(reqs, drafter="sam", num_spec_tokens=3)
+      spec.outputs[0].token_ids, spec.outputs[0].logprobs, spec.steps, spec.metrics()
+
+- `AcceptanceEngine.run` (acceptance over recorded responses): drafter configurations in,
+  per-response decode records out. Trace replay (`replay.ReplayEngine`) has no model, so it
+  cannot generate: the target's greedy choice is the next recorded token, which makes its
+  acceptance exact for those responses. A generating engine joins through
+  `acceptance.ModelAcceptanceEngine`, which generates the traces' prompts instead.
+
+`EngineCapabilities` says what an engine can do, so a suite asks (`engine.capabilities`, or
+`factory.engine_capabilities(name)` before one is built) instead of testing its name.
 
 Nothing here imports torch: the interface (and a replay back end) work without it.
 
@@ -20,10 +34,14 @@ import dataclasses
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Iterator, Protocol, Sequence
 
+from samspec_bench import __version__
 from samspec_bench.bench.policies import StepState
 from samspec_bench.metrics import AcceptanceCounts, ResponseSteps, total_counts
+
+if TYPE_CHECKING:
+    from samspec_bench.bench.draft_config import DraftConfig
 
 FINISH_STOP = "stop"      # a stop token (EOS or one of stop_token_ids) was emitted, or a stop string
 FINISH_LENGTH = "length"  # max_tokens reached, or the sequence reached the engine's max_model_len
@@ -159,11 +177,50 @@ class GenerationResult:
         return m
 
 
+@dataclass(frozen=True)
+class EngineCapabilities:
+    """What an engine can do: the questions suites ask instead of testing an engine's name.
+    Each back end holds one as its class attribute `capabilities`; `factory.engine_capabilities`
+    answers by name without importing the back end (no torch, no vLLM)."""
+
+    generates: bool                   # implements Engine.generate: a model writes the tokens (False:
+                                      # acceptance over recorded responses only, AcceptanceEngine)
+    needs_model: bool                 # loads a model (--model runs it)
+    needs_traces: bool                # replays recorded responses: traces and their tokenizer, no model
+    exact_greedy_acceptance: bool     # acceptance is exact for the traces' own responses
+    draft_sources: tuple[str, ...]    # DraftConfig sources it runs (draft_config.SOURCE_NAMES)
+    drafter_methods: tuple[str, ...] = ()   # drafters it runs by name inside the engine; (): any drafter
+                                            # object of samspec_bench.sam, run in this process
+    oracle_drafts: bool = False       # generate(drafter=OracleDrafter(...)): drafts given continuations
+    mixed_oracle_widths: bool = False  # the oracle's draft width may differ per request and step (else
+                                       # k every step: one width per generate call)
+    teacher_forcing: bool = False     # score(sequences, ...): teacher-forced log-probs of given tokens
+    attention_paths: tuple[str, ...] = ()   # values of the attention= construction option (): fixed
+    kv_blocks_settable: bool = False  # num_blocks= / block_size= construction options
+    engine_args: bool = False         # takes vLLM engine arguments (engine_args=): scheduler limits and the
+                                      # KV block count go there, not as options of their own
+    method_at_build: bool = False     # the speculative method and the largest k are fixed when built
+                                      # (speculative=, num_spec_tokens=); another method rebuilds
+    engine_seed: bool = False         # an engine-wide seed= construction option
+    torch_in_process: bool = False    # the model runs on torch in this process (torch threads apply)
+    shared_per_process: bool = False  # start-up takes tens of seconds: one engine per process
+                                      # (factory.shared_engine)
+    requires: str | None = None       # an optional install it needs (factory.require_engine checks it)
+
+    @property
+    def in_process_drafters(self) -> bool:
+        """Any drafter object of samspec_bench.sam runs (in this process), not only named methods."""
+        return not self.drafter_methods
+
+
 class Engine(ABC):
-    """A model engine. Back ends: `reference` (PyTorch, this package), `vllm`, `replay`."""
+    """The generation contract (module docstring). Back ends: `reference` (PyTorch, this
+    package) and `vllm` (`vllm/adapter.py`)."""
 
     name: str = "engine"
     tokenizer: Any = None
+    capabilities: EngineCapabilities = EngineCapabilities(generates=True, needs_model=True, needs_traces=False,
+                                                          exact_greedy_acceptance=False, draft_sources=("own",))
 
     @abstractmethod
     def generate(self, requests: Sequence[Request], *, drafter: Any = None, num_spec_tokens: int = 3,
@@ -171,13 +228,48 @@ class Engine(ABC):
                  on_output: Callable[[RequestOutput], None] | None = None) -> GenerationResult:
         """Run the requests to completion (continuous batching) and return their outputs.
         drafter: None (no speculation), a drafter name for `samspec_bench.sam.make_drafter`,
-        or a `Drafter` instance. on_output is called as each request finishes."""
+        a `Drafter` instance, or an `oracle.OracleDrafter` (capabilities.oracle_drafts): the
+        same keyword on every engine, each back end translating it into what it runs.
+        spec_policy: speculate this step or not (`policies.py`). on_output is called as each
+        request finishes."""
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
 
+    def runtime(self) -> dict[str, Any]:
+        """What runs the engine, for profiles: version (text), device (None: the host CPU), tp
+        (tensor-parallel ranks), threads (None: the caller's torch threads)."""
+        return {"version": f"samspec-bench {__version__} {self.name} engine", "device": None, "tp": 1,
+                "threads": None}
+
     def close(self) -> None:
         """Release the engine's memory (the KV cache, the model)."""
+
+
+class AcceptanceEngine(Protocol):
+    """The acceptance contract (module docstring): per-response decode records for drafter
+    configurations. `ReplayEngine` replays greedy decoding of the recorded responses; the
+    generating engines join through `acceptance.ModelAcceptanceEngine`.
+
+    `items` are tokenized responses (samspec_bench.data.TokenizedResponse: id, group,
+    prompt_ids, response_ids, source, line). `run` yields, as work finishes, (index of the
+    job, [(index of the item, its ResponseSteps), ...]); a job is (DraftConfig, indices of
+    the items to run, whole groups)."""
+
+    name: str
+    exact: bool  # True when acceptance is exact for the trace's responses (replay)
+    capabilities: EngineCapabilities
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def unsupported(self, cfg: DraftConfig) -> str | None:
+        """Why this engine cannot run `cfg` (None when it can)."""
+
+    def run(self, items: Sequence[Any], jobs: Sequence[tuple[DraftConfig, Sequence[int]]]
+            ) -> Iterator[tuple[int, list[tuple[int, ResponseSteps]]]]: ...
+
+    def close(self) -> None:
+        """Release what the engine holds (a model, its KV cache) once the suite is done."""
 
 
 class RequestProgress:

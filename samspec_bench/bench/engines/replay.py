@@ -9,9 +9,9 @@ extends the drafter with the emitted tokens. At the end of a response, draft tok
 its last token are rejected and a step whose draft covers the rest emits no bonus token
 (the trace holds no end-of-sequence token), so the decode steps emit response_len - 1 tokens.
 
-Draft sources (`DraftConfig`): the response's own prompt and prefix (always), the GRPO
-group's sibling responses generated so far (`group`), earlier RL steps' responses to the same
-prompt (`history`, SAM only: sam/history.py), and a static corpus (`corpus`, SAM only). Group
+Draft sources (`draft_config.DraftConfig`): the response's own prompt and prefix (always), the
+GRPO group's sibling responses generated so far (`group`), earlier RL steps' responses to the
+same prompt (`history`, SAM only: sam/history.py), and a static corpus (`corpus`, SAM only). Group
 members advance either `concurrent`ly (every round, all live members draft from the state
 after the previous round, then all emitted tokens are added: one batched decode step) or
 `sequential`ly (one member after another, in file order). Groups are keyed by (trace file,
@@ -37,99 +37,24 @@ import dataclasses
 import multiprocessing as mp
 import os
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterator, Protocol, Sequence
+from typing import Any, ClassVar, Hashable, Sequence
 
 import numpy as np
 
-from samspec_bench.metrics import MAX_ENCODED, ResponseSteps
+from samspec_bench.bench.draft_config import (GROUP_ORDERS, SAM_DRAFTERS, SOURCE_NAMES, DraftConfig, build_drafter,
+                                              unsupported_reason)
+from samspec_bench.bench.engines.base import EngineCapabilities
+from samspec_bench.metrics import ResponseSteps
 from samspec_bench.sam.automaton import CorpusAutomaton
-from samspec_bench.sam.drafters import (DRAFTERS, ArcticSuffixDrafter, Drafter, SamDrafter, arctic_available,
-                                        make_drafter)
+from samspec_bench.sam.drafters import Drafter, SamDrafter
 from samspec_bench.sam.history import HistoryStore
 
-GROUP_ORDERS = ("concurrent", "sequential")
-SOURCE_NAMES = ("own", "group", "history", "corpus")
 EMULATED_STEPS = ("single-step traces: each group (trace file, group field) is split in file order into an "
                   "earlier step 0 (its first floor(n/2) responses) and a current step 1 (the rest); every "
                   "configuration replays the same split, group sources share within a half, and history drafts "
                   "the current half from the earlier one")
-SAM_DRAFTERS = ("sam", "sam-fixed")  # the suffix-automaton drafter with its default / fixed length
-MAX_K = MAX_ENCODED - 1  # emitted = accepted + 1 must fit the per-step encoding
-
-
-# ---------- what to replay ----------
-
-@dataclass(frozen=True)
-class DraftConfig:
-    """One drafter configuration of a sweep: drafter, k and draft sources."""
-
-    drafter: str = "sam"
-    k: int = 3
-    group: bool = False
-    corpus: bool = False
-    order: str = "concurrent"  # group order; meaningful only with group=True
-    options: tuple[tuple[str, Any], ...] = ()  # drafter keyword options, sorted (name, value) pairs
-    history: bool = False  # earlier RL steps' responses to the same prompt
-
-    def __post_init__(self):
-        if self.drafter not in DRAFTERS:
-            raise ValueError(f"unknown drafter {self.drafter!r}: choose from {', '.join(DRAFTERS)}")
-        if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)) or not 1 <= self.k <= MAX_K:
-            raise ValueError(f"k = {self.k!r}: the number of draft tokens must be an integer in 1..{MAX_K}")
-        if self.order not in GROUP_ORDERS:
-            raise ValueError(f"group order {self.order!r}: use one of {', '.join(GROUP_ORDERS)}")
-
-    @property
-    def sources(self) -> str:
-        return "+".join(["own"] + (["group"] if self.group else []) + (["history"] if self.history else [])
-                        + (["corpus"] if self.corpus else []))
-
-    @property
-    def label(self) -> str:
-        """Unique name of the configuration, e.g. 'sam k=3 own+group(concurrent)'."""
-        src = self.sources + (f"({self.order})" if self.group else "")
-        return f"{self.drafter} k={self.k} {src}"
-
-    def describe(self) -> dict[str, Any]:
-        return {"label": self.label, "drafter": self.drafter, "k": self.k, "sources": self.sources,
-                "group_order": self.order if self.group else None, "options": dict(self.options)}
-
-
-def unsupported_reason(cfg: DraftConfig) -> str | None:
-    """Why this engine cannot replay `cfg` (None when it can)."""
-    if cfg.drafter == "suffix" and not arctic_available():
-        return "the 'suffix' drafter needs arctic-inference, which is not installed (pip install arctic-inference)"
-    if cfg.group and cfg.drafter not in SAM_DRAFTERS + ("suffix",):
-        return f"the '{cfg.drafter}' drafter drafts from the request's own context only: no group sharing"
-    if cfg.corpus and cfg.drafter not in SAM_DRAFTERS:
-        return f"a static corpus is supported by the 'sam' drafter only, not '{cfg.drafter}'"
-    if cfg.history and cfg.drafter not in SAM_DRAFTERS:
-        return f"the history source is supported by the 'sam' drafter only, not '{cfg.drafter}'"
-    return None
-
-
-def build_drafter(cfg: DraftConfig, corpus=None, history: HistoryStore | None = None,
-                  token_stats=None) -> Drafter:
-    """A fresh drafter for `cfg`. Group sharing: SAM keeps one automaton per group; Arctic's
-    suffix drafter keeps finished responses cached (one drafter per group, so nothing is
-    shared across groups). History: SAM drafts from `history` too. `token_stats`: SAM's
-    acceptance record to share (another drafter's `token_stats`), None for a new one."""
-    reason = unsupported_reason(cfg)
-    if reason:
-        raise ValueError(reason)
-    opts = dict(cfg.options)
-    if cfg.drafter in SAM_DRAFTERS:
-        if cfg.drafter == "sam-fixed":
-            opts.setdefault("length", "fixed")
-        if cfg.corpus and corpus is None:
-            raise ValueError("a corpus draft source needs a CorpusAutomaton")
-        if cfg.history and history is None:
-            raise ValueError("a history draft source needs a HistoryStore")
-        return SamDrafter(group_sharing=cfg.group, corpus=corpus if cfg.corpus else None,
-                          history=history if cfg.history else None, token_stats=token_stats, **opts)
-    if cfg.drafter == "suffix":
-        return ArcticSuffixDrafter(share_finished=cfg.group, **opts)
-    return make_drafter(cfg.drafter, **opts)
+REPLAY_CAPABILITIES = EngineCapabilities(generates=False, needs_model=False, needs_traces=True,
+                                         exact_greedy_acceptance=True, draft_sources=SOURCE_NAMES)
 
 
 # ---------- stepping one response ----------
@@ -244,31 +169,6 @@ def replay_group(drafter: Drafter, members: Sequence[tuple[str, Any, Any]], k: i
 
 
 # ---------- the engine ----------
-
-class AcceptanceEngine(Protocol):
-    """What the acceptance suite needs from an engine (`ReplayEngine` here; the reference and
-    vLLM engines through `acceptance.ModelAcceptanceEngine`): per-response step records for
-    drafter configurations.
-
-    `items` are tokenized responses (samspec_bench.data.TokenizedResponse: id, group,
-    prompt_ids, response_ids, source, line). `run` yields, as work finishes, (index of the
-    job, [(index of the item, its ResponseSteps), ...]); a job is (DraftConfig, indices of
-    the items to run, whole groups). Engines replay greedy decoding of the given responses
-    (replay) or generate them (model engines) and report what happened at every step."""
-
-    name: str
-    exact: bool  # True when acceptance is exact for the trace's responses (replay)
-
-    def describe(self) -> dict[str, Any]: ...
-
-    def unsupported(self, cfg: DraftConfig) -> str | None: ...
-
-    def run(self, items: Sequence[Any], jobs: Sequence[tuple[DraftConfig, Sequence[int]]]
-            ) -> Iterator[tuple[int, list[tuple[int, ResponseSteps]]]]: ...
-
-    def close(self) -> None:
-        """Release what the engine holds (a model, its KV cache) once the suite is done."""
-
 
 def response_key(item: Any) -> str:
     """A response's identity in results: '<trace file>:<line>', '#<n>' added where a line
@@ -397,7 +297,8 @@ def _chunks(items: Sequence[Any], units: list[list[int]], target_tokens: int) ->
 
 @dataclass
 class ReplayEngine:
-    """`--engine replay`: exact greedy acceptance from recorded responses, no model.
+    """`--engine replay`: exact greedy acceptance from recorded responses, no model (the
+    acceptance contract of `base.AcceptanceEngine`; it cannot generate).
 
     workers: processes (0 = one per core, capped at 8; 1 = in this process). Small jobs run
     in-process whatever the setting: forking costs more than they take. history_window /
@@ -414,6 +315,7 @@ class ReplayEngine:
     history_budget_bytes: int = 512 << 20
     steps_description: str | None = None   # how items got their RL steps (verl dumps, emulated), for describe
     history_stats: dict[str, dict] = field(default_factory=dict)   # configuration label -> what its store did
+    capabilities: ClassVar[EngineCapabilities] = REPLAY_CAPABILITIES
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "exact": self.exact, "workers": self.resolved_workers(),

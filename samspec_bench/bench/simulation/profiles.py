@@ -33,7 +33,7 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from samspec_bench.bench.engines.replay import SAM_DRAFTERS, DraftConfig, build_drafter, unsupported_reason
+from samspec_bench.bench.draft_config import SAM_DRAFTERS, DraftConfig, build_drafter, unsupported_reason
 from samspec_bench.errors import UserError
 from samspec_bench.sam import make_drafter
 

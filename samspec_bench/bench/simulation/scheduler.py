@@ -34,13 +34,19 @@ are then read through `profiles.stretch_positions` (block resampling; see there 
 Long stretches without speculation, admissions or prefills are fast-forwarded in closed form
 (every request emits one token a step until the next one finishes, or, with a KV capacity,
 until the next block would not fit). The speculative end of a rollout is too
-(`_speculative_end`): once nobody waits, every running request decodes, the policy
+(`fast_paths.speculative_end`): once nobody waits, every running request decodes, the policy
 speculates at every running count from here down to 1, the token budget holds k + 1 tokens
 of every request and the KV cache holds every request's full length, the requests no longer
 interact: each walks its own profile (drafts min(k, draft, tokens left - 1), emits accepted +
 1) and a step's features are sums over the requests still running. So 1536 x 16 requests of
 tens of thousands of tokens simulate in seconds with the threshold switch; an always-on arm
 steps one by one until its last admission.
+
+`RolloutSimulation` holds one arm's configuration (`SimConfig`) and state; each `advance` is
+a closed-form block (fast_paths.py) or one step: `schedule` (running requests within the
+budget, preemption on a full KV cache (kv_blocks.py), admissions), then `execute` (verify the
+drafts against the profiles (profile_table.py), price the step, emit, retire finished
+requests, log it (step_log.py)). `simulate` is the public entry point.
 """
 
 from __future__ import annotations
@@ -51,13 +57,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from samspec_bench.bench.policies import AlwaysPolicy, OffPolicy, StepState
-from samspec_bench.bench.simulation.profiles import stretch_positions
+from samspec_bench.bench.simulation import fast_paths
+from samspec_bench.bench.simulation.kv_blocks import KvBlocks, schedule_with_preemption
+from samspec_bench.bench.simulation.profile_table import ProfileTable
+from samspec_bench.bench.simulation.step_log import STEP_COLUMNS, StepLog, TailAcceptance
 from samspec_bench.bench.simulation.step_model import StepTimeModel
-from samspec_bench.errors import UserError
 
-STEP_COLUMNS = ("step", "time_s", "clock_s", "num_running", "num_waiting", "num_scheduled_tokens",
-                "num_prefill_tokens", "num_decode_reqs", "context_tokens", "num_drafted", "num_accepted",
-                "num_emitted", "speculative", "num_finished", "num_preempted")
+__all__ = ["STEP_COLUMNS", "RolloutSimulation", "SimConfig", "SimRequest", "SimResult", "reprice", "simulate"]
 
 
 @dataclass
@@ -86,258 +92,180 @@ class SimResult:
         return pd.DataFrame(self.steps)
 
 
-def _schedule_kv(run_list: list[int], pending, decoding, d, computed, budget: int, free: int, bs: int):
-    """The running requests' part of a step when their new KV blocks do not all fit: the
-    reference engine's rule, request by request, oldest first. A request whose tokens (its
-    pending ones plus drafts) need more blocks than are free after the requests before it
-    preempts the latest admitted running request (freeing its blocks, recomputed later),
-    repeatedly, itself last. Blocks are reserved as requests are scheduled (vLLM's
-    allocate-as-you-go). Returns (running after preemption, tokens and drafts per request,
-    budget left, blocks reserved, free blocks, victims in preemption order)."""
-    blocks = lambda x: -(-int(x) // bs)  # noqa: E731
-    info = {j: (int(p), bool(c), int(x)) for j, p, c, x in zip(run_list, pending, decoding, d)}
-    run, sched, victims, reserved, i = list(run_list), {}, [], 0, 0
-    while i < len(run) and budget > 0:
-        j = run[i]
-        pend, dec, dj = info[j]
-        n = min(pend, budget)
-        dj = max(min(dj, budget - 1), 0) if dec else 0
-        need = blocks(computed[j] + n + dj) - blocks(computed[j])
-        preempted_self = False
-        while need > free - reserved:
-            v = run.pop()
-            victims.append(v)
-            free += blocks(computed[v])
-            if v == j:
-                preempted_self = True
-                break
-        if preempted_self:
-            continue
-        sched[j] = (n, dj)
-        reserved += need
-        budget -= n + dj
-        i += 1
-    sched_n = np.array([sched.get(j, (0, 0))[0] for j in run], dtype=np.int64)
-    sched_d = np.array([sched.get(j, (0, 0))[1] for j in run], dtype=np.int64)
-    return run, sched_n, sched_d, budget, reserved, free, victims
+@dataclass(frozen=True)
+class SimConfig:
+    """One rollout arm's engine settings (`simulate`'s keywords, documented there)."""
+
+    k: int
+    policy: Callable[[StepState], bool] | None
+    step_model: StepTimeModel
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 2048
+    tail_threshold: int | None = None
+    position_edges: Sequence[int] = ()
+    fast_forward: bool = True
+    kv_capacity_tokens: int | None = None
+    block_size: int = 16
 
 
-def _speculative_end(idx, pos, P, L, k, draft_at, accept_at):
-    """The rest of a rollout whose running requests `idx` (positions `pos`, all decoding) walk
-    their profiles independently, speculating every step (see the module docstring). Returns
-    per request-step (request slot, step j, position, drafted, accepted) arrays and each
-    request's number of steps."""
-    slot, jj, pp, dd, aa, nsteps = [], [], [], [], [], []
-    for r, (i, p0) in enumerate(zip(idx.tolist(), pos.tolist())):
-        ps = np.arange(p0, int(L[i]), dtype=np.int64)
-        d = np.minimum(np.minimum(draft_at(i, ps), k), L[i] - 1 - ps)
-        d = np.maximum(d, 0)
-        a = np.minimum(accept_at(i, ps), d)
-        inc = (a + 1).tolist()
-        q, n, visit = 0, len(inc), []
-        while q < n:
-            visit.append(q)
-            q += inc[q]
-        v = np.array(visit, dtype=np.int64)
-        slot.append(np.full(len(v), r, dtype=np.int64))
-        jj.append(np.arange(len(v), dtype=np.int64))
-        pp.append(ps[v])
-        dd.append(d[v])
-        aa.append(a[v])
-        nsteps.append(len(v))
-    cat = np.concatenate
-    return cat(slot), cat(jj), cat(pp), cat(dd), cat(aa), np.array(nsteps, dtype=np.int64)
+@dataclass
+class _Batch:
+    """What one step runs: requests, their scheduled (prefill or decode) tokens and drafts."""
+
+    idx: np.ndarray
+    tokens: np.ndarray
+    drafts: np.ndarray
+    admitted: np.ndarray   # the step's admissions (the tail of idx)
 
 
-# ---------- the simulation ----------
+class RolloutSimulation:
+    """One arm's rollout, advanced step by step (or a closed-form block of steps at a time)
+    until every request has finished. Holds the configuration and the per-request state:
+    KV tokens computed, response tokens emitted, finish and first-token times, the running
+    requests in admission order and the waiting queue."""
 
-def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepState], bool] | None,
-             step_model: StepTimeModel, max_num_seqs: int = 64, max_num_batched_tokens: int = 2048,
-             tail_threshold: int | None = None, position_edges: Sequence[int] = (),
-             fast_forward: bool = True, kv_capacity_tokens: int | None = None,
-             block_size: int = 16) -> SimResult:
-    """Simulate one rollout arm. k = 0 or policy None-like OffPolicy: no speculation.
-    kv_capacity_tokens: KV cache size (None = unlimited), in blocks of `block_size` tokens.
-    tail_threshold: steps with running <= it and nobody waiting count as the tail for
-    `tail_acceptance` (bins by token position at drafting time, edges `position_edges`)."""
-    if max_num_seqs < 1 or max_num_batched_tokens < 1:
-        raise ValueError("max_num_seqs and max_num_batched_tokens must be >= 1")
-    N = len(requests)
-    P = np.array([r.prompt_len for r in requests], dtype=np.int64)
-    L = np.array([r.response_len for r in requests], dtype=np.int64)
-    if N and (P.min() < 1 or L.min() < 1):
-        raise ValueError("every request needs a prompt and a response of at least one token")
-    # acceptance profiles, stored once per distinct array (tiled workloads share them)
-    pid: dict[int, int] = {}
-    chunks_d, chunks_a = [np.zeros(1, dtype=np.int16)], [np.zeros(1, dtype=np.int16)]
-    total = 1
-    offs = np.zeros(N, dtype=np.int64)   # start of request i's profile in D/A (0 = the shared empty one)
-    cap = np.zeros(N, dtype=np.int64)    # profile length (positions beyond it draft nothing)
-    for i, r in enumerate(requests):
-        if r.drafted is None:
-            continue
-        if r.accepted is None or len(r.accepted) != len(r.drafted):
-            raise ValueError(f"request {i}: drafted and accepted profiles differ in length")
-        key = id(r.drafted)
-        if key not in pid:
-            pid[key] = total
-            chunks_d.append(np.asarray(r.drafted, dtype=np.int16))
-            chunks_a.append(np.minimum(np.asarray(r.accepted, dtype=np.int16), chunks_d[-1]))
-            total += len(r.drafted)
-        offs[i] = pid[key]
-        cap[i] = len(r.drafted)
-    stretch = np.array([bool(r.stretch) and r.drafted is not None for r in requests], dtype=bool)
-    any_stretch = bool(stretch.any())
-    D = np.concatenate(chunks_d).astype(np.int64) if total < 50_000_000 else np.concatenate(chunks_d)
-    A = np.concatenate(chunks_a).astype(np.int64) if total < 50_000_000 else np.concatenate(chunks_a)
+    def __init__(self, requests: Sequence[SimRequest], config: SimConfig):
+        if config.max_num_seqs < 1 or config.max_num_batched_tokens < 1:
+            raise ValueError("max_num_seqs and max_num_batched_tokens must be >= 1")
+        self.N = N = len(requests)
+        self.P = np.array([r.prompt_len for r in requests], dtype=np.int64)
+        self.L = np.array([r.response_len for r in requests], dtype=np.int64)
+        if N and (self.P.min() < 1 or self.L.min() < 1):
+            raise ValueError("every request needs a prompt and a response of at least one token")
+        self.profiles = ProfileTable(requests, self.L)
+        self.k = k = int(config.k)
+        self.policy = config.policy if config.policy is not None else (AlwaysPolicy() if k else OffPolicy())
+        self.counts_only = bool(getattr(self.policy, "counts_only", False))
+        self.step_model = config.step_model
+        self.max_num_seqs = config.max_num_seqs
+        self.max_num_batched_tokens = int(config.max_num_batched_tokens)
+        self.fast_forward = config.fast_forward
+        self.tail = TailAcceptance(config.tail_threshold, config.position_edges)
+        self.kv = (None if config.kv_capacity_tokens is None
+                   else KvBlocks(config.kv_capacity_tokens, config.block_size, self.P + self.L + k))
+        self.computed = np.zeros(N, dtype=np.int64)   # KV tokens
+        self.pos = np.zeros(N, dtype=np.int64)        # response tokens emitted
+        self.finish = np.full(N, np.nan)
+        self.first = np.full(N, np.nan)
+        self.running = np.zeros(0, dtype=np.int64)    # admission order
+        self.requeue: list[int] = []                  # preempted requests, at the front of the waiting queue
+        self.next_wait = 0
+        self.clock = 0.0
+        self.step = 0
+        self.log = StepLog()
 
-    def prof_index(idx, p):
-        """Index into D/A of position p of requests idx (0 = no draft)."""
-        if any_stretch:
-            p = np.where(stretch[idx], stretch_positions(p, np.maximum(cap[idx], 1), L[idx]), p)
-        return np.where(p < cap[idx], offs[idx] + p, 0)
+    def run(self) -> SimResult:
+        while self.next_wait < self.N or self.running.size or self.requeue:
+            self.advance()
+        policy = self.policy.describe() if hasattr(self.policy, "describe") else {}
+        return SimResult(steps=self.log.arrays(), finish_time_s=self.finish, first_token_time_s=self.first,
+                         makespan_s=self.clock, num_steps=self.step, policy=policy, k=self.k,
+                         tail_acceptance=self.tail.result())
 
-    k = int(k)
-    if policy is None:
-        policy = AlwaysPolicy() if k else OffPolicy()
-    counts_only = bool(getattr(policy, "counts_only", False))
-    edges = np.asarray(list(position_edges), dtype=np.int64)
-    nb = len(edges) + 1
-    tail_d = np.zeros(nb, dtype=np.int64)
-    tail_a = np.zeros(nb, dtype=np.int64)
-    tail_n = np.zeros(nb, dtype=np.int64)
+    def num_waiting(self) -> int:
+        return self.N - self.next_wait + len(self.requeue)
 
-    computed = np.zeros(N, dtype=np.int64)   # KV tokens
-    pos = np.zeros(N, dtype=np.int64)        # response tokens emitted
-    finish = np.full(N, np.nan)
-    first = np.full(N, np.nan)
-    running = np.zeros(0, dtype=np.int64)    # admission order
-    requeue: list[int] = []                  # preempted requests, at the front of the waiting queue
-    next_wait = 0
-    clock = 0.0
-    step = 0
-    cols: dict[str, list] = {c: [] for c in STEP_COLUMNS}
-    kv = kv_capacity_tokens is not None
-    bs = int(block_size)
-    if kv:
-        if bs < 1 or kv_capacity_tokens < bs:
-            raise UserError(f"--kv-capacity-tokens {kv_capacity_tokens} with --block-size {block_size}: "
-                            "the cache needs at least one block; raise the capacity")
-        num_blocks = int(kv_capacity_tokens) // bs
-        worst = int(np.max(P + L)) + k if N else 0
-        if N and -(-worst // bs) > num_blocks:
-            i = int(np.argmax(P + L))
-            raise UserError(f"--kv-capacity-tokens {kv_capacity_tokens}: request {i} needs up to {worst} KV tokens "
-                            f"({-(-worst // bs)} blocks of {bs}); raise the capacity or lower --max-response-len")
-
-    def record(**kv_):
-        for c in STEP_COLUMNS:
-            cols[c].append(kv_[c])
-
-    def blocks(x):
-        return -(-x // bs)
-
-    B = int(max_num_batched_tokens)
-    while next_wait < N or running.size or requeue:
-        n_wait = N - next_wait + len(requeue)
-        pending = P[running] + pos[running] - computed[running]
+    def advance(self) -> None:
+        """One step, or a block of steps in closed form where one applies."""
+        run = self.running
+        n_wait = self.num_waiting()
+        pending = self.P[run] + self.pos[run] - self.computed[run]
         decoding = pending == 1
         n_dec = int(decoding.sum())
-        st = StepState(step, int(running.size), n_wait, n_dec)
-        spec = bool(k) and bool(policy(st))
-        # --- the speculative end in closed form: nobody waiting, all decoding, independent walks
-        if (fast_forward and spec and counts_only and running.size and n_wait == 0 and n_dec == running.size
-                and int(pos[running].min()) >= 1 and running.size * (k + 1) <= B
-                and (not kv or int(blocks(P[running] + L[running] + k).sum()) <= num_blocks)
-                and all(policy(StepState(step, r, 0, r)) for r in range(1, int(running.size) + 1))):
-            slot, jj, pp, dd, aa, nst = _speculative_end(
-                running, pos[running], P, L, k, lambda i, ps: D[prof_index(np.full(len(ps), i), ps)],
-                lambda i, ps: A[prof_index(np.full(len(ps), i), ps)])
-            m = int(nst.max())
-            cnt = lambda w=None: np.bincount(jj, weights=w, minlength=m)  # noqa: E731
-            r_j = np.bincount(jj, minlength=m).astype(np.int64)
-            d_j = cnt(dd).astype(np.int64)
-            a_j = cnt(aa).astype(np.int64)
-            ctx = cnt(P[running][slot] + pp - 1).astype(np.int64)
-            fin = np.bincount(nst - 1, minlength=m).astype(np.int64)
-            zero = np.zeros(m, dtype=np.int64)
-            verifies = (d_j > 0).astype(np.int64)   # a step whose drafts were all empty runs as a decode step
-            t = np.asarray(step_model.predict(running=r_j, prefill_tokens=zero, decode_tokens=r_j, draft_tokens=d_j,
-                                              context_tokens=ctx, spec_requests=r_j * verifies, speculative=verifies),
-                           dtype=float)
-            t = np.broadcast_to(t, (m,)).astype(float)
-            clk = np.cumsum(np.concatenate([[clock], t]))[1:]   # sequential sums, as step by step
-            if tail_threshold is not None and nb:
-                tl = r_j[jj] <= tail_threshold
-                bins = np.searchsorted(edges, pp[tl], side="right")
-                np.add.at(tail_d, bins, dd[tl])
-                np.add.at(tail_a, bins, aa[tl])
-                np.add.at(tail_n, bins, (dd[tl] > 0).astype(np.int64))
-            for c, v in (("step", step + np.arange(m)), ("time_s", t), ("clock_s", clk), ("num_running", r_j),
-                         ("num_waiting", zero), ("num_scheduled_tokens", r_j + d_j), ("num_prefill_tokens", zero),
-                         ("num_decode_reqs", r_j), ("context_tokens", ctx), ("num_drafted", d_j),
-                         ("num_accepted", a_j), ("num_emitted", a_j + r_j), ("speculative", np.ones(m, dtype=bool)),
-                         ("num_finished", fin), ("num_preempted", zero)):
-                cols[c].append(v)
-            finish[running] = clk[nst - 1]
-            pos[running] = L[running]
-            computed[running] = P[running] + L[running] - 1
-            clock = float(clk[-1])
-            step += m
-            running = running[:0]
-            continue
-        # --- fast-forward: all decoding, no admissions possible, no speculation, policy fixed
-        if (fast_forward and not spec and counts_only and running.size and n_dec == running.size
-                and int(pos[running].min()) >= 1   # pending 1 at position 0 is a prefill's last token
-                and (n_wait == 0 or running.size >= max_num_seqs) and running.size <= B):
-            rem = L[running] - pos[running]
-            m = int(rem.min())
-            if kv and m >= 2:   # stop before the step whose new blocks would not fit
-                c0 = computed[running]
-                fits = lambda j: int(blocks(c0 + j + 1).sum()) <= num_blocks  # noqa: E731
-                if not fits(m - 1):
-                    lo, hi = 0, m - 1          # fits(lo) is unknown only for lo = 0
-                    if not fits(0):
-                        m = 0
-                    else:
-                        while hi - lo > 1:
-                            mid = (lo + hi) // 2
-                            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-                        m = hi
-            if m >= 2:
-                R = int(running.size)
-                j = np.arange(m, dtype=np.int64)
-                ctx = int(computed[running].sum()) + j * R
-                t = step_model.predict(running=np.full(m, R), decode_tokens=np.full(m, R), context_tokens=ctx)
-                t = np.asarray(t, dtype=float)
-                clk = np.cumsum(np.concatenate([[clock], t]))[1:]   # sequential sums, as step by step
-                fin = np.zeros(m, dtype=np.int64)
-                fin[-1] = int((rem == m).sum())
-                zero = np.zeros(m, dtype=np.int64)
-                for c, v in (("step", step + j), ("time_s", t), ("clock_s", clk), ("num_running", np.full(m, R)),
-                             ("num_waiting", np.full(m, n_wait)), ("num_scheduled_tokens", np.full(m, R)),
-                             ("num_prefill_tokens", zero), ("num_decode_reqs", np.full(m, R)), ("context_tokens", ctx),
-                             ("num_drafted", zero), ("num_accepted", zero), ("num_emitted", np.full(m, R)),
-                             ("speculative", np.zeros(m, dtype=bool)), ("num_finished", fin), ("num_preempted", zero)):
-                    cols[c].append(v)
-                clock = float(clk[-1])
-                step += m
-                pos[running] += m
-                computed[running] += m
-                done = pos[running] >= L[running]
-                finish[running[done]] = clock
-                running = running[~done]
-                continue
-        # --- running requests, oldest first
-        R = running.size
+        spec = bool(self.k) and bool(self.policy(StepState(self.step, int(run.size), n_wait, n_dec)))
+        if self.fast_forward and self.counts_only and run.size and n_dec == run.size and int(self.pos[run].min()) >= 1:
+            # every running request decodes (pending 1 at position 0 is a prefill's last token)
+            if spec and self._independent_to_the_end(n_wait):
+                self._finish_speculatively()
+                return
+            if not spec and self._no_change_ahead(n_wait) and self._decode_without_speculation(n_wait):
+                return
+        batch, preempted = self.schedule(spec, pending, decoding)
+        self.execute(batch, spec, preempted)
+
+    # ---------- closed forms ----------
+
+    def _independent_to_the_end(self, n_wait: int) -> bool:
+        """Nobody waits, the token budget and the KV cache hold every running request's whole
+        speculative rest, and the policy speculates at every running count down to 1."""
+        run, k = self.running, self.k
+        return (n_wait == 0 and run.size * (k + 1) <= self.max_num_batched_tokens
+                and (self.kv is None or self.kv.fits(self.P[run] + self.L[run] + k))
+                and all(self.policy(StepState(self.step, r, 0, r)) for r in range(1, int(run.size) + 1)))
+
+    def _finish_speculatively(self) -> None:
+        run = self.running
+        cols, finish = fast_paths.speculative_end(run, self.pos, self.P, self.L, self.k, self.profiles,
+                                                  self.step_model, self.clock, self.step, self.tail)
+        self.log.add(**cols)
+        self.finish[run] = finish
+        self.pos[run] = self.L[run]
+        self.computed[run] = self.P[run] + self.L[run] - 1
+        self.clock = float(cols["clock_s"][-1])
+        self.step += len(cols["step"])
+        self.running = run[:0]
+
+    def _no_change_ahead(self, n_wait: int) -> bool:
+        """No admission can happen and one token a request fits the budget."""
+        run = self.running
+        return (n_wait == 0 or run.size >= self.max_num_seqs) and run.size <= self.max_num_batched_tokens
+
+    def _decode_without_speculation(self, n_wait: int) -> bool:
+        """Decode without speculation until the first request finishes (or the KV cache would
+        overflow); False where that is under two steps (stepped one by one instead)."""
+        run = self.running
+        rem = self.L[run] - self.pos[run]
+        m = fast_paths.decode_run_length(rem, self.computed[run], self.kv)
+        if m < 2:
+            return False
+        cols = fast_paths.decode_block(int(run.size), int(self.computed[run].sum()), m, n_wait,
+                                       int((rem == m).sum()), self.step_model, self.clock, self.step)
+        self.log.add(**cols)
+        self.clock = float(cols["clock_s"][-1])
+        self.step += m
+        self.pos[run] += m
+        self.computed[run] += m
+        done = self.pos[run] >= self.L[run]
+        self.finish[run[done]] = self.clock
+        self.running = run[~done]
+        return True
+
+    # ---------- one step ----------
+
+    def schedule(self, spec: bool, pending: np.ndarray, decoding: np.ndarray) -> tuple[_Batch, int]:
+        """The step's batch: running requests first (preempting where the KV cache is short),
+        then admissions. Returns it and the number of requests preempted."""
+        sched_n, sched_d, drafts, budget = self._schedule_running(spec, pending, decoding)
+        in_sched = sched_n > 0
+        preempted = room = 0
+        if self.kv is not None:
+            run = self.running
+            free = self.kv.num_blocks - int(self.kv.blocks(self.computed[run]).sum())
+            new_blocks = self.kv.blocks(self.computed[run] + sched_n + sched_d) - self.kv.blocks(self.computed[run])
+            reserved = int(new_blocks[in_sched].sum())
+            if reserved > free:   # preemption: the engine's rule, one request at a time
+                sched_n, sched_d, budget, reserved, free, preempted = self._preempt(pending, decoding, drafts, free)
+                in_sched = sched_n > 0
+            room = free - reserved
+        adm, adm_n = self._admit(budget, room)
+        batch = _Batch(idx=np.concatenate([self.running[in_sched], adm]),
+                       tokens=np.concatenate([sched_n[in_sched], adm_n]),
+                       drafts=np.concatenate([sched_d[in_sched], np.zeros(len(adm), dtype=np.int64)]),
+                       admitted=adm)
+        return batch, preempted
+
+    def _schedule_running(self, spec: bool, pending: np.ndarray, decoding: np.ndarray):
+        """Running requests, oldest first, within the token budget: each its pending tokens plus,
+        when speculating and decoding, its drafts; the first that does not fit whole gets what is
+        left (drafts capped at budget - 1), nobody after it. Returns (tokens, drafts as
+        scheduled, drafts wanted, budget left)."""
+        run, B = self.running, self.max_num_batched_tokens
         n_tok = np.minimum(pending, B)
-        d = np.zeros(R, dtype=np.int64)
-        if spec and R:
-            room = np.minimum(k, L[running] - pos[running] - 1)
-            dd = D[prof_index(running, pos[running])]
-            d = np.where(decoding, np.maximum(np.minimum(dd, room), 0), 0)
-        need = n_tok + d
-        cs = np.cumsum(need)
+        d = np.zeros(run.size, dtype=np.int64)
+        if spec and run.size:
+            room = np.minimum(self.k, self.L[run] - self.pos[run] - 1)
+            d = np.where(decoding, np.maximum(np.minimum(self.profiles.drafted(run, self.pos[run]), room), 0), 0)
+        cs = np.cumsum(n_tok + d)
         full = cs <= B
         sched_n = np.where(full, n_tok, 0)
         sched_d = np.where(full, d, 0)
@@ -350,88 +278,101 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
                     sched_d[j0] = max(min(int(d[j0]), budget - 1), 0)
                 budget -= int(sched_n[j0] + sched_d[j0])
             budget = min(budget, 0) if budget <= 0 else 0  # nothing after a request that did not fit
-        in_sched = sched_n > 0
-        preempted = 0
-        free = reserved = 0
-        if kv:
-            free = num_blocks - int(blocks(computed[running]).sum())
-            new_blocks = blocks(computed[running] + sched_n + sched_d) - blocks(computed[running])
-            reserved = int(new_blocks[in_sched].sum())
-            if reserved > free:   # preemption: the engine's rule, one request at a time
-                run_list, sched_n, sched_d, budget, reserved, free, victims = _schedule_kv(
-                    running.tolist(), pending, decoding, d, computed, B, free, bs)
-                for v in victims:   # the latest admitted first; each goes to the front of the queue
-                    computed[v] = 0
-                    requeue.insert(0, v)
-                preempted = len(victims)
-                running = np.array(run_list, dtype=np.int64)
-                in_sched = sched_n > 0
-        # --- admissions (preempted requests first, then first come first served)
+        return sched_n, sched_d, d, budget
+
+    def _preempt(self, pending: np.ndarray, decoding: np.ndarray, drafts: np.ndarray, free: int):
+        """Reschedule the running requests with the engine's preemption rule; victims (the latest
+        admitted first) lose their KV and go to the front of the waiting queue."""
+        run_list, sched_n, sched_d, budget, reserved, free, victims = schedule_with_preemption(
+            self.kv, self.running.tolist(), pending, decoding, drafts, self.computed,
+            self.max_num_batched_tokens, free)
+        for v in victims:
+            self.computed[v] = 0
+            self.requeue.insert(0, v)
+        self.running = np.array(run_list, dtype=np.int64)
+        return sched_n, sched_d, budget, reserved, free, len(victims)
+
+    def _admit(self, budget: int, room: int) -> tuple[np.ndarray, np.ndarray]:
+        """Waiting requests (preempted ones first, then first come first served) while budget is
+        left, fewer than max_num_seqs run and, with a KV cache, their prefill's blocks fit in
+        `room`. Returns (requests, prefill tokens)."""
         admitted = []
-        while (requeue or next_wait < N) and budget > 0 and running.size + len(admitted) < max_num_seqs:
-            i = requeue[0] if requeue else next_wait
-            n = min(int(P[i] + pos[i]), budget)
-            if kv:
-                if int(blocks(n)) > free - reserved:
+        while ((self.requeue or self.next_wait < self.N) and budget > 0
+               and self.running.size + len(admitted) < self.max_num_seqs):
+            i = self.requeue[0] if self.requeue else self.next_wait
+            n = min(int(self.P[i] + self.pos[i]), budget)
+            if self.kv is not None:
+                if int(self.kv.blocks(n)) > room:
                     break
-                reserved += int(blocks(n))
+                room -= int(self.kv.blocks(n))
             admitted.append((i, n))
             budget -= n
-            if requeue:
-                requeue.pop(0)
+            if self.requeue:
+                self.requeue.pop(0)
             else:
-                next_wait += 1
-        adm = np.array([i for i, _ in admitted], dtype=np.int64)
-        s_idx = np.concatenate([running[in_sched], adm])
-        s_n = np.concatenate([sched_n[in_sched], np.array([n for _, n in admitted], dtype=np.int64)])
-        s_d = np.concatenate([sched_d[in_sched], np.zeros(len(admitted), dtype=np.int64)])
-        if not s_idx.size:
+                self.next_wait += 1
+        return (np.array([i for i, _ in admitted], dtype=np.int64),
+                np.array([n for _, n in admitted], dtype=np.int64))
+
+    def execute(self, batch: _Batch, spec: bool, preempted: int) -> None:
+        """Run the batch: verify drafts against the profiles, price the step, emit, retire."""
+        idx, s_n, s_d = batch.idx, batch.tokens, batch.drafts
+        if not idx.size:
             raise RuntimeError("the simulated scheduler made no progress")
-        ctx_tokens = int(computed[s_idx].sum())
-        n_sched_tokens = int(s_n.sum() + s_d.sum())
-        s_pos = pos[s_idx]
-        samples = computed[s_idx] + s_n == P[s_idx] + s_pos
+        ctx_tokens = int(self.computed[idx].sum())
+        s_pos = self.pos[idx]
+        samples = self.computed[idx] + s_n == self.P[idx] + s_pos
         dec_step = samples & (s_pos > 0)
-        acc = np.where(dec_step, np.minimum(A[prof_index(s_idx, s_pos)], s_d), 0)
-        emit = np.where(samples, np.where(dec_step, np.where(s_pos + acc < L[s_idx], acc + 1, acc), 1), 0)
+        acc = np.where(dec_step, np.minimum(self.profiles.accepted(idx, s_pos), s_d), 0)
+        emit = np.where(samples, np.where(dec_step, np.where(s_pos + acc < self.L[idx], acc + 1, acc), 1), 0)
         prefill_tokens = int(s_n[~dec_step].sum())
-        t = float(step_model.predict(running=int(s_idx.size), prefill_tokens=prefill_tokens,
-                                     decode_tokens=int(s_n[dec_step].sum()), draft_tokens=int(s_d.sum()),
-                                     context_tokens=ctx_tokens, spec_requests=int(dec_step.sum()) * int(s_d.sum() > 0),
-                                     speculative=int(s_d.sum() > 0)))   # as step_model.step_features
-        clock += t
-        n_wait_after = N - next_wait + len(requeue)
+        drafted = int(s_d.sum())
+        t = float(self.step_model.predict(running=int(idx.size), prefill_tokens=prefill_tokens,
+                                          decode_tokens=int(s_n[dec_step].sum()), draft_tokens=drafted,
+                                          context_tokens=ctx_tokens, spec_requests=int(dec_step.sum()) * int(drafted > 0),
+                                          speculative=int(drafted > 0)))   # as step_model.step_features
+        self.clock += t
+        n_wait_after = self.num_waiting()
         # the tail as the rollout suite defines it (suites/rollout/phases.py): nobody waiting after
         # the step, at most T in it
-        if tail_threshold is not None and spec and nb and s_idx.size <= tail_threshold and n_wait_after == 0:
-            bins = np.searchsorted(edges, s_pos[dec_step], side="right")
-            np.add.at(tail_d, bins, s_d[dec_step])
-            np.add.at(tail_a, bins, acc[dec_step])
-            np.add.at(tail_n, bins, (s_d[dec_step] > 0).astype(np.int64))
-        computed[s_idx] += s_n + np.where(samples, acc, 0)
-        newly_first = samples & (s_pos == 0)
-        first[s_idx[newly_first]] = clock
-        pos[s_idx] += emit
-        done_mask = pos[s_idx] >= L[s_idx]
-        finish[s_idx[done_mask]] = clock
-        run_all = np.concatenate([running, adm])
-        running = run_all[pos[run_all] < L[run_all]]
-        record(step=step, time_s=t, clock_s=clock, num_running=int(s_idx.size), num_waiting=n_wait_after,
-               num_scheduled_tokens=n_sched_tokens, num_prefill_tokens=prefill_tokens,
-               num_decode_reqs=int(dec_step.sum()), context_tokens=ctx_tokens, num_drafted=int(s_d.sum()),
-               num_accepted=int(acc.sum()), num_emitted=int(emit.sum()), speculative=spec,
-               num_finished=int(done_mask.sum()), num_preempted=preempted)
-        step += 1
-    steps = {}
-    for c in STEP_COLUMNS:
-        parts = [np.atleast_1d(np.asarray(v)) for v in cols[c]]
-        steps[c] = np.concatenate(parts) if parts else np.zeros(0)
-    steps["speculative"] = steps["speculative"].astype(bool)
-    ta = None
-    if tail_threshold is not None and nb:
-        ta = {"edges": edges, "drafted": tail_d, "accepted": tail_a, "draft_steps": tail_n}
-    return SimResult(steps=steps, finish_time_s=finish, first_token_time_s=first, makespan_s=clock, num_steps=step,
-                     policy=policy.describe() if hasattr(policy, "describe") else {}, k=k, tail_acceptance=ta)
+        if self.tail.active and spec and idx.size <= self.tail.threshold and n_wait_after == 0:
+            self.tail.add(s_pos[dec_step], s_d[dec_step], acc[dec_step])
+        self.computed[idx] += s_n + np.where(samples, acc, 0)
+        self.first[idx[samples & (s_pos == 0)]] = self.clock
+        self.pos[idx] += emit
+        done = self.pos[idx] >= self.L[idx]
+        self.finish[idx[done]] = self.clock
+        self._retire(batch.admitted)
+        self.log.add(step=self.step, time_s=t, clock_s=self.clock, num_running=int(idx.size), num_waiting=n_wait_after,
+                     num_scheduled_tokens=int(s_n.sum() + s_d.sum()), num_prefill_tokens=prefill_tokens,
+                     num_decode_reqs=int(dec_step.sum()), context_tokens=ctx_tokens, num_drafted=drafted,
+                     num_accepted=int(acc.sum()), num_emitted=int(emit.sum()), speculative=spec,
+                     num_finished=int(done.sum()), num_preempted=preempted)
+        self.step += 1
+
+    def _retire(self, admitted: np.ndarray) -> None:
+        """The running set after a step: the running requests and the step's admissions, in
+        admission order, less those that finished."""
+        run_all = np.concatenate([self.running, admitted])
+        self.running = run_all[self.pos[run_all] < self.L[run_all]]
+
+
+def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepState], bool] | None,
+             step_model: StepTimeModel, max_num_seqs: int = 64, max_num_batched_tokens: int = 2048,
+             tail_threshold: int | None = None, position_edges: Sequence[int] = (),
+             fast_forward: bool = True, kv_capacity_tokens: int | None = None,
+             block_size: int = 16) -> SimResult:
+    """Simulate one rollout arm. k = 0 or policy None-like OffPolicy: no speculation.
+    kv_capacity_tokens: KV cache size (None = unlimited), in blocks of `block_size` tokens.
+    tail_threshold: steps with running <= it and nobody waiting count as the tail for
+    `tail_acceptance` (bins by token position at drafting time, edges `position_edges`).
+    fast_forward: compute the stretches the module docstring names in closed form (False:
+    step one by one; the results are the same)."""
+    config = SimConfig(k=k, policy=policy, step_model=step_model, max_num_seqs=max_num_seqs,
+                       max_num_batched_tokens=max_num_batched_tokens, tail_threshold=tail_threshold,
+                       position_edges=position_edges, fast_forward=fast_forward,
+                       kv_capacity_tokens=kv_capacity_tokens, block_size=block_size)
+    return RolloutSimulation(requests, config).run()
 
 
 def reprice(result: SimResult, step_model: StepTimeModel) -> SimResult:

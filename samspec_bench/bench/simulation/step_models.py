@@ -10,17 +10,17 @@ A step model is anything with `predict(**FEATURES) -> seconds`, `predict_steps(t
   default 1, the thread count the measured engine runs with);
 - None or "" -> None (the caller reports step counts, not time).
 
-`compare(model, steps)` prices measured steps with a model and reports its errors; the CLI
+`compare(model, steps)` prices measured steps with a model and reports its errors;
+`check_step_model(spec, path)` runs it on a `rollout profile` JSON (format 3, "measured_steps"),
+a rollout run folder or its steps.csv / steps.parquet (the rows with source == "measured"). The
+command is `samspec-bench step-model` (suites/step_model: run folder, --json);
+`python -m samspec_bench.bench.simulation.step_models` runs it with the same flags:
 
-    python -m samspec_bench.bench.simulation.step_models --step-model SPEC --steps PATH [--json OUT]
-
-runs it on a `rollout profile` JSON (format 3, "measured_steps"), a rollout run folder or its
-steps.csv / steps.parquet (the rows with source == "measured").
+    samspec-bench step-model --step-model SPEC --steps PATH [--json OUT]
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
@@ -238,29 +238,17 @@ def format_report(rep: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m samspec_bench.bench.simulation.step_models",
-                                 description="Check a step-time model against measured engine steps.")
-    ap.add_argument("--step-model", required=True, help=f"a profile JSON or {ROOFLINE_HELP}")
-    ap.add_argument("--steps", required=True, help="measured steps: profile JSON (format 3), run folder, steps.csv")
-    ap.add_argument("--json", dest="json_path", default=None, help="also write the report as JSON here")
-    args = ap.parse_args(argv)
-    try:
-        model = load_step_model(args.step_model)
-        if model is None:
-            raise UserError("--step-model: give a profile JSON or a roofline: spec")
-        rep = compare(model, load_measured_steps(args.steps))
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    rep["step_model_spec"] = args.step_model
-    rep["steps_from"] = args.steps
-    rep["describe"] = model.describe()
-    print(format_report(rep))
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(rep, indent=1, default=str) + "\n", encoding="utf-8")
-    return 0
+def check_step_model(spec: str, steps: str | Path) -> dict[str, Any]:
+    """The check of the step model `spec` names against the measured steps at `steps`:
+    compare()'s report plus what was checked (a UserError for a bad spec or steps file)."""
+    model = load_step_model(spec)
+    if model is None:
+        raise UserError("--step-model: give a profile JSON or a roofline: spec")
+    rep = compare(model, load_measured_steps(steps))
+    return {**rep, "step_model_spec": spec, "steps_from": str(steps), "describe": model.describe()}
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":   # script entry point: runs `samspec-bench step-model` (docs/architecture.md)
+    from samspec_bench.cli import main
+
+    main(["step-model", *sys.argv[1:]])

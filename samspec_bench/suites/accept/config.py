@@ -12,9 +12,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from samspec_bench.bench.engines.replay import MAX_K, SOURCE_NAMES, DraftConfig
-from samspec_bench.bench.engines.vllm.adapter import parse_engine_args
-from samspec_bench.bench.engines.vllm.platform import require_vllm, vllm_available
+from samspec_bench.bench.draft_config import MAX_K, SOURCE_NAMES, DraftConfig
+from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, require_engine
+from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
+from samspec_bench.bench.engines.vllm.platform import vllm_available
 from samspec_bench.data import BENCHMARKS, find_traces, resolve_data_dir
 from samspec_bench.errors import UserError, int_at_least
 from samspec_bench.models import BUILTIN_MODEL, model_id, resolve_model, resolve_tokenizer
@@ -22,7 +23,7 @@ from samspec_bench.sam.drafters import DRAFTERS
 from samspec_bench.trace_formats import FORMATS, expand
 
 SUITE = "accept"
-ENGINES = ("replay", "reference", "vllm")  # vllm: samspec_bench.bench.engines.vllm.adapter (needs vLLM installed)
+ENGINES = engine_names()  # replay, reference, vllm (needs vLLM installed: samspec_bench.bench.engines.vllm)
 DEFAULT_VERIFY_COST_RATIO = 1.0
 MAX_DRAFT_TOKEN_COST = 0.95  # the evidence policy takes a cost in [0, 1): at 1 a draft never pays
 VERIFY_COST_ASSUMPTION = ("assumed: a (k+1)-token verify step costs as much as a 1-token decode step "
@@ -107,9 +108,8 @@ def build_config(*, engine, model, any_model, engine_arg, traces, trace_format, 
     model = model_id(model) if model else model   # a short name (Qwen3-8B) -> its Hugging Face id
     if engine is None:
         engine, choice = choose_engine(model)
-    if engine in ("reference", "vllm"):
-        if engine == "vllm":
-            require_vllm()                 # why vLLM cannot run here, before the model is looked for
+    if engine_capabilities(engine).needs_model:
+        require_engine(engine)             # why the engine cannot run here, before the model is looked for
         model = model or BUILTIN_MODEL
         model_dir = resolve_model(model)   # now: an uncached model offline stops here, before anything runs
         if tokenizer is None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.engines.replay import EMULATED_STEPS, build_corpus, emulate_steps, has_steps
 from samspec_bench.data import (BUILTIN_BENCHMARKS, BENCHMARKS, benchmarks_dir, encode_chat, load_tokenizer,
                                 read_benchmark, tokenize_traces)
@@ -100,16 +101,17 @@ def benchmark_items(cfg: AcceptConfig, tokenizer) -> tuple[list[PromptItem], dic
 
 def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False) -> Inputs:
     tokenizer = _load_tokenizer(str(Path(cfg.tokenizer).expanduser().resolve()))
+    replays = engine_capabilities(cfg.engine).needs_traces   # the traces' own responses are replayed
     if not cfg.traces:
-        if cfg.engine == "replay":
-            raise UserError("accept --engine replay needs traces: pass --traces or --data-dir")
+        if replays:
+            raise UserError(f"accept --engine {cfg.engine} needs traces: pass --traces or --data-dir")
         items, prompts = benchmark_items(cfg, tokenizer)
         formats = Counter(it.prompt_format for it in items)
         return Inputs(items=items, skipped=[], files=[], prompt_formats={str(items[0].source): dict(formats)},
                       prompts=prompts)
     traces, trace_fmt = read_any(cfg.traces, cfg.trace_format, on_error=cfg.on_error)
     files = [Path(f) for f in trace_fmt]
-    if cfg.engine == "replay":
+    if replays:   # they must be the model's
         models = check_models(traces, cfg.model, cfg.any_model)
     else:   # the model writes its own responses: the traces give prompts (and lengths) only
         models = {"models": trace_models(traces), "note": "the traces' prompts only: the model generates"}

@@ -13,12 +13,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from samspec_bench.bench.engines.acceptance import ModelAcceptanceEngine
+from samspec_bench.bench.engines.base import AcceptanceEngine
+from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.engines.replay import ReplayEngine, group_units, response_key
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import (METRIC_DEFINITIONS, POSITION_BASES, AcceptanceCounts, Bins, ResponseSteps,
                                    binned_counts, speedup_estimate, total_counts)
 from samspec_bench.models import BUILTIN_MODEL
-from samspec_bench.results import RunDir, check_resume, emit_json, file_sha256
+from samspec_bench.results import RunDir, check_resume, emit_json, file_sha256, torn_tail
 from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSITIVITY_RATIOS, SUITE, AcceptConfig,
                                                 build_configs, expand_trace_paths, priced_draft_length,
                                                 resolve_verify_cost)
@@ -116,27 +118,58 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
         err.print(f"[yellow]skipped[/] {s['file']}:{s['line']}: {s['reason']}", markup=True, highlight=False)
     if inputs.steps and need_history:
         err.print(f"history: {inputs.steps}", highlight=False)
-    if cfg.engine == "replay":
-        engine = ReplayEngine(workers=cfg.workers, corpus=inputs.corpus, corpus_description=inputs.corpus_info,
-                              history_window=cfg.history_window,
-                              history_budget_bytes=int(cfg.history_budget_mb * (1 << 20)), steps_description=inputs.steps)
-    else:
-        engine = ModelAcceptanceEngine(cfg.engine, cfg.model or BUILTIN_MODEL, engine_args=cfg.engine_args)
+    engine = acceptance_engine(cfg, inputs)
     try:
         return _sweep(cfg, inputs, engine, configs, costs, bins, output, resume, progress, err)
     finally:
         engine.close()
 
 
-def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict, bins: Bins, output, resume,
-           progress: bool, err: Console) -> tuple[dict, Path]:
-    """The sweep on an engine, its records, metrics and run folder."""
-    items = inputs.items
+def acceptance_engine(cfg: AcceptConfig, inputs: Inputs) -> AcceptanceEngine:
+    """The sweep's engine: trace replay where the engine replays recorded responses, else the
+    acceptance contract over the model engine."""
+    if engine_capabilities(cfg.engine).needs_traces:
+        return ReplayEngine(workers=cfg.workers, corpus=inputs.corpus, corpus_description=inputs.corpus_info,
+                            history_window=cfg.history_window,
+                            history_budget_bytes=int(cfg.history_budget_mb * (1 << 20)), steps_description=inputs.steps)
+    return ModelAcceptanceEngine(cfg.engine, cfg.model or BUILTIN_MODEL, engine_args=cfg.engine_args)
+
+
+class _Tally:
+    """Pooled counts per configuration (index j of the runnable ones): by position bin, by
+    trace file and by RL step, plus responses and their tokens."""
+
+    def __init__(self, n: int, bins: Bins, position: str, step_of: dict[str, Any]):
+        self.bins, self.position, self.step_of = bins, position, step_of
+        self.acc = [[AcceptanceCounts() for _ in range(bins.count)] for _ in range(n)]
+        self.n_resp = [0] * n
+        self.resp_tokens = [0] * n
+        self.per_file: list[dict[str, AcceptanceCounts]] = [{} for _ in range(n)]
+        self.per_step: list[dict[Any, AcceptanceCounts]] = [{} for _ in range(n)]
+
+    def account(self, j: int, files: list[str], steps: list) -> None:
+        for b, c in enumerate(binned_counts(steps, self.bins, self.position)):
+            if c.steps:
+                self.acc[j][b] = self.acc[j][b] + c
+        self.n_resp[j] += len(steps)
+        self.resp_tokens[j] += sum(s.response_len for s in steps)
+        by_file: dict[str, list] = {}
+        for f, s in zip(files, steps):
+            by_file.setdefault(f, []).append(s)
+        for f, group in by_file.items():
+            self.per_file[j][f] = self.per_file[j].get(f, AcceptanceCounts()) + total_counts(group)
+        by_step: dict[Any, list] = {}
+        for s in steps:
+            by_step.setdefault(self.step_of.get(s.key), []).append(s)
+        for st, group in by_step.items():
+            self.per_step[j][st] = self.per_step[j].get(st, AcceptanceCounts()) + total_counts(group)
+
+
+def _runnable(engine: AcceptanceEngine, configs: list, err: Console) -> tuple[list, dict[str, str]]:
+    """The configurations the engine runs, and why it does not run the others."""
     runnable, unsupported = [], {}
     for dc in configs:
         reason = engine.unsupported(dc)
-        if reason is None and dc.history and cfg.engine != "replay":
-            reason = "the history source replays earlier RL steps' recorded responses: --engine replay only"
         if reason:
             unsupported[dc.label] = reason
             err.print(f"[yellow]not run[/] {dc.label}: {reason}", markup=True, highlight=False)
@@ -145,14 +178,12 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict
     if not runnable:
         first = next(iter(unsupported.items()))
         raise UserError(f"--drafter/--sources: nothing can run here ({first[0]}: {first[1]})")
+    return runnable, unsupported
 
-    run_dir = RunDir(output, SUITE, resume)
-    if resume is None:
-        run_dir.write_json(CONFIG_FILE, cfg.identity())
 
-    # Resume: responses already recorded are read back; unfinished groups run again whole.
-    keys = [response_key(it) for it in items]
-    done = _load_done(run_dir, {dc.label for dc in runnable}) if resume is not None else {}
+def _plan_jobs(items: list, keys: list[str], runnable: list, done: dict) -> tuple[list, list[list[dict]]]:
+    """Per configuration: the responses to run (unfinished groups run again whole) and the
+    records already written (--resume) that are kept."""
     jobs, reused = [], []
     for dc in runnable:
         have = done.get(dc.label, {})
@@ -166,54 +197,20 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict
                 todo.extend(unit)
         jobs.append((dc, todo))
         reused.append(kept)
+    return jobs, reused
 
-    n_bins = bins.count
-    acc = [[AcceptanceCounts() for _ in range(n_bins)] for _ in runnable]
-    n_resp = [0] * len(runnable)
-    resp_tokens = [0] * len(runnable)
 
-    per_file: list[dict[str, AcceptanceCounts]] = [{} for _ in runnable]
-    per_step: list[dict[Any, AcceptanceCounts]] = [{} for _ in runnable]
-    step_of = {keys[i]: getattr(it, "step", None) for i, it in enumerate(items)}
-
-    def account(j: int, files: list[str], steps: list) -> None:
-        for b, c in enumerate(binned_counts(steps, bins, cfg.position)):
-            if c.steps:
-                acc[j][b] = acc[j][b] + c
-        n_resp[j] += len(steps)
-        resp_tokens[j] += sum(s.response_len for s in steps)
-        by_file: dict[str, list] = {}
-        for f, s in zip(files, steps):
-            by_file.setdefault(f, []).append(s)
-        for f, group in by_file.items():
-            per_file[j][f] = per_file[j].get(f, AcceptanceCounts()) + total_counts(group)
-        by_step: dict[Any, list] = {}
-        for s in steps:
-            by_step.setdefault(step_of.get(s.key), []).append(s)
-        for st, group in by_step.items():
-            per_step[j][st] = per_step[j].get(st, AcceptanceCounts()) + total_counts(group)
-
-    for j, kept in enumerate(reused):
-        if kept:
-            account(j, [r["file"] for r in kept], [ResponseSteps.from_record(r) for r in kept])
-
-    total = sum(len(todo) for _, todo in jobs)
+def _run_jobs(engine: AcceptanceEngine, items: list, jobs: list, tally: _Tally, resp_path: Path, label: str,
+              progress: bool, err: Console) -> None:
+    """Run the jobs, appending every response's record as its chunk arrives."""
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("responses"), TimeElapsedColumn())
-    resumed = sum(len(k) for k in reused)
-    if resumed:
-        err.print(f"resuming {run_dir.path}: {resumed} responses already recorded")
-    resp_path = run_dir.file(RESPONSES_FILE)
-    if resp_path.exists() and resp_path.stat().st_size:
-        with open(resp_path, "rb") as f:  # a torn last line (interrupted write) stays a line of its own
-            f.seek(-1, 2)
-            torn = f.read(1) != b"\n"
-        if torn:
-            with open(resp_path, "a", encoding="utf-8") as f:
-                f.write("\n")
+    if torn_tail(resp_path):   # a torn last line (interrupted write) stays a line of its own
+        with open(resp_path, "a", encoding="utf-8") as f:
+            f.write("\n")
     with open(resp_path, "a", encoding="utf-8") as out, \
             Progress(*columns, console=err, disable=not progress) as bar:
-        task = bar.add_task(f"accept ({cfg.engine})", total=total)
+        task = bar.add_task(label, total=sum(len(todo) for _, todo in jobs))
         for j, chunk in engine.run(items, jobs):
             dc = jobs[j][0]
             lines = []
@@ -226,69 +223,89 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine, configs: list, costs: dict
                 lines.append(json.dumps(rec, sort_keys=True))
             out.write("\n".join(lines) + "\n")
             out.flush()
-            account(j, [str(items[i].source) for i, _ in chunk], [s for _, s in chunk])
+            tally.account(j, [str(items[i].source) for i, _ in chunk], [s for _, s in chunk])
             bar.advance(task, len(chunk))
 
-    # ---- metrics ----
+
+def _metrics(runnable: list, tally: _Tally, costs: dict, bins: Bins) -> tuple[dict[str, Any], dict[str, list]]:
+    """Per configuration: pooled metrics with the speedup estimate, and the rows per position bin."""
     metrics: dict[str, Any] = {}
     binned: dict[str, list] = {}
     for j, dc in enumerate(runnable):
         overall = AcceptanceCounts()
-        for c in acc[j]:
+        for c in tally.acc[j]:
             overall = overall + c
         cost = costs[dc.k]
-        m = {**dc.describe(), "responses": n_resp[j], "response_tokens": resp_tokens[j], **overall.metrics(),
-             "verify_cost_ratio": cost["ratio"], "speedup_estimate": speedup_estimate(overall, cost["ratio"]),
-             "speedup_sensitivity": {str(r): speedup_estimate(overall, r) for r in SENSITIVITY_RATIOS}}
-        metrics[dc.label] = m
-        rows = []
-        for b, c in enumerate(acc[j]):
-            lo, hi = bins.bounds(b)
-            rows.append({"bin": b, "lo": lo, "hi": hi, "label": bins.label(b), **c.metrics()})
-        binned[dc.label] = rows
+        metrics[dc.label] = {**dc.describe(), "responses": tally.n_resp[j], "response_tokens": tally.resp_tokens[j],
+                             **overall.metrics(), "verify_cost_ratio": cost["ratio"],
+                             "speedup_estimate": speedup_estimate(overall, cost["ratio"]),
+                             "speedup_sensitivity": {str(r): speedup_estimate(overall, r) for r in SENSITIVITY_RATIOS}}
+        binned[dc.label] = [{"bin": b, "lo": bins.bounds(b)[0], "hi": bins.bounds(b)[1], "label": bins.label(b),
+                             **c.metrics()} for b, c in enumerate(tally.acc[j])]
+    return metrics, binned
 
+
+def _inputs_record(cfg: AcceptConfig, inputs: Inputs) -> dict[str, Any]:
+    items = inputs.items
+    return {"traces": [{"file": str(f), "sha256": file_sha256(f)} for f in inputs.files],
+            "tokenizer": str(cfg.tokenizer), "responses": len(items),
+            "response_tokens": int(sum(it.response_ids.size for it in items)),
+            "prompt_tokens": int(sum(it.prompt_ids.size for it in items)),
+            "prompt_formats": inputs.prompt_formats, "skipped_lines": len(inputs.skipped), "skipped": inputs.skipped,
+            "on_error": cfg.on_error, "corpus": inputs.corpus_info or None, "trace_formats": inputs.trace_formats,
+            "models": inputs.models or None, "steps": inputs.steps, "builtin_prompts": inputs.prompts}
+
+
+def _tables(runnable: list, tally: _Tally, metrics: dict, binned: dict) -> dict[str, Any]:
+    by_file = {dc.label: {f: c.metrics() for f, c in sorted(tally.per_file[j].items())}
+               for j, dc in enumerate(runnable)}
+    tables = {"binned": binned, "by_file": by_file, "sources": sources_side_by_side(runnable, metrics)}
+    if any(k is not None for ps in tally.per_step for k in ps):
+        tables["by_step"] = {dc.label: [{"step": st, **c.metrics()} for st, c in
+                                        sorted(tally.per_step[j].items(), key=lambda kv: -1 if kv[0] is None else kv[0])]
+                             for j, dc in enumerate(runnable)}
+    return tables
+
+
+def _sweep(cfg: AcceptConfig, inputs: Inputs, engine: AcceptanceEngine, configs: list, costs: dict, bins: Bins,
+           output, resume, progress: bool, err: Console) -> tuple[dict, Path]:
+    """The sweep on an engine, its records, metrics and run folder."""
+    items = inputs.items
+    runnable, unsupported = _runnable(engine, configs, err)
+    run_dir = RunDir(output, SUITE, resume)
+    if resume is None:
+        run_dir.write_json(CONFIG_FILE, cfg.identity())
+
+    # Resume: responses already recorded are read back; unfinished groups run again whole.
+    keys = [response_key(it) for it in items]
+    done = _load_done(run_dir, {dc.label for dc in runnable}) if resume is not None else {}
+    jobs, reused = _plan_jobs(items, keys, runnable, done)
+    tally = _Tally(len(runnable), bins, cfg.position, {keys[i]: getattr(it, "step", None) for i, it in enumerate(items)})
+    for j, kept in enumerate(reused):
+        if kept:
+            tally.account(j, [r["file"] for r in kept], [ResponseSteps.from_record(r) for r in kept])
+    resumed = sum(len(k) for k in reused)
+    if resumed:
+        err.print(f"resuming {run_dir.path}: {resumed} responses already recorded")
+    _run_jobs(engine, items, jobs, tally, run_dir.file(RESPONSES_FILE), f"accept ({cfg.engine})", progress, err)
+
+    metrics, binned = _metrics(runnable, tally, costs, bins)
     figures = []
     try:
         figures = write_figure(run_dir.path, runnable, binned, bins, cfg)
         figures += write_pareto_figure(run_dir.path, runnable, metrics, cfg)
     except Exception as e:  # noqa: BLE001 - a figure must not lose the numbers
         err.print(f"[yellow]figure not written[/]: {type(e).__name__}: {e}", markup=True, highlight=False)
-
     extra = {
-        "engine": engine.describe(),
-        "inputs": {
-            "traces": [{"file": str(f), "sha256": file_sha256(f)} for f in inputs.files],
-            "tokenizer": str(cfg.tokenizer),
-            "responses": len(items),
-            "response_tokens": int(sum(it.response_ids.size for it in items)),
-            "prompt_tokens": int(sum(it.prompt_ids.size for it in items)),
-            "prompt_formats": inputs.prompt_formats,
-            "skipped_lines": len(inputs.skipped),
-            "skipped": inputs.skipped,
-            "on_error": cfg.on_error,
-            "corpus": inputs.corpus_info or None,
-            "trace_formats": inputs.trace_formats,
-            "models": inputs.models or None,
-            "steps": inputs.steps,
-            "builtin_prompts": inputs.prompts,
-        },
-        "position_basis": cfg.position,
+        "engine": engine.describe(), "inputs": _inputs_record(cfg, inputs), "position_basis": cfg.position,
         "bins": {"spec": cfg.bins, "edges": list(bins.edges)},
         "cost_model": {"formula": "speedup = tokens / ((steps - drafts) * 1 + drafts * verify_cost_ratio); "
                                   "a step with an empty draft is a plain decode step; drafting is not charged",
                        "verify_cost_ratio": {str(k): v for k, v in costs.items()}},
         "metric_definitions": METRIC_DEFINITIONS,
         "configurations": [dc.label for dc in runnable],  # sweep order (metrics are keyed by label)
-        "unsupported": unsupported,
-        "responses_file": RESPONSES_FILE,
-        "resumed_responses": resumed,
+        "unsupported": unsupported, "responses_file": RESPONSES_FILE, "resumed_responses": resumed,
     }
-    by_file = {dc.label: {f: c.metrics() for f, c in sorted(per_file[j].items())} for j, dc in enumerate(runnable)}
-    tables = {"binned": binned, "by_file": by_file, "sources": sources_side_by_side(runnable, metrics)}
-    if any(k is not None for ps in per_step for k in ps):
-        tables["by_step"] = {dc.label: [{"step": st, **c.metrics()} for st, c in
-                                        sorted(per_step[j].items(), key=lambda kv: -1 if kv[0] is None else kv[0])]
-                             for j, dc in enumerate(runnable)}
-    run_dir.write_result(cfg.recorded(), metrics, tables, figures, extra)
+    run_dir.write_result(cfg.recorded(), metrics, _tables(runnable, tally, metrics, binned), figures, extra)
     result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))
     return result, run_dir.path

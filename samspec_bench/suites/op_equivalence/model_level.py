@@ -11,11 +11,14 @@ verify path (k+1 query tokens per request). What differs, explicitly:
   every linear layer, fixed-order attention), which shows whether differences come from
   reduction order.
 - vllm: vLLM cannot teacher-force, so the verify path is the plain continuation drafted by an
-  oracle (the SAM proposer's "oracle" mode): vLLM verifies it in chunks of k+1 and returns the
-  logprobs of the verify forward. Compared position by position (the prefill's first token
-  excluded) up to the first argmax flip (the oracle stops drafting there). vLLM returns top-n
-  logprobs only: KL and the full-distribution diffs are not available. The greedy comparison
-  drafts with SAM whatever --drafter says (as before the two model levels were merged).
+  oracle (`engines.oracle.OracleDrafter`, the SAM proposer's "oracle" mode): vLLM verifies it
+  in chunks of k+1 and returns the logprobs of the verify forward. Compared position by
+  position (the prefill's first token excluded) up to the first argmax flip (the oracle stops
+  drafting there). vLLM returns top-n logprobs only: KL and the full-distribution diffs are not
+  available. The greedy comparison drafts with SAM whatever --drafter says (as before the two
+  model levels were merged).
+
+Which path an engine takes is its capabilities' answer (teacher_forcing), not its name.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from samspec_bench.bench.engines.base import Engine, GenerationResult, Request, SamplingParams
-from samspec_bench.bench.engines.factory import make_engine
-from samspec_bench.bench.engines.vllm.adapter import get_engine
+from samspec_bench.bench.engines.factory import engine_capabilities, make_engine, shared_engine
+from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.data import encode_chat, read_benchmark
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import first_divergence, logit_margin
@@ -37,7 +40,7 @@ from samspec_bench.suites.op_equivalence.config import OpEqConfig
 from samspec_bench.suites.op_equivalence.stats import Accumulator, sampled_summary
 
 BLOCK_SIZE = 16            # reference engine's KV block size at this level
-VLLM_DRAFTER = "sam"       # the vLLM model level's greedy comparison always drafts with SAM
+ORACLE_LEVEL_DRAFTER = "sam"   # where the verify path is oracle-drafted, the greedy comparison drafts with SAM
 SPEC_METRICS = ("tokens_per_step", "acceptance_length", "draft_hit_rate", "acceptance_rate")
 
 # Used when no benchmark file is found (no shared data): short math word problems.
@@ -108,18 +111,19 @@ def run_model_level(cfg: OpEqConfig, dtype: str, bar) -> tuple[dict, list[dict],
     """The model level on cfg.engine in one dtype: ({row key: summary}, per-prompt greedy table
     rows, extra info: prompts, timings, engine)."""
     t = time.perf_counter()
-    if cfg.engine == "vllm":
-        # the process's shared vLLM engine (start-up takes tens of seconds): left open for the next user
-        engine = get_engine(cfg.model, dtype=dtype, num_spec_tokens=max(cfg.k, 3))
+    if not engine_capabilities(cfg.engine).kv_blocks_settable:
+        # an engine sized by itself: the process's shared one where start-up takes tens of
+        # seconds (vLLM), left open for the next user
+        engine = shared_engine(cfg.engine, cfg.model, dtype=dtype, num_spec_tokens=max(cfg.k, 3))
         timings = {"engine_s": time.perf_counter() - t}
         prompts, source = load_prompts(cfg, engine.tokenizer)
         rows, greedy = compare_paths(engine, cfg, dtype, bar, prompts, timings)
         return rows, greedy, {"prompts": source, "timings": timings, "engine": engine.describe()}
-    # the reference engine is sized to hold every prompt at once: the tokenizer comes first
+    # an engine whose KV blocks are set is sized to hold every prompt at once: the tokenizer comes first
     model, tokenizer = load_model(cfg.model, dtype=dtype, device=cfg.device)
     timings = {"load_model_s": time.perf_counter() - t}
     prompts, source = load_prompts(cfg, tokenizer)
-    engine = make_engine("reference", model, tokenizer=tokenizer, **reference_sizing(cfg, prompts))
+    engine = make_engine(cfg.engine, model, tokenizer=tokenizer, **reference_sizing(cfg, prompts))
     engine.model_spec = cfg.model
     try:
         rows, greedy = compare_paths(engine, cfg, dtype, bar, prompts, timings)
@@ -138,13 +142,18 @@ def reference_sizing(cfg: OpEqConfig, prompts: list[list[int]]) -> dict[str, Any
 
 def compare_paths(engine: Engine, cfg: OpEqConfig, dtype: str, bar, prompts: list[list[int]],
                   timings: dict[str, float]) -> tuple[dict, list[dict]]:
-    """The comparison on an open engine (reference or vllm; see the module docstring): rows
-    {"model/<pair>/<dtype>": summary}, the first of them with the greedy comparison, and the
-    per-prompt greedy table rows. Adds the generation times to `timings`."""
-    vllm = engine.name == "vllm"
-    drafter = VLLM_DRAFTER if vllm else cfg.drafter
-    task = bar.add_task(f"model {dtype} (vllm)" if vllm else f"model {dtype}",
-                        total=3 if vllm else 4 + (2 if cfg.control else 0))
+    """The comparison on an open engine (see the module docstring): teacher forcing where the
+    engine can, else oracle-drafted verification. Returns rows {"model/<pair>/<dtype>": summary},
+    the first of them with the greedy comparison, and the per-prompt greedy table rows. Adds the
+    generation times to `timings`."""
+    caps = engine.capabilities
+    oracle_level = not caps.teacher_forcing
+    if oracle_level and not caps.oracle_drafts:
+        raise UserError(f"--engine {engine.name}: it can neither teacher-force nor draft an oracle continuation, so "
+                        "it has no verify path to compare; use --engine reference")
+    drafter = ORACLE_LEVEL_DRAFTER if oracle_level else cfg.drafter
+    task = bar.add_task(f"model {dtype} ({engine.name})" if oracle_level else f"model {dtype}",
+                        total=3 if oracle_level else 4 + (2 if cfg.control else 0))
     params = SamplingParams(max_tokens=cfg.max_tokens, logprobs=2)
     reqs = [Request(i, p, params) for i, p in enumerate(prompts)]
 
@@ -156,14 +165,14 @@ def compare_paths(engine: Engine, cfg: OpEqConfig, dtype: str, bar, prompts: lis
         return res
 
     base = timed("generate_no_spec_s")
-    if vllm:
-        oracle = timed("generate_oracle_s", oracle={o.req_id: o.token_ids for o in base.outputs},
+    if oracle_level:
+        oracle = timed("generate_oracle_s", drafter=OracleDrafter({o.req_id: o.token_ids for o in base.outputs}),
                        num_spec_tokens=cfg.k)
     spec = timed("generate_spec_s", drafter=drafter, num_spec_tokens=cfg.k)
 
-    greedy = greedy_rows(base, spec, tag_engine=vllm)
-    if vllm:
-        rows = {f"model/vllm/{dtype}": oracle_row(cfg, dtype, base, oracle)}
+    greedy = greedy_rows(base, spec, tag_engine=engine.name if oracle_level else None)
+    if oracle_level:
+        rows = {f"model/{engine.name}/{dtype}": oracle_row(cfg, dtype, base, oracle, engine.name)}
     else:
         rows = teacher_forced_rows(engine, cfg, dtype, base, prompts, lambda: bar.advance(task))
     main = next(iter(rows.values()))
@@ -175,11 +184,11 @@ def compare_paths(engine: Engine, cfg: OpEqConfig, dtype: str, bar, prompts: lis
 
 # --- greedy with and without speculation ---------------------------------------------------------
 
-def greedy_rows(base: GenerationResult, spec: GenerationResult, tag_engine: bool = False) -> list[dict]:
+def greedy_rows(base: GenerationResult, spec: GenerationResult, tag_engine: str | None = None) -> list[dict]:
     """Per prompt: where the speculative continuation first leaves the plain one, and each
-    path's logit margin there. The reference rows also give the largest logprob difference
-    before the divergence; the vLLM rows instead carry "engine": "vllm" (tag_engine), as each
-    engine's rows did before the two model levels were merged."""
+    path's logit margin there. The teacher-forced level's rows also give the largest logprob
+    difference before the divergence; the oracle level's rows instead carry "engine": its name
+    (tag_engine), as each engine's rows did before the two model levels were merged."""
     out = []
     for o_b, o_s in zip(base.outputs, spec.outputs):
         fd = first_divergence(o_b.token_ids, o_s.token_ids)
@@ -191,7 +200,7 @@ def greedy_rows(base: GenerationResult, spec: GenerationResult, tag_engine: bool
             row["margin_spec"] = logit_margin(o_s.top_logprobs[fd])
             row["tokens_at_divergence"] = [o_b.token_ids[fd], o_s.token_ids[fd]]
         if tag_engine:
-            row["engine"] = "vllm"
+            row["engine"] = tag_engine
         else:
             common_len = min(len(o_b.logprobs), len(o_s.logprobs), fd if fd is not None else 10**9)
             if common_len:
@@ -244,19 +253,21 @@ def teacher_forced_rows(engine: Engine, cfg: OpEqConfig, dtype: str, base: Gener
             "a": "decode path, token by token", "b": f"verify path (splitfuse), chunks of k+1={cfg.k + 1}",
             "description": label, "score_decode_s": t1 - t0, "score_verify_s": t2 - t1, **acc.summary()}
 
-    score_pair(engine, "reference", "reference engine, BLAS GEMMs (the engine as it runs)")
+    score_pair(engine, engine.name, f"{engine.name} engine, BLAS GEMMs (the engine as it runs)")
     if cfg.control:
-        ctl = make_engine("reference", engine.hf_model, tokenizer=engine.tokenizer,
+        ctl = make_engine(engine.name, engine.hf_model, tokenizer=engine.tokenizer,
                           **reference_sizing(cfg, prompts), batch_invariant=True)
-        score_pair(ctl, "reference-batch-invariant",
+        score_pair(ctl, f"{engine.name}-batch-invariant",
                    "control: one GEMV per token in every linear layer and fixed-order attention")
         ctl.close()
     return rows
 
 
-def oracle_row(cfg: OpEqConfig, dtype: str, base: GenerationResult, oracle: GenerationResult) -> dict[str, Any]:
-    """vLLM: the sampled tokens' logprobs of the plain decode (a) against the oracle-drafted
-    verification of the same tokens (b), up to each request's first flip."""
+def oracle_row(cfg: OpEqConfig, dtype: str, base: GenerationResult, oracle: GenerationResult,
+               pair: str = "vllm") -> dict[str, Any]:
+    """An engine without teacher forcing (vLLM): the sampled tokens' logprobs of the plain
+    decode (a) against the oracle-drafted verification of the same tokens (b), up to each
+    request's first flip."""
     lp_a, lp_b = [], []
     flips = compared = 0
     for o_b, o_v in zip(base.outputs, oracle.outputs):
@@ -269,7 +280,7 @@ def oracle_row(cfg: OpEqConfig, dtype: str, base: GenerationResult, oracle: Gene
         flips += int(flipped)
     om = oracle.metrics()
     return {
-        "level": "model", "pair": "vllm", "dtype": dtype,
+        "level": "model", "pair": pair, "dtype": dtype,
         "a": "vLLM decode path (no speculation, one query token per step)",
         "b": f"vLLM verify path (oracle drafts, chunks of k+1={cfg.k + 1})",
         "description": "vLLM as it runs: logprobs of the sampled tokens, decode vs speculative verification",

@@ -12,14 +12,15 @@ from typing import Any
 
 import click
 
-from samspec_bench.bench.engines.vllm.adapter import parse_engine_args
+from samspec_bench.bench.engines.factory import engine_capabilities
+from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
 from samspec_bench.bench.simulation.step_model import StepTimeModel
 from samspec_bench.bench.simulation.step_models import ROOFLINE_HELP, load_step_model
 from samspec_bench.errors import UserError, int_list
 from samspec_bench.models import BUILTIN_MODEL
 from samspec_bench.results import RunDir, emit_json
-from samspec_bench.suites.rollout.config import (MEASURED_GROUP_SIZE, MEASURED_PROMPTS, SUITE, RolloutConfig,
-                                                 build_config, kv_options, validate)
+from samspec_bench.suites.rollout.config import (ENGINES, MEASURED_ENGINES, MEASURED_GROUP_SIZE, MEASURED_PROMPTS,
+                                                 SUITE, RolloutConfig, build_config, kv_options, validate)
 from samspec_bench.suites.rollout.lines import summary_lines
 from samspec_bench.suites.rollout.measured import run_measured
 from samspec_bench.suites.rollout.outputs import make_figures, write_steps
@@ -130,7 +131,7 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
     steps (or an engine measured them), decode steps otherwise (`units.to_step_units`)."""
     validate(cfg)
     model, priced = load_priced(cfg)
-    measured = cfg.engine != "replay"
+    measured = engine_capabilities(cfg.engine).generates   # arms on a model, else simulated from traces
     if cfg.drafter != "sam-fixed":
         print(f"drafter {cfg.drafter}: its draft lengths follow each request's observed acceptance; the simulation "
               "approximates them from a per-position profile (its schedule is not reproduced step by step)",
@@ -191,7 +192,7 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
 
 
 @click.group(SUITE, invoke_without_command=True)
-@click.option("--engine", type=click.Choice(["replay", "reference", "vllm"]), default="replay", show_default=True,
+@click.option("--engine", type=click.Choice(ENGINES), default="replay", show_default=True,
               help="replay: simulate from traces; reference: measure on the PyTorch engine; vllm: measure inside "
                    "vLLM (SAM as its proposer, the threshold switch in the proposer).")
 @click.option("--model", default=None, help=f"Model of the measured engine (default {BUILTIN_MODEL}; a preset "
@@ -255,7 +256,7 @@ def command(ctx, output, json_path, **params):
 
 
 @command.command("profile")
-@click.option("--engine", "engine_name", type=click.Choice(["reference", "vllm"]), default="reference",
+@click.option("--engine", "engine_name", type=click.Choice(MEASURED_ENGINES), default="reference",
               show_default=True, help="The engine to measure: the reference PyTorch engine, or vLLM (SAM's proposer "
                                       "drafting an oracle continuation, so every verify step has k + 1 tokens).")
 @click.option("--model", default=BUILTIN_MODEL, show_default=True)

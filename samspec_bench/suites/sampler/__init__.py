@@ -10,18 +10,18 @@ run's sample counts. The controls (`controls`: exact references of another const
 negative controls lossy on purpose, down to a 1 % loss at one position) show the battery's
 power; `vllm` audits vLLM's whole verify step. Speed (`speed`): the vectorised sampler
 against both loop references (eager and lazy recovery) on the same inputs and uniforms, and
-against vLLM's own rejection sampler where it imports. `command` writes the run directory
+against vLLM's own rejection sampler where it imports. `running` writes the run directory
 and the figures (`figures`).
 
 The suite contract: SUITE, command, build_config(**options) -> SamplerConfig,
-execute(config, output=..., resume=..., json_path=...) -> exit code. The negative controls
-are re-exported here: `--audit samspec_bench.suites.sampler:no_exclusion_demo` names them so.
-Importing the package imports neither torch nor vLLM.
+execute(config, output=..., resume=..., json_path=...) -> exit code. Importing the package
+imports neither torch nor vLLM: `command` and `config` are torch-free, and `execute` loads
+`running` (and through it every module above that runs torch) when it is called. The
+negative controls' older spelling `--audit samspec_bench.suites.sampler:no_exclusion_demo`
+still works (`config.MOVED_TARGETS`).
 """
 
-from samspec_bench.suites.sampler.command import command, execute, run  # noqa: F401
+from samspec_bench.suites.sampler.command import command, execute  # noqa: F401
 from samspec_bench.suites.sampler.config import SUITE, SamplerConfig, build_config  # noqa: F401
-from samspec_bench.suites.sampler.controls import block_verify_demo, no_exclusion_demo  # noqa: F401
 
-__all__ = ["SUITE", "SamplerConfig", "block_verify_demo", "build_config", "command", "execute", "no_exclusion_demo",
-           "run"]
+__all__ = ["SUITE", "SamplerConfig", "build_config", "command", "execute"]

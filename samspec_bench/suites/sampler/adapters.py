@@ -1,7 +1,7 @@
 """Loading the audited samplers: `--audit module:function` or a built-in name.
 
 A sampler is audited through one of two adapter shapes (both defined, field by field, in
-`samspec_bench.sam.rejection`):
+`samspec_bench.bench.rejection.contract`):
 
 1. Probabilities (`RejectionInputs` -> [B, max_spec_len + 1] token ids): the target
    probabilities after temperature / top-k / top-p, the drafts, the bonus tokens (sampled by
@@ -11,7 +11,7 @@ A sampler is audited through one of two adapter shapes (both defined, field by f
 
        # mysampler.py: the per-token rule, one request and one position at a time
        import torch
-       from samspec_bench.sam.rejection import RejectionInputs
+       from samspec_bench.bench.rejection import RejectionInputs
 
        def verify(inp: RejectionInputs) -> torch.Tensor:
            out = torch.full((inp.batch_size, inp.max_spec_len + 1), -1, dtype=torch.long)
@@ -52,7 +52,7 @@ A sampler is audited through one of two adapter shapes (both defined, field by f
    by having `speculative_sample`'s parameters (draft_token_ids, num_draft_tokens,
    target_logits, bonus_logits, sampling):
 
-       from samspec_bench.sam.rejection import LogitsInputs, compute_probs, cu_num_tokens, rejection_sample
+       from samspec_bench.bench.rejection import LogitsInputs, compute_probs, cu_num_tokens, rejection_sample
 
        def verify(inp: LogitsInputs):
            s = inp.sampling
@@ -81,8 +81,10 @@ import inspect
 import types
 from typing import Callable, Optional
 
+import torch
+
 from samspec_bench.errors import UserError
-from samspec_bench.suites.sampler.config import BUILTIN_AUDITS, LOGITS_LEVEL
+from samspec_bench.suites.sampler.config import BUILTIN_AUDITS, LOGITS_LEVEL, moved_target
 from samspec_bench.suites.sampler.vllm import register_cpu_kernels
 
 
@@ -135,7 +137,7 @@ def adapt(fn: Callable, spec: str) -> tuple[Callable, str, str]:
         if unknown:
             raise UserError(f"--audit {spec}: vLLM-style signature with unknown required parameters "
                             f"{unknown}; wrap it in a function taking RejectionInputs "
-                            "(see samspec_bench.sam.rejection.RejectionInputs)")
+                            "(see samspec_bench.bench.rejection.RejectionInputs)")
         return _vllm_adapter(fn, names), "probs", "vllm"
     positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
                   and p.default is inspect.Parameter.empty]
@@ -166,8 +168,6 @@ def _speculative_adapter(fn: Callable, names: list[str]) -> Callable:
 
 
 def _vllm_adapter(fn: Callable, names: list[str]) -> Callable:
-    import torch  # imports torch
-
     mod = inspect.getmodule(fn)
     if getattr(mod, "__name__", "").startswith("vllm."):
         register_cpu_kernels()
@@ -218,8 +218,8 @@ def resolve_audit(spec: str, explicit: bool) -> Audited:
     if spec in BUILTIN_AUDITS:
         target, desc = BUILTIN_AUDITS[spec]
         name = spec
-    else:
-        target, desc, name = spec, "user-supplied sampler", spec
+    else:   # a moved module's old name loads from the new one; the run keeps the user's spelling
+        target, desc, name = moved_target(spec), "user-supplied sampler", spec
     try:
         fn = _resolve_target(target)
     except UserError as e:

@@ -29,7 +29,9 @@ import traceback
 from typing import Callable, Optional
 
 import numpy as np
+import torch
 
+from samspec_bench.bench.rejection import LogitsInputs, RejectionInputs, SamplingBatch
 from samspec_bench.suites.sampler.adapters import Audited
 from samspec_bench.suites.sampler.battery import Case
 from samspec_bench.suites.sampler.checks import greedy_check, reproducibility_check
@@ -71,10 +73,6 @@ def run_case(sampler: Callable, case: Case, n_trials: int, seed: int, device: st
              progress_cb: Optional[Callable[[int], None]] = None, shape: str = "probs") -> CaseRun:
     """Run the case's trials through sampler (shape "probs": RejectionInputs, "logits":
     LogitsInputs); templates alternate inside every batch."""
-    import torch  # imports torch
-
-    from samspec_bench.sam.rejection import LogitsInputs, RejectionInputs, SamplingBatch  # imports torch
-
     if case.needs_logits and shape != "logits":
         raise ValueError(f"case {case.name} needs a logits-level sampler")
     rng = np.random.default_rng(seed)
@@ -232,8 +230,6 @@ def audit(a: Audited, cfg: SamplerConfig, cases: list[Case], progress=None) -> d
     intra-op thread: the work is many small operations, for which a thread pool costs more
     than it saves (up to 5x more wall time on a busy 2-core machine); the previous setting
     is restored."""
-    import torch  # imports torch
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -33,6 +33,7 @@ from typing import Optional
 
 import numpy as np
 
+from samspec_bench.bench.rejection import block_layout
 from samspec_bench.suites.sampler.config import SamplerConfig
 
 
@@ -196,8 +197,6 @@ def boundary_row(V: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
     the middle of a block whose first and last tokens, and the neighbouring blocks' edge
     tokens, hold 0.12 each; the vocabulary's first and last tokens 0.05 each; the remaining
     0.38 is a long tail over every other token."""
-    from samspec_bench.sam.rejection import block_layout  # imports torch
-
     nb, bs = block_layout(V)
     if nb < 3:   # a single block (small or prime vocabulary): thirds stand in for blocks
         nb, bs = 3, V // 3

@@ -8,15 +8,14 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+import torch
+
+from samspec_bench.bench.rejection import LogitsInputs, RejectionInputs, SamplingBatch
 
 
 def _inputs(shape: str, device: str, *, drafts, nums, K, logits, bonus_logits, bonus_ids, greedy, generators,
             temperature=1.0):
     """One call's inputs from numpy logits [N, V] (probabilities: their softmax)."""
-    import torch  # imports torch
-
-    from samspec_bench.sam.rejection import LogitsInputs, RejectionInputs, SamplingBatch  # imports torch
-
     common = dict(draft_token_ids=torch.from_numpy(np.asarray(drafts, dtype=np.int64)).to(device),
                   num_draft_tokens=list(nums),
                   cu_num_draft_tokens=torch.tensor(np.cumsum(nums), dtype=torch.int32, device=device),
@@ -34,8 +33,6 @@ def _inputs(shape: str, device: str, *, drafts, nums, K, logits, bonus_logits, b
 def greedy_check(sampler: Callable, shape: str, seed: int, device: str, large_vocab: int, max_vocab: int) -> dict:
     """Greedy requests (all-greedy batches and batches mixing greedy and random requests):
     the output must equal the argmax path token for token."""
-    import torch  # imports torch
-
     rng = np.random.default_rng(seed + 777)
     mismatches, rows_checked, example = 0, 0, None
     configs = [(1000, 32, "all"), (1000, 32, "mixed"), (37, 64, "all")]
@@ -82,8 +79,6 @@ def greedy_check(sampler: Callable, shape: str, seed: int, device: str, large_vo
 def reproducibility_check(sampler: Callable, shape: str, seed: int, device: str) -> dict:
     """A seeded request gives the same output whatever else is in the batch (informational:
     the seeded-request battery judges its law)."""
-    import torch  # imports torch
-
     rng = np.random.default_rng(seed + 99)
     V, same, total = 50, 0, 0
     for trial in range(20):

@@ -1,239 +1,28 @@
-"""The `samspec-bench sampler` command: `execute` runs the audits and the speed benchmark,
-writes the run directory, prints the tables and returns the exit code; the click command
-only turns its options into a config (`config.build_config`) and calls it."""
+"""The `samspec-bench sampler` command: its options, `config.build_config` turning them into a
+config, and `execute` (the suite contract) running it.
+
+The audits and the speed benchmark run torch. They live in `running` and the modules it
+imports, which `execute` loads by name when the command runs (as the CLI loads a command), so
+that `samspec-bench sampler --help`, `samspec-bench run --help` and importing this package
+import no torch."""
 
 from __future__ import annotations
 
-import dataclasses
+import importlib
 from typing import Optional
 
 import click
-import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from samspec_bench.results import RunDir, build_result, emit_json
-from samspec_bench.suites.sampler.adapters import resolve_audit
-from samspec_bench.suites.sampler.audit import audit, where
-from samspec_bench.suites.sampler.battery import build_battery
-from samspec_bench.suites.sampler.config import (BUILTIN_AUDITS, DEFAULT_BUILTINS, EXPECTED_EXACT, NEGATIVE_CONTROLS,
-                                                 PER_TOKEN_ACCEPTANCE, SUITE, SamplerConfig, build_config)
-from samspec_bench.suites.sampler.figures import plot_speed, plot_tv_curves
-from samspec_bench.suites.sampler.power import fmt, headline, planned_power
-from samspec_bench.suites.sampler.speed import speed_benchmark
+from samspec_bench.suites.sampler.config import BUILTIN_AUDITS, DEFAULT_BUILTINS, SamplerConfig, build_config
 
-
-def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = None, console=None) -> dict:
-    """Run audits and the speed benchmark, write the run directory, return the result dict."""
-    import torch  # imports torch
-
-    rd = RunDir(output, SUITE, resume)
-    done_audits = {r["name"]: r for r in rd.samples("audits.jsonl")}
-    done_speed = {r["key"]: r["row"] for r in rd.samples("speed.jsonl")}
-    specs = []
-    if cfg.builtin:
-        specs += [(s, False) for s in cfg.builtins]
-    specs += [(s, True) for s in cfg.audits]
-    audited = []
-    for s, explicit in _dedup(specs):
-        if s in done_audits:
-            audited.append(None)
-            continue
-        audited.append(resolve_audit(s, explicit))
-    cases = build_battery(cfg)
-    power = planned_power(cases, cfg)
-    records = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=True) as progress:
-        for (s, explicit), a in zip(list(_dedup(specs)), audited):
-            if a is None:
-                records.append(done_audits[s])
-                continue
-            rec = audit(a, cfg, cases, progress)
-            rec["explicit"] = explicit
-            rd.append_sample(rec, "audits.jsonl")
-            records.append(rec)
-        speed_rows = []
-        if cfg.speed:
-            speed_rows = speed_benchmark(cfg, progress, done_speed,
-                                         on_row=lambda key, row: rd.append_sample({"key": key, "row": row},
-                                                                                  "speed.jsonl"))
-    figure_names = []
-    fig = plot_tv_curves(records, rd.file("tv_vs_samples.png"))
-    if fig:
-        figure_names.append(fig.name)
-    if speed_rows:
-        fig = plot_speed(speed_rows, rd.file("speed_ratio.png"))
-        if fig:
-            figure_names.append(fig.name)
-    metrics = summarise(records, speed_rows, cfg)
-    metrics["power_detects_1pct_loss_at_every_position"] = power["detects_target_everywhere"]
-    metrics["power_mdd_by_position"] = {str(p["position"]): p["mdd"] for p in power["positions"]}
-    tables = {"audits": [_audit_row(r) for r in records],
-              "audit_tests": [dict(sampler=r["name"], **t) for r in records for t in r.get("table", [])],
-              "speed": speed_rows}
-    config = dataclasses.asdict(cfg)
-    config["battery"] = [{"case": c.name, "vocab": c.vocab, "templates": [t.label for t in c.templates],
-                          "draft_probs": c.with_probs, "k": [t.k for t in c.templates],
-                          "trials": c.trials(cfg)} for c in cases]
-    config["torch_threads"] = torch.get_num_threads()
-    extra = {"audits": [{k: v for k, v in r.items() if k != "table"} for r in records], "power": power}
-    rd.write_result(config, metrics, tables, figure_names, extra=extra)
-    result = build_result(SUITE, config, metrics, tables, figure_names, extra)
-    result["run_dir"] = str(rd.path)
-    return result
-
-
-def _dedup(specs):
-    seen = set()
-    for s, e in specs:
-        if s not in seen:
-            seen.add(s)
-            yield s, e
-
-
-def _audit_row(r: dict) -> dict:
-    w = r.get("evidence", [None])[0] if r.get("verdict") == "LOSSY" and r.get("evidence") else r.get("worst")
-    return {"sampler": r["name"], "verdict": r["verdict"], "tests": r.get("tests"), "failed": r.get("failed"),
-            "where": where(w) if w and "case" in w else (w or {}).get("kind"),
-            "tv": (w or {}).get("tv"), "bound": (w or {}).get("bound"), "p_value": (w or {}).get("p_value"),
-            "greedy_mismatches": (r.get("greedy") or {}).get("mismatches"),
-            "acceptance_matches_token_rule": r.get("acceptance_matches_token_rule"), "shape": r.get("shape"),
-            "seeded_reproducible": (r.get("seeded") or {}).get("reproducible"),
-            "note": "; ".join(filter(None, [r.get("reason") or r.get("error"),
-                                            (r.get("platform_check") or {}).get("finding"),
-                                            "no logits battery: probabilities in" if r.get("not_applicable") else None]))
-            or None}
-
-
-def summarise(records: list[dict], speed_rows: list[dict], cfg: SamplerConfig) -> dict:
-    verdicts = {r["name"]: r["verdict"] for r in records}
-    acc = {r["name"]: r.get("acceptance_matches_token_rule") for r in records if "acceptance_matches_token_rule" in r}
-    m = {"verdicts": verdicts, "acceptance_matches_token_rule": acc,
-         "exact_builtins_pass": all(verdicts.get(n) == "EXACT"
-                                    and (n not in PER_TOKEN_ACCEPTANCE or acc.get(n) is not False)
-                                    for n in EXPECTED_EXACT if n in verdicts),
-         "negative_controls_flagged": all(verdicts.get(n) == "LOSSY" for n in NEGATIVE_CONTROLS if n in verdicts)}
-    if speed_rows:
-        ratios = [r["ratio"] for r in speed_rows]
-        m["speed_ratio_min"] = float(min(ratios))
-        m["speed_ratio_median"] = float(np.median(ratios))
-        m["speed_outputs_equal"] = all(r["outputs_equal"] for r in speed_rows)
-        head = [r for r in speed_rows if r["batch"] == 64 and r["k"] == 3]
-        big = max(head, key=lambda r: r["vocab"]) if head else None
-        if big:
-            m["speed_headline"] = {key: big.get(key) for key in (
-                "batch", "k", "vocab", "loop_ms", "vectorised_ms", "ratio", "loop_lazy_ms", "ratio_vs_loop_lazy",
-                "vectorised_logits_ms", "vllm_ms", "ratio_vs_vllm", "ratio_wall_min", "acceptance_rate")}
-            m["speed_target_10x_met"] = big["ratio"] >= 10 if big["vocab"] >= 151936 else None
-    return m
-
-
-def print_report(result: dict, console) -> None:
-    t = Table(title="Sampler audits (alpha = family-wise false-alarm rate per sampler)")
-    for col in ("sampler", "verdict", "tests", "failed", "evidence / worst test", "TV", "bound", "p-value",
-                "greedy", "acceptance", "seeded"):
-        t.add_column(col)
-    styles = {"EXACT": "green", "LOSSY": "red", "ERROR": "magenta", "SKIPPED": "dim"}
-    for r in result["tables"]["audits"]:
-        fmt = (lambda v, f: "" if v is None else f.format(v))
-        t.add_row(r["sampler"], f"[{styles.get(r['verdict'], '')}]{r['verdict']}[/]", fmt(r["tests"], "{}"),
-                  fmt(r["failed"], "{}"), r["where"] or (r["note"] or ""), fmt(r["tv"], "{:.4f}"),
-                  fmt(r["bound"], "{:.4f}"), fmt(r["p_value"], "{:.2e}"),
-                  "" if r["greedy_mismatches"] is None else ("exact" if r["greedy_mismatches"] == 0
-                                                             else f"{r['greedy_mismatches']} mismatches"),
-                  "" if r.get("acceptance_matches_token_rule") is None else
-                  ("per-token" if r["acceptance_matches_token_rule"] else "differs"),
-                  "" if r["seeded_reproducible"] is None else ("yes" if r["seeded_reproducible"] else "no"))
-    console.print(t)
-    print_power(result.get("power"), console)
-    speed = result["tables"].get("speed") or []
-    if speed:
-        threads = result["config"].get("speed_threads")
-        also = " and vLLM" if any(r.get("vllm_ms") for r in speed) else ""
-        s = Table(title=f"Speed: vectorised vs both loop references (same inputs and uniforms){also} "
-                        f"(measured: median CPU ms, {threads} thread(s); wall = fastest call)")
-        vllm = any(r.get("vllm_ms") for r in speed)
-        cols = ["vocab", "k", "batch", "loop ms", "vectorised ms", "ratio", "loop(lazy) ms", "ratio vs lazy"]
-        cols += ["vLLM ms", "ratio vs vLLM"] if vllm else []
-        for col in cols + ["wall ratio", "accept", "equal"]:
-            s.add_column(col, justify="right")
-        for r in speed:
-            row = [str(r["vocab"]), str(r["k"]), str(r["batch"]), f"{r['loop_ms']:.2f}", f"{r['vectorised_ms']:.3f}",
-                   f"{r['ratio']:.1f}x", f"{r['loop_lazy_ms']:.2f}", f"{r['ratio_vs_loop_lazy']:.1f}x"]
-            if vllm:
-                row += ["" if r.get("vllm_ms") is None else f"{r['vllm_ms']:.3f}",
-                        "" if r.get("ratio_vs_vllm") is None else f"{r['ratio_vs_vllm']:.2f}x"]
-            s.add_row(*row, f"{r['ratio_wall_min']:.1f}x", f"{r['acceptance_rate']:.2f}",
-                      "yes" if r["outputs_equal"] else "NO")
-        console.print(s)
-        notes = ["ratio: eager loop (a recovered token drawn at every position) / vectorised; ratio vs lazy: loop "
-                 "drawing only at the first rejection / vectorised"]
-        if vllm:
-            notes.append("vLLM: its own rejection_sample from processed logits (softmax inside), against the "
-                         "vectorised sampler timed from the same logits")
-        console.print("; ".join(notes) + ". Measured CPU time of one thread (see the run's config for the threads).")
-    console.print(f"run directory: {result.get('run_dir')}")
-
-
-def print_power(power: Optional[dict], console) -> None:
-    """The power statement: per template (seeded twins left out: same numbers), the smallest
-    loss each position test detects with 80 % power, and the over-acceptance test's smallest
-    detected excess of P(A >= j) over its bound (largest over j)."""
-    if not power:
-        return
-    rows = [r for r in power["templates"] if not r["seeded"]]
-    K = max(len(r["positions"]) - 1 for r in rows)
-    t = Table(title=f"Power: smallest loss (one token's probability, = total variation) detected with "
-                    f"{power['power']:.0%} power at this run's sample counts (alpha per criterion "
-                    f"{power['alpha_per_test']:.1e})")
-    for col in ["case/template", "trials"] + [f"pos {j}" for j in range(K)] + ["bonus", "over-accept."]:
-        t.add_column(col, justify="right" if col != "case/template" else "left")
-    for r in rows:
-        by = {p["position"]: p for p in r["positions"] if p["kind"] == "token"}
-        bonus = next(p for p in r["positions"] if p["kind"] == "bonus")
-        over = [o["mdd"] for o in r["over_acceptance"] if o["mdd"] is not None]
-        t.add_row(f"{r['case']}/{r['template']}", str(r["trials"]),
-                  *[fmt(by[j]["mdd"]) if j in by else "" for j in range(K)], fmt(bonus["mdd"]),
-                  fmt(max(over)) if over else "-")
-    console.print(t)
-    console.print(headline(power))
-
-
-def findings(result: dict) -> list[str]:
-    """What makes the run fail (exit 1): a built-in expected exact that is not, a negative
-    control the battery did not catch, an explicit --audit that is LOSSY or ERROR."""
-    problems = []
-    for r in result.get("audits", []):
-        if r["name"] in EXPECTED_EXACT and r["verdict"] not in ("EXACT", "SKIPPED"):
-            problems.append(f"{r['name']} is {r['verdict']}")
-        if r["name"] in PER_TOKEN_ACCEPTANCE and r.get("acceptance_matches_token_rule") is False:
-            problems.append(f"{r['name']}: acceptance counts differ from the per-token rule")
-        if r["name"] in NEGATIVE_CONTROLS and r["verdict"] not in ("LOSSY", "SKIPPED"):
-            problems.append(f"negative control {r['name']} is {r['verdict']} (the battery lost its power)")
-        if r.get("explicit") and r["name"] not in NEGATIVE_CONTROLS and r["verdict"] in ("LOSSY", "ERROR"):
-            problems.append(f"{r['name']} is {r['verdict']}")
-    return list(dict.fromkeys(problems))
+RUNNING = "samspec_bench.suites.sampler.running"   # imports torch
 
 
 def execute(config: SamplerConfig, *, output: str, resume: Optional[str] = None,
             json_path: Optional[str] = None) -> int:
     """Everything the command does after parsing its options (the suite contract): run, print
     the tables, write the run directory, emit the JSON; 0, or 1 with a one-line finding."""
-    console = Console(stderr=json_path == "-")
-    if not console.is_terminal:
-        console = Console(stderr=json_path == "-", width=150)
-    result = run(config, output, resume, console)
-    print_report(result, console)
-    emit_json(result, json_path)
-    problems = findings(result)
-    if problems:
-        # Shown as click shows a ClickException: "Error: ..." on stderr, exit 1 (a finding, not bad input).
-        err = click.ClickException("; ".join(problems) + f" (evidence in {result.get('run_dir')}/result.json)")
-        err.show()
-        return err.exit_code
-    return 0
+    return importlib.import_module(RUNNING).execute(config, output=output, resume=resume, json_path=json_path)
 
 
 @click.command("sampler")
@@ -241,7 +30,7 @@ def execute(config: SamplerConfig, *, output: str, resume: Optional[str] = None,
 @click.option("--json", "json_path", default=None, help="Also write the result dict to PATH ('-' for stdout).")
 @click.option("--resume", default=None, help="Continue an interrupted run directory.")
 @click.option("--audit", "audits", multiple=True,
-              help="Sampler to audit: module:function taking one samspec_bench.sam.rejection.RejectionInputs "
+              help="Sampler to audit: module:function taking one samspec_bench.bench.rejection.RejectionInputs "
                    "(probabilities) or LogitsInputs (logits with per-request temperature / top-k / top-p / "
                    "generators; annotate the parameter), or with vLLM's rejection_sample signature "
                    "(samspec_bench.suites.sampler.adapters has worked examples); or a built-in name (see "

@@ -1,9 +1,11 @@
 """What a sampler run is told: the built-in samplers, vocabulary aliases, the config, and
-`build_config` (the suite contract: the click command's values -> a validated config)."""
+`build_config` (the suite contract: the click command's values -> a validated config).
+Torch-free: `--help` reads it."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from samspec_bench.errors import UserError, int_list
 
@@ -12,20 +14,20 @@ SUITE = "sampler"
 VOCAB_ALIASES = {"32k": 32000, "llama2": 32000, "49k": 49152, "smollm2": 49152, "128k": 128256,
                  "llama3": 128256, "151k": 151936, "qwen3": 151936, "qwen2.5": 151936, "152k": 152064}
 
-# The negative controls' targets name a package module (the package re-exports the first two):
-# result.json records the target, and users pass the same string to --audit.
+# result.json records each built-in's target, and users may pass the same string to --audit.
 _C = "samspec_bench.suites.sampler.controls"
+_R = "samspec_bench.bench.rejection"
 BUILTIN_AUDITS = {
-    "samspec": ("samspec_bench.sam.rejection:samspec_sampler", "this project's vectorised sampler"),
-    "samspec-loop": ("samspec_bench.sam.rejection_loop:loop_sampler", "the loop reference"),
+    "samspec": (f"{_R}:samspec_sampler", "this project's vectorised sampler"),
+    "samspec-loop": (f"{_R}.loop:loop_sampler", "the loop reference"),
     "vllm": ("vllm.v1.sample.rejection_sampler:rejection_sample", "vLLM's rejection_sample"),
     "vllm-ascend": ("vllm_ascend.sample.rejection_sampler:rejection_sample",
                     "vllm-ascend's rejection_sample (PyTorch fallbacks without Triton)"),
     "token-rule": (f"{_C}:token_rule_sampler", "exact reference: the per-token rule written from the math"),
     "block-verification": (f"{_C}:block_verification", "exact reference: block verification (Sun et al. 2024)"),
-    "block-verify-demo": ("samspec_bench.suites.sampler:block_verify_demo",
+    "block-verify-demo": (f"{_C}:block_verify_demo",
                           "negative control: block verification on deterministic drafts (lossy on purpose)"),
-    "no-exclusion-demo": ("samspec_bench.suites.sampler:no_exclusion_demo",
+    "no-exclusion-demo": (f"{_C}:no_exclusion_demo",
                           "negative control: recovers from p without removing the draft token (lossy on purpose)"),
     "overaccept-1pct-demo": (f"{_C}:overaccept_1pct_demo",
                              "negative control: acceptance + 0.01 at draft position 2 (a 1 % loss)"),
@@ -54,11 +56,25 @@ DEFAULT_BUILTINS = ("samspec", "token-rule", "vllm", "vllm-ascend", "block-verif
 EXPECTED_EXACT = ("samspec", "samspec-loop", "token-rule", "block-verification")
 PER_TOKEN_ACCEPTANCE = ("samspec", "samspec-loop", "token-rule")   # must also match the per-token acceptance law
 NEGATIVE_CONTROLS = tuple(n for n in BUILTIN_AUDITS if n.endswith("-demo"))
-LOGITS_LEVEL = {"samspec": "samspec_bench.sam.rejection:samspec_logits_sampler",
-                "samspec-loop": "samspec_bench.sam.rejection_loop:loop_logits_sampler",
+LOGITS_LEVEL = {"samspec": f"{_R}:samspec_logits_sampler",
+                "samspec-loop": f"{_R}.loop:loop_logits_sampler",
                 "token-rule": f"{_C}:token_rule_logits_sampler",
                 # vLLM's whole verify step: bonus sampling, per-request constraints, rejection_sample
                 "vllm": "samspec_bench.suites.sampler.vllm:vllm_logits_sampler"}
+# Modules that moved, by their old names in --audit module:function (earlier releases' built-in
+# targets, still in older result.json files and users' command lines): loaded from the new one.
+MOVED_TARGETS = {"samspec_bench.sam.rejection": _R, "samspec_bench.sam.rejection_loop": f"{_R}.loop",
+                 "samspec_bench.suites.sampler": _C}
+
+
+def moved_target(spec: str) -> str:
+    """module:function with a moved module's old name -> the same function in its new module."""
+    module, sep, attr = spec.partition(":")
+    return MOVED_TARGETS[module] + sep + attr if sep and module in MOVED_TARGETS else spec
+
+
+# torch's device spelling (type[:index]); whether the device exists is checked when the run starts
+_DEVICE = re.compile(r"(cpu|cuda|npu|xpu|mps|hpu)(:\d+)?")
 
 
 @dataclasses.dataclass
@@ -135,10 +151,6 @@ def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, 
                         "pass e.g. 151936")
     if max(cfg.speed_ks) > 32:
         raise UserError(f"--speed-k {speed_k}: draft lengths above 32 are not realistic; use 1..8")
-    import torch  # imports torch: only here, to check that the device can hold a tensor
-
-    try:
-        torch.empty(1, device=device)
-    except Exception as e:  # noqa: BLE001
-        raise UserError(f"--device {device}: not usable here ({type(e).__name__}); pass cpu or an available device") from None
+    if not _DEVICE.fullmatch(str(device)):
+        raise UserError(f"--device {device}: not a device; pass cpu, cuda, cuda:1, npu (or xpu, mps, hpu)")
     return cfg

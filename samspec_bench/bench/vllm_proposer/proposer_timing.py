@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from samspec_bench.bench.engines.vllm.online_cost import draft_token_cost, least_squares
+from samspec_bench.bench.vllm_proposer.online_cost import draft_token_cost, least_squares
 
 MAX_CALLS = 1_000_000   # per-call times nobody takes are dropped beyond this (oldest half first)
 

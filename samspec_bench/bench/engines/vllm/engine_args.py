@@ -1,0 +1,76 @@
+"""vLLM engine arguments as users give them (`--engine-arg key=value`, `--engine-args-file`),
+checked against vLLM's `EngineArgs`, and the `speculative_config` of each method the adapter
+builds an engine for: SAM through `custom_class`, vLLM's own `ngram` and `suffix`."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from samspec_bench.bench.vllm_proposer.options import CLASS_PATH
+from samspec_bench.errors import UserError
+
+METHODS = ("sam", "ngram", "suffix")
+
+
+def parse_engine_args(pairs: Sequence[str] = (), json_file: str | None = None) -> dict[str, Any]:
+    """`--engine-arg key=value` (repeatable; values parsed as JSON when they parse, else kept
+    as strings: `tensor_parallel_size=2`, `dtype=bfloat16`, `speculative_config={"...": 1}`)
+    over an optional JSON file of the same keys (`--engine-args-file`)."""
+    out: dict[str, Any] = {}
+    if json_file:
+        p = Path(json_file)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except OSError:
+            raise UserError(f"--engine-args-file {p}: cannot read it; pass a JSON file of vLLM engine arguments") from None
+        except ValueError as e:
+            raise UserError(f"--engine-args-file {p}: not JSON ({e}); pass an object like "
+                            '{"tensor_parallel_size": 2, "max_num_seqs": 128}') from None
+        if not isinstance(data, dict):
+            raise UserError(f"--engine-args-file {p}: expected a JSON object of vLLM engine arguments")
+        out.update(data)
+    for item in pairs:
+        key, sep, raw = str(item).partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise UserError(f"--engine-arg {item!r}: expected key=value (e.g. max_num_seqs=64)")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def check_engine_args(args: dict[str, Any]) -> None:
+    """Refuse a name that is not a field of vLLM's EngineArgs (nothing checked without vLLM)."""
+    try:
+        from vllm.engine.arg_utils import EngineArgs  # imports vLLM
+    except Exception:  # noqa: BLE001
+        return
+    known = {f.name for f in dataclasses.fields(EngineArgs)}
+    bad = [k for k in args if k not in known]
+    if bad:
+        close = difflib.get_close_matches(bad[0], sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise UserError(f"engine argument {bad[0]!r} is not a vLLM EngineArgs field{hint}: see "
+                        "`vllm serve --help` for the names (dashes become underscores)")
+
+
+def speculative_config(method: str | None, k: int, options: dict[str, Any] | None = None) -> dict | None:
+    """The `speculative_config` for a method: SAM through custom_class, vLLM's ngram / suffix."""
+    if method is None:
+        return None
+    if method == "sam":
+        cfg = {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}
+    elif method == "ngram":
+        cfg = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2, "prompt_lookup_max": 5}
+    elif method == "suffix":
+        cfg = {"method": "suffix", "num_speculative_tokens": k}
+    else:
+        raise UserError(f"speculative method {method!r}: use one of {', '.join(METHODS)} (or none)")
+    cfg.update(options or {})
+    return cfg

@@ -1,0 +1,107 @@
+"""Stretches of a simulated rollout computed in closed form instead of step by step (the
+scheduler's module docstring says when each applies). Both return the block of steps as
+`STEP_COLUMNS` arrays; clocks are sequential sums, as stepping one by one adds them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from samspec_bench.bench.simulation.kv_blocks import KvBlocks
+from samspec_bench.bench.simulation.profile_table import ProfileTable
+from samspec_bench.bench.simulation.step_log import TailAcceptance
+from samspec_bench.bench.simulation.step_model import StepTimeModel
+
+
+def speculative_walks(idx: np.ndarray, pos: np.ndarray, L: np.ndarray, k: int, profiles: ProfileTable):
+    """Requests `idx` (at positions `pos`, all decoding) each walking its own profile,
+    speculating every step: drafts min(k, draft, tokens left - 1), emits accepted + 1. Returns
+    per request-step (request slot, step j, position, drafted, accepted) arrays and each
+    request's number of steps."""
+    slot, jj, pp, dd, aa, nsteps = [], [], [], [], [], []
+    for r, (i, p0) in enumerate(zip(idx.tolist(), pos.tolist())):
+        ps = np.arange(p0, int(L[i]), dtype=np.int64)
+        one = np.full(len(ps), i)
+        d = np.minimum(np.minimum(profiles.drafted(one, ps), k), L[i] - 1 - ps)
+        d = np.maximum(d, 0)
+        a = np.minimum(profiles.accepted(one, ps), d)
+        inc = (a + 1).tolist()
+        q, n, visit = 0, len(inc), []
+        while q < n:
+            visit.append(q)
+            q += inc[q]
+        v = np.array(visit, dtype=np.int64)
+        slot.append(np.full(len(v), r, dtype=np.int64))
+        jj.append(np.arange(len(v), dtype=np.int64))
+        pp.append(ps[v])
+        dd.append(d[v])
+        aa.append(a[v])
+        nsteps.append(len(v))
+    cat = np.concatenate
+    return cat(slot), cat(jj), cat(pp), cat(dd), cat(aa), np.array(nsteps, dtype=np.int64)
+
+
+def speculative_end(running: np.ndarray, pos: np.ndarray, P: np.ndarray, L: np.ndarray, k: int,
+                    profiles: ProfileTable, step_model: StepTimeModel, clock: float, step: int,
+                    tail: TailAcceptance) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The rest of the rollout once the running requests no longer interact: their steps'
+    columns and each running request's finish time. Adds the tail's steps to `tail`."""
+    slot, jj, pp, dd, aa, nst = speculative_walks(running, pos[running], L, k, profiles)
+    m = int(nst.max())
+    cnt = lambda w=None: np.bincount(jj, weights=w, minlength=m)  # noqa: E731
+    r_j = np.bincount(jj, minlength=m).astype(np.int64)
+    d_j = cnt(dd).astype(np.int64)
+    a_j = cnt(aa).astype(np.int64)
+    ctx = cnt(P[running][slot] + pp - 1).astype(np.int64)
+    fin = np.bincount(nst - 1, minlength=m).astype(np.int64)
+    zero = np.zeros(m, dtype=np.int64)
+    verifies = (d_j > 0).astype(np.int64)   # a step whose drafts were all empty runs as a decode step
+    t = np.asarray(step_model.predict(running=r_j, prefill_tokens=zero, decode_tokens=r_j, draft_tokens=d_j,
+                                      context_tokens=ctx, spec_requests=r_j * verifies, speculative=verifies),
+                   dtype=float)
+    t = np.broadcast_to(t, (m,)).astype(float)
+    clk = np.cumsum(np.concatenate([[clock], t]))[1:]
+    if tail.active:
+        tl = r_j[jj] <= tail.threshold
+        tail.add(pp[tl], dd[tl], aa[tl])
+    cols = dict(step=step + np.arange(m), time_s=t, clock_s=clk, num_running=r_j, num_waiting=zero,
+                num_scheduled_tokens=r_j + d_j, num_prefill_tokens=zero, num_decode_reqs=r_j, context_tokens=ctx,
+                num_drafted=d_j, num_accepted=a_j, num_emitted=a_j + r_j, speculative=np.ones(m, dtype=bool),
+                num_finished=fin, num_preempted=zero)
+    return cols, clk[nst - 1]
+
+
+def decode_run_length(remaining: np.ndarray, computed: np.ndarray, kv: KvBlocks | None) -> int:
+    """Steps the running requests decode one token each before the first finishes, or, with a
+    KV cache, before the step whose new blocks would not fit (found by bisection)."""
+    m = int(remaining.min())
+    if kv is None or m < 2:
+        return m
+    fits = lambda j: kv.fits(computed + j + 1)  # noqa: E731
+    if fits(m - 1):
+        return m
+    if not fits(0):
+        return 0
+    lo, hi = 0, m - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return hi
+
+
+def decode_block(num_running: int, context_tokens: int, m: int, num_waiting: int, num_finished: int,
+                 step_model: StepTimeModel, clock: float, step: int) -> dict[str, np.ndarray]:
+    """m decode steps of `num_running` requests, one token each, without speculation; the last
+    step finishes `num_finished` of them."""
+    R = num_running
+    j = np.arange(m, dtype=np.int64)
+    ctx = context_tokens + j * R
+    t = step_model.predict(running=np.full(m, R), decode_tokens=np.full(m, R), context_tokens=ctx)
+    t = np.asarray(t, dtype=float)
+    clk = np.cumsum(np.concatenate([[clock], t]))[1:]
+    fin = np.zeros(m, dtype=np.int64)
+    fin[-1] = num_finished
+    zero = np.zeros(m, dtype=np.int64)
+    return dict(step=step + j, time_s=t, clock_s=clk, num_running=np.full(m, R), num_waiting=np.full(m, num_waiting),
+                num_scheduled_tokens=np.full(m, R), num_prefill_tokens=zero, num_decode_reqs=np.full(m, R),
+                context_tokens=ctx, num_drafted=zero, num_accepted=zero, num_emitted=np.full(m, R),
+                speculative=np.zeros(m, dtype=bool), num_finished=fin, num_preempted=zero)

@@ -1,0 +1,58 @@
+"""The simulated requests' acceptance profiles packed into one array, read by (request,
+position): what a request drafts and how much of it is accepted at a response position."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from samspec_bench.bench.simulation.profiles import stretch_positions
+
+
+class ProfileTable:
+    """Profiles stored once per distinct array (tiled workloads share them). Slot 0 is a shared
+    empty profile: a request without one, or a position beyond its profile, drafts nothing.
+    A request marked `stretch` reads its profile at its response length through
+    `profiles.stretch_positions`."""
+
+    def __init__(self, requests: Sequence, response_lens: np.ndarray):
+        n = len(requests)
+        slot: dict[int, int] = {}
+        chunks_d, chunks_a = [np.zeros(1, dtype=np.int16)], [np.zeros(1, dtype=np.int16)]
+        total = 1
+        self.offsets = np.zeros(n, dtype=np.int64)   # start of request i's profile (0 = the empty one)
+        self.lengths = np.zeros(n, dtype=np.int64)   # positions beyond it draft nothing
+        for i, r in enumerate(requests):
+            if r.drafted is None:
+                continue
+            if r.accepted is None or len(r.accepted) != len(r.drafted):
+                raise ValueError(f"request {i}: drafted and accepted profiles differ in length")
+            key = id(r.drafted)
+            if key not in slot:
+                slot[key] = total
+                chunks_d.append(np.asarray(r.drafted, dtype=np.int16))
+                chunks_a.append(np.minimum(np.asarray(r.accepted, dtype=np.int16), chunks_d[-1]))
+                total += len(r.drafted)
+            self.offsets[i] = slot[key]
+            self.lengths[i] = len(r.drafted)
+        self.stretch = np.array([bool(r.stretch) and r.drafted is not None for r in requests], dtype=bool)
+        self.any_stretch = bool(self.stretch.any())
+        self.response_lens = response_lens
+        # int64 reads faster; past 50M positions int16 keeps the memory down
+        wide = total < 50_000_000
+        self.drafts = np.concatenate(chunks_d).astype(np.int64) if wide else np.concatenate(chunks_d)
+        self.accepts = np.concatenate(chunks_a).astype(np.int64) if wide else np.concatenate(chunks_a)
+
+    def index(self, idx: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Index into the packed arrays of position p of requests idx (0 = no draft)."""
+        if self.any_stretch:
+            p = np.where(self.stretch[idx],
+                         stretch_positions(p, np.maximum(self.lengths[idx], 1), self.response_lens[idx]), p)
+        return np.where(p < self.lengths[idx], self.offsets[idx] + p, 0)
+
+    def drafted(self, idx: np.ndarray, p: np.ndarray) -> np.ndarray:
+        return self.drafts[self.index(idx, p)]
+
+    def accepted(self, idx: np.ndarray, p: np.ndarray) -> np.ndarray:
+        return self.accepts[self.index(idx, p)]

@@ -1,0 +1,76 @@
+"""The `samspec-bench accuracy` command: options, help and defaults live here only; `execute`
+runs a `build_config` configuration, prints the report and writes the JSON."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+from rich.console import Console
+
+from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.results import emit_json
+from samspec_bench.suites.accuracy.config import OUTPUT_PARAMS, AccuracyRun, build_config, engine_choices
+from samspec_bench.suites.accuracy.report import print_report
+from samspec_bench.suites.accuracy.running import run
+
+
+def execute(job: AccuracyRun, *, output, resume=None, json_path=None) -> int:
+    """Run both arms, print the table, write the run directory and `json_path` ('-': stdout,
+    the table then goes to stderr). Returns the exit code (0: the comparison has no gate)."""
+    cfg = job.config
+    # local task files (--data-dir or the built-in sets): lm-eval and datasets must not reach for the hub
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    console = Console(stderr=json_path == "-")
+    if not console.is_terminal:
+        console = Console(stderr=json_path == "-", width=200)
+    result, _ = run(cfg, output, resume=resume, progress=job.progress, console=console)
+    print_report(result, console)
+    emit_json(result, json_path)
+    return 0
+
+
+@click.command("accuracy")
+@click.option("--model", default=BUILTIN_MODEL, show_default=True,
+              help="builtin:smollm2-135m, builtin:tiny-qwen3, a checkpoint directory, a Hugging Face id (from the "
+                   "local cache) or a short name (Qwen3-8B).")
+@click.option("--engine", type=click.Choice(engine_choices()), default="reference", show_default=True)
+@click.option("--tasks", default="gsm8k", show_default=True, help="Comma list of gsm8k, aime24, aime25, math500.")
+@click.option("--data-dir", default=None, type=click.Path(),
+              help="Read the tasks from DIR/benchmarks/*.jsonl (hub field names); without it, the benchmark "
+                   "sets built into the package.")
+@click.option("--limit", default=None, type=int, help="First N problems of each task.")
+@click.option("--num-samples", "num_samples", default=1, show_default=True, type=int,
+              help="Samples per problem (pass@1 = their mean); 1 for greedy.")
+@click.option("--temperature", default=0.0, show_default=True, type=float)
+@click.option("--top-p", default=1.0, show_default=True, type=float)
+@click.option("--max-gen-toks", default=1024, show_default=True, type=int,
+              help="Token limit per response (always set: lm-eval's gsm8k default of 256 truncates reasoning).")
+@click.option("--drafter", default="sam", show_default=True, help="Drafter of the 'with SAM' arm.")
+@click.option("-k", "--num-spec-tokens", default=3, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--dtype", default="float32", show_default=True)
+@click.option("--max-num-seqs", default=64, show_default=True, type=int, help="Reference engine batch size.")
+@click.option("--apply-chat-template", is_flag=True, default=False,
+              help="Prompt through the model's chat template (lm-eval's apply_chat_template).")
+@click.option("--fewshot-as-multiturn/--no-fewshot-as-multiturn", default=True, show_default=True,
+              help="With --apply-chat-template: few-shot examples as chat turns.")
+@click.option("--alpha", default=0.05, show_default=True, type=float, help="Test level.")
+@click.option("--threads", default=1, show_default=True, type=int,
+              help="torch threads; 0 = torch's default. 1 because small GEMMs stall with several threads "
+                   "on a machine shared with other jobs.")
+@click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
+@click.option("--resume", default=None, type=click.Path(), help="Continue this run directory (finished samples are kept).")
+@click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def command(model, engine, tasks, data_dir, limit, num_samples, temperature, top_p, max_gen_toks, drafter,
+            num_spec_tokens, seed, dtype, max_num_seqs, apply_chat_template, fewshot_as_multiturn, alpha,
+            threads, output, resume, json_path, progress):
+    """Accuracy with SAM off vs on through lm-eval, paired by problem (difference with a
+    bootstrap interval, McNemar / sign-flip test, minimum detectable difference)."""
+    params = {name: v for name, v in click.get_current_context().params.items() if name not in OUTPUT_PARAMS}
+    code = execute(build_config(**params), output=output, resume=resume, json_path=json_path)
+    if code:
+        sys.exit(code)

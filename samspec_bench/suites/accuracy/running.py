@@ -1,0 +1,272 @@
+"""Running accuracy: every task through lm-eval with SAM off and on (each arm `--num-samples`
+times), per-problem scores, the paired comparison, the run folder (`generations.jsonl` appended
+as responses finish, what `--resume` reuses; `samples.jsonl`; `result.json`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from samspec_bench.errors import UserError
+from samspec_bench.evals.paired import agreement, compare
+from samspec_bench.evals.tasks import write_task_dir
+from samspec_bench.models import resolve_model
+from samspec_bench.results import RunDir, atomic_write_text, to_jsonable
+from samspec_bench.suites.accuracy.config import ARM_LABEL, ARMS, SUITE, AccuracyConfig, build_engine
+from samspec_bench.suites.accuracy.tasks import BUILTIN_DATA, write_builtin_tasks
+
+GENERATIONS = "generations.jsonl"
+SAMPLES = "samples.jsonl"
+# the metric/filter of lm-eval's results scored per problem (others are kept in the results dict)
+PRIMARY_FILTER = {"gsm8k": "strict-match"}
+
+
+def primary_metric(task: str, results: dict) -> tuple[str, str]:
+    """(metric, filter) scored per problem: the task's first metric, gsm8k's strict-match."""
+    keys = [k for k in results if "," in k and "_stderr" not in k]
+    if not keys:
+        raise RuntimeError(f"lm-eval returned no metric for {task}: {sorted(results)}")
+    want = PRIMARY_FILTER.get(task)
+    for k in keys:
+        m, f = k.split(",", 1)
+        if want is None or f == want:
+            return m, f
+    m, f = keys[0].split(",", 1)
+    return m, f
+
+
+def _score(v) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def run(cfg: AccuracyConfig, output: str = "results", resume: str | None = None, progress: bool = True,
+        console=None, engine=None) -> tuple[dict, Path]:
+    """Run every task with SAM off and on; write the run directory; return (result, path).
+    `engine`: an engine to reuse (tests); otherwise one is built from cfg."""
+    cfg.check()
+    if engine is None and not cfg.model.startswith("builtin:"):
+        resolve_model(cfg.model)   # a checkpoint path: checked before any work (built-ins are built on use)
+    import torch  # lazy: `samspec-bench --help` and the run planner import this module
+
+    before = torch.get_num_threads()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    try:
+        return _run(cfg, output, resume, progress, console, engine)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _log(console, msg: str) -> None:
+    if console is not None:
+        console.print(msg)
+
+
+def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
+    import lm_eval  # lazy, as torch above: lm-eval imports torch and datasets
+    from lm_eval.tasks import TaskManager
+
+    run_dir = RunDir(output, SUITE, resume=resume)
+    cfg = _saved_config(cfg, run_dir, resume, console)
+    run_dir.write_json("config.json", asdict(cfg))
+    # resume: reuse every response generated before (failed ones are generated again)
+    cache = {r["key"]: r for r in run_dir.samples(GENERATIONS) if "key" in r and not r.get("error")}
+    reused = len(cache)
+    if cfg.data_dir is not None:
+        lm_names = write_task_dir(run_dir.file("tasks"), cfg.tasks, cfg.data_dir)
+    else:
+        lm_names = write_builtin_tasks(run_dir.file("tasks"), run_dir.file("builtin_benchmarks"), cfg.tasks)
+    # only our task files are indexed (they include lm-eval's by path): indexing all of lm-eval's
+    # task YAMLs costs about 13 s of CPU
+    tm = TaskManager(include_path=str(run_dir.file("tasks")), include_defaults=False)
+
+    own_engine = engine is None
+    t_start = time.perf_counter()
+    if own_engine:
+        _log(console, f"loading {cfg.model} ({cfg.engine} engine) ...")
+        engine = build_engine(cfg)
+    startup_s = time.perf_counter() - t_start
+    engine_desc = engine.describe() if hasattr(engine, "describe") else None
+    if cfg.apply_chat_template and not getattr(engine.tokenizer, "chat_template", None):
+        if own_engine:
+            engine.close()
+        raise UserError(f"--apply-chat-template: the tokenizer of {cfg.model} has no chat template; "
+                        "drop the option or use a chat model")
+    scored: list[dict] = []
+    lm_results: dict[str, dict[str, list]] = {}
+    metrics: dict[str, Any] = {}
+    try:
+        for task in cfg.tasks:
+            evaluate = functools.partial(_evaluate, lm_eval, tm, cfg, engine, lm_names[task], cache, run_dir,
+                                         progress)
+            arms = _run_task(cfg, task, lm_names[task], evaluate, scored, run_dir, console)
+            metrics[task] = _task_metrics(cfg, task, lm_names[task], arms)
+            lm_results[task] = arms.lm_results
+    finally:
+        if own_engine and engine is not None:
+            engine.close()
+    extra = {"lm_eval": lm_results, "reused_generations": reused, "startup_s": startup_s,
+             "wall_time_s": time.perf_counter() - t_start,
+             "data": f"local: {cfg.data_dir}" if cfg.data_dir else BUILTIN_DATA,
+             "engine": engine_desc,
+             "sampling": "temperature/top_p/max_gen_toks from the harness options (the tasks' own "
+                         "generation_kwargs other than `until` are not used)"}
+    run_dir.write_result(cfg, metrics, {"accuracy": [_table_row(t, m) for t, m in metrics.items()]}, extra=extra)
+    result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))
+    result["run_dir"] = str(run_dir.path)
+    return result, run_dir.path
+
+
+def _saved_config(cfg: AccuracyConfig, run_dir: RunDir, resume, console) -> AccuracyConfig:
+    """--resume continues with the run's own saved configuration."""
+    saved = run_dir.saved_config() if resume is not None else None
+    if saved is None:
+        return cfg
+    try:
+        saved_cfg = AccuracyConfig(**saved)
+    except TypeError:
+        raise UserError(f"--resume {resume}: its config.json holds other settings than this version's "
+                        f"({', '.join(sorted(set(saved) - set(asdict(cfg))) or ['fields missing'])}); "
+                        "start a new run") from None
+    if asdict(saved_cfg) != asdict(cfg):
+        _log(console, f"resuming {run_dir.path}: using the run's saved configuration (the options given differ)")
+    return saved_cfg
+
+
+@dataclass
+class _TaskArms:
+    """One task's evaluations: lm-eval's results per arm and run, per-problem scores per arm
+    (one per sample), the first sample's generations per arm, time and counts per arm."""
+    lm_results: dict[str, list] = field(default_factory=lambda: {arm: [] for arm in ARMS})
+    per_doc: dict[str, dict[Any, list]] = field(default_factory=lambda: {arm: {} for arm in ARMS})
+    gens: dict[str, dict[Any, dict]] = field(default_factory=lambda: {arm: {} for arm in ARMS})
+    timings: dict[str, Any] = field(default_factory=dict)
+    metric: str | None = None
+    filt: str | None = None
+
+
+def _evaluate(lm_eval, tm, cfg: AccuracyConfig, engine, lm_task: str, cache: dict, run_dir: RunDir, progress: bool,
+              arm: str, k: int):
+    """One lm-eval run of a task in one arm and sample: (its results, the EngineLM that generated)."""
+    from samspec_bench.evals.lm_adapter import EngineLM  # imports lm-eval
+
+    lm = EngineLM(engine, arm=arm, sample=k, drafter=cfg.drafter if arm == "on" else None,
+                  num_spec_tokens=cfg.num_spec_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                  seed=cfg.seed, max_gen_toks=cfg.max_gen_toks, cache=cache,
+                  on_record=lambda rec: run_dir.append_sample(rec, GENERATIONS), progress=progress)
+    r = lm_eval.simple_evaluate(model=lm, tasks=[lm_task], task_manager=tm, limit=cfg.limit,
+                                gen_kwargs={"max_gen_toks": cfg.max_gen_toks},
+                                bootstrap_iters=cfg.lm_eval_bootstrap_iters, log_samples=True,
+                                random_seed=cfg.seed, numpy_random_seed=cfg.seed,
+                                torch_random_seed=cfg.seed, fewshot_random_seed=cfg.seed,
+                                apply_chat_template=cfg.apply_chat_template,
+                                fewshot_as_multiturn=cfg.apply_chat_template and cfg.fewshot_as_multiturn)
+    return r, lm
+
+
+def _run_task(cfg: AccuracyConfig, task: str, lm_task: str, evaluate, scored: list[dict], run_dir: RunDir,
+              console) -> _TaskArms:
+    """Every sample of both arms of one task; the scored records are appended to `scored` and
+    samples.jsonl rewritten after each evaluation."""
+    arms = _TaskArms()
+    for k in range(cfg.num_samples):
+        for arm in ARMS:
+            _log(console, f"{task}: {ARM_LABEL[arm]}" + (f", sample {k + 1}/{cfg.num_samples}" if cfg.num_samples > 1 else ""))
+            t = time.perf_counter()
+            r, lm = evaluate(arm, k)
+            dt = time.perf_counter() - t
+            arms.lm_results[arm].append({"results": r["results"], "n-samples": r.get("n-samples"),
+                                         "versions": r.get("versions"), "higher_is_better": r.get("higher_is_better")})
+            if arms.metric is None:
+                arms.metric, arms.filt = primary_metric(task, r["results"][lm_task])
+            arms.timings[f"{arm}_s"] = arms.timings.get(f"{arm}_s", 0.0) + dt
+            arms.timings[f"{arm}_generated"] = arms.timings.get(f"{arm}_generated", 0) + lm.generated
+            by_doc = {rec["doc_id"]: rec for rec in lm.records}
+            for s in r["samples"][lm_task]:
+                if s.get("filter") != arms.filt:
+                    continue
+                doc = s["doc_id"]
+                g = by_doc.get(doc, {})
+                score = None if g.get("error") else _score(s.get(arms.metric))
+                arms.per_doc[arm].setdefault(doc, []).append(score)
+                if k == 0:
+                    arms.gens[arm][doc] = g
+                scored.append({
+                    "task": task, "lm_eval_task": lm_task, "doc_id": doc, "arm": arm, "sample": k,
+                    "metric": arms.metric, "filter": arms.filt, "score": score,
+                    "filtered_resp": s.get("filtered_resps"), "target": s.get("target"),
+                    "doc_hash": s.get("doc_hash"), "prompt_hash": s.get("prompt_hash"),
+                    "response": g.get("text"), "error": g.get("error"),
+                    "num_tokens": g.get("num_tokens"), "kept_tokens": g.get("kept_tokens"),
+                    "finish_reason": g.get("finish_reason"), "drafted": g.get("drafted"),
+                    "accepted": g.get("accepted"), "steps": g.get("steps"),
+                })
+            _write_samples(run_dir, scored)
+    return arms
+
+
+def _task_metrics(cfg: AccuracyConfig, task: str, lm_task: str, arms: _TaskArms) -> dict[str, Any]:
+    """The paired comparison of one task's arms, lm-eval's own numbers beside it, greedy
+    agreement and the 'on' arm's acceptance."""
+    metric, filt = arms.metric, arms.filt
+    m = compare(arms.per_doc["off"], arms.per_doc["on"], alpha=cfg.alpha, iters=cfg.bootstrap_iters, seed=cfg.seed)
+    m["metric"], m["filter"] = metric, filt
+    m["lm_eval_task"] = lm_task
+    m["errors"] = {arm: sum(v is None for vs in arms.per_doc[arm].values() for v in vs) for arm in ARMS}
+    for arm in ARMS:
+        key = f"{metric},{filt}"
+        m[f"lm_eval_{arm}"] = [x["results"][lm_task].get(key) for x in arms.lm_results[arm]]
+        m[f"lm_eval_stderr_{arm}"] = [x["results"][lm_task].get(f"{metric}_stderr,{filt}")
+                                      for x in arms.lm_results[arm]]
+        m[f"pass@1_{arm}"] = float(sum(m[f"lm_eval_{arm}"]) / len(m[f"lm_eval_{arm}"])) \
+            if all(isinstance(x, (int, float)) for x in m[f"lm_eval_{arm}"]) else None
+    if cfg.temperature == 0:
+        m["agreement"], m["agreement_raw"] = _agreement(arms.gens)
+    on = [g for g in arms.gens["on"].values() if not g.get("error")]
+    drafted = sum(g.get("drafted") or 0 for g in on)
+    acc = sum(g.get("accepted") or 0 for g in on)
+    toks = sum(g.get("num_tokens") or 0 for g in on)
+    steps = sum(g.get("steps") or 0 for g in on)
+    m["acceptance"] = {"acceptance_rate": acc / drafted if drafted else None,
+                       "tokens_per_step": toks / steps if steps else None}
+    m["timings"] = arms.timings or None
+    m["stderr_basis"] = "sd of the per-problem mean scores / sqrt(n) (clustered by problem)"
+    return m
+
+
+def _agreement(gens: dict[str, dict[Any, dict]]) -> tuple[dict, dict]:
+    """Greedy outputs of the two arms compared. kept: the tokens the scored (cut) text keeps.
+    raw: all generated tokens up to the shorter response (a verify step may run up to k tokens
+    past the stop string that ended the request: a prefix is not a divergence)."""
+    pairs, raw = [], []
+    for doc, g_off in gens["off"].items():
+        g_on = gens["on"].get(doc)
+        if g_on is None or g_off.get("error") or g_on.get("error"):
+            continue
+        pairs.append((g_off["token_ids"][:g_off["kept_tokens"]], g_on["token_ids"][:g_on["kept_tokens"]]))
+        n = min(len(g_off["token_ids"]), len(g_on["token_ids"]))
+        raw.append((g_off["token_ids"][:n], g_on["token_ids"][:n]))
+    return agreement(pairs), agreement(raw)
+
+
+def _table_row(task: str, m: dict[str, Any]) -> dict[str, Any]:
+    return {"dataset": task, "n": m["n"], "without_sam": m["acc_off"], "with_sam": m["acc_on"],
+            "without_sam_stderr": m["stderr_off"], "with_sam_stderr": m["stderr_on"],
+            "diff": m["diff"], "ci95_low": m["ci95"][0], "ci95_high": m["ci95"][1],
+            "p_value": m["p_value"], "test": (m.get("test") or {}).get("test"),
+            "identical_fraction": (m.get("agreement") or {}).get("identical_fraction"),
+            "verdict": m["verdict"]}
+
+
+def _write_samples(run_dir, scored) -> None:
+    atomic_write_text(run_dir.file(SAMPLES), "".join(json.dumps(to_jsonable(rec), sort_keys=True) + "\n"
+                                                    for rec in scored))

@@ -1,0 +1,165 @@
+"""`samspec-bench dominance`: does SAM Pareto-dominate Arctic's suffix decoding on every shared
+trace, k and draft source? Trace replay counts, not time (bench/draft_dominance.py replays):
+
+    samspec-bench dominance [--traces F ...] [-k 3,8] [--sam-length evidence] [--limit-groups N]
+        [--no-share-stats] [--figure pareto.png [--costs 0.15,...]]
+
+Output (one run directory): config.json, cells.jsonl (one row per (trace, k, source) cell,
+appended as it finishes: `--resume DIR` replays only the missing cells), result.json (metrics:
+cells and how many SAM dominates; tables: one flat row per cell; rows: the full rows), and
+pareto.png with --figure (also copied to the path given). Exit 1 when SAM does not dominate in
+every cell (the gate), as the old `python -m samspec_bench.bench.draft_dominance` did.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import click
+
+from samspec_bench.bench.draft_dominance import (CURVE_COSTS, SOURCES, cell_key, fmt_row, run as replay_cells,
+                                                 write_figure)
+from samspec_bench.data import resolve_data_dir
+from samspec_bench.errors import EXIT_GATE, UserError, int_at_least, int_list
+from samspec_bench.results import RunDir, check_resume, emit_json, load_result
+from samspec_bench.sam.draft_length import parse_length
+from samspec_bench.sam.drafters import SamDrafter, arctic_available
+
+SUITE = "dominance"
+CONFIG_FILE = "config.json"
+CELLS_FILE = "cells.jsonl"
+FIGURE = "pareto.png"
+
+
+@dataclass(frozen=True)
+class DominanceConfig:
+    traces: tuple[str, ...]
+    tokenizer: str
+    ks: tuple[int, ...]
+    sam_length: str
+    limit_groups: int | None
+    share_stats: bool
+    figure: str | None                 # where the Pareto picture is copied (None: no figure, no curves)
+    costs: tuple[float, ...] | None    # SAM's curve in the figure (None without --figure)
+
+    def identity(self) -> dict:
+        """What a resumed run must share with the run it continues (the figure's path may change)."""
+        return {k: v for k, v in asdict(self).items() if k != "figure"}
+
+
+def _costs(text: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(c) for c in text.split(","))
+    except ValueError:
+        raise UserError(f"--costs {text}: give comma-separated verify costs in [0, 1), e.g. {CURVE_COSTS}") from None
+    if not vals or not all(0 <= c < 1 for c in vals):
+        raise UserError(f"--costs {text}: verify costs must be in [0, 1) decode steps")
+    return vals
+
+
+def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_length: str,
+                 limit_groups: int | None, share_stats: bool, figure: str | None, costs: str,
+                 data_dir: str | None) -> DominanceConfig:
+    """Every option checked before any replay: the options first, then what is installed and found."""
+    ks = tuple(int_list(k, "-k"))
+    curve = _costs(costs) if figure else None
+    try:
+        SamDrafter(length=sam_length)
+    except ValueError as e:
+        raise UserError(f"--sam-length {sam_length!r}: {e}") from None
+    limit = int_at_least(limit_groups, "--limit-groups", optional=True)
+    if not arctic_available():
+        raise UserError("arctic-inference is not installed: pip install arctic-inference (see README)")
+    paths = [Path(t) for t in traces] if traces else sorted((resolve_data_dir(data_dir) / "traces").glob("*.jsonl"))
+    if not paths:
+        raise UserError(f"no traces in {resolve_data_dir(data_dir) / 'traces'}: pass --traces FILE")
+    for p in paths:
+        if not p.is_file():
+            raise UserError(f"--traces {p}: no such file; pass a trace JSONL file")
+    tok = tokenizer or str(resolve_data_dir(data_dir) / "tokenizers" / "qwen3")
+    return DominanceConfig(traces=tuple(str(p) for p in paths), tokenizer=tok, ks=ks, sam_length=sam_length,
+                           limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve)
+
+
+def cell_table(rows: list[dict]) -> list[dict]:
+    """One flat row per cell: tokens per step and drafted tokens per step of each drafter (counts)."""
+    out = []
+    for r in rows:
+        flat = {"trace": r["trace"], "k": r["k"], "source": r["source"]}
+        for name in ("sam", "sam_fixed", "suffix"):
+            flat[f"{name}_tokens_per_step"] = r[name]["tokens_per_step"]
+            flat[f"{name}_drafted_per_step"] = r[name]["drafted_per_step"]
+        out.append({**flat, "dominates": r["dominates"]})
+    return out
+
+
+def execute(config: DominanceConfig, *, output: str, resume: str | None = None, json_path: str | None = None) -> int:
+    """Replay the cells (those a resumed folder holds are kept), print, write result.json;
+    1 when SAM does not dominate in every cell."""
+    if resume is not None:
+        check_resume(resume, SUITE, config.identity(), config_name=CONFIG_FILE)
+    run_dir = RunDir(output, SUITE, resume=resume)
+    run_dir.write_json(CONFIG_FILE, asdict(config))
+    stream = sys.stderr if json_path == "-" else sys.stdout
+    say = lambda s: print(s, file=stream, flush=True)  # noqa: E731
+    done = {cell_key(r): r for r in run_dir.samples(CELLS_FILE)}
+    say("tokens per step / drafted tokens per step (counts from trace replay, not time); SAM's acceptance "
+        "statistics: " + ("drafter-wide, shared by the replay units of a cell in file order (--share-stats)"
+                          if config.share_stats else "a fresh record per replay unit (--no-share-stats)"))
+    for r in done.values():
+        say(fmt_row(r) + "  (kept)")
+    new = replay_cells([Path(t) for t in config.traces], config.tokenizer, list(config.ks), config.sam_length,
+                       config.limit_groups, progress=say, costs=list(config.costs) if config.costs else None,
+                       share_stats=config.share_stats, skip=done,
+                       on_row=lambda row: run_dir.append_sample(row, CELLS_FILE))
+    order = {(t, k, s): i for i, (t, k, s) in enumerate((t, k, s) for t in config.traces for k in config.ks
+                                                         for s in SOURCES)}
+    rows = sorted([*done.values(), *new], key=lambda r: order.get(cell_key(r), len(order)))
+    passed = sum(r["dominates"] for r in rows)
+    say(f"SAM ({config.sam_length}) Pareto-dominates suffix in {passed} of {len(rows)} (trace, k, source) cells")
+    figures = []
+    if config.figure:
+        write_figure(rows, run_dir.file(FIGURE), config.sam_length)
+        figures.append(FIGURE)
+        if Path(config.figure).resolve() != run_dir.file(FIGURE).resolve():
+            shutil.copyfile(run_dir.file(FIGURE), config.figure)
+        say(f"figure: {config.figure}")
+    policy = parse_length(config.sam_length)
+    metrics = {"cells": len(rows), "dominated_cells": passed, "all_dominate": passed == len(rows),
+               "sam_length": config.sam_length, "sam_policy": policy.describe(), "share_stats": config.share_stats,
+               "unit": "trace replay counts, not time"}
+    path = run_dir.write_result(asdict(config), metrics, {"cells": cell_table(rows)}, figures, extra={"rows": rows})
+    say(f"results: {run_dir.path}")
+    emit_json(load_result(path.parent), json_path)
+    return 0 if passed == len(rows) else EXIT_GATE
+
+
+@click.command(SUITE)
+@click.option("--traces", multiple=True, type=click.Path(),
+              help="Trace files (repeatable; default: every trace of the data directory).")
+@click.option("--tokenizer", default=None, type=click.Path(), help="Tokenizer directory (default: <data dir>/tokenizers/qwen3).")
+@click.option("--data-dir", default=None, type=click.Path(), help="Shared data directory (default: SAMSPEC_DATA_DIR, "
+              "./shared/data or ../shared/data).")
+@click.option("-k", "k", default="3,8", show_default=True, help="Draft lengths, comma list.")
+@click.option("--sam-length", default="evidence", show_default=True,
+              help="SAM's draft-length spec (fixed, evidence, evidence:cost=...).")
+@click.option("--limit-groups", type=int, default=None, help="The first N groups of every trace.")
+@click.option("--share-stats/--no-share-stats", default=True, show_default=True,
+              help="SAM's drafter-wide acceptance statistics (not draft content) persist across replay units, as in "
+                   "one serving proposer; --no-share-stats: a fresh record per unit.")
+@click.option("--figure", default=None, type=click.Path(),
+              help="Also draw the Pareto picture per cell (png; in the run folder as pareto.png and copied here).")
+@click.option("--costs", default=CURVE_COSTS, show_default=True,
+              help="Verify costs of SAM's curve in the figure, comma list.")
+@click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
+@click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
+@click.option("--resume", default=None, type=click.Path(), help="Continue this run directory (finished cells are kept).")
+def command(output, json_path, resume, **params):
+    """SAM against Arctic's suffix decoding on every trace, k and draft source (trace replay counts):
+    PASS where SAM's tokens per step >= suffix's and its drafted tokens per step <= suffix's."""
+    code = execute(build_config(**params), output=output, resume=resume, json_path=json_path)
+    if code:
+        sys.exit(code)

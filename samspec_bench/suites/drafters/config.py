@@ -1,0 +1,95 @@
+"""The drafter benchmark's settings: the drafters it can measure, DraftersConfig (what
+result.json records), and build_config (the suite contract's checked options)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from samspec_bench.bench.draft_config import MAX_K
+from samspec_bench.data import find_traces, resolve_data_dir
+from samspec_bench.errors import UserError
+from samspec_bench.sam.drafters import DRAFTERS, SamDrafter, arctic_available, make_drafter
+
+SUITE = "drafters"
+
+DEFAULT_DRAFTERS = ("sam-fixed", "sam", "sam-evidence-py", "sam-group", "ngram", "suffix", "sam-python", "sam-public")
+# Benchmark-only names: SAM with GRPO sharing, and the evidence policy chosen by its Python
+# specification (the baseline its compiled path is measured against, in the same run).
+BENCH_ONLY = {"sam-group": dict(group_sharing=True), "sam-evidence-py": dict(compiled=False)}
+# The automaton with SAM-Decoding's lookup: what the library's speed and memory figures (and the
+# report's gates) describe; 'sam' adds the evidence policy's per-draft choice and counts on top.
+LIBRARY = "sam-fixed"
+PYTHON_BASELINES = ("sam-python", "sam-public")
+
+
+@dataclass
+class DraftersConfig:
+    traces: list[str]
+    tokenizer: str
+    drafters: list[str] = field(default_factory=lambda: list(DEFAULT_DRAFTERS))
+    k: int = 8
+    max_tokens: int = 200_000
+    sweep: list[int] = field(default_factory=lambda: [1024, 32768, 262144])
+    sweep_steps: int = 1000
+    repeats: int = 3
+    chat_template: str = "auto"
+    on_error: str = "stop"
+
+    def check(self) -> None:
+        """The checks that need no file: raised before anything is loaded."""
+        if not 1 <= self.k <= MAX_K:
+            raise UserError(f"-k {self.k}: the number of draft tokens must be in 1..{MAX_K} (as in accept and rollout)")
+        if self.max_tokens < 1 or self.sweep_steps < 1 or self.repeats < 1:
+            raise UserError("--max-tokens, --sweep-steps and --repeats must be >= 1")
+        for n in self.drafters:
+            if n not in DRAFTERS and n not in BENCH_ONLY:
+                raise UserError(f"--drafters: unknown drafter {n!r}; choose from {', '.join(DEFAULT_DRAFTERS)}")
+
+
+def build_drafter(name: str):
+    """Benchmark names: the library's drafters plus BENCH_ONLY's."""
+    if name in BENCH_ONLY:
+        d = SamDrafter(**BENCH_ONLY[name])
+        d.name = name
+        return d
+    return make_drafter(name)
+
+
+def available(names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The drafters that can run here, and why the others cannot (names checked by
+    DraftersConfig.check)."""
+    ok, skipped = [], {}
+    for n in names:
+        if n == "suffix" and not arctic_available():
+            skipped[n] = "arctic-inference is not installed (see the README's optional installs)"
+            continue
+        ok.append(n)
+    return ok, skipped
+
+
+@dataclass(frozen=True)
+class DraftersRun:
+    """What build_config returns: the measured settings (result.json records exactly these)
+    and the display option that is not one of them."""
+    config: DraftersConfig
+    progress: bool
+
+
+def build_config(*, traces, tokenizer, data_dir, drafters, k, max_tokens, sweep, sweep_steps, repeats,
+                 chat_template, on_error, no_progress) -> DraftersRun:
+    """The command's options (click's values; the click options hold the defaults), checked.
+    Without --traces / --tokenizer, the shared data directory's; a directory means its *.jsonl."""
+    if not traces or not tokenizer:
+        root = resolve_data_dir(data_dir)
+        traces = traces or tuple(str(p) for p in find_traces(root))
+        tokenizer = tokenizer or str(root / "tokenizers" / "qwen3")
+    files = []
+    for t in traces:
+        p = Path(t)
+        files.extend(str(f) for f in (sorted(p.glob("*.jsonl")) if p.is_dir() else [p]))
+    cfg = DraftersConfig(traces=files, tokenizer=str(tokenizer), drafters=[d.strip() for d in drafters.split(",") if d.strip()],
+                         k=k, max_tokens=max_tokens, sweep=sweep, sweep_steps=sweep_steps, repeats=repeats,
+                         chat_template=chat_template, on_error=on_error)
+    cfg.check()
+    return DraftersRun(cfg, not no_progress)

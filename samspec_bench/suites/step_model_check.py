@@ -1,0 +1,66 @@
+"""`samspec-bench step-model`: check a step-time model against measured engine steps, the model
+a rollout replay would be priced with (bench/simulation/step_models.py computes):
+
+    samspec-bench step-model --step-model roofline:hardware=cpu,model=Qwen3-0.6B --steps RUN_DIR|profile.json
+
+Output (one run directory): result.json (metrics: the overall errors, the model's bounding terms
+and what it is; tables: the errors per group of steps: batch size, speculative or not). A check
+takes seconds: no --resume. The old `python -m samspec_bench.bench.simulation.step_models` runs
+this command.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+
+import click
+
+from samspec_bench.bench.simulation.step_models import ROOFLINE_HELP, check_step_model, format_report
+from samspec_bench.errors import UserError
+from samspec_bench.results import RunDir, emit_json, load_result
+
+SUITE = "step-model"
+METRIC_KEYS = ("step_model", "units", "overall", "context_known", "terms", "describe", "step_model_spec", "steps_from")
+
+
+@dataclass(frozen=True)
+class StepModelConfig:
+    step_model: str
+    steps: str
+
+
+def build_config(*, step_model: str, steps: str) -> StepModelConfig:
+    if not str(step_model).strip():
+        raise UserError(f"--step-model: give a profile JSON or {ROOFLINE_HELP}")
+    return StepModelConfig(step_model=str(step_model).strip(), steps=str(steps))
+
+
+def execute(config: StepModelConfig, *, output: str, resume: str | None = None, json_path: str | None = None) -> int:
+    """Price the measured steps with the model, print the report, write result.json."""
+    if resume is not None:
+        raise UserError(f"--resume {resume}: `samspec-bench step-model` has no resume (a check takes seconds); "
+                        "run it again")
+    rep = check_step_model(config.step_model, config.steps)   # bad input fails before a folder is made
+    run_dir = RunDir(output, SUITE)
+    metrics = {k: rep[k] for k in METRIC_KEYS if k in rep}
+    path = run_dir.write_result(asdict(config), metrics, {"groups": rep.get("groups", [])})
+    stream = sys.stderr if json_path == "-" else sys.stdout
+    print(format_report(rep), file=stream)
+    print(f"results: {run_dir.path}", file=stream)
+    emit_json(load_result(path.parent), json_path)
+    return 0
+
+
+@click.command(SUITE)
+@click.option("--step-model", required=True, help=f"The model checked: a profile JSON (`rollout profile`) or {ROOFLINE_HELP}.")
+@click.option("--steps", required=True, type=click.Path(),
+              help="Measured steps: a profile JSON (format 3), a rollout run folder or its steps.csv.")
+@click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
+@click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
+def command(output, json_path, **params):
+    """Check a step-time model against measured engine steps: per-step and total-time errors,
+    per batch size, and (roofline) which term bounds the steps."""
+    code = execute(build_config(**params), output=output, json_path=json_path)
+    if code:
+        sys.exit(code)
