@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator
 
 from samspec_bench.data import SKIP_HINT, OnError, TraceRecord, TraceSet, read_traces
 from samspec_bench.errors import UserError
-from samspec_bench.rl_models import resolve_alias
+from samspec_bench.models.rl_names import resolve_alias
 
 FORMATS = ("auto", "samspec", "verl", "lm-eval", "plain")
 VERL_STEP_FILE = re.compile(r"^(\d+)\.jsonl$")

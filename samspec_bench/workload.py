@@ -26,7 +26,7 @@ from typing import Any
 from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.data import encode_chat, load_tokenizer
 from samspec_bench.errors import UserError
-from samspec_bench.models import BUILTIN_MODEL, model_id, resolve_model
+from samspec_bench.models.checkpoints import BUILTIN_MODEL, model_id, resolve_model
 from samspec_bench.results import RunDir, atomic_write_text, file_sha256
 
 SUITE = "workload"
@@ -176,7 +176,7 @@ def generate_trace(cfg: WorkloadConfig, output: str | Path, resume: str | Path |
 
 def _generate(cfg: WorkloadConfig, rd, model_dir, tok, questions, prompt_ids, progress,
               threads: dict[str, Any]) -> tuple[dict, Path]:
-    from samspec_bench.bench.engines.reference import ReferenceEngine  # imports torch
+    from samspec_bench.bench.engines.reference_engine import ReferenceEngine  # imports torch
 
     done = {rec["id"]: rec for rec in rd.samples(PARTIAL_FILE) if "id" in rec}
     # a KV cache sized for this workload, not for the model's longest context

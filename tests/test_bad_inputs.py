@@ -48,7 +48,7 @@ def _good_lines() -> list[str]:
 @pytest.fixture(scope="module")
 def src(tmp_path_factory) -> Path:
     """The inputs every case starts from (copied per case)."""
-    from samspec_bench.models import _byte_tokenizer  # a tokenizer without a model (transformers)
+    from samspec_bench.models.checkpoints import _byte_tokenizer  # a tokenizer without a model (transformers)
 
     root = tmp_path_factory.mktemp("inputs")
     _byte_tokenizer().save_pretrained(root / "tok")

@@ -60,7 +60,7 @@ def test_old_plugin_paths_register():
 
 def test_old_engine_path_is_the_same_object():
     from samspec_bench.bench import vllm_engine
-    from samspec_bench.bench.engines.vllm import adapter, compare
+    from samspec_bench.bench.engines.vllm import adapter, method_comparison as compare
 
     assert vllm_engine.VllmEngine is adapter.VllmEngine
     assert vllm_engine.compare_methods is compare.compare_methods
@@ -84,10 +84,10 @@ def test_old_paths_and_engine_core_import_without_vllm_and_no_suite():
     modules = ["samspec_bench.bench.vllm_drafter", "samspec_bench.bench.ascend_plugin",
                "samspec_bench.bench.engines.vllm.drafter", "samspec_bench.bench.engines.vllm.ascend",
                "samspec_bench.bench.vllm_proposer", "samspec_bench.bench.draft_dominance",
-               "samspec_bench.bench.simulation.step_models",
+               "samspec_bench.bench.simulation.step_model_spec", "samspec_bench.bench.simulation.step_models",
                "samspec_bench.bench.vllm_engine", "samspec_bench.bench.engines.vllm.adapter",
                "samspec_bench.bench.engines.vllm.step_records", "samspec_bench.bench.engines.vllm.guard_rails",
-               "samspec_bench.bench.engines.vllm.compare", "samspec_bench.bench.engines.acceptance"]
+               "samspec_bench.bench.engines.vllm.method_comparison", "samspec_bench.bench.engines.vllm.compare", "samspec_bench.bench.engines.acceptance"]
     got = _python(_BLOCK + "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules) +
                   "print(sorted(m for m in sys.modules if m.startswith('samspec_bench.suites')))\n")
     assert got.returncode == 0, got.stderr

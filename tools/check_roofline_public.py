@@ -5,7 +5,7 @@
 Sources: Qwen2.5 speed benchmark (A100 80GB, vLLM 0.6.3) and Qwen3 speed benchmark (H20 96GB,
 SGLang 0.4.6.post1), both in the QwenLM/Qwen3 repository's docs (speed_benchmark.rst / .md)."""
 import numpy as np
-from samspec_bench.bench.simulation.step_models import load_step_model
+from samspec_bench.bench.simulation.step_model_spec import load_step_model
 
 GEN = 2048
 # (model id, hardware, tp, mode, chunk, speed definition, {input length: published tokens/s})

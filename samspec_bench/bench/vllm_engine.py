@@ -8,7 +8,7 @@ import sys
 
 from samspec_bench.bench.engines.vllm.adapter import (VllmEngine, close_shared, get_engine, parse_engine_args,
                                                       speculative_config)
-from samspec_bench.bench.engines.vllm.compare import compare_methods
+from samspec_bench.bench.engines.vllm.method_comparison import compare_methods
 
 __all__ = ["VllmEngine", "close_shared", "compare_methods", "get_engine", "parse_engine_args", "speculative_config"]
 

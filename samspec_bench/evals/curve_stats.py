@@ -16,7 +16,7 @@ independent): a HAC interval with fixed-b critical values (`hac_mean`).
   It is simulated here for the actual n and L on independent Gaussian steps (seeded, cached),
   so short series get their exact small-sample null distribution. Fixed-b intervals keep their
   coverage on persistent series far better than a normal quantile with a data-chosen
-  bandwidth: tests/test_curve_stats.py measures it on AR(1) noise.
+  bandwidth: tests/evals/test_curve_stats.py measures it on AR(1) noise.
 - The effective number of independent steps, n g0 / Omega (at most n), is reported to say
   why an interval is wide; it does not enter the interval.
 

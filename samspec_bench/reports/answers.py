@@ -21,7 +21,7 @@ from samspec_bench.reports.values import is_number, number as _num
 # Statuses, for the badge colour: yes (green), no (red), partial (amber), unknown (grey).
 YES, NO, PARTIAL, UNKNOWN = "yes", "no", "partial", "unknown"
 # The accept suite's own defaults (its click options: --drafter sam, -k 3, --sources own):
-# the setting a user gets without choosing. tests/test_report_answers.py checks they still match.
+# the setting a user gets without choosing. tests/reports/test_report_answers.py checks they still match.
 DEFAULT_ACCEPT = {"drafter": "sam", "k": 3, "sources": "own"}
 # Accuracy "no drop found" needs a check that could see a drop this large (80 % power): a few
 # points, the size of a real regression; with fewer problems the check is inconclusive.

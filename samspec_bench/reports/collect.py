@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from samspec_bench.errors import UserError, one_line
-from samspec_bench.reports.compare import compare_runs
+from samspec_bench.reports.run_comparison import compare_runs
 from samspec_bench.reports.headlines import summarize
 from samspec_bench.reports.model import Figure, Report, Run, SuiteGroup
 from samspec_bench.results import load_result, read_json

@@ -13,7 +13,7 @@ from samspec_bench.sam.automaton import (CorpusAutomaton, CorpusMatcher, GroupAu
 from samspec_bench.sam.draft_length import AdaptiveLength, EvidenceLength, parse_length
 from samspec_bench.sam.drafters import (ArcticSuffixDrafter, Drafter, FixedSamDrafter, NgramDrafter,
                                         ReferenceSamDrafter, SamDrafter, available_drafters, make_drafter)
-from samspec_bench.sam.reference import ReferenceSam
+from samspec_bench.sam.python_automaton import ReferenceSam
 
 __all__ = [
     "SuffixAutomaton", "CorpusAutomaton", "CorpusMatcher", "GroupAutomaton", "GroupMember",

@@ -28,7 +28,7 @@ from samspec_bench.sam.automaton import CorpusAutomaton, GroupAutomaton, SuffixA
 from samspec_bench.sam.draft_length import (FIXED_LENGTH, AdaptiveLength, EvidenceLength, LengthPolicy,
                                             TokenAcceptance, parse_length)
 from samspec_bench.sam.history import HistoryStore
-from samspec_bench.sam.reference import ObjectSam, ReferenceSam, heap_bytes
+from samspec_bench.sam.python_automaton import ObjectSam, ReferenceSam, heap_bytes
 
 try:   # an extension built before the compiled evidence path (or its corrections): the policy runs in Python
     from samspec_bench.sam._samcore import AcceptanceStats, EvidenceBatch

@@ -5,7 +5,7 @@ a rollout replay would be priced with (bench/simulation/step_models.py computes)
 
 Output (one run directory): result.json (metrics: the overall errors, the model's bounding terms
 and what it is; tables: the errors per group of steps: batch size, speculative or not). A check
-takes seconds: no --resume. The old `python -m samspec_bench.bench.simulation.step_models` runs
+takes seconds: no --resume. The old `python -m samspec_bench.bench.simulation.step_model_spec` runs
 this command.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import click
 
-from samspec_bench.bench.simulation.step_models import ROOFLINE_HELP, check_step_model, format_report
+from samspec_bench.bench.simulation.step_model_spec import ROOFLINE_HELP, check_step_model, format_report
 from samspec_bench.errors import UserError
 from samspec_bench.results import RunDir, emit_json, load_result
 

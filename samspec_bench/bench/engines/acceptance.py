@@ -20,7 +20,7 @@ from samspec_bench.bench.engines.factory import engine_capabilities, engine_name
 from samspec_bench.bench.engines.replay import response_key
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import ResponseSteps
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.sam.drafters import SamDrafter, arctic_available, available_drafters
 
 RESPONSES = "generated greedily by the model from the traces' prompts, max_tokens = recorded length"

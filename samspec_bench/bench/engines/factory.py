@@ -14,7 +14,7 @@ from samspec_bench.bench.engines.replay import REPLAY_CAPABILITIES
 from samspec_bench.bench.engines.vllm.adapter import VllmEngine, get_engine  # imports vLLM only when an engine starts
 from samspec_bench.bench.engines.vllm.platform import require_vllm
 from samspec_bench.errors import UserError
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models.checkpoints import BUILTIN_MODEL
 
 # every engine, in the order the commands list them
 CAPABILITIES: dict[str, EngineCapabilities] = {"replay": REPLAY_CAPABILITIES, "reference": REFERENCE_CAPABILITIES,
@@ -53,7 +53,7 @@ def make_engine(name: str, model: Any = BUILTIN_MODEL, **options: Any) -> Engine
     model). `vllm`: `VllmEngine(model, **options)` (speculative, num_spec_tokens, dtype,
     max_model_len, seed, engine_args, ...)."""
     if name == "reference":
-        from samspec_bench.bench.engines.reference import ReferenceEngine  # imports torch
+        from samspec_bench.bench.engines.reference_engine import ReferenceEngine  # imports torch
         return ReferenceEngine(model, **options)
     if name == "vllm":  # needs the vLLM install (README, "vLLM back end")
         return VllmEngine(model, **options)

@@ -9,7 +9,7 @@ import numpy as np
 from samspec_bench.bench.simulation.kv_blocks import KvBlocks
 from samspec_bench.bench.simulation.profile_table import ProfileTable
 from samspec_bench.bench.simulation.step_log import TailAcceptance
-from samspec_bench.bench.simulation.step_model import StepTimeModel
+from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 
 
 def speculative_walks(idx: np.ndarray, pos: np.ndarray, L: np.ndarray, k: int, profiles: ProfileTable):

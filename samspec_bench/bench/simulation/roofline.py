@@ -40,9 +40,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from samspec_bench.bench.simulation.hardware import Hardware
-from samspec_bench.bench.simulation.step_model import FEATURES, step_features
+from samspec_bench.bench.simulation.fitted_step_model import FEATURES, step_features
 from samspec_bench.errors import UserError
-from samspec_bench.model_catalog import ModelShape, dtype_bytes
+from samspec_bench.models.shapes import ModelShape, dtype_bytes
 
 MODES = ("eager", "graph")
 DRAFT_COST_S = 10e-6   # assumption: host time per speculating request (SAM lookup, draft bookkeeping)

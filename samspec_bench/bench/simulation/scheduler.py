@@ -61,7 +61,7 @@ from samspec_bench.bench.simulation import fast_paths
 from samspec_bench.bench.simulation.kv_blocks import KvBlocks, schedule_with_preemption
 from samspec_bench.bench.simulation.profile_table import ProfileTable
 from samspec_bench.bench.simulation.step_log import STEP_COLUMNS, StepLog, TailAcceptance
-from samspec_bench.bench.simulation.step_model import StepTimeModel
+from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 
 __all__ = ["STEP_COLUMNS", "RolloutSimulation", "SimConfig", "SimRequest", "SimResult", "reprice", "simulate"]
 

@@ -68,7 +68,7 @@ Modules: options, runner_view, request_state, proposer, worker_extension, propos
 online_cost, tail_cost, ascend. None imports vLLM at import time.
 """
 
-from samspec_bench.bench.vllm_proposer.options import (CLASS_PATH, CLASS_PATHS, ENGINE_LENGTH, ENV_OPTIONS,
+from samspec_bench.bench.vllm_proposer.proposer_options import (CLASS_PATH, CLASS_PATHS, ENGINE_LENGTH, ENV_OPTIONS,
                                                        EXTENSION_PATH, EXTRA_KEY, LEGACY_CLASS_PATH, MODES,
                                                        PUBLIC_CLASS_PATHS)
 from samspec_bench.bench.vllm_proposer.proposer import SamProposer

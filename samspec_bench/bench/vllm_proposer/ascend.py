@@ -12,7 +12,7 @@ the runner's input batch, automata freed when a request leaves the batch), behin
 vLLM's `propose(...)` otherwise). Every other method goes to vllm-ascend's own factory.
 
 What was checked here (no NPU): the registration and the adapter against a stand-in
-`vllm_ascend` package with the same factory and interface (tests/test_vllm_ascend.py).
+`vllm_ascend` package with the same factory and interface (tests/bench/vllm_proposer/test_vllm_ascend.py).
 Not checked: a real NPU run. vllm-ascend's proposer interface changes between releases;
 `describe()` of the built drafter and the start-up guard-rail name the class actually used.
 
@@ -28,7 +28,7 @@ import importlib.util
 import sys
 from typing import Any
 
-from samspec_bench.bench.vllm_proposer.options import CLASS_PATH, CLASS_PATHS
+from samspec_bench.bench.vllm_proposer.proposer_options import CLASS_PATH, CLASS_PATHS
 from samspec_bench.bench.vllm_proposer.proposer import SamProposer
 
 METHOD = "sam"

@@ -13,7 +13,7 @@ import numpy as np
 
 from samspec_bench.bench.vllm_proposer import runner_view
 from samspec_bench.bench.vllm_proposer.online_cost import OnlineDraftCost
-from samspec_bench.bench.vllm_proposer.options import ENGINE_LENGTH, MODES, env_options
+from samspec_bench.bench.vllm_proposer.proposer_options import ENGINE_LENGTH, MODES, env_options
 from samspec_bench.bench.vllm_proposer.proposer_timing import ProposeTimes
 from samspec_bench.bench.vllm_proposer.request_state import RecordStore, RequestState, match_content
 from samspec_bench.bench.vllm_proposer.tail_cost import row_costs

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from samspec_bench.bench.vllm_proposer.options import EXTRA_KEY
+from samspec_bench.bench.vllm_proposer.proposer_options import EXTRA_KEY
 
 
 def find_runner() -> Any:

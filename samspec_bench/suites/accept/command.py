@@ -8,7 +8,7 @@ import sys
 import click
 
 from samspec_bench.data import BENCHMARKS
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.suites.accept.config import ENGINES, build_config
 from samspec_bench.suites.accept.running import execute
 from samspec_bench.trace_formats import FORMATS

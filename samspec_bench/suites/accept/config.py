@@ -18,7 +18,7 @@ from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
 from samspec_bench.bench.engines.vllm.platform import vllm_available
 from samspec_bench.data import BENCHMARKS, find_traces, resolve_data_dir
 from samspec_bench.errors import UserError, int_at_least
-from samspec_bench.models import BUILTIN_MODEL, model_id, resolve_model, resolve_tokenizer
+from samspec_bench.models.checkpoints import BUILTIN_MODEL, model_id, resolve_model, resolve_tokenizer
 from samspec_bench.sam.drafters import DRAFTERS
 from samspec_bench.trace_formats import FORMATS, expand
 

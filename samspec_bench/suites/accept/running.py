@@ -19,7 +19,7 @@ from samspec_bench.bench.engines.replay import ReplayEngine, group_units, respon
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import (METRIC_DEFINITIONS, POSITION_BASES, AcceptanceCounts, Bins, ResponseSteps,
                                    binned_counts, speedup_estimate, total_counts)
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.results import RunDir, check_resume, emit_json, file_sha256, torn_tail
 from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSITIVITY_RATIOS, SUITE, AcceptConfig,
                                                 build_configs, expand_trace_paths, priced_draft_length,

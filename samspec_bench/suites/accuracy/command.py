@@ -9,7 +9,7 @@ import sys
 import click
 from rich.console import Console
 
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.results import emit_json
 from samspec_bench.suites.accuracy.config import OUTPUT_PARAMS, AccuracyRun, build_config, engine_choices
 from samspec_bench.suites.accuracy.report import print_report

@@ -10,7 +10,7 @@ from pathlib import Path
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, make_engine
 from samspec_bench.errors import UserError, int_at_least, number_in
 from samspec_bench.evals.tasks import parse_tasks
-from samspec_bench.models import BUILTIN_MODEL, model_id
+from samspec_bench.models.checkpoints import BUILTIN_MODEL, model_id
 
 SUITE = "accuracy"
 ARMS = ("off", "on")

@@ -15,7 +15,7 @@ from typing import Any
 from samspec_bench.errors import UserError
 from samspec_bench.evals.paired import agreement, compare
 from samspec_bench.evals.tasks import write_task_dir
-from samspec_bench.models import resolve_model
+from samspec_bench.models.checkpoints import resolve_model
 from samspec_bench.results import RunDir, atomic_write_text, to_jsonable
 from samspec_bench.suites.accuracy.config import ARM_LABEL, ARMS, SUITE, AccuracyConfig, build_engine
 from samspec_bench.suites.accuracy.tasks import BUILTIN_DATA, write_builtin_tasks

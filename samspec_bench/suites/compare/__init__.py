@@ -7,7 +7,7 @@ the arms, compare_figures.py makes the figures); this package holds the command:
 Output (one run directory): config.json, runs.jsonl (one record per generate call, appended as
 it finishes: `--resume DIR` keeps them and runs only the missing calls), result.json (metrics:
 the per-arm figures and the goal; tables: one flat row per arm). The old
-`python -m samspec_bench.bench.engines.vllm.compare` runs this command.
+`python -m samspec_bench.bench.engines.vllm.method_comparison` runs this command.
 
 Modules: `config` (CompareConfig, build_config), `lines` (printed lines, the arm table),
 `command` (execute, click).

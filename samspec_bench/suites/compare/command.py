@@ -8,9 +8,9 @@ import sys
 
 import click
 
-from samspec_bench.bench.engines.vllm.compare import DEFAULT_METHODS, compare_methods
+from samspec_bench.bench.engines.vllm.method_comparison import DEFAULT_METHODS, compare_methods
 from samspec_bench.bench.engines.vllm.platform import CPU_THREADS_CHOICES
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.results import RunDir, check_resume, emit_json, load_result
 from samspec_bench.suites.compare.config import CONFIG_FILE, RUNS_FILE, SUITE, CompareConfig, build_config
 from samspec_bench.suites.compare.lines import arm_table, lines

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
-from samspec_bench.bench.engines.vllm.compare import check_methods, split_methods
+from samspec_bench.bench.engines.vllm.method_comparison import check_methods, split_methods
 from samspec_bench.errors import int_at_least
 
 SUITE = "compare"

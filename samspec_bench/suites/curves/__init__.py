@@ -30,10 +30,10 @@ name: reach the module through `importlib.import_module("samspec_bench.suites.cu
 """
 
 from samspec_bench.suites.curves.command import command, execute, exit_code, print_report, run
-from samspec_bench.suites.curves.compare import compare_runs, load_runs, run_labels, speed_change
+from samspec_bench.suites.curves.verdicts import compare_runs, load_runs, run_labels, speed_change
 from samspec_bench.suites.curves.config import (FIGURE_LEARNING, FIGURE_SPEED, FIGURE_VERDICTS, SUITE, CurvesConfig,
                                                 build_config, parse_step_range)
-from samspec_bench.suites.curves.metrics import FAMILIES, SPECS, MetricSpec, Resolved, resolve
+from samspec_bench.suites.curves.metric_families import FAMILIES, SPECS, MetricSpec, Resolved, resolve
 
 __all__ = ["SUITE", "command", "build_config", "execute", "run", "print_report", "exit_code", "CurvesConfig",
            "compare_runs", "load_runs", "run_labels", "speed_change", "parse_step_range", "FAMILIES", "SPECS",

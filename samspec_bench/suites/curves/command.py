@@ -11,11 +11,11 @@ import click
 from samspec_bench.errors import UserError
 from samspec_bench.evals.training_logs import FORMATS
 from samspec_bench.results import RunDir, emit_json
-from samspec_bench.suites.curves.compare import compare_runs, load_runs
+from samspec_bench.suites.curves.verdicts import compare_runs, load_runs
 from samspec_bench.suites.curves.config import (FAIL_ON, FIGURE_LEARNING, FIGURE_SPEED, FIGURE_VERDICTS, SUITE,
                                                 CurvesConfig, build_config)
 from samspec_bench.suites.curves.figures import draw_learning, draw_speed, draw_verdicts
-from samspec_bench.suites.curves.metrics import FAMILIES
+from samspec_bench.suites.curves.metric_families import FAMILIES
 
 
 def run(cfg: CurvesConfig, output: str) -> tuple[dict, Path]:

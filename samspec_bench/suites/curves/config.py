@@ -10,7 +10,7 @@ from typing import Any
 from samspec_bench.errors import UserError
 from samspec_bench.evals.curve_stats import Margin, parse_margin
 from samspec_bench.evals.training_logs import FORMATS
-from samspec_bench.suites.curves.metrics import FAMILIES
+from samspec_bench.suites.curves.metric_families import FAMILIES
 
 SUITE = "curves"
 FAIL_ON = ("never", "different", "not-equivalent")

@@ -45,7 +45,7 @@ from samspec_bench.suites.op_equivalence.figures import draw_histograms
 from samspec_bench.suites.op_equivalence.kernel_level import PROBE_VOCAB, run_kernel_level
 from samspec_bench.suites.op_equivalence.model_level import (BUILTIN_PROMPTS, compare_paths, load_prompts,
                                                              run_model_level)
-from samspec_bench.suites.op_equivalence.stats import HIST_EDGES, Accumulator, apply_gate, histogram
+from samspec_bench.suites.op_equivalence.diff_stats import HIST_EDGES, Accumulator, apply_gate, histogram
 
 __all__ = ["SUITE", "command", "build_config", "execute", "run", "OpEqConfig", "Accumulator", "histogram",
            "apply_gate", "load_prompts", "run_model_level", "compare_paths", "run_kernel_level", "draw_histograms",

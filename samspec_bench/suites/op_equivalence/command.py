@@ -12,14 +12,14 @@ import click
 
 from samspec_bench.bench.engines.factory import ENGINE_NAMES
 from samspec_bench.errors import UserError
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.results import RunDir, emit_json
 from samspec_bench.suites.op_equivalence.config import (FIGURE, GATE_METRICS, GREEDY_FILE, SUITE, OpEqConfig,
                                                         build_config, check_pairs)
 from samspec_bench.suites.op_equivalence.figures import draw_histograms
 from samspec_bench.suites.op_equivalence.kernel_level import run_kernel_level
 from samspec_bench.suites.op_equivalence.model_level import _prompt_texts, run_model_level
-from samspec_bench.suites.op_equivalence.stats import apply_gate
+from samspec_bench.suites.op_equivalence.diff_stats import apply_gate
 
 
 def run(cfg: OpEqConfig, output: str, progress: bool | None = None, console=None) -> tuple[dict, Path]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from samspec_bench.data import BUILTIN_BENCHMARKS
 from samspec_bench.errors import UserError, int_at_least, int_list
-from samspec_bench.models import BUILTIN_MODEL, check_model, model_id
+from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id
 
 # --data-dir when none is given: the package directory, whose benchmarks/ holds the built-in sets
 BUILTIN_DATA_DIR = str(BUILTIN_BENCHMARKS.parent)

@@ -14,7 +14,7 @@ from typing import Any
 from samspec_bench.errors import UserError
 from samspec_bench.results import RunDir
 from samspec_bench.suites.op_equivalence.config import CASES_FILE, OpEqConfig
-from samspec_bench.suites.op_equivalence.stats import Accumulator
+from samspec_bench.suites.op_equivalence.diff_stats import Accumulator
 
 PROBE_VOCAB = 4096
 CASE_METRICS = ("output_diff_max", "output_exact_zero_fraction", "logprob_diff_max", "exact_zero_fraction",

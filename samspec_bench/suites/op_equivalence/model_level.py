@@ -34,10 +34,10 @@ from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.data import encode_chat, read_benchmark
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import first_divergence, logit_margin
-from samspec_bench.models import load_model
+from samspec_bench.models.checkpoints import load_model
 from samspec_bench.paths import default_data_dir
 from samspec_bench.suites.op_equivalence.config import OpEqConfig
-from samspec_bench.suites.op_equivalence.stats import Accumulator, sampled_summary
+from samspec_bench.suites.op_equivalence.diff_stats import Accumulator, sampled_summary
 
 BLOCK_SIZE = 16            # reference engine's KV block size at this level
 ORACLE_LEVEL_DRAFTER = "sam"   # where the verify path is oracle-drafted, the greedy comparison drafts with SAM

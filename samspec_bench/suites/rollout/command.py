@@ -14,10 +14,10 @@ import click
 
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
-from samspec_bench.bench.simulation.step_model import StepTimeModel
-from samspec_bench.bench.simulation.step_models import ROOFLINE_HELP, load_step_model
+from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
+from samspec_bench.bench.simulation.step_model_spec import ROOFLINE_HELP, load_step_model
 from samspec_bench.errors import UserError, int_list
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.results import RunDir, emit_json
 from samspec_bench.suites.rollout.config import (ENGINES, MEASURED_ENGINES, MEASURED_GROUP_SIZE, MEASURED_PROMPTS,
                                                  SUITE, RolloutConfig, build_config, kv_options, validate)

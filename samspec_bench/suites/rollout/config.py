@@ -16,7 +16,7 @@ from samspec_bench.bench.policies import SpecPolicy, make_policy
 from samspec_bench.bench.simulation.dp import SHARD_RULES
 from samspec_bench.data import resolve_data_dir
 from samspec_bench.errors import UserError, int_at_least, int_list, number_in
-from samspec_bench.models import BUILTIN_MODEL, check_model, model_id, resolve_tokenizer
+from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id, resolve_tokenizer
 from samspec_bench.suites.rollout.presets import get_preset
 
 SUITE = "rollout"

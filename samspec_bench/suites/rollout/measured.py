@@ -17,7 +17,7 @@ from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.bench.engines.factory import engine_capabilities, make_engine
 from samspec_bench.bench.simulation.profiles import profiles_for
 from samspec_bench.bench.simulation.scheduler import reprice, simulate
-from samspec_bench.bench.simulation.step_model import StepTimeModel, extrapolation, fit_from_steps, step_features
+from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, extrapolation, fit_from_steps, step_features
 from samspec_bench.sam import SamDrafter
 from samspec_bench.sam.draft_length import DEFAULT_LENGTH
 from samspec_bench.suites.rollout.config import (MEASURED_GROUP_SIZE, MEASURED_PROMPTS, REFERENCE_LENGTHS,

@@ -44,7 +44,7 @@ from samspec_bench.bench.engines.factory import engine_capabilities, engine_name
 from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.bench.policies import make_policy
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
-from samspec_bench.bench.simulation.step_model import (FEATURES, StepTimeModel, fit_from_steps, step_features,
+from samspec_bench.bench.simulation.fitted_step_model import (FEATURES, StepTimeModel, fit_from_steps, step_features,
                                                       uncovered_ks)
 from samspec_bench.errors import UserError
 from samspec_bench.suites.rollout.measured import steps_from_generation

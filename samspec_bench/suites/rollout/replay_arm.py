@@ -17,7 +17,7 @@ import numpy as np
 from samspec_bench.bench.simulation.profiles import RESAMPLE_METHOD, profiles_for
 from samspec_bench.bench.simulation.dp import SHARD_RULE_TEXT, instance_steps, shard_requests, simulate_dp
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
-from samspec_bench.bench.simulation.step_model import StepTimeModel, extrapolation
+from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, extrapolation
 from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
 from samspec_bench.errors import UserError
 from samspec_bench.suites.rollout.config import (RolloutConfig, arm_policy, arm_settings, draw_lengths, kv_options,

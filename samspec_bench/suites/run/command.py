@@ -13,14 +13,14 @@ from rich.console import Console
 from rich.table import Table
 
 from samspec_bench.errors import UserError
-from samspec_bench.models import BUILTIN_MODEL, check_model, model_id
+from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id
 from samspec_bench.reports.collect import collect
 from samspec_bench.reports.html import write_html
 from samspec_bench.reports.markdown import write_markdown
 from samspec_bench.reports.model import status
 from samspec_bench.suites.run import plan
 from samspec_bench.suites.run.config_file import check_sections, load_config, parse_steps
-from samspec_bench.suites.run.options import check_engine
+from samspec_bench.suites.run.config_options import check_engine
 from samspec_bench.suites.run.plan import Ctx
 from samspec_bench.suites.run.state import STATE_FILE, STATE_FORMAT, new_run_dir, now, read_state, write_state
 from samspec_bench.suites.run.steps import run_step

@@ -13,7 +13,7 @@ import yaml
 
 from samspec_bench.errors import UserError, one_line
 from samspec_bench.suites.run import plan
-from samspec_bench.suites.run.options import build_args, suite_command, suite_params
+from samspec_bench.suites.run.config_options import build_args, suite_command, suite_params
 from samspec_bench.workload import WorkloadConfig
 
 GLOBAL_KEYS = ("model", "engine", "data-dir", "steps")

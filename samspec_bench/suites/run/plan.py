@@ -18,8 +18,9 @@ from typing import Any, Callable
 
 import click
 
+from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.errors import int_list
-from samspec_bench.models import BUILTIN_MODEL
+from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.sam.drafters import arctic_available
 from samspec_bench.suites.rollout.profile import RUN_PROFILE as RUN_PROFILE_GRID, quick_profile
 from samspec_bench.workload import choose_threads
@@ -100,6 +101,7 @@ def threads_note(ctx: Ctx) -> str:
 
 
 WORKLOAD_PROMPTS = 4
+WORKLOAD_ENGINE = "reference"   # the engine with a trace writer: it generates the workload and prices its replay
 
 
 def _traces(ctx: Ctx) -> tuple[dict | None, str | None]:
@@ -122,7 +124,7 @@ def plan_workload(ctx: Ctx) -> Plan:
     # step); a config section `workload: {num-prompts: 6}` asks for more
     opts = {"model": ctx.model, "threads": threads["threads"], "num-prompts": WORKLOAD_PROMPTS}
     notes = [threads_note(ctx)]
-    if ctx.engine not in (None, "reference"):
+    if ctx.engine not in (None, WORKLOAD_ENGINE):
         notes.append(f"generated with the reference engine (--engine {ctx.engine} has no trace writer yet)")
     return Plan(options=opts, notes=notes)
 
@@ -224,7 +226,7 @@ def profile_for_replay(ctx: Ctx, path: Path) -> Callable[[dict[str, Any]], None]
                       trace_requests(params.get("traces")) or RUN_PROFILE_MAX_BATCH)
         click.echo(f"rollout: measuring the reference engine's step-time profile ({params.get('model') or ctx.model}, "
                    f"batches up to {largest}, k={','.join(map(str, ks))}) to price the replay", err=True)
-        quick_profile(path, "reference", params.get("model") or ctx.model, ks, largest,
+        quick_profile(path, WORKLOAD_ENGINE, params.get("model") or ctx.model, ks, largest,
                       threads=int(params.get("threads") or 1), log=lambda t: click.echo(t, err=True),
                       note="measured by `samspec-bench run` on this machine to price its rollout replay",
                       grid=RUN_PROFILE_GRID)
@@ -233,7 +235,7 @@ def profile_for_replay(ctx: Ctx, path: Path) -> Callable[[dict[str, Any]], None]
 
 def plan_rollout(ctx: Ctx) -> Plan:
     threads = threads_for(ctx)
-    if ctx.engine in (None, "replay"):
+    if ctx.engine is None or engine_capabilities(ctx.engine).needs_traces:
         tr, why = _traces(ctx)
         if tr is None:
             return Plan(skip=why)

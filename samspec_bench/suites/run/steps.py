@@ -22,7 +22,7 @@ from samspec_bench.errors import UserError
 from samspec_bench.results import created_mark, discard_unfinished
 from samspec_bench.suites.run import state as run_state
 from samspec_bench.suites.run.config_file import workload_config
-from samspec_bench.suites.run.options import (build_args, engine_option, find_option, merge, suite_command,
+from samspec_bench.suites.run.config_options import (build_args, engine_option, find_option, merge, suite_command,
                                               suite_module, suite_params)
 from samspec_bench.suites.run.plan import Ctx, Step
 from samspec_bench.workload import generate_trace

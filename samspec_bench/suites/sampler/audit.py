@@ -36,7 +36,7 @@ from samspec_bench.suites.sampler.adapters import Audited
 from samspec_bench.suites.sampler.battery import Case
 from samspec_bench.suites.sampler.checks import greedy_check, reproducibility_check
 from samspec_bench.suites.sampler.config import NEGATIVE_CONTROLS, SamplerConfig
-from samspec_bench.suites.sampler.stats import (acceptance_test, complete, overacceptance_bounds,
+from samspec_bench.suites.sampler.exactness_stats import (acceptance_test, complete, overacceptance_bounds,
                                                 overacceptance_test, position_tests, tv_curve)
 from samspec_bench.suites.sampler.vllm import platform_check
 

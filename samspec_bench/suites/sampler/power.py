@@ -20,7 +20,7 @@ from typing import Optional
 from samspec_bench.suites.sampler.audit import criteria
 from samspec_bench.suites.sampler.battery import Case
 from samspec_bench.suites.sampler.config import SamplerConfig
-from samspec_bench.suites.sampler.stats import (POWER, detectable_excess, detectable_shift, overacceptance_bounds,
+from samspec_bench.suites.sampler.exactness_stats import (POWER, detectable_excess, detectable_shift, overacceptance_bounds,
                                                 partition)
 
 TARGET_TV = 0.01

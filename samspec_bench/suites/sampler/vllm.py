@@ -8,7 +8,8 @@ draft positions (`apply_sampling_constraints`, `expand_batch_to_tokens`) and onl
 parameters, so a broken step before `rejection_sample` (for instance a platform kernel that
 expands the temperatures wrongly) shows up as a LOSSY verdict instead of passing unseen.
 Only the logits processors (penalties, bad words) are left out: the battery uses none.
-vLLM is imported only where it is called (it is optional).
+vLLM is optional: its modules are loaded by name where they are called (importlib), so the
+sampler runs without it.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ def speculative_sample_vllm(draft_token_ids, num_draft_tokens, target_logits, bo
                             draft_probs=None):
     """`samspec_bench.bench.rejection.speculative_sample`'s arguments, answered by vLLM's verify
     step: emitted tokens [B, max_spec_len + 1], -1 after the first rejection."""
-    from vllm.v1.sample import rejection_sampler as rs  # imports vLLM
-    from vllm.v1.sample.sampler import Sampler  # imports vLLM
+    rs = importlib.import_module("vllm.v1.sample.rejection_sampler")  # vLLM: optional, loaded on use
+    Sampler = importlib.import_module("vllm.v1.sample.sampler").Sampler
 
     register_cpu_kernels()
     device = target_logits.device
@@ -82,7 +83,7 @@ def vllm_rejection_call(draft_token_ids, num_draft_tokens, target_logits, bonus_
     sampled at temperature 1, deterministic drafts, processed logits in: vLLM applies the
     softmax inside), for the speed comparison; None where vLLM does not import."""
     try:
-        from vllm.v1.sample import rejection_sampler as rs  # imports vLLM
+        rs = importlib.import_module("vllm.v1.sample.rejection_sampler")  # vLLM: optional, loaded on use
     except Exception:  # noqa: BLE001 - not installed, or a build that does not load here
         return None
     register_cpu_kernels()

@@ -52,10 +52,10 @@ from samspec_bench.bench.engines.vllm.step_records import (STEP_RECORDS, LiveReq
                                                            counter_diff, hook_step_stats, new_raw_counts,
                                                            response_steps)
 from samspec_bench.bench.policies import describe_policy
-from samspec_bench.bench.vllm_proposer.options import EXTENSION_PATH
+from samspec_bench.bench.vllm_proposer.proposer_options import EXTENSION_PATH
 from samspec_bench.bench.vllm_proposer.proposer_timing import summary as proposer_summary
 from samspec_bench.errors import UserError
-from samspec_bench.models import BUILTIN_MODEL, resolve_model
+from samspec_bench.models.checkpoints import BUILTIN_MODEL, resolve_model
 
 VLLM_CAPABILITIES = EngineCapabilities(
     generates=True, needs_model=True, needs_traces=False, exact_greedy_acceptance=False,

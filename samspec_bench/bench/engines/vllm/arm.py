@@ -12,7 +12,7 @@ from samspec_bench.bench.engines.base import Request
 from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.bench.engines.vllm.engine_args import METHODS
 from samspec_bench.bench.policies import NeverSpeculate, SpecPolicy, describe_policy
-from samspec_bench.bench.vllm_proposer.options import EXTRA_KEY
+from samspec_bench.bench.vllm_proposer.proposer_options import EXTRA_KEY
 from samspec_bench.errors import UserError
 from samspec_bench.sam.draft_length import parse_length
 from samspec_bench.sam.drafters import SamDrafter

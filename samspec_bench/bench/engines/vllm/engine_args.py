@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from samspec_bench.bench.vllm_proposer.options import CLASS_PATH
+from samspec_bench.bench.vllm_proposer.proposer_options import CLASS_PATH
 from samspec_bench.errors import UserError
 
 METHODS = ("sam", "ngram", "suffix")

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from samspec_bench.bench.engines.vllm.platform import cpu_expand_check, on_cpu, platform_name, versions
 from samspec_bench.bench.vllm_proposer import ascend
-from samspec_bench.bench.vllm_proposer.options import CLASS_PATH, EXTRA_KEY
+from samspec_bench.bench.vllm_proposer.proposer_options import CLASS_PATH, EXTRA_KEY
 
 PROBE_PROMPT = "a b c d e f g h a b c d e f g h a b c d e f g h a b c d e f g h a b c"
 

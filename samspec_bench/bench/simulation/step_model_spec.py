@@ -1,0 +1,248 @@
+"""`--step-model` values -> step-time models, and the check of a step model against measured steps.
+
+A step model is anything with `predict(**FEATURES) -> seconds`, `predict_steps(table)`,
+`describe()` (with "kind" and "units") and `valid_range()`:
+
+- a profile JSON path (`rollout profile` output, formats 1-3) -> StepTimeModel (fitted-profile);
+- `roofline:hardware=H100,model=Qwen/Qwen3-32B,tp=8[,dtype=bfloat16][,mode=eager|graph][,threads=N]`
+  -> RooflineStepModel (model: a catalogue id or short name, builtin:<name>, or a config.json
+  path; hardware: bench/simulation/hardware.py's names, `cpu` measured here; threads: cpu only,
+  default 1, the thread count the measured engine runs with);
+- None or "" -> None (the caller reports step counts, not time).
+
+`compare(model, steps)` prices measured steps with a model and reports its errors;
+`check_step_model(spec, path)` runs it on a `rollout profile` JSON (format 3, "measured_steps"),
+a rollout run folder or its steps.csv / steps.parquet (the rows with source == "measured"). The
+command is `samspec-bench step-model` (suites/step_model: run folder, --json);
+`python -m samspec_bench.bench.simulation.step_model_spec` runs it with the same flags:
+
+    samspec-bench step-model --step-model SPEC --steps PATH [--json OUT]
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from samspec_bench.bench.simulation.hardware import hardware
+from samspec_bench.bench.simulation.roofline import MODES, RooflineStepModel
+from samspec_bench.bench.simulation.fitted_step_model import FEATURES, PROFILE_FORMAT, StepTimeModel, step_features
+from samspec_bench.errors import UserError
+from samspec_bench.models.shapes import DTYPE_BYTES, load_shape
+
+ROOFLINE_KEYS = ("hardware", "model", "tp", "dtype", "mode", "threads")
+ROOFLINE_HELP = "roofline:hardware=NAME,model=ID|config.json,tp=N[,dtype=bfloat16][,mode=eager|graph]"
+STEP_COLUMNS_NEEDED = ("time_s", "num_running", "num_scheduled_tokens", "num_prefill_tokens", "num_drafted",
+                       "num_decode_reqs", "speculative")
+
+
+def parse_roofline(spec: str) -> dict[str, str]:
+    """The key=value pairs of a `roofline:` spec (unknown or repeated keys, missing hardware/model -> UserError)."""
+    body = spec.split(":", 1)[1] if ":" in spec else ""
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in body.split(",")):
+        if not part:
+            continue
+        key, eq, val = part.partition("=")
+        key, val = key.strip().lower(), val.strip()
+        if not eq or not val:
+            raise UserError(f"--step-model {spec!r}: {part!r} is not key=value; use {ROOFLINE_HELP}")
+        if key not in ROOFLINE_KEYS:
+            raise UserError(f"--step-model {spec!r}: unknown key {key!r}; keys: {', '.join(ROOFLINE_KEYS)}")
+        if key in out:
+            raise UserError(f"--step-model {spec!r}: {key} given twice")
+        out[key] = val
+    missing = [k for k in ("hardware", "model") if k not in out]
+    if missing:
+        raise UserError(f"--step-model {spec!r}: missing {', '.join(missing)}; use {ROOFLINE_HELP}")
+    return out
+
+
+def _int(spec: str, key: str, val: str) -> int:
+    try:
+        n = int(val)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UserError(f"--step-model {spec!r}: {key}={val!r}; give an integer >= 1")
+    return n
+
+
+def roofline_from_spec(spec: str) -> RooflineStepModel:
+    kv = parse_roofline(spec)
+    tp = _int(spec, "tp", kv.get("tp", "1"))
+    threads = _int(spec, "threads", kv.get("threads", "1"))
+    is_cpu = kv["hardware"].strip().lower() == "cpu"
+    if "threads" in kv and not is_cpu:
+        raise UserError(f"--step-model {spec!r}: threads applies to hardware=cpu only")
+    dtype = kv.get("dtype", "float32" if is_cpu else "bfloat16")
+    if dtype not in DTYPE_BYTES:
+        raise UserError(f"--step-model {spec!r}: dtype={dtype!r}; use one of {', '.join(DTYPE_BYTES)}")
+    mode = kv.get("mode")
+    if mode is not None and mode not in MODES:
+        raise UserError(f"--step-model {spec!r}: mode={mode!r}; use eager or graph")
+    shape = load_shape(kv["model"])
+    hw = hardware(kv["hardware"], dtype=dtype, threads=threads)
+    return RooflineStepModel(shape, hw, tp=tp, dtype=dtype, mode=mode, spec=spec)
+
+
+def load_step_model(spec: str | None):
+    """The step model a `--step-model` value names (see the module docstring); None for none."""
+    if spec is None or not str(spec).strip():
+        return None
+    spec = str(spec).strip()
+    if spec.lower().startswith("roofline:") or spec.lower() == "roofline":
+        return roofline_from_spec(spec)
+    if not Path(spec).expanduser().is_file():
+        raise UserError(f"--step-model {spec!r}: no such file; pass a profile JSON from `samspec-bench rollout profile` "
+                        f"or {ROOFLINE_HELP}")
+    return StepTimeModel.load(Path(spec).expanduser())
+
+
+# ---------------- measured steps ----------------
+
+def _columns_from_rows(rows: list[dict[str, Any]], where: str) -> dict[str, np.ndarray]:
+    if not rows:
+        raise UserError(f"{where}: no measured steps (rows with source == 'measured'); pass a rollout run of a "
+                        "measured engine (--engine reference|vllm) or a `rollout profile` JSON (format 3)")
+    missing = [c for c in STEP_COLUMNS_NEEDED if c not in rows[0]]
+    if missing:
+        raise UserError(f"{where}: the step table has no column(s) {', '.join(missing)}")
+    out: dict[str, np.ndarray] = {}
+    for c in rows[0]:
+        vals = [r[c] for r in rows]
+        if c in ("arm", "source"):
+            out[c] = np.asarray(vals, dtype=object)
+            continue
+        try:
+            out[c] = np.asarray([_num(v) for v in vals], dtype=float)
+        except (TypeError, ValueError):
+            out[c] = np.asarray(vals, dtype=object)
+    return out
+
+
+def _num(v) -> float:
+    """A CSV / JSON cell as a number (booleans as 0/1, empty as NaN)."""
+    if v is None or (isinstance(v, str) and not v.strip()):
+        return float("nan")
+    if isinstance(v, str) and v.strip().lower() in ("true", "false"):
+        return float(v.strip().lower() == "true")
+    return float(v)
+
+
+def load_measured_steps(path: str | Path) -> dict[str, np.ndarray]:
+    """Measured per-step rows (time_s and the step columns) from a `rollout profile` JSON
+    (format 3, "measured_steps"), a rollout run folder, or its steps.csv / steps.parquet."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        cand = [p / "steps.csv", p / "steps.parquet"]
+        p = next((c for c in cand if c.is_file()), None)
+        if p is None:
+            raise UserError(f"{path}: no steps.csv or steps.parquet in this folder; pass a rollout run folder")
+    if not p.is_file():
+        raise UserError(f"{path}: no such file; pass a profile JSON, a rollout run folder or its steps.csv")
+    if p.suffix == ".json":
+        try:
+            d = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise UserError(f"{path}: not JSON ({e})") from None
+        ms = d.get("measured_steps") if isinstance(d, dict) else None
+        if not isinstance(ms, dict):
+            fmt = d.get("format") if isinstance(d, dict) else None
+            raise UserError(f"{path}: format {fmt!r} holds no measured_steps; write a format-{PROFILE_FORMAT} profile "
+                            "with `samspec-bench rollout profile`, or pass a rollout run folder")
+        cols = {k: np.asarray(v) for k, v in ms.items()}
+        n = len(cols.get("time_s", []))
+        rows = [{k: cols[k][i] for k in cols} for i in range(n)]
+        return _columns_from_rows(rows, str(path))
+    if p.suffix == ".parquet":
+        import pandas as pd  # imported here: only parquet tables need it
+        df = pd.read_parquet(p)
+        rows = df.to_dict("records")
+    else:
+        with p.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    if rows and "source" in rows[0]:
+        rows = [r for r in rows if r["source"] == "measured"]
+    return _columns_from_rows(rows, str(path))
+
+
+# ---------------- the check ----------------
+
+def _err_stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, Any]:
+    ok = meas > 0
+    rel = pred[ok] / meas[ok] - 1.0
+    return {"steps": int(ok.sum()), "measured_total_s": float(meas.sum()), "predicted_total_s": float(pred.sum()),
+            "total_error": float(pred.sum() / meas.sum() - 1.0) if meas.sum() > 0 else None,
+            "median_abs_rel_error": float(np.median(np.abs(rel))) if rel.size else None,
+            "max_abs_rel_error": float(np.max(np.abs(rel))) if rel.size else None,
+            "median_rel_error": float(np.median(rel)) if rel.size else None}
+
+
+def compare(model, steps: Mapping[str, np.ndarray], group_by: tuple[str, ...] = ("num_running", "speculative")
+            ) -> dict[str, Any]:
+    """A step model's predictions against measured steps: per-step relative errors (predicted
+    / measured - 1: median and max of their absolute values), the total-time error, the same
+    per group of steps (batch size, speculative or not), and for an analytic model which term
+    bounds the steps (compute, memory) and the host / communication shares."""
+    meas = np.asarray(steps["time_s"], dtype=float)
+    pred = np.asarray(model.predict_steps(steps), dtype=float)
+    out: dict[str, Any] = {"step_model": model.describe().get("kind"), "units": "seconds (measured vs modelled)",
+                           "overall": _err_stats(pred, meas)}
+    feats = step_features(steps)
+    out["context_known"] = "context_tokens" in feats
+    keys = [g for g in group_by if g in steps]
+    if keys:
+        combos: dict[tuple, np.ndarray] = {}
+        cols = [np.asarray(steps[g]) for g in keys]
+        for i in range(len(meas)):
+            combos.setdefault(tuple(c[i] for c in cols), []).append(i)
+        out["groups"] = [{**{g: (v.item() if hasattr(v, "item") else v) for g, v in zip(keys, combo)},
+                          "median_measured_s": float(np.median(meas[idx])), "median_predicted_s": float(np.median(pred[idx])),
+                          **_err_stats(pred[idx], meas[idx])}
+                         for combo, idx in sorted(((c, np.asarray(ix)) for c, ix in combos.items()), key=lambda t: t[0])]
+    if hasattr(model, "components"):
+        comp = model.components(**{k: v for k, v in feats.items() if k in FEATURES})
+        n = len(meas)
+        bound = np.broadcast_to(comp["bound"], (n,))
+        tot = np.broadcast_to(comp["total_s"], (n,)).sum()
+        out["terms"] = {"steps_compute_bound": int((bound == "compute").sum()), "steps_memory_bound": int((bound == "memory").sum()),
+                        "share_device": float(np.broadcast_to(np.maximum(comp["t_compute_s"], comp["t_memory_s"]), (n,)).sum() / tot),
+                        "share_host": float(np.broadcast_to(comp["t_host_s"], (n,)).sum() / tot),
+                        "share_comm": float(np.broadcast_to(comp["t_comm_s"], (n,)).sum() / tot)}
+    return out
+
+
+def format_report(rep: Mapping[str, Any]) -> str:
+    o = rep["overall"]
+    lines = [f"step model: {rep['step_model']}  ({rep['units']}; context tokens "
+             f"{'known' if rep['context_known'] else 'UNKNOWN: priced as 0'})",
+             f"steps {o['steps']}: measured {o['measured_total_s']:.3f} s, predicted {o['predicted_total_s']:.3f} s, "
+             f"total error {o['total_error']:+.1%}, per-step |error| median {o['median_abs_rel_error']:.1%} "
+             f"max {o['max_abs_rel_error']:.1%}"]
+    if rep.get("terms"):
+        t = rep["terms"]
+        lines.append(f"modelled terms: {t['steps_memory_bound']} steps memory-bound, {t['steps_compute_bound']} "
+                     f"compute-bound; time shares device {t['share_device']:.0%} host {t['share_host']:.0%} "
+                     f"comm {t['share_comm']:.0%}")
+    for g in rep.get("groups", []):
+        key = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in g.items()
+                       if k in ("num_running", "speculative"))
+        lines.append(f"  {key:32s} n={g['steps']:4d} measured median {g['median_measured_s'] * 1e3:8.2f} ms  "
+                     f"predicted {g['median_predicted_s'] * 1e3:8.2f} ms  total error {g['total_error']:+.1%}")
+    return "\n".join(lines)
+
+
+def check_step_model(spec: str, steps: str | Path) -> dict[str, Any]:
+    """The check of the step model `spec` names against the measured steps at `steps`:
+    compare()'s report plus what was checked (a UserError for a bad spec or steps file)."""
+    model = load_step_model(spec)
+    if model is None:
+        raise UserError("--step-model: give a profile JSON or a roofline: spec")
+    rep = compare(model, load_measured_steps(steps))
+    return {**rep, "step_model_spec": spec, "steps_from": str(steps), "describe": model.describe()}

@@ -1,0 +1,124 @@
+"""The comparison itself: read the runs, resolve the metrics, compare every run with the
+baseline (the first run) metric by metric, and lay the outcome out as result.json holds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from samspec_bench.errors import UserError
+from samspec_bench.evals.curve_stats import align, combine, compare_curves, compare_ratio
+from samspec_bench.evals.training_logs import TrainingRun, default_label, load_run
+from samspec_bench.suites.curves.config import CurvesConfig
+from samspec_bench.suites.curves.metric_families import Resolved, requested_text, resolve
+
+MEASURED = {"s": "measured: wall seconds from the trainer's timers",
+            "ms/token": "measured: the trainer's timer over the tokens generated",
+            "tokens/s": "measured: tokens over the trainer's timed step"}
+
+
+def run_labels(cfg: CurvesConfig) -> list[str]:
+    """--labels, or each run's default label, made unique (A:, B: prefixes on clashes)."""
+    if cfg.labels:
+        return list(cfg.labels)
+    labels = [default_label(Path(p)) for p in cfg.runs]
+    if len(set(labels)) < len(labels):
+        labels = [f"{chr(65 + i) if i < 26 else i}:{lab}" for i, lab in enumerate(labels)]
+    return labels
+
+
+def load_runs(cfg: CurvesConfig) -> list[TrainingRun]:
+    return [load_run(p, cfg.format, lab) for p, lab in zip(cfg.runs, run_labels(cfg))]
+
+
+def speed_change(ratio: float | None, ci: list | None, higher_is_faster: bool) -> str:
+    """'faster' / 'slower' / 'no detectable change' for run B against the baseline."""
+    if ratio is None or ci is None:
+        return "not computed"
+    lo, hi = ci
+    faster = lo > 1 if higher_is_faster else hi < 1
+    slower = hi < 1 if higher_is_faster else lo > 1
+    return "faster" if faster else "slower" if slower else "no detectable change"
+
+
+def _describe_steps(run: TrainingRun, tag: str) -> dict:
+    s = run.series[tag]
+    return {"n": len(s), "first": int(s.steps[0]), "last": int(s.steps[-1])}
+
+
+def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
+    """{"metrics": [...resolved...], "comparisons": {label: {...}}, "verdict", "tables"}."""
+    margins = cfg.margin_objects()
+    metrics = resolve(runs, cfg.families, margins, cfg.metrics, cfg.speed_metrics)
+    for r in runs:
+        if not any(m.tags.get(r.label) for m in metrics):
+            sample = ", ".join(r.tags[:5]) + (", ..." if len(r.tags) > 5 else "")
+            raise UserError(f"{r.path}: none of the requested metrics ({requested_text(cfg.families, cfg.metrics, cfg.speed_metrics)}) "
+                            f"with 2+ steps; its tags: {sample or 'none'}; pick some with --metric")
+    base = runs[0]
+    comparisons: dict[str, dict] = {}
+    verdict_rows, speed_rows = [], []
+    for run in runs[1:]:
+        learning, speed, absent = {}, {}, []
+        for m in metrics:
+            ta, tb = m.tags.get(base.label), m.tags.get(run.label)
+            if not ta or not tb:
+                absent.append(f"{m.name} (absent in {base.label if not ta else run.label})")
+                continue
+            a, b = base.series[ta], run.series[tb]
+            al = align(a.steps, a.values, b.steps, b.values, cfg.step_range)
+            info = {"family": m.spec.family, "tag_a": ta, "tag_b": tb, "unit": m.spec.unit, "what": m.spec.what,
+                    "steps_a": _describe_steps(base, ta), "steps_b": _describe_steps(run, tb)}
+            if m.spec.kind == "learning":
+                res = compare_curves(al, m.spec.margin, alpha=cfg.alpha, min_steps=cfg.min_steps,
+                                     final_fraction=cfg.final_fraction)
+                learning[m.name] = {**info, "margin": m.spec.margin.describe(), **res}
+                verdict_rows.append(_verdict_row(run.label, m, learning[m.name]))
+            else:
+                res = compare_ratio(al, alpha=cfg.alpha)
+                res["change"] = speed_change(res.get("ratio"), res.get("ci"), m.spec.higher_is_faster)
+                res["higher_is_faster"] = m.spec.higher_is_faster
+                res["source"] = MEASURED.get(m.spec.unit, "as logged by the trainer")
+                speed[m.name] = {**info, **res}
+                speed_rows.append(_speed_row(run.label, m, speed[m.name]))
+        verdicts = [v["verdict"] for v in learning.values()]
+        comparisons[run.label] = {"baseline": base.label, "learning": learning, "speed": speed, "absent": absent,
+                                  "verdict": combine(verdicts) if verdicts else "INCONCLUSIVE",
+                                  "counts": {v: verdicts.count(v) for v in ("EQUIVALENT", "DIFFERENT", "INCONCLUSIVE")}}
+        length = learning.get("length")
+        if speed and length and length["verdict"] != "EQUIVALENT":
+            rel = length["whole"].get("relative_diff")
+            comparisons[run.label]["speed_note"] = (
+                "response lengths are not equivalent" + (f" (B - A: {rel:+.0%} of the baseline)" if rel is not None else "")
+                + ": time per step compares different amounts of work; gen_time_per_token does not")
+        if not learning and not speed:
+            raise UserError(f"{run.path}: shares no requested metric with the baseline {base.path} "
+                            f"({', '.join(absent) or 'none requested'}); compare runs that log the same metrics, "
+                            "or name one both have with --metric")
+    overall = combine([c["verdict"] for c in comparisons.values()])
+    return {"baseline": base.label, "runs": [r.summary() for r in runs],
+            "metrics": [{"name": m.name, "family": m.spec.family, "kind": m.spec.kind, "unit": m.spec.unit,
+                         "margin": m.spec.margin.describe() if m.spec.margin else None, "tags": m.tags}
+                        for m in metrics],
+            "comparisons": comparisons, "verdict": overall,
+            "tables": {"verdicts": verdict_rows, "speed": speed_rows}}
+
+
+def _verdict_row(label: str, m: Resolved, r: dict) -> dict:
+    w, f = r["whole"], r.get("final") or {}
+    return {"run": label, "metric": m.name, "family": m.spec.family, "unit": m.spec.unit,
+            "tags": r["tag_a"] if r["tag_a"] == r["tag_b"] else f"{r['tag_a']} | {r['tag_b']}",
+            "steps": w.get("steps"), "first_step": w.get("first_step"), "last_step": w.get("last_step"),
+            "mean_a": w.get("mean_a"), "mean_b": w.get("mean_b"), "diff": w.get("diff"),
+            "ci_lo": (w.get("ci_tost") or [None, None])[0], "ci_hi": (w.get("ci_tost") or [None, None])[1],
+            "margin": w.get("margin"), "n_eff": w.get("n_eff"),
+            "final_diff": f.get("diff"), "final_ci_lo": (f.get("ci_tost") or [None, None])[0],
+            "final_ci_hi": (f.get("ci_tost") or [None, None])[1], "final_steps": f.get("steps"),
+            "verdict": r["verdict"], "reason": r["reason"]}
+
+
+def _speed_row(label: str, m: Resolved, r: dict) -> dict:
+    ci = r.get("ci") or [None, None]
+    return {"run": label, "metric": m.name, "unit": m.spec.unit,
+            "tags": r["tag_a"] if r["tag_a"] == r["tag_b"] else f"{r['tag_a']} | {r['tag_b']}",
+            "steps": r.get("steps"), "mean_a": r.get("mean_a"), "mean_b": r.get("mean_b"), "ratio_b_over_a": r.get("ratio"),
+            "ci_lo": ci[0], "ci_hi": ci[1], "change": r.get("change"), "source": r.get("source")}

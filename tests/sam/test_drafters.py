@@ -1,0 +1,189 @@
+"""Drafters behind the common interface: semantics against brute force, sources, selection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from samspec_bench.sam import (AdaptiveLength, CorpusAutomaton, NgramDrafter, SamDrafter, SuffixAutomaton,
+                               make_drafter)
+from samspec_bench.sam.drafters import arctic_available, check_k
+from samspec_bench.sam.python_automaton import ObjectSam
+
+
+def brute_ngram(tokens: list[int], min_n: int, max_n: int, k: int) -> list[int]:
+    """vLLM's prompt lookup: the longest n in [min_n, max_n] whose last-n tokens occur
+    earlier, the earliest such occurrence, then up to k tokens after it."""
+    n_tok = len(tokens)
+    for n in range(min(max_n, n_tok - 1), min_n - 1, -1):
+        suffix = tokens[n_tok - n:]
+        for end in range(n - 1, n_tok - 1):  # earliest end position first
+            if tokens[end - n + 1: end + 1] == suffix:
+                return tokens[end + 1: end + 1 + k]
+    return []
+
+
+streams = st.lists(st.integers(0, 4), min_size=1, max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(streams, st.integers(1, 3), st.integers(0, 4), st.integers(1, 8))
+def test_ngram_drafter_has_vllm_semantics(tokens, min_n, extra, k):
+    max_n = min_n + extra
+    d = NgramDrafter(min_n=min_n, max_n=max_n)
+    d.start("r", tokens[:1])
+    assert d.propose("r", k) == brute_ngram(tokens[:1], min_n, max_n, k)
+    for i in range(1, len(tokens)):
+        d.extend("r", [tokens[i]])
+        assert d.propose("r", k) == brute_ngram(tokens[: i + 1], min_n, max_n, k)
+
+
+@settings(max_examples=100, deadline=None)
+@given(streams, st.integers(1, 8))
+def test_python_baselines_draft_exactly_like_the_compiled_automaton(tokens, k):
+    fast, obj = SuffixAutomaton(), ObjectSam()
+    ref = make_drafter("sam-python")
+    ref.start("r", [])
+    for t in tokens:
+        fast.extend([t])
+        obj.extend([t])
+        ref.extend("r", [t])
+        assert obj.draft(k) == fast.draft(k) == ref.propose("r", k)
+
+
+def test_sam_drafter_own_context_equals_suffix_automaton():
+    rng = np.random.default_rng(1)
+    prompt, resp = rng.integers(0, 20, 50), rng.integers(0, 20, 200)
+    d = SamDrafter(length="fixed")
+    d.start(7, prompt)
+    sa = SuffixAutomaton(prompt)
+    for t in resp:
+        assert d.propose(7, 5) == sa.draft(5)
+        d.extend(7, [int(t)])
+        sa.extend([int(t)])
+    d.stop(7)
+    assert d.active == 0 and d.memory_bytes() == 0
+
+
+def test_plain_sam_drafter_runs_compiled_and_equals_the_python_path():
+    """The fixed baseline's per-request calls run in C; a drafter configured to draft
+    exactly as much (a huge adaptive factor) runs the Python path. Interleaved requests,
+    every prompt form, every step: same drafts, same errors, same bookkeeping."""
+    fast = SamDrafter(length="fixed")
+    slow = SamDrafter(length=AdaptiveLength(factor=1e9))
+    assert type(fast.extend.__self__).__name__ == "SamBatch"
+    assert type(slow.extend.__self__).__name__ == "SamDrafter"
+    rng = np.random.default_rng(3)
+    prompt_a = rng.integers(0, 9, 40)
+    prompts = lambda: {"a": prompt_a, "b": [1, 2, 3] * 5, ("c", 1): iter([4, 5, 4, 5]), "d": []}  # noqa: E731
+    for d in (fast, slow):
+        for rid, p in prompts().items():
+            d.start(rid, p, group="g")
+    for step in range(150):
+        for rid in prompts():
+            toks = rng.integers(0, 9, int(rng.integers(1, 4)))
+            for d in (fast, slow):
+                d.extend(rid, toks if step % 2 else toks.tolist())
+            assert fast.propose(rid, 6) == slow.propose(rid, 6)
+    assert fast.active == slow.active == 4
+    assert fast.memory_bytes() == slow.memory_bytes() > 0
+    for d in (fast, slow):
+        with pytest.raises(ValueError, match="already started"):
+            d.start("a", [1])
+        with pytest.raises(KeyError):
+            d.extend("zz", [1])
+        with pytest.raises(KeyError):
+            d.propose("zz", 3)
+        with pytest.raises(ValueError):
+            d.extend("a", [1.5])
+        with pytest.raises(ValueError):
+            d.extend("a", [])
+        for rid in prompts():
+            d.stop(rid)
+        with pytest.raises(KeyError):
+            d.stop("a")
+        assert d.active == 0 and d.memory_bytes() == 0
+
+
+def test_group_sharing_drafts_from_siblings_and_frees_the_group():
+    d = SamDrafter(group_sharing=True)
+    d.start("a", [1, 2], group="g")
+    d.start("b", [1, 2], group="g")
+    d.start("c", [1, 2], group="other")
+    d.extend("a", [3, 4, 5, 6])
+    assert d.propose("b", 3) == [3, 4, 5]
+    assert d.propose("c", 3) == []  # another group sees nothing of a
+    d.stop("a")
+    assert d.propose("b", 3) == [3, 4, 5]  # a's tokens outlive a while its group lives
+    d.stop("b")
+    d.stop("c")
+    assert d.memory_bytes() == 0 and not d._groups
+
+
+def test_static_corpus_selection_with_l_bias_and_l_threshold():
+    corpus = CorpusAutomaton([[10, 11, 12, 13, 14, 15]])
+    d = SamDrafter(corpus=corpus, l_bias=0)
+    d.start("r", [10, 11, 12])  # no own repeat; the corpus has 10 11 12 -> 13 14 15
+    assert d.propose("r", 2) == [13, 14]
+    biased = SamDrafter(corpus=corpus, l_bias=3)  # static must beat dynamic by more than 3
+    biased.start("r", [10, 11, 12])
+    assert biased.propose("r", 2) == []
+    strict = SamDrafter(corpus=corpus, l_threshold=4)  # a 3-token match is too short
+    strict.start("r", [10, 11, 12])
+    assert strict.propose("r", 2) == []
+    strict.extend("r", [13])
+    assert strict.propose("r", 2) == [14, 15]
+
+
+def test_dynamic_match_wins_ties_against_the_corpus():
+    corpus = CorpusAutomaton([[1, 2, 9, 9]])
+    d = SamDrafter(corpus=corpus)
+    d.start("r", [1, 2, 3, 1, 2])  # own: "1 2" -> 3 ; corpus: "1 2" -> 9 9 ; equal lengths
+    assert d.propose("r", 2) == [3, 1]
+
+
+def test_adaptive_length_bounds_the_draft_by_the_match():
+    rule = AdaptiveLength(factor=0.5, offset=0, min_tokens=1)
+    assert [rule(L, 8) for L in (0, 1, 2, 5, 40)] == [0, 1, 1, 2, 8]
+    d = SamDrafter(length=rule)
+    d.start("r", [1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4])  # match length 4 -> 2 tokens
+    assert d.propose("r", 8) == [5, 6]
+
+
+def test_bad_arguments_are_value_errors():
+    with pytest.raises(ValueError, match="unknown drafter"):
+        make_drafter("medusa")
+    with pytest.raises(ValueError, match="k"):
+        check_k(0)
+    with pytest.raises(ValueError):
+        NgramDrafter(min_n=3, max_n=2)
+    with pytest.raises(ValueError):
+        SamDrafter(l_threshold=0)
+    d = SamDrafter()
+    d.start("r", [1])
+    with pytest.raises(ValueError):
+        d.start("r", [1])
+    with pytest.raises(ValueError):
+        d.extend("r", [-3])
+
+
+@pytest.mark.skipif(not arctic_available(), reason="arctic-inference is not installed")
+def test_arctic_adapter_drafts_a_repeated_continuation():
+    d = make_drafter("suffix")
+    toks = [5, 6, 7, 8, 9] * 6
+    d.start("r", toks)
+    d.extend("r", [5, 6])
+    draft = d.propose("r", 3)
+    assert draft == [7, 8, 9][: len(draft)] and len(draft) >= 1
+    d.stop("r")
+
+
+def test_group_members_with_different_prompts_each_index_their_own():
+    d = SamDrafter(group_sharing=True)
+    d.start("a", [1, 2, 3], group="g")
+    d.start("b", [4, 5, 4], group="g")
+    assert d.propose("b", 2) == [5, 4]  # b's own prompt "4 5 4" is indexed, not a's
+    d.extend("a", [1, 2])
+    assert d.propose("a", 2) == [3, 1]

@@ -1,0 +1,136 @@
+"""`samspec-bench rollout profile`: the oracle drafter that makes every verify step k + 1 tokens
+wide, the profile JSON (format 3) and its fields, bad options, and the short profile that
+`samspec-bench run` measures before its replay."""
+
+import json
+from datetime import datetime
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from samspec_bench import cli
+from samspec_bench.bench.engines.oracle import OracleDrafter
+from samspec_bench.bench.simulation.fitted_step_model import FEATURES
+from samspec_bench.metrics import ResponseSteps
+from samspec_bench.suites import rollout as ro
+from samspec_bench.suites.rollout import profile as pr
+from samspec_bench.suites.run import plan
+from samspec_bench.suites.run.plan import Ctx
+
+ENGINE_FIELDS = {"name": str, "version": str, "device": str, "model": str, "dtype": str, "tp": int, "threads": int}
+
+
+def test_oracle_drafter_proposes_the_continuation_at_the_position():
+    d = OracleDrafter({"a": [5, 6, 7, 8, 9, 10, 11, 12, 13], "b": [1, 2, 3]}, mixed={"a": 1, "b": 0})
+    d.start("a", [1, 2])
+    d.extend("a", [5])              # the prefill's token
+    assert d.propose("a", 3) == [6, 7, 8]
+    d.extend("a", [6, 7, 8, 9])     # 3 accepted + the bonus token
+    assert d.propose("a", 3) == [10]            # every other step: the request's mixed width
+    d.extend("a", [10])             # 0 accepted + 1
+    assert d.propose("a", 3) == [11, 12, 13]
+    assert d.propose("a", 2) == [11]            # a mixed step again: width 1
+    assert d.propose("a", 5) == [11, 12, 13]    # the continuation's end
+    d.stop("a")
+    d.start("b", [1])
+    assert d.propose("b", 2) == [1, 2] and d.propose("b", 2) == []
+    d.start("c", [1])
+    assert d.propose("c", 3) == []       # no continuation known: no draft
+    assert [pr.half_width(k) for k in (1, 2, 3, 8)] == [0, 1, 2, 4]
+
+
+def test_recorded_profile_places_drafts_at_their_positions():
+    rs = ResponseSteps(key="x", prompt_len=3, response_len=9, position=[1, 4, 8], drafted=[3, 3, 0],
+                       accepted=[2, 3, 0], emitted=[3, 4, 1])
+    d, a = pr.recorded_profile(SimpleNamespace(token_ids=list(range(9)), steps=rs))
+    assert list(d) == [0, 3, 0, 0, 3, 0, 0, 0, 0] and list(a) == [0, 2, 0, 0, 3, 0, 0, 0, 0]
+
+
+def test_auto_batch_sizes():
+    assert pr.auto_batch_sizes(1) == [1]
+    assert pr.auto_batch_sizes(4) == [1, 4]
+    assert pr.auto_batch_sizes(16) == [1, 4, 16]
+    assert pr.auto_batch_sizes(24) == [1, 4, 24]       # 16 is within 2x of 24: left out
+    assert pr.auto_batch_sizes(64) == [1, 4, 16, 64]
+
+
+@pytest.mark.parametrize("args, match", [
+    (["-k", "0"], "-k"),
+    (["--batch-sizes", "0,2"], "--batch-sizes"),
+    (["--tokens", "1"], "--tokens"),
+    (["--prompt-pad", "-3"], "--prompt-pad"),
+    (["--engine-arg", "max_num_seqs=4"], "--engine-arg"),
+    (["--engine", "sglang"], "--engine"),
+])
+def test_profile_refuses_bad_options(args, match, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["rollout", "profile", "--model", "builtin:tiny-qwen3", "--output", str(tmp_path / "p.json"), *args])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert match in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_run_plans_a_profile_for_its_replay(tmp_path, monkeypatch):
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "result.json").write_text(json.dumps({"trace": "t.jsonl", "tokenizer": "tok",
+                                                            "metrics": {"total_tokens": 5000}}))
+    state = {"steps": {"workload": {"status": "done", "run_dir": "w"}}}
+    ctx = Ctx(out=tmp_path, model="builtin:tiny-qwen3", engine=None, data_dir=None, sections={}, state=state)
+    p = plan.plan_rollout(ctx)
+    path = str(tmp_path / "runs" / "rollout" / plan.RUN_PROFILE)
+    assert p.options["step-model"] == path and p.prepare is not None and "profile" in p.notes[0]
+    calls = []
+    monkeypatch.setattr(plan, "quick_profile", lambda *a, **k: calls.append((a, k)))
+    p.prepare({"step_model": "mine.json", "ks": "3", "max_num_seqs": 64, "model": "m", "threads": 1})
+    assert calls == []   # the config file named its own profile: nothing measured
+    p.prepare({"step_model": path, "ks": "3,5", "max_num_seqs": 64, "model": "m", "threads": 1})
+    (args, kw), = calls
+    assert args == (tmp_path / "runs" / "rollout" / plan.RUN_PROFILE, "reference", "m", [3, 5],
+                    plan.RUN_PROFILE_MAX_BATCH)
+    # the replay's largest batch: its trace's responses (here 24, as the built-in workload writes)
+    (tmp_path / "t.jsonl").write_text("{}\n" * 24)
+    p.prepare({"step_model": path, "ks": "3", "max_num_seqs": 64, "model": "m", "threads": 1,
+               "traces": str(tmp_path / "t.jsonl")})
+    assert calls[-1][0][4] == 24
+    assert "samspec-bench run" in kw["note"]   # the profile says who measured it, the rollout repeats it
+    # a measured engine profiles itself inside the rollout
+    ctx.engine = "reference"
+    assert plan.plan_rollout(ctx).prepare is None
+
+
+@pytest.mark.slow
+def test_reference_profile_json(tmp_path):
+    out = tmp_path / "prof.json"
+    res = CliRunner().invoke(ro.command, ["profile", "--model", "builtin:tiny-qwen3", "--batch-sizes", "1,3",
+                                          "--tokens", "9", "-k", "2,3", "--prompt-pad", "0,24", "--output", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["format"] == 3 and doc["kind"] == "step-profile"
+    assert {k: type(doc["engine"][k]) for k in ENGINE_FIELDS} == ENGINE_FIELDS
+    assert doc["engine"]["name"] == "reference" and doc["engine"]["model"] == "builtin:tiny-qwen3"
+    assert "torch" in doc["engine"]["version"] and doc["engine"]["tp"] == 1
+    assert datetime.fromisoformat(doc["date"]).tzinfo is not None
+    steps = doc["measured_steps"]
+    n = len(steps["time_s"])
+    assert set(steps) == {"time_s", *FEATURES}   # every run's context reproduced: context is a feature
+    assert all(len(v) == n for v in steps.values()) and all(t > 0 for t in steps["time_s"])
+    assert len(doc["runs"]) == 2 * 2 * 3 and all(r["context"] for r in doc["runs"])
+    fit = doc["model"]["fit"]
+    assert fit["n_steps"] == n
+    for key in ("r2", "median_rel_error", "max_rel_error", "p90_rel_error", "mean_abs_error_s"):
+        assert isinstance(fit[key], float), key
+    assert fit["median_rel_error"] <= fit["max_rel_error"]
+    assert set(fit["valid_range"]) == set(FEATURES)
+    assert fit["valid_range"]["running"] == [1.0, 3.0]
+    assert fit["valid_range"]["draft_tokens"][1] == 3 * 3   # 3 requests verifying k=3 drafts each
+    # the oracle drafts the full k: verify steps of both widths were measured
+    assert fit["verify_widths"]["2"] >= 3 and fit["verify_widths"]["3"] >= 3
+    for line in ("step time =", "fit on", "valid over", "verify steps measured"):
+        assert line in res.output
+    model, meta = pr.read_profile(out)
+    assert meta["engine"] == doc["engine"]
+    t = model.predict(**{f: np.asarray(steps[f]) for f in FEATURES})
+    assert np.sum(t) == pytest.approx(np.sum(steps["time_s"]) * (1 + fit["total_error"]), rel=1e-6)
