@@ -173,8 +173,12 @@ def _parse_record(text: str, file: Path, line: int) -> TraceRecord:
         raise _BadLine("the response is empty")
     logprobs = row.get("logprobs")
     if logprobs is not None and not (isinstance(logprobs, list) and all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in logprobs)):
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in logprobs)):
         raise _BadLine("field 'logprobs' is not a list of finite numbers")
+    bad = [i for i, x in enumerate(logprobs or ()) if not math.isfinite(x)]
+    if bad:   # counted and named: a NaN / inf logprob is a broken rollout, not a number to average
+        raise _BadLine(f"field 'logprobs' holds {len(bad)} non-finite value(s) (NaN/inf) of {len(logprobs)}, the "
+                       f"first at token {bad[0]}")
     return TraceRecord(
         id=str(row["id"]), group=str(row["group"]), source=file, line=line,
         prompt=prompt, response=response, prompt_ids=prompt_ids, response_ids=response_ids,

@@ -8,6 +8,7 @@ file that holds the traceback); 130 interrupted.
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any
 
@@ -84,3 +85,9 @@ def number_in(value: Any, option: str, lo: float | None = None, hi: float | None
     if hi is not None and (x > hi or (hi_open and x == hi)):
         raise UserError(f"{option} {value}: give {want}")
     return x
+
+
+def nearest(name: str, valid, n: int = 3) -> str:
+    """' (nearest: a, b)' for the valid names closest to a mistyped one (difflib), else ''."""
+    close = difflib.get_close_matches(str(name), sorted({str(v) for v in valid}), n=n, cutoff=0.5)
+    return f" (nearest: {', '.join(close)})" if close else ""

@@ -153,9 +153,11 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, option: str | None = No
                                               default=str) + "\n", option)
 
 
-def read_json(path: str | os.PathLike, fix: str) -> Any:
+def read_json(path: str | os.PathLike, fix: str, non_finite: list[str] | None = None) -> Any:
     """The JSON in `path`; a UserError naming the file, what is wrong (missing, not UTF-8,
-    not JSON: truncated by an interrupted write?) and `fix`."""
+    not JSON: truncated by an interrupted write?) and `fix`. NaN / Infinity (which Python's
+    json writes and reads, but JSON has not) are read as null; when `non_finite` is a list,
+    each one found is appended to it."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -169,8 +171,9 @@ def read_json(path: str | os.PathLike, fix: str) -> Any:
         raise UserError(f"{p}: not UTF-8 text (byte {e.start}); {fix}") from None
     if not text.strip():
         raise UserError(f"{p}: empty (an interrupted write?); {fix}")
+    seen = non_finite if non_finite is not None else []
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=seen.append)   # append returns None: read as null
     except ValueError as e:
         raise UserError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}: truncated by an interrupted "
                         f"write?); {fix}") from None
@@ -337,14 +340,14 @@ class RunDir:
 
     def append_sample(self, record: dict, name: str = "samples.jsonl") -> None:
         """Append one record and flush, so a crash loses at most the sample in flight. A torn
-        last line left by an earlier crash is ended first, so the new record stays whole."""
+        last line left by an earlier crash is cut off first (its sample is redone), so every
+        line of the file stays a whole record."""
         p = self.path / name
-        lead = ""
         if name not in self._ends_checked:
             self._ends_checked.add(name)
-            lead = "\n" if torn_tail(p) else ""
+            drop_torn_tail(p)
         with open(p, "a", encoding="utf-8") as f:
-            f.write(lead + json.dumps(to_jsonable(record), sort_keys=True) + "\n")
+            f.write(json.dumps(to_jsonable(record), sort_keys=True) + "\n")
             f.flush()
 
     def samples(self, name: str = "samples.jsonl") -> Iterator[dict]:
@@ -363,8 +366,8 @@ class RunDir:
                     yield rec
 
     def write_result(self, config: Any, metrics: dict, tables: dict | None = None,
-                     figures: Iterable[str] = (), extra: dict | None = None) -> Path:
-        result = build_result(self.suite, config, metrics, tables, figures, extra)
+                     figures: Iterable[str] = (), extra: dict | None = None, device: dict | None = None) -> Path:
+        result = build_result(self.suite, config, metrics, tables, figures, extra, device)
         return atomic_write_text(self.path / "result.json", json.dumps(result, indent=2, sort_keys=True) + "\n")
 
     def _remove_stale_temps(self) -> None:
@@ -386,6 +389,26 @@ def torn_tail(path: str | os.PathLike) -> bool:
             return f.read(1) != b"\n"
     except FileNotFoundError:
         return False
+
+
+def drop_torn_tail(path: str | os.PathLike) -> int:
+    """Cut a torn last line (no newline at the end: a write interrupted by a crash) off a JSONL
+    file before appending to it; returns the bytes dropped (0: whole, empty or absent)."""
+    p = Path(path)
+    if not torn_tail(p):
+        return 0
+    with open(p, "r+b") as f:
+        end = pos = f.seek(0, 2)
+        while pos > 0:
+            step = min(1 << 16, pos)
+            f.seek(pos - step)
+            nl = f.read(step).rfind(b"\n")
+            pos -= step
+            if nl >= 0:
+                pos += nl + 1
+                break
+        f.truncate(pos)
+    return end - pos
 
 
 def _alive(pid: int) -> bool:
@@ -430,13 +453,15 @@ def discard_unfinished(since: int = 0) -> list[Path]:
 
 
 def build_result(suite: str, config: Any, metrics: dict, tables: dict | None = None,
-                 figures: Iterable[str] = (), extra: dict | None = None) -> dict:
+                 figures: Iterable[str] = (), extra: dict | None = None, device: dict | None = None) -> dict:
+    """result.json's object. `device`: what ran on which device (`devices.device_info`, or an
+    engine's record of it), kept as environment.device where every report looks for it."""
     result = {
         "schema_version": SCHEMA_VERSION,
         "suite": suite,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "config": to_jsonable(config),
-        "environment": environment(),
+        "environment": {**environment(), **({"device": to_jsonable(device)} if device is not None else {})},
         "metrics": to_jsonable(metrics),
         "tables": to_jsonable(tables or {}),
         "figures": list(figures),
@@ -451,14 +476,18 @@ _RESULT_TYPES = (("suite", str), ("metrics", dict), ("tables", dict), ("figures"
 
 def load_result(run_dir: str | os.PathLike) -> dict:
     """A run's result.json, checked: whole JSON, an object of this schema version with the
-    keys reports read. Otherwise a UserError naming the file and what is wrong with it."""
+    keys reports read. Otherwise a UserError naming the file and what is wrong with it. NaN /
+    Infinity in it are read as null and counted (`non_finite_values`)."""
     p = Path(run_dir) / "result.json"
     if not p.is_file():
         raise UserError(f"{run_dir}: no result.json; pass a run directory written by a samspec-bench suite")
     rerun = "re-run the suite (or leave this run out)"
-    data = read_json(p, rerun)
+    bad: list[str] = []
+    data = read_json(p, rerun, non_finite=bad)
     if not isinstance(data, dict):
         raise UserError(f"{p}: holds a JSON {type(data).__name__}, not a result object; {rerun}")
+    if bad:   # read as null; counted so that a report says the run held them
+        data["non_finite_values"] = {"count": len(bad), "kinds": sorted(set(bad))}
     if data.get("schema_version") != SCHEMA_VERSION:
         raise UserError(f"{p}: schema_version {data.get('schema_version')!r}, this samspec-bench reads "
                         f"{SCHEMA_VERSION}; re-run the suite with this version")

@@ -47,10 +47,18 @@ class BadLine(Exception):
 
 # --- detection -----------------------------------------------------------------------------------
 
+class UnknownTraceFile(UserError):
+    """A file in no known trace format; `why` says what was found, without the path."""
+
+    def __init__(self, message: str, why: str):
+        super().__init__(message)
+        self.why = why
+
+
 def detect_file(path: Path) -> str:
     """The format of one JSONL file, from the keys of its first JSON object. A file without one
     in its first lines (empty, not text, not JSON objects) or one that cannot be read is named
-    now, before anything is tokenized."""
+    now, before anything is tokenized (UnknownTraceFile)."""
     keys = None
     try:
         with path.open("rb") as f:
@@ -65,11 +73,11 @@ def detect_file(path: Path) -> str:
                     keys = set(row)
                     break
     except OSError as e:
-        raise UserError(f"trace file {path} cannot be read ({e.strerror or type(e).__name__}): pass a readable "
-                        "JSONL file") from None
+        why = f"cannot be read ({e.strerror or type(e).__name__})"
+        raise UnknownTraceFile(f"trace file {path} {why}: pass a readable JSONL file", why) from None
     if keys is None:
-        raise UserError(f"trace file {path}: no JSON object in its first {SNIFF_LINES} lines: pass JSONL "
-                        f"traces: {FORMAT_FIELDS}")
+        why = f"no JSON object in its first {SNIFF_LINES} lines"
+        raise UnknownTraceFile(f"trace file {path}: {why}: pass JSONL traces: {FORMAT_FIELDS}", why)
     if {"doc_id", "resps"} <= keys:
         return "lm-eval"
     if {"input", "output"} <= keys:
@@ -78,8 +86,9 @@ def detect_file(path: Path) -> str:
         return "samspec"
     if {"prompt", "response"} <= keys:
         return "plain"
-    raise UserError(f"trace file {path}: not a known trace format (its first object has the keys "
-                    f"{', '.join(sorted(keys)[:12])}): use {FORMAT_FIELDS}, or pass --trace-format")
+    why = f"keys {', '.join(sorted(keys)[:6])}{', ...' if len(keys) > 6 else ''}"
+    raise UnknownTraceFile(f"trace file {path}: not a known trace format (its first object has the keys "
+                           f"{', '.join(sorted(keys)[:12])}): use {FORMAT_FIELDS}, or pass --trace-format", why)
 
 
 def verl_step_files(directory: Path) -> list[Path]:
@@ -98,25 +107,48 @@ def expand(path: str | Path, fmt: str = "auto") -> list[tuple[Path, str]]:
         return [(p, detect_file(p) if fmt == "auto" else fmt)]
     if not p.is_dir():
         raise UserError(f"trace file {p} does not exist: pass an existing JSONL file or a directory of them")
-    if fmt in ("auto", "verl"):
+    if fmt == "auto":
+        return _detect_folder(p)
+    if fmt == "verl":
         steps = verl_step_files(p)
-        if steps and (fmt == "verl" or detect_file(steps[0]) == "verl"):
+        if steps:
             return [(f, "verl") for f in steps]
-        if fmt == "verl":
-            raise UserError(f"trace directory {p} holds no verl step files ({{global_step}}.jsonl, e.g. 1.jsonl): "
-                            "pass the directory set as trainer.rollout_data_dir")
-    if fmt in ("auto", "lm-eval"):
+        raise UserError(f"trace directory {p} holds no verl step files ({{global_step}}.jsonl, e.g. 1.jsonl): "
+                        "pass the directory set as trainer.rollout_data_dir")
+    if fmt == "lm-eval":
         samples = sorted(p.rglob(LM_EVAL_SAMPLES))
         if samples:
             return [(f, "lm-eval") for f in samples]
-        if fmt == "lm-eval":
-            raise UserError(f"trace directory {p} holds no lm-eval samples files ({LM_EVAL_SAMPLES}): pass the "
-                            "--output_path of an lm-eval run with --log_samples")
+        raise UserError(f"trace directory {p} holds no lm-eval samples files ({LM_EVAL_SAMPLES}): pass the "
+                        "--output_path of an lm-eval run with --log_samples")
     files = sorted(p.glob("*.jsonl"))
     if not files:
         raise UserError(f"trace directory {p} holds no *.jsonl files: pass a directory or files with traces "
                         "(a verl rollout_data_dir, lm-eval samples, or JSONL)")
-    return [(f, detect_file(f) if fmt == "auto" else fmt) for f in files]
+    return [(f, fmt) for f in files]
+
+
+def _detect_folder(p: Path) -> list[tuple[Path, str]]:
+    """Every trace file of a folder, each in its own detected format: its *.jsonl (verl step
+    files first, in step order) and lm-eval samples files below it. A folder is read whole or
+    refused: files in no known format are listed in one UserError."""
+    steps = verl_step_files(p)
+    rest = sorted((set(p.glob("*.jsonl")) | set(p.rglob(LM_EVAL_SAMPLES))) - set(steps))
+    if not steps and not rest:
+        raise UserError(f"trace directory {p} holds no *.jsonl files: pass a directory or files with traces "
+                        "(a verl rollout_data_dir, lm-eval samples, or JSONL)")
+    found, unknown = [], []
+    for f in [*steps, *rest]:
+        try:
+            found.append((f, detect_file(f)))
+        except UnknownTraceFile as e:
+            unknown.append(f"{f.relative_to(p).as_posix()} ({e.why})")
+    if unknown:
+        more = f", and {len(unknown) - 6} more" if len(unknown) > 6 else ""
+        raise UserError(f"trace directory {p}: {len(unknown)} of {len(found) + len(unknown)} file(s) not understood "
+                        f"as traces: {'; '.join(unknown[:6])}{more}; move them out, pass the trace files "
+                        f"themselves, or name the format with --trace-format; known: {FORMAT_FIELDS}")
+    return found
 
 
 # --- reading -------------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from samspec_bench.bench.engines.base import Request, SamplingParams
+from samspec_bench.bench.engines.engine_device import device_record
 from samspec_bench.data import encode_chat, load_tokenizer
+from samspec_bench.devices import parse_device, resolve_device
 from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, model_id, resolve_model
 from samspec_bench.results import RunDir, atomic_write_text, file_sha256
@@ -78,7 +80,7 @@ class WorkloadConfig:
     drafter: str | None = "sam"  # speculation during generation (None: plain decoding)
     num_spec_tokens: int = 3
     dtype: str = "float32"
-    device: str = "cpu"
+    device: str = "auto"         # where the model runs (devices.resolve_device; `run` passes its own)
     max_num_seqs: int = 32
     threads: int = 0             # torch threads (0: choose_threads(), from what is free now)
 
@@ -109,6 +111,7 @@ class WorkloadConfig:
             raise UserError(f"workload temperature {self.temperature}: must be >= 0")
         if not 0 < float(self.top_p) <= 1:
             raise UserError(f"workload top-p {self.top_p}: must be in (0, 1]")
+        parse_device(self.device, "workload device")
 
 
 def choose_threads() -> dict[str, Any]:
@@ -148,7 +151,8 @@ def generate_trace(cfg: WorkloadConfig, output: str | Path, resume: str | Path |
     """Generate the built-in trace; returns (result dict, run directory)."""
 
     cfg.validate()
-    cfg = dataclasses.replace(cfg, model=model_id(cfg.model))   # a short name -> its Hugging Face id
+    # a short name -> its Hugging Face id; a device that is not there stops here, before the run folder
+    cfg = dataclasses.replace(cfg, model=model_id(cfg.model), device=resolve_device(cfg.device, "workload device"))
     rd = RunDir(output, SUITE, resume)
     identity = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "max_num_seqs", "threads")}
     before = rd.saved_config(CONFIG_FILE) if resume is not None else None
@@ -260,5 +264,5 @@ def _generate(cfg: WorkloadConfig, rd, model_dir, tok, questions, prompt_ids, pr
              "data_files": {str(trace_path): file_sha256(trace_path)},
              "note": "tokens_per_step counts the model's own decode steps with SAM (k = num_spec_tokens); "
                      "trace replay (accept) measures other drafters and k on the same tokens"}
-    rd.write_result(cfg, metrics, {"responses": table}, [], extra)
+    rd.write_result(cfg, metrics, {"responses": table}, [], extra, device=device_record("reference", cfg.device))
     return json.loads(rd.file("result.json").read_text(encoding="utf-8")), rd.path

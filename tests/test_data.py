@@ -181,10 +181,18 @@ def test_repeated_ids_are_refused_or_kept_once(tmp_path):
     assert [r.id for r in data.read_traces([u, v]).records] == ["ok1", "ok1"]   # ids are per file
 
 
-def test_non_finite_logprobs_are_a_bad_line(tmp_path):
-    path = _write(tmp_path / "t.jsonl", ['{"id": "a", "group": "g", "prompt": "p", "response": "r", "logprobs": [NaN]}'])
-    with pytest.raises(UserError, match="'logprobs' is not a list of finite numbers"):
+def test_non_finite_logprobs_are_a_bad_line_counted(tmp_path):
+    path = _write(tmp_path / "t.jsonl", ['{"id": "a", "group": "g", "prompt": "p", "response": "r", '
+                                         '"logprobs": [-0.5, NaN, -Infinity, -1.0]}', json.dumps(_good(2))])
+    with pytest.raises(UserError, match=r"t.jsonl:1: field 'logprobs' holds 2 non-finite value\(s\) \(NaN/inf\) "
+                                        r"of 4, the first at token 1"):
         data.read_traces(path)
+    traces = data.read_traces(path, on_error="skip")   # skipped, counted and named: never averaged in
+    assert [r.id for r in traces.records] == ["ok2"] and [(ln, why.split(' (')[0]) for _, ln, why in traces.skipped] == \
+        [(1, "field 'logprobs' holds 2 non-finite value(s)")]
+    bad = _write(tmp_path / "b.jsonl", ['{"id": "a", "group": "g", "prompt": "p", "response": "r", "logprobs": ["x"]}'])
+    with pytest.raises(UserError, match="'logprobs' is not a list of finite numbers"):
+        data.read_traces(bad)
 
 
 def test_benchmark_with_repeated_ids_or_bad_bytes(tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from samspec_bench.errors import UserError
-from samspec_bench.results import RunDir, load_result, to_jsonable
+from samspec_bench.results import RunDir, drop_torn_tail, load_result, to_jsonable
 
 
 @dataclass
@@ -29,6 +29,21 @@ def test_samples_are_appended_and_survive_a_torn_last_line(tmp_path):
     resumed = RunDir(tmp_path, "accept", resume=run.path)
     assert [s["id"] for s in resumed.samples()] == [1, 2]
     assert resumed.path == run.path
+    resumed.append_sample({"id": 3, "x": 1})
+    # the torn line was cut off before the append: every line is a whole record
+    lines = run.file("samples.jsonl").read_text().splitlines()
+    assert [json.loads(x)["id"] for x in lines] == [1, 2, 3]
+
+
+def test_drop_torn_tail_cuts_only_the_unfinished_line(tmp_path):
+    p = tmp_path / "a.jsonl"
+    assert drop_torn_tail(p) == 0                      # absent
+    p.write_bytes(b'{"a": 1}\n{"a": 2}\n')
+    assert drop_torn_tail(p) == 0 and p.read_bytes() == b'{"a": 1}\n{"a": 2}\n'
+    p.write_bytes(b'{"a": 1}\n{"a": 2}\n{"a": ')
+    assert drop_torn_tail(p) == 6 and p.read_bytes() == b'{"a": 1}\n{"a": 2}\n'
+    p.write_bytes(b'{"a": ' + b"x" * 200_000)         # one torn line longer than the read block
+    assert drop_torn_tail(p) == 200_006 and p.read_bytes() == b""
 
 
 def test_two_runs_in_the_same_second_get_distinct_directories(tmp_path):

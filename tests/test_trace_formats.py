@@ -211,14 +211,16 @@ def test_read_any_needs_something(tmp_path):
         read_any(empty)
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.jsonl").mkdir()    # a directory named like a trace file
-    with pytest.raises(UserError, match="a.jsonl cannot be read"):
+    with pytest.raises(UserError, match=r"1 of 1 file\(s\) not understood as traces: a.jsonl \(cannot be read"):
         read_any(tmp_path / "d")
 
 
 def test_lm_eval_files_are_detected_in_a_folder_tree(tmp_path, groups):
     out = write_lm_eval_samples(tmp_path / "lm", groups[:1], task="gsm8k", repeats=2)
     (Path(out) / "notes.jsonl").write_text(json.dumps({"prompt": "x", "response": "y"}) + "\n")
-    assert [k for _, k in expand(out)] == ["lm-eval"]   # the samples files win over stray JSONL
+    # every file is read, each in its own format: nothing beside the samples is left out silently
+    assert sorted((f.name, k) for f, k in expand(out)) == [("notes.jsonl", "plain"),
+                                                           ("samples_gsm8k_2025-06-01T12-00-00.000000.jsonl", "lm-eval")]
 
 
 @pytest.mark.parametrize("trace_model, spec, same", [

@@ -22,6 +22,8 @@ from samspec_bench.metrics import MAX_ENCODED
 from samspec_bench.sam.drafters import (DRAFTERS, ArcticSuffixDrafter, Drafter, SamDrafter, arctic_available,
                                         make_drafter)
 from samspec_bench.sam.history import HistoryStore
+from samspec_bench.sam.strategies import parse_strategy
+from samspec_bench.sam.strategies.base import RuleDrafter, rule_context
 
 GROUP_ORDERS = ("concurrent", "sequential")
 SOURCE_NAMES = ("own", "group", "history", "corpus")
@@ -40,6 +42,7 @@ class DraftConfig:
     order: str = "concurrent"  # group order; meaningful only with group=True
     options: tuple[tuple[str, Any], ...] = ()  # drafter keyword options, sorted (name, value) pairs
     history: bool = False  # earlier RL steps' responses to the same prompt
+    strategy: str | None = None  # a named strategy's spec (sam/strategies): its length rule wraps the drafter
 
     def __post_init__(self):
         if self.drafter not in DRAFTERS:
@@ -58,11 +61,12 @@ class DraftConfig:
     def label(self) -> str:
         """Unique name of the configuration, e.g. 'sam k=3 own+group(concurrent)'."""
         src = self.sources + (f"({self.order})" if self.group else "")
-        return f"{self.drafter} k={self.k} {src}"
+        return (f"{self.strategy}: " if self.strategy else "") + f"{self.drafter} k={self.k} {src}"
 
     def describe(self) -> dict[str, Any]:
         return {"label": self.label, "drafter": self.drafter, "k": self.k, "sources": self.sources,
-                "group_order": self.order if self.group else None, "options": dict(self.options)}
+                "group_order": self.order if self.group else None, "options": dict(self.options),
+                **({"strategy": self.strategy} if self.strategy else {})}
 
 
 def unsupported_reason(cfg: DraftConfig) -> str | None:
@@ -73,6 +77,8 @@ def unsupported_reason(cfg: DraftConfig) -> str | None:
         return f"the '{cfg.drafter}' drafter drafts from the request's own context only: no group sharing"
     if cfg.corpus and cfg.drafter not in SAM_DRAFTERS:
         return f"a static corpus is supported by the 'sam' drafter only, not '{cfg.drafter}'"
+    if cfg.strategy and cfg.drafter not in SAM_DRAFTERS:
+        return f"strategy {cfg.strategy!r} drafts with SAM only, not '{cfg.drafter}'"
     if cfg.history and cfg.drafter not in SAM_DRAFTERS:
         return f"the history source is supported by the 'sam' drafter only, not '{cfg.drafter}'"
     return None
@@ -95,8 +101,23 @@ def build_drafter(cfg: DraftConfig, corpus=None, history: HistoryStore | None = 
             raise ValueError("a corpus draft source needs a CorpusAutomaton")
         if cfg.history and history is None:
             raise ValueError("a history draft source needs a HistoryStore")
-        return SamDrafter(group_sharing=cfg.group, corpus=corpus if cfg.corpus else None,
-                          history=history if cfg.history else None, token_stats=token_stats, **opts)
+        d = SamDrafter(group_sharing=cfg.group, corpus=corpus if cfg.corpus else None,
+                       history=history if cfg.history else None, token_stats=token_stats, **opts)
+        rule = parse_strategy(cfg.strategy).rule if cfg.strategy else None
+        if rule is None:
+            return d
+        hist = history if cfg.history else None
+        return RuleDrafter(d, rule(), context=lambda prompt: rule_context(hist, prompt))
     if cfg.drafter == "suffix":
         return ArcticSuffixDrafter(share_finished=cfg.group, **opts)
     return make_drafter(cfg.drafter, **opts)
+
+
+def strategy_config(spec: str, order: str = "concurrent") -> DraftConfig:
+    """The DraftConfig of a named strategy (sam/strategies): its drafter, k, sources and
+    drafter options; its length rule wraps the drafter in `build_drafter`. Its step switch is
+    the rollout's (an acceptance replay has no batch)."""
+    st = parse_strategy(spec)
+    return DraftConfig(drafter=st.drafter, k=st.k, group="group" in st.sources, order=order,
+                       options=tuple(sorted(st.drafter_options().items())), history="history" in st.sources,
+                       strategy=spec)

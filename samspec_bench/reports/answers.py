@@ -354,6 +354,19 @@ def _arm_line(a: dict, base: dict, units: str) -> tuple[str, float | None, float
     return t + ("; simulation error vs measured: " + ", ".join(errs) if errs else ""), so, st
 
 
+def best_strategy_text(m: dict, how: str) -> str:
+    """' Best strategy: NAME (a x overall, b x tail, modelled); it needs ...' from the run's
+    strategy table (`rollout --strategy`), '' without one."""
+    rows = [r for r in ((m.get("strategy_table") or {}).get("rows") or [])
+            if isinstance(r, dict) and r.get("strategy") and is_number(r.get("total"))]
+    if not rows:
+        return ""
+    b = min(rows, key=lambda r: r["total"])
+    needs = "; ".join(b.get("needs") or []) or "nothing beyond the request's own text"
+    return (f" Best strategy: {b['arm']} ({x2(b.get('speedup_overall'))}x overall, {x2(b.get('speedup_tail'))}x "
+            f"in the tail, {how}); it needs: {needs}.")
+
+
 def rollout_time(by_suite: dict[str, Run], state: dict | None) -> Answer:
     q = "How much rollout time does it save?"
     run = by_suite.get("rollout")
@@ -397,10 +410,11 @@ def rollout_time(by_suite: dict[str, Run], state: dict | None) -> Answer:
     if so is not None and so > 1:
         return Answer("rollout", q, PARTIAL if extrapolation(a) else YES,
                       f"saves {pct(1 - 1 / so)} ({how})",
-                      f"{best} saves {pct(1 - 1 / so)} of rollout time ({x2(so)}x){tail}; {where}.", checks, source)
+                      f"{best} saves {pct(1 - 1 / so)} of rollout time ({x2(so)}x){tail}; {where}."
+                      + best_strategy_text(m, how), checks, source)
     return Answer("rollout", q, NO, f"no saving ({how})",
-                  f"No: every SAM setting is slower or equal; the best, {best}, runs at {x2(so)}x{tail}; {where}.",
-                  checks, source)
+                  f"No: every SAM setting is slower or equal; the best, {best}, runs at {x2(so)}x{tail}; {where}."
+                  + best_strategy_text(m, how), checks, source)
 
 
 # --- assembly ----------------------------------------------------------------------------------------------

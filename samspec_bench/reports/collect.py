@@ -18,7 +18,7 @@ from pathlib import Path
 from samspec_bench.errors import UserError, one_line
 from samspec_bench.reports.run_comparison import compare_runs
 from samspec_bench.reports.headlines import summarize
-from samspec_bench.reports.model import Figure, Report, Run, SuiteGroup
+from samspec_bench.reports.model import Figure, Report, Run, SuiteGroup, headline
 from samspec_bench.results import load_result, read_json
 
 # Suites in the order a report shows them (others follow alphabetically).
@@ -111,6 +111,10 @@ def collect(paths: list[str | os.PathLike]) -> Report:
                 result = load_result(d)
                 run = Run(path=d, result=result, name=d.name)
                 run.headlines, run.gates = summarize(result)
+                nf = result.get("non_finite_values")
+                if nf:   # numbers the report shows as missing: say so
+                    run.headlines.append(headline("non-finite numbers in result.json (NaN/inf, shown as –)",
+                                                  nf["count"], note=", ".join(nf["kinds"])))
                 run.figures = load_figures(d, result.get("figures") or [])
             except Exception as e:  # noqa: BLE001 - one bad run must not block the report of the others
                 unreadable.append({"path": str(d), "reason": _reason(e)})

@@ -69,7 +69,37 @@ def metadata_rows(run: Run) -> list[tuple[str, str]]:
         ("packages", ", ".join(f"{k} {v}" for k, v in sorted(pk.items()))),
         ("command", " ".join(str(a) for a in argv) if isinstance(argv, list) else str(argv)),
     ]
-    for key in ("accelerator", "gpu", "device"):
+    for key in ("accelerator", "gpu"):
         if env.get(key):
             rows.append((key, str(env[key])))
+    if env.get("device"):
+        rows.append(("device", device_text(env["device"])))
     return rows
+
+
+_SOFTWARE = (("torch", "torch"), ("cuda", "CUDA"), ("hip", "HIP"), ("driver", "driver"), ("torch_npu", "torch-npu"),
+             ("cann", "CANN"))
+
+
+def device_text(d: Any) -> str:
+    """environment.device (results.py) in one line: the device, its name, the software that
+    drives it, and whether the run used it."""
+    if not isinstance(d, dict):
+        return str(d)
+    text = str(d.get("device"))
+    if d.get("name"):
+        text += f" ({d['name']}" + (f", {d['memory_gib']:g} GiB" if isinstance(d.get("memory_gib"), (int, float))
+                                    else "") + ")"
+    soft = [f"{label} {d[k]}" for k, label in _SOFTWARE if d.get(k)]
+    if d.get("torch_threads"):
+        soft.append(f"{d['torch_threads']} torch thread(s)")
+    if soft:
+        text += "; " + ", ".join(soft)
+    if d.get("chosen_by"):
+        text += f"; chosen by {d['chosen_by']}"
+    if d.get("used") is False:
+        text += f"; not used: {d.get('why') or 'nothing ran on it'}"
+    model_level = d.get("model_level")
+    if isinstance(model_level, dict):
+        text += f"; model level: {device_text(model_level)}"
+    return text

@@ -251,14 +251,16 @@ def _rollout(result: dict) -> tuple[list[Headline], list[Gate]]:
             heads.append(headline(f"{name}: simulation error vs measured (total / tail)",
                                   f"{fmt(e.get('total'))} / {fmt(e.get('tail'))}",
                                   note="simulated / measured - 1, priced by the engine's own profile"))
-        heads.append(headline(f"{name}: speedup_makespan (rollout time off / on)", a.get("speedup_overall"), note=prov))
-        base_tail = (a.get("baseline_phases") or {}).get("tail_s")
+        heads.append(headline(f"{name}: speedup_makespan (rollout time off / on)", *_fig(a, "speedup_overall"),
+                              note=prov))
+        bp = a.get("baseline_phases") or {}
+        base_tail = bp.get("tail_s", bp.get("tail_s_pooled"))   # --dp: the instances' tails pooled
         if base_tail:
-            heads.append(headline(f"{name}: speedup in the long tail", a.get("speedup_tail"),
+            heads.append(headline(f"{name}: speedup in the long tail", *_fig(a, "speedup_tail"),
                                   note=f"tail: {fmt(base_tail)} s of the baseline" + (f"; {prov}" if prov else "")))
         else:
             heads.append(headline(f"{name}: speedup in the long tail", None, note="no tail phase in this workload"))
-        heads.append(headline(f"{name}: time saved", a.get("time_saved_fraction"), note=prov))
+        heads.append(headline(f"{name}: time saved", *_fig(a, "time_saved_fraction"), note=prov))
     heads += _rollout_detail(m, arms, units, prov)
     pe = m.get("prediction_error") or {}
     if pe:
@@ -297,18 +299,44 @@ def _rollout_detail(m: dict, arms: dict, units: str, prov: str | None) -> list[H
             heads.append(headline(f"{name}: {ratio} of the mean instance ({dp.get('instances')} DP instances)",
                                   a.get(f"{ratio}_mean_instance"),
                                   note=f"idle share {fmt(d.get('idle_share'))}; {tag or ''}".strip("; ")))
+    kv = next((a.get("kv") for a in arms.values() if isinstance(a, dict) and isinstance(a.get("kv"), dict)), None)
+    if kv:   # the simulated KV cache: capacity, where it came from, preemptions per arm
+        pre_arms = "; ".join(f"{n} {fmt((a['kv'].get('preemptions_spread') or {}).get('median', a['kv'].get('preemptions')))}"
+                             for n, a in arms.items() if isinstance(a, dict) and isinstance(a.get("kv"), dict))
+        heads.append(headline("KV cache per instance (simulated), tokens", kv.get("capacity_tokens") or "unlimited",
+                              note=f"from {kv.get('source')}; preemptions (median over draws): {pre_arms}"
+                              + (f"; {kv['note']}" if kv.get("note") else "")))
     pre = m.get("preset") or {}
     for r in ((pre.get("comparison") or {}).get("rows") or []):
-        heads.append(headline(f"preset {pre.get('name')}: {r.get('figure')} (MODELLED vs published)",
-                              f"{fmt(r.get('modelled'))} vs {fmt(r.get('published'))} {r.get('unit')}",
-                              note=f"gap {fmt(r.get('gap'))}; {r.get('modelled_as')}"))
+        ci = [r["min"], r["max"]] if is_number(r.get("min")) and is_number(r.get("max")) else None
+        verdict = "matched" if r.get("matched") else f"gap to the range {fmt(r.get('gap'))}"
+        heads.append(headline(f"preset {pre.get('name')}: {r.get('figure')} ({r.get('unit')}; MODELLED median "
+                              "[min, max] over draws)", r.get("modelled"), ci=ci,
+                              note=f"published {fmt(r.get('published'))}: {verdict}; {r.get('modelled_as')}"))
     sens = m.get("sensitivity") or {}
-    gains = [r.get("gain_pct") for r in sens.get("rows") or [] if is_number(r.get("gain_pct"))]
+    gains = [g for g in (_median(r.get("gain_pct")) for r in sens.get("rows") or []) if is_number(g)]
     if gains:
         what = "decode-step gain %, not time" if sens.get("units") == "steps" else "modelled gain %"
-        heads.append(headline(f"sensitivity ({sens.get('arm')}): {what}, lowest..highest",
-                              f"{fmt(min(gains))} .. {fmt(max(gains))}", note=sens.get("definition")))
+        ro = sens.get("rests_on") or {}
+        heads.append(headline(f"sensitivity ({sens.get('arm')}): {what}, lowest..highest row median",
+                              f"{fmt(min(gains))} .. {fmt(max(gains))}",
+                              note=(f"rests most on: {ro.get('tail_share')} (tail share), {ro.get('gain')} (gain); "
+                                    if ro.get("tail_share") else "") + str(sens.get("definition"))))
     return heads
+
+
+def _fig(arm: dict, key: str):
+    """(value, [min, max]) of an arm's figure: its median over the draws and their range when it
+    has several draws (rollout's `spread`), else its own value and no range."""
+    sp = (arm.get("spread") or {}).get(key) or {}
+    if (sp.get("n") or 0) > 1:
+        return sp["median"], [sp["min"], sp["max"]]
+    return arm.get(key), None
+
+
+def _median(x):
+    """A sensitivity cell's median (a spread dict; older results: the number itself)."""
+    return x.get("median") if isinstance(x, dict) else x
 
 
 @_suite("workload")

@@ -121,6 +121,10 @@ class HistoryStore:
         entry = self._entries.get(prompt_key(prompt_ids))
         return list(entry.responses) if entry is not None else []
 
+    def mean_response_lengths(self) -> list[float]:
+        """Per prompt held, the mean length of its responses (a length predictor's input)."""
+        return [sum(r.size for r in e.responses) / len(e.responses) for e in self._entries.values() if e.responses]
+
     def automaton(self, prompt_ids) -> CorpusAutomaton | None:
         """A corpus automaton over this prompt's earlier responses (each document: the prompt,
         then one response); None when there are none."""

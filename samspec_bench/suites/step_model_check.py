@@ -1,10 +1,12 @@
 """`samspec-bench step-model`: check a step-time model against measured engine steps, the model
 a rollout replay would be priced with (bench/simulation/step_models.py computes):
 
-    samspec-bench step-model --step-model roofline:hardware=cpu,model=Qwen3-0.6B --steps RUN_DIR|profile.json
+    samspec-bench step-model --step-model roofline:hardware=cpu,model=Qwen3-0.6B --steps RUN_DIR|profile.json|points.jsonl
 
 Output (one run directory): result.json (metrics: the overall errors, the model's bounding terms
-and what it is; tables: the errors per group of steps: batch size, speculative or not). A check
+and what it is; tables: the errors per group of steps: batch size, speculative or not; for a
+JSONL file of {B, q, C, ms} points also metrics.points (median / max |error|, max verify/decode
+ratio error) and tables.points, one row per point). A check
 takes seconds: no --resume. The old `python -m samspec_bench.bench.simulation.step_model_spec` runs
 this command.
 """
@@ -21,7 +23,8 @@ from samspec_bench.errors import UserError
 from samspec_bench.results import RunDir, emit_json, load_result
 
 SUITE = "step-model"
-METRIC_KEYS = ("step_model", "units", "overall", "context_known", "terms", "describe", "step_model_spec", "steps_from")
+METRIC_KEYS = ("step_model", "units", "overall", "context_known", "terms", "describe", "step_model_spec", "steps_from",
+               "points_meta")
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,11 @@ def execute(config: StepModelConfig, *, output: str, resume: str | None = None, 
     rep = check_step_model(config.step_model, config.steps)   # bad input fails before a folder is made
     run_dir = RunDir(output, SUITE)
     metrics = {k: rep[k] for k in METRIC_KEYS if k in rep}
-    path = run_dir.write_result(asdict(config), metrics, {"groups": rep.get("groups", [])})
+    tables = {"groups": rep.get("groups", [])}
+    if rep.get("points"):   # measured {B, q, C, ms} points: per-point and verify/decode ratio errors
+        metrics["points"] = {"basis": rep["points"]["basis"], **rep["points"]["summary"]}
+        tables["points"] = rep["points"]["points"]
+    path = run_dir.write_result(asdict(config), metrics, tables)
     stream = sys.stderr if json_path == "-" else sys.stdout
     print(format_report(rep), file=stream)
     print(f"results: {run_dir.path}", file=stream)
@@ -55,7 +62,8 @@ def execute(config: StepModelConfig, *, output: str, resume: str | None = None, 
 @click.command(SUITE)
 @click.option("--step-model", required=True, help=f"The model checked: a profile JSON (`rollout profile`) or {ROOFLINE_HELP}.")
 @click.option("--steps", required=True, type=click.Path(),
-              help="Measured steps: a profile JSON (format 3), a rollout run folder or its steps.csv.")
+              help="Measured steps: a profile JSON (format 3), a rollout run folder or its steps.csv, or a JSONL "
+                   "file of {B, q, C, ms} points (a meta first line allowed).")
 @click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 def command(output, json_path, **params):

@@ -95,15 +95,18 @@ def test_problem_stderr_is_clustered_by_problem():
     assert problem_stderr(x) != pytest.approx(math.sqrt(0.3) / math.sqrt(6))
     # a missing sample: the problem's mean is over the samples it has (1, 1/2, 0 -> same sd)
     assert problem_stderr(np.array([[1, np.nan], [1, 0], [0, 0]])) == pytest.approx(0.5 / math.sqrt(3))
-    # K = 1: lm-eval's stderr of the mean (sample sd / sqrt(n))
-    from lm_eval.api.metrics import mean_stderr
-    y = [1, 0, 0, 1, 1, 1, 0]
-    assert problem_stderr(np.array(y, float)) == pytest.approx(mean_stderr(y))
     assert math.isnan(problem_stderr([1.0]))
     r = compare({0: [1, 0], 1: [1, 1], 2: [0, 0]}, {0: [1, 1], 1: [1, 1], 2: [0, 1]}, iters=100)
     assert r["stderr_off"] == pytest.approx(0.5 / math.sqrt(3))
     # on: means 1, 1, .5 -> mean 5/6, sd sqrt(((1/6)^2 * 2 + (1/3)^2) / 2) = sqrt(1/12)
     assert r["stderr_on"] == pytest.approx(math.sqrt(1 / 12) / math.sqrt(3))
+
+
+@pytest.mark.usefixtures("needs_lm_eval")
+def test_problem_stderr_with_one_sample_is_lm_evals_stderr_of_the_mean():
+    from lm_eval.api.metrics import mean_stderr   # sample sd / sqrt(n)
+    y = [1, 0, 0, 1, 1, 1, 0]
+    assert problem_stderr(np.array(y, float)) == pytest.approx(mean_stderr(y))
 
 
 def test_bootstrap_ci_constant_and_vs_scipy():

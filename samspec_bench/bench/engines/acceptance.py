@@ -16,6 +16,7 @@ from typing import Any
 
 from samspec_bench.bench.draft_config import build_drafter
 from samspec_bench.bench.engines.base import EngineCapabilities, Request, SamplingParams
+from samspec_bench.bench.engines.engine_device import engine_options
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, make_engine, require_engine
 from samspec_bench.bench.engines.replay import response_key
 from samspec_bench.errors import UserError
@@ -38,18 +39,21 @@ class ModelAcceptanceEngine:
     """`base.AcceptanceEngine` over the model engine `engine` (reference | vllm), built on
     first use through `make_engine(engine, model, dtype=dtype, **options)`. `engine_args`:
     vLLM engine arguments (`--engine-arg`; an engine that takes none ignores them, as
-    `accept` always did). `threads`: torch threads where the model runs in this process."""
+    `accept` always did). `threads`: torch threads where the model runs in this process.
+    `device`: where an engine that runs torch here puts the model (`engine_device.engine_device`
+    resolved it; an engine that places itself ignores it)."""
 
     exact = False
 
     def __init__(self, engine: str, model: str = BUILTIN_MODEL, *, dtype: str = "float32",
-                 engine_args: dict[str, Any] | None = None, threads: int = 1, **options: Any):
+                 engine_args: dict[str, Any] | None = None, threads: int = 1, device: str = "cpu", **options: Any):
         if engine not in engine_names(generates=True):
             raise UserError(f"--engine {engine!r}: the model engines are {', '.join(engine_names(generates=True))}")
         require_engine(engine)   # now, before the suite writes anything
         self.name, self.model, self.dtype, self.threads = engine, model, dtype, threads
         self.capabilities = engine_capabilities(engine)
-        self.options = {**engine_defaults(self.capabilities), **options}
+        self.device = device
+        self.options = {**engine_defaults(self.capabilities), **engine_options(engine, device), **options}
         if self.capabilities.engine_args:
             self.options["engine_args"] = dict(engine_args or {})
         self._engine = None
@@ -69,7 +73,7 @@ class ModelAcceptanceEngine:
             self._engine = None
 
     def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"name": self.name, "model": self.model, "dtype": self.dtype}
+        d: dict[str, Any] = {"name": self.name, "model": self.model, "dtype": self.dtype, "device": self.device}
         if self.capabilities.engine_args and self._engine is not None:
             d = self._engine.describe()   # what vLLM built (its guard-rails) explains its numbers
         return {**d, "exact": self.exact, "responses": RESPONSES}

@@ -326,7 +326,7 @@ def dense_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sc
     kk = k.double().repeat_interleave(hq // hkv, dim=1)
     vv = v.double().repeat_interleave(hq // hkv, dim=1)
     s = torch.einsum("thd,shd->hts", q.double(), kk) * scale
-    pos = torch.arange(t)
+    pos = torch.arange(t, device=q.device)
     masked = pos[None, :] > pos[:, None]
     if sliding_window is not None:
         masked = masked | (pos[None, :] <= pos[:, None] - sliding_window)

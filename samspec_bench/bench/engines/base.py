@@ -109,7 +109,7 @@ class StepRecord:
     """One engine step (one target forward pass over the running batch)."""
 
     step: int
-    time_s: float              # wall time of the whole step: schedule, draft, forward, sample
+    time_s: float              # the whole step: schedule, draft, forward, sample (by `timer`)
     forward_s: float           # of which the model forward
     num_running: int           # requests in this step's batch
     num_waiting: int           # requests still waiting for a slot after scheduling
@@ -123,6 +123,9 @@ class StepRecord:
     attention: str             # 'decode' or 'splitfuse'
     num_preempted: int = 0
     num_finished: int = 0
+    # what measured time_s / forward_s: an accelerator's device time (events read after
+    # synchronising: devices.timer_label) or the host's wall clock
+    timer: str = "host wall clock"
 
 
 @dataclass

@@ -43,6 +43,7 @@ import torch
 
 from samspec_bench.bench.engines.attention import (PagedAttentionMetadata, paged_attention_decode,
                                            paged_attention_splitfuse)
+from samspec_bench.devices import device_kind
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -108,7 +109,8 @@ def make_case(*, num_seqs: int = 8, query_len: int = 4, min_seq_len: int = 16, m
               extra_blocks: int = 8) -> PagedCase:
     """Random inputs: sequence lengths uniform in [max(min_seq_len, query_len), max_seq_len],
     each request's blocks drawn at random from a shared pool (so tables are not contiguous),
-    keys/values/queries standard normal (keys scaled so attention is neither flat nor one-hot)."""
+    keys/values/queries standard normal (keys scaled so attention is neither flat nor one-hot).
+    Drawn on the CPU (its generator) and moved to `device`: the same inputs on every device."""
     if num_heads % num_kv_heads:
         raise ValueError(f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
     g = torch.Generator().manual_seed(seed)
@@ -134,13 +136,18 @@ def make_case(*, num_seqs: int = 8, query_len: int = 4, min_seq_len: int = 16, m
 
 
 class KernelPair(ABC):
-    """A decode kernel and a verify kernel over the same paged cache."""
+    """A decode kernel and a verify kernel over the same paged cache, run on `device` (default:
+    the kind its kernels need, else the CPU)."""
 
     name: str = "pair"
     description: str = ""
     decode_name: str = "decode"
     verify_name: str = "verify"
     dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.float16)
+    device_kind: str | None = None   # the device kind its kernels run on (None: any torch device)
+
+    def __init__(self, device: str | None = None):
+        self.on = str(device) if device is not None else (self.device_kind or "cpu")
 
     @classmethod
     def availability(cls) -> str | None:
@@ -148,7 +155,13 @@ class KernelPair(ABC):
         return None
 
     def device(self) -> str:
-        return "cpu"
+        return self.on
+
+    def device_mismatch(self) -> str | None:
+        """Why the pair does not run on its device (its kernels need another kind), else None."""
+        if self.device_kind is not None and device_kind(self.on) != self.device_kind:
+            return f"its kernels run on {self.device_kind}, not on {self.on} (--device)"
+        return None
 
     def supports(self, case: PagedCase) -> str | None:
         if case.dtype not in self.dtypes:
@@ -293,12 +306,11 @@ class NpuPair(KernelPair):
     verify_name = "_npu_paged_attention_splitfuse"
     dtypes = (torch.float16, torch.bfloat16)
 
+    device_kind = "npu"
+
     @classmethod
     def availability(cls):
         return _npu_reason()
-
-    def device(self):
-        return "npu"
 
     def decode(self, case, query, seq_lens):
         import torch_npu
@@ -379,12 +391,11 @@ class VllmFlashAttnPair(KernelPair):
     verify_name = "flash_attn_varlen_func(q=k+1)"
     dtypes = (torch.float16, torch.bfloat16)
 
+    device_kind = "cuda"
+
     @classmethod
     def availability(cls):
         return _vllm_fa_reason()
-
-    def device(self):
-        return "cuda"
 
     def _call(self, case, query, seq_lens, query_lens):
         from vllm.vllm_flash_attn import flash_attn_varlen_func
@@ -431,6 +442,7 @@ class VllmCpuAttnPair(KernelPair):
     decode_name = "cpu_attention_with_kv_cache(q=1)"
     verify_name = "cpu_attention_with_kv_cache(q=k+1)"
     dtypes = (torch.float32, torch.bfloat16, torch.float16)
+    device_kind = "cpu"
 
     @classmethod
     def availability(cls):
@@ -475,8 +487,8 @@ class VllmCpuAttnPair(KernelPair):
         return self._call(case, case.query, case.seq_lens, case.query_lens)
 
 
-def get_pair(name: str) -> KernelPair:
+def get_pair(name: str, device: str | None = None) -> KernelPair:
     if name not in PAIRS:
         raise KeyError(name)
-    return PAIRS[name]()
+    return PAIRS[name](device)
 

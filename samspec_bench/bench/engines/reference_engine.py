@@ -50,6 +50,7 @@ from samspec_bench.bench.engines.reference_options import (ATTENTION_MODES, DEFA
 from samspec_bench.bench.engines.reference_requests import (FINISHED, RUNNING, WAITING, Scheduled, SeqState,
                                                             append_tokens, new_state, request_output, sample_step)
 from samspec_bench.bench.policies import StepState, describe_policy
+from samspec_bench.devices import DeviceTimer, device_kind
 from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, load_model
 from samspec_bench.sam import make_drafter
@@ -65,6 +66,20 @@ class _StepPlan:
     sched: list[Scheduled] = field(default_factory=list)
     reserved: int = 0
     preempted: int = 0
+
+
+def step_timers(device) -> tuple[DeviceTimer, DeviceTimer]:
+    """The timers of a step and of its forward pass. On CUDA / NPU: events on the device's stream,
+    read after synchronising (the step's pair spans its host work too, so time_s is the step as
+    the device saw it: queued kernels count, launch time alone does not end it); on the CPU the
+    wall clock. A kind devices.py cannot time (mps, xpu): the host's wall clock, labelled so."""
+    kind = device_kind(str(device))
+    if kind in ("cpu", "cuda", "npu"):
+        return DeviceTimer(str(device)), DeviceTimer(str(device))
+    timers = DeviceTimer("cpu"), DeviceTimer("cpu")
+    for t in timers:
+        t.label = f"host wall clock ({kind} work not synchronised)"
+    return timers
 
 
 # --- the engine ------------------------------------------------------------------------------------
@@ -251,7 +266,7 @@ class ReferenceEngine(Engine):
                 for i, lg in zip(who, self._run(chunks, p)):
                     outs[i].append(torch.log_softmax(lg, dim=-1))
             V = self.decoder.vocab_size
-            return [torch.cat(o) if o else torch.zeros((0, V)) for o in outs]
+            return [torch.cat(o) if o else torch.zeros((0, V), device=self.device) for o in outs]
         finally:
             for sid in sids:
                 self.cache.free(sid)
@@ -289,6 +304,7 @@ class ReferenceEngine(Engine):
         waiting: deque[SeqState] = deque(seqs)
         running: list[SeqState] = []
         steps: list[StepRecord] = []
+        self._timers = step_timers(self.device)
         t0 = time.perf_counter()
         bar = RequestProgress(len(seqs), progress)
         try:
@@ -303,7 +319,8 @@ class ReferenceEngine(Engine):
                     drafter.stop(s.req.req_id)
         wall = time.perf_counter() - t0
         return GenerationResult(outputs=[request_output(s) for s in seqs], steps=steps, wall_time_s=wall,
-                                engine={**self.describe(), "spec_policy": describe_policy(spec_policy)},
+                                engine={**self.describe(), "spec_policy": describe_policy(spec_policy),
+                                        "step_timer": self._timers[0].label},
                                 drafter=(drafter.describe() if drafter is not None and hasattr(drafter, "describe")
                                          else None),
                                 num_spec_tokens=k)
@@ -335,30 +352,33 @@ class ReferenceEngine(Engine):
 
     def _step(self, step_no, waiting, running, drafter, k, policy, t0, on_output, bar) -> StepRecord:
         """One engine step: schedule (running requests, then waiting ones), one forward pass,
-        sample / verify, and the step's record."""
-        t_start = time.perf_counter()
-        n_decoding = sum(1 for s in running if s.num_pending == 1)
-        speculate = bool(k) and (policy is None or bool(policy(StepState(step_no, len(running), len(waiting), n_decoding))))
-        plan = _StepPlan(budget=self.max_num_batched_tokens)
-        self._schedule_running(plan, running, waiting, drafter if speculate else None, k)
-        self._admit_waiting(plan, running, waiting, drafter)
-        if not plan.sched:
-            raise RuntimeError("the scheduler made no progress (KV cache too small for one request?)")
-        chunks = [(sc.seq.req.req_id, sc.seq.token_ids[sc.seq.num_computed: sc.seq.num_computed + sc.num_tokens]
-                   + sc.drafts, sc.samples) for sc in plan.sched]
-        path = self._choose_path([len(c[1]) for c in chunks])
-        t_fwd = time.perf_counter()
-        logits = self._run(chunks, path)
-        forward_s = time.perf_counter() - t_fwd
-        drafted, accepted, emitted, finished = self._verify(plan.sched, logits, running, drafter, t0, on_output, bar)
+        sample / verify, and the step's record (times by the generate call's `step_timers`)."""
+        step_timer, fwd_timer = self._timers
+        with step_timer.span():
+            n_decoding = sum(1 for s in running if s.num_pending == 1)
+            speculate = bool(k) and (policy is None
+                                     or bool(policy(StepState(step_no, len(running), len(waiting), n_decoding))))
+            plan = _StepPlan(budget=self.max_num_batched_tokens)
+            self._schedule_running(plan, running, waiting, drafter if speculate else None, k)
+            self._admit_waiting(plan, running, waiting, drafter)
+            if not plan.sched:
+                raise RuntimeError("the scheduler made no progress (KV cache too small for one request?)")
+            chunks = [(sc.seq.req.req_id, sc.seq.token_ids[sc.seq.num_computed: sc.seq.num_computed + sc.num_tokens]
+                       + sc.drafts, sc.samples) for sc in plan.sched]
+            path = self._choose_path([len(c[1]) for c in chunks])
+            with fwd_timer.span():
+                logits = self._run(chunks, path)
+            drafted, accepted, emitted, finished = self._verify(plan.sched, logits, running, drafter, t0, on_output,
+                                                                bar)
         sched = plan.sched
-        return StepRecord(step=step_no, time_s=time.perf_counter() - t_start, forward_s=forward_s,
+        return StepRecord(step=step_no, time_s=step_timer.ms[-1] / 1e3, forward_s=fwd_timer.ms[-1] / 1e3,
                           num_running=len(sched), num_waiting=len(waiting),
                           num_scheduled_tokens=sum(len(c[1]) for c in chunks),
                           num_prefill_tokens=sum(sc.num_tokens for sc in sched if not sc.decode_step),
                           num_decode_reqs=sum(1 for sc in sched if sc.decode_step),
                           num_drafted=drafted, num_accepted=accepted, num_emitted=emitted,
-                          speculative=speculate, attention=path, num_preempted=plan.preempted, num_finished=finished)
+                          speculative=speculate, attention=path, num_preempted=plan.preempted, num_finished=finished,
+                          timer=step_timer.label)
 
     def _fits(self, plan: _StepPlan, rid: Hashable, n_tokens: int) -> bool:
         return self.cache.blocks_needed(rid, n_tokens) + plan.reserved <= self.cache.num_free_blocks

@@ -36,6 +36,7 @@ of `rollout profile` load the model they hold under "model").
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -130,10 +131,32 @@ class StepTimeModel:
                 coef = {f: float(d["coef"].get(f, 0.0)) for f in FEATURES}
             else:
                 raise ValueError(f"format {fmt!r}, expected {FORMAT}")
-            return cls(float(d["intercept"]), coef, list(d.get("dropped", [])), dict(d.get("fit", {})))
+            model = cls(float(d["intercept"]), coef, list(d.get("dropped", [])), dict(d.get("fit", {})))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise UserError(f"--step-model {p}: not a step-time model ({e}); write one with "
                             "`samspec-bench rollout profile`") from None
+        problem = model.pricing_problem()
+        if problem:
+            raise UserError(f"--step-model {p}: {problem}; refit it with `samspec-bench rollout profile`")
+        return model
+
+    def pricing_problem(self) -> str | None:
+        """Why this model could price a step at zero, below zero or NaN, or None. Every step
+        has a request and a token (decode or prefill), so with every coefficient finite and >= 0
+        the smallest step costs intercept + running + the cheaper token kind; that must be > 0."""
+        vals = {"intercept": self.intercept, **self.coef}
+        bad = [f"{k}={v!r}" for k, v in vals.items() if not math.isfinite(v)]
+        if bad:
+            return "coefficient(s) " + ", ".join(bad) + " are not finite"
+        neg = [f"{k}={v:g}" for k, v in vals.items() if v < 0]
+        if neg:
+            return "negative coefficient(s) " + ", ".join(neg) + " would price some steps below zero"
+        smallest = self.intercept + self.coef.get("running", 0.0) + min(self.coef.get("decode_tokens", 0.0),
+                                                                         self.coef.get("prefill_tokens", 0.0))
+        if smallest <= 0:
+            return ("a one-request one-token step would cost 0 s (intercept + running + the cheaper token "
+                    "coefficient is 0)")
+        return None
 
 
 def _adds_rank(base: np.ndarray, col: np.ndarray) -> bool:

@@ -16,6 +16,7 @@ keyed by host, CPU model, torch version, dtype and threads. torch is imported on
 from __future__ import annotations
 
 import json
+import math
 import platform
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -43,9 +44,30 @@ class Hardware:
     memory_efficiency: float              # fraction of peak bandwidth weight streaming reaches
     sources: dict[str, str] = field(default_factory=dict)   # field -> datasheet / "assumption: ..." / "measured: ..."
     memory_gb: float | None = None
+    op_efficiency: dict[str, float] = field(default_factory=dict)   # per operator class (OP_KEYS); missing: defaults
 
     def describe(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "op_efficiency": op_efficiencies(self)}
+
+
+# Per operator class (bench/simulation/roofline_ops.py): fractions of peak FLOP/s or bandwidth,
+# the GEMMs' overlap loss and tile height. A row without them takes `default_op_efficiency`.
+OP_KEYS = ("gemm_compute", "gemm_memory", "gemm_overlap_loss", "gemm_tile_rows", "attention_compute",
+           "attention_memory", "elementwise_memory")
+
+
+def default_op_efficiency(hw: "Hardware") -> dict[str, float]:
+    """A row's per-class efficiencies when it has no calibration: its whole-step compute and
+    memory efficiencies for every class, an ideal roofline (no overlap loss), no tile padding."""
+    return {"gemm_compute": hw.compute_efficiency, "gemm_memory": hw.memory_efficiency, "gemm_overlap_loss": 0.0,
+            "gemm_tile_rows": 1.0, "attention_compute": hw.compute_efficiency,
+            "attention_memory": hw.memory_efficiency, "elementwise_memory": hw.memory_efficiency}
+
+
+def op_efficiencies(hw: "Hardware") -> dict[str, float]:
+    return {**default_op_efficiency(hw), **hw.op_efficiency}
+
+
 
 
 T, G = 1e12, 1e9
@@ -74,17 +96,30 @@ _NV_COMMON = dict(link_latency_s=10e-6, step_overhead_s=1.5e-3, eager_op_s=6e-6,
 _ASCEND_COMMON = dict(link_latency_s=20e-6, step_overhead_s=2e-3, eager_op_s=15e-6, eager_ops_per_layer=15,
                       graph_op_s=1e-6, default_mode="eager", compute_efficiency=0.6, memory_efficiency=0.7)
 
+# Calibrated on the shared H100 measurement (../shared/data/hardware/h100_qwen3-8b_step_physics.jsonl,
+# Qwen3-8B shape, bf16, CUDA graphs, device time) using ONLY its C=1024 rows (15 points), by
+# bench/simulation/roofline_calibration.py; its C=32768 rows (15 points) are held out and checked
+# (tests/bench/simulation/test_roofline_h100.py). The tile height is not fitted: 128 rows, the
+# CTA tile of Hopper's bf16 tensor-core GEMM kernels.
+H100_CALIBRATED = {"gemm_compute": 0.844, "gemm_memory": 0.631, "gemm_overlap_loss": 0.255, "gemm_tile_rows": 128.0,
+                   "attention_compute": 0.530, "attention_memory": 0.798, "elementwise_memory": 0.185}
+H100_CAL_SOURCE = ("calibrated (per operator class) on the C=1024 rows of the shared H100 measurement "
+                   "(data/hardware/h100_qwen3-8b_step_physics.jsonl, tools/step_physics.py); its C=32768 rows held "
+                   "out; tile height 128 rows: assumption (Hopper bf16 GEMM CTA tile)")
+
 TABLE: dict[str, Hardware] = {
     "H100": Hardware(
         "H100 SXM 80GB", {"bfloat16": 989.5 * T, "float16": 989.5 * T, "float32": 67 * T}, 3.35e12, 450 * G,
-        memory_gb=80, **_NV_COMMON, sources={
+        memory_gb=80, op_efficiency=H100_CALIBRATED, **_NV_COMMON, sources={
+            "op_efficiency": H100_CAL_SOURCE,
             "peak_flops": "NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 1,979 TFLOPS with sparsity -> 989.5 "
                           "dense; FP32 67 TFLOPS",
             "mem_bw": "NVIDIA H100 datasheet (SXM): 3.35 TB/s HBM3",
             "link_bw": "NVIDIA H100 datasheet: NVLink 900 GB/s (both directions) -> 450 GB/s one way", **_NV_ASSUME}),
     "H200": Hardware(
         "H200 SXM 141GB", {"bfloat16": 989.5 * T, "float16": 989.5 * T, "float32": 67 * T}, 4.8e12, 450 * G,
-        memory_gb=141, **_NV_COMMON, sources={
+        memory_gb=141, op_efficiency=H100_CALIBRATED, **_NV_COMMON, sources={
+            "op_efficiency": "assumption: the H100's calibration (same Hopper SMs and kernels); " + H100_CAL_SOURCE,
             "peak_flops": "NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 1,979 TFLOPS with sparsity -> 989.5 "
                           "dense; FP32 67 TFLOPS",
             "mem_bw": "NVIDIA H200 datasheet: 4.8 TB/s HBM3e",
@@ -255,3 +290,22 @@ def cpu_hardware(dtype: str = "float32", threads: int = 1, refresh: bool = False
 def with_overrides(hw: Hardware, **kw) -> Hardware:
     """A copy of `hw` with some fields replaced (their source becomes 'override')."""
     return replace(hw, **kw, sources={**hw.sources, **{k: "override" for k in kw}})
+
+
+def check_hardware(hw: Hardware, dtype: str) -> None:
+    """Refuse a row that could price a step at zero, below zero or not at all: peak, bandwidth
+    and every efficiency finite and > 0 (efficiencies at most 1.5: a calibration may beat a
+    datasheet a little, not by half), host costs, overlap loss and tile height finite and >= 0."""
+    eff = op_efficiencies(hw)
+    positive = {"peak_flops": hw.peak_flops.get(dtype, float("nan")), "mem_bw": hw.mem_bw,
+                **{k: v for k, v in eff.items() if k not in ("gemm_overlap_loss", "gemm_tile_rows")}}
+    bad = [f"{k}={v!r}" for k, v in positive.items() if not (math.isfinite(v) and v > 0)]
+    bad += [f"{k}={eff[k]!r}" for k in ("gemm_compute", "gemm_memory", "attention_compute", "attention_memory",
+                                        "elementwise_memory") if math.isfinite(eff[k]) and eff[k] > 1.5]
+    nonneg = {"step_overhead_s": hw.step_overhead_s, "eager_op_s": hw.eager_op_s, "graph_op_s": hw.graph_op_s,
+              "link_latency_s": hw.link_latency_s, "link_bw": hw.link_bw,
+              "gemm_overlap_loss": eff["gemm_overlap_loss"], "gemm_tile_rows": eff["gemm_tile_rows"]}
+    bad += [f"{k}={v!r}" for k, v in nonneg.items() if not (math.isfinite(v) and v >= 0)]
+    if bad:
+        raise UserError(f"hardware {hw.name}: {', '.join(bad)} would price steps at zero, below zero or NaN; "
+                        "give finite positive rates and efficiencies in (0, 1.5]")

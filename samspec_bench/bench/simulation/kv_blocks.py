@@ -10,9 +10,11 @@ from samspec_bench.errors import UserError
 
 
 class KvBlocks:
-    def __init__(self, capacity_tokens: int, block_size: int, worst_request_tokens: np.ndarray):
+    def __init__(self, capacity_tokens: int, block_size: int, worst_request_tokens: np.ndarray, what: str = "given"):
         """worst_request_tokens: each request's largest KV footprint (prompt + response + k);
-        one that could never fit is a user error here, not a scheduler that stalls later."""
+        one that could never fit is a user error here (refused, as an engine refuses a request
+        longer than its cache), not a scheduler that stalls later. `what`: where the capacity
+        came from ("given": --kv-capacity-tokens; else the device memory rule)."""
         bs = int(block_size)
         if bs < 1 or capacity_tokens < bs:
             raise UserError(f"--kv-capacity-tokens {capacity_tokens} with --block-size {block_size}: "
@@ -23,9 +25,10 @@ class KvBlocks:
             worst = int(np.max(worst_request_tokens))
             if self.blocks(worst) > self.num_blocks:
                 i = int(np.argmax(worst_request_tokens))
-                raise UserError(f"--kv-capacity-tokens {capacity_tokens}: request {i} needs up to {worst} KV tokens "
-                                f"({self.blocks(worst)} blocks of {bs}); raise the capacity or lower "
-                                "--max-response-len")
+                head = (f"--kv-capacity-tokens {capacity_tokens}" if what == "given"
+                        else f"KV capacity {capacity_tokens} tokens from {what}")
+                raise UserError(f"{head}: request {i} needs up to {worst} KV tokens ({self.blocks(worst)} blocks of "
+                                f"{bs}), refused; raise the capacity (or tp) or lower --max-response-len")
 
     def blocks(self, tokens):
         """Blocks that hold `tokens` KV tokens (scalar or array)."""

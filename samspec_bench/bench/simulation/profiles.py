@@ -15,6 +15,17 @@ its first p tokens (all of them if it is shorter). That is exactly the head of a
 close to the tail, where the siblings still running are few and the finished ones are fully
 indexed either way. It is computed once per trace group, before the simulation.
 
+History sources (`history`, `group+history`: earlier RL steps' responses to the same prompt,
+sam/history.py, the same definition as `accept`): `split_history` takes the traces' last RL
+step as the rollout and every earlier step as its history (verl dumps), or on single-step
+traces the replay engine's stated split (`EMULATED_STEPS`: each group's first half is the
+earlier step); `history_store` holds the earlier steps within a window and a memory budget.
+
+Strategies with a per-request length rule (sam/strategies: AIMD, length budgets, a rolling
+cut-off) read the drafter's drafts at their most tokens and cut them by the rule along the
+response's always-speculating decode walk (`rule_profile`): exact on that walk for drafts
+whose shorter drafts are their prefixes (SAM's), the rule's current length elsewhere.
+
 RL-length responses (`stretch_positions`): the traces' responses are hundreds to a few
 thousand tokens, RL rollouts reach 34,816. A response's profile is stretched to a target
 length by block resampling: target position p (block b = p // BLOCK, offset r = p % BLOCK)
@@ -34,8 +45,11 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from samspec_bench.bench.draft_config import SAM_DRAFTERS, DraftConfig, build_drafter, unsupported_reason
+from samspec_bench.bench.engines.replay import EMULATED_STEPS, emulate_steps, has_steps, item_step
 from samspec_bench.errors import UserError
 from samspec_bench.sam import make_drafter
+from samspec_bench.sam.history import HistoryStore
+from samspec_bench.sam.strategies.base import LengthRule
 
 BLOCK = 64
 RESAMPLE_METHOD = (f"block resampling: target position p reads source position "
@@ -133,20 +147,77 @@ def group_acceptance_profiles(drafter, prompt_ids, responses: Sequence[Sequence[
     return prof
 
 
+def split_history(items: Sequence[Any]) -> tuple[list[Any], list[Any], str]:
+    """(the rollout's items: the last RL step, the earlier steps' items in step order, how the
+    steps were found). Single-step traces: each group's first half is the earlier step."""
+    if has_steps(items):
+        last = max(item_step(it) for it in items)
+        why = f"RL steps from the traces: step {last} is the rollout, the {len({item_step(i) for i in items}) - 1} earlier the history"
+    else:
+        items, last, why = emulate_steps(items), 1, EMULATED_STEPS
+    earlier = sorted((it for it in items if item_step(it) != last), key=item_step)
+    return [it for it in items if item_step(it) == last], earlier, why
+
+
+def history_store(earlier: Sequence[Any], window: int, budget_bytes: int) -> HistoryStore:
+    """A HistoryStore holding the earlier steps' responses (added step by step, file order)."""
+    store = HistoryStore(window=window, budget_bytes=budget_bytes)
+    for it in earlier:
+        store.add(it.prompt_ids, it.response_ids)
+    return store
+
+
+def rule_profile(drafted: np.ndarray, accepted: np.ndarray, rule: LengthRule, context: dict | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """A profile cut by a per-request length rule along the always-speculating walk: at every
+    position the rule's current length caps the draft; at the walk's positions the rule then
+    learns what that draft got (a draft of 0 tokens teaches it nothing)."""
+    n = len(drafted)
+    d_out, a_out = np.zeros(n, dtype=np.int16), np.zeros(n, dtype=np.int16)
+    state, nxt = rule.start(context), 1
+    for p in range(1, n):
+        d = min(int(drafted[p]), max(int(rule.length(state, int(drafted[p]) or 1)), 0))
+        a = min(int(accepted[p]), d)
+        d_out[p], a_out[p] = d, a
+        if p == nxt:
+            if d:
+                rule.update(state, d, a)
+            nxt = p + (a + 1 if p + a < n else a)
+    return d_out, a_out
+
+
+def parse_sources(sources: str) -> tuple[bool, bool]:
+    """'own', 'group', 'history', 'group+history' (own implied) -> (group, history)."""
+    parts = {p for p in sources.split("+") if p}
+    if not parts or parts - {"own", "group", "history"}:
+        raise UserError(f"--sources {sources!r}: use own, group, history or group+history")
+    return "group" in parts, "history" in parts
+
+
 def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | None, k: int, drafter: str,
-                 sources: str = "own") -> list[tuple[np.ndarray, np.ndarray]]:
-    """Profiles of (prompt_ids, response_ids) pairs: each from its own context (`own`) or from
-    its group's siblings as well (`group`; `groups[i]` = pair i's group, members in order)."""
-    if sources == "own":
-        d = make_drafter(drafter)
+                 sources: str = "own", history: HistoryStore | None = None,
+                 options: dict[str, Any] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Profiles of (prompt_ids, response_ids) pairs: each from its own context (`own`), its
+    group's siblings as well (`group`; `groups[i]` = pair i's group, members in order), the
+    prompt's earlier responses in `history` (`history`), or both. `options`: the drafter's
+    keyword options (e.g. a length spec). One drafter serves every pair of an own or history
+    profile (its acceptance record, as one serving proposer's)."""
+    group, hist = parse_sources(sources)
+    opts = dict(options or {})
+    if hist and history is None:
+        raise UserError(f"--sources {sources}: a history source needs earlier RL steps (a HistoryStore)")
+    if not group and not hist:
+        d = make_drafter(drafter, **opts)
         return [acceptance_profile(d, p, r, k, req_id=i) for i, (p, r) in enumerate(pairs)]
-    if sources != "group":
-        raise UserError(f"--sources {sources!r}: use own or group")
-    cfg = DraftConfig(drafter=drafter, k=max(int(k), 1), group=True)
+    cfg = DraftConfig(drafter=drafter, k=max(int(k), 1), group=group, history=hist,
+                      options=tuple(sorted(opts.items())))
     reason = unsupported_reason(cfg)
     if reason or drafter not in SAM_DRAFTERS:
-        raise UserError(f"--sources group with drafter {drafter!r}: {reason or 'lockstep group profiles need sam'}; "
+        raise UserError(f"--sources {sources} with drafter {drafter!r}: {reason or 'these profiles need sam'}; "
                         "use --sources own")
+    if not group:
+        d = build_drafter(cfg, history=history)
+        return [acceptance_profile(d, p, r, k, req_id=i) for i, (p, r) in enumerate(pairs)]
     members: dict[Hashable, list[int]] = {}
     for i, g in enumerate(groups if groups is not None else range(len(pairs))):
         members.setdefault(g, []).append(i)
@@ -157,7 +228,8 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
             if not np.array_equal(np.asarray(pairs[i][0]), np.asarray(prompt)):
                 raise UserError(f"--sources group: group {g!r} has responses with different prompts; fix the "
                                 "traces' group field or use --sources own")
-        profs = group_acceptance_profiles(build_drafter(cfg), prompt, [pairs[i][1] for i in idx], k, group=g)
+        profs = group_acceptance_profiles(build_drafter(cfg, history=history), prompt, [pairs[i][1] for i in idx],
+                                          k, group=g)
         for i, pr in zip(idx, profs):
             out[i] = pr
     return out

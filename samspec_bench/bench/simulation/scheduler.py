@@ -86,6 +86,7 @@ class SimResult:
     policy: dict[str, Any] = field(default_factory=dict)
     k: int = 0
     tail_acceptance: dict[str, np.ndarray] | None = None   # by position bin: drafted, accepted, steps
+    kv: dict[str, Any] = field(default_factory=dict)        # KV capacity, where it came from, preemptions
 
     def table(self):
         import pandas as pd  # only for this view; the simulation itself needs numpy alone
@@ -141,8 +142,9 @@ class RolloutSimulation:
         self.max_num_batched_tokens = int(config.max_num_batched_tokens)
         self.fast_forward = config.fast_forward
         self.tail = TailAcceptance(config.tail_threshold, config.position_edges)
-        self.kv = (None if config.kv_capacity_tokens is None
-                   else KvBlocks(config.kv_capacity_tokens, config.block_size, self.P + self.L + k))
+        cap, self.kv_info = kv_capacity(config)
+        self.kv = None if cap is None else KvBlocks(cap, config.block_size, self.P + self.L + k,
+                                                    what=self.kv_info["source"])
         self.computed = np.zeros(N, dtype=np.int64)   # KV tokens
         self.pos = np.zeros(N, dtype=np.int64)        # response tokens emitted
         self.finish = np.full(N, np.nan)
@@ -158,9 +160,11 @@ class RolloutSimulation:
         while self.next_wait < self.N or self.running.size or self.requeue:
             self.advance()
         policy = self.policy.describe() if hasattr(self.policy, "describe") else {}
-        return SimResult(steps=self.log.arrays(), finish_time_s=self.finish, first_token_time_s=self.first,
+        steps = self.log.arrays()
+        kv = {**self.kv_info, "preemptions": int(np.sum(steps.get("num_preempted", 0)))}
+        return SimResult(steps=steps, finish_time_s=self.finish, first_token_time_s=self.first,
                          makespan_s=self.clock, num_steps=self.step, policy=policy, k=self.k,
-                         tail_acceptance=self.tail.result())
+                         tail_acceptance=self.tail.result(), kv=kv)
 
     def num_waiting(self) -> int:
         return self.N - self.next_wait + len(self.requeue)
@@ -208,7 +212,22 @@ class RolloutSimulation:
     def _no_change_ahead(self, n_wait: int) -> bool:
         """No admission can happen and one token a request fits the budget."""
         run = self.running
-        return (n_wait == 0 or run.size >= self.max_num_seqs) and run.size <= self.max_num_batched_tokens
+        if run.size > self.max_num_batched_tokens:
+            return False
+        return n_wait == 0 or run.size >= self.max_num_seqs or self._head_blocked_by_kv()
+
+    def _head_blocked_by_kv(self) -> bool:
+        """The next waiting request's prefill chunk needs more KV blocks than are free now. While
+        the running requests decode and none finishes, free blocks only shrink, so it stays out
+        (admission is first come first served: nobody behind it goes first) until the block ends."""
+        if self.kv is None:
+            return False
+        run = self.running
+        budget = self.max_num_batched_tokens - int(run.size)
+        i = self.requeue[0] if self.requeue else self.next_wait
+        n = min(int(self.P[i] + self.pos[i]), budget)
+        free = self.kv.num_blocks - int(self.kv.blocks(self.computed[run]).sum())
+        return budget <= 0 or int(self.kv.blocks(n)) > free
 
     def _decode_without_speculation(self, n_wait: int) -> bool:
         """Decode without speculation until the first request finishes (or the KV cache would
@@ -355,6 +374,27 @@ class RolloutSimulation:
         admission order, less those that finished."""
         run_all = np.concatenate([self.running, admitted])
         self.running = run_all[self.pos[run_all] < self.L[run_all]]
+
+
+def kv_capacity(config: SimConfig) -> tuple[int | None, dict[str, Any]]:
+    """The KV cache's capacity in tokens and where it came from: the given kv_capacity_tokens;
+    else a step model that knows device memory (the roofline: memory x utilisation - weights per
+    rank); else unlimited. Weights that leave no room are noted (not capped: the engine would not
+    start, and the prediction says so)."""
+    if config.kv_capacity_tokens is not None:
+        return int(config.kv_capacity_tokens), {"capacity_tokens": int(config.kv_capacity_tokens), "source": "given"}
+    mem = getattr(config.step_model, "memory", None)
+    info = mem() if callable(mem) else {}
+    cap = info.get("kv_capacity_tokens")
+    if cap is None:
+        return None, {"capacity_tokens": None, "source": "unlimited (no capacity given, device memory unknown)"}
+    where = f"device memory ({info.get('rule', '')})"
+    if not info.get("fits_weights") or cap < config.block_size:
+        return None, {"capacity_tokens": None, "source": where,
+                      "note": f"REFUSED by memory: the weights ({info['weight_bytes'] / 2 ** 30:.1f} GiB per rank) "
+                              f"leave no room for KV in {info['memory_bytes'] / 2 ** 30:.1f} GiB; an engine would not "
+                              "start; simulated with an unlimited KV cache"}
+    return int(cap), {"capacity_tokens": int(cap), "source": where}
 
 
 def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepState], bool] | None,

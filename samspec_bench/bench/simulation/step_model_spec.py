@@ -12,7 +12,9 @@ A step model is anything with `predict(**FEATURES) -> seconds`, `predict_steps(t
 
 `compare(model, steps)` prices measured steps with a model and reports its errors;
 `check_step_model(spec, path)` runs it on a `rollout profile` JSON (format 3, "measured_steps"),
-a rollout run folder or its steps.csv / steps.parquet (the rows with source == "measured"). The
+a rollout run folder or its steps.csv / steps.parquet (the rows with source == "measured"), or
+a JSONL file of measured points {"B", "q", "C", "ms"} (measured_points.py: per-point errors and
+verify/decode ratio errors, on device time). The
 command is `samspec-bench step-model` (suites/step_model: run folder, --json);
 `python -m samspec_bench.bench.simulation.step_model_spec` runs it with the same flags:
 
@@ -30,6 +32,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from samspec_bench.bench.simulation.hardware import hardware
+from samspec_bench.bench.simulation.measured_points import (format_points, is_point_file, load_points, point_features,
+                                                             point_report)
 from samspec_bench.bench.simulation.roofline import MODES, RooflineStepModel
 from samspec_bench.bench.simulation.fitted_step_model import FEATURES, PROFILE_FORMAT, StepTimeModel, step_features
 from samspec_bench.errors import UserError
@@ -212,7 +216,7 @@ def compare(model, steps: Mapping[str, np.ndarray], group_by: tuple[str, ...] = 
         bound = np.broadcast_to(comp["bound"], (n,))
         tot = np.broadcast_to(comp["total_s"], (n,)).sum()
         out["terms"] = {"steps_compute_bound": int((bound == "compute").sum()), "steps_memory_bound": int((bound == "memory").sum()),
-                        "share_device": float(np.broadcast_to(np.maximum(comp["t_compute_s"], comp["t_memory_s"]), (n,)).sum() / tot),
+                        "share_device": float(np.broadcast_to(comp["t_device_s"] - comp["t_comm_s"], (n,)).sum() / tot),
                         "share_host": float(np.broadcast_to(comp["t_host_s"], (n,)).sum() / tot),
                         "share_comm": float(np.broadcast_to(comp["t_comm_s"], (n,)).sum() / tot)}
     return out
@@ -235,14 +239,37 @@ def format_report(rep: Mapping[str, Any]) -> str:
                        if k in ("num_running", "speculative"))
         lines.append(f"  {key:32s} n={g['steps']:4d} measured median {g['median_measured_s'] * 1e3:8.2f} ms  "
                      f"predicted {g['median_predicted_s'] * 1e3:8.2f} ms  total error {g['total_error']:+.1%}")
+    if rep.get("points"):
+        lines.append(format_points(rep["points"]))
     return "\n".join(lines)
 
 
 def check_step_model(spec: str, steps: str | Path) -> dict[str, Any]:
     """The check of the step model `spec` names against the measured steps at `steps`:
-    compare()'s report plus what was checked (a UserError for a bad spec or steps file)."""
+    compare()'s report plus what was checked (a UserError for a bad spec or steps file). A
+    JSONL file of {B, q, C, ms} points adds `points` (measured_points.point_report: per-point
+    and verify/decode ratio errors) and compares on device time where the model has it."""
     model = load_step_model(spec)
     if model is None:
         raise UserError("--step-model: give a profile JSON or a roofline: spec")
-    rep = compare(model, load_measured_steps(steps))
-    return {**rep, "step_model_spec": spec, "steps_from": str(steps), "describe": model.describe()}
+    extra: dict[str, Any] = {}
+    if is_point_file(steps):
+        rows, meta = load_points(steps)
+        extra = {"points": point_report(model, rows), "points_meta": meta}
+        rep = compare(model, points_as_steps(rows, model))
+    else:
+        rep = compare(model, load_measured_steps(steps))
+    return {**rep, **extra, "step_model_spec": spec, "steps_from": str(steps), "describe": model.describe()}
+
+
+def points_as_steps(rows, model) -> dict[str, np.ndarray]:
+    """{B, q, C, ms} points as a step table (decode steps of B requests verifying q - 1 drafts each).
+    The points hold device time only: a model with host time gets it added to the measured time,
+    so compare() weighs like with like."""
+    f = point_features(rows)
+    meas = np.array([r["ms"] for r in rows], dtype=float) / 1e3
+    if hasattr(model, "device_time"):
+        meas = meas + np.asarray(model.predict(**f)) - np.asarray(model.device_time(**f))
+    return {"time_s": meas, "num_running": f["running"], "num_scheduled_tokens": f["decode_tokens"] + f["draft_tokens"],
+            "num_prefill_tokens": np.zeros(len(rows)), "num_drafted": f["draft_tokens"],
+            "num_decode_reqs": f["running"], "speculative": f["speculative"] > 0, "context_tokens": f["context_tokens"]}

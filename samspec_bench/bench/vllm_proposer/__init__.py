@@ -8,15 +8,20 @@ there. The engine adapter that starts vLLM and reads these back is `bench/engine
 (the older paths `samspec_bench.bench.engines.vllm.drafter.SamProposer` / `.SamWorkerExtension`
 and `samspec_bench.bench.vllm_drafter.SamProposer` name the same classes).
 
-vLLM (0.32, v1 model runner) builds the class as `SamProposer(vllm_config)` inside the model
-runner and, after every step's bookkeeping, calls
+vLLM (0.22 to 0.33, the V1 model runner on GPU and CPU alike) builds the class as
+`SamProposer(vllm_config)` inside the model runner and, after every step's bookkeeping, calls
 
     propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=...)
 
 with one entry per row of the persistent batch: `sampled_token_ids[i]` are the tokens row i
 emitted this step (empty for a prefill chunk), `token_ids_cpu[i, :num_tokens_no_spec[i]]` its
-whole context. No request ids are passed, and rows move: a finished request's row is filled
-by the last row when the batch is condensed, a new request takes any free row.
+whole context (numpy host buffers; `slot_mappings`, device tensors on a GPU, is never read).
+No request ids are passed, and rows move: a finished request's row is filled by the last row
+when the batch is condensed, a new request takes any free row. vLLM skips the call at a step
+where the longest sequence plus k exceeds max_model_len (every row then verifies k drafts of
+token 0): the next call finds more tokens in a row than its ids account for, drops the draft
+left pending and records the gap (request_state.py). Async scheduling is refused at
+construction (vLLM already turns it off for custom_class).
 
 Per-request state is therefore keyed by the request id of the row, read from the model
 runner's input batch (runner_view.py; the runner is the object that constructs the class).

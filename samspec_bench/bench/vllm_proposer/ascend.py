@@ -7,13 +7,27 @@ so that the method `sam` (where the installed vLLM's config accepts that name, a
 Ascend RL recipe's stack) and `custom_class` with `model=` any path of `SamProposer`
 (options.CLASS_PATHS: its home and the older paths users wrote) build `AscendSamProposer`:
 the same per-request SAM state as on vLLM (`SamProposer`, rows mapped to request ids through
-the runner's input batch, automata freed when a request leaves the batch), behind the interface vllm-ascend's NPU model runner calls
-(`generate_token_ids(valid_sampled_token_ids, ...)` in the releases read for this module,
-vLLM's `propose(...)` otherwise). Every other method goes to vllm-ascend's own factory.
+the runner's input batch, automata freed when a request leaves the batch), behind the
+interface vllm-ascend's NPU model runner calls. Every other method goes to vllm-ascend's own
+factory.
 
-What was checked here (no NPU): the registration and the adapter against a stand-in
-`vllm_ascend` package with the same factory and interface (tests/bench/vllm_proposer/test_vllm_ascend.py).
-Not checked: a real NPU run. vllm-ascend's proposer interface changes between releases;
+How the NPU runner (`vllm_ascend/worker/model_runner_v1.py`) calls a CPU drafter, per release:
+- v0.11 ... v0.14: `drafter.generate_token_ids(valid_sampled_token_ids, ...)`;
+- v0.16 ... v0.23.0 (with vLLM 0.23.0): `propose(valid_sampled_token_ids)`, and only for a
+  drafter that `isinstance(..., AscendNgramProposer)` (any other: "Unknown speculative
+  decoding method"); the batch's buffers are read from the runner;
+- v0.23.0 with another vLLM, v0.24 and later: `propose(num_spec_tokens_to_schedule,
+  valid_sampled_token_ids, num_tokens_no_spec, token_ids_cpu)`, the same isinstance test;
+- vLLM's custom_class call `propose(sampled, num_tokens_no_spec, token_ids_cpu,
+  slot_mappings=...)` (vllm-ascend's open pull request for custom_class).
+So the class built is a subclass of vllm-ascend's `AscendNgramProposer` where that class
+exists (its `__init__` is not run: it warms numba up for n-gram matching SAM does not use),
+and `propose` tells the forms apart by the arguments it receives. Each runs after the step's
+bookkeeping wrote the sampled ids into the buffers, as on vLLM.
+
+What was checked here (no NPU): the registration and the call forms against a stand-in
+`vllm_ascend` package with the same factory, proposer class and runner dispatch
+(tests/bench/vllm_proposer/test_vllm_ascend.py). Not checked: a real NPU run.
 `describe()` of the built drafter and the start-up guard-rail name the class actually used.
 
 Guard-rail: vllm-ascend v0.13.0rc2 ... v0.17.0rc1 switch on a "block verify" rejection path
@@ -28,6 +42,8 @@ import importlib.util
 import sys
 from typing import Any
 
+import numpy as np
+
 from samspec_bench.bench.vllm_proposer.proposer_options import CLASS_PATH, CLASS_PATHS
 from samspec_bench.bench.vllm_proposer.proposer import SamProposer
 
@@ -37,7 +53,10 @@ FACTORY = "get_spec_decode_method"
 BLOCK_VERIFY_FIRST = "0.13.0rc2"
 BLOCK_VERIFY_LAST = "0.17.0rc1"
 BLOCK_VERIFY_MIN_K = 3
-_STATE: dict[str, Any] = {"registered": False, "original": None}
+NGRAM_MODULE = "vllm_ascend.spec_decode.ngram_proposer"
+NGRAM_CLASS = "AscendNgramProposer"
+ASCEND_CLASS_PATH = f"{__name__}.AscendSamProposer"   # what the start-up guard rail sees on vllm-ascend
+_STATE: dict[str, Any] = {"registered": False, "original": None, "class": None}
 
 
 def ascend_installed() -> bool:
@@ -62,7 +81,7 @@ def register() -> bool:
 
     def get_spec_decode_method(method, vllm_config, device, runner, *args, **kwargs):
         if _is_sam(method, vllm_config):
-            return AscendSamProposer(vllm_config, device, runner)
+            return proposer_class()(vllm_config, device, runner)
         return original(method, vllm_config, device, runner, *args, **kwargs)
 
     get_spec_decode_method.__wrapped__ = original  # type: ignore[attr-defined]
@@ -84,6 +103,26 @@ def _is_sam(method, vllm_config) -> bool:
     return False
 
 
+def proposer_class() -> type:
+    """The class built for SAM: AscendSamProposer under vllm-ascend's AscendNgramProposer
+    (the NPU runner's dispatch tests isinstance), or AscendSamProposer alone where vllm-ascend
+    has no such class (releases before v0.16)."""
+    cls = _STATE["class"]
+    if cls is None:
+        try:
+            base = getattr(importlib.import_module(NGRAM_MODULE), NGRAM_CLASS)
+            cls = type("AscendSamProposer", (AscendSamProposer, base),
+                       {"__module__": __name__, "__doc__": AscendSamProposer.__doc__})
+        except Exception:  # noqa: BLE001 - no such class in this release
+            cls = AscendSamProposer
+        _STATE["class"] = cls
+    return cls
+
+
+def _is_count(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
 def _ngram_kind():
     """vllm-ascend's enum value for n-gram-like CPU drafters, when it has one: its runner
     takes the CPU-token path for drafters of that kind."""
@@ -95,14 +134,17 @@ def _ngram_kind():
 
 
 class AscendSamProposer:
-    """SamProposer behind vllm-ascend's proposer interface."""
+    """SamProposer behind vllm-ascend's proposer interfaces (the module docstring)."""
 
     def __init__(self, vllm_config, device=None, runner=None):
+        # AscendNgramProposer.__init__ (a base where proposer_class() adds it) is not called on purpose
         self.sam = SamProposer(vllm_config, runner=runner)
         self.vllm_config = vllm_config
         self.device = device
         self.runner = runner
         self.name = _ngram_kind()
+        self.k = self.sam.k
+        self.max_model_len = self.sam.max_model_len
 
     def load_model(self, *args, **kwargs) -> None:
         pass
@@ -115,12 +157,21 @@ class AscendSamProposer:
         return self.sam.propose(valid_sampled_token_ids, batch.num_tokens_no_spec, batch.token_ids_cpu)
 
     def propose(self, *args, **kwargs) -> list[list[int]]:
-        """vLLM's custom_class signature (sampled, num_tokens_no_spec, token_ids_cpu, ...), or
-        vllm-ascend's generate_token_ids signature when called with the sampled ids only."""
+        """Any of the runner's call forms (the module docstring): a leading count is this
+        step's k (v0.24+); then the sampled ids, and the buffers where given (else the
+        runner's). slot_mappings is not read."""
+        cap = kwargs.get("num_speculative_tokens")
+        if args and _is_count(args[0]):
+            cap, args = args[0], args[1:]
+        sampled = args[0] if args else kwargs.get("sampled_token_ids", kwargs.get("valid_sampled_token_ids"))
         if len(args) >= 3:
-            return self.sam.propose(*args[:3], **{k: v for k, v in kwargs.items() if k == "slot_mappings"})
-        sampled = args[0] if args else kwargs.get("valid_sampled_token_ids", kwargs.get("sampled_token_ids"))
-        return self.generate_token_ids(sampled)
+            counts, tokens = args[1], args[2]
+        elif kwargs.get("token_ids_cpu") is not None:
+            counts, tokens = kwargs.get("num_tokens_no_spec"), kwargs["token_ids_cpu"]
+        else:
+            batch = self.runner.input_batch
+            counts, tokens = batch.num_tokens_no_spec, batch.token_ids_cpu
+        return self.sam.propose(sampled, counts, tokens, num_speculative_tokens=cap)
 
     def take_records(self, keys=None):
         return self.sam.take_records(keys)

@@ -2,7 +2,15 @@
 options and what is recorded: the package docstring). This module holds the propose loop:
 map the rows to request states, feed the step that just ran to the online cost fit, index
 each row's new tokens and draft; request_state.py holds the states and records,
-runner_view.py what is read from vLLM's model runner."""
+runner_view.py what is read from vLLM's model runner.
+
+The call is the same on vLLM's GPU and CPU model runners (the CPU runner inherits it; vLLM
+0.22 to 0.33): once per step, after the step's bookkeeping, on the runner's thread, with the
+persistent batch's host buffers (numpy) and `slot_mappings` (device tensors on a GPU: never
+read here, a read would wait for the device). It is not called at a step where the longest
+sequence plus k exceeds max_model_len: vLLM then gives every row k drafts of token 0, and the
+next call shows each row more tokens than its sampled ids account for (a gap, handled per
+row). Async scheduling would hand the ids over a step late, so the proposer refuses it."""
 
 from __future__ import annotations
 
@@ -20,12 +28,19 @@ from samspec_bench.bench.vllm_proposer.tail_cost import row_costs
 from samspec_bench.sam.draft_length import OnlineCost
 from samspec_bench.sam.drafters import SamDrafter
 
+ASYNC_REFUSED = ("SamProposer: vLLM's async scheduling is on (scheduler_config.async_scheduling=True); SAM drafts "
+                 "from the ids each step sampled, which async scheduling hands over a step late: start vLLM with "
+                 "async_scheduling=False (--no-async-scheduling)")
+
 
 class SamProposer:
     """The vLLM custom_class proposer (see the package docstring)."""
 
     def __init__(self, vllm_config: Any = None, *, runner: Any = None, num_speculative_tokens: int | None = None,
                  max_model_len: int | None = None):
+        sched = getattr(vllm_config, "scheduler_config", None)
+        if getattr(sched, "async_scheduling", False) is True:   # vLLM turns it off for custom_class; a fork might not
+            raise ValueError(ASYNC_REFUSED)
         spec = getattr(vllm_config, "speculative_config", None)
         self.k = int(num_speculative_tokens or getattr(spec, "num_speculative_tokens", None) or 3)
         mc = getattr(vllm_config, "model_config", None)
@@ -50,6 +65,8 @@ class SamProposer:
         self._last_rids: set = set()             # the requests of the previous call
         self._draining = False                   # a request left and none joined since: the batch drains
         self.tail_priced_calls = 0               # calls whose rows were priced by option tail
+        self.gap_calls = 0                       # calls after vLLM skipped the proposer (rows with a gap)
+        self.empty_calls = 0                     # calls without rows (nothing drafted, nothing freed)
 
     # --- vLLM's interface ---------------------------------------------------------------------
 
@@ -60,31 +77,40 @@ class SamProposer:
     def request_mapping(self) -> str:
         return "request-id" if runner_view.input_batch(self.runner) is not None else "content"
 
-    def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None, **_) -> list[list[int]]:
+    def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None, *,
+                num_speculative_tokens: int | None = None, **_) -> list[list[int]]:
+        """vLLM's call: one list of sampled ids per row of the persistent batch (empty for a
+        prefill chunk), the batch's token counts and token ids (numpy; a CPU tensor is taken
+        as numpy). Returns one draft per row, Python ints, at most k each.
+        `num_speculative_tokens`: this step's k where the caller gives one (vllm-ascend)."""
+        if not len(sampled_token_ids):
+            # no rows (async scheduling's shape, refused at start-up): no request is known to have left
+            self.empty_calls += 1
+            return []
         t0 = time.perf_counter()
-        decode_rows = self._observe_step(t0, sampled_token_ids)
+        num_tokens_no_spec = runner_view.host_array(num_tokens_no_spec, "num_tokens_no_spec")
+        token_ids_cpu = runner_view.host_array(token_ids_cpu, "token_ids_cpu")
         self._online_used = False
-        drafts = self._propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
+        cap = self.k if num_speculative_tokens is None else max(0, min(int(num_speculative_tokens), self.k))
+        drafts, decode_rows = self._propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, t0, cap)
         drafted = sum(map(len, drafts))
         self._last_call = (t0, decode_rows, drafted)
         self.times.add(time.perf_counter() - t0, len(drafts), drafted, t0,
                        cost=self.cost_fit.cost if self._online_used else None)
         return drafts
 
-    def _observe_step(self, now: float, sampled_token_ids) -> int:
+    def _observe_step(self, now: float, sampled_token_ids, joined: bool, gap: bool) -> int:
         """Feed the step that just ran to the cost fit: its wall time is the interval since
         the previous call, it verified the rows plus the drafts returned then. Only steps
         whose rows all decoded, in the same number as the previous call (no prefill chunk, no
-        request joined or left). Returns this call's decode rows (-1: a prefill row or a new
-        request: its step prefilled, and may follow an idle gap between generate calls)."""
+        request joined or left), and not after a skipped call (`gap`: the interval spans
+        several steps, the last one verified vLLM's zero drafts). Returns this call's decode
+        rows (-1: a prefill row or a new request: its step prefilled, and may follow an idle
+        gap between generate calls)."""
         rows = len(sampled_token_ids)
-        decode = rows if rows and all(len(s) for s in sampled_token_ids) else -1
-        req_ids = runner_view.row_request_ids(self.runner)
-        if decode > 0 and req_ids is not None and any(r is not None and r not in self._states
-                                                      for r in req_ids[:rows]):
-            decode = -1
+        decode = rows if rows and not joined and all(len(s) for s in sampled_token_ids) else -1
         last = self._last_call
-        if last is not None and decode > 0 and last[1] == decode:
+        if not gap and last is not None and decode > 0 and last[1] == decode:
             cost = self.cost_fit.observe(now - last[0], decode, decode + last[2],
                                          sum(len(s) for s in sampled_token_ids))
             for holder in self._online.values():
@@ -92,13 +118,16 @@ class SamProposer:
                     holder.set(cost)
         return decode
 
-    def _propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu) -> list[list[int]]:
+    def _propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, t0: float,
+                 cap: int) -> tuple[list[list[int]], int]:
+        """The rows mapped to states, the step fed to the cost fit, then the drafts; returns
+        them and this call's decode rows (`_observe_step`)."""
         self.num_propose_calls += 1
         req_ids = runner_view.row_request_ids(self.runner)
         drafts: list[list[int]] = []
         seen = set()
         running_next = None   # computed once, when a request with a threshold asks
-        gated = stopped = False
+        gated = stopped = joined = gap = False
         work = []   # (index in drafts, state, row, n, sampled, allow): drafted once every row is known
         for i, sampled in enumerate(sampled_token_ids):
             n = int(num_tokens_no_spec[i])
@@ -122,6 +151,10 @@ class SamProposer:
                     st = None   # identical contexts in two rows: each gets its own state
             if st is None:
                 st = self._new_state(rid, token_ids_cpu[i], n, len(sampled))
+                joined = True
+            elif n - len(sampled) != st.indexed:
+                self._gap(st, n)
+                gap = True
             seen.add(st.rid)
             self._row_hint[i] = st.rid
             allow = True
@@ -133,6 +166,8 @@ class SamProposer:
                 gated, stopped = True, stopped or not allow
             work.append((len(drafts), st, i, n, len(sampled), allow))
             drafts.append([])
+        self.gap_calls += gap
+        decode_rows = self._observe_step(t0, sampled_token_ids, joined, gap)
         self._track_draining(seen)
         tail = self._draining and work and all(w[1].tail for w in work)
         costs = self._tail_costs(work) if tail else None
@@ -140,13 +175,23 @@ class SamProposer:
         for j, (at, st, i, n, num_sampled, allow) in enumerate(work):
             if costs is not None and st.sam is not None and (holder := self._online.get(id(st.sam[0]))):
                 holder.value = costs[j]
-            drafts[at] = self._step(st, token_ids_cpu[i], n, num_sampled, allow)
+            drafts[at] = self._step(st, token_ids_cpu[i], n, num_sampled, allow, cap)
         if gated:
             self.gate["off" if stopped else "on"] += 1
         for rid in [r for r in self._states if r not in seen]:
             self._free(rid)
         self.max_active = max(self.max_active, len(self._states))
-        return drafts
+        return drafts, decode_rows
+
+    def _gap(self, st: RequestState, n: int) -> None:
+        """The row holds more tokens than the last call indexed plus this step's ids: vLLM
+        skipped the proposer at least once (the whole batch near max_model_len got k zero
+        drafts). The pending draft was verified at a step this proposer did not see, and this
+        step verified vLLM's zeros: neither is recorded; the tokens are indexed as usual."""
+        st.pending = None
+        rec = self.records.running.get(st.key)
+        if rec is not None:
+            RecordStore.add_gap(rec, max(n - st.indexed, 0))
 
     def _track_draining(self, rids: set) -> None:
         """A request joined: others may be waiting for a slot; one left and none took its
@@ -218,15 +263,24 @@ class SamProposer:
         self._states[rid] = st
         rec = self.records.open(key, vllm_request_id=None if content else str(rid), prompt_len=plen, mode=mode,
                                 k=k, group=opts.get("group"))
-        # Tokens sampled before this state existed: the first output token (the prefill's
-        # sample, not a decode step) or, after a preemption, the recompute's sample (a decode
-        # step without a draft, so no propose time).
-        before = n - num_sampled
-        if before > plen:
-            RecordStore.add_step(rec, before - plen, 0, 0, num_sampled, 0.0)
+        if n - num_sampled > plen:
+            self._late_start(rec, plen, n, num_sampled)
         return st
 
-    def _step(self, st: RequestState, row, n: int, num_sampled: int, allow: bool = True) -> list[int]:
+    @staticmethod
+    def _late_start(rec: dict, plen: int, n: int, num_sampled: int) -> None:
+        """A state created after its request's first output token (the prefill's sample, not
+        a decode step). After a preemption (the record resumes) the ids are the recompute's
+        sample: a decode step without a draft. Otherwise vLLM skipped the call that would
+        have created it (near max_model_len): the tokens after the first are unseen, as are
+        ids from drafts that were not this proposer's (more than one id)."""
+        if rec["resumed"] and num_sampled == 1:
+            RecordStore.add_step(rec, n - num_sampled - plen, 0, 0, num_sampled, 0.0)
+        else:
+            RecordStore.add_gap(rec, num_sampled if rec["resumed"] else n - plen - 1)
+
+    def _step(self, st: RequestState, row, n: int, num_sampled: int, allow: bool = True,
+              cap: int | None = None) -> list[int]:
         t0 = time.perf_counter()
         if st.pending is not None:   # the step that verified the pending draft
             pos, drafted, spent = st.pending
@@ -245,7 +299,7 @@ class SamProposer:
                 st.remember(new, n)
             st.follow_oracle(new)
             st.indexed = n
-        room = min(st.k, self.max_model_len - n - 1) if allow else 0
+        room = min(st.k, self.k if cap is None else cap, self.max_model_len - n - 1) if allow else 0
         if st.max_tokens is not None:   # the last token comes from the target: draft at most max_tokens - output - 1
             room = min(room, st.max_tokens - (n - st.prompt_len) - 1)
         draft: list[int] = []
@@ -284,6 +338,7 @@ class SamProposer:
                 "freed_requests": self.num_freed, "uncollected_records": len(self.records.finished),
                 "propose_calls": self.num_propose_calls, "memory_bytes": self.memory_bytes(),
                 "batch_switch": dict(self.gate), "tail_priced_calls": self.tail_priced_calls,
+                "calls_after_skipped_steps": self.gap_calls, "empty_calls": self.empty_calls,
                 "propose_time_s": self.times.total_s, "propose_time_source": "measured (time.perf_counter)",
                 "online_cost": self.cost_fit.describe(),
                 "defaults": self.defaults, "automaton": "samspec_bench.sam (compiled core)",

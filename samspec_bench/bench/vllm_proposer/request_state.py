@@ -4,7 +4,10 @@ keeps for the caller.
 A record holds, for every decode step of a request: its response position when drafting,
 tokens drafted, accepted and emitted (accepted = emitted - 1 of the next step's sampled
 tokens, capped by the draft) and propose_s, the seconds the proposer spent on the request's
-row for that step's draft (0.0 where none was proposed). Records of finished requests wait
+row for that step's draft (0.0 where none was proposed). `gaps` counts the times vLLM skipped
+the proposer while the request ran (near max_model_len vLLM gives every row k drafts of token
+0 instead of calling it): the outcome of the draft pending then and the steps up to the next
+call are not recorded, their tokens are counted in `unseen_tokens`. Records of finished requests wait
 until the caller takes them (`SamWorkerExtension.samspec_take_records`); a request that was
 preempted and comes back continues its record.
 """
@@ -90,7 +93,8 @@ class RecordStore:
         if rec is None:
             rec = self.running[key] = {"key": key, "vllm_request_id": vllm_request_id, "prompt_len": prompt_len,
                                        "mode": mode, "k": k, "group": group, "position": [], "drafted": [],
-                                       "accepted": [], "emitted": [], "propose_s": [], "resumed": 0}
+                                       "accepted": [], "emitted": [], "propose_s": [], "resumed": 0,
+                                       "gaps": 0, "unseen_tokens": 0}
         return rec
 
     @staticmethod
@@ -100,6 +104,11 @@ class RecordStore:
         rec["accepted"].append(accepted)
         rec["emitted"].append(emitted)
         rec["propose_s"].append(propose_s)
+
+    @staticmethod
+    def add_gap(rec: dict, tokens: int) -> None:
+        rec["gaps"] += 1
+        rec["unseen_tokens"] += tokens
 
     def finish(self, key) -> None:
         rec = self.running.pop(key, None)

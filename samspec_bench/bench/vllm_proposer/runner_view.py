@@ -2,13 +2,15 @@
 persistent batch's request ids (`runner.input_batch.req_ids[i]`, the lookup vLLM's own suffix
 proposer makes), each request's sampling parameters and options, and whether this step
 finishes a request. Without a runner (another runner class, a unit test) every answer falls
-back to what the rows themselves show.
+back to what the rows themselves show. `host_array`: the token buffers vLLM passes, as numpy.
 """
 
 from __future__ import annotations
 
 import sys
 from typing import Any
+
+import numpy as np
 
 from samspec_bench.bench.vllm_proposer.proposer_options import EXTRA_KEY
 
@@ -28,6 +30,21 @@ def find_runner() -> Any:
         frame = frame.f_back
         depth += 1
     return None
+
+
+def host_array(buf, name: str) -> np.ndarray:
+    """A token buffer of vLLM's call as numpy: vLLM's model runners pass numpy arrays (the
+    persistent batch's host buffers, on GPU as on CPU); a CPU torch tensor is taken as its numpy
+    view (no copy). A tensor on a device is refused: reading it would wait for the device."""
+    if isinstance(buf, np.ndarray):
+        return buf
+    device = getattr(buf, "device", None)
+    if device is not None and callable(getattr(buf, "numpy", None)):
+        if getattr(device, "type", str(device)) != "cpu":
+            raise TypeError(f"SamProposer: {name} is a tensor on {device}; the proposer reads host buffers only "
+                            f"(vLLM passes numpy arrays): pass {name} on the CPU")
+        return buf.numpy()
+    return np.asarray(buf)
 
 
 def input_batch(runner) -> Any:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from samspec_bench.errors import UserError
 from samspec_bench.evals.training_logs.console import looks_like_console, read_console
+from samspec_bench.evals.training_logs.damage import lost_points, lost_text
 from samspec_bench.evals.training_logs.csv_export import looks_like_csv, read_csv
 from samspec_bench.evals.training_logs.series import Series, SeriesBuilder, TrainingRun
 from samspec_bench.evals.training_logs.tensorboard import (EventScalars, event_files, looks_like_event_file,
@@ -98,9 +99,16 @@ def read_tensorboard(path: Path, label: str) -> TrainingRun:
     run.count("corrupt_records", st.corrupt)
     run.count("truncated_records", st.truncated_tail)
     run.count("undecodable_records", st.undecodable)
+    run.count("skipped_bytes", st.skipped_bytes)
+    lost = lost_points({t: [p[0] for p in pts] for t, pts in scalars.points.items()}, scalars.windows)
+    run.count("lost_points", sum(len(t) for t in lost.values()))
+    run.count("steps_lost", len(lost))
     if st.corrupt or st.truncated_tail or st.undecodable:
         run.notes.append(f"{st.corrupt} corrupt (CRC mismatch), {st.truncated_tail} truncated and "
-                         f"{st.undecodable} undecodable record(s) skipped")
+                         f"{st.undecodable} undecodable record(s) skipped ({st.skipped_bytes} bytes passed over, "
+                         f"reading resumed after each): {lost_text(lost)}"
+                         + ("; damage before a file's first intact record: the points it held are not counted"
+                            if any(before is None for before, _ in scalars.windows) else ""))
     if st.records == 0:
         raise UserError(f"{path}: no readable TensorBoard record (the file is empty or damaged from its first "
                         "record); pass an intact event file")

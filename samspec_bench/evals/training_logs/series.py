@@ -36,6 +36,10 @@ class TrainingRun:
     counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     read: dict[str, int] = field(default_factory=dict)   # what was read: files, records, step_lines, rows
+    # tag -> {"count": non-finite steps, "steps": steps logged, "first_step", "nan", "inf"}: a
+    # diverged metric is a finding, so its NaN/inf steps are kept here (the Series holds the rest)
+    non_finite: dict[str, dict] = field(default_factory=dict)
+    non_finite_steps: dict[str, np.ndarray] = field(default_factory=dict, repr=False)   # tag -> those steps
 
     @property
     def tags(self) -> list[str]:
@@ -58,13 +62,23 @@ class TrainingRun:
         span = self.steps
         return {"path": self.path, "format": self.format, "label": self.label, "tags": len(self.series),
                 "first_step": span[0] if span else None, "last_step": span[1] if span else None,
-                "read": dict(self.read), "skipped": dict(self.counts), "notes": list(self.notes)}
+                "read": dict(self.read), "skipped": dict(self.counts), "notes": list(self.notes),
+                "non_finite": {t: dict(v) for t, v in sorted(self.non_finite.items())}}
+
+    def non_finite_text(self, tag: str) -> str | None:
+        """'N of M steps non-finite (NaN/inf) from step S' for a tag with such steps, else None."""
+        nf = self.non_finite.get(tag)
+        if not nf:
+            return None
+        kinds = "/".join(k for k in ("nan", "inf") if nf.get(k)) or "non-finite"
+        return f"{nf['count']} of {nf['steps']} steps non-finite ({kinds.replace('nan', 'NaN')}, first at step {nf['first_step']})"
 
 
 class SeriesBuilder:
     """Points in the order a log holds them -> sorted Series. A step logged twice (a restarted
     run that re-logs steps after resuming from a checkpoint) keeps the later value; non-finite
-    values are dropped. Both are counted on the run."""
+    values are kept out of the Series and counted per tag on the run (`TrainingRun.non_finite`):
+    a metric that turned NaN or inf is a finding for the comparison, not a gap."""
 
     def __init__(self) -> None:
         self._points: dict[str, dict[int, tuple[float, float | None]]] = {}
@@ -72,9 +86,6 @@ class SeriesBuilder:
         self.non_finite = 0
 
     def add(self, tag: str, step: int, value: float, wall: float | None = None) -> None:
-        if not math.isfinite(value):
-            self.non_finite += 1
-            return
         d = self._points.setdefault(tag, {})
         if step in d:
             self.duplicates += 1
@@ -85,11 +96,24 @@ class SeriesBuilder:
 
     def build_into(self, run: TrainingRun) -> TrainingRun:
         for tag, d in self._points.items():
-            steps = np.array(sorted(d), dtype=np.int64)
+            bad = sorted(s for s, (v, _) in d.items() if not math.isfinite(v))
+            if bad:
+                self.non_finite += len(bad)
+                run.non_finite[tag] = {"count": len(bad), "steps": len(d), "first_step": int(bad[0]),
+                                       "nan": sum(math.isnan(d[s][0]) for s in bad),
+                                       "inf": sum(math.isinf(d[s][0]) for s in bad)}
+                run.non_finite_steps[tag] = np.array(bad, dtype=np.int64)
+            steps = np.array(sorted(s for s in d if math.isfinite(d[s][0])), dtype=np.int64)
+            if not steps.size:
+                continue
             vals = np.array([d[s][0] for s in steps], dtype=np.float64)
             walls = [d[s][1] for s in steps]
             wall = np.array(walls, dtype=np.float64) if all(w is not None for w in walls) else None
             run.series[tag] = Series(steps, vals, wall)
         run.count("duplicate_steps", self.duplicates)
         run.count("non_finite_values", self.non_finite)
+        if run.non_finite:
+            shown = "; ".join(f"{t}: {run.non_finite_text(t)}" for t in sorted(run.non_finite)[:4])
+            more = f"; and {len(run.non_finite) - 4} more tag(s)" if len(run.non_finite) > 4 else ""
+            run.notes.append(f"{self.non_finite} non-finite value(s) in {len(run.non_finite)} tag(s): {shown}{more}")
         return run

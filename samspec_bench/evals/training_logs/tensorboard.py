@@ -10,8 +10,13 @@ tensor_shape = 2, tensor_content = 4 (raw little-endian), float_val = 5, double_
 int_val = 7, int64_val = 10, half_val = 13. Only one-element numeric tensors are scalars;
 text, histograms and images are ignored (counted as non-scalar values).
 
-A record whose CRCs do not match is skipped and counted; a truncated tail ends the file (a
-writer killed mid-record), counted as well. Nothing here raises on a bad byte.
+A record whose data CRC does not match is skipped (its length is sound: reading goes on at the
+next record). A bad length CRC means the framing is lost at that byte: the reader scans forward
+byte by byte for the next offset where a whole record validates (length CRC and data CRC), so
+damage costs the records whose bytes it touched and no more; the skipped bytes are counted. A
+truncated tail ends the file (a writer killed mid-record), counted as well. Where each damage
+sits among the intact records is kept (`RecordStats.damage_at`), so the reader can say which
+steps it cost (damage.py). Nothing here raises on a bad byte.
 """
 
 from __future__ import annotations
@@ -53,37 +58,73 @@ def masked_crc32c(data: bytes) -> int:
 @dataclass
 class RecordStats:
     records: int = 0
-    corrupt: int = 0          # CRC mismatch (length or data): skipped
+    corrupt: int = 0          # damaged spots: a data CRC mismatch, or a lost framing resynchronised
     truncated_tail: int = 0   # the file ended inside a record
     undecodable: int = 0      # CRC fine but not a parseable Event
+    skipped_bytes: int = 0    # bytes passed over while resynchronising (or in a torn tail)
+    damage_at: list[int] = field(default_factory=list)   # `records` at each damage: where it sits
+
+
+def _header_ok(blob: bytes, pos: int) -> int | None:
+    """The length of the record at `pos` when its length CRC validates, else None."""
+    header = blob[pos:pos + 8]
+    (len_crc,) = struct.unpack_from("<I", blob, pos + 8)
+    return struct.unpack("<Q", header)[0] if masked_crc32c(header) == len_crc else None
+
+
+def resync(blob: bytes, pos: int) -> int | None:
+    """The first offset at or after `pos` where a whole record validates (length CRC, then data
+    CRC), or None. An implausible length is ruled out before any CRC, so most offsets cost a
+    struct unpack."""
+    n = len(blob)
+    for p in range(pos, n - 15):
+        (length,) = struct.unpack_from("<Q", blob, p)
+        if p + 16 + length > n:
+            continue
+        if _header_ok(blob, p) is None:
+            continue
+        end = p + 12 + length
+        if masked_crc32c(blob[p + 12:end]) == struct.unpack_from("<I", blob, end)[0]:
+            return p
+    return None
 
 
 def iter_records(blob: bytes, stats: RecordStats):
-    """The data of each intact record. A bad length CRC means the framing itself is lost:
-    the rest of the file is unreadable (counted once as corrupt)."""
+    """The data of each intact record; damage is skipped, counted and placed (damage_at)."""
     pos, n = 0, len(blob)
     while pos < n:
         if pos + 12 > n:
-            stats.truncated_tail += 1
+            _torn(stats, n - pos)
             return
-        header = blob[pos:pos + 8]
-        (length,) = struct.unpack("<Q", header)
-        (len_crc,) = struct.unpack("<I", blob[pos + 8:pos + 12])
-        if masked_crc32c(header) != len_crc:
+        length = _header_ok(blob, pos)
+        if length is None:              # framing lost: find the next whole record
+            nxt = resync(blob, pos + 1)
             stats.corrupt += 1
-            return
+            stats.damage_at.append(stats.records)
+            stats.skipped_bytes += (n if nxt is None else nxt) - pos
+            if nxt is None:
+                return
+            pos = nxt
+            continue
         start, end = pos + 12, pos + 12 + length
         if end + 4 > n:
-            stats.truncated_tail += 1
+            _torn(stats, n - pos)
             return
         data = blob[start:end]
         (data_crc,) = struct.unpack("<I", blob[end:end + 4])
         pos = end + 4
         if masked_crc32c(data) != data_crc:
             stats.corrupt += 1
+            stats.damage_at.append(stats.records)
             continue
         stats.records += 1
         yield data
+
+
+def _torn(stats: RecordStats, nbytes: int) -> None:
+    stats.truncated_tail += 1
+    stats.skipped_bytes += nbytes
+    stats.damage_at.append(stats.records)
 
 
 def looks_like_event_file(path: Path) -> bool:
@@ -184,23 +225,34 @@ class EventScalars:
     stats: RecordStats = field(default_factory=RecordStats)
     non_scalar_values: int = 0
     files: list[str] = field(default_factory=list)
+    # per damage: the steps of the intact records either side (None: the file's start or end)
+    windows: list[tuple[int | None, int | None]] = field(default_factory=list)
 
 
 def read_event_file(path: Path, into: EventScalars | None = None) -> EventScalars:
     out = into if into is not None else EventScalars()
     out.files.append(str(path))
     blob = Path(path).read_bytes()
+    base, first_damage = out.stats.records, len(out.stats.damage_at)
+    steps: list[int | None] = []     # the step of each intact record of this file (None: undecodable)
     for data in iter_records(blob, out.stats):
         try:
             wall, step, values = parse_event(data)
         except (Bad, struct.error, ValueError):
             out.stats.undecodable += 1
+            steps.append(None)
             continue
+        steps.append(step)
         for tag, v in values:
             if v is None:
                 out.non_scalar_values += 1
             else:
                 out.points.setdefault(tag, []).append((step, float(v), wall))
+    for at in out.stats.damage_at[first_damage:]:
+        i = at - base
+        before = next((s for s in reversed(steps[:i]) if s is not None), None)
+        after = next((s for s in steps[i:] if s is not None), None)
+        out.windows.append((before, after))
     return out
 
 

@@ -215,7 +215,12 @@ def read_wandb(folder: Path, label: str) -> TrainingRun:
 
 
 def _merge(run: TrainingRun, con: TrainingRun) -> None:
-    """Console points for the tags and steps the history lacks."""
+    """Console points for the tags and steps the history lacks (and its non-finite counts for
+    tags the history has none of)."""
+    for tag, nf in con.non_finite.items():
+        if tag not in run.non_finite:
+            run.non_finite[tag] = nf
+            run.non_finite_steps[tag] = con.non_finite_steps[tag]
     for tag, s in con.series.items():
         have = run.series.get(tag)
         if have is None:

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from samspec_bench.bench.engines.engine_device import DEVICE_HELP
 from samspec_bench.data import BENCHMARKS
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.suites.accept.config import ENGINES, build_config
@@ -25,6 +26,7 @@ from samspec_bench.trace_formats import FORMATS
 @click.option("--any-model", is_flag=True, default=False,
               help="Replay traces whose 'model' field names another model than --model (or token-id traces of "
                    "several models) anyway.")
+@click.option("--device", default="auto", show_default=True, help=DEVICE_HELP)
 @click.option("--engine-arg", "engine_arg", multiple=True, help="--engine vllm: a vLLM engine argument key=value "
               "(repeatable), e.g. tensor_parallel_size=2.")
 @click.option("--traces", multiple=True, type=click.Path(), help="Traces (repeatable): a JSONL file or directory, a "
@@ -48,6 +50,9 @@ from samspec_bench.trace_formats import FORMATS
                    "own = the response's prompt and prefix, group = + its GRPO siblings so far, history = + earlier "
                    "RL steps' responses to the same prompt (replay; single-step traces: each group split into an "
                    "earlier and a current half), corpus = + a static corpus.")
+@click.option("--strategy", default=None,
+              help="Named strategies too, comma list of NAME[@SOURCES]: seed, evidence, histospec, seer, das, arctic "
+                   "(each its drafter, k, sources and length rule; docs/drafting.md, 'Strategies').")
 @click.option("--history-window", type=int, default=16, show_default=True,
               help="History source: earlier responses kept per prompt (the newest).")
 @click.option("--history-budget-mb", type=float, default=512.0, show_default=True,

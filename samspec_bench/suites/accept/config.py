@@ -12,12 +12,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from samspec_bench.bench.draft_config import MAX_K, SOURCE_NAMES, DraftConfig
+from samspec_bench.bench.draft_config import MAX_K, SOURCE_NAMES, DraftConfig, strategy_config
+from samspec_bench.bench.engines.engine_device import engine_device
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, require_engine
 from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
 from samspec_bench.bench.engines.vllm.platform import vllm_available
 from samspec_bench.data import BENCHMARKS, find_traces, resolve_data_dir
-from samspec_bench.errors import UserError, int_at_least
+from samspec_bench.errors import UserError, int_at_least, nearest
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, model_id, resolve_model, resolve_tokenizer
 from samspec_bench.sam.drafters import DRAFTERS
 from samspec_bench.trace_formats import FORMATS, expand
@@ -36,7 +37,7 @@ MAX_WORKERS = 1024   # --workers: processes; more than any machine's cores is a 
 IDENTITY_FIELDS = ("engine", "traces", "tokenizer", "chat_template", "drafters", "num_spec_tokens", "sources",
                    "group_order", "corpus", "on_error", "limit_groups", "ngram_min", "ngram_max",
                    "sam_min_match", "model", "any_model", "trace_format", "benchmark", "max_tokens",
-                   "history_window", "history_budget_mb")
+                   "history_window", "history_budget_mb", "strategies")
 DEFAULT_BENCHMARK_PROMPTS = 16   # model engines on the built-in prompts, without --limit-groups
 # How a run is shown, not what it computes: left out of result.json's "config".
 NOT_RECORDED = ("progress",)
@@ -73,7 +74,10 @@ class AcceptConfig:
     max_tokens: int = 256                                        # ... and their token limit
     history_window: int = 16                                     # history source: responses kept per prompt
     history_budget_mb: float = 512.0                             # history source: stored tokens, MiB
+    strategies: list[str] = field(default_factory=list)          # named strategies (sam/strategies), NAME[@SOURCES]
     engine_choice: str | None = None                             # why this engine (no --engine given)
+    device: str = "cpu"                                          # where the model runs (resolved --device);
+                                                                 # not in IDENTITY_FIELDS: placement, not what is computed
 
     def recorded(self) -> dict[str, Any]:
         """The configuration as result.json records it."""
@@ -95,10 +99,10 @@ def choose_engine(model: str | None) -> tuple[str, str | None]:
     return "reference", "--model without --engine: the model runs on the reference engine (vLLM does not import here)"
 
 
-def build_config(*, engine, model, any_model, engine_arg, traces, trace_format, data_dir, tokenizer, chat_template,
+def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_format, data_dir, tokenizer, chat_template,
                  drafters, ks, sources, group_order, corpus, bins, position, verify_cost_ratio, engine_profile,
                  on_error, limit_groups, benchmark, max_tokens, history_window, history_budget_mb, workers,
-                 ngram_min, ngram_max, sam_min_match, progress) -> AcceptConfig:
+                 ngram_min, ngram_max, sam_min_match, progress, strategy) -> AcceptConfig:
     """The `accept` command's options (by their Python names, as click converts them) as a
     validated AcceptConfig. No --engine: replay, or the model's engine with --model. The
     model engines take the model's tokenizer and the traces' prompts (--traces, --data-dir),
@@ -108,6 +112,7 @@ def build_config(*, engine, model, any_model, engine_arg, traces, trace_format, 
     model = model_id(model) if model else model   # a short name (Qwen3-8B) -> its Hugging Face id
     if engine is None:
         engine, choice = choose_engine(model)
+    device = engine_device(engine, device)   # a device that is not there stops here, before the model loads
     if engine_capabilities(engine).needs_model:
         require_engine(engine)             # why the engine cannot run here, before the model is looked for
         model = model or BUILTIN_MODEL
@@ -158,7 +163,10 @@ def build_config(*, engine, model, any_model, engine_arg, traces, trace_format, 
         ngram_min=ngram_min, ngram_max=ngram_max, sam_min_match=sam_min_match, model=model,
         engine_args=parse_engine_args(engine_arg), progress=progress, any_model=bool(any_model),
         trace_format=trace_format, benchmark=benchmark, max_tokens=max_tokens, history_window=history_window,
-        history_budget_mb=float(history_budget_mb), engine_choice=choice)
+        history_budget_mb=float(history_budget_mb), engine_choice=choice, device=device,
+        strategies=parse_list(strategy, "--strategy") if strategy else [])
+    for spec in cfg.strategies:
+        check_strategy(spec)
     for s in cfg.sources:
         parse_source(s)
     check_drafters(cfg.drafters)
@@ -194,15 +202,26 @@ def parse_source(spec: str) -> tuple[bool, bool, bool]:
     parts = [p.strip() for p in spec.split("+") if p.strip()]
     bad = [p for p in parts if p not in SOURCE_NAMES]
     if bad or not parts:
-        raise UserError(f"--sources {spec!r}: use own, group, history, corpus or combinations joined by '+' "
-                        "(e.g. own,group,history,group+history)")
+        raise UserError(f"--sources {spec!r}{nearest(bad[0], SOURCE_NAMES) if bad else ''}: use own, group, history, "
+                        "corpus or combinations joined by '+' (e.g. own,group,history,group+history)")
     return "group" in parts, "history" in parts, "corpus" in parts
+
+
+def check_strategy(spec: str) -> DraftConfig:
+    """A strategy spec as accept runs it (its switch belongs to `rollout`: refused here)."""
+    if "/" in spec:
+        raise UserError(f"--strategy {spec!r}: a step switch needs a batch; accept replays acceptance only (drop "
+                        "'/...', or run it in `rollout --strategy`)")
+    try:
+        return strategy_config(spec)
+    except ValueError as e:
+        raise UserError(f"--strategy {spec!r}: {e}") from None
 
 
 def check_drafters(names: Sequence[str]) -> None:
     for n in names:
         if n not in DRAFTERS:
-            raise UserError(f"--drafter {n!r}: unknown drafter; choose from {', '.join(DRAFTERS)}")
+            raise UserError(f"--drafter {n!r}: unknown drafter{nearest(n, DRAFTERS)}; choose from {', '.join(DRAFTERS)}")
 
 
 def build_configs(cfg: AcceptConfig) -> list[DraftConfig]:
@@ -227,6 +246,8 @@ def build_configs(cfg: AcceptConfig) -> list[DraftConfig]:
                 if dc.label not in seen:
                     seen.add(dc.label)
                     out.append(dc)
+    for spec in cfg.strategies:
+        out.append(replace(check_strategy(spec), order=cfg.group_order))
     return out
 
 

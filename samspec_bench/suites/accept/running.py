@@ -14,13 +14,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from samspec_bench.bench.engines.acceptance import ModelAcceptanceEngine
 from samspec_bench.bench.engines.base import AcceptanceEngine
+from samspec_bench.bench.engines.engine_device import device_record
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.engines.replay import ReplayEngine, group_units, response_key
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import (METRIC_DEFINITIONS, POSITION_BASES, AcceptanceCounts, Bins, ResponseSteps,
                                    binned_counts, speedup_estimate, total_counts)
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
-from samspec_bench.results import RunDir, check_resume, emit_json, file_sha256, torn_tail
+from samspec_bench.results import RunDir, check_resume, drop_torn_tail, emit_json, file_sha256
 from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSITIVITY_RATIOS, SUITE, AcceptConfig,
                                                 build_configs, expand_trace_paths, priced_draft_length,
                                                 resolve_verify_cost)
@@ -132,7 +133,7 @@ def acceptance_engine(cfg: AcceptConfig, inputs: Inputs) -> AcceptanceEngine:
         return ReplayEngine(workers=cfg.workers, corpus=inputs.corpus, corpus_description=inputs.corpus_info,
                             history_window=cfg.history_window,
                             history_budget_bytes=int(cfg.history_budget_mb * (1 << 20)), steps_description=inputs.steps)
-    return ModelAcceptanceEngine(cfg.engine, cfg.model or BUILTIN_MODEL, engine_args=cfg.engine_args)
+    return ModelAcceptanceEngine(cfg.engine, cfg.model or BUILTIN_MODEL, engine_args=cfg.engine_args, device=cfg.device)
 
 
 class _Tally:
@@ -205,9 +206,7 @@ def _run_jobs(engine: AcceptanceEngine, items: list, jobs: list, tally: _Tally, 
     """Run the jobs, appending every response's record as its chunk arrives."""
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("responses"), TimeElapsedColumn())
-    if torn_tail(resp_path):   # a torn last line (interrupted write) stays a line of its own
-        with open(resp_path, "a", encoding="utf-8") as f:
-            f.write("\n")
+    drop_torn_tail(resp_path)   # a torn last line (interrupted write) is cut off: its response is redone
     with open(resp_path, "a", encoding="utf-8") as out, \
             Progress(*columns, console=err, disable=not progress) as bar:
         task = bar.add_task(label, total=sum(len(todo) for _, todo in jobs))
@@ -306,6 +305,7 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine: AcceptanceEngine, configs:
         "configurations": [dc.label for dc in runnable],  # sweep order (metrics are keyed by label)
         "unsupported": unsupported, "responses_file": RESPONSES_FILE, "resumed_responses": resumed,
     }
-    run_dir.write_result(cfg.recorded(), metrics, _tables(runnable, tally, metrics, binned), figures, extra)
+    run_dir.write_result(cfg.recorded(), metrics, _tables(runnable, tally, metrics, binned), figures, extra,
+                         device=device_record(cfg.engine, cfg.device))
     result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))
     return result, run_dir.path

@@ -9,6 +9,7 @@ import sys
 import click
 from rich.console import Console
 
+from samspec_bench.bench.engines.engine_device import DEVICE_HELP
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.results import emit_json
 from samspec_bench.suites.accuracy.config import OUTPUT_PARAMS, AccuracyRun, build_config, engine_choices
@@ -37,6 +38,7 @@ def execute(job: AccuracyRun, *, output, resume=None, json_path=None) -> int:
               help="builtin:smollm2-135m, builtin:tiny-qwen3, a checkpoint directory, a Hugging Face id (from the "
                    "local cache) or a short name (Qwen3-8B).")
 @click.option("--engine", type=click.Choice(engine_choices()), default="reference", show_default=True)
+@click.option("--device", default="auto", show_default=True, help=DEVICE_HELP)
 @click.option("--tasks", default="gsm8k", show_default=True, help="Comma list of gsm8k, aime24, aime25, math500.")
 @click.option("--data-dir", default=None, type=click.Path(),
               help="Read the tasks from DIR/benchmarks/*.jsonl (hub field names); without it, the benchmark "
@@ -65,7 +67,7 @@ def execute(job: AccuracyRun, *, output, resume=None, json_path=None) -> int:
 @click.option("--resume", default=None, type=click.Path(), help="Continue this run directory (finished samples are kept).")
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
-def command(model, engine, tasks, data_dir, limit, num_samples, temperature, top_p, max_gen_toks, drafter,
+def command(model, engine, device, tasks, data_dir, limit, num_samples, temperature, top_p, max_gen_toks, drafter,
             num_spec_tokens, seed, dtype, max_num_seqs, apply_chat_template, fewshot_as_multiturn, alpha,
             threads, output, resume, json_path, progress):
     """Accuracy with SAM off vs on through lm-eval, paired by problem (difference with a

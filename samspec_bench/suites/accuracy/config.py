@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from samspec_bench.bench.engines.engine_device import engine_device, engine_options
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, make_engine
 from samspec_bench.errors import UserError, int_at_least, number_in
 from samspec_bench.evals.tasks import parse_tasks
@@ -44,6 +45,7 @@ class AccuracyConfig:
     lm_eval_bootstrap_iters: int = 1000  # lm-eval's own stderr bootstrap (exact_match's stderr is analytic)
     apply_chat_template: bool = False
     fewshot_as_multiturn: bool = True    # with apply_chat_template (lm-eval's default)
+    device: str = "cpu"                  # where the model runs (resolved --device; --resume takes this call's)
 
     def check(self) -> None:
         if self.num_samples < 1:
@@ -75,7 +77,8 @@ def build_engine(cfg: AccuracyConfig):
         if caps.engine_seed:
             options["seed"] = cfg.seed
         return make_engine(cfg.engine, cfg.model, dtype=cfg.dtype, **options)
-    return make_engine(cfg.engine, cfg.model, dtype=cfg.dtype, max_num_seqs=cfg.max_num_seqs)
+    return make_engine(cfg.engine, cfg.model, dtype=cfg.dtype, max_num_seqs=cfg.max_num_seqs,
+                       **engine_options(cfg.engine, cfg.device))
 
 
 OUTPUT_PARAMS = ("output", "resume", "json_path")   # where results go: execute's keywords, not settings
@@ -89,12 +92,13 @@ class AccuracyRun:
     progress: bool
 
 
-def build_config(*, model, engine, tasks, data_dir, limit, num_samples, temperature, top_p, max_gen_toks, drafter,
-                 num_spec_tokens, seed, dtype, max_num_seqs, apply_chat_template, fewshot_as_multiturn, alpha,
+def build_config(*, model, engine, device, tasks, data_dir, limit, num_samples, temperature, top_p, max_gen_toks,
+                 drafter, num_spec_tokens, seed, dtype, max_num_seqs, apply_chat_template, fewshot_as_multiturn, alpha,
                  threads, progress) -> AccuracyRun:
-    """The command's options (click's values; the click options hold the defaults), checked."""
-    cfg = AccuracyConfig(model=model_id(model), engine=engine, tasks=parse_tasks(tasks),
-                         data_dir=str(Path(data_dir).resolve()) if data_dir else None, limit=limit,
+    """The command's options (click's values; the click options hold the defaults), checked; a
+    device that is not there stops here, before the run folder."""
+    cfg = AccuracyConfig(model=model_id(model), engine=engine, device=engine_device(engine, device),
+                         tasks=parse_tasks(tasks), data_dir=str(Path(data_dir).resolve()) if data_dir else None, limit=limit,
                          num_samples=num_samples, temperature=temperature, top_p=top_p, max_gen_toks=max_gen_toks,
                          drafter=drafter, num_spec_tokens=num_spec_tokens, seed=seed, dtype=dtype,
                          max_num_seqs=max_num_seqs, threads=threads, alpha=alpha,

@@ -8,10 +8,11 @@ import functools
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from samspec_bench.bench.engines.engine_device import device_record
 from samspec_bench.errors import UserError
 from samspec_bench.evals.paired import agreement, compare
 from samspec_bench.evals.tasks import write_task_dir
@@ -72,10 +73,15 @@ def _log(console, msg: str) -> None:
 
 
 def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
-    import lm_eval  # lazy, as torch above: lm-eval imports torch and datasets
-    from lm_eval.tasks import TaskManager
+    # a bad --resume is named before lm-eval loads (opening it to resume writes nothing)
+    resumed = RunDir(output, SUITE, resume=resume) if resume is not None else None
+    try:
+        import lm_eval  # lazy, as torch above: lm-eval imports torch and datasets
+        from lm_eval.tasks import TaskManager
+    except ImportError as e:
+        raise UserError(f"accuracy: lm-eval does not import here ({e.name}); pip install 'lm-eval>=0.4.13'") from None
 
-    run_dir = RunDir(output, SUITE, resume=resume)
+    run_dir = resumed or RunDir(output, SUITE)
     cfg = _saved_config(cfg, run_dir, resume, console)
     run_dir.write_json("config.json", asdict(cfg))
     # resume: reuse every response generated before (failed ones are generated again)
@@ -120,19 +126,21 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
              "engine": engine_desc,
              "sampling": "temperature/top_p/max_gen_toks from the harness options (the tasks' own "
                          "generation_kwargs other than `until` are not used)"}
-    run_dir.write_result(cfg, metrics, {"accuracy": [_table_row(t, m) for t, m in metrics.items()]}, extra=extra)
+    run_dir.write_result(cfg, metrics, {"accuracy": [_table_row(t, m) for t, m in metrics.items()]}, extra=extra,
+                         device=device_record(cfg.engine, cfg.device))
     result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))
     result["run_dir"] = str(run_dir.path)
     return result, run_dir.path
 
 
 def _saved_config(cfg: AccuracyConfig, run_dir: RunDir, resume, console) -> AccuracyConfig:
-    """--resume continues with the run's own saved configuration."""
+    """--resume continues with the run's own saved configuration, on this call's device (where the
+    model runs is not a setting of the run: it may continue on another machine)."""
     saved = run_dir.saved_config() if resume is not None else None
     if saved is None:
         return cfg
     try:
-        saved_cfg = AccuracyConfig(**saved)
+        saved_cfg = replace(AccuracyConfig(**saved), device=cfg.device)
     except TypeError:
         raise UserError(f"--resume {resume}: its config.json holds other settings than this version's "
                         f"({', '.join(sorted(set(saved) - set(asdict(cfg))) or ['fields missing'])}); "

@@ -85,6 +85,14 @@ def print_report(result: dict, console) -> None:
         console.print(f"{lab} vs {c['baseline']}: learning [bold]{c['verdict']}[/]"
                       + (f" ({reasons})" if reasons else "")
                       + (f"; not compared: {', '.join(c['absent'])}" if c["absent"] else ""), highlight=False)
+        for name, x in c["speed"].items():
+            if x.get("diverged"):
+                console.print(f"{lab}: speed metric {name}: {x['reason']}", highlight=False)
+        if c.get("diverged_elsewhere"):
+            console.print(f"{lab}: non-finite values outside the compared metrics (compare them with --metric): "
+                          + "; ".join(c["diverged_elsewhere"][:5])
+                          + (f"; and {len(c['diverged_elsewhere']) - 5} more" if len(c["diverged_elsewhere"]) > 5 else ""),
+                          highlight=False)
         for key in ("speed_note", "note"):
             if c.get(key):
                 console.print(f"{lab}: {c[key]}", highlight=False)

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, nearest
 from samspec_bench.evals.curve_stats import Margin, parse_margin
 from samspec_bench.evals.training_logs import FORMATS
 from samspec_bench.suites.curves.metric_families import FAMILIES
@@ -94,7 +94,8 @@ def build_config(*, runs, extra_runs, labels, format, families, metrics, speed_m
     fams = _list(families)
     bad = [f for f in fams if f not in FAMILIES]
     if bad or (not fams and not metrics and not speed_metrics):
-        raise UserError(f"--families {families!r}: use a comma list of {', '.join(FAMILIES)}")
+        raise UserError(f"--families {families!r}: use a comma list of {', '.join(FAMILIES)}"
+                        + (nearest(bad[0], FAMILIES) if bad else ""))
     if not 0 < alpha < 0.5:
         raise UserError(f"--alpha {alpha}: give a level in (0, 0.5), e.g. 0.05")
     if min_steps < 3:

@@ -32,8 +32,13 @@ def _overlay(ax, runs: list[TrainingRun], tags: dict, smooth: float, unit: str) 
         tag = tags.get(run.label)
         if not tag:
             continue
-        s = run.series[tag]
-        _line(ax, s.steps, s.values, COLORS[i % len(COLORS)], smooth, run.label + ("" if i else " (baseline)"))
+        s = run.series.get(tag)
+        if s is not None:
+            _line(ax, s.steps, s.values, COLORS[i % len(COLORS)], smooth, run.label + ("" if i else " (baseline)"))
+        bad = run.non_finite_steps.get(tag)
+        if bad is not None and bad.size:   # NaN/inf steps: crosses along the bottom edge
+            ax.plot(bad, [0.02] * bad.size, ls="none", marker="x", ms=4, color=COLORS[i % len(COLORS)],
+                    transform=ax.get_xaxis_transform(), label=f"{run.label}: NaN/inf ({bad.size} steps)")
     ax.set_ylabel(unit or "value", fontsize=7)
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.25)
@@ -78,7 +83,9 @@ def draw_learning(result: dict, runs: list[TrainingRun], path: Path, smooth: flo
             if c is None:
                 continue
             color = COLORS[i % len(COLORS)]
-            a, b = base.series[c["tag_a"]], run.series[c["tag_b"]]
+            a, b = base.series.get(c["tag_a"]), run.series.get(c["tag_b"])
+            if a is None or b is None:   # a run with no finite step there
+                continue
             al = align(a.steps, a.values, b.steps, b.values)
             w = c["whole"]
             if w.get("first_step") is not None:

@@ -37,6 +37,7 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 
+from samspec_bench.errors import UserError, nearest
 from samspec_bench.evals.curve_stats import Margin
 from samspec_bench.evals.training_logs import TrainingRun
 
@@ -94,8 +95,10 @@ class Resolved:
 
 
 def _has(run: TrainingRun, tag: str) -> bool:
+    """A tag a run logged: 2+ finite steps, or any non-finite one (a diverged metric is compared,
+    not left out)."""
     s = run.series.get(tag)
-    return s is not None and len(s) >= MIN_POINTS
+    return (s is not None and len(s) >= MIN_POINTS) or tag in run.non_finite
 
 
 def _val_candidates(run: TrainingRun) -> dict[str, dict[str, list[tuple[int, int, str]]]]:
@@ -169,8 +172,13 @@ def resolve(runs: list[TrainingRun], families: list[str], margins: dict[str, Mar
     taken = {t for res in out for t in res.tags.values() if t}
     for kind, patterns in (("learning", extra), ("speed", extra_speed)):
         for pat in patterns:
-            names = sorted({t for r in runs for t in r.series if fnmatch.fnmatchcase(t, pat)}) \
+            names = sorted({t for r in runs for t in _tags(r) if fnmatch.fnmatchcase(t, pat)}) \
                 if any(ch in pat for ch in "*?[") else [pat]
+            if not any(_has(r, t) for r in runs for t in names):
+                every = sorted({t for r in runs for t in _tags(r)})
+                raise UserError(f"--{'metric' if kind == 'learning' else 'speed-metric'} {pat!r}: matches no tag "
+                                f"logged at 2+ steps by any run{nearest(pat, every)}; the runs log {len(every)} "
+                                "tags (e.g. " + ", ".join(every[:4]) + ")")
             for tag in names:
                 if tag in taken and kind == "learning":
                     continue
@@ -181,6 +189,21 @@ def resolve(runs: list[TrainingRun], families: list[str], margins: dict[str, Mar
                 out.append(Resolved(spec, {r.label: tag if _has(r, tag) else None for r in runs}))
                 taken.add(tag)
     return [r for r in out if any(r.tags.values())]
+
+
+def _tags(run: TrainingRun) -> set[str]:
+    return set(run.series) | set(run.non_finite)
+
+
+def check_margin_names(margins: dict[str, Margin], metrics: list[Resolved], families: list[str]) -> None:
+    """Every --margin NAME names something compared: a requested family, a metric or one of
+    its tags; otherwise a UserError listing the nearest."""
+    used = set(families) | {x for m in metrics for x in (m.name, m.spec.family, *m.spec.aliases, *m.tags.values())
+                            if x}
+    for key in margins:
+        if key not in used:
+            raise UserError(f"--margin {key}=: names no compared family, metric or tag{nearest(key, used)}; "
+                            "give a family (" + ", ".join(families) + "), a metric or a tag compared with --metric")
 
 
 def _rate_like(tag: str) -> bool:

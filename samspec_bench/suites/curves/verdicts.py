@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from samspec_bench.errors import UserError
-from samspec_bench.evals.curve_stats import align, combine, compare_curves, compare_ratio
-from samspec_bench.evals.training_logs import TrainingRun, default_label, load_run
+from samspec_bench.evals.curve_stats import DIFFERENT, align, combine, compare_curves, compare_ratio
+from samspec_bench.evals.training_logs import Series, TrainingRun, default_label, load_run
 from samspec_bench.suites.curves.config import CurvesConfig
-from samspec_bench.suites.curves.metric_families import Resolved, requested_text, resolve
+from samspec_bench.suites.curves.metric_families import Resolved, check_margin_names, requested_text, resolve
 
 MEASURED = {"s": "measured: wall seconds from the trainer's timers",
             "ms/token": "measured: the trainer's timer over the tokens generated",
@@ -40,15 +42,69 @@ def speed_change(ratio: float | None, ci: list | None, higher_is_faster: bool) -
     return "faster" if faster else "slower" if slower else "no detectable change"
 
 
+_NO_STEPS = Series(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+
+
+def _series(run: TrainingRun, tag: str) -> Series:
+    """The finite steps of a tag (none when every logged value was NaN or inf)."""
+    return run.series.get(tag) or _NO_STEPS
+
+
 def _describe_steps(run: TrainingRun, tag: str) -> dict:
-    s = run.series[tag]
-    return {"n": len(s), "first": int(s.steps[0]), "last": int(s.steps[-1])}
+    s = _series(run, tag)
+    return {"n": len(s), "first": int(s.steps[0]) if len(s) else None, "last": int(s.steps[-1]) if len(s) else None,
+            "non_finite": int(run.non_finite.get(tag, {}).get("count", 0))}
+
+
+def _in_range(steps: np.ndarray, rng: tuple[int | None, int | None] | None) -> np.ndarray:
+    if rng is None:
+        return steps
+    lo, hi = rng
+    keep = np.ones(steps.size, dtype=bool)
+    if lo is not None:
+        keep &= steps >= lo
+    if hi is not None:
+        keep &= steps <= hi
+    return steps[keep]
+
+
+def divergence(base: TrainingRun, run: TrainingRun, ta: str, tb: str,
+               rng: tuple[int | None, int | None] | None = None) -> str | None:
+    """Why a metric is DIFFERENT because a run logged NaN/inf there ('run B diverged: N of M
+    steps non-finite ...'), or None: neither did, or both at the same steps (compared on the
+    finite ones)."""
+    bad = {lab: _in_range(r.non_finite_steps.get(t, np.zeros(0, dtype=np.int64)), rng)
+           for lab, r, t in ((base.label, base, ta), (run.label, run, tb))}
+    if np.array_equal(bad[base.label], bad[run.label]):
+        return None
+    parts = []
+    for who, r, t in (("run", run, tb), ("baseline", base, ta)):
+        at = bad[r.label]
+        if at.size:
+            logged = _in_range(_series(r, t).steps, rng).size + at.size
+            parts.append(f"{who} {r.label} diverged: {at.size} of {logged} steps non-finite (NaN/inf, first at step "
+                         f"{int(at[0])})")
+    return "; ".join(parts)
+
+
+def uncompared_divergence(base: TrainingRun, run: TrainingRun, compared: set[str],
+                          rng: tuple[int | None, int | None] | None = None) -> list[str]:
+    """Tags outside the comparison that went NaN/inf in one run and not (at the same steps) in the
+    other, as 'tag: run B diverged: ...' lines."""
+    tags = (set(base.non_finite_steps) | set(run.non_finite_steps)) - compared
+    out = []
+    for tag in sorted(tags):
+        why = divergence(base, run, tag, tag, rng)
+        if why:
+            out.append(f"{tag}: {why}")
+    return out
 
 
 def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
     """{"metrics": [...resolved...], "comparisons": {label: {...}}, "verdict", "tables"}."""
     margins = cfg.margin_objects()
     metrics = resolve(runs, cfg.families, margins, cfg.metrics, cfg.speed_metrics)
+    check_margin_names(margins, metrics, cfg.families)
     for r in runs:
         if not any(m.tags.get(r.label) for m in metrics):
             sample = ", ".join(r.tags[:5]) + (", ..." if len(r.tags) > 5 else "")
@@ -64,18 +120,23 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
             if not ta or not tb:
                 absent.append(f"{m.name} (absent in {base.label if not ta else run.label})")
                 continue
-            a, b = base.series[ta], run.series[tb]
+            a, b = _series(base, ta), _series(run, tb)
             al = align(a.steps, a.values, b.steps, b.values, cfg.step_range)
+            diverged = divergence(base, run, ta, tb, cfg.step_range)
             info = {"family": m.spec.family, "tag_a": ta, "tag_b": tb, "unit": m.spec.unit, "what": m.spec.what,
                     "steps_a": _describe_steps(base, ta), "steps_b": _describe_steps(run, tb)}
             if m.spec.kind == "learning":
                 res = compare_curves(al, m.spec.margin, alpha=cfg.alpha, min_steps=cfg.min_steps,
                                      final_fraction=cfg.final_fraction)
+                if diverged:   # a diverged run is a finding, whatever its finite steps say
+                    res = {**res, "verdict": DIFFERENT, "reason": diverged, "diverged": True}
                 learning[m.name] = {**info, "margin": m.spec.margin.describe(), **res}
                 verdict_rows.append(_verdict_row(run.label, m, learning[m.name]))
             else:
                 res = compare_ratio(al, alpha=cfg.alpha)
                 res["change"] = speed_change(res.get("ratio"), res.get("ci"), m.spec.higher_is_faster)
+                if diverged:
+                    res.update({"change": "non-finite", "reason": diverged, "diverged": True})
                 res["higher_is_faster"] = m.spec.higher_is_faster
                 res["source"] = MEASURED.get(m.spec.unit, "as logged by the trainer")
                 speed[m.name] = {**info, **res}
@@ -84,6 +145,12 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
         comparisons[run.label] = {"baseline": base.label, "learning": learning, "speed": speed, "absent": absent,
                                   "verdict": combine(verdicts) if verdicts else "INCONCLUSIVE",
                                   "counts": {v: verdicts.count(v) for v in ("EQUIVALENT", "DIFFERENT", "INCONCLUSIVE")}}
+        compared = {t for m in metrics for t in (m.tags.get(base.label), m.tags.get(run.label)) if t}
+        elsewhere = uncompared_divergence(base, run, compared, cfg.step_range)
+        if elsewhere:
+            comparisons[run.label]["diverged_elsewhere"] = elsewhere
+            if comparisons[run.label]["verdict"] == "EQUIVALENT":   # never EQUIVALENT beside a diverged run
+                comparisons[run.label]["verdict"] = "INCONCLUSIVE"
         length = learning.get("length")
         if speed and length and length["verdict"] != "EQUIVALENT":
             rel = length["whole"].get("relative_diff")

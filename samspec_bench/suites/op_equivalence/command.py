@@ -10,12 +10,13 @@ from typing import Any
 
 import click
 
+from samspec_bench.bench.engines.engine_device import DEVICE_HELP
 from samspec_bench.bench.engines.factory import ENGINE_NAMES
 from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.results import RunDir, emit_json
 from samspec_bench.suites.op_equivalence.config import (FIGURE, GATE_METRICS, GREEDY_FILE, SUITE, OpEqConfig,
-                                                        build_config, check_pairs)
+                                                        build_config, check_pairs, device_of_run)
 from samspec_bench.suites.op_equivalence.figures import draw_histograms
 from samspec_bench.suites.op_equivalence.kernel_level import run_kernel_level
 from samspec_bench.suites.op_equivalence.model_level import _prompt_texts, run_model_level
@@ -78,7 +79,7 @@ def _run(cfg: OpEqConfig, output: str, progress: bool, console) -> tuple[dict, P
         figures.append(FIGURE)
     gate = apply_gate(cfg, rows)
     metrics = {"pairs": rows, "gate": gate}
-    run_dir.write_result(cfg.record(), metrics, tables, figures, extra)
+    run_dir.write_result(cfg.record(), metrics, tables, figures, extra, device=device_of_run(cfg))
     result = json.loads(run_dir.file("result.json").read_text())
     result["run_dir"] = str(run_dir.path)
     return result, run_dir.path
@@ -154,7 +155,8 @@ def execute(config: OpEqConfig, *, output: str, resume: str | None = None, json_
               help="Comma list of float32, bfloat16, float16 (both levels).")
 @click.option("-k", "--num-spec-tokens", "k", default=3, show_default=True, type=int,
               help="Draft tokens: the verify path scores k+1 query tokens per request.")
-@click.option("--device", default="cpu", show_default=True, help="Torch device of the model level (cpu, cuda, npu).")
+@click.option("--device", default="auto", show_default=True, help=DEVICE_HELP + " The kernel level runs on it too "
+              "(a kernel pair made for another kind of device is skipped, saying so).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--num-seqs", default=8, show_default=True, type=int, help="Kernel level: requests per case.")
 @click.option("--seq-len", default="16:1024", show_default=True, help="Kernel level: context lengths MIN:MAX.")

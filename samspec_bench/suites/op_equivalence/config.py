@@ -7,7 +7,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from samspec_bench.bench.engines.engine_device import device_record, engine_device, placed_device
+from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.data import BUILTIN_BENCHMARKS
+from samspec_bench.devices import device_info, resolve_device
 from samspec_bench.errors import UserError, int_at_least, int_list
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id
 
@@ -34,7 +37,7 @@ class OpEqConfig:
     pairs: list[str] | None = None                 # None: every registered pair that runs here
     dtypes: list[str] = field(default_factory=lambda: ["float32"])
     k: int = 3
-    device: str = "cpu"
+    device: str = "cpu"          # resolved --device: the kernel level and the reference engine run on it
     seed: int = 0
     # kernel level
     num_seqs: int = 8
@@ -111,6 +114,11 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
     bad_gqa = [g for g in int_list(gqa, "--gqa") if num_heads % g]
     if bad_gqa:
         raise UserError(f"--gqa {bad_gqa[0]}: --num-heads {num_heads} is not a multiple of it")
+    # a device that is not there stops here, before any work; an engine that places itself (vLLM)
+    # refuses a device that is not its platform's
+    device = resolve_device(device)
+    if "model" in lv and model:
+        engine_device(engine, device)
     # a short name (Qwen3-8B) -> its Hugging Face id; the checkpoint looked for before any work
     model = check_model(model) if "model" in lv else (model_id(model) if model else model)
     lo, hi = seq_range(seq_len)
@@ -125,3 +133,12 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
                      tolerance_metric=tolerance_metric, threads=threads, progress=progress)
     check_pairs(cfg.pairs)   # checked whatever the levels, as the command always did
     return cfg
+
+
+def device_of_run(cfg: OpEqConfig) -> dict[str, Any]:
+    """What result.json records about the device: the kernel level's and the reference engine's
+    (cfg.device); where the model level ran on an engine that places itself, that one's too."""
+    record = {**device_info(cfg.device), "used": True}
+    if "model" in cfg.levels and cfg.model and not engine_capabilities(cfg.engine).torch_in_process:
+        record["model_level"] = device_record(cfg.engine, placed_device(cfg.engine) or "auto")
+    return record

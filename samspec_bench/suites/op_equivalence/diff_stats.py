@@ -90,15 +90,16 @@ class Accumulator:
         self.out_total = 0
 
     def add(self, lp_a, lp_b, tokens) -> None:
-        """lp_a, lp_b: float32 log-probabilities [N, V] of the two paths (torch); tokens [N]."""
+        """lp_a, lp_b: float32 log-probabilities [N, V] of the two paths (torch, on any one device);
+        tokens [N]. Computed where lp_a lives; only the per-position values come to the CPU."""
         import torch  # the tensors are torch's
 
         a, b = lp_a.double(), lp_b.double()
-        idx = tokens.reshape(-1, 1).to(torch.long)
+        idx = tokens.reshape(-1, 1).to(device=a.device, dtype=torch.long)
         ta, tb = a.gather(1, idx)[:, 0], b.gather(1, idx)[:, 0]
-        self.tok_diff.append((ta - tb).abs().numpy())
-        self.pa.append(ta.exp().numpy())
-        self.pb.append(tb.exp().numpy())
+        self.tok_diff.append((ta - tb).abs().cpu().numpy())
+        self.pa.append(ta.exp().cpu().numpy())
+        self.pb.append(tb.exp().cpu().numpy())
         # KL in float64 on renormalised rows: float32 normalisation error (~1e-7) would otherwise
         # dominate the second-order KL of nearly equal distributions.
         na, nb = a - torch.logsumexp(a, -1, keepdim=True), b - torch.logsumexp(b, -1, keepdim=True)
@@ -108,7 +109,7 @@ class Accumulator:
         kl = term.sum(-1).clamp_min(0)
         # mass of a where b is -inf (impossible under b): KL is infinite there
         kl = torch.where(((pa_full > 0) & ~torch.isfinite(b)).any(-1), torch.full_like(kl, math.inf), kl)
-        self.kl.append(kl.numpy())
+        self.kl.append(kl.cpu().numpy())
         self.flips += int((a.argmax(-1) != b.argmax(-1)).sum())
         self.rows += a.shape[0]
         same = (lp_a == lp_b)

@@ -11,6 +11,7 @@ import math
 import time
 from typing import Any
 
+from samspec_bench.devices import synchronize
 from samspec_bench.errors import UserError
 from samspec_bench.results import RunDir
 from samspec_bench.suites.op_equivalence.config import CASES_FILE, OpEqConfig
@@ -39,10 +40,12 @@ def run_kernel_level(cfg: OpEqConfig, bar, pair_names: list[str],
     usable = []
     for name in pair_names:
         reason = PAIRS[name].availability()
+        pair = None if reason else PAIRS[name](cfg.device)
+        reason = reason or pair.device_mismatch()   # a pair made for another kind of device
         if reason:
             skipped[name] = reason
         else:
-            usable.append(PAIRS[name]())
+            usable.append(pair)
     task = bar.add_task("kernel pairs", total=len(usable) * len(grid))
     for pair in usable:
         accs: dict[str, Accumulator] = {}
@@ -63,7 +66,10 @@ def run_kernel_level(cfg: OpEqConfig, bar, pair_names: list[str],
                 continue
             t0 = time.perf_counter()
             out_a, out_b = pair.run(case)
+            synchronize(pair.device())   # an accelerator's queued kernels count in the case's time
             elapsed = time.perf_counter() - t0
+            # the kernels ran on the pair's device; the probe is statistics, on the CPU with its
+            # generator, so that it is the same projection and draw on every device
             out_a, out_b = out_a.float().cpu(), out_b.float().cpu()
             lp_a, lp_b, toks = _probe(out_a, out_b, seed)
             acc = accs.setdefault(dt, Accumulator())

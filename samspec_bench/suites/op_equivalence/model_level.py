@@ -32,6 +32,7 @@ from samspec_bench.bench.engines.base import Engine, GenerationResult, Request, 
 from samspec_bench.bench.engines.factory import engine_capabilities, make_engine, shared_engine
 from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.data import encode_chat, read_benchmark
+from samspec_bench.devices import synchronize
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import first_divergence, logit_margin
 from samspec_bench.models.checkpoints import load_model
@@ -239,15 +240,17 @@ def teacher_forced_rows(engine: Engine, cfg: OpEqConfig, dtype: str, base: Gener
     def score_pair(eng, key_pair, label):
         t0 = time.perf_counter()
         a = eng.score(seqs, start=starts, chunk_size=1)
+        synchronize(str(eng.device))   # an accelerator's queued work counts in the path's time
         t1 = time.perf_counter()
         advance()
         b = eng.score(seqs, start=starts, chunk_size=cfg.k + 1)
+        synchronize(str(eng.device))
         t2 = time.perf_counter()
         advance()
         acc = Accumulator()
         for s, st, la, lb in zip(seqs, starts, a, b):
             if la.shape[0]:
-                acc.add(la, lb, torch.tensor(s[st:]))
+                acc.add(la, lb, torch.tensor(s[st:], device=la.device))
         rows[f"model/{key_pair}/{dtype}"] = {
             "level": "model", "pair": key_pair, "dtype": dtype,
             "a": "decode path, token by token", "b": f"verify path (splitfuse), chunks of k+1={cfg.k + 1}",

@@ -12,8 +12,10 @@ from typing import Any
 
 import click
 
+from samspec_bench.bench.engines.engine_device import DEVICE_HELP, device_record, engine_device
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
+from samspec_bench.devices import resolve_device
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 from samspec_bench.bench.simulation.step_model_spec import ROOFLINE_HELP, load_step_model
 from samspec_bench.errors import UserError, int_list
@@ -31,6 +33,8 @@ from samspec_bench.suites.rollout.profile import (AUTO_PROFILE, auto_batch_sizes
                                                   read_profile, write_profile)
 from samspec_bench.suites.rollout.replay_arm import prepare, run_replay
 from samspec_bench.suites.rollout.sensitivity import run_sensitivity
+from samspec_bench.suites.rollout.torch_profile import PROFILER as TORCH_PROFILER, torch_profile
+from samspec_bench.suites.rollout.strategy_table import basis as table_basis, strategy_lines, strategy_rows
 from samspec_bench.suites.rollout.units import STEP_RATIO, priced_by, priced_label, time_basis, to_step_units
 
 DEFINITIONS = {"tail": "steps with no request waiting and running <= the arm's threshold",
@@ -90,6 +94,7 @@ def engine_profiler(cfg: RolloutConfig, n_requests: int):
         for line in profile_lines(m, meta):
             click.echo(line, err=True)
         note = "measured by `samspec-bench rollout` on its own engine before its arms"
+        meta = {**meta, "device": device_record(cfg.engine, cfg.device)}
         measure.document = profile_document(m, tables, meta, note)
         return m, priced_by(m, f"{PROFILE_FILE} (this run's folder): profile of the {cfg.engine} engine, batch sizes "
                                f"{bs}, {AUTO_PROFILE['tokens']} tokens, k={cfg.ks}", {**meta, "note": note})
@@ -110,7 +115,8 @@ def replay(cfg: RolloutConfig, model, priced: dict[str, Any] | None) -> tuple[di
     if cfg.sensitivity and best is not None:
         pl = priced_label(priced) if priced else None
         out["sensitivity"] = extra["sensitivity"] = run_sensitivity(cfg, rep, out["settings"], best, model or
-                                                                    StepTimeModel.constant(1.0), pl)
+                                                                    StepTimeModel.constant(1.0), pl,
+                                                                    draws=out.get("draws"))
     if cfg.preset:
         pre = get_preset(cfg.preset)
         arm = pre_arm(out["metrics"], best)
@@ -120,7 +126,8 @@ def replay(cfg: RolloutConfig, model, priced: dict[str, Any] | None) -> tuple[di
                                       "given with --length-dist", "traces": cfg.traces, "sources": cfg.sources,
                                       "dp_shard": cfg.dp_shard, "step_model": cfg.step_model,
                                       "priced_by_kind": (priced or {}).get("kind"),
-                                      "kv_capacity_tokens": cfg.kv_capacity_tokens or "unlimited (assumption)"},
+                                      "kv_capacity_tokens": cfg.kv_capacity_tokens or "the step model's device "
+                                      "memory, else unlimited (each arm's kv says which)"},
                            "comparison": comparison(pre, out["metrics"][arm], arm) if arm else None}
     return out, extra
 
@@ -166,7 +173,9 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
     for key in ("prediction_error", "step_model_arms_fit"):
         if key in out:
             summary[key] = out[key]
-    runp.write_result(asdict(cfg), summary, figures=figs)
+    if cfg.strategies:   # one answer per strategy (strategy_table.py), in the JSON and the report
+        summary["strategy_table"] = {"basis": table_basis(summary), "rows": strategy_rows(summary)}
+    runp.write_result(asdict(cfg), summary, figures=figs, device=device_record(cfg.engine, cfg.device))
     return runp.path, summary
 
 
@@ -184,7 +193,7 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
         raise UserError(f"--resume {resume}: rollout runs cannot be resumed; run it again")
     path, summary = run(config, output)
     say = (lambda text: click.echo(text, err=True)) if json_path == "-" else click.echo  # stdout: the JSON only
-    for line in summary_lines(summary):
+    for line in summary_lines(summary) + strategy_lines(summary):
         say(line)
     say(f"results: {path}")
     emit_json(json.loads((path / "result.json").read_text()), json_path)
@@ -215,8 +224,18 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
               help="SAM's draft length: sam-fixed (SAM-Decoding's min_endpos, up to k tokens: the seed's SAM, whose "
                    "schedule the simulation reproduces step by step) or sam (the evidence policy: its lengths follow "
                    "each request's observed acceptance, which the per-position profile approximates).")
-@click.option("--sources", type=click.Choice(["own", "group"]), default=None,
-              help="Replay draft sources: the response's own context (default), or its GRPO group's siblings too.")
+@click.option("--sources", default=None,
+              help="Replay draft sources, a comma list swept as arms: own (default), group (GRPO siblings), history "
+                   "(earlier RL steps' responses to the prompt: verl dumps' earlier steps, or each single-step "
+                   "group's first half), group+history.")
+@click.option("--strategy", default=None,
+              help="Named strategy arms, a comma list of NAME[@SOURCES][/SWITCH]: seed, evidence, histospec, seer, "
+                   "das, arctic (each its drafter, sources, k, length rule and switch; SWITCH: always, threshold:T, "
+                   "schedule:LO-HI=K;..., cost, cutoff:WINDOW:THRESHOLD). docs/drafting.md, 'Strategies'.")
+@click.option("--history-window", type=int, default=16, show_default=True,
+              help="History source: earlier responses kept per prompt.")
+@click.option("--history-budget-mb", type=float, default=512.0, show_default=True,
+              help="History source: memory budget of the stored tokens, MiB.")
 @click.option("--kv-capacity-tokens", type=int, default=None,
               help="KV cache size in tokens (simulation and reference engine; default: unlimited / engine's).")
 @click.option("--block-size", type=int, default=16, show_default=True, help="KV block size in tokens.")
@@ -240,9 +259,14 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
               help="The seed's configuration (model, batch, max_num_seqs, TP/DP, threshold, k, step model); options "
                    "given explicitly override it. Prints the prediction beside the published figures.")
 @click.option("--sensitivity/--no-sensitivity", default=None,
-              help="Replay: predicted gain vs median length and truncated share (default: on with --preset).")
+              help="Replay: the tail share and gain under other lengths, KV capacity, rounds, host overhead and tail "
+                   "readings, one assumption at a time (default: on with --preset).")
+@click.option("--draws", type=int, default=None,
+              help="Replay with drawn lengths: seeds --seed, --seed + 1, ...; every figure is their median [min, max] "
+                   "(default 5).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads (1 avoids stalls on busy machines).")
+@click.option("--device", default="auto", show_default=True, help=DEVICE_HELP)
 @click.option("--output", default="results", show_default=True)
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.pass_context
@@ -256,9 +280,11 @@ def command(ctx, output, json_path, **params):
 
 
 @command.command("profile")
-@click.option("--engine", "engine_name", type=click.Choice(MEASURED_ENGINES), default="reference",
+@click.option("--engine", "engine_name", type=click.Choice(MEASURED_ENGINES + (TORCH_PROFILER,)), default="reference",
               show_default=True, help="The engine to measure: the reference PyTorch engine, or vLLM (SAM's proposer "
-                                      "drafting an oracle continuation, so every verify step has k + 1 tokens).")
+                                      "drafting an oracle continuation, so every verify step has k + 1 tokens); torch: "
+                                      "no engine, one forward step of a random-weight model from --model's config per "
+                                      "--grid-* point, timed on --device (also written as --out-jsonl rows).")
 @click.option("--model", default=BUILTIN_MODEL, show_default=True)
 @click.option("--batch-sizes", default="1,2,4,8,16", show_default=True, help="Running batches to measure.")
 @click.option("--tokens", type=int, default=24, show_default=True, help="Tokens generated per request.")
@@ -274,16 +300,33 @@ def command(ctx, output, json_path, **params):
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--engine-arg", "engine_arg", multiple=True,
               help="vLLM engine argument key=value (repeatable; e.g. tensor_parallel_size=2).")
+@click.option("--device", default="auto", show_default=True, help=DEVICE_HELP)
 @click.option("--output", default="step_profile.json", show_default=True, help="Where to write the profile JSON.")
+@click.option("--grid-batches", default="1,4,16", show_default=True, help="--engine torch: batch sizes B.")
+@click.option("--grid-q", default="1,4", show_default=True, help="--engine torch: query tokens per request q (k + 1).")
+@click.option("--grid-contexts", default="256,1024", show_default=True, help="--engine torch: context tokens C each.")
+@click.option("--layers", type=int, default=None, help="--engine torch: override num_hidden_layers (keep it small).")
+@click.option("--repeats", type=int, default=10, show_default=True, help="--engine torch: timed steps per point.")
+@click.option("--out-jsonl", default="step_points.jsonl", show_default=True,
+              help="--engine torch: where to write the {B, q, C, ms} rows (for `samspec-bench step-model --steps`).")
 def profile_command(engine_name, model, batch_sizes, tokens, ks, prompt_pad, pad_max_batch, threads, dtype, seed,
-                    engine_arg, output):
+                    engine_arg, device, output, grid_batches, grid_q, grid_contexts, layers, repeats, out_jsonl):
     """Measure an engine's step time vs running batch, tokens per request (1 and k + 1) and context; fit a
     step-time model and write the profile JSON (format 3) that `rollout --step-model` prices with."""
+    if engine_name == TORCH_PROFILER:
+        grid = (int_list(grid_batches, "--grid-batches"), int_list(grid_q, "--grid-q"),
+                int_list(grid_contexts, "--grid-contexts", minimum=0))
+        jsonl, path, _ = torch_profile(model, *grid, device=resolve_device(device), dtype=dtype, layers=layers,
+                                       repeats=repeats, seed=seed, threads=threads, out_jsonl=out_jsonl, output=output,
+                                       log=lambda t: click.echo(t, err=True))
+        click.echo(f"points: {jsonl}\nprofile: {path}")
+        return
     pads = parse_prompt_pads(prompt_pad)
     args = parse_engine_args(engine_arg) if engine_arg else None
+    device = engine_device(engine_name, device)   # a device that is not there stops here, before any file
     m, tables, meta = profile(model, int_list(batch_sizes, "--batch-sizes"), tokens, int_list(ks, "-k"), threads, dtype,
                               seed=seed, prompt_pads=pads, engine=engine_name, engine_args=args,
-                              log=lambda t: click.echo(t, err=True), pad_max_batch=pad_max_batch)
+                              log=lambda t: click.echo(t, err=True), pad_max_batch=pad_max_batch, device=device)
     path = write_profile(output, profile_document(m, tables, meta))
     for line in profile_lines(m, meta):
         click.echo(line)

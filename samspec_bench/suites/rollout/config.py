@@ -11,12 +11,14 @@ from typing import Any
 import numpy as np
 
 from samspec_bench.bench.draft_config import MAX_K, SAM_DRAFTERS
+from samspec_bench.bench.engines.engine_device import engine_device
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names
 from samspec_bench.bench.policies import SpecPolicy, make_policy
 from samspec_bench.bench.simulation.dp import SHARD_RULES
 from samspec_bench.data import resolve_data_dir
 from samspec_bench.errors import UserError, int_at_least, int_list, number_in
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id, resolve_tokenizer
+from samspec_bench.sam.strategies import STRATEGY_SOURCES, parse_strategy, parse_switch
 from samspec_bench.suites.rollout.presets import get_preset
 
 SUITE = "rollout"
@@ -44,7 +46,10 @@ class RolloutConfig:
     max_num_batched_tokens: int = 2048
     ignore_eos: bool = True
     length_dist: str | None = None   # reference: default lognormal:32:0.8; replay: None = the traces' lengths
-    sources: str = "own"             # replay draft sources: own or group (GRPO siblings)
+    sources: str = "own"             # replay draft sources, a comma list of own, group, history, group+history
+    strategies: list[str] = field(default_factory=list)   # named strategy arms (sam/strategies), NAME[@SRC][/SWITCH]
+    history_window: int = 16         # history source: responses kept per prompt
+    history_budget_mb: float = 512.0  # history source: stored tokens, MiB
     kv_capacity_tokens: int | None = None   # simulated (and reference engine's) KV cache size; None = unlimited
     block_size: int = 16
     min_len: int = 4
@@ -61,7 +66,9 @@ class RolloutConfig:
     dp: int = 1                      # replay: data-parallel engine instances (bench/simulation/dp.py)
     dp_shard: str = "group"          # how requests are sharded over them: group (verl) or rebalance (the seed's patch)
     preset: str | None = None        # suites/rollout/presets.py: the seed's configurations
-    sensitivity: bool = False        # replay: gain vs median length and truncated share (sensitivity.py)
+    sensitivity: bool = False        # replay: what the prediction rests on, assumption by assumption (sensitivity.py)
+    draws: int | None = None         # replay: draws of the lengths (None: draws.DEFAULT_DRAWS when they are random)
+    device: str = "cpu"              # measured engines: where the model runs (resolved --device)
 
 
 # ---------- options -> config (the suite contract) ----------
@@ -69,7 +76,8 @@ class RolloutConfig:
 def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_size, temperature, top_p,
                  max_response_len, max_num_seqs, max_num_batched_tokens, ignore_eos, length_dist, drafter, sources,
                  kv_capacity_tokens, block_size, repeats, spec_threshold, ks, arms, tail_threshold, step_model,
-                 seed, threads, dp, dp_shard, preset, sensitivity) -> RolloutConfig:
+                 seed, threads, dp, dp_shard, preset, sensitivity, device, strategy, history_window,
+                 history_budget_mb, draws) -> RolloutConfig:
     """The main command's options (click's values; the click options hold the defaults) as a
     checked RolloutConfig. Replay without --traces / --tokenizer takes the shared data
     directory's (--data-dir, else the default one)."""
@@ -83,7 +91,10 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
     def pick(name, given):
         return given if given is not None else pre.get(name, getattr(base, name))
 
-    arm_list = [a.strip() for a in arms.split(",") if a.strip()] if arms is not None else pick("arms", None)
+    strategies = strategy_list(strategy)
+    # named strategies replace the preset's arms (the off baseline still runs) unless --arms is given
+    arm_list = ([a.strip() for a in arms.split(",") if a.strip()] if arms is not None
+                else ["off"] if strategies else pick("arms", None))
     if [a for a in arm_list if a not in ARMS]:
         raise UserError(f"--arms {arms!r}: use off, always, threshold")
     cfg = RolloutConfig(engine=engine, model=pick("model", model), traces=traces, tokenizer=tokenizer,
@@ -100,7 +111,9 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                         ks=int_list(ks, "-k") if ks is not None else pick("ks", None), arms=arm_list,
                         tail_threshold=tail_threshold, step_model=pick("step_model", step_model), seed=seed,
                         threads=threads, dp=pick("dp", dp), dp_shard=pick("dp_shard", dp_shard), preset=preset,
-                        sensitivity=bool(preset) if sensitivity is None else bool(sensitivity))
+                        sensitivity=bool(preset) if sensitivity is None else bool(sensitivity),
+                        strategies=strategies, history_window=history_window, history_budget_mb=history_budget_mb,
+                        draws=draws)
     if caps.needs_traces and model is not None and cfg.tokenizer is None:
         # replay with --model tokenizes with that model's tokenizer, as accept does (a preset's
         # own model only names the shapes its step model prices)
@@ -110,6 +123,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
         cfg.traces = cfg.traces or str(ddir.joinpath(*DEFAULT_TRACES))
         cfg.tokenizer = cfg.tokenizer or str(ddir.joinpath(*DEFAULT_TOKENIZER))
     validate(cfg)
+    cfg.device = engine_device(engine, device)   # a device that is not there stops here, before anything runs
     # --model as every suite takes it (models.model_id / check_model): a short name becomes its
     # id; a measured engine's model is looked for now, so an uncached one offline stops here
     cfg.model = check_model(cfg.model) if caps.needs_model else model_id(cfg.model)
@@ -125,7 +139,8 @@ def validate(cfg: RolloutConfig) -> None:
         raise UserError(f"--dp {cfg.dp}: give the number of data-parallel engine instances, an integer >= 1")
     if cfg.dp_shard not in SHARD_RULES:
         raise UserError(f"--dp-shard {cfg.dp_shard!r}: use {' or '.join(SHARD_RULES)}")
-    if cfg.sources == "group" and cfg.dp_shard == "rebalance" and cfg.dp > 1:
+    srcs = source_list(cfg)
+    if any("group" in x for x in srcs) and cfg.dp_shard == "rebalance" and cfg.dp > 1:
         raise UserError(f"--sources group with --dp-shard rebalance --dp {cfg.dp}: a group's responses run on different "
                         "instances and cannot share a drafter; use --dp-shard group or --sources own")
     if cfg.sensitivity:
@@ -133,16 +148,45 @@ def validate(cfg: RolloutConfig) -> None:
     if cfg.preset and not cfg.step_model:   # its comparison is in seconds: step counts cannot stand beside them
         raise UserError(f"--preset {cfg.preset} with an empty --step-model: the published figures are times; leave "
                         "--step-model out (the preset's roofline model) or give a profile JSON")
-    if caps.generates and (cfg.dp != 1 or cfg.sensitivity):
-        raise UserError(f"--dp / --sensitivity with --engine {cfg.engine}: data-parallel instances and the "
-                        "sensitivity table are simulated; use --engine replay")
+    if caps.generates and (cfg.dp != 1 or cfg.sensitivity or cfg.draws is not None):
+        raise UserError(f"--dp / --sensitivity / --draws with --engine {cfg.engine}: data-parallel instances, the "
+                        "sensitivity table and draws are simulated; use --engine replay")
     if caps.generates:
         if cfg.repeats < 1:
             raise UserError(f"--repeats {cfg.repeats}: give the number of runs per arm, an integer >= 1")
         # group sharing needs our drafter object in the engine's process
-        if cfg.sources != "own" and (not caps.in_process_drafters or cfg.drafter not in SAM_DRAFTERS):
+        if cfg.strategies:
+            raise UserError(f"--strategy with --engine {cfg.engine}: strategy arms are simulated; use --engine replay")
+        if srcs != ["own"] and (not caps.in_process_drafters or cfg.drafter not in SAM_DRAFTERS):
             raise UserError(f"--sources {cfg.sources} with --engine {cfg.engine}: measured group drafting needs the "
                             "reference engine and the sam drafter (or simulate it with --engine replay)")
+
+
+def strategy_list(spec: str | None) -> list[str]:
+    """--strategy's comma list, each checked (sam/strategies.parse_strategy)."""
+    out = [x.strip() for x in (spec or "").split(",") if x.strip()]
+    for x in out:
+        try:
+            parse_strategy(x)
+        except ValueError as e:
+            raise UserError(f"--strategy {x!r}: {e}") from None
+    return list(dict.fromkeys(out))
+
+
+def source_list(cfg: RolloutConfig) -> list[str]:
+    """--sources as canonical names (own implied: 'own+history' is 'history')."""
+    out = []
+    for x in str(cfg.sources).split(","):
+        canon = "+".join(p for p in x.strip().split("+") if p and p != "own") or "own"
+        if canon not in STRATEGY_SOURCES:
+            raise UserError(f"--sources {cfg.sources!r}: use a comma list of own, group, history, group+history")
+        out.append(canon)
+    return list(dict.fromkeys(out))
+
+
+def needs_history(cfg: RolloutConfig) -> bool:
+    return any("history" in x for x in source_list(cfg)) or any(
+        "history" in parse_strategy(s).sources for s in cfg.strategies)
 
 
 def check_limits(cfg: RolloutConfig) -> None:
@@ -155,11 +199,14 @@ def check_limits(cfg: RolloutConfig) -> None:
                        ("--tail-threshold", cfg.tail_threshold), ("--kv-capacity-tokens", cfg.kv_capacity_tokens)):
         int_at_least(value, opt, 1, optional=True)
     int_at_least(cfg.seed, "--seed", 0)
+    int_at_least(cfg.draws, "--draws", 1, optional=True)
     int_at_least(cfg.threads, "--threads", 0)
     for k in cfg.ks:
         int_at_least(k, "-k", 1, MAX_K)
     for t in cfg.thresholds:
         int_at_least(t, "--spec-threshold", 1)
+    int_at_least(cfg.history_window, "--history-window", 1)
+    number_in(cfg.history_budget_mb, "--history-budget-mb", 0, lo_open=True)
     number_in(cfg.temperature, "--temperature", 0)
     number_in(cfg.top_p, "--top-p", 0, 1, lo_open=True)
 
@@ -177,19 +224,36 @@ def kv_options(cfg: RolloutConfig) -> dict[str, Any]:
 # ---------- arms ----------
 
 def arm_settings(cfg: RolloutConfig) -> list[dict[str, Any]]:
-    """Every arm of the sweep: {arm, k, threshold, label}; the off baseline always runs, first."""
-    out = [{"arm": "off", "k": 0, "threshold": None, "label": "off"}]
-    for k in cfg.ks:
-        if "always" in cfg.arms:
-            out.append({"arm": "always", "k": k, "threshold": None, "label": f"always k={k}"})
-        if "threshold" in cfg.arms:
-            for t in cfg.thresholds:
-                out.append({"arm": "threshold", "k": k, "threshold": t, "label": f"threshold<={t} k={k}"})
+    """Every arm of the sweep: {arm, k, threshold, label, source, profile}; the off baseline
+    always runs, first; then per source (named in the label when several are swept) the
+    always / threshold arms, then one arm per named strategy (labelled by its spec).
+    `profile`: the key of the acceptance profiles the arm reads (replay_arm.Replay)."""
+    out = [{"arm": "off", "k": 0, "threshold": None, "label": "off", "source": None, "profile": None}]
+    srcs = source_list(cfg)
+    for src in srcs:
+        tag = f" {src}" if len(srcs) > 1 else ""
+        for k in cfg.ks:
+            if "always" in cfg.arms:
+                out.append({"arm": "always", "k": k, "threshold": None, "label": f"always k={k}{tag}",
+                            "source": src, "profile": ("sources", src, k)})
+            if "threshold" in cfg.arms:
+                for t in cfg.thresholds:
+                    out.append({"arm": "threshold", "k": k, "threshold": t, "label": f"threshold<={t} k={k}{tag}",
+                                "source": src, "profile": ("sources", src, k)})
+    for spec in cfg.strategies:
+        st = parse_strategy(spec)
+        kind, _, arg = st.switch.partition(":")
+        out.append({"arm": "strategy", "strategy": spec, "k": st.k, "label": spec, "source": st.sources,
+                    "threshold": int(arg) if kind == "threshold" else None, "switch": st.switch,
+                    "profile": ("strategy", spec)})
     return out
 
 
-def arm_policy(setting: dict[str, Any]) -> SpecPolicy:
-    """The step policy of an arm setting (a fresh one per run)."""
+def arm_policy(setting: dict[str, Any], cost=None) -> SpecPolicy:
+    """The step policy of an arm setting (a fresh one per run); `cost`: builds a strategy's
+    cost switch (it needs the step model and the arm's acceptance)."""
+    if setting["arm"] == "strategy":
+        return parse_switch(setting["switch"], cost=cost)
     return make_policy(setting["arm"], setting["threshold"])
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from samspec_bench.suites.rollout.presets import comparison_lines
 from samspec_bench.suites.rollout.sensitivity import table_lines
-from samspec_bench.suites.rollout.units import fmt_t, t, unit_tag
+from samspec_bench.suites.rollout.spread import fmt, mapped, single
+from samspec_bench.suites.rollout.units import fmt_t, step_key, t, unit_tag
 
 
 def _f(x, spec: str = ".3f") -> str:
@@ -23,30 +24,71 @@ def cost_text(m: dict[str, Any]) -> str:
             f"verify tokens/emitted {_f(m.get('verify_tokens_per_token'), '.2f')}")
 
 
+def fig(m: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """Figure `key` (its seconds name) of an arm as a spread over the draws, in whichever units
+    the arm holds it; a one-draw spread of its own value when it has no `spread`."""
+    sp = m.get("spread") or {}
+    got = sp.get(key, sp.get(step_key(key)))
+    if got is not None:
+        return got
+    v = t(m, key)
+    return single(v) if v is not None else None
+
+
 def arm_line(lbl: str, m: dict[str, Any], units: str, measured: bool) -> str:
+    """An arm's times (or decode steps) and speedups, each median [min, max] over the draws."""
     tag = unit_tag(units, measured)
     if units == "steps":
-        line = (f"{lbl:24s} total {t(m, 'total_s')} steps (head {t(m, 'head_s')}, tail {t(m, 'tail_s')}) "
-                "decode steps, not time")
+        line = (f"{lbl:24s} total {fmt(fig(m, 'total_s'), '.0f')} steps (head {fmt(fig(m, 'head_s'), '.0f')}, tail "
+                f"{fmt(fig(m, 'tail_s'), '.0f')}) decode steps, not time")
         if lbl != "off":
-            line += (f"  step-count ratio overall {_f(t(m, 'speedup_overall'))} tail {_f(t(m, 'speedup_tail'))} "
+            line += (f"  step-count ratio overall {fmt(fig(m, 'speedup_overall'))} tail {fmt(fig(m, 'speedup_tail'))} "
                      "(not time)")
     else:
-        line = f"{lbl:24s} total {m['total_s']:.3f} s (head {m['head_s']:.3f}, tail {m['tail_s']:.3f}) {tag}"
+        line = (f"{lbl:24s} total {fmt(fig(m, 'total_s'))} s (head {fmt(fig(m, 'head_s'))}, tail "
+                f"{fmt(fig(m, 'tail_s'))}) {tag}")
         if measured and m.get("simulated"):
             e = m.get("sim_error") or {}
             line += (f"; simulated {m['simulated']['total_s']:.3f} s ({_f(e.get('total'), '+.1%')}), "
                      f"tail {m['simulated']['tail_s']:.3f} s ({_f(e.get('tail'), '+.1%')})")
         if lbl != "off":
-            line += f"  speedup overall {_f(m.get('speedup_overall'))} tail {_f(m.get('speedup_tail'))} ({tag})"
+            line += f"  speedup overall {fmt(fig(m, 'speedup_overall'))} tail {fmt(fig(m, 'speedup_tail'))} ({tag})"
     return line + f"  [{cost_text(m)}]"
+
+
+def draws_line(summary: dict[str, Any]) -> list[str]:
+    """What the medians are over (simulated runs with several draws)."""
+    d = (summary.get("workload") or {}).get("draws") or {}
+    if d.get("n", 1) <= 1:
+        return []
+    return [f"figures: median [min, max] over {d['n']} draws ({d['varies']}); per-instance lines, step tables and "
+            f"figures: the draw with seed {d['shown_seed']}"]
+
+
+def kv_lines(summary: dict[str, Any]) -> list[str]:
+    """The simulated KV cache: capacity per instance and where it came from, a refusal note, and
+    each arm's preemptions (median [min, max] over the draws)."""
+    arms = {lbl: m for lbl, m in summary["arms"].items() if isinstance(m.get("kv"), dict)}
+    if not arms:
+        return []
+    kv = next(iter(arms.values()))["kv"]
+    cap = kv.get("capacity_tokens")
+    out = [f"KV cache (simulated, per instance): " + (f"{cap:,} tokens" if cap is not None else "unlimited")
+           + f", from {kv.get('source') or '?'}"]
+    if kv.get("note"):
+        out.append(f"  {kv['note']}")
+    out.append("  preemptions: " + "; ".join(
+        f"{lbl} {fmt(m['kv'].get('preemptions_spread') or single(m['kv'].get('preemptions')), '.0f')}"
+        for lbl, m in arms.items()))
+    return out
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """Every line `rollout` prints before the results path."""
     units, measured = summary["units"], summary["measured"]
-    lines = [summary["time_basis"]]
+    lines = [summary["time_basis"]] + draws_line(summary)
     lines += [arm_line(lbl, m, units, measured) for lbl, m in summary["arms"].items()]
+    lines += kv_lines(summary)
     for lbl, e in (summary.get("extrapolation") or {}).items():
         lines.append(f"warning: {lbl}: the step model extrapolates: " + ", ".join(
             f"{f} up to {v['max']:g} (measured up to {v['valid_max']:g}; {100 * v['steps_beyond']:.0f} % of steps)"
@@ -61,46 +103,61 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def dp_lines(summary: dict[str, Any]) -> list[str]:
-    """Per-instance lines of a sharded run (--dp N), in the run's units."""
+    """Per-instance lines of a sharded run (--dp N), in the run's units: each arm's figures over
+    the draws, its instances those of the shown draw."""
     dp = summary["workload"].get("dp")
     if not dp:
         return []
     units = summary["units"]
     tag = unit_tag(units, summary["measured"])
     ratio = "step-count ratio" if units == "steps" else "speedup"
+    spec = ".0f" if units == "steps" else ".3f"
+    unit = " steps" if units == "steps" else " s"
+    shown = ((summary["workload"].get("draws") or {}).get("shown_seed"))
     out = [f"data-parallel: {dp['instances']} instances, rule {dp['rule']} ({dp['rule_text']}); figures {tag}"]
     for lbl, m in summary["arms"].items():
         d = m["dp"]
-        out.append(f"  {lbl}: rollout {fmt_t(m, 'total_s', units)} (slowest instance {d['slowest_instance']}), mean "
-                   f"instance {fmt_t(d, 'mean_instance_makespan_s', units)}, idle share {100 * (d['idle_share'] or 0):.1f} "
-                   f"%, tail share {100 * (d['tail_share_pooled'] or 0):.1f} % pooled"
-                   + (f"; {ratio} overall {_f(t(m, 'speedup_overall'))} mean-instance "
-                      f"{_f(t(m, 'speedup_mean_instance'))} tail {_f(t(m, 'speedup_tail'))}" if lbl != "off" else ""))
+        share = mapped(fig(m, "tail_share"), lambda x: 100.0 * x) or single(100 * (d["tail_share_pooled"] or 0))
+        out.append(f"  {lbl}: rollout {fmt(fig(m, 'total_s'), spec, unit)}, mean instance "
+                   f"{fmt(fig(m, 'mean_instance_s') or single(t(d, 'mean_instance_makespan_s')), spec, unit)}, "
+                   f"tail share {fmt(share, '.1f', ' %')} pooled"
+                   + (f"; {ratio} overall {fmt(fig(m, 'speedup_overall'))} mean-instance "
+                      f"{fmt(fig(m, 'speedup_mean_instance'))} tail {fmt(fig(m, 'speedup_tail'))}" if lbl != "off"
+                      else ""))
+        out.append(f"    draw{'' if shown is None else f' with seed {shown}'}: slowest instance "
+                   f"{d['slowest_instance']}, idle share {100 * (d['idle_share'] or 0):.1f} %")
         for r in m["instances"]:
             so = t(r, "speedup_overall")
             out.append(f"    instance {r['instance']}: {r['requests']} requests, total {fmt_t(r, 'total_s', units)}, "
                        f"tail {fmt_t(r, 'tail_s', units)} ({100 * (r['tail_share'] or 0):.1f} %)"
                        + (f", {ratio} {so:.3f} (gain {100 * (so - 1):+.2f} %) tail {_f(t(r, 'speedup_tail'))}"
-                          if so else ""))
+                          if so else "") + (f", {r['preemptions']} preempted" if r.get("preemptions") else ""))
     return out
 
 
 def preset_lines(summary: dict[str, Any]) -> list[str]:
-    """The preset's inputs, its prediction beside the published figures, and the sensitivity table."""
+    """The preset's inputs, its prediction beside the published figures, what the prediction
+    rests on and the sensitivity table."""
     out = []
     pre = summary.get("preset")
+    sens = summary.get("sensitivity")
     if pre:
         inp = pre["inputs"]
+        kv = kv_lines(summary)
         out += [f"preset {pre['name']}: {pre['model']} on {pre['hardware']} ({pre['mode']}), TP {pre['tp']} x DP "
                 f"{pre['dp']} = {pre['dies']} dies; {pre['prompts']} prompts x {pre['group_size']}, max_num_seqs "
                 f"{pre['max_num_seqs']}, threshold {pre['threshold']}, k {pre['k']}, max response "
                 f"{pre['max_response_len']}",
                 f"  inputs: lengths {inp['length_dist']} ({inp['length_evidence']})",
-                f"          acceptance from {inp['traces']} (sources {inp['sources']}); sharding {inp['dp_shard']}; "
-                f"KV cache {inp['kv_capacity_tokens']}",
+                f"          acceptance from {inp['traces']} (sources {inp['sources']}); sharding {inp['dp_shard']}",
+                f"          {kv[0] if kv else 'KV cache ' + str(inp['kv_capacity_tokens'])}",
                 f"          step model {inp['step_model']} (MODELLED times: {inp.get('priced_by_kind') or '?'})"]
         if pre["comparison"]:
             out += comparison_lines(pre["comparison"])
-    if summary.get("sensitivity"):
-        out += table_lines(summary["sensitivity"])
+        ro = (sens or {}).get("rests_on") or {}
+        out.append(f"  the prediction rests on: {ro['tail_share']} (the tail share) and {ro['gain']} (the gain), the "
+                   "assumptions whose values move them most (table below)" if ro.get("tail_share") else
+                   "  what the prediction rests on: run with --sensitivity")
+    if sens:
+        out += table_lines(sens)
     return out

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from samspec_bench.bench.engines.base import Request, SamplingParams
+from samspec_bench.bench.engines.engine_device import engine_options as device_options
 from samspec_bench.bench.engines.factory import engine_capabilities, make_engine
 from samspec_bench.bench.simulation.profiles import profiles_for
 from samspec_bench.bench.simulation.scheduler import reprice, simulate
@@ -147,7 +148,7 @@ def engine_options(cfg: RolloutConfig) -> dict[str, Any]:
     limits = {"max_num_seqs": cfg.max_num_seqs, "max_num_batched_tokens": cfg.max_num_batched_tokens}
     kv = kv_engine_options(cfg)
     if not caps.engine_args:
-        return {"dtype": cfg.dtype, **limits, **kv}
+        return {"dtype": cfg.dtype, **limits, **kv, **device_options(cfg.engine, cfg.device)}
     args = {**limits, **({"num_gpu_blocks_override": kv["num_blocks"], "block_size": kv["block_size"]} if kv else {})}
     options: dict[str, Any] = {"dtype": cfg.dtype, "engine_args": args,
                                "max_model_len": (kv["num_blocks"] - 1) * kv["block_size"] if kv else None}

@@ -1,6 +1,6 @@
 """Outputs of `samspec-bench rollout`: the per-step tables (Parquet, and CSV up to a size) and
 the figures (running requests vs time with the tail shaded, step time vs batch, the CCDF; with
---dp, running requests per instance; with a sensitivity table, its heatmap), their axes in the
+--dp, running requests per instance; with a sensitivity table, its rows' ranges), their axes in the
 run's units (`units`: seconds, measured or modelled by a named step model, or decode steps).
 pandas and matplotlib are imported when the outputs are written (slow imports, not needed
 by the rest of the suite)."""
@@ -159,23 +159,32 @@ def dp_figure(run, out: dict[str, Any], labels: list[str], units: str = "s", bas
 
 
 def sensitivity_figure(run, block: dict[str, Any]) -> str:
-    """The sensitivity grid as a heatmap of the predicted gain (%): of modelled time, or of
-    decode steps when no step model priced the run (the title says which)."""
+    """The sensitivity table as two panels, one row per assumption and value: the off rollout's
+    tail share and the per-step gain, each its median (dot) and [min, max] over the draws (bar);
+    the published figures as dashed lines where a preset gives them. Of modelled time, or of
+    decode steps when no step model priced the run (the titles say which)."""
     import matplotlib.pyplot as plt
-    fs, ss = block["median_factors"], block["truncated_shares"]
-    g = np.array([[next(r["gain_pct"] for r in block["rows"] if r["median_factor"] == f and r["truncated_share"] == s)
-                   for s in ss] for f in fs], dtype=float)
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    im = ax.imshow(g, cmap="RdYlGn", origin="lower", aspect="auto")
-    for i in range(len(fs)):
-        for j in range(len(ss)):
-            ax.text(j, i, "n/a" if np.isnan(g[i, j]) else f"{g[i, j]:+.1f} %", ha="center", va="center", fontsize=9)
-    ax.set_xticks(range(len(ss)), [f"{100 * s:.0f} %" for s in ss])
-    ax.set_yticks(range(len(fs)), [f"x{f:g}" for f in fs])
-    ax.set_xlabel("responses truncated at the maximum")
-    ax.set_ylabel("median response length")
+    rows = block["rows"]
+    labels = [f"{r['assumption']}: {r['value']}"[:60] for r in rows]
+    y = np.arange(len(rows))[::-1]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.32 * len(rows) + 1.6), sharey=True)
+    for ax, key, title in ((axes[0], "tail_share_pct", "tail share of the off rollout (%)"),
+                           (axes[1], "gain_pct", "per-step gain off / on - 1 (%)")):
+        for yi, r in zip(y, rows):
+            sp = r[key]
+            if sp["median"] is None:
+                continue
+            color = "black" if r.get("modelled") else "tab:blue"
+            ax.plot([sp["min"], sp["max"]], [yi, yi], color=color, lw=2, alpha=0.6)
+            ax.plot([sp["median"]], [yi], "o", color=color, ms=4)
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    for ax, key in ((axes[0], "published_tail_share_pct"), (axes[1], "published_gain_pct")):
+        if block.get(key) is not None:
+            ax.axvline(block[key], color="tab:red", ls="--", lw=1, label="published")
+            ax.legend(fontsize=7, loc="lower right")
+    axes[0].set_yticks(y, labels, fontsize=7)
     steps = block.get("units") == "steps"
-    ax.set_title(("decode-step gain (off/on - 1; NOT time: no step model)" if steps
-                  else "modelled gain (off/on - 1) of rollout time") + f", {block['arm']}", fontsize=9)
-    fig.colorbar(im, ax=ax, label="step-count gain %" if steps else "gain % (modelled)")
+    fig.suptitle(("DECODE STEPS, not time (no step model)" if steps else "MODELLED") + f", arm {block['arm']}: median "
+                 f"(dot) and [min, max] over the draws, one assumption changed at a time", fontsize=9)
     return _save(fig, run, "sensitivity.png")

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from samspec_bench.errors import UserError
+from samspec_bench.suites.rollout.spread import fmt, mapped, matched, of
 
 SEED_SOURCE = ("hicann/cann-recipes-train docs/llm_rl/sam_decoding.md (section 3.2, commit 595fb9e5) and "
                "llm_rl/qwen3/internal/train_dapo_qwen3_*_true_weight.sh; ../shared/FACTS.md")
@@ -125,72 +126,76 @@ def get_preset(name: str) -> Preset:
     return PRESETS[name]
 
 
-def _pct(speedup: float | None) -> float | None:
-    return None if speedup is None else 100.0 * (speedup - 1.0)
-
-
 def comparison(preset: Preset, arm: dict[str, Any], label: str) -> dict[str, Any]:
-    """The prediction for `arm` (a speculating arm's metrics, sharded or not) beside the
-    preset's published figures: rows of {figure, published, modelled, gap, how}. Gains in the
-    seed's terms (off / on - 1, %); gap = modelled - published (percentage points, or x for
-    the tail speedup)."""
+    """The prediction for `arm` (a speculating arm's metrics, sharded or not, with its `spread`
+    over the draws) beside the preset's published figures: rows of {figure, published, modelled
+    (the median), min, max, draws, matched, gap, how}. Gains in the seed's terms (off / on - 1,
+    %). matched: the published figure lies inside [min, max]; gap: from the published figure to
+    the range's nearest end (0 when matched), modelled - published (percentage points, seconds,
+    or x for the tail speedup)."""
     pub = preset.published
-    dp = arm.get("dp")
-    mean_inst = arm.get("speedup_mean_instance", arm.get("speedup_overall"))
     rows = []
+    mean_key = "speedup_mean_instance" if of(arm, "speedup_mean_instance") else "speedup_overall"
 
-    def row(figure, published, modelled, how, unit):
-        gap = None if published is None or modelled is None else modelled - published
-        rows.append({"figure": figure, "published": published, "modelled": modelled, "gap": gap, "unit": unit,
-                     "modelled_as": how})
+    def row(figure, published, sp, how, unit):
+        ok, gap = matched(published, sp)
+        rows.append({"figure": figure, "published": published, "modelled": (sp or {}).get("median"),
+                     "min": (sp or {}).get("min"), "max": (sp or {}).get("max"), "draws": (sp or {}).get("n"),
+                     "values": (sp or {}).get("values"), "matched": ok, "gap": gap, "unit": unit, "modelled_as": how})
+
+    def gain(key):
+        return mapped(of(arm, key), lambda x: 100.0 * (x - 1.0))
 
     if "per_round_inference" in pub:
-        row("per-DP-round inference gain", pub["per_round_inference"]["gain_pct"], _pct(mean_inst),
+        row("per-DP-round inference gain", pub["per_round_inference"]["gain_pct"], gain(mean_key),
             "mean over instances of each instance's time, off / on - 1", "%")
     if "per_step_inference" in pub:
-        row("per-step inference gain", pub["per_step_inference"]["gain_pct"], _pct(arm.get("speedup_overall")),
+        row("per-step inference gain", pub["per_step_inference"]["gain_pct"], gain("speedup_overall"),
             "one round's rollout time (slowest instance), off / on - 1", "%")
-    row("long-tail speedup", pub.get("tail_speedup"), arm.get("speedup_tail"),
+    row("long-tail speedup", pub.get("tail_speedup"), of(arm, "speedup_tail"),
         "tail steps (nobody waiting, running <= threshold) of every instance, off time / on time", "x")
-    base = arm.get("baseline_phases") or {}
-    off_round = base.get("mean_instance_makespan_s", base.get("total_s"))
     if "per_round_inference" in pub:
-        row("per-round inference time off", pub["per_round_inference"]["off_s"], off_round,
+        row("per-round inference time off", pub["per_round_inference"]["off_s"], of(arm, "baseline_mean_instance_s"),
             "mean instance time of the off arm (seconds of the step model)", "s")
-    if dp:
-        off_tail_share = ratio_or_none(base.get("tail_s_pooled"), (base.get("tail_s_pooled") or 0)
-                                       + (base.get("head_s_pooled") or 0))
-    else:
-        off_tail_share = ratio_or_none(base.get("tail_s"), base.get("total_s"))
     fig = pub.get("tail_phase_from_figure_s")
     if fig:
         row("tail share of the off rollout", 100.0 * fig["off"]["tail"] / (fig["off"]["tail"] + fig["off"]["head"]),
-            None if off_tail_share is None else 100.0 * off_tail_share,
+            mapped(of(arm, "baseline_tail_share"), lambda x: 100.0 * x),
             "pooled tail time / instance time, off arm (published: read off the seed's figure)", "%")
     return {"preset": preset.name, "arm": label, "rows": rows,
             "labels": {"published": "measured by the seed on its cluster (" + SEED_SOURCE + ")",
-                       "modelled": "this simulation: step times from the step model named in step_model, lengths and "
-                                   "acceptance from the printed inputs"},
+                       "modelled": "this simulation: median [min, max] over its draws of the lengths; step times "
+                                   "from the step model named in step_model, lengths and acceptance from the printed "
+                                   "inputs"},
+            "matched_definition": "a published figure is matched when it lies inside the modelled [min, max] over the "
+                                  "draws; otherwise gap = nearest end - published",
             "gain_definition": "off / on - 1, in % (the seed's '收益'; time saved is 1 - on / off)"}
 
 
-def ratio_or_none(a, b):
-    return a / b if a is not None and b else None
-
-
 def comparison_lines(block: dict[str, Any]) -> list[str]:
-    """The comparison as terminal lines."""
-    def fmt(v, unit):
-        if v is None:
-            return "n/a"
-        return f"{v:.2f}x" if unit == "x" else (f"{v:.1f} s" if unit == "s" else f"{v:+.2f} %")
+    """The comparison as terminal lines: each modelled figure as median [min, max] over the draws,
+    'matched' when the published figure lies in that range, else the gap to its nearest end."""
+    spec = {"x": ".2f", "s": ".1f", "%": "+.2f"}
+    unit = {"x": "x", "s": " s", "%": " %"}
 
-    out = [f"prediction vs published ({block['preset']}, arm {block['arm']}; gain = off / on - 1):",
-           f"  {'figure':34s} {'MODELLED':>12s} {'PUBLISHED':>12s} {'gap':>10s}"]
+    def gap(r):
+        if r["matched"] is None:
+            return "n/a"
+        if r["matched"]:
+            return "matched"
+        return f"{r['gap']:+.2f}x" if r["unit"] == "x" else f"{r['gap']:+.1f} s" if r["unit"] == "s" else \
+            f"{r['gap']:+.2f} pp"
+
+    draws = max((r.get("draws") or 1 for r in block["rows"]), default=1)
+    out = [f"prediction vs published ({block['preset']}, arm {block['arm']}; gain = off / on - 1; MODELLED = median "
+           f"[min, max] over {draws} draw{'s' if draws > 1 else ''}):",
+           f"  {'figure':32s} {'MODELLED':>30s} {'PUBLISHED':>11s} {'matched / gap to range':>24s}"]
     for r in block["rows"]:
-        gap = "n/a" if r["gap"] is None else (f"{r['gap']:+.2f}x" if r["unit"] == "x" else
-                                              f"{r['gap']:+.1f} s" if r["unit"] == "s" else f"{r['gap']:+.2f} pp")
-        out.append(f"  {r['figure']:34s} {fmt(r['modelled'], r['unit']):>12s} {fmt(r['published'], r['unit']):>12s} "
-                   f"{gap:>10s}")
-    out.append("  modelled = this simulation (step model above); published = measured by the seed on its cluster")
+        sp = None if r["modelled"] is None else {"median": r["modelled"], "min": r["min"], "max": r["max"],
+                                                 "n": r.get("draws") or 1}
+        sf = spec[r["unit"]] if "gain" in r["figure"] or r["unit"] != "%" else ".2f"   # a share is not signed
+        pub = "n/a" if r["published"] is None else f"{r['published']:{sf}}{unit[r['unit']]}"
+        out.append(f"  {r['figure']:32s} {fmt(sp, sf, unit[r['unit']]):>30s} {pub:>11s} {gap(r):>24s}")
+    out.append("  modelled = this simulation (step model above); published = measured by the seed on its cluster; "
+               "matched = inside the modelled range")
     return out

@@ -22,6 +22,10 @@ Profile JSON (format 3):
      "date": ISO 8601, "grid": {"batch_sizes", "ks", "prompt_pads", "pad_max_batch", "tokens"},
      "runs": [{"batch", "prompt_pad", "k", "steps", "context"}], "seconds": wall time of the profile,
      "note": who measured it (optional),
+     "device": what ran on which device (engine_device.device_record; optional),
+     "timer": what measured the step times (the engine's StepRecord.timer: on CUDA / NPU the
+              reference engine's device time, events read after synchronising; on the CPU the
+              wall clock; optional: profiles written before it still read),
      "measured_steps": {"time_s": [...], <each step feature>: [...]},
      "model": StepTimeModel.describe() (intercept, coef, fit: residuals, valid_range,
               verify_widths)}
@@ -40,6 +44,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from samspec_bench.bench.engines.base import Request, SamplingParams
+from samspec_bench.bench.engines.engine_device import device_record, engine_options as device_options
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, make_engine
 from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.bench.policies import make_policy
@@ -119,13 +124,8 @@ def with_context(table: dict[str, np.ndarray], gen, k: int, max_num_seqs: int, m
 # ---------- the engine ----------
 
 def _device_name() -> str:
-    """The CPU's model name (or the accelerator's, when torch sees one)."""
-    try:
-        import torch  # imports torch: the engines run on it
-        if torch.cuda.is_available():
-            return torch.cuda.get_device_name(0)
-    except Exception:  # noqa: BLE001
-        pass
+    """The CPU's model name: an engine whose runtime names no device runs on the CPU (on a GPU
+    machine too, so the GPU's name would be wrong here)."""
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
             if line.lower().startswith("model name"):
@@ -144,7 +144,7 @@ def engine_info(name: str, engine, model: str, dtype: str, threads: int) -> dict
 
 
 def open_engine(name: str, model: str, dtype: str, seed: int, max_num_seqs: int, max_num_batched_tokens: int,
-                kmax: int, engine_args: dict[str, Any] | None = None):
+                kmax: int, engine_args: dict[str, Any] | None = None, device: str = "cpu"):
     """The engine to profile: the scheduler limits as options or, where the engine takes vLLM
     engine arguments, as those with prefix caching off (repeated prompts must be recomputed, as
     in a rollout's first pass); an engine that fixes its method when built gets SAM's proposer
@@ -154,7 +154,7 @@ def open_engine(name: str, model: str, dtype: str, seed: int, max_num_seqs: int,
     if not caps.engine_args:
         if engine_args:
             raise UserError(f"--engine-arg: the {name} engine takes no vLLM engine arguments; drop them")
-        return make_engine(name, model, dtype=dtype, **limits)
+        return make_engine(name, model, dtype=dtype, **limits, **device_options(name, device))
     options: dict[str, Any] = {"engine_args": {**limits, "enable_prefix_caching": False, **(engine_args or {})}}
     if caps.engine_seed:
         options["seed"] = seed
@@ -193,7 +193,7 @@ def profile_engine(eng, engine: str, model: str, batch_sizes: Sequence[int], tok
     t0 = time.perf_counter()
     tok = eng.tokenizer
     tables: list[dict[str, np.ndarray]] = []
-    runs = []
+    runs, timers = [], set()
     cap = (kv or {}).get("kv_capacity_tokens")
     need = tokens + max(ks) + 1
     # the built-in prompts whose request fits the KV cache (a small cache: the short ones)
@@ -214,6 +214,7 @@ def profile_engine(eng, engine: str, model: str, batch_sizes: Sequence[int], tok
         cont = {o.req_id: list(o.token_ids) for o in g.outputs}
         for k, gen in [(0, g)] + _oracle_runs(eng, reqs, cont, ks):
             st = steps_from_generation(gen)
+            timers.update(s.timer for s in gen.steps)
             ok = with_context(st, gen, k, max_num_seqs, max_num_batched_tokens, kv)
             tables.append(st)
             runs.append({"batch": b, "prompt_pad": pad, "k": k, "steps": len(st["time_s"]), "context": ok})
@@ -230,7 +231,8 @@ def profile_engine(eng, engine: str, model: str, batch_sizes: Sequence[int], tok
     meta = {"engine": engine_info(engine, eng, model, dtype, threads),
             "grid": {"batch_sizes": list(batch_sizes), "ks": ks, "prompt_pads": list(prompt_pads),
                      "pad_max_batch": pad_max_batch, "tokens": tokens},
-            "runs": runs, "context_known": bool(use is ok), "seconds": time.perf_counter() - t0}
+            "runs": runs, "context_known": bool(use is ok), "seconds": time.perf_counter() - t0,
+            "timer": "; ".join(sorted(timers))}
     return m, use, meta
 
 
@@ -246,12 +248,13 @@ def auto_batch_sizes(largest: int) -> list[int]:
 
 def quick_profile(path: str | Path, engine: str, model: str, ks: Sequence[int], largest: int, *, threads: int = 1,
                   dtype: str = "float32", seed: int = 0, log: Callable[[str], None] | None = None,
-                  note: str | None = None, grid: dict[str, Any] | None = None) -> Path:
+                  note: str | None = None, grid: dict[str, Any] | None = None, device: str = "cpu") -> Path:
     """A short grid (`grid`, default AUTO_PROFILE; batch sizes up to `largest`) on a fresh
     engine, written as a profile JSON at `path` (with `note`)."""
     g = grid or AUTO_PROFILE
     m, tables, meta = profile(model, auto_batch_sizes(largest), g["tokens"], ks, threads, dtype, seed=seed,
-                              prompt_pads=g["prompt_pads"], engine=engine, log=log, pad_max_batch=g["pad_max_batch"])
+                              prompt_pads=g["prompt_pads"], engine=engine, log=log, pad_max_batch=g["pad_max_batch"],
+                              device=device)
     p = write_profile(path, profile_document(m, tables, meta, note))
     for line in profile_lines(m, meta) if log else ():
         log(line)
@@ -272,20 +275,23 @@ def check_grid(batch_sizes: Sequence[int], tokens: int, ks: Sequence[int], engin
 def profile(model: str, batch_sizes: list[int], tokens: int, ks: Sequence[int], threads: int, dtype: str,
             seed: int = 0, prompt_pads: tuple[int, ...] = (0, 256), engine: str = "reference",
             engine_args: dict[str, Any] | None = None, log: Callable[[str], None] | None = None,
-            pad_max_batch: int | None = None) -> tuple[StepTimeModel, list[dict[str, np.ndarray]], dict[str, Any]]:
-    """Open the engine, measure the grid (`profile_engine`), close it."""
+            pad_max_batch: int | None = None,
+            device: str = "cpu") -> tuple[StepTimeModel, list[dict[str, np.ndarray]], dict[str, Any]]:
+    """Open the engine on `device` (resolved: engine_device), measure the grid (`profile_engine`),
+    close it; the metadata records the device."""
     check_grid(batch_sizes, tokens, ks, engine)
     import torch  # imports torch: the engines run on it
 
     torch.set_num_threads(threads)
     mx = max(batch_sizes)
     mnbt = max(2048, mx * (max(ks) + 1))
-    eng = open_engine(engine, model, dtype, seed, mx, mnbt, max(ks), engine_args)
+    eng = open_engine(engine, model, dtype, seed, mx, mnbt, max(ks), engine_args, device)
     try:
         eng.generate([Request("w", question_ids(eng.tokenizer, PROMPTS[0]), SamplingParams(max_tokens=4))])  # warm-up
-        return profile_engine(eng, engine, model, batch_sizes, tokens, ks, threads=threads, dtype=dtype,
-                              max_num_seqs=mx, max_num_batched_tokens=mnbt, seed=seed, prompt_pads=prompt_pads,
-                              pad_max_batch=pad_max_batch, log=log)
+        m, tables, meta = profile_engine(eng, engine, model, batch_sizes, tokens, ks, threads=threads, dtype=dtype,
+                                         max_num_seqs=mx, max_num_batched_tokens=mnbt, seed=seed,
+                                         prompt_pads=prompt_pads, pad_max_batch=pad_max_batch, log=log)
+        return m, tables, {**meta, "device": device_record(engine, device)}
     finally:
         eng.close()
 
@@ -301,6 +307,8 @@ def profile_document(model: StepTimeModel, tables: list[dict[str, np.ndarray]], 
     return {"format": PROFILE_FORMAT, "kind": PROFILE_KIND, "engine": meta["engine"],
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "grid": meta["grid"],
             "runs": meta.get("runs"), "seconds": meta.get("seconds"), **({"note": note} if note else {}),
+            **({"device": meta["device"]} if meta.get("device") else {}),
+            **({"timer": meta["timer"]} if meta.get("timer") else {}),
             "measured_steps": measured,
             "model": model.describe()}
 
@@ -330,7 +338,7 @@ def read_profile(path: str | Path) -> tuple[StepTimeModel, dict[str, Any] | None
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise UserError(f"--step-model {p}: a format-3 profile without a usable model ({e}); write it again with "
                         "`samspec-bench rollout profile`") from None
-    return model, {k: d.get(k) for k in ("kind", "engine", "date", "grid", "note")}
+    return model, {k: d.get(k) for k in ("kind", "engine", "date", "grid", "note", "device", "timer")}
 
 
 def check_covers(model: StepTimeModel, ks: Sequence[int], path: str) -> None:
@@ -354,6 +362,8 @@ def profile_lines(model: StepTimeModel, meta: dict[str, Any] | None) -> list[str
         out.append(f"engine: {e.get('name')} ({e.get('version')}), {e.get('model')} {e.get('dtype')}, tp {e.get('tp')}, "
                    f"threads {e.get('threads')}, on {e.get('device')}"
                    + (f"; profiled in {took:.1f} s (wall)" if took is not None else ""))
+    if (meta or {}).get("timer"):
+        out.append(f"step times measured by: {meta['timer']}")
     terms = " + ".join(f"{c * 1e3:.4g} ms x {f}" for f, c in model.coef.items() if c)
     out.append(f"step time = {model.intercept * 1e3:.4g} ms" + (f" + {terms}" if terms else ""))
     pct = lambda x: "n/a" if x is None else f"{100 * x:.1f} %"  # noqa: E731

@@ -9,19 +9,24 @@ arms on them for given response lengths (the sensitivity table reruns it with ot
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from samspec_bench.bench.simulation.profiles import RESAMPLE_METHOD, profiles_for
+from samspec_bench.bench.simulation.profiles import (RESAMPLE_METHOD, history_store, profiles_for, rule_profile,
+                                                    split_history)
 from samspec_bench.bench.simulation.dp import SHARD_RULE_TEXT, instance_steps, shard_requests, simulate_dp
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, extrapolation
 from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
 from samspec_bench.errors import UserError
+from samspec_bench.sam.strategies import parse_strategy
+from samspec_bench.sam.strategies.base import rule_context
+from samspec_bench.sam.strategies.switches import CostSwitch
 from samspec_bench.suites.rollout.config import (RolloutConfig, arm_policy, arm_settings, draw_lengths, kv_options,
-                                                 tail_threshold_for)
+                                                 needs_history, tail_threshold_for)
+from samspec_bench.suites.rollout.draws import run_draws
 from samspec_bench.suites.rollout.phases import (POSITION_EDGES, add_dp_speedups, add_speedups, arm_metrics,
                                                  dp_arm_metrics, tail_acceptance_rows)
 
@@ -67,8 +72,9 @@ class Replay:
     idx: list[int]               # per request (prompt-major), its index into pairs
     n_prompts: int
     group_size: int
-    profiles: dict[int, list]    # k -> [(drafted, accepted)] per pair
+    profiles: dict[Any, list]    # arm setting's "profile" key -> [(drafted, accepted)] per pair
     profile_s: float
+    history: dict[str, Any] | None = None   # where the history source's steps came from, what its stores held
 
     @property
     def trace_lengths(self) -> np.ndarray:
@@ -76,19 +82,72 @@ class Replay:
 
 
 def prepare(cfg: RolloutConfig) -> Replay:
+    """The traces' requests and every arm's acceptance profiles. With a history source (an arm's
+    or a strategy's) the rollout is the traces' last RL step and the earlier steps its history
+    (`profiles.split_history`; single-step traces: each group's first half), for every arm."""
     items = tokenize_traces(read_traces(cfg.traces), load_tokenizer(cfg.tokenizer))
+    hist_info, earlier = None, []
+    if needs_history(cfg):
+        items, earlier, why = split_history(items)
+        hist_info = {"steps": why, "earlier_responses": len(earlier), "stores": {}}
     chosen, base, idx, n_prompts, n = trace_requests(items, cfg.prompts, cfg.group_size, cfg.traces)
     pairs = [(it.prompt_ids, it.response_ids[: cfg.max_response_len]) for it in base]
     base_groups: list[Hashable] = [(str(it.source), str(it.group)) for it in base]
+    stores: dict[int, Any] = {}
+
+    def store(window: int):
+        if window not in stores:
+            stores[window] = history_store(earlier, window, int(cfg.history_budget_mb * (1 << 20)))
+            hist_info["stores"][str(window)] = stores[window].describe()
+        return stores[window]
+
     t0 = time.perf_counter()
-    profs = {k: profiles_for(pairs, base_groups, k, cfg.drafter, cfg.sources) for k in cfg.ks}
-    return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0)
+    profs: dict[Any, list] = {}
+    for s in arm_settings(cfg):
+        key = s["profile"]
+        if key is None or key in profs:
+            continue
+        if key[0] == "sources":
+            src, k = key[1], key[2]
+            profs[key] = profiles_for(pairs, base_groups, k, cfg.drafter, src,
+                                      history=store(cfg.history_window) if "history" in src else None)
+        else:
+            profs[key] = strategy_profiles(parse_strategy(key[1]), pairs, base_groups, store)
+    return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info)
 
 
-def requests_for(rep: Replay, lengths: np.ndarray, k: int, stretch: bool) -> list[SimRequest]:
-    pr = rep.profiles[k] if k else None
+def strategy_profiles(st, pairs, groups, store) -> list:
+    """A strategy's profiles: its drafter's at its k over its sources, cut by its length rule
+    (if any) along each response's decode walk, with what it knows at the start
+    (sam/strategies/base.rule_context, as in `accept`)."""
+    hist = store(st.history_window) if "history" in st.sources else None
+    profs = profiles_for(pairs, groups, st.k, st.drafter, st.sources, history=hist, options=st.drafter_options())
+    if st.rule is None:
+        return profs
+    return [rule_profile(d, a, st.rule(), rule_context(hist, p)) for (d, a), (p, _) in zip(profs, pairs)]
+
+
+def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool) -> list[SimRequest]:
+    pr = rep.profiles[key] if key is not None else None
     return [SimRequest(len(rep.pairs[j][0]), int(lengths[q]), pr[j][0] if pr else None, pr[j][1] if pr else None,
                        stretch=stretch) for q, j in enumerate(rep.idx)]
+
+
+def cost_switch(rep: Replay, key, lengths: np.ndarray, step_model: StepTimeModel, max_num_seqs: int):
+    """A factory of the cost switch of an arm reading profiles `key`: drafted / accepted tokens
+    per decode position from its profiles, a decode step's context at the mean prompt plus
+    half the mean response."""
+    prof = rep.profiles[key]
+    pos = sum(max(len(d) - 1, 0) for d, _ in prof) or 1
+    d_step = sum(int(d.sum()) for d, _ in prof) / pos
+    a_step = sum(int(a.sum()) for _, a in prof) / pos
+    ctx = float(np.mean([len(p) for p, _ in rep.pairs])) + float(np.mean(lengths)) / 2
+
+    def step_time(b, drafts):
+        return float(step_model.predict(running=b, prefill_tokens=0, decode_tokens=b, draft_tokens=drafts,
+                                        context_tokens=int(b * ctx), spec_requests=b if drafts else 0,
+                                        speculative=int(drafts > 0)))
+    return lambda: CostSwitch(step_time, d_step, a_step, max_num_seqs)
 
 
 def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray, stretch: bool,
@@ -101,13 +160,14 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
     sims, metrics = {}, {}
     for s in settings:
         T = tail_threshold_for(s, cfg)
-        reqs = requests_for(rep, lengths, s["k"], stretch)
+        reqs = requests_for(rep, lengths, s.get("profile"), stretch)
+        cost = cost_switch(rep, s["profile"], lengths, step_model, cfg.max_num_seqs) if s.get("profile") else None
         opts = dict(k=s["k"], step_model=step_model, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T,
                     position_edges=POSITION_EDGES, **kv_options(cfg))
         t0 = time.perf_counter()
         if sharded:
-            r = simulate_dp(reqs, shards, policy=lambda s=s: arm_policy(s), **opts)
+            r = simulate_dp(reqs, shards, policy=lambda s=s: arm_policy(s, cost), **opts)
             m = dp_arm_metrics([x.steps for x in r.instances], [x.finish_time_s for x in r.instances], T,
                                r.finish_time_s, [len(x) for x in shards])
             for row, x in zip(m["instances"], r.instances):
@@ -119,7 +179,7 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
                   if tails else None)
             steps = instance_steps(r)
         else:
-            r = simulate(reqs, policy=arm_policy(s), **opts)
+            r = simulate(reqs, policy=arm_policy(s, cost), **opts)
             m = arm_metrics(r.steps, r.finish_time_s, T)
             ta, steps = r.tail_acceptance, r.steps
         m["sim_seconds"] = time.perf_counter() - t0
@@ -144,6 +204,13 @@ def draw(cfg: RolloutConfig, rep: Replay) -> tuple[np.ndarray, bool]:
     return np.array([len(rep.pairs[j][1]) for j in rep.idx], dtype=np.int64), False
 
 
+def simulate_seed(cfg: RolloutConfig, rep: Replay, settings, seed: int, step_model: StepTimeModel):
+    """Every arm of `settings` on one draw of the lengths (`draw` with this seed)."""
+    c = replace(cfg, seed=seed)
+    lengths, stretch = draw(c, rep)
+    return simulate_arms(c, rep, settings, lengths, stretch, step_model)
+
+
 def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None = None) -> dict[str, Any]:
     """Simulated arms on traces (`trace_requests`; group sources draft from the trace group's
     distinct responses). Lengths: the responses' own, or drawn from `length_dist` with each
@@ -153,6 +220,8 @@ def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None
     lengths, stretch = draw(cfg, rep)
     settings = arm_settings(cfg)
     sims, metrics = simulate_arms(cfg, rep, settings, lengths, stretch, step_model)
+    # every draw's figures as median [min, max] (draws.py); this first draw's tables are the ones shown
+    draws = run_draws(cfg, sims, metrics, lambda seed: simulate_seed(cfg, rep, settings, seed, step_model))
     sharded = not hasattr(sims["off"], "steps")
     out = {"settings": settings, "metrics": metrics,
            "tables": {lbl: ("simulated", instance_steps(r) if sharded else r.steps) for lbl, r in sims.items()},
@@ -163,14 +232,19 @@ def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None
                         "response_len_mean": float(np.mean(lengths)),
                         "truncated_share": float(np.mean(lengths >= cfg.max_response_len)),
                         "sources": cfg.sources,
+                        "strategies": {s["label"]: parse_strategy(s["strategy"]).describe() for s in settings
+                                       if s["arm"] == "strategy"} or None,
+                        "history": rep.history,
                         "group_profiles": ("lockstep: a member drafting at position p sees each sibling's first p "
-                                           "tokens (the trace group's distinct responses)") if cfg.sources == "group"
-                        else None,
+                                           "tokens (the trace group's distinct responses)")
+                        if any("group" in (s.get("source") or "") for s in settings) else None,
                         "lengths": (f"drawn from {cfg.length_dist}, clipped to [{cfg.min_len}, {cfg.max_response_len}]"
                                     if stretch else "the traces' responses"),
                         "profile_resampling": RESAMPLE_METHOD if stretch else None,
                         "profile_seconds": rep.profile_s,
-                        "sim_seconds_total": float(sum(m["sim_seconds"] for m in metrics.values()))}}
+                        "sim_seconds_total": float(sum(m["sim_seconds"] for m in metrics.values())),
+                        "draws": {k: v for k, v in draws.items() if k != "records"}},
+           "draws": draws}
     if sharded:
         out["instance_tables"] = {lbl: [x.steps for x in r.instances] for lbl, r in sims.items()}
         out["slowest"] = {lbl: r.slowest for lbl, r in sims.items()}

@@ -1,34 +1,60 @@
-"""How much a simulated gain depends on the response lengths, the input the user is least sure
-of: the predicted gain of one speculating arm versus the median response length (x0.5, x1,
-x2 of the run's lognormal median) and the share of responses truncated at the maximum
-length (0 %, 5 %, 20 %).
+"""What a simulated prediction rests on: the tail share of the off rollout, the per-step gain and
+the long-tail speedup of one speculating arm, with ONE modelled assumption changed at a time.
+Every cell is a median [min, max] over the same draws of the lengths: the run's first
+SENSITIVITY_DRAWS draws (`draws.py`; simulating each changed assumption costs a full rollout
+per draw), the prediction's own row included so that rows compare.
 
-Lengths of a cell (`mixture_lengths`): a share s of the requests, picked at random, run to
-exactly the maximum (truncated); the others are drawn from the run's lognormal with the
-cell's median, redrawn while at or above the maximum (so the "0 %" column truncates none),
-and clipped below at the minimum length. Everything else (traces, acceptance profiles, seed,
-step model, instances) is the run's own; every cell simulates the off arm and the arm.
+The assumptions and the values tried (nothing is fitted to a published figure: values are
+tried, the table shows what each does):
+- response lengths (the run's lognormal): median x0.5 / x2; sigma x2/3 / x4/3; the share
+  truncated at the maximum 0 % / 20 % (`mixture_lengths`: that share at exactly the maximum,
+  the rest lognormal redrawn below it);
+- KV capacity: unlimited; a smaller engine memory share (gpu_memory_utilization 0.8, the seed's
+  scripts' value, for a preset; 0.6) where the step model knows the device memory; x0.6 of a
+  given --kv-capacity-tokens;
+- DAPO's generation rounds: a training step of 2 rounds (draws taken two at a time, cyclically,
+  from the run's draws); for a preset whose train batch is smaller than its generation batch,
+  the generation batch made of rounds of train-batch prompts (the seed's scripts set
+  GEN_BATCH_SIZE = TRAIN_BATCH_SIZE: one wave per instance per round), simulated;
+- host overhead per step: +25 ms, +50 ms on every step (eager launches, sampler, scheduler).
+  Schedules do not depend on step times, so each draw's steps are re-read, not re-simulated;
+- how the tail is read: pooled over instances (the comparison's reading), the slowest instance's
+  tail, or the wall time from the first instance's tail start to the end (a per-step timeline
+  split, as a figure of a whole step would be). A reading, not a modelled assumption.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from dataclasses import replace
+from typing import Any, Callable
 
 import numpy as np
 
 from samspec_bench.suites.rollout.config import RolloutConfig, lognormal_params
-from samspec_bench.suites.rollout.replay_arm import Replay, simulate_arms
+from samspec_bench.suites.rollout.draws import draw_record, draw_seeds
+from samspec_bench.suites.rollout.phases import ratio
+from samspec_bench.suites.rollout.presets import get_preset
+from samspec_bench.suites.rollout.replay_arm import Replay, draw, simulate_arms
+from samspec_bench.suites.rollout.spread import fmt, matched, spread
 from samspec_bench.suites.rollout.units import to_step_units
 
-MEDIAN_FACTORS = (0.5, 1.0, 2.0)
-TRUNCATED_SHARES = (0.0, 0.05, 0.20)
-DEFINITION = ("gain = off / on - 1 of the rollout time (slowest instance), in %; tail = pooled tail speedup; lengths: "
-              "a share of requests at exactly the maximum, the rest lognormal(median x factor, the run's sigma) "
-              "redrawn below the maximum")
-DEFINITION_STEPS = DEFINITION.replace("rollout time (slowest instance)", "decode steps (slowest instance; no step "
-                                      "model: not time)").replace("tail speedup", "tail step-count ratio")
+SENSITIVITY_DRAWS = 3
+MEDIAN_FACTORS = (0.5, 2.0)
+SIGMA_FACTORS = (2 / 3, 4 / 3)
+TRUNCATED_SHARES = (0.0, 0.20)
+HOST_EXTRA_S = (0.025, 0.050)
+KV_UTILIZATIONS = (0.8, 0.6)      # 0.8: the seed's scripts' GPU_MEMORY_UTILIZATION
+ROUND_SEED_STRIDE = 1_000_003     # round r of a draw with seed s draws its lengths with seed s + r * stride
+READINGS = {"pooled": ("pooled over instances", "each instance's tail time summed, over their times summed (the "
+                                                "comparison's reading)"),
+            "slowest": ("the slowest instance", "the slowest instance's own tail over its time"),
+            "first": ("wall from the first tail start", "the wall time from the first instance's tail start to the "
+                                                         "end, over the rollout's wall time")}
+DEFINITION = ("tail share = off arm's tail time / its time (read as the row says; default pooled over instances), "
+              "%; gain = off / on - 1 of the rollout time (slowest instance; summed over rounds), %; tail speedup = "
+              "off tail / on tail; preemptions = off arm's, all instances")
 
 
 def mixture_lengths(median: float, sigma: float, truncated_share: float, n: int, seed: int, lo: int, hi: int
@@ -49,54 +75,268 @@ def mixture_lengths(median: float, sigma: float, truncated_share: float, n: int,
     return x.astype(np.int64)
 
 
-def run_sensitivity(cfg: RolloutConfig, rep: Replay, settings, label: str, step_model,
-                    priced: str | None = None) -> dict[str, Any]:
-    """The grid for the arm `label` of `settings` (and the off baseline). `priced`: what priced
-    the steps (a label); None: no step model, the grid is in decode steps (step-count ratios,
-    not time)."""
+class NoMemory:
+    """A step model with its device memory hidden: the simulation's KV cache is then unlimited."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def __getattr__(self, name):
+        if name in ("memory", "kv_capacity_tokens", "fits"):
+            raise AttributeError(name)
+        return getattr(self._model, name)
+
+
+def capacity_at(step_model, utilization: float) -> int | None:
+    """KV tokens beside the weights when the engine takes `utilization` of the device memory (the
+    step model's own rule, `memory()`); None when it knows no memory."""
+    mem = step_model.memory() if callable(getattr(step_model, "memory", None)) else {}
+    kvb = getattr(step_model, "kv_bytes_per_token", None)
+    if not mem.get("memory_bytes") or not kvb:
+        return None
+    device = mem["memory_bytes"] / mem["utilization"]
+    return max(int((device * utilization - mem["weight_bytes"]) // kvb), 0)
+
+
+# ---------- reading a draw ----------
+
+def read(rounds: list[tuple[list[dict], list[dict]]], host_s: float = 0.0, reading: str = "pooled"
+         ) -> dict[str, float | None]:
+    """Tail share (%), gain (%) and tail speedup of a training step made of `rounds`, each (off
+    instances' phases, arm instances' phases) as `draws.phase_record` keeps them, with `host_s`
+    seconds added to every step, the tail read as READINGS[reading]."""
+    tail_o = den_o = tail_a = wall_o = wall_a = 0.0
+    for off, arm in rounds:
+        tot_o = [p["total_s"] + host_s * p["steps"] for p in off]
+        tot_a = [p["total_s"] + host_s * p["steps"] for p in arm]
+        wo, wa = max(tot_o), max(tot_a)
+        if reading == "pooled":
+            tail_o += sum(p["tail_s"] + host_s * p["tail_steps"] for p in off)
+            tail_a += sum(p["tail_s"] + host_s * p["tail_steps"] for p in arm)
+            den_o += sum(tot_o)
+        elif reading == "slowest":
+            i, j = int(np.argmax(tot_o)), int(np.argmax(tot_a))
+            tail_o += off[i]["tail_s"] + host_s * off[i]["tail_steps"]
+            tail_a += arm[j]["tail_s"] + host_s * arm[j]["tail_steps"]
+            den_o += wo
+        else:
+            tail_o += wo - min(p["tail_start_s"] + host_s * p["tail_start_step"] for p in off)
+            tail_a += wa - min(p["tail_start_s"] + host_s * p["tail_start_step"] for p in arm)
+            den_o += wo
+        wall_o, wall_a = wall_o + wo, wall_a + wa
+    share = ratio(tail_o, den_o)
+    return {"tail_share_pct": None if share is None else 100.0 * share,
+            "gain_pct": None if not wall_a else 100.0 * (wall_o / wall_a - 1.0), "speedup_tail": ratio(tail_o, tail_a)}
+
+
+def rounds_of(records: list[dict], label: str) -> list[tuple[list[dict], list[dict]]]:
+    """The (off at the arm's threshold, arm) phases of each record, one round each."""
+    return [(r["baseline"][label], r["phases"][label]) for r in records]
+
+
+def row(assumption: str, value: str, steps: list[list[dict]], label: str, how: str, modelled: bool = False,
+        host_s: float = 0.0, reading: str = "pooled") -> dict[str, Any]:
+    """One table row: `steps` holds, per draw, the records of that draw's rounds."""
+    figs = [read(rounds_of(recs, label), host_s, reading) for recs in steps]
+    pre = [sum(r["arms"]["off"]["preemptions"] or 0 for r in recs) for recs in steps]
+    return {"assumption": assumption, "value": value, "modelled": modelled, "how": how, "draws": len(steps),
+            "tail_share_pct": spread(f["tail_share_pct"] for f in figs), "gain_pct": spread(f["gain_pct"] for f in figs),
+            "speedup_tail": spread(f["speedup_tail"] for f in figs), "preemptions_off": spread(pre)}
+
+
+# ---------- the assumptions ----------
+
+def simulated(cfg: RolloutConfig, rep: Replay, pick, model, seeds, lengths_for: Callable[[int], np.ndarray] | None,
+              rounds: int = 1) -> list[list[dict]]:
+    """Per seed, the records of its `rounds` simulated rounds (lengths from `lengths_for(seed)`,
+    else drawn as the run draws them, round r with seed + r * ROUND_SEED_STRIDE)."""
+    out = []
+    for seed in seeds:
+        recs = []
+        for r in range(rounds):
+            s = seed + r * ROUND_SEED_STRIDE
+            lengths, stretch = (lengths_for(s), True) if lengths_for else draw(replace(cfg, seed=s), rep)
+            sims, metrics = simulate_arms(cfg, rep, pick, lengths, stretch, model)
+            recs.append(draw_record(s, sims, metrics))
+            del sims
+        out.append(recs)
+    return out
+
+
+def length_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
     med, sigma = lognormal_params(cfg.length_dist, "--sensitivity")
-    pick = [s for s in settings if s["label"] in ("off", label)]
-    t0 = time.perf_counter()
+    n, lo, hi = len(rep.idx), cfg.min_len, cfg.max_response_len
+
+    def lognormal(m, s):
+        spec = f"lognormal:{m:g}:{s:g}"
+        return lambda seed: draw(replace(cfg, seed=seed, length_dist=spec), rep)[0]
+
     rows = []
     for f in MEDIAN_FACTORS:
-        for share in TRUNCATED_SHARES:
-            lengths = mixture_lengths(med * f, sigma, share, len(rep.idx), cfg.seed, cfg.min_len, cfg.max_response_len)
-            _, metrics = simulate_arms(cfg, rep, pick, lengths, True, step_model)
-            m = metrics[label]
-            so = m.get("speedup_overall")
-            smi = m.get("speedup_mean_instance", so)
-            rows.append({"median_factor": f, "median_tokens": med * f, "truncated_share": share,
-                         "mean_length": float(lengths.mean()),
-                         "gain_pct": None if so is None else 100.0 * (so - 1.0),
-                         "gain_mean_instance_pct": None if smi is None else 100.0 * (smi - 1.0),
-                         "speedup_tail": m.get("speedup_tail"), "off_s": metrics["off"]["total_s"],
-                         "on_s": m["total_s"]})
-    block = {"arm": label, "length_dist": cfg.length_dist, "sigma": sigma, "median_factors": list(MEDIAN_FACTORS),
-             "truncated_shares": list(TRUNCATED_SHARES), "definition": DEFINITION, "rows": rows,
+        rows.append(row("response lengths: median", f"x{f:g} ({med * f:.0f} tokens)",
+                        simulated(cfg, rep, pick, model, seeds, lognormal(med * f, sigma)), label,
+                        f"lognormal:{med * f:g}:{sigma:g}"))
+    for f in SIGMA_FACTORS:
+        rows.append(row("response lengths: sigma (spread)", f"{sigma * f:.2g} (x{f:.2g})",
+                        simulated(cfg, rep, pick, model, seeds, lognormal(med, sigma * f)), label,
+                        f"lognormal:{med:g}:{sigma * f:.3g}"))
+    for share in TRUNCATED_SHARES:
+        rows.append(row("response lengths: share at the maximum", f"{100 * share:.0f} %",
+                        simulated(cfg, rep, pick, model, seeds,
+                                  lambda seed, share=share: mixture_lengths(med, sigma, share, n, seed, lo, hi)),
+                        label, "that share at exactly the maximum, the rest lognormal redrawn below it"))
+    return rows
+
+
+def kv_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
+    rows = [row("KV capacity", "unlimited", simulated(cfg, rep, pick, NoMemory(model), seeds, None), label,
+                "no KV limit: nothing preempted, admissions by max_num_seqs and the token budget only")]
+    if cfg.kv_capacity_tokens:
+        caps = [("x0.6 of the given capacity", int(cfg.kv_capacity_tokens * 0.6))]
+    else:
+        utils = KV_UTILIZATIONS if cfg.preset else KV_UTILIZATIONS[1:]
+        caps = [(f"utilisation {u:g}" + (" (seed scripts)" if u == 0.8 and cfg.preset else ""),
+                 capacity_at(model, u)) for u in utils]
+    for value, cap in caps:
+        if cap is None or cap < cfg.block_size:
+            continue
+        rows.append(row("KV capacity", f"{value}: {cap:,} tok",
+                        simulated(replace(cfg, kv_capacity_tokens=cap), rep, pick, model, seeds, None), label,
+                        "KV cache of that many tokens per instance; preemption as the engine does"))
+    return rows
+
+
+def round_rows(cfg, rep, pick, model, seeds, label, records) -> list[dict]:
+    n = len(records)
+    rows = [row("DAPO generation rounds per step", "2 rounds of the generation batch",
+                [[records[i], records[(i + 1) % n]] for i in range(n)], label,
+                "two draws per step (the run's draws, cyclically): times summed, each round ending at its slowest "
+                "instance")] if n >= 2 else []
+    tb = get_preset(cfg.preset).train_batch if cfg.preset else None
+    if tb and rep.n_prompts > tb and rep.n_prompts % tb == 0 and tb >= cfg.dp:
+        k = rep.n_prompts // tb
+        sub = replace(rep, idx=rep.idx[: tb * rep.group_size], n_prompts=tb)
+        rows.append(row("DAPO generation rounds per step", f"{k} rounds of {tb} prompts (gen = train batch)",
+                        simulated(cfg, sub, pick, model, seeds, None, rounds=k), label,
+                        f"the seed's scripts set GEN_BATCH_SIZE = TRAIN_BATCH_SIZE = {tb}: {k} rounds of {tb} prompts "
+                        f"x {rep.group_size} instead of one of {rep.n_prompts}, simulated"))
+    return rows
+
+
+def run_sensitivity(cfg: RolloutConfig, rep: Replay, settings, label: str, step_model, priced: str | None = None,
+                    draws: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The table for the arm `label` of `settings` against the off baseline. `draws`: the run's
+    draws (`draws.run_draws`; simulated here when not given). `priced`: what priced the steps (a
+    label); None: no step model, the table is in decode steps and has no host-overhead rows."""
+    t0 = time.perf_counter()
+    pick = [s for s in settings if s["label"] in ("off", label)]
+    if draws is None:
+        draws = {"records": [x[0] for x in simulated(cfg, rep, pick, step_model, draw_seeds(cfg), None)]}
+    records = draws["records"][:SENSITIVITY_DRAWS]   # every row over the same draws, comparable
+    seeds = [r["seed"] for r in records]
+    steps = priced is None
+    rows = [row("(the prediction)", "as modelled", [[r] for r in records], label,
+                "the run's own draws and assumptions", modelled=True)]
+    rows += length_rows(cfg, rep, pick, step_model, seeds, label)
+    rows += kv_rows(cfg, rep, pick, step_model, seeds, label)
+    rows += round_rows(cfg, rep, pick, step_model, seeds, label, records)
+    if not steps:
+        rows += [row("host overhead per step", f"+{1e3 * x:g} ms", [[r] for r in records], label,
+                     "the same schedules, every step longer by that much", host_s=x) for x in HOST_EXTRA_S]
+    rows += [row("tail read as", READINGS[k][0], [[r] for r in records], label, READINGS[k][1], reading=k)
+             for k in ("slowest", "first")]
+    published = published_figures(cfg)
+    block = {"arm": label, "length_dist": cfg.length_dist, "draws": len(seeds), "seeds": seeds,
+             "definition": DEFINITION, "rows": rows, "published_tail_share_pct": published.get("tail_share_pct"),
+             "published_gain_pct": published.get("gain_pct"), "rests_on": rests_on(rows, published),
              "seconds": time.perf_counter() - t0}
-    if priced is None:   # no step model: counts, and every key says so
-        return {**block, "units": "steps", "rows": to_step_units(rows), "definition": DEFINITION_STEPS,
-                "provenance": "decode steps of the simulation (no step model: a step-count gain, not time)"}
+    if steps:   # no step model: counts, and every key says so
+        return {**block, "units": "steps", "rows": to_step_units(rows),
+                "provenance": "decode steps of the simulation (no step model: step counts, not time)"}
     return {**block, "units": "s", "provenance": f"modelled: the simulation {priced}"}
 
 
+def published_figures(cfg: RolloutConfig) -> dict[str, float]:
+    """The preset's published tail share of the off rollout and per-step gain (%), where given."""
+    pub = get_preset(cfg.preset).published if cfg.preset else {}
+    out = {}
+    fig = pub.get("tail_phase_from_figure_s")
+    if fig:
+        out["tail_share_pct"] = 100.0 * fig["off"]["tail"] / (fig["off"]["tail"] + fig["off"]["head"])
+    if "per_step_inference" in pub:
+        out["gain_pct"] = pub["per_step_inference"]["gain_pct"]
+    return out
+
+
+def rests_on(rows: list[dict], published: dict[str, float]) -> dict[str, Any]:
+    """Which assumption moves the tail share and the gain most (the widest swing of the row
+    medians, the prediction's row included), and per published figure the row whose median is
+    closest to it and every row whose range holds it."""
+    base = rows[0]
+    groups: dict[str, list[dict]] = {}
+    for r in rows[1:]:
+        groups.setdefault(r["assumption"], []).append(r)
+
+    def swing(rs, key):
+        meds = [x[key]["median"] for x in [base, *rs] if x[key]["median"] is not None]
+        return (max(meds) - min(meds)) if meds else 0.0
+
+    modelled = [g for g in groups if g != "tail read as"]
+    by_share = sorted(modelled, key=lambda g: -swing(groups[g], "tail_share_pct"))
+    by_gain = sorted(modelled, key=lambda g: -swing(groups[g], "gain_pct"))
+    out: dict[str, Any] = {"swings_pp": {g: {"tail_share": swing(rs, "tail_share_pct"), "gain": swing(rs, "gain_pct")}
+                                          for g, rs in groups.items()},
+                           "tail_share": by_share[0] if by_share else None, "gain": by_gain[0] if by_gain else None,
+                           "closest_to_published": {}}
+    for key, pub in published.items():
+        cands = [r for r in rows if r[key]["median"] is not None]
+        if not cands:
+            continue
+        near = min(cands, key=lambda r: abs(r[key]["median"] - pub))
+        ok, gap = matched(pub, near[key])
+        out["closest_to_published"][key] = {
+            "published": pub, "assumption": near["assumption"], "value": near["value"], "modelled": near[key],
+            "matched": ok, "gap_pp": gap,
+            "matching_rows": [f"{r['assumption']}: {r['value']}" for r in cands if matched(pub, r[key])[0]]}
+    return out
+
+
+# ---------- terminal lines ----------
+
 def table_lines(block: dict[str, Any]) -> list[str]:
-    """The grid as terminal lines: rows = median, columns = truncated share; cells 'gain % / tail x'."""
-    shares = block["truncated_shares"]
+    """The table as terminal lines, then what the prediction rests on."""
     steps = block.get("units") == "steps"
-    what = "DECODE STEPS, not time: step-count gain % / tail step ratio" if steps else "MODELLED: gain % / tail speedup"
-    out = [f"sensitivity ({what}; arm {block['arm']}) vs median length and share truncated at the maximum",
-           f"  {'median (tokens)':>18s} " + " ".join(f"{f'{100 * s:.0f} % truncated':>22s}" for s in shares)]
-    for f in block["median_factors"]:
-        cells = []
-        for s in shares:
-            r = next(r for r in block["rows"] if r["median_factor"] == f and r["truncated_share"] == s)
-            g = "n/a" if r["gain_pct"] is None else f"{r['gain_pct']:+.2f} %"
-            tail = r.get("step_ratio_tail" if steps else "speedup_tail")
-            t = "n/a" if tail is None else f"{tail:.2f}x"
-            cells.append(f"{g + ' / ' + t:>22s}")
-        med = next(r["median_tokens"] for r in block["rows"] if r["median_factor"] == f)
-        head = f"x{f:g} ({med:.0f})"
-        out.append(f"  {head:>18s} " + " ".join(cells))
+    what = "DECODE STEPS, not time" if steps else "MODELLED"
+    tail_key = "step_ratio_tail" if steps else "speedup_tail"
+    seeds = block.get("seeds") or []
+    out = [f"what the prediction rests on ({what}; arm {block['arm']}; every row median [min, max] over the same "
+           f"{block['draws']} draws" + (f", seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else "")
+           + "; one assumption changed at a time):",
+           f"  {'assumption':38s} {'value':46s} {'tail share %':>18s} {'gain %':>22s} {'tail x':>18s} "
+           f"{'preempt. off':>16s}"]
+    last = None
+    for r in block["rows"]:
+        name = "" if r["assumption"] == last else r["assumption"]
+        last = r["assumption"]
+        out.append(f"  {name:38s} {r['value'][:46]:46s} {fmt(r['tail_share_pct'], '.1f'):>18s} "
+                   f"{fmt(r['gain_pct'], '+.2f'):>22s} {fmt(r.get(tail_key), '.2f'):>18s} "
+                   f"{fmt(r['preemptions_off'], '.0f'):>16s}")
     out.append(f"  ({block['definition']}; {block.get('provenance', 'modelled')})")
+    return out + rests_on_lines(block)
+
+
+def rests_on_lines(block: dict[str, Any]) -> list[str]:
+    ro = block.get("rests_on") or {}
+    sw = ro.get("swings_pp") or {}
+    if not ro.get("tail_share"):
+        return []
+    out = [f"  the modelled tail share rests most on: {ro['tail_share']} (swing {sw[ro['tail_share']]['tail_share']:.1f} "
+           f"pp over its values); the per-step gain on: {ro['gain']} (swing {sw[ro['gain']]['gain']:.2f} pp)"]
+    names = {"tail_share_pct": "tail share", "gain_pct": "per-step gain"}
+    for key, near in (ro.get("closest_to_published") or {}).items():
+        verdict = ("matched (inside its range)" if near["matched"]
+                   else f"not matched: {near['gap_pp']:+.1f} pp from the range's nearest end")
+        out.append(f"  closest to the published {names[key]} {near['published']:.2f} %: {near['assumption']} = "
+                   f"{near['value']}: {fmt(near['modelled'], '.2f')} % ({verdict}); rows whose range holds it: "
+                   f"{'; '.join(near['matching_rows']) or 'none'}")
     return out

@@ -12,6 +12,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from samspec_bench.bench.engines.engine_device import DEVICE_HELP, engine_device
+from samspec_bench.bench.engines.factory import engine_names
+from samspec_bench.devices import resolve_device
 from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id
 from samspec_bench.reports.collect import collect
@@ -34,9 +37,18 @@ def render_reports(out: Path) -> tuple[Path, Path]:
     return write_html(report, out / "report.html"), write_markdown(report, out / "report.md")
 
 
+def run_device(device: str | None, engine: str | None, where: str = "--device") -> str:
+    """The run's device (resolved: every step that takes --device gets it): a device that is not
+    there, or one the run's engine cannot run on (vLLM places itself), is a UserError now."""
+    device = resolve_device(device, where)
+    if engine in engine_names():
+        engine_device(engine, device, where)
+    return device
+
+
 def run_all(output: str | Path = "results", model: str | None = None, engine: str | None = None,
             data_dir: str | Path | None = None, config: str | Path | None = None, steps: str | None = None,
-            resume: str | Path | None = None, console=None) -> tuple[dict, Path]:
+            resume: str | Path | None = None, console=None, device: str | None = None) -> tuple[dict, Path]:
     """Run the steps and render the report; returns (the final state, the run directory)."""
     console = console or Console(stderr=False)
     if resume is not None:
@@ -44,6 +56,7 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
         state = read_state(out)
         s = state["settings"]
         for opt, given, saved in (("--model", model_id(model) if model else None, s.get("model")), ("--engine", engine, s.get("engine")),
+                                  ("--device", resolve_device(device) if device else None, s.get("device")),
                                   ("--data-dir", str(Path(data_dir).expanduser().resolve()) if data_dir else None,
                                    s.get("data_dir"))):
             if given is not None and given != saved:
@@ -60,6 +73,7 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
         # a short name becomes its id; an uncached model offline stops here, before the run folder
         model = check_model(model or sections.get("model") or DEFAULT_MODEL)
         engine = check_engine(engine, "--engine") if engine else check_engine(sections.get("engine"), "engine:")
+        device = run_device(device, engine) if device else run_device(sections.get("device"), engine, "device:")
         dd = data_dir or sections.get("data-dir") or os.environ.get("SAMSPEC_DATA_DIR") or None
         if dd is not None:
             p = Path(dd).expanduser()
@@ -74,14 +88,15 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
         check_sections(step_sections)
         out = new_run_dir(Path(output))
         state = {"format": STATE_FORMAT, "created": now(),
-                 "settings": {"model": model, "engine": engine, "data_dir": dd, "config_file": str(config) if config else None,
+                 "settings": {"model": model, "engine": engine, "device": device, "data_dir": dd,
+                              "config_file": str(config) if config else None,
                               "sections": step_sections, "steps": chosen},
                  "steps": {}}
         write_state(out, state)
         click.echo(f"run directory: {out}")
     s = state["settings"]
     ctx = Ctx(out=out, model=s["model"], engine=s.get("engine"), data_dir=Path(s["data_dir"]) if s.get("data_dir") else None,
-              sections=s.get("sections") or {}, state=state)
+              sections=s.get("sections") or {}, state=state, device=s.get("device"))
     # torch threads: chosen now, from what is free before this run loads the machine (a resumed
     # run keeps its choice), and said before anything runs
     plan.threads_for(ctx)
@@ -144,24 +159,25 @@ def outcome(state: dict, out: Path) -> int:
               "a checkpoint directory for the real run).")
 @click.option("--engine", default=None, help="Engine for the suites that take --engine (reference, vllm, replay). "
               "Suites that cannot use it run with their default; with vllm missing they are skipped.")
+@click.option("--device", default=None, help="For the steps that take --device (default: auto). " + DEVICE_HELP)
 @click.option("--data-dir", type=click.Path(), default=None,
               help="Shared data directory (traces/, tokenizers/, benchmarks/). Default: SAMSPEC_DATA_DIR; "
                    "without one, a built-in workload is generated with the model.")
 @click.option("--config", "config", type=click.Path(), default=None,
-              help="YAML: optional model/engine/data-dir/steps, then one section per suite with its CLI "
+              help="YAML: optional model/engine/device/data-dir/steps, then one section per suite with its CLI "
                    "options (e.g. accept: {num-spec-tokens: [3, 5]}); `suite: false` skips one.")
 @click.option("--steps", default=None, help=f"Only these steps, comma list ({', '.join(plan.STEP_NAMES)}).")
 @click.option("--output", default="results", show_default=True, type=click.Path(),
               help="Root directory: the run goes to <output>/run-<timestamp>/.")
 @click.option("--resume", default=None, type=click.Path(), help="Continue an interrupted run in this directory.")
-def command(model, engine, data_dir, config, steps, output, resume):
+def command(model, engine, device, data_dir, config, steps, output, resume):
     """Run every suite that can run here with small defaults and render one report.
 
     With no options: the built-in model and a built-in workload, about ten minutes on a
     laptop CPU. With --model, --engine and --data-dir: the real run."""
     try:
         state, out = run_all(output=output, model=model, engine=engine, data_dir=data_dir, config=config,
-                             steps=steps, resume=resume)
+                             steps=steps, resume=resume, device=device)
     except KeyboardInterrupt:
         sys.exit(130)   # the resume hint is already printed; click would add "aborted"
     code = outcome(state, out)

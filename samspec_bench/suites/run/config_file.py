@@ -1,4 +1,4 @@
-"""The YAML file of `samspec-bench run --config`: optional top-level model, engine, data-dir,
+"""The YAML file of `samspec-bench run --config`: optional top-level model, engine, device, data-dir,
 steps; then one section per step with the suite's CLI options, e.g.
 `accept: {drafter: "sam,ngram", num-spec-tokens: [3, 5]}`; `op-equivalence: false` skips a step.
 Every section's option names are checked before anything runs."""
@@ -11,16 +11,17 @@ from typing import Any
 import click
 import yaml
 
-from samspec_bench.errors import UserError, one_line
+from samspec_bench.devices import resolve_device
+from samspec_bench.errors import UserError, nearest, one_line
 from samspec_bench.suites.run import plan
-from samspec_bench.suites.run.config_options import build_args, suite_command, suite_params
+from samspec_bench.suites.run.config_options import build_args, find_option, suite_command, suite_params
 from samspec_bench.workload import WorkloadConfig
 
-GLOBAL_KEYS = ("model", "engine", "data-dir", "steps")
+GLOBAL_KEYS = ("model", "engine", "device", "data-dir", "steps")
 
 
 def load_config(path: str | Path) -> dict:
-    """A YAML file: optional top-level model, engine, data-dir, steps; then one section per step."""
+    """A YAML file: optional top-level model, engine, device, data-dir, steps; then one section per step."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"--config {path}: no such file; pass a YAML file with one section per suite")
@@ -40,7 +41,7 @@ def load_config(path: str | Path) -> dict:
     for key, value in data.items():
         k = str(key).replace("_", "-")
         if k in GLOBAL_KEYS:
-            if k in ("model", "engine", "data-dir") and value is not None and not isinstance(value, str):
+            if k in ("model", "engine", "device", "data-dir") and value is not None and not isinstance(value, str):
                 raise UserError(f"--config {path}: {key} must be a string (got {type(value).__name__} {value!r})")
             if k == "steps" and value is not None and not isinstance(value, (str, list)):
                 raise UserError(f"--config {path}: steps must be a comma list or a YAML list of step names "
@@ -53,7 +54,8 @@ def load_config(path: str | Path) -> dict:
                 raise UserError(f"--config {path}: section {key} must be a mapping of options (or false to skip it)")
             out[k] = value
         else:
-            raise UserError(f"--config {path}: unknown key {key!r}; use {', '.join(GLOBAL_KEYS)} or a step name "
+            raise UserError(f"--config {path}: unknown key {key!r}{nearest(k, (*GLOBAL_KEYS, *plan.STEP_NAMES))}; "
+                            f"use {', '.join(GLOBAL_KEYS)} or a step name "
                             f"({', '.join(plan.STEP_NAMES)})")
     return out
 
@@ -93,9 +95,16 @@ def check_sections(sections: dict) -> None:
                                 f"(got {value!r})")
         if step.command is None:
             workload_config(options)
+            device_keys = [k for k in options if str(k).replace("-", "_") == "device"]
         elif (cmd := suite_command(step.command)) is not None:   # None: not in this build
             build_args(cmd, step.name, options)
             try:
                 suite_params(cmd, step.name, options)   # each value through its option's click type
             except click.ClickException as e:
                 raise UserError(f"config section {step.name}: {one_line(e.format_message())}") from None
+            device_keys = [k for k in options if getattr(find_option(cmd, k), "name", None) == "device"]
+        else:
+            device_keys = []
+        for key in device_keys:   # a device that is not there: now, not when its step runs
+            if options[key] is not None:
+                resolve_device(str(options[key]), f"config section {step.name}: {key}")

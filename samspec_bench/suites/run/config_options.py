@@ -19,7 +19,7 @@ import click
 
 from samspec_bench import commands
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, nearest
 from samspec_bench.suites.run import plan
 
 # where results go: `run` sets them itself (execute's output / resume / json_path keywords)
@@ -79,7 +79,8 @@ def _checked(cmd: click.Command, step: str, options: dict[str, Any]) -> Iterator
     for key, value in options.items():
         p = find_option(cmd, key)
         if p is None:
-            raise UserError(f"config section {step}: `samspec-bench {cmd.name}` has no option --{key} "
+            raise UserError(f"config section {step}: `samspec-bench {cmd.name}` has no option --{key}"
+                            f"{nearest(str(key).replace('_', '-'), [k for k in _option_index(cmd) if '_' not in k])} "
                             f"(see samspec-bench {cmd.name} --help)")
         if is_reserved(p):
             raise UserError(f"config section {step}: --{key} is set by `samspec-bench run` itself; remove it")

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import click
 
 from samspec_bench.bench.engines.factory import engine_capabilities
+from samspec_bench.devices import resolve_device
 from samspec_bench.errors import int_list
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.sam.drafters import arctic_available
@@ -43,6 +44,7 @@ class Ctx:
     data_dir: Path | None           # None: built-in workload
     sections: dict[str, Any]        # config file: step name -> options (or False)
     state: dict
+    device: str | None = None       # resolved --device for the steps that take it (None: their default)
 
     def step_dir(self, name: str) -> Path:
         return self.out / "runs" / name
@@ -229,7 +231,7 @@ def profile_for_replay(ctx: Ctx, path: Path) -> Callable[[dict[str, Any]], None]
         quick_profile(path, WORKLOAD_ENGINE, params.get("model") or ctx.model, ks, largest,
                       threads=int(params.get("threads") or 1), log=lambda t: click.echo(t, err=True),
                       note="measured by `samspec-bench run` on this machine to price its rollout replay",
-                      grid=RUN_PROFILE_GRID)
+                      grid=RUN_PROFILE_GRID, device=resolve_device(params.get("device")))
     return prepare
 
 

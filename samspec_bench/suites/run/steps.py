@@ -91,6 +91,8 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
             options.setdefault("model", ctx.model)
         if ctx.data_dir is not None and find_option(cmd, "data-dir") is not None:
             options.setdefault("data-dir", str(ctx.data_dir))
+        if ctx.device is not None and find_option(cmd, "device") is not None:
+            options.setdefault("device", ctx.device)
         if ctx.engine is not None:
             value, note = engine_option(cmd, ctx.engine)
             if note and note.startswith("skip:"):
@@ -103,6 +105,8 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
         options = merge(cmd, options, section)
         args = build_args(cmd, step.name, options)
     else:
+        if ctx.device is not None:
+            options.setdefault("device", ctx.device)
         options.update(section)
         args = []
     step_dir = ctx.step_dir(step.name)

@@ -10,8 +10,10 @@ run's sample counts. The controls (`controls`: exact references of another const
 negative controls lossy on purpose, down to a 1 % loss at one position) show the battery's
 power; `vllm` audits vLLM's whole verify step. Speed (`speed`): the vectorised sampler
 against both loop references (eager and lazy recovery) on the same inputs and uniforms, and
-against vLLM's own rejection sampler where it imports. `running` writes the run directory
-and the figures (`figures`).
+against vLLM's own rejection sampler where it imports. Everything runs on `--device` (auto:
+CUDA, then NPU, then the CPU); on an accelerator the speed table is device time (events read
+after synchronising), on the CPU the calling thread's CPU time, each row naming its timer.
+`running` writes the run directory and the figures (`figures`).
 
 The suite contract: SUITE, command, build_config(**options) -> SamplerConfig,
 execute(config, output=..., resume=..., json_path=...) -> exit code. Importing the package

@@ -14,7 +14,8 @@ A sampler is audited through one of two adapter shapes (both defined, field by f
        from samspec_bench.bench.rejection import RejectionInputs
 
        def verify(inp: RejectionInputs) -> torch.Tensor:
-           out = torch.full((inp.batch_size, inp.max_spec_len + 1), -1, dtype=torch.long)
+           out = torch.full((inp.batch_size, inp.max_spec_len + 1), -1, dtype=torch.long,
+                            device=inp.target_probs.device)
            start = 0
            for b, n in enumerate(inp.num_draft_tokens):
                g = inp.generators.get(b)                    # a seeded request's generator, or None
@@ -175,8 +176,9 @@ def _vllm_adapter(fn: Callable, names: list[str]) -> Callable:
     greedy_temp = float(getattr(greedy_temp, "value", greedy_temp))
 
     def call(inp):
-        temp = torch.where(inp.is_greedy, torch.tensor(greedy_temp), torch.tensor(1.0)).to(
-            device=inp.target_probs.device, dtype=torch.float32)
+        dev = inp.target_probs.device
+        temp = torch.where(inp.is_greedy.to(dev), torch.tensor(greedy_temp, device=dev),
+                           torch.tensor(1.0, device=dev)).to(torch.float32)
         md = types.SimpleNamespace(
             all_greedy=inp.all_greedy, all_random=inp.all_random, temperature=temp,
             top_k=None, top_p=None, min_p=None, generators=inp.generators, max_num_logprobs=None,

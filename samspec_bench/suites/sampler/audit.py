@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from samspec_bench.bench.rejection import LogitsInputs, RejectionInputs, SamplingBatch
+from samspec_bench.devices import resolve_device
 from samspec_bench.suites.sampler.adapters import Audited
 from samspec_bench.suites.sampler.battery import Case
 from samspec_bench.suites.sampler.checks import greedy_check, reproducibility_check
@@ -94,12 +95,14 @@ def run_case(sampler: Callable, case: Case, n_trials: int, seed: int, device: st
         rows_of = [t.logits if t.logits is not None else np.log(np.asarray(t.target, np.float32))
                    for t in case.templates]
         table = torch.tensor(np.concatenate([r[: t.k] for r, t in zip(rows_of, case.templates)] + empty),
-                             dtype=torch.float32)
-        btable = torch.tensor(np.stack([r[t.k] for r, t in zip(rows_of, case.templates)]), dtype=torch.float32)
+                             dtype=torch.float32, device=device)
+        btable = torch.tensor(np.stack([r[t.k] for r, t in zip(rows_of, case.templates)]), dtype=torch.float32,
+                              device=device)
     else:
-        table = torch.tensor(np.concatenate([t.target[: t.k] for t in case.templates] + empty), dtype=torch.float32)
-    qtable = (torch.tensor(np.concatenate([t.q[: t.k] for t in case.templates] + empty), dtype=torch.float32)
-              if case.with_probs else None)
+        table = torch.tensor(np.concatenate([t.target[: t.k] for t in case.templates] + empty), dtype=torch.float32,
+                             device=device)
+    qtable = (torch.tensor(np.concatenate([t.q[: t.k] for t in case.templates] + empty), dtype=torch.float32,
+                           device=device) if case.with_probs else None)
     offsets = np.cumsum([0] + [t.k for t in case.templates])
     outputs = {ti: np.full((per_t, K + 1), -2, dtype=np.int64) for ti in range(T)}
     chunk = _chunk_requests(case)
@@ -115,14 +118,14 @@ def run_case(sampler: Callable, case: Case, n_trials: int, seed: int, device: st
         row_idx = np.concatenate([np.arange(offsets[ti], offsets[ti] + case.templates[ti].k) for ti in tis]
                                  + [np.zeros(0, dtype=np.int64)]).astype(np.int64)
         d_ids = np.concatenate([drafts[ti][tr] for ti, tr in zip(tis, trial)] + [np.zeros(0, dtype=np.int64)])
-        ridx = torch.from_numpy(row_idx)
+        ridx = torch.from_numpy(row_idx).to(device)
         # Rebuild the inputs in buffers reused across calls: fresh [rows, V] allocations cost
         # page faults that dwarf the samplers' own work at large vocabularies.
         if tbuf is None or tbuf.shape[0] < ridx.numel():
-            tbuf = torch.empty((ridx.numel(), case.vocab), dtype=torch.float32)
+            tbuf = torch.empty((ridx.numel(), case.vocab), dtype=torch.float32, device=device)
             qbuf = None if qtable is None else torch.empty_like(tbuf)
-        tp = torch.index_select(table, 0, ridx, out=tbuf[: ridx.numel()]).to(device)
-        dp = None if qtable is None else torch.index_select(qtable, 0, ridx, out=qbuf[: ridx.numel()]).to(device)
+        tp = torch.index_select(table, 0, ridx, out=tbuf[: ridx.numel()])
+        dp = None if qtable is None else torch.index_select(qtable, 0, ridx, out=qbuf[: ridx.numel()])
         gens = {}
         for i, (ti, tr) in enumerate(zip(tis, trial)):
             if case.templates[ti].seeded:
@@ -137,7 +140,7 @@ def run_case(sampler: Callable, case: Case, n_trials: int, seed: int, device: st
             ps = [case.templates[ti].top_p for ti in tis]
             sb = SamplingBatch(temperature=temps, top_k=ks if any(ks) else None,
                                top_p=ps if min(ps) < 1.0 else None, generators=gens)
-            bl = btable[torch.from_numpy(tis.astype(np.int64))].to(device)
+            bl = btable[torch.from_numpy(tis.astype(np.int64)).to(device)]
             inputs = LogitsInputs(target_logits=tp, bonus_logits=bl, sampling=sb, **common)
             watched = [tp, bl]
         else:
@@ -229,7 +232,8 @@ def audit(a: Audited, cfg: SamplerConfig, cases: list[Case], progress=None) -> d
     """Run the whole battery against one sampler; returns the JSON-able record. Runs with one
     intra-op thread: the work is many small operations, for which a thread pool costs more
     than it saves (up to 5x more wall time on a busy 2-core machine); the previous setting
-    is restored."""
+    is restored. Every tensor lives on cfg.device (`auto` resolved here when the caller did not)."""
+    cfg = dataclasses.replace(cfg, device=resolve_device(cfg.device))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

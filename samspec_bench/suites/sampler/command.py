@@ -48,7 +48,9 @@ def execute(config: SamplerConfig, *, output: str, resume: Optional[str] = None,
 @click.option("--max-vocab", default="151936", show_default=True, help="Skip battery cases with a larger vocabulary.")
 @click.option("--large-vocab", default="151936", show_default=True, help="Vocabulary of the large-vocab cases.")
 @click.option("--full", is_flag=True, help="Extra cases and 4x the samples (minutes).")
-@click.option("--device", default="cpu", show_default=True, help="Device for the sampler inputs (cpu, cuda, npu).")
+@click.option("--device", default="auto", show_default=True,
+              help="Where the battery, the audits and the speed grid run: auto (CUDA, then NPU, then CPU), cpu, "
+                   "cuda[:N] or npu[:N]. On an accelerator the speed grid is timed in device time (events).")
 @click.option("--speed/--no-speed", default=True, show_default=True, help="Run the speed benchmark.")
 @click.option("--speed-batch", default="1,4,16,64,256", show_default=True, help="Batch sizes.")
 @click.option("--speed-k", default="1,2,3,4,8", show_default=True, help="Draft lengths.")

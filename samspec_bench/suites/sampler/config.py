@@ -5,8 +5,8 @@ Torch-free: `--help` reads it."""
 from __future__ import annotations
 
 import dataclasses
-import re
 
+from samspec_bench.devices import parse_device
 from samspec_bench.errors import UserError, int_list
 
 SUITE = "sampler"
@@ -73,10 +73,6 @@ def moved_target(spec: str) -> str:
     return MOVED_TARGETS[module] + sep + attr if sep and module in MOVED_TARGETS else spec
 
 
-# torch's device spelling (type[:index]); whether the device exists is checked when the run starts
-_DEVICE = re.compile(r"(cpu|cuda|npu|xpu|mps|hpu)(:\d+)?")
-
-
 @dataclasses.dataclass
 class SamplerConfig:
     samples: int = 4000             # trials per case (scaled down for large vocabularies)
@@ -88,7 +84,7 @@ class SamplerConfig:
     max_vocab: int = 151936         # skip battery cases with a larger vocabulary
     large_vocab: int = 151936       # the vocabulary of the large-vocab cases
     full: bool = False              # extra cases and 4x samples
-    device: str = "cpu"
+    device: str = "auto"            # auto | cpu | cuda[:N] | npu[:N]; `running.run` resolves it
     speed: bool = True
     speed_batches: tuple = (1, 4, 16, 64, 256)
     speed_ks: tuple = (1, 2, 3, 4, 8)
@@ -151,6 +147,5 @@ def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, 
                         "pass e.g. 151936")
     if max(cfg.speed_ks) > 32:
         raise UserError(f"--speed-k {speed_k}: draft lengths above 32 are not realistic; use 1..8")
-    if not _DEVICE.fullmatch(str(device)):
-        raise UserError(f"--device {device}: not a device; pass cpu, cuda, cuda:1, npu (or xpu, mps, hpu)")
+    parse_device(device)   # the spelling here (no torch); whether it exists when the run starts
     return cfg

@@ -106,7 +106,7 @@ def no_exclusion_demo(inputs):
                            uniforms=(acc_u, fin_u))
     nums = list(inputs.num_draft_tokens)
     n_emit = (out != -1).sum(1) - 1
-    starts = torch.tensor([sum(nums[:i]) for i in range(len(nums))], dtype=torch.long)
+    starts = [sum(nums[:i]) for i in range(len(nums))]   # host-side offsets (read one by one)
     greedy = inputs.is_greedy.cpu()
     rej = [b for b in range(len(nums)) if not greedy[b] and int(n_emit[b]) < nums[b]]
     if rej:

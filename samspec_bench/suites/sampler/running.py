@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from samspec_bench.errors import UserError
+from samspec_bench.devices import device_info, resolve_device
 from samspec_bench.results import RunDir, build_result, emit_json
 from samspec_bench.suites.sampler.adapters import resolve_audit
 from samspec_bench.suites.sampler.audit import audit, where
@@ -24,24 +24,20 @@ from samspec_bench.suites.sampler.config import (EXPECTED_EXACT, NEGATIVE_CONTRO
                                                  SamplerConfig)
 from samspec_bench.suites.sampler.figures import plot_speed, plot_tv_curves
 from samspec_bench.suites.sampler.power import fmt, headline, planned_power
-from samspec_bench.suites.sampler.speed import speed_benchmark
-
-
-def check_device(device: str) -> None:
-    """UserError naming --device when this machine cannot hold a tensor there (build_config
-    checks the spelling without torch)."""
-    try:
-        torch.empty(1, device=device)
-    except Exception as e:  # noqa: BLE001
-        raise UserError(f"--device {device}: not usable here ({type(e).__name__}); pass cpu or an available device") from None
+from samspec_bench.suites.sampler.speed import speed_benchmark, speed_timer
 
 
 def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = None, console=None) -> dict:
-    """Run audits and the speed benchmark, write the run directory, return the result dict."""
-    check_device(cfg.device)
+    """Run audits and the speed benchmark, write the run directory, return the result dict.
+    The device is resolved (a missing one: UserError) before the run folder exists."""
+    requested = cfg.device
+    cfg = dataclasses.replace(cfg, device=resolve_device(cfg.device))
+    timer = speed_timer(cfg.device, cfg.speed_threads)
     rd = RunDir(output, SUITE, resume)
     done_audits = {r["name"]: r for r in rd.samples("audits.jsonl")}
-    done_speed = {r["key"]: r["row"] for r in rd.samples("speed.jsonl")}
+    # a resumed run keeps only the speed rows measured on this device with this timer
+    done_speed = {r["key"]: r["row"] for r in rd.samples("speed.jsonl")
+                  if r["row"].get("device") == cfg.device and r["row"].get("timer") == timer}
     specs = []
     if cfg.builtin:
         specs += [(s, False) for s in cfg.builtins]
@@ -89,9 +85,11 @@ def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = Non
                           "draft_probs": c.with_probs, "k": [t.k for t in c.templates],
                           "trials": c.trials(cfg)} for c in cases]
     config["torch_threads"] = torch.get_num_threads()
+    config["device_requested"] = requested
     extra = {"audits": [{k: v for k, v in r.items() if k != "table"} for r in records], "power": power}
-    rd.write_result(config, metrics, tables, figure_names, extra=extra)
-    result = build_result(SUITE, config, metrics, tables, figure_names, extra)
+    device = device_info(cfg.device)
+    rd.write_result(config, metrics, tables, figure_names, extra=extra, device=device)
+    result = build_result(SUITE, config, metrics, tables, figure_names, extra, device)
     result["run_dir"] = str(rd.path)
     return result
 
@@ -131,13 +129,18 @@ def summarise(records: list[dict], speed_rows: list[dict], cfg: SamplerConfig) -
         m["speed_ratio_min"] = float(min(ratios))
         m["speed_ratio_median"] = float(np.median(ratios))
         m["speed_outputs_equal"] = all(r["outputs_equal"] for r in speed_rows)
+        m["speed_device"], m["speed_timer"] = speed_rows[0].get("device"), speed_rows[0].get("timer")
         head = [r for r in speed_rows if r["batch"] == 64 and r["k"] == 3]
         big = max(head, key=lambda r: r["vocab"]) if head else None
         if big:
             m["speed_headline"] = {key: big.get(key) for key in (
                 "batch", "k", "vocab", "loop_ms", "vectorised_ms", "ratio", "loop_lazy_ms", "ratio_vs_loop_lazy",
-                "vectorised_logits_ms", "vllm_ms", "ratio_vs_vllm", "ratio_wall_min", "acceptance_rate")}
+                "vectorised_logits_ms", "vllm_ms", "ratio_vs_vllm", "ratio_min", "acceptance_rate", "timer")}
             m["speed_target_10x_met"] = big["ratio"] >= 10 if big["vocab"] >= 151936 else None
+        # the largest point (Qwen3's vocabulary, batch 256, k 8 in the default grid)
+        top = max(speed_rows, key=lambda r: (r["vocab"], r["batch"], r["k"]))
+        m["speed_largest"] = {key: top.get(key) for key in (
+            "vocab", "batch", "k", "vectorised_ms", "loop_ms", "ratio", "device", "timer")}
     return m
 
 
@@ -161,31 +164,35 @@ def print_report(result: dict, console) -> None:
     print_power(result.get("power"), console)
     speed = result["tables"].get("speed") or []
     if speed:
-        threads = result["config"].get("speed_threads")
-        also = " and vLLM" if any(r.get("vllm_ms") for r in speed) else ""
-        s = Table(title=f"Speed: vectorised vs both loop references (same inputs and uniforms){also} "
-                        f"(measured: median CPU ms, {threads} thread(s); wall = fastest call)")
-        vllm = any(r.get("vllm_ms") for r in speed)
-        cols = ["vocab", "k", "batch", "loop ms", "vectorised ms", "ratio", "loop(lazy) ms", "ratio vs lazy"]
-        cols += ["vLLM ms", "ratio vs vLLM"] if vllm else []
-        for col in cols + ["wall ratio", "accept", "equal"]:
-            s.add_column(col, justify="right")
-        for r in speed:
-            row = [str(r["vocab"]), str(r["k"]), str(r["batch"]), f"{r['loop_ms']:.2f}", f"{r['vectorised_ms']:.3f}",
-                   f"{r['ratio']:.1f}x", f"{r['loop_lazy_ms']:.2f}", f"{r['ratio_vs_loop_lazy']:.1f}x"]
-            if vllm:
-                row += ["" if r.get("vllm_ms") is None else f"{r['vllm_ms']:.3f}",
-                        "" if r.get("ratio_vs_vllm") is None else f"{r['ratio_vs_vllm']:.2f}x"]
-            s.add_row(*row, f"{r['ratio_wall_min']:.1f}x", f"{r['acceptance_rate']:.2f}",
-                      "yes" if r["outputs_equal"] else "NO")
-        console.print(s)
-        notes = ["ratio: eager loop (a recovered token drawn at every position) / vectorised; ratio vs lazy: loop "
-                 "drawing only at the first rejection / vectorised"]
-        if vllm:
-            notes.append("vLLM: its own rejection_sample from processed logits (softmax inside), against the "
-                         "vectorised sampler timed from the same logits")
-        console.print("; ".join(notes) + ". Measured CPU time of one thread (see the run's config for the threads).")
+        print_speed(speed, result["environment"].get("device") or {}, console)
     console.print(f"run directory: {result.get('run_dir')}")
+
+
+def print_speed(speed: list[dict], device: dict, console) -> None:
+    """The speed table, titled with the device and what its milliseconds are (the rows' timer)."""
+    timer, fastest = speed[0].get("timer"), speed[0].get("fastest_timer")
+    on = f"{speed[0].get('device')}" + (f" ({device['name']})" if device.get("name") else "")
+    vllm = any(r.get("vllm_ms") for r in speed)
+    s = Table(title=f"Speed on {on}: vectorised vs both loop references (same inputs and uniforms)"
+                    f"{' and vLLM' if vllm else ''}; ms = {timer}; fastest = {fastest}")
+    cols = ["vocab", "k", "batch", "loop ms", "vectorised ms", "ratio", "loop(lazy) ms", "ratio vs lazy"]
+    cols += ["vLLM ms", "ratio vs vLLM"] if vllm else []
+    for col in cols + ["fastest ratio", "accept", "equal"]:
+        s.add_column(col, justify="right")
+    for r in speed:
+        row = [str(r["vocab"]), str(r["k"]), str(r["batch"]), f"{r['loop_ms']:.2f}", f"{r['vectorised_ms']:.3f}",
+               f"{r['ratio']:.1f}x", f"{r['loop_lazy_ms']:.2f}", f"{r['ratio_vs_loop_lazy']:.1f}x"]
+        if vllm:
+            row += ["" if r.get("vllm_ms") is None else f"{r['vllm_ms']:.3f}",
+                    "" if r.get("ratio_vs_vllm") is None else f"{r['ratio_vs_vllm']:.2f}x"]
+        s.add_row(*row, f"{r['ratio_min']:.1f}x", f"{r['acceptance_rate']:.2f}", "yes" if r["outputs_equal"] else "NO")
+    console.print(s)
+    notes = ["ratio: eager loop (a recovered token drawn at every position) / vectorised; ratio vs lazy: loop "
+             "drawing only at the first rejection / vectorised"]
+    if vllm:
+        notes.append("vLLM: its own rejection_sample from processed logits (softmax inside), against the "
+                     "vectorised sampler timed from the same logits")
+    console.print("; ".join(notes) + f". Measured on {speed[0].get('device')}: {timer}.")
 
 
 def print_power(power: Optional[dict], console) -> None:

@@ -30,18 +30,21 @@ def test_reference_engine_configurations():
     assert isinstance(d, NgramDrafter)
     assert isinstance(eng.drafter(DraftConfig("sam", 3, group=True)), SamDrafter)
     # nothing built yet: the description says what will be
-    assert eng.describe() == {"name": "reference", "model": "builtin:tiny-qwen3", "dtype": "float32",
+    assert eng.describe() == {"name": "reference", "model": "builtin:tiny-qwen3", "dtype": "float32", "device": "cpu",
                               "exact": False, "responses": eng.describe()["responses"]}
-    assert eng.options == {"max_num_seqs": 32}
+    assert eng.options == {"max_num_seqs": 32, "device": "cpu"}
     eng.close()
+    # the engine is built on the suite's device (resolved by engine_device; not built here)
+    on_gpu = ModelAcceptanceEngine("reference", "builtin:tiny-qwen3", device="cuda:1")
+    assert on_gpu.options["device"] == "cuda:1" and on_gpu.describe()["device"] == "cuda:1"
 
 
 def test_vllm_engine_configurations(monkeypatch):
     import samspec_bench.bench.engines.acceptance as acceptance
 
     monkeypatch.setattr(acceptance, "require_engine", lambda name: None)   # the checks need no vLLM
-    eng = ModelAcceptanceEngine("vllm", "builtin:tiny-qwen3", engine_args={"max_num_seqs": 8})
-    assert eng.options == {"max_model_len": 4096, "engine_args": {"max_num_seqs": 8}}
+    eng = ModelAcceptanceEngine("vllm", "builtin:tiny-qwen3", engine_args={"max_num_seqs": 8}, device="cuda")
+    assert eng.options == {"max_model_len": 4096, "engine_args": {"max_num_seqs": 8}}   # vLLM places itself
     assert "sam-python" in eng.unsupported(DraftConfig("sam-python", 3))
     assert eng.unsupported(DraftConfig("ngram", 3)) is None
     assert "inside vllm" in eng.unsupported(DraftConfig("ngram", 3, group=True))

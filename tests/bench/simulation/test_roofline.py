@@ -51,9 +51,12 @@ def test_verify_on_h100_costs_a_little_more_than_decode_far_less_than_k_plus_1_s
 def test_verify_on_compute_bound_hardware_approaches_k_plus_1_decode_steps():
     slow = with_overrides(hardware("H100"), peak_flops={"bfloat16": 1e12}, step_overhead_s=0.0, eager_op_s=0.0,
                           graph_op_s=0.0)
+    slow = with_overrides(slow, op_efficiency={"gemm_tile_rows": 1.0})
     m, k = RooflineStepModel(load_shape("Qwen3-8B"), slow), 3
     assert m.components(**decode(64))["bound"] == "compute"
-    ratio = m.predict(**verify(64, k)) / m.predict(**decode(64))
+    gemm = lambda f: m.components(**f)["ops"]["gemm"]["t_s"]  # noqa: E731
+    assert 0.98 * (k + 1) < gemm(verify(64, k)) / gemm(decode(64)) <= (k + 1) * 1.01
+    ratio = m.predict(**verify(64, k)) / m.predict(**decode(64))   # at 1 TFLOP/s attention is compute-bound too
     assert 0.9 * (k + 1) < ratio <= (k + 1) * 1.01
 
 

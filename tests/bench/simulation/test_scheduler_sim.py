@@ -254,3 +254,55 @@ def test_fast_paths_equal_step_by_step_exactly(policy, budget, kv, closed, monke
     assert a.steps["speculative"].any() and a.steps["num_accepted"].sum() > 0
     if closed:
         assert len(calls) == 1   # only the fast-forwarding run took the closed form
+
+
+
+@pytest.mark.parametrize("policy, seed", [(OffPolicy(), 0), (ThresholdPolicy(3), 1), (ThresholdPolicy(3), 2)])
+def test_blocked_head_fast_path_equals_step_by_step(policy, seed, monkeypatch):
+    # the decode fast path while the next waiting request's prefill needs more KV blocks than are
+    # free (scheduler._head_blocked_by_kv); max_num_seqs is never reached (40 requests, 64 slots),
+    # so a decode block taken while requests wait is one whose head the cache cannot hold
+    waiting_blocks = []
+    real = fast_paths.decode_block
+    monkeypatch.setattr(fast_paths, "decode_block", lambda *a: waiting_blocks.append(a[3]) or real(*a))
+    model = StepTimeModel(0.01, {"running": 0.001, "decode_tokens": 1e-4, "prefill_tokens": 1e-4, "draft_tokens": 3e-4,
+                                 "context_tokens": 1e-6, "speculative": 0.002, "spec_requests": 1e-4})
+    a, b = (simulate(_profiled(40, seed), k=3, policy=policy, step_model=model, max_num_seqs=64,
+                     max_num_batched_tokens=512, tail_threshold=3, position_edges=(16, 64), fast_forward=ff,
+                     kv_capacity_tokens=1200, block_size=8) for ff in (True, False))
+    assert a.num_steps == b.num_steps and a.kv == b.kv and a.kv["preemptions"] > 0
+    for c in a.steps:
+        assert np.array_equal(a.steps[c], b.steps[c]), c
+    assert np.array_equal(a.finish_time_s, b.finish_time_s) and a.makespan_s == b.makespan_s
+    assert [w for w in waiting_blocks if w > 0]   # the fast path was taken with requests waiting
+
+def _small_memory_roofline(kv_tokens):
+    from samspec_bench.bench.simulation.hardware import hardware, with_overrides
+    from samspec_bench.bench.simulation.roofline import RooflineStepModel
+    from samspec_bench.models.shapes import load_shape
+
+    shape = load_shape("Qwen3-0.6B")
+    kvb = shape.kv_bytes_per_token("bfloat16")
+    gib = (shape.weight_bytes("bfloat16") + (kv_tokens + 0.5) * kvb) / 0.9 / 2 ** 30
+    return RooflineStepModel(shape, with_overrides(hardware("H100"), memory_gb=gib))
+
+
+def test_a_roofline_caps_the_kv_cache_at_its_device_memory_and_the_result_says_so():
+    m = _small_memory_roofline(1000)
+    assert m.kv_capacity_tokens() == 1000
+    reqs = [SimRequest(prompt_len=100, response_len=300) for _ in range(4)]   # 4 x 400 KV tokens > 1000
+    r = simulate(reqs, k=0, policy=OffPolicy(), step_model=m, max_num_seqs=4)
+    assert r.kv["capacity_tokens"] == 1000 and r.kv["source"].startswith("device memory")
+    assert r.kv["preemptions"] == int(r.steps["num_preempted"].sum()) > 0
+    given = simulate(reqs, k=0, policy=OffPolicy(), step_model=m, max_num_seqs=4, kv_capacity_tokens=1000)
+    assert given.kv["source"] == "given" and given.num_steps == r.num_steps
+    with pytest.raises(UserError, match="from device memory.*refused"):
+        simulate([SimRequest(prompt_len=100, response_len=1000)], k=0, policy=OffPolicy(), step_model=m)
+
+
+def test_weights_that_leave_no_room_are_noted_as_refused():
+    m = _small_memory_roofline(0)
+    r = simulate([SimRequest(prompt_len=10, response_len=5)], k=0, policy=OffPolicy(), step_model=m)
+    assert r.kv["capacity_tokens"] is None and "REFUSED by memory" in r.kv["note"]
+    assert simulate([SimRequest(prompt_len=10, response_len=5)], k=0, policy=OffPolicy(),
+                    step_model=StepTimeModel.constant()).kv["source"].startswith("unlimited")

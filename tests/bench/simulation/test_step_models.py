@@ -285,3 +285,46 @@ def test_rollout_replay_priced_by_a_roofline_spec(shared_data, tmp_path):
                                           "--step-model", "roofline:hardware=H100,model=Qwen3-8B,tp=3",
                                           "--output", str(tmp_path / "bad")])
     assert isinstance(res.exception, UserError) and "does not divide" in str(res.exception)   # the CLI exits 2
+
+
+@pytest.mark.parametrize("intercept, coef, needle", [
+    (-0.001, {"decode_tokens": -1e-4}, "negative coefficient(s) intercept=-0.001, decode_tokens=-0.0001"),
+    (0.001, {"running": float("nan")}, "running=nan are not finite"),
+    (0.0, {"draft_tokens": 1e-4}, "would cost 0 s"),
+])
+def test_a_profile_that_could_price_a_step_at_zero_or_below_is_refused_when_it_loads(tmp_path, intercept, coef,
+                                                                                      needle):
+    d = {"format": 2, "intercept": intercept, "coef": {f: 0.0 for f in FEATURES} | coef}
+    p = tmp_path / "P.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(UserError) as e:
+        load_step_model(str(p))
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_issue_32s_all_negative_profile_exits_2_on_the_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    p = tmp_path / "P.json"
+    p.write_text(json.dumps({"format": 2, "intercept": -0.01, "coef": {f: -1e-3 for f in FEATURES}}))
+    (tmp_path / "s.jsonl").write_text('{"B": 1, "q": 1, "C": 10, "ms": 1.0}\n')
+    got = subprocess.run([sys.executable, "-m", "samspec_bench.cli", "step-model", "--step-model", str(p), "--steps",
+                          str(tmp_path / "s.jsonl"), "--output", str(tmp_path / "runs")], capture_output=True, text=True)
+    assert got.returncode == 2 and "negative coefficient" in got.stderr and len(got.stderr.strip().splitlines()) == 1
+
+
+def test_a_fitted_profile_is_checked_on_points_by_its_whole_prediction(tmp_path):
+    from samspec_bench.bench.simulation.step_model_spec import check_step_model
+
+    d = {"format": 2, "intercept": 0.002, "coef": {f: 0.0 for f in FEATURES} | {"decode_tokens": 1e-4,
+                                                                                  "draft_tokens": 5e-5}}
+    (tmp_path / "P.json").write_text(json.dumps(d))
+    (tmp_path / "s.jsonl").write_text('{"meta": {"device": "x"}}\n{"B": 10, "q": 1, "C": 10, "ms": 3.0}\n'
+                                      '{"B": 10, "q": 4, "C": 10, "ms": 6.0}\n')
+    rep = check_step_model(str(tmp_path / "P.json"), tmp_path / "s.jsonl")
+    pts = rep["points"]["points"]
+    assert rep["points"]["basis"] == "step" and pts[0]["predicted_ms"] == pytest.approx(3.0)   # 2 + 10 x 0.1 ms
+    assert pts[1]["predicted_ms"] == pytest.approx(4.5)                                        # + 30 drafts x 0.05
+    assert pts[1]["ratio_error"] == pytest.approx((4.5 / 3.0) / (6.0 / 3.0) - 1)
+    assert rep["points_meta"] == {"device": "x"}

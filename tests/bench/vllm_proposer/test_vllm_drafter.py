@@ -150,8 +150,12 @@ def simulate(proposer: SamProposer, runner: FakeRunner | None, texts, max_rows: 
             rows[a], rows[b] = rows[b], rows[a]
             tok[[a, b]] = tok[[b, a]]
             ntok[[a, b]] = ntok[[b, a]]
-    # one more call with an empty batch frees what is left, as vLLM's next step does
-    proposer.propose([], np.zeros(0, dtype=np.int32), tok[:0])
+    # vLLM calls the proposer only for a step with rows: the next request's first prefill
+    # chunk (no ids sampled) frees what is left
+    if runner is not None:
+        runner.input_batch.req_ids, runner.input_batch.req_id_to_index = ["next"], {"next": 0}
+    tok[0, :3], ntok[0] = [1, 2, 3], 3
+    assert proposer.propose([[]], ntok[:1].copy(), tok[:1]) == [[]]
     return done
 
 
@@ -328,142 +332,6 @@ def test_worker_extension_reads_the_drafter():
     assert w.samspec_take_records() == []
     w.model_runner.drafter = None
     assert w.samspec_take_records() is None
-
-
-# --- pure helpers of the vLLM engine adapter (no vLLM needed) -------------------------------------
-
-def _live(tokens, emitted):
-    from samspec_bench.bench.engines.base import Request
-    from samspec_bench.bench.engines.vllm.step_records import LiveRequest
-
-    lv = LiveRequest(Request(0, [1, 2, 3]), 0, "k")
-    lv.tokens = list(tokens)
-    lv.emitted = list(emitted)
-    return lv
-
-
-def test_vllm_metric_alignment_totals_exact():
-    from types import SimpleNamespace
-
-    from samspec_bench.bench.engines.vllm.step_records import steps_from_vllm_metrics
-
-    # steps: prefill 1 | no draft 1 | draft 3 acc 0 -> 1 | draft 3 acc 2 -> 3 | no draft 1 | draft 3 acc 3 cut to 2
-    lv = _live(range(9), [1, 1, 1, 3, 1, 2])
-    m = SimpleNamespace(per_step_drafted=[3, 3, 3], per_step_accepted=[0, 2, 3])
-    s = steps_from_vllm_metrics(lv, m, 3)
-    assert int(s.emitted.sum()) == 8
-    assert int((s.drafted > 0).sum()) == 3 and int(s.drafted.sum()) == 9
-    assert s.accepted.tolist() == [0, 0, 2, 0, 2]          # the last step was cut by max_tokens
-    assert s.drafted.tolist() == [3, 0, 3, 0, 3]            # the rejected draft placed at the earliest 1-token step
-    assert s.position.tolist() == [1, 2, 3, 6, 7]
-
-
-def test_parse_engine_args(tmp_path):
-    from samspec_bench.bench.engines.vllm.adapter import parse_engine_args
-    from samspec_bench.errors import UserError
-
-    f = tmp_path / "a.json"
-    f.write_text('{"tensor_parallel_size": 2, "max_num_seqs": 8}')
-    got = parse_engine_args(["max-num-seqs=64", "dtype=bfloat16", "enable_prefix_caching=false"], str(f))
-    assert got == {"tensor_parallel_size": 2, "max_num_seqs": 64, "dtype": "bfloat16", "enable_prefix_caching": False}
-    with pytest.raises(UserError, match="key=value"):
-        parse_engine_args(["max_num_seqs"])
-    f.write_text("[1]")
-    with pytest.raises(UserError, match="JSON object"):
-        parse_engine_args([], str(f))
-
-
-class _StopParams:
-    def __init__(self, extra, max_tokens, eos=None, stop_token_ids=()):
-        self.extra_args = extra
-        self.max_tokens = max_tokens
-        self.eos_token_id = eos
-        self.stop_token_ids = list(stop_token_ids)
-
-
-def _gated_batch(threshold, max_tokens, eos=None):
-    """Five requests with a repeated motif (SAM always finds a draft) in a fake batch; their
-    first token sampled. Returns the proposer, the batch arrays and a step function."""
-    runner = FakeRunner()
-    prop = SamProposer(None, runner=runner, num_speculative_tokens=K, max_model_len=MAX_LEN)
-    motif = [7, 8, 9, 10]
-    rows = [f"r{i}" for i in range(5)]
-    tok = np.zeros((5, MAX_LEN), dtype=np.int32)
-    ntok = np.zeros(5, dtype=np.int32)
-    for j, rid in enumerate(rows):
-        prompt = [20 + j] + motif * 4
-        tok[j, :len(prompt)] = prompt
-        ntok[j] = len(prompt)
-        extra = {EXTRA_KEY: {"key": rid, "threshold": threshold}}
-        runner.requests[rid] = _Req(extra)
-        runner.requests[rid].sampling_params = _StopParams(extra, max_tokens[j], eos)
-    b = runner.input_batch
-    b.req_ids = list(rows)
-    b.req_id_to_index = {r: j for j, r in enumerate(rows)}
-    b.num_prompt_tokens[:5] = ntok[:5]
-
-    def step(sampled):
-        for j, new in enumerate(sampled):
-            tok[j, ntok[j]: ntok[j] + len(new)] = new
-            ntok[j] += len(new)
-        return prop.propose(sampled, ntok.copy(), tok)
-    return prop, step
-
-
-def test_batch_switch_drafts_only_when_the_next_batch_is_small():
-    # T = 2: five rows stay running -> no draft for any row
-    prop, step = _gated_batch(2, max_tokens=[1, 1, 1, 50, 50])
-    first = step([[7]] * 5)   # the prefill's samples: r0..r2 reach max_tokens = 1 and finish
-    assert all(d for d in first[3:]), "2 requests stay: at or below the threshold, both draft"
-    assert prop.gate == {"on": 1, "off": 0}
-    prop2, step2 = _gated_batch(2, max_tokens=[50] * 5)
-    assert step2([[7]] * 5) == [[]] * 5, "5 requests stay running: above the threshold, nobody drafts"
-    assert prop2.gate == {"on": 0, "off": 1}
-    # without a threshold the same batch drafts
-    prop3, step3 = _gated_batch(None, max_tokens=[50] * 5)
-    assert all(step3([[7]] * 5)) and prop3.gate == {"on": 0, "off": 0}
-
-
-def test_batch_switch_counts_stop_tokens_unless_ignored():
-    # three rows sample the EOS token (99): they finish, two stay -> drafts
-    _, step = _gated_batch(2, max_tokens=[50] * 5, eos=99)
-    out = step([[99], [99], [99], [7], [7]])
-    assert all(out[3:])
-    # ignore_eos: vLLM's sampling params carry no eos_token_id -> all five stay, no drafts
-    _, step = _gated_batch(2, max_tokens=[50] * 5, eos=None)
-    assert step([[99], [99], [99], [7], [7]]) == [[]] * 5
-
-
-def test_batch_switch_bad_env_threshold(monkeypatch):
-    monkeypatch.setenv("SAMSPEC_VLLM_DRAFTER", '{"threshold": -1}')
-    with pytest.raises(ValueError, match="threshold"):
-        SamProposer(None, num_speculative_tokens=K, max_model_len=MAX_LEN)
-
-
-def test_vllm_engine_policies():
-    """Which speculation policies VllmEngine.generate runs inside vLLM (no vLLM needed)."""
-    from samspec_bench.bench.policies import SpecPolicy
-    from samspec_bench.bench.policies import make_policy
-    from samspec_bench.bench.engines.vllm.adapter import _policy_inside_vllm
-    from samspec_bench.errors import UserError
-
-    assert _policy_inside_vllm(make_policy("threshold", 4), "sam") == ("sam", 4)
-    assert _policy_inside_vllm(make_policy("always"), "sam") == ("sam", None)
-    assert _policy_inside_vllm(SpecPolicy(), "sam") == ("sam", None)
-    assert _policy_inside_vllm(make_policy("off"), "sam") == (None, None)
-    assert _policy_inside_vllm(make_policy("threshold", 4), None) == (None, None)
-    with pytest.raises(UserError, match="threshold"):
-        _policy_inside_vllm(make_policy("threshold", 4), "ngram")
-    with pytest.raises(UserError, match="spec_policy"):
-        _policy_inside_vllm(lambda state: state.num_running < 3, "sam")
-
-
-def test_no_draft_past_max_tokens():
-    """A request 2 tokens short of max_tokens drafts at most 1 (the last token is the target's);
-    one token short: no draft (vLLM would verify tokens the request can never emit)."""
-    _, step = _gated_batch(None, max_tokens=[3, 2, 50, 50, 50])
-    out = step([[7]] * 5)
-    assert len(out[0]) == 1 and out[1] == [] and all(len(d) == K for d in out[2:])
 
 
 def test_cost_auto_is_fitted_from_the_step_intervals(monkeypatch):

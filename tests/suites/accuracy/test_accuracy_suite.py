@@ -83,12 +83,14 @@ class StubEngine:
         pass
 
 
+@pytest.mark.usefixtures("needs_lm_eval")
 def test_cut_at_stop():
     from samspec_bench.evals.lm_adapter import cut_at_stop
     assert cut_at_stop("a Question: b </s>", ["</s>", "Question:"]) == ("a ", "Question:")
     assert cut_at_stop("abc", ["x", ""]) == ("abc", None)
 
 
+@pytest.mark.usefixtures("needs_lm_eval")
 def test_stub_run_pairs_resumes_and_records_failures(tmp_path, data_dir):
     from samspec_bench.suites.accuracy import AccuracyConfig, run
 
@@ -120,6 +122,37 @@ def test_stub_run_pairs_resumes_and_records_failures(tmp_path, data_dir):
     assert m2["acc_off"] == pytest.approx(1 / 3)
 
 
+@pytest.mark.usefixtures("needs_lm_eval")
+def test_the_device_is_recorded_and_a_resume_runs_on_this_calls_device(tmp_path, data_dir, monkeypatch):
+    """result.json names the device; --resume keeps the run's settings but not its device (where
+    the model runs is not a setting: a run may continue on another machine)."""
+    from dataclasses import replace
+
+    import torch
+    from device_fixtures import stand_in_cuda
+
+    from samspec_bench.suites.accuracy import build_config, run
+
+    base = dict(model="m", engine="reference", tasks="gsm8k", data_dir=str(data_dir), limit=None, num_samples=1,
+                temperature=0.0, top_p=1.0, max_gen_toks=64, drafter="sam", num_spec_tokens=3, seed=0,
+                dtype="float32", max_num_seqs=8, apply_chat_template=False, fewshot_as_multiturn=True, alpha=0.05,
+                threads=1, progress=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = build_config(**base, device="cpu").config
+    assert build_config(**base, device="auto").config == cfg   # auto is the CPU here: the same run
+    cfg = replace(cfg, bootstrap_iters=200)
+    result, path = run(cfg, output=str(tmp_path), progress=False, engine=StubEngine(fail_on="Bob has 10 cards"))
+    assert result["config"]["device"] == "cpu" and result["environment"]["device"]["device"] == "cpu"
+    # continued on a (stand-in) GPU machine
+    stand_in_cuda(monkeypatch)
+    gpu = build_config(**base, device="auto").config
+    assert gpu.device == "cuda:0"
+    result2, _ = run(replace(gpu, max_gen_toks=32), output=str(tmp_path), resume=str(path), progress=False,
+                     engine=StubEngine())
+    assert result2["config"]["max_gen_toks"] == 64 and result2["config"]["device"] == "cuda:0"
+    assert result2["environment"]["device"]["name"] == "Stand-in GPU" and result2["reused_generations"] == 4
+
+
 class TokenizerStub(StubEngine):
     """The stub engine over a real tokenizer; keeps the prompts it was sent."""
 
@@ -140,6 +173,7 @@ def tiny_tokenizer():
     return load_model("builtin:tiny-qwen3")[1]
 
 
+@pytest.mark.usefixtures("needs_lm_eval")
 def test_apply_chat_template_sends_the_chat_prompt(tmp_path, data_dir, tiny_tokenizer):
     from samspec_bench.suites.accuracy import AccuracyConfig, run
 
@@ -164,6 +198,7 @@ def test_apply_chat_template_sends_the_chat_prompt(tmp_path, data_dir, tiny_toke
     assert text.endswith(gen_prompt) and text.count(gen_prompt.strip()) > 1
 
 
+@pytest.mark.usefixtures("needs_lm_eval")
 def test_apply_chat_template_without_a_template_is_refused(tmp_path, data_dir):
     from samspec_bench.errors import UserError
     from samspec_bench.suites.accuracy import AccuracyConfig, run
@@ -186,7 +221,7 @@ def engine():
 
 
 @pytest.fixture(scope="module")
-def smol_run(engine, data_dir, tmp_path_factory):
+def smol_run(needs_lm_eval, engine, data_dir, tmp_path_factory):
     from samspec_bench.suites.accuracy import AccuracyConfig, run
     out = tmp_path_factory.mktemp("accrun")
     cfg = AccuracyConfig(tasks=["gsm8k"], data_dir=str(data_dir), limit=3, max_gen_toks=40, threads=1,
@@ -292,7 +327,7 @@ def test_build_config_converts_and_checks_the_options(tmp_path):
     from samspec_bench.errors import UserError
     from samspec_bench.suites.accuracy import AccuracyConfig, build_config
 
-    opts = dict(model="m", engine="reference", tasks="gsm8k,math500,gsm8k", data_dir=str(tmp_path), limit=None,
+    opts = dict(model="m", engine="reference", device="cpu", tasks="gsm8k,math500,gsm8k", data_dir=str(tmp_path), limit=None,
                 num_samples=1, temperature=0.0, top_p=1.0, max_gen_toks=64, drafter="sam", num_spec_tokens=3, seed=0,
                 dtype="float32", max_num_seqs=8, apply_chat_template=False, fewshot_as_multiturn=True, alpha=0.05,
                 threads=1, progress=False)
@@ -306,6 +341,7 @@ def test_build_config_converts_and_checks_the_options(tmp_path):
         build_config(**{**opts, "tasks": "gsm9k"})
 
 
+@pytest.mark.usefixtures("needs_lm_eval")
 def test_sampled_k_samples_use_the_same_seeds_in_both_arms(tmp_path, data_dir):
     from samspec_bench.suites.accuracy import AccuracyConfig, run
 
@@ -325,6 +361,7 @@ def test_sampled_k_samples_use_the_same_seeds_in_both_arms(tmp_path, data_dir):
             engine=StubEngine())
 
 
+@pytest.mark.usefixtures("needs_lm_eval")
 def test_task_yamls_for_every_task(tmp_path, shared_data):
     import yaml
 

@@ -11,6 +11,7 @@ import pytest
 
 from samspec_bench.bench.simulation.fitted_step_model import FEATURES, StepTimeModel
 from samspec_bench.errors import UserError
+from samspec_bench.reports.suite_headlines import SUITE_SUMMARIZERS
 from samspec_bench.suites import rollout as ro
 from samspec_bench.suites.rollout.presets import DEFAULT_LENGTH_DIST, PRESETS
 from samspec_bench.suites.rollout.sensitivity import mixture_lengths
@@ -121,6 +122,8 @@ def test_preset_fills_the_config_and_explicit_options_win(shared_data):
     ({"sensitivity": True, "length_dist": "fixed:100"}, "--sensitivity"),
     ({"dp_shard": "random"}, "--dp-shard"),
     ({"sources": "group", "dp_shard": "rebalance", "dp": 2}, "cannot share a drafter"),
+    ({"draws": 0}, "--draws 0"),
+    ({"engine": "reference", "draws": 3}, "--draws with --engine reference"),
 ])
 def test_bad_preset_inputs_are_user_errors(shared_data, over, match):
     with pytest.raises(UserError, match=match):
@@ -180,25 +183,50 @@ def test_preset_run_prints_prediction_beside_published(shared_data, tmp_path):
     rows = {r["figure"]: r for r in pre["comparison"]["rows"]}
     arm = met["arms"][pre["comparison"]["arm"]]
     assert pre["comparison"]["arm"] == "threshold<=8 k=3"
-    assert rows["per-step inference gain"]["modelled"] == pytest.approx(100 * (arm["speedup_overall"] - 1))
-    assert rows["per-DP-round inference gain"]["modelled"] == pytest.approx(100 * (arm["speedup_mean_instance"] - 1))
-    assert rows["long-tail speedup"]["modelled"] == arm["speedup_tail"] and rows["long-tail speedup"]["published"] == 1.35
-    # the gap is modelled minus published: the tail's published 1.35x, the per-step gain's published 10.02 %
-    assert rows["long-tail speedup"]["gap"] == pytest.approx(arm["speedup_tail"] - 1.35)
-    assert rows["per-step inference gain"]["published"] is None or rows["per-step inference gain"]["gap"] == \
-        pytest.approx(100 * (arm["speedup_overall"] - 1) - rows["per-step inference gain"]["published"])
-    assert rows["per-DP-round inference gain"]["gap"] == pytest.approx(100 * (arm["speedup_mean_instance"] - 1) - 10.02)
+    # five draws by default (seeds 0..4), the first one the shown draw: its own speedup is the spread's first value
+    assert met["workload"]["draws"]["seeds"] == [0, 1, 2, 3, 4]
+    so = arm["spread"]["speedup_overall"]
+    assert so["n"] == 5 and so["values"][0] == arm["speedup_overall"] and len(set(so["values"])) > 1
+    assert so["min"] <= so["median"] <= so["max"]
+    gain = rows["per-step inference gain"]
+    assert (gain["modelled"], gain["min"], gain["max"]) == pytest.approx(
+        (100 * (so["median"] - 1), 100 * (so["min"] - 1), 100 * (so["max"] - 1)))
+    assert gain["matched"] == (gain["min"] <= 9.64 <= gain["max"])
+    if not gain["matched"]:   # the gap to the range's nearest end, modelled - published
+        end = gain["min"] if 9.64 < gain["min"] else gain["max"]
+        assert gain["gap"] == pytest.approx(end - 9.64)
+    tail = rows["long-tail speedup"]
+    assert tail["published"] == 1.35 and tail["modelled"] == arm["spread"]["speedup_tail"]["median"]
+    share = rows["tail share of the off rollout"]
+    assert share["modelled"] == pytest.approx(100 * arm["spread"]["baseline_tail_share"]["median"])
     assert "modelled" in pre["comparison"]["labels"] and "published" in pre["comparison"]["labels"]
     for word in ("MODELLED", "PUBLISHED", "prediction vs published", "+10.02 %", "1.35x", "instance 3:",
-                 "sensitivity (MODELLED"):
+                 "median [min, max] over 5 draws", "what the prediction rests on (MODELLED",
+                 "the prediction rests on: ", "KV cache (simulated, per instance): unlimited", "preemptions: off 0"):
         assert word in res.output, word
+    line = next(ln for ln in res.output.splitlines() if ln.strip().startswith("per-step inference gain"))
+    assert f"[{gain['min']:+.2f}, {gain['max']:+.2f}]" in line
+    # the KV cache: a profile knows no device memory, so unlimited, and nothing preempted, as the arms count
+    assert arm["kv"]["capacity_tokens"] is None and arm["kv"]["source"].startswith("unlimited")
+    assert arm["kv"]["preemptions"] == arm["preemptions"] == 0
     sens = met["sensitivity"]
-    assert len(sens["rows"]) == 9 and sens["arm"] == "threshold<=8 k=3"
-    for share in sens["truncated_shares"]:
-        means = [r["mean_length"] for r in sens["rows"] if r["truncated_share"] == share]
-        assert means == sorted(means) and means[0] < means[-1]          # longer median, longer responses
+    groups = {r["assumption"] for r in sens["rows"]}
+    assert groups == {"(the prediction)", "response lengths: median", "response lengths: sigma (spread)",
+                      "response lengths: share at the maximum", "KV capacity", "DAPO generation rounds per step",
+                      "host overhead per step", "tail read as"}
+    assert sens["arm"] == "threshold<=8 k=3" and sens["seeds"] == [0, 1, 2]
+    assert all(r["tail_share_pct"]["n"] == 3 for r in sens["rows"])
+    assert sens["rests_on"]["tail_share"] in groups and sens["rests_on"]["tail_share"] != "tail read as"
+    assert set(sens["rests_on"]["closest_to_published"]) == {"tail_share_pct", "gain_pct"}
     for f in ("sensitivity.png", "dp_running_vs_time.png", "running_vs_time.png"):
         assert (run / f).stat().st_size > 0
+    # the report: the KV cache, the spread as each headline's range, the tail of a sharded run found
+    heads = {h["name"]: h for h in SUITE_SUMMARIZERS["rollout"](result)[0]}
+    assert heads["KV cache per instance (simulated), tokens"]["value"] == "unlimited"
+    h = heads["preset seed-qwen3-32b: per-step inference gain (%; MODELLED median [min, max] over draws)"]
+    assert h["value"] == gain["modelled"] and h["ci"] == [gain["min"], gain["max"]]
+    tail_head = heads["threshold<=8 k=3: speedup in the long tail"]
+    assert tail_head["ci"] == [tail["min"], tail["max"]] and "no tail phase" not in tail_head["note"]
 
 
 def test_preset_step_model_is_its_roofline_spec(shared_data, tmp_path, monkeypatch, capsys):

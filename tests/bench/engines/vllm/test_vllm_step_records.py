@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.bench.engines.vllm.step_records import (LiveRequest, StepLog, add_raw, counter_diff,
-                                                           hook_step_stats, new_raw_counts, response_steps)
+                                                           hook_step_stats, new_raw_counts, response_steps,
+                                                           steps_from_vllm_metrics)
 
 
 def _sched(running, waiting, details=None, drafted=None, accepted=0):
@@ -93,3 +94,22 @@ def test_raw_counts_and_counter_differences():
     assert raw == {"drafts": 2, "drafted": 5, "accepted": 4, "per_position_accepted": [2, 2, 0]}
     assert counter_diff([5, 3], [1, 1]) == [4, 2] and counter_diff([5, 3], None) == [5, 3]
     assert counter_diff(7, None) == 7 and counter_diff(None, 3) is None
+
+
+def _live(tokens, emitted):
+    lv = LiveRequest(Request(0, [1, 2, 3]), 0, "k")
+    lv.tokens = list(tokens)
+    lv.emitted = list(emitted)
+    return lv
+
+
+def test_vllm_metric_alignment_totals_exact():
+    # steps: prefill 1 | no draft 1 | draft 3 acc 0 -> 1 | draft 3 acc 2 -> 3 | no draft 1 | draft 3 acc 3 cut to 2
+    lv = _live(range(9), [1, 1, 1, 3, 1, 2])
+    m = SimpleNamespace(per_step_drafted=[3, 3, 3], per_step_accepted=[0, 2, 3])
+    s = steps_from_vllm_metrics(lv, m, 3)
+    assert int(s.emitted.sum()) == 8
+    assert int((s.drafted > 0).sum()) == 3 and int(s.drafted.sum()) == 9
+    assert s.accepted.tolist() == [0, 0, 2, 0, 2]          # the last step was cut by max_tokens
+    assert s.drafted.tolist() == [3, 0, 3, 0, 3]            # the rejected draft placed at the earliest 1-token step
+    assert s.position.tolist() == [1, 2, 3, 6, 7]

@@ -1,0 +1,127 @@
+"""Measured step points: JSONL rows {"B", "q", "C", "ms"} (B requests, q query tokens each, C
+context tokens each, device milliseconds per step; a {"meta": ...} first line allowed), the
+format of ../shared/data/hardware/*.jsonl and of the step profiler's output.
+
+`point_report(model, rows)` prices every point with a step model and reports per point the
+relative error of the step time (predicted / measured - 1) and, for every q > 1 point, the
+error of its verify/decode ratio against the q = 1 point at the same (B, C): the ratio decides
+whether speculation pays, so it is checked on its own. A model with `device_time` (the
+roofline) is compared on device time, as the points hold device time only; a fitted profile
+on its whole prediction.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from samspec_bench.errors import UserError
+
+POINT_KEYS = ("B", "q", "C", "ms")
+
+
+def is_point_file(path: str | Path) -> bool:
+    return Path(path).suffix.lower() == ".jsonl"
+
+
+def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any]]:
+    """The point rows and the meta line ({} when absent) of a JSONL file; rows with an "error"
+    key (e.g. out of memory when measured) are skipped. Bad lines -> UserError naming them."""
+    p = Path(path).expanduser()
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise UserError(f"--steps {path}: cannot read it ({e}); pass a JSONL file of {{B, q, C, ms}} rows") from None
+    rows, meta = [], {}
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            raise UserError(f"--steps {path}: line {n} is not JSON; each line is {{\"B\", \"q\", \"C\", \"ms\"}}") from None
+        if not isinstance(d, dict):
+            raise UserError(f"--steps {path}: line {n} is not a JSON object")
+        if "meta" in d or "info" in d:
+            meta = d.get("meta", d.get("info")) or {}
+            continue
+        if "error" in d:
+            continue
+        missing = [k for k in POINT_KEYS if k not in d]
+        if missing:
+            raise UserError(f"--steps {path}: line {n} has no {', '.join(missing)}; each line is "
+                            "{\"B\", \"q\", \"C\", \"ms\"}")
+        try:
+            row = {k: float(d[k]) for k in POINT_KEYS}
+        except (TypeError, ValueError):
+            raise UserError(f"--steps {path}: line {n}: B, q, C and ms must be numbers") from None
+        if not (row["B"] >= 1 and row["q"] >= 1 and row["C"] >= 0 and row["ms"] > 0 and np.isfinite(row["ms"])):
+            raise UserError(f"--steps {path}: line {n}: need B >= 1, q >= 1, C >= 0 and ms > 0")
+        rows.append(row)
+    if not rows:
+        raise UserError(f"--steps {path}: no {{B, q, C, ms}} rows")
+    return rows, meta
+
+
+def point_features(rows: Iterable[Mapping[str, float]]) -> dict[str, np.ndarray]:
+    """Step FEATURES of the points: B decoding requests verifying q - 1 drafts each over C context tokens."""
+    B = np.array([r["B"] for r in rows], dtype=float)
+    q = np.array([r["q"] for r in rows], dtype=float)
+    C = np.array([r["C"] for r in rows], dtype=float)
+    spec = (q > 1).astype(float)
+    return {"decode_tokens": B, "draft_tokens": B * (q - 1), "context_tokens": B * C, "running": B,
+            "spec_requests": B * spec, "speculative": spec}
+
+
+def predicted_seconds(model, rows) -> tuple[np.ndarray, str]:
+    """The model's time of each point and what it is ("device" or "step")."""
+    feats = point_features(rows)
+    if hasattr(model, "device_time"):
+        return np.atleast_1d(np.asarray(model.device_time(**feats), dtype=float)), "device"
+    return np.atleast_1d(np.asarray(model.predict(**feats), dtype=float)), "step"
+
+
+def point_report(model, rows: list[Mapping[str, float]]) -> dict[str, Any]:
+    """Per point: measured / predicted ms, error, and for q > 1 the verify/decode ratios and
+    their error; summary: median and max |error|, median and max |ratio error|."""
+    meas = np.array([r["ms"] for r in rows], dtype=float) / 1e3
+    pred, basis = predicted_seconds(model, rows)
+    pred = np.broadcast_to(pred, meas.shape)
+    base = {(r["B"], r["C"]): i for i, r in enumerate(rows) if r["q"] == 1}
+    table = []
+    for i, r in enumerate(rows):
+        row = {"B": int(r["B"]), "q": int(r["q"]), "C": int(r["C"]), "measured_ms": float(meas[i] * 1e3),
+               "predicted_ms": float(pred[i] * 1e3), "error": float(pred[i] / meas[i] - 1.0),
+               "measured_ratio": None, "predicted_ratio": None, "ratio_error": None}
+        j = base.get((r["B"], r["C"]))
+        if r["q"] > 1 and j is not None:
+            mr, pr = meas[i] / meas[j], pred[i] / pred[j]
+            row.update(measured_ratio=float(mr), predicted_ratio=float(pr), ratio_error=float(pr / mr - 1.0))
+        table.append(row)
+    err = np.abs([t["error"] for t in table])
+    rerr = np.abs([t["ratio_error"] for t in table if t["ratio_error"] is not None])
+    return {"basis": basis, "points": table,
+            "summary": {"points": len(table), "ratios": int(rerr.size),
+                        "median_abs_error": float(np.median(err)), "max_abs_error": float(np.max(err)),
+                        "median_error": float(np.median([t["error"] for t in table])),
+                        "median_abs_ratio_error": float(np.median(rerr)) if rerr.size else None,
+                        "max_abs_ratio_error": float(np.max(rerr)) if rerr.size else None}}
+
+
+def format_points(rep: Mapping[str, Any]) -> str:
+    s = rep["summary"]
+    lines = [f"{s['points']} measured points, compared on {rep['basis']} time: |error| median {s['median_abs_error']:.1%} "
+             f"max {s['max_abs_error']:.1%}" + (f"; verify/decode ratio |error| median {s['median_abs_ratio_error']:.1%} "
+                                                f"max {s['max_abs_ratio_error']:.1%} ({s['ratios']} ratios)"
+                                                if s["ratios"] else ""),
+             f"  {'B':>5} {'q':>3} {'C':>7} {'measured ms':>12} {'model ms':>10} {'error':>7}  "
+             f"{'ratio meas':>10} {'ratio model':>11} {'ratio err':>9}"]
+    for t in rep["points"]:
+        rat = (f"{t['measured_ratio']:10.3f} {t['predicted_ratio']:11.3f} {t['ratio_error']:+9.1%}"
+               if t["ratio_error"] is not None else f"{'':10} {'':11} {'':9}")
+        lines.append(f"  {t['B']:5d} {t['q']:3d} {t['C']:7d} {t['measured_ms']:12.3f} {t['predicted_ms']:10.3f} "
+                     f"{t['error']:+7.1%}  {rat}")
+    return "\n".join(lines)

@@ -1,0 +1,52 @@
+"""What damage in a log cost: the (step, tag) points lost around each damaged spot.
+
+A damaged record cannot say what it held, but the intact records either side of it can: the
+damage sits between the steps of those records (a window). A tag is taken to have lost a step
+of the window when it lacks that step while it was logged at the steps just outside the window
+(a tag logged every step, not a validation tag logged every tenth step or one that starts
+later). Whole steps missing inside a window of a run that logs every step are lost as well.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from typing import Iterable, Mapping
+
+
+def lost_points(tag_steps: Mapping[str, Iterable[int]],
+                windows: Iterable[tuple[int | None, int | None]]) -> dict[int, list[str]]:
+    """step -> the tags that lost that step, for damage between the steps of each window."""
+    sets = {tag: set(steps) for tag, steps in tag_steps.items()}
+    all_steps = sorted(set().union(*sets.values())) if sets else []
+    if not all_steps:
+        return {}
+    gaps = Counter(b - a for a, b in zip(all_steps, all_steps[1:]))
+    every_step = bool(gaps) and gaps.most_common(1)[0][0] == 1   # the damage's own gap aside
+    lost: dict[int, set[str]] = {}
+    for p, q in windows:
+        if p is None and q is None:
+            continue
+        lo = all_steps[0] if p is None else p
+        hi = all_steps[-1] if q is None else q
+        cands = set(all_steps[bisect.bisect_left(all_steps, lo):bisect.bisect_right(all_steps, hi)])
+        if every_step and p is not None and q is not None:
+            cands |= set(range(p + 1, q))       # whole steps the damage took
+        i = bisect.bisect_left(all_steps, lo)
+        before = all_steps[i - 1] if i > 0 else None
+        j = bisect.bisect_right(all_steps, hi)
+        after = all_steps[j] if j < len(all_steps) else None
+        for tag, have in sets.items():
+            if (before is not None and before not in have) or (after is not None and after not in have):
+                continue
+            for s in cands - have:
+                lost.setdefault(s, set()).add(tag)
+    return {s: sorted(tags) for s, tags in sorted(lost.items())}
+
+
+def lost_text(lost: dict[int, list[str]], limit: int = 4) -> str:
+    """'N point(s) lost at M step(s): step 12 (tag, ...), ...'."""
+    points = sum(len(t) for t in lost.values())
+    shown = ", ".join(f"step {s} ({', '.join(t[:2])}{', ...' if len(t) > 2 else ''})"
+                      for s, t in list(lost.items())[:limit])
+    return f"{points} point(s) lost at {len(lost)} step(s): {shown}{', ...' if len(lost) > limit else ''}"

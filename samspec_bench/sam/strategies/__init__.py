@@ -1,0 +1,52 @@
+"""Named drafting strategies, each one module behind one interface (`base.Strategy`): `seed`,
+`evidence`, `histospec`, `seer`, `das`, `arctic`. A spec picks one and may change its source
+and its step switch: `NAME[@SOURCES][/SWITCH]`, e.g. `evidence@own`, `seed/cost`,
+`histospec/schedule:1-32=16;33-1024=0`, `seer/cutoff:8:0.3` (switches.py: always,
+threshold:T, schedule:..., cost; `cutoff:W:T` adds TensorRT-LLM's rolling-acceptance
+cut-off per request, rules.RollingCutoff). Torch-free."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from samspec_bench.sam.strategies import arctic, das, evidence, histospec, seed, seer
+from samspec_bench.sam.strategies.base import (NEEDS_GROUP, NEEDS_HISTORY, NEEDS_SERVER, LengthRule, RuleDrafter,
+                                               Strategy)
+from samspec_bench.sam.strategies.rules import AimdLength, BudgetByLength, RollingCutoff
+from samspec_bench.sam.strategies.switches import parse_switch
+
+STRATEGIES = {m.STRATEGY.name: m.STRATEGY for m in (seed, evidence, histospec, seer, das, arctic)}
+STRATEGY_SOURCES = ("own", "group", "history", "group+history")
+
+__all__ = ["STRATEGIES", "STRATEGY_SOURCES", "Strategy", "LengthRule", "RuleDrafter", "AimdLength", "BudgetByLength",
+           "RollingCutoff", "parse_switch", "parse_strategy", "NEEDS_GROUP", "NEEDS_HISTORY", "NEEDS_SERVER"]
+
+
+def _with_cutoff(base, window: int, threshold: float):
+    return lambda: RollingCutoff(base() if base is not None else None, window=window, threshold=threshold)
+
+
+def parse_strategy(spec: str) -> Strategy:
+    """`NAME[@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a bad spec)."""
+    head, _, switch = spec.strip().partition("/")
+    name, _, sources = head.partition("@")
+    if name not in STRATEGIES:
+        raise ValueError(f"strategy {name!r}: choose from {', '.join(STRATEGIES)}")
+    s = STRATEGIES[name]
+    if sources:
+        canon = "+".join(p for p in sources.split("+") if p != "own") or "own"
+        if canon not in STRATEGY_SOURCES:
+            raise ValueError(f"strategy {spec!r}: sources {sources!r}, use one of {', '.join(STRATEGY_SOURCES)}")
+        s = replace(s, sources=canon)
+    if switch:
+        if switch.startswith("cutoff:"):
+            try:
+                _, w, t = switch.split(":")
+                s = replace(s, rule=_with_cutoff(s.rule, int(w), float(t)))
+                RollingCutoff(None, int(w), float(t))
+            except ValueError:
+                raise ValueError(f"strategy {spec!r}: cutoff:WINDOW:THRESHOLD, e.g. cutoff:8:0.3") from None
+        else:
+            parse_switch(switch, cost=lambda: None)   # checked now; built per arm
+            s = replace(s, switch=switch)
+    return replace(s, name=spec.strip())

@@ -1,0 +1,17 @@
+"""The third answer names the best strategy of a `rollout --strategy` run and what it needs."""
+
+from samspec_bench.reports.answers import best_strategy_text
+
+
+def test_best_strategy_is_the_shortest_total_with_its_needs():
+    rows = [{"arm": "seed", "strategy": True, "total": 90.0, "speedup_overall": 1.1, "speedup_tail": 1.4, "needs": []},
+            {"arm": "histospec", "strategy": True, "total": 50.0, "speedup_overall": 2.0, "speedup_tail": 1.25,
+             "needs": ["history kept between RL steps"]},
+            {"arm": "always k=3", "strategy": False, "total": 40.0, "speedup_overall": 2.5, "speedup_tail": 1.0,
+             "needs": []}]
+    text = best_strategy_text({"strategy_table": {"rows": rows}}, "modelled")
+    assert text == (" Best strategy: histospec (2.00x overall, 1.25x in the tail, modelled); it needs: "
+                    "history kept between RL steps.")
+    assert best_strategy_text({"strategy_table": {"rows": rows[:1]}}, "modelled").endswith(
+        "it needs: nothing beyond the request's own text.")
+    assert best_strategy_text({}, "modelled") == ""

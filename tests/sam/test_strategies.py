@@ -1,0 +1,125 @@
+"""The named strategies' length and switch rules on hand-made sequences, with the exact draft
+lengths each must give; a rule applied inside a decode loop (accept) and along a profile's
+walk (rollout) gives the same drafts."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from samspec_bench.bench.engines.replay import replay_response
+from samspec_bench.bench.simulation.profiles import acceptance_profile, rule_profile, walk_profile
+from samspec_bench.sam import make_drafter
+from samspec_bench.sam.history import HistoryStore
+from samspec_bench.sam.strategies import STRATEGIES, RuleDrafter, parse_strategy
+from samspec_bench.sam.strategies.base import rule_context
+from samspec_bench.sam.strategies.rules import AimdLength, BudgetByLength, RollingCutoff
+from samspec_bench.sam.strategies.switches import BatchSchedule, CostSwitch, Threshold, parse_switch
+
+
+def running(n):
+    return SimpleNamespace(num_running=n, num_waiting=0, num_decoding=n, step=0)
+
+
+def test_aimd_doubles_on_full_acceptance_and_halves_otherwise():
+    rule = AimdLength(start=2, lo=2, hi=16)
+    state, seen = rule.start(), []
+    for accepted_whole in (True, True, True, True, False):
+        n = rule.length(state, 16)
+        seen.append(n)
+        rule.update(state, n, n if accepted_whole else n - 1)
+    seen.append(rule.length(state, 16))
+    assert seen == [2, 4, 8, 16, 16, 8]
+    for _ in range(5):
+        rule.update(state, 8, 0)
+    assert rule.length(state, 16) == 2          # never below lo
+
+
+def test_aimd_along_a_profile_walk_with_a_planted_rejection():
+    n = 70
+    drafted = np.full(n, 16, dtype=np.int16)
+    accepted = np.full(n, 16, dtype=np.int16)
+    drafted[0] = accepted[0] = 0
+    accepted[35] = 3                             # the fifth draft of the walk is cut short
+    d, a = rule_profile(drafted, accepted, AimdLength())
+    walk = walk_profile(d, a, 16)
+    # walk: p=1 (2, all) -> 4 (4) -> 9 (8) -> 18 (16) -> 35 (16, 3 accepted) -> 39 (8) ...
+    assert walk[0][:6] == [1, 4, 9, 18, 35, 39]
+    assert walk[1][:6] == [2, 4, 8, 16, 16, 8]
+    assert d[2] == 4 and d[36] == 8              # off the walk: the rule's current length
+
+
+def test_length_budget_by_predicted_length():
+    rule = BudgetByLength(short_k=4, long_k=16)
+    assert rule.length(rule.start({"predicted_len": 900, "long_len": 500}), 16) == 16
+    assert rule.length(rule.start({"predicted_len": 100, "long_len": 500}), 16) == 4
+    assert rule.length(rule.start({"predicted_len": None, "long_len": 500}), 16) == 4
+    store = HistoryStore()
+    store.add([1, 2], [5] * 10)
+    store.add([3, 4], [6] * 30)
+    store.add([7], [8] * 50)
+    ctx = rule_context(store, [3, 4])
+    assert ctx == {"predicted_len": 30.0, "long_len": 30.0}
+
+
+def test_rolling_cutoff_stops_a_request_after_a_poor_window():
+    rule = RollingCutoff(AimdLength(start=4, lo=2, hi=8), window=3, threshold=0.5)
+    state = rule.start()
+    assert rule.length(state, 8) == 4
+    rule.update(state, 4, 1)                     # 0.25
+    rule.update(state, 2, 2)                     # 1.0: mean over 2 drafts is not a full window yet
+    assert rule.length(state, 8) == 4            # AIMD: 4 -> 2 -> 4
+    rule.update(state, 4, 0)                     # window (0.25, 1, 0): mean 0.417 < 0.5
+    assert rule.length(state, 8) == 0
+
+
+def test_switches():
+    assert Threshold(8)(running(8)) and not Threshold(8)(running(9))
+    sched = parse_switch("schedule:1-8=3;9-64=0")
+    assert isinstance(sched, BatchSchedule)
+    assert [sched.k_for(b) for b in (1, 8, 9, 64, 65)] == [3, 3, 0, 0, 0]
+    assert sched(running(4)) and not sched(running(12))
+    # t(B, x) = 1 + 0.1 B + 0.05 x; d = 2, a = 0.5: pays iff 1 + 0.2 B < 1.5 (1 + 0.1 B), i.e. B < 10
+    cost = CostSwitch(lambda b, x: 1 + 0.1 * b + 0.05 * x, drafted_per_step=2, accepted_per_step=0.5, max_running=16)
+    assert [b for b in range(1, 17) if cost(running(b))] == list(range(1, 10))
+    with pytest.raises(ValueError, match="step model"):
+        parse_switch("cost")
+    with pytest.raises(ValueError, match="use always"):
+        parse_switch("sometimes")
+
+
+def test_strategy_specs_and_their_documentation():
+    assert set(STRATEGIES) == {"seed", "evidence", "histospec", "seer", "das", "arctic"}
+    hs = STRATEGIES["histospec"]
+    assert (hs.sources, hs.k, hs.rule().describe()) == ("history", 16, {"name": "aimd", "start": 2, "lo": 2, "hi": 16})
+    assert STRATEGIES["seed"].switch == "threshold:8" and STRATEGIES["seed"].k == 3
+    assert parse_strategy("seer@own").sources == "own" and parse_strategy("seer@own").needs == ()
+    assert parse_strategy("seed/cost").switch == "cost"
+    assert parse_strategy("seed/cutoff:4:0.5").rule().describe()["window"] == 4
+    with pytest.raises(ValueError, match="choose from"):
+        parse_strategy("medusa")
+    with pytest.raises(ValueError, match="sources"):
+        parse_strategy("seed@corpus")
+    for s in STRATEGIES.values():
+        assert s.follows and s.differs
+    import importlib
+    for name in STRATEGIES:
+        doc = importlib.import_module(f"samspec_bench.sam.strategies.{name}").__doc__
+        assert "Differs" in doc or name == "seed"
+
+
+def test_rule_in_a_decode_loop_matches_the_profile_walk():
+    """accept's replay (RuleDrafter in the decode loop) and rollout's profile (rule_profile
+    along the walk) give the same steps for a prefix-consistent drafter."""
+    rng = np.random.default_rng(3)
+    motif = rng.integers(10, 40, 12).tolist()
+    resp = (motif * 6)[:60]
+    for i in (17, 30, 44):
+        resp[i] = 99 + i                         # planted breaks: partial acceptances
+    prompt = motif[:5]
+    rs = replay_response(RuleDrafter(make_drafter("sam-fixed"), AimdLength()), prompt, resp, 16)
+    d, a = acceptance_profile(make_drafter("sam-fixed"), prompt, resp, 16)
+    pos, dr, ac, em = walk_profile(*rule_profile(d, a, AimdLength()), 16)
+    assert rs.position.tolist() == pos
+    assert rs.drafted.tolist() == dr and rs.accepted.tolist() == ac and rs.emitted.tolist() == em
+    assert max(dr) > 2 and min(x for x in dr if x) == 2   # the rule moved both ways

@@ -1,0 +1,123 @@
+"""`rollout --sources ...history --strategy ...`: history and group+history profiles give the
+same acceptance as `accept`'s replay engine on the same traces and split; strategy arms run
+and fill the strategy table, whose figures follow hand-computed counts."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from samspec_bench.bench.draft_config import DraftConfig, strategy_config
+from samspec_bench.bench.engines.replay import ReplayEngine
+from samspec_bench.bench.simulation.profiles import history_store, profiles_for, split_history, walk_profile
+from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
+from samspec_bench.suites import rollout as ro
+from samspec_bench.suites.rollout.strategy_table import best_strategy, strategy_lines, strategy_rows
+from trace_fixtures import grouped_rows
+
+
+@pytest.fixture(scope="module")
+def small_items(shared_data, tmp_path_factory):
+    path = tmp_path_factory.mktemp("tr") / "six.jsonl"
+    rows = [r for g in grouped_rows(shared_data / "traces" / "qwen25math_math_100x8.jsonl", 6) for r in g]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tokenize_traces(read_traces(str(path)), load_tokenizer(str(shared_data / "tokenizers" / "qwen3")))
+
+
+def accept_steps(items, dc):
+    """Per item of the rollout's step (step 1 of the split), accept's (steps, emitted)."""
+    eng = ReplayEngine(workers=1)
+    out = {}
+    for _, res in eng.run(items, [(dc, list(range(len(items))))]):
+        for i, rs in res:
+            out[i] = (len(rs.drafted), int(rs.drafted.sum()), int(rs.accepted.sum()))
+    return out
+
+
+@pytest.mark.parametrize("sources", ["history", "own"])
+def test_history_profiles_match_accept(small_items, sources):
+    current, earlier, why = split_history(small_items)
+    assert "split" in why and len(current) == len(earlier) == 24   # 6 groups x 8: 4 earlier, 4 current
+    store = history_store(earlier, 16, 1 << 30)
+    pairs = [(it.prompt_ids, it.response_ids) for it in current]
+    profs = profiles_for(pairs, None, 3, "sam-fixed", sources, history=store if sources == "history" else None)
+    split = earlier + current                      # the same split, as accept replays it (emulated steps)
+    dc = DraftConfig(drafter="sam-fixed", k=3, history=sources == "history")
+    got = accept_steps(split, dc)
+    for j, (d, a) in enumerate(profs):
+        pos, dr, ac, _ = walk_profile(d, a, 3)
+        assert got[len(earlier) + j] == (len(pos), sum(dr), sum(ac))
+    if sources == "history":   # history drafts more of the current half than the response's own text does
+        own = profiles_for(pairs, None, 3, "sam-fixed", "own")
+        assert sum(int(a.sum()) for _, a in profs) > sum(int(a.sum()) for _, a in own)
+
+
+def test_strategy_in_accept_matches_rollout_profile(small_items):
+    """A strategy with a length rule (histospec: AIMD over the min-prob path, history) drafts
+    the same in accept's replay as along rollout's profile walk."""
+    from samspec_bench.suites.rollout.replay_arm import strategy_profiles
+    from samspec_bench.sam.strategies import parse_strategy
+    current, earlier, _ = split_history(small_items)
+    store = history_store(earlier, 16, 1 << 30)
+    pairs = [(it.prompt_ids, it.response_ids) for it in current]
+    st = parse_strategy("das")
+    profs = strategy_profiles(st, pairs, None, lambda w: store)
+    got = accept_steps(earlier + current, strategy_config("das"))
+    for j, (d, a) in enumerate(profs):
+        pos, dr, ac, _ = walk_profile(d, a, st.k)
+        assert got[len(earlier) + j] == (len(pos), sum(dr), sum(ac))
+
+
+def test_rollout_strategy_arms(shared_data, tmp_path):
+    res = CliRunner().invoke(ro.command, ["--data-dir", str(shared_data), "--prompts", "4", "--max-num-seqs", "8",
+                                          "--sources", "own,history", "--arms", "off,always",
+                                          "--strategy", "seed,histospec,seer/cost", "--output", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    (run,) = list(tmp_path.iterdir())
+    result = json.loads((run / "result.json").read_text())["metrics"]
+    arms = result["arms"]
+    assert set(arms) == {"off", "always k=3 own", "always k=3 history", "seed", "histospec", "seer/cost"}
+    for m in arms.values():   # every arm runs the rollout step's requests (the current half)
+        assert m["emitted"] == arms["off"]["emitted"]
+    assert result["workload"]["requests"] == 16 and "split" in result["workload"]["history"]["steps"]
+    assert arms["always k=3 history"]["tokens_per_step"] > arms["always k=3 own"]["tokens_per_step"]
+    assert arms["seed"]["tail_threshold"] == 8
+    rows = result["strategy_table"]["rows"]
+    assert [r["arm"] for r in rows[:3]] == ["seed", "histospec", "seer/cost"]
+    assert "best strategy:" in res.output and "tokens/step" in res.output
+
+
+def test_strategy_table_against_hand_counts():
+    """A tiny run's counts: 10 decode steps of a request; the strategy accepted 6 of 8 drafts."""
+    from samspec_bench.suites.rollout.phases import acceptance_cost
+    m = {"decode_request_steps": 10, "drafted": 8, "accepted": 6, "total_s": 5.0, "tail_s": 2.0,
+         "speedup_overall": 2.0, "speedup_tail": 1.5}
+    m.update(acceptance_cost(m))
+    summary = {"units": "s", "measured": False, "priced_by": {"kind": "roofline"},
+               "arms": {"off": {"total_s": 10.0, "tail_s": 3.0}, "histospec": m},
+               "workload": {"strategies": {"histospec": {"sources": "history", "k": 16, "switch": "always",
+                                                         "needs": ["history kept between RL steps"]}}}}
+    (row,) = strategy_rows(summary)
+    assert row["tokens_per_step"] == pytest.approx(1.6)          # (10 + 6) / 10
+    assert row["drafted_per_step"] == pytest.approx(0.8)         # 8 / 10
+    assert row["verify_tokens_per_token"] == pytest.approx(18 / 16)
+    assert best_strategy([row])["arm"] == "histospec"
+    lines = strategy_lines(summary)
+    assert "modelled by the roofline step model" in lines[0]
+    assert lines[-1].startswith("best strategy: histospec (2.000x overall, 1.500x tail")
+    assert lines[-1].endswith("needs: history kept between RL steps")
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--strategy", "medusa"], "--strategy 'medusa'"),
+    (["--strategy", "seed/sometimes"], "--strategy 'seed/sometimes'"),
+    (["--sources", "own,corpus"], "--sources"),
+    (["--history-window", "0"], "--history-window"),
+])
+def test_bad_strategy_and_source_inputs(shared_data, tmp_path, capsys, args, msg):
+    from samspec_bench.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["rollout", "--data-dir", str(shared_data), "--output", str(tmp_path), *args])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and msg in err and len(err.splitlines()) == 1, err

@@ -1,0 +1,103 @@
+"""tools/gpu_check.sh's verdicts (tools/gpu_check_report.py): a row passes only when the step's
+output says it ran where it was asked, with the labels and bounds it must meet; and the script
+refuses a device it does not check. (The whole script runs with `bash tools/gpu_check.sh
+--device cpu`, minutes: not part of the test suite.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+TOOLS = Path(__file__).resolve().parents[1] / "tools"
+_spec = importlib.util.spec_from_file_location("gpu_check_report", TOOLS / "gpu_check_report.py")
+report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(report)
+
+CUDA_TIMER = "cuda device time (cuda events, synchronised)"
+
+
+def sampler_result(ms=1.9, timer=CUDA_TIMER, device="cuda:0", equal=True, verdict="EXACT"):
+    point = {"vocab": 151936, "batch": 256, "k": 8, "vectorised_ms": ms, "loop_ms": 1900.0, "timer": timer,
+             "device": device}
+    return {"environment": {"device": {"type": device.split(":")[0], "device": device, "name": "NVIDIA H100"}},
+            "metrics": {"speed_largest": point, "speed_outputs_equal": equal, "verdicts": {"samspec": verdict}}}
+
+
+LOG_END = "error: --device cuda: torch sees no CUDA device on this machine"
+
+
+def verdict(step, data, tmp_path, device="cuda", rc=0):
+    """The row of `step` whose output is `data` (the tests step: its log; others: their JSON)."""
+    log, path = tmp_path / "log", tmp_path / "r.json"
+    log.write_text(data if step == "tests" else f"...\n{LOG_END}\n")
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return report.row(step, device, rc, 1.0, "cmd", str(log), None if step == "tests" else str(path))
+
+
+def test_the_sampler_row_needs_device_time_within_the_bound(tmp_path, monkeypatch):
+    monkeypatch.delenv(report.BOUND_ENV, raising=False)
+    ok = verdict("sampler", sampler_result(), tmp_path)
+    assert ok["result"] == "PASS" and "1.9 ms" in ok["figure"] and CUDA_TIMER in ok["figure"]
+    slow = verdict("sampler", sampler_result(ms=3.4), tmp_path)
+    assert slow["result"] == "FAIL" and "3.4 ms > 3.0 ms" in slow["figure"]
+    monkeypatch.setenv(report.BOUND_ENV, "4.0")   # another card, another bound
+    assert verdict("sampler", sampler_result(ms=3.4), tmp_path)["result"] == "PASS"
+    cpu_timed = verdict("sampler", sampler_result(timer="CPU time of the calling thread"), tmp_path)
+    assert cpu_timed["result"] == "FAIL" and "not device time" in cpu_timed["figure"]
+    assert verdict("sampler", sampler_result(equal=False), tmp_path)["result"] == "FAIL"
+    assert verdict("sampler", sampler_result(device="cpu"), tmp_path)["result"] == "FAIL"   # ran elsewhere
+    # on the CPU (the dry run) the CPU's timer is the right one and there is no bound
+    assert verdict("sampler", sampler_result(ms=40, timer="CPU time", device="cpu"), tmp_path,
+                   device="cpu")["result"] == "PASS"
+
+
+@pytest.mark.parametrize("log, result", [
+    ("12 passed, 1 skipped in 30.0s", "PASS"),
+    ("0 passed, 13 skipped in 2.0s", "FAIL"),          # nothing ran: the GPU was not seen
+    ("11 passed, 1 failed in 30.0s", "FAIL"),
+    ("test_x.py:3: 99 passed as text\n2 passed, 1 error in 3.0s", "FAIL"),   # the last summary line counts
+])
+def test_the_tests_row_counts_the_pytest_summary(log, result, tmp_path):
+    assert verdict("tests", log, tmp_path)["result"] == result
+
+
+def test_timeouts_exit_codes_and_skips(tmp_path):
+    timed_out = verdict("accept", {}, tmp_path, rc=124)
+    assert timed_out["result"] == "FAIL" and timed_out["figure"].startswith("timed out")
+    failed = verdict("accept", {}, tmp_path, rc=2)
+    assert failed["result"] == "FAIL" and failed["figure"] == f"exit 2: {LOG_END}"   # why, from the log
+    assert verdict("accept", "not json", tmp_path)["result"] == "FAIL"
+    assert verdict("accept", {}, tmp_path, rc=-2)["figure"].startswith("not run")   # the budget was spent
+    skip = report.row("accuracy", "cuda", -1, 0, "cmd", "skipped: lm-eval absent")
+    assert verdict("checkpoint", "", tmp_path)["figure"] == LOG_END   # a set-up step: its log's last line
+    assert skip["result"] == "SKIP" and skip["figure"] == "skipped: lm-eval absent"
+
+
+def test_op_equivalence_row_needs_equal_float32_greedy(tmp_path):
+    pairs = {f"model/reference/{d}": {"level": "model", "logprob_diff_max": x}
+             for d, x in (("float32", 4e-6), ("bfloat16", 0.06))}
+    r = {"environment": {"device": {"type": "cuda", "device": "cuda:0", "name": "H100"}},
+         "metrics": {"pairs": pairs}, "tables": {"greedy": [{"dtype": "float32", "identical": True}]}}
+    assert verdict("op-equivalence", r, tmp_path)["result"] == "PASS"
+    r["tables"]["greedy"].append({"dtype": "float32", "identical": False})
+    assert verdict("op-equivalence", r, tmp_path)["result"] == "FAIL"
+
+
+def test_the_table_exits_1_when_a_row_failed_and_writes_json(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    good = {"step": "a", "command": "x", "device": "cuda", "seconds": 1.0, "result": "PASS", "figure": "f"}
+    rows.write_text(json.dumps(good) + "\n" + json.dumps({**good, "step": "b", "result": "SKIP"}) + "\n")
+    assert report.main(["table", str(rows), "--json", str(tmp_path / "t.json")]) == 0
+    assert [r["step"] for r in json.loads((tmp_path / "t.json").read_text())["rows"]] == ["a", "b"]
+    rows.write_text(rows.read_text() + json.dumps({**good, "step": "c", "result": "FAIL"}) + "\n")
+    assert report.main(["table", str(rows)]) == 1
+
+
+@pytest.mark.parametrize("args, message", [(["--device", "npu"], "--device npu"), (["--fast"], "--fast")])
+def test_the_script_refuses_what_it_does_not_check(args, message):
+    res = subprocess.run(["bash", str(TOOLS / "gpu_check.sh"), *args], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
