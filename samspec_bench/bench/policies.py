@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from samspec_bench.sam.strategies.switches import Threshold
+
 
 @dataclass(frozen=True)
 class StepState:
@@ -52,23 +54,11 @@ def describe_policy(policy: Callable[[StepState], bool] | None) -> dict[str, Any
     return {"name": getattr(policy, "__name__", type(policy).__name__)}
 
 
-class ThresholdPolicy(SpecPolicy):
+class ThresholdPolicy(Threshold, SpecPolicy):
     """Speculate when the number of running requests is at most `threshold` (the seed's
-    adaptive switch). Decided on the state before the step (running = admitted, unfinished)."""
-
-    name = "threshold"
-    counts_only = True
-
-    def __init__(self, threshold: int):
-        if threshold < 0:
-            raise ValueError(f"spec threshold {threshold}: must be >= 0")
-        self.threshold = int(threshold)
-
-    def __call__(self, state: StepState) -> bool:
-        return state.num_running <= self.threshold
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "threshold": self.threshold}
+    adaptive switch). Decided on the state before the step (running = admitted, unfinished).
+    The rule is the drafting library's `Threshold` switch: one definition for engines,
+    simulation and strategies."""
 
 
 class AlwaysPolicy(SpecPolicy):

@@ -4,15 +4,12 @@ line and exit 2, the report's curves headlines, `run`'s curves step, and the sha
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-import click
 import numpy as np
 import pytest
 
@@ -28,7 +25,6 @@ from samspec_bench.suites.run.config_file import check_sections
 from samspec_bench.suites.run.config_options import suite_params
 
 REPO = Path(__file__).resolve().parents[3]
-OUTPUT_OPTIONS = ("--output", "--json")
 
 
 def params(**over) -> dict:
@@ -75,19 +71,7 @@ def write_console(path: Path, data: dict[str, np.ndarray], old: bool = False) ->
     return path
 
 
-# --- the contract -----------------------------------------------------------------------------
-
-def test_suite_contract():
-    module = importlib.import_module("samspec_bench.suites.curves")
-    assert module.SUITE == "curves" and isinstance(module.command, click.Command)
-    settings = {p.name for p in module.command.params
-                if not (isinstance(p, click.Option) and set(p.opts) & set(OUTPUT_OPTIONS))}
-    sig = inspect.signature(module.build_config)
-    assert set(sig.parameters) == settings
-    assert all(p.default is inspect.Parameter.empty for p in sig.parameters.values())
-    ex = inspect.signature(module.execute).parameters
-    assert ex["resume"].default is None and ex["json_path"].default is None
-
+# --- the contract (SUITE, build_config, execute: tests/test_suite_contract.py) ----------------
 
 @pytest.mark.parametrize("over, match", [
     ({"runs": ("a",)}, "at least two"), ({"runs": ()}, "at least two"),
