@@ -28,3 +28,29 @@ def fake_cuda(monkeypatch):
 def no_cuda(monkeypatch):
     """torch sees no CUDA device, whatever the machine has."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+# A device clock for timing tests: events read it, the test moves it (no sleeps).
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+
+class FakeEvent:
+    """torch.cuda.Event's timing API on a fake device clock: elapsed_time is only defined after
+    the end event was synchronised, as on the real device (else the event is still queued)."""
+
+    def __init__(self, clock, enable_timing=False):
+        assert enable_timing, "timing events must be created with enable_timing=True"
+        self.clock, self.at, self.synced = clock, None, False
+
+    def record(self):
+        self.at = self.clock.now
+
+    def synchronize(self):
+        self.synced = True
+
+    def elapsed_time(self, end):
+        if not end.synced:
+            raise RuntimeError("end event not completed: synchronise first")
+        return (end.at - self.at) * 1e3

@@ -301,3 +301,30 @@ def test_the_checker_sees_a_planted_upward_import(tmp_path):
     node = tree.body[0]
     tgt = _resolve(node.module)
     assert tgt is not None and _layer(tgt) > _layer(f"{NAME}.bench.engines.base")
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _test_module_imports(tree: ast.AST) -> list[str]:
+    """Imports of a collected test module (`test_*`) by another: under importlib mode only
+    tests/ itself is on the path, so one in a sub-folder does not resolve (CI broke on this);
+    shared helpers live in helper modules at tests/ (trace_fixtures, report_runs, ...)."""
+    names = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            names += [a.name for a in n.names if a.name.split(".")[-1].startswith("test_")]
+        elif isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[-1].startswith("test_"):
+            names.append(n.module)
+    return names
+
+
+def test_no_test_module_imports_another():
+    bad = {str(p.relative_to(TESTS)): names for p in sorted(TESTS.rglob("*.py"))
+           if (names := _test_module_imports(ast.parse(p.read_text(encoding="utf-8"))))}
+    assert not bad, f"test modules importing test modules (move the helper to a module at tests/): {bad}"
+
+
+def test_the_test_import_check_sees_a_planted_import():
+    src = "import os\nfrom report_runs import make_run\n\ndef f():\n    from test_report import make_run\n"
+    assert _test_module_imports(ast.parse(src)) == ["test_report"]

@@ -16,30 +16,7 @@ import torch
 from samspec_bench import devices
 from samspec_bench.errors import UserError
 
-
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-
-
-class FakeEvent:
-    """torch.cuda.Event's timing API on a fake device clock: elapsed_time is only defined after
-    the end event was synchronised, as on the real device (else the event is still queued)."""
-
-    def __init__(self, clock, enable_timing=False):
-        assert enable_timing, "timing events must be created with enable_timing=True"
-        self.clock, self.at, self.synced = clock, None, False
-
-    def record(self):
-        self.at = self.clock.now
-
-    def synchronize(self):
-        self.synced = True
-
-    def elapsed_time(self, end):
-        if not end.synced:
-            raise RuntimeError("end event not completed: synchronise first")
-        return (end.at - self.at) * 1e3
+from device_fixtures import FakeClock, FakeEvent
 
 
 def fake_accelerator(count=2, name="Ascend910B3"):

@@ -20,39 +20,9 @@ from samspec_bench.reports.html import render_html
 from samspec_bench.reports.markdown import render_markdown
 from samspec_bench.reports.metadata import data_files
 from samspec_bench.reports.model import status
-from samspec_bench.results import RunDir
 from samspec_bench.suites import accept, drafters
 
-
-# --- synthetic run directories ----------------------------------------------------------------------
-
-def _png(path: Path, value: float) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(3, 2))
-    ax.plot([0, 1, 2], [1, value, 2])
-    fig.savefig(path, dpi=40)
-    plt.close(fig)
-
-
-def _svg(path: Path) -> None:
-    path.write_text('<svg xmlns="http://www.w3.org/2000/svg" width="120" height="60" viewBox="0 0 120 60">'
-                    '<rect x="5" y="5" width="110" height="50" fill="#2952a3"/></svg>', encoding="utf-8")
-
-
-def make_run(root: Path, suite: str, metrics: dict, config: dict | None = None, tables: dict | None = None,
-             figures: tuple[str, ...] = (), extra: dict | None = None) -> Path:
-    rd = RunDir(root, suite)
-    for name in figures:
-        if name.endswith(".png") or name.startswith("mpl"):   # mpl*.svg: a matplotlib SVG
-            _png(rd.file(name), 1.5)
-        else:
-            _svg(rd.file(name))
-    rd.write_result(config or {}, metrics, tables or {}, list(figures), extra)
-    return rd.path
+from report_runs import make_run
 
 
 @pytest.fixture()

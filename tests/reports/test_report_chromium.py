@@ -71,7 +71,7 @@ def _console_errors(stderr: str) -> list[str]:
 @pytest.fixture(scope="module")
 def report_html(tmp_path_factory) -> tuple[str, int]:
     """A report of several suites with PNG and SVG figures and a two-run comparison."""
-    from test_report import make_run
+    from report_runs import make_run
 
     root = tmp_path_factory.mktemp("runs")
     make_run(root / "a", "toy", {"speed": 2.0, "checks_pass": True}, config={"k": 3}, figures=("curve.png", "box.svg"))
@@ -119,7 +119,7 @@ def test_no_console_errors_and_screenshot_not_blank(report_html, tmp_path):
 
 def test_the_probe_can_fail(tmp_path):
     """Negative control: a corrupt figure and a script error are caught."""
-    from test_report import make_run
+    from report_runs import make_run
 
     d = make_run(tmp_path / "x", "toy", {"x": 1.0}, figures=("bad.png",))
     (d / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really a png" * 4)
@@ -150,7 +150,7 @@ ANSWERS_PROBE = """<script>window.addEventListener('load', function () {
 def test_the_three_answers_fill_the_first_screen(tmp_path):
     """At 1200x1600 the answers (all three, badges coloured by verdict) are on screen before the
     summary and the evidence."""
-    from test_report_answers import accept, accuracy, opeq, rollout, sampler
+    from report_runs import accept, accuracy, opeq, rollout, sampler
 
     runs = [opeq(tmp_path), sampler(tmp_path), accuracy(tmp_path), accept(tmp_path), rollout(tmp_path, constant=True)]
     page = tmp_path / "answers.html"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_devices import FakeClock, FakeEvent
+from device_fixtures import FakeClock, FakeEvent
 
 from samspec_bench.bench.engines import reference_engine
 from samspec_bench.bench.engines.base import Request, SamplingParams

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from test_devices import FakeClock, FakeEvent
+from device_fixtures import FakeClock, FakeEvent
 
 from samspec_bench import cli
 from samspec_bench.bench.engines import reference_engine

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_devices import FakeClock, FakeEvent
+from device_fixtures import FakeClock, FakeEvent
 
 from samspec_bench.cli import main
 from samspec_bench.devices import timer_label
