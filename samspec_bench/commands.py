@@ -22,5 +22,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
                   "Does SAM Pareto-dominate Arctic's suffix decoding on every trace, k and source? (trace replay counts)"),
     "step-model": ("samspec_bench.suites.step_model_check:command",
                    "Check a step-time model (profile or roofline) against measured engine steps: per-step and total errors."),
+    "spec-metrics": ("samspec_bench.suites.spec_metrics:command", "A vLLM run's own spec-decode metrics (Prometheus scrapes or its log lines) as acceptance: per position, %, mean length."),
     "run": ("samspec_bench.suites.run.command:command", "Run every available suite with small defaults and render the report (resumable)."),
 }

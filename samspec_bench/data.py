@@ -48,6 +48,8 @@ class TraceRecord:
     logprobs: list[float] | None = None
     step: int | None = None  # the RL step that generated it (verl dumps, a 'step' field), else None
     sub: int | None = None   # which response of its line, where a line holds several (lm-eval repeats)
+    tool_spans: tuple = ()   # (start, end, shape) character spans of tool output in `response`
+    validation: str | None = None   # why it is a validation generation (not an RL rollout), else None
 
 
 @dataclass
@@ -69,6 +71,8 @@ class TokenizedResponse:
     logprobs: np.ndarray | None = None  # float32, one per response token
     step: int | None = None  # the RL step (TraceRecord.step)
     sub: int | None = None   # TraceRecord.sub
+    tool_spans: tuple = ()   # (start, end, shape) token spans of tool output in response_ids
+    validation: str | None = None   # TraceRecord.validation
 
 
 class _BadLine(Exception):
@@ -247,11 +251,11 @@ def tokenize_traces(traces: TraceSet, tokenizer: Any, chat_template: ChatTemplat
     raw = _encode(tokenizer, [r.prompt if f == "raw" else None for r, f in zip(records, formats)], True)
     templated = _encode(tokenizer, [_chat_prompt(r, tokenizer) if f == "chat_template" else None
                                     for r, f in zip(records, formats)], False)
-    responses = _encode(tokenizer, [r.response for r in records], False)
+    responses, spans = _encode_responses(tokenizer, records)
 
     vocab = len(tokenizer)
     out: list[TokenizedResponse] = []
-    for r, fmt, raw_ids, chat_ids, r_ids in zip(records, formats, raw, templated, responses):
+    for r, fmt, raw_ids, chat_ids, r_ids, tool in zip(records, formats, raw, templated, responses, spans):
         p_ids = np.asarray(next(x for x in (r.prompt_ids, raw_ids, chat_ids) if x is not None), dtype=np.int64)
         r_ids = np.asarray(r.response_ids if r.response_ids is not None else r_ids, dtype=np.int64)
         problem = _check_ids(p_ids, r_ids, vocab, r.logprobs)
@@ -262,9 +266,36 @@ def tokenize_traces(traces: TraceSet, tokenizer: Any, chat_template: ChatTemplat
             id=r.id, group=r.group, prompt_ids=p_ids.astype(np.int32), response_ids=r_ids.astype(np.int32),
             source=r.source, line=r.line, prompt_format=fmt,
             logprobs=None if r.logprobs is None else np.asarray(r.logprobs, dtype=np.float32), step=r.step,
-            sub=r.sub,
+            sub=r.sub, tool_spans=tool, validation=r.validation,
         ))
     return out
+
+
+def _encode_responses(tokenizer: Any, records: list[TraceRecord]) -> tuple[list, list[tuple]]:
+    """Response ids and their tool output as token spans. A response with tool output is
+    tokenized piece by piece (generated text, tool text, ...), as the rollout built it: the
+    tool turn is tokenized on its own (verl's agent loop) or appended as text between turns."""
+    pieces: list[tuple[int, str, str | None]] = []   # (record, text, tool shape or None)
+    for n, r in enumerate(records):
+        if r.response is None or not r.tool_spans:
+            continue
+        at = 0
+        for start, end, shape in r.tool_spans:
+            pieces += [(n, r.response[at:start], None), (n, r.response[start:end], shape)]
+            at = end
+        pieces.append((n, r.response[at:], None))
+    pieces = [p for p in pieces if p[1]]
+    split = {n for n, _, _ in pieces}
+    ids = _encode(tokenizer, [None if n in split else r.response for n, r in enumerate(records)], False)
+    spans: list[tuple] = [()] * len(records)
+    encoded = _encode(tokenizer, [text for _, text, _ in pieces], False)
+    for (n, _, shape), piece in zip(pieces, encoded):
+        if ids[n] is None:
+            ids[n] = []
+        if shape is not None and piece:
+            spans[n] += ((len(ids[n]), len(ids[n]) + len(piece), shape),)
+        ids[n] += piece
+    return ids, spans
 
 
 def _prompt_format(r: TraceRecord, mode: ChatTemplate, has_template: bool) -> str:

@@ -371,3 +371,49 @@ def logit_margin(top: Sequence[tuple[int, float]] | None) -> float | None:
     if not top or len(top) < 2:
         return None
     return float(top[0][1] - top[1][1])
+
+
+# ---------- vLLM's names and units (`vllm bench serve`'s result JSON, its SpecDecoding log line) ----------
+
+VLLM_NAMES = {
+    "spec_decode_acceptance_rate": "% : 100 * accepted / drafted tokens (acceptance_rate in percent; the log "
+                                   "line's 'Avg Draft acceptance rate')",
+    "spec_decode_acceptance_length": "1 + accepted / drafts (= acceptance_length; the log line's 'Mean "
+                                     "acceptance length')",
+    "spec_decode_per_position_acceptance_rates": "[i]: drafts whose token i was accepted / drafts "
+                                                 "(= per_position_acceptance)",
+    "spec_decode_num_drafts": "drafts (steps with a non-empty draft)",
+    "spec_decode_draft_tokens": "drafted tokens",
+    "spec_decode_accepted_tokens": "accepted draft tokens",
+    "mean_tpot_ms": "ms : mean over requests of (latency - time to first token) / (output tokens - 1), "
+                    "requests of more than one output token",
+    "median_tpot_ms": "ms : the median of the same",
+    "output_throughput": "output tokens / s over the wall time of the run",
+}
+
+
+def vllm_spec_decode(drafts: int, draft_tokens: int, accepted: int,
+                     accepted_per_pos: Sequence[int] = ()) -> dict[str, Any]:
+    """Speculative-decoding figures under vLLM's names (VLLM_NAMES), from its counters' totals
+    as `vllm bench serve` computes them; a figure whose denominator is 0 is None."""
+    return {"spec_decode_acceptance_rate": 100.0 * accepted / draft_tokens if draft_tokens else None,
+            "spec_decode_acceptance_length": 1.0 + accepted / drafts if drafts else None,
+            "spec_decode_per_position_acceptance_rates": [a / drafts for a in accepted_per_pos] if drafts else [],
+            "spec_decode_num_drafts": int(drafts), "spec_decode_draft_tokens": int(draft_tokens),
+            "spec_decode_accepted_tokens": int(accepted)}
+
+
+def vllm_counts_figures(counts: AcceptanceCounts) -> dict[str, Any]:
+    """vllm_spec_decode of the project's pooled counts."""
+    return vllm_spec_decode(counts.drafts, counts.drafted, counts.accepted, counts.accepted_per_pos)
+
+
+def vllm_tpot_ms(requests: Iterable[tuple[float | None, float | None, int]]) -> dict[str, Any]:
+    """vLLM's time per output token from (time to first token s, latency s, output tokens) per
+    request: (latency - ttft) / (output tokens - 1) over requests of more than one token (and
+    both times known), mean and median in ms; None where no request counts."""
+    tpots = [(lat - ttft) / (n - 1) for ttft, lat, n in requests if n > 1 and ttft is not None and lat is not None]
+    if not tpots:
+        return {"mean_tpot_ms": None, "median_tpot_ms": None, "requests": 0}
+    return {"mean_tpot_ms": 1e3 * float(np.mean(tpots)), "median_tpot_ms": 1e3 * float(np.median(tpots)),
+            "requests": len(tpots)}

@@ -200,7 +200,7 @@ CASES = [
     C("utf8/accept-skip-all", f"accept --traces {{in}}/data/traces/t.jsonl {T} {ACC} --on-error skip", "no JSON object"),
     C("utf8/drafters", f"drafters --traces {{in}}/nonutf8.jsonl {T} --no-progress", "utf-8"),
     C("utf8/drafters-skip", f"drafters --traces {{in}}/data/traces/t.jsonl {T} --no-progress --on-error skip",
-      "no usable"),
+      "no JSON object"),
     C("utf8/rollout", f"rollout --traces {{in}}/nonutf8.jsonl {T}", "utf-8"),
     C("utf8/run-config", "run --steps accept --config {in}/cfg_binary.yaml", "cfg_binary.yaml"),
     C("utf8/report", "report html {in}/runs/accept-binary -o r.html", "result.json"),

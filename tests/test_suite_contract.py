@@ -14,7 +14,7 @@ from samspec_bench.commands import COMMANDS
 
 # the suites of this branch that implement the contract; the others join this list as they do
 CONTRACT_SUITES = ("accept", "accuracy", "compare", "curves", "dominance", "drafters", "op-equivalence", "rollout",
-                   "sampler", "step-model")
+                   "sampler", "spec-metrics", "step-model")
 OUTPUT_OPTIONS = ("--output", "--resume", "--json")
 
 

@@ -1,19 +1,23 @@
 """Rollouts in the formats users have: verl rollout dumps (built in verl's exact schema from the
 shared traces, see trace_fixtures.py), lm-eval --log_samples files, plain prompt/response
-JSONL; format detection; bad input; the model check."""
+JSONL; format detection; bad input; the model check; tool output and validation generations;
+the other commands (drafters, rollout) reading the same formats."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from samspec_bench import cli
 from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
 from samspec_bench.errors import UserError
-from samspec_bench.trace_formats import (check_models, detect_file, expand, prompt_group, read_any,
-                                          same_model)
-from trace_fixtures import grouped_rows, verl_input, write_lm_eval_samples, write_verl_dump
+from samspec_bench.trace_formats import (VALIDATION_FOLDER, check_models, detect_file, expand, find_tool_spans,
+                                          prompt_group, read_any, read_single_turn, same_model, validation_row)
+from trace_fixtures import (grouped_rows, tool_rollout, verl_input, write_lm_eval_samples, write_tool_dump,
+                            write_verl_dump)
 
 QWEN = "qwen25math_math_100x8.jsonl"
 
@@ -236,3 +240,118 @@ def test_same_model(trace_model, spec, same):
     assert same_model(trace_model, spec) is same
 
 
+
+
+# --- tool output, validation generations, and the other commands that read traces -----------------
+
+def test_tool_spans_of_a_verl_multi_turn_output(qwen3):
+    text, pieces = tool_rollout(qwen3, 391, "alpha bravo", 1)
+    spans = find_tool_spans(text)
+    assert [text[a:b] for a, b, _ in spans] == [p for p, tool in pieces if tool]
+    assert [s for *_, s in spans] == ["tool-response", "tool-response"]
+
+
+@pytest.mark.parametrize("pieces, shape", [
+    # special tokens kept (the model's <|im_end|> is generated), two tool responses in one turn,
+    # thinking switched off in the generation prompt
+    ([("I call it.<tool_call>\n{}\n</tool_call><|im_end|>", False),
+      ("<|im_start|>user\n<tool_response>\n1\n</tool_response>\n<tool_response>\n2\n</tool_response><|im_end|>\n"
+       "<|im_start|>assistant\n<think>\n\n</think>\n\n", True), ("Both done.", False)], "tool-response"),
+    # an interaction (user) turn with its special tokens
+    ([("Answer: 4.<|im_end|>", False), ("\n<|im_start|>user\nAre you sure?<|im_end|>\n<|im_start|>assistant\n", True),
+      ("Yes, 4.", False)], "chat-turn"),
+    # ToRA: the executor's result appended after the model's code block
+    ([("```python\nprint(1 + 1)\n```", False), ("\n```output\n2\n```\n", True), ("The answer is 2.", False)],
+     "output-block"),
+    ([("```python\nprint(x)\n```", False), ("\n```output\nNameError\n```\n\nReach max function call limit.", True)],
+     "output-block"),
+    # model text that only looks like it
+    ([("The user\nasked for <tool_call> and ```python\nx\n``` but printed no ```output.", False)], None),
+])
+def test_tool_spans_by_shape(pieces, shape):
+    text = "".join(p for p, _ in pieces)
+    spans = find_tool_spans(text)
+    assert [text[a:b] for a, b, _ in spans] == [p for p, tool in pieces if tool]
+    assert {s for *_, s in spans} == ({shape} if shape else set())
+
+
+def test_responses_with_tool_output_are_tokenized_piece_by_piece(tmp_path, qwen3):
+    text, pieces = tool_rollout(qwen3, 391, "alpha bravo", 1)
+    f = tmp_path / "p.jsonl"
+    f.write_text(json.dumps({"prompt": "q", "response": text}) + "\n" + json.dumps({"prompt": "q", "response": "4"})
+                 + "\n")
+    traces, _ = read_any(f)
+    item, single = tokenize_traces(traces, qwen3)
+    n = [len(qwen3(p, add_special_tokens=False)["input_ids"]) for p, _ in pieces]
+    at = [sum(n[:i]) for i in range(len(n) + 1)]
+    assert item.response_ids.size == at[-1]
+    assert [(s, e) for s, e, _ in item.tool_spans] == [(at[i], at[i + 1]) for i, (_, t) in enumerate(pieces) if t]
+    assert single.tool_spans == () and single.response_ids.tolist() == qwen3("4", add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("name, val", [("val", True), ("val_generations", True), ("validation_data", True),
+                                       ("Valid-2", True), ("values", False), ("valley", False), ("eval", False),
+                                       ("rollout_data_dir", False)])
+def test_validation_folder_names(name, val):
+    assert bool(VALIDATION_FOLDER.match(name)) is val
+
+
+@pytest.mark.parametrize("row, val", [({"score": 1.0, "reward": 1.0}, True), ({"score": 0.0, "reward": 0}, True),
+                                      ({"score": 1.0, "reward": 0.5}, False), ({"score": 1.0}, False),
+                                      ({"score": True, "reward": True}, False)])
+def test_validation_shape(row, val):
+    assert validation_row(row) is val
+
+
+def test_single_turn_reading_refuses_what_it_cannot_serve(verl_dir, qwen3, traces_dir, tmp_path):
+    d, info = verl_dir
+    val = tmp_path / "val"
+    write_tool_dump(val, qwen3, steps=[0])
+    with pytest.raises(UserError, match=r"^rollout --traces: 4 response\(s\) are verl validation generations .*"
+                                        r"beside 32 rollout responses.*pass the rollout_data_dir alone$"):
+        read_single_turn([d, val], "rollout")
+    with pytest.raises(UserError, match=r"^rollout --traces: 4 of 4 response\(s\) are multi-turn.*tool-response"):
+        read_single_turn(val, "rollout")
+    traces, note = read_single_turn(d, "rollout")
+    assert len(traces.records) == 32 and note is None
+    # validation generations alone: read without RL steps, and said
+    alone = tmp_path / "validation"
+    alone.mkdir()
+    shutil.copy(d / "1.jsonl", alone / "1.jsonl")
+    traces, note = read_single_turn(alone, "rollout")
+    assert len(traces.records) == info["lines"][1] and {r.step for r in traces.records} == {None}
+    assert note.startswith("validation generations only")
+    # ```output blocks: an executor's result or the model's own text; decoded as written, and said
+    tora = tmp_path / "tora.jsonl"
+    with (traces_dir / "tora70b_gsm8k.jsonl").open() as f:
+        tora.write_text("".join(next(f) for _ in range(3)))
+    traces, note = read_single_turn(tora, "rollout")
+    assert len(traces.records) == 3 and note.startswith("3 of 3 response(s) hold ```output blocks")
+
+
+def test_drafters_and_rollout_read_verl_dumps_and_lm_eval_samples(verl_dir, groups, qwen3_tokenizer_dir, qwen3,
+                                                                  tmp_path, capsys):
+    d, _ = verl_dir
+    samples = next(write_lm_eval_samples(tmp_path / "lm", groups, repeats=1).rglob("samples_*.jsonl"))
+    cli.main(["drafters", "--traces", str(d), "--traces", str(samples), "--tokenizer", str(qwen3_tokenizer_dir),
+              "--max-tokens", "4000", "--sweep", "256,1024", "--sweep-steps", "20", "--repeats", "1",
+              "--drafters", "sam", "--output", str(tmp_path / "d"), "--json", str(tmp_path / "d.json"),
+              "--no-progress"])
+    result = json.loads((tmp_path / "d.json").read_text())
+    assert sorted(Path(f).name for f in result["data_files"]) == ["1.jsonl", "2.jsonl", "3.jsonl", "4.jsonl",
+                                                                  samples.name]
+    repeats = next(write_lm_eval_samples(tmp_path / "lm4", groups, repeats=4).rglob("samples_*.jsonl"))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["drafters", "--traces", str(repeats), "--tokenizer", str(qwen3_tokenizer_dir), "--output",
+                  str(tmp_path / "d4"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "several responses per document (repeats)" in err and len(err.splitlines()) == 1
+    cli.main(["rollout", "--engine", "replay", "--traces", str(d), "--tokenizer", str(qwen3_tokenizer_dir),
+              "--prompts", "2", "-k", "3", "--output", str(tmp_path / "r"), "--json", str(tmp_path / "r.json")])
+    assert json.loads((tmp_path / "r.json").read_text())["suite"] == "rollout"
+    tools = tmp_path / "tools"
+    write_tool_dump(tools, qwen3, steps=[1])
+    with pytest.raises(SystemExit) as e:
+        cli.main(["rollout", "--engine", "replay", "--traces", str(tools), "--tokenizer", str(qwen3_tokenizer_dir),
+                  "--prompts", "2", "-k", "3", "--output", str(tmp_path / "r2")])
+    assert e.value.code == 2 and "are multi-turn, with tool turns" in capsys.readouterr().err

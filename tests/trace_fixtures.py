@@ -94,3 +94,68 @@ def write_lm_eval_samples(out: Path, groups: list[list[dict]], *, task: str = "h
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     (d / f"results_{date}.json").write_text(json.dumps({"results": {}, "model_name": model}), encoding="utf-8")
     return out
+
+
+# --- multi-turn rollouts and validation generations -----------------------------------------------
+
+def verl_tool_turn(tokenizer, content: str) -> str:
+    """A tool turn as verl's agent loop appends it (verl/experimental/agent_loop/tool_agent_loop.py:
+    `apply_chat_template([{"role": "tool", ...}], add_generation_prompt=True)` less the template's
+    own system prompt), as the dump writes it: decoded with skip_special_tokens=True."""
+    def ids(messages, gen):
+        enc = tokenizer.apply_chat_template(messages, add_generation_prompt=gen, tokenize=True)
+        return list(enc["input_ids"] if hasattr(enc, "keys") else enc)
+    system = ids([{}], False)
+    turn = ids([{"role": "tool", "content": content}], True)[len(system):]
+    return tokenizer.decode(turn, skip_special_tokens=True)
+
+
+def tool_rollout(tokenizer, value: int, words: str, sample: int, printed: str | None = None
+                 ) -> tuple[str, list[tuple[str, bool]]]:
+    """One multi-turn response (three model turns, two tool calls) as verl dumps it: its
+    `output` text and its pieces (text, is_tool) in order. The second turn repeats `words`, the
+    first tool's result (or, given `printed`, the tool printed that instead)."""
+    call = '<tool_call>\n{"name": "python", "arguments": {"code": "print(%s)"}}\n</tool_call>'
+    turns = [f"<think>\nI will compute it with the tool (try {sample}).\n</think>\n\n" + call % f"{value} + 0",
+             f"<think>\nThe tool printed {value} and the checksum {words}. Let me check it.\n</think>\n\n"
+             + call % f"{value} == {value}",
+             f"The tool confirmed it. The answer is \\boxed{{{value}}}."]
+    tools = [f"{value}\nchecksum {printed or words}", "True"]
+    pieces = [(turns[0], False), (verl_tool_turn(tokenizer, tools[0]), True), (turns[1], False),
+              (verl_tool_turn(tokenizer, tools[1]), True), (turns[2], False)]
+    return "".join(text for text, _ in pieces), pieces
+
+
+def piece_tokens(tokenizer, pieces: list[tuple[str, bool]]) -> tuple[int, int]:
+    """(generated, tool) token counts of a response's pieces, each tokenized on its own as the
+    rollout built it (the model's turns, the tool turns from the chat template)."""
+    n = [len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text, _ in pieces]
+    return (sum(k for k, (_, tool) in zip(n, pieces) if not tool), sum(k for k, (_, tool) in zip(n, pieces) if tool))
+
+
+def write_tool_dump(out: Path, tokenizer, *, steps: list[int], prompts: int = 2, n: int = 2,
+                    echo: bool = True) -> dict:
+    """verl {global_step}.jsonl files of multi-turn tool rollouts: `prompts` prompts (the same in
+    every step) x `n` responses a step. echo False: the tool prints other words than the second
+    turn repeats. Returns per step the responses, generated and tool tokens, and every
+    response's pieces by (step, line)."""
+    out.mkdir(parents=True, exist_ok=True)
+    words = ["alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima",
+             "mike november oscar papa quebec romeo sierra tango uniform victor whiskey xray"]
+    info: dict = {"steps": {}, "pieces": {}}
+    for step in steps:
+        entries, gen, tool = [], 0, 0
+        for p in range(prompts):
+            inp = verl_input(tokenizer, {"prompt": f"What is {17 + p} times {23 + p}? Use the python tool."})
+            for j in range(n):
+                text, pieces = tool_rollout(tokenizer, (17 + p) * (23 + p), words[p % 2], step * 10 + j,
+                                            None if echo else words[1 - p % 2])
+                g, t = piece_tokens(tokenizer, pieces)
+                gen, tool = gen + g, tool + t
+                entry = {"input": inp, "output": text, "gts": str((17 + p) * (23 + p)), "score": 1.0, "step": step}
+                info["pieces"][(step, len(entries) + 1)] = pieces
+                entries.append(entry)
+        (out / f"{step}.jsonl").write_text("\n".join(json.dumps(e, ensure_ascii=False) for e in entries) + "\n",
+                                           encoding="utf-8")
+        info["steps"][step] = {"responses": len(entries), "generated": gen, "tool": tool}
+    return info

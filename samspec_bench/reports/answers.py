@@ -355,16 +355,23 @@ def _arm_line(a: dict, base: dict, units: str) -> tuple[str, float | None, float
 
 
 def best_strategy_text(m: dict, how: str) -> str:
-    """' Best strategy: NAME (a x overall, b x tail, modelled); it needs ...' from the run's
-    strategy table (`rollout --strategy`), '' without one."""
+    """' Best strategy: NAME (a x overall [lo, hi], b x tail, modelled); it needs ...' from the
+    run's strategy table (`rollout --strategy`), '' without one. The table marks its best row
+    (`best_in_draws`: the shortest median total, or the dev prompts' choice in a --dev-split run,
+    whose figures are the held-out prompts')."""
     rows = [r for r in ((m.get("strategy_table") or {}).get("rows") or [])
             if isinstance(r, dict) and r.get("strategy") and is_number(r.get("total"))]
     if not rows:
         return ""
-    b = min(rows, key=lambda r: r["total"])
+    b = next((r for r in rows if isinstance(r.get("best_in_draws"), dict)), None) or min(rows, key=lambda r: r["total"])
     needs = "; ".join(b.get("needs") or []) or "nothing beyond the request's own text"
-    return (f" Best strategy: {b['arm']} ({x2(b.get('speedup_overall'))}x overall, {x2(b.get('speedup_tail'))}x "
-            f"in the tail, {how}); it needs: {needs}.")
+    sp = ((b.get("spread") or {}).get("speedup_overall") or {})
+    rng = f" [{x2(sp['min'])}, {x2(sp['max'])}]" if is_number(sp.get("min")) and is_number(sp.get("max")) else ""
+    wins = b.get("best_in_draws") or {}
+    won = f", fastest in {wins['best']} of {wins['draws']} draws" if wins.get("draws", 0) > 1 else ""
+    split = "; chosen on the dev prompts, figures from the held-out ones" if b.get("split") == "held-out" else ""
+    return (f" Best strategy: {b['arm']} ({x2(b.get('speedup_overall'))}x{rng} overall, {x2(b.get('speedup_tail'))}x "
+            f"in the tail, {how}{won}{split}); it needs: {needs}.")
 
 
 def rollout_time(by_suite: dict[str, Run], state: dict | None) -> Answer:

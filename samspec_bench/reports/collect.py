@@ -23,7 +23,7 @@ from samspec_bench.results import load_result, read_json
 
 # Suites in the order a report shows them (others follow alphabetically).
 SUITE_ORDER = ("workload", "accept", "drafters", "dominance", "sampler", "op-equivalence", "accuracy", "compare",
-               "rollout", "step-model", "curves")
+               "spec-metrics", "rollout", "step-model", "curves")
 RUN_STATE_FILE = "run_state.json"
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 

@@ -12,9 +12,10 @@ from typing import Any, Callable
 
 from samspec_bench.reports.model import Gate, Headline, Summarizer, gate, headline
 from samspec_bench.reports.suite_headlines import SUITE_SUMMARIZERS
+from samspec_bench.reports.tool_headlines import TOOL_SUMMARIZERS
 from samspec_bench.reports.values import is_number
 
-REGISTRY: dict[str, Summarizer] = dict(SUITE_SUMMARIZERS)
+REGISTRY: dict[str, Summarizer] = {**SUITE_SUMMARIZERS, **TOOL_SUMMARIZERS}
 
 
 def register(suite: str) -> Callable[[Summarizer], Summarizer]:

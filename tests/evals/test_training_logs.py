@@ -152,6 +152,70 @@ def test_tensorboard_damaged_from_the_start_is_a_user_error(tmp_path):
         load_run(p)
 
 
+# --- damage before a file's first intact record (#32) ---------------------------------------------
+# write_events' version record is 40 bytes (16 framing, wall_time 9, file_version 15); an event
+# of one one-letter tag at a step below 128 is 39 bytes: smaller than the version record, so a
+# bound that forgot to leave the version record out would claim a point too many.
+VERSION_BYTES, R_BYTES = 40, 39
+
+
+def _r_events(path: Path, steps) -> Path:
+    return write_events(path, [event(s, [("r", float(s))]) for s in steps])
+
+
+def test_junk_in_front_of_the_version_record_is_counted_and_costs_nothing(tmp_path):
+    intact = _r_events(tmp_path / "a.tfevents.1", range(1, 11))
+    junk = bytes(range(7, 44))                                      # 37 bytes, NULs absent, no record
+    p = tmp_path / "restored.bin"                                   # no tfevents in the name: sniffed
+    p.write_bytes(junk + intact.read_bytes())
+    assert detect_format(p) == "tensorboard"
+    run = load_run(p)
+    assert run.series["r"].steps.tolist() == list(range(1, 11))
+    assert run.counts == {"corrupt_records": 1, "skipped_bytes": 37}
+    assert any("37 byte(s) of damage before a file's first intact record" in n and "no record lost" in n
+               for n in run.notes), run.notes
+
+
+def test_damage_over_the_version_record_is_bounded_by_its_bytes(tmp_path):
+    p = _r_events(tmp_path / "b.tfevents.1", range(1, 11))
+    blob = bytearray(p.read_bytes())
+    assert len(blob) == VERSION_BYTES + 10 * R_BYTES
+    for i in range(VERSION_BYTES + 2 * R_BYTES + 1):              # the version record, steps 1, 2, a byte of 3
+        blob[i] ^= 0xA5
+    p.write_bytes(bytes(blob))
+    run = load_run(p)
+    assert run.series["r"].steps.tolist() == list(range(4, 11))
+    # 40 + 3 x 39 bytes passed over; less the version record, room for 3 one-point records
+    assert run.counts["skipped_bytes"] == VERSION_BYTES + 3 * R_BYTES and run.counts["lost_points_at_most"] == 3
+    assert "lost_points" not in run.counts                         # which steps cannot be told
+    assert any("at most 3 point(s) lost at steps up to 4" in n for n in run.notes), run.notes
+
+
+def test_damage_at_a_restarted_files_head_is_placed_after_the_earlier_file(tmp_path):
+    d = tmp_path / "tb"
+    d.mkdir()
+    _r_events(d / "events.out.tfevents.100.h.1.0", range(1, 6))
+    later = _r_events(d / "events.out.tfevents.200.h.1.0", range(6, 11))
+    blob = bytearray(later.read_bytes())
+    for i in range(VERSION_BYTES + R_BYTES + 1):                   # its version record, step 6, a byte of 7
+        blob[i] ^= 0xA5
+    later.write_bytes(bytes(blob))
+    run = load_run(d)
+    assert run.series["r"].steps.tolist() == [1, 2, 3, 4, 5, 8, 9, 10]
+    assert run.counts["lost_points"] == 2 and run.counts["steps_lost"] == 2
+    assert "lost_points_at_most" not in run.counts
+    assert any("step 6 (r)" in n and "step 7 (r)" in n for n in run.notes), run.notes
+
+
+def test_real_event_file_behind_junk_reads_whole(shared_data, tmp_path):
+    src = sorted((shared_data / "training_logs" / "verl_pr2854_tensorboard").glob("q3b_fsdp_base.*"))[0]
+    p = tmp_path / "copy.bin"
+    p.write_bytes(b"\x00\x01junk" * 50 + src.read_bytes())
+    intact, run = load_run(src), load_run(p)
+    assert {t: s.steps.tolist() for t, s in run.series.items()} == {t: s.steps.tolist() for t, s in intact.series.items()}
+    assert run.counts == {"corrupt_records": 1, "skipped_bytes": 300}
+
+
 # --- verl console logs ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, value", [("0.5", 0.5), ("np.float64(-0.25)", -0.25), ("np.int32(7)", 7.0),

@@ -340,7 +340,7 @@ def test_directory_without_config(tmp_path):
 
 
 def test_bad_dtype():
-    with pytest.raises(UserError, match="dtype 'float8' is not supported: use one of float32, bfloat16, float16"):
+    with pytest.raises(UserError, match="dtype 'float8' is not supported: use auto or one of float32, bfloat16, float16"):
         models.load_model("builtin:tiny-qwen3", dtype="float8")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import samspec_bench
 from samspec_bench.errors import UserError
-from samspec_bench.reports import model, suite_headlines
+from samspec_bench.reports import model, suite_headlines, tool_headlines
 from samspec_bench.reports.collect import SUITE_ORDER, find_run_dirs, load_figures, run_label
 from samspec_bench.reports.fmt import fmt, fmt_headline
 from samspec_bench.reports.headlines import REGISTRY, register, summarize
@@ -103,8 +103,10 @@ def test_load_figures_notes_what_it_cannot_inline(tmp_path):
 # --- the summarizer registry ----------------------------------------------------------------------------
 
 def test_every_suite_in_the_report_order_has_a_summarizer():
-    assert set(suite_headlines.SUITE_SUMMARIZERS) == set(SUITE_ORDER)
-    assert all(REGISTRY[s] is suite_headlines.SUITE_SUMMARIZERS[s] for s in SUITE_ORDER)
+    own = {**suite_headlines.SUITE_SUMMARIZERS, **tool_headlines.TOOL_SUMMARIZERS}
+    assert not set(suite_headlines.SUITE_SUMMARIZERS) & set(tool_headlines.TOOL_SUMMARIZERS)
+    assert set(own) == set(SUITE_ORDER)
+    assert all(REGISTRY[s] is own[s] for s in SUITE_ORDER)
 
 
 def test_register_a_summarizer_and_fall_back_when_it_fails():
@@ -150,7 +152,7 @@ def _own_imports(path: Path) -> tuple[set[str], list[str]]:
 
 
 # Each module of the package imports only modules to its left.
-LAYERS = ["values", "fmt", "model", "suite_headlines", "headlines", "run_comparison", "tables", "source_tables", "metadata",
+LAYERS = ["values", "fmt", "model", "suite_headlines", "tool_headlines", "headlines", "run_comparison", "tables", "source_tables", "metadata",
           "collect", "pricing", "answers", "html", "markdown"]
 
 

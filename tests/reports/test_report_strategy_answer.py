@@ -15,3 +15,17 @@ def test_best_strategy_is_the_shortest_total_with_its_needs():
     assert best_strategy_text({"strategy_table": {"rows": rows[:1]}}, "modelled").endswith(
         "it needs: nothing beyond the request's own text.")
     assert best_strategy_text({}, "modelled") == ""
+
+
+def test_the_tables_marked_best_row_wins_with_its_range_draws_and_split():
+    """In a --dev-split run the table marks the dev prompts' choice, which may not be the
+    shortest held-out total: the answer names that row, its range and the split."""
+    spread = {"speedup_overall": {"median": 1.5, "min": 1.25, "max": 1.75}}
+    rows = [{"arm": "das", "strategy": True, "total": 40.0, "speedup_overall": 2.5, "speedup_tail": 1.0, "needs": [],
+             "split": "held-out"},
+            {"arm": "seer", "strategy": True, "total": 60.0, "speedup_overall": 1.5, "speedup_tail": 1.1, "needs": [],
+             "split": "held-out", "spread": spread, "best_in_draws": {"best": 2, "draws": 3}}]
+    text = best_strategy_text({"strategy_table": {"rows": rows}}, "modelled")
+    assert text == (" Best strategy: seer (1.50x [1.25, 1.75] overall, 1.10x in the tail, modelled, fastest in 2 of 3 "
+                    "draws; chosen on the dev prompts, figures from the held-out ones); it needs: nothing beyond the "
+                    "request's own text.")

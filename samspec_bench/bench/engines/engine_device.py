@@ -18,6 +18,7 @@ from typing import Any, Callable
 from samspec_bench.bench.engines.factory import engine_capabilities, require_engine
 from samspec_bench.devices import device_info, device_kind, parse_device, resolve_device
 from samspec_bench.errors import UserError
+from samspec_bench.models.checkpoints import AUTO_DTYPE, resolve_dtype
 
 RECORDED_KINDS = ("cpu", "cuda", "npu")   # the kinds device_info describes
 # the --device option's help, the same in every suite
@@ -71,6 +72,15 @@ def engine_device(engine: str, spec: str | None, option: str = "--device") -> st
         raise UserError(f"{option} {spec}: {engine} places itself on the visible devices; choose the device with "
                         f"CUDA_VISIBLE_DEVICES (ASCEND_RT_VISIBLE_DEVICES on an NPU) and pass {option} {have}")
     return have
+
+
+def engine_dtype(engine: str, dtype: str, device: str) -> str:
+    """The --dtype a run records: resolved for an engine that runs torch here (`auto`: float32
+    on the CPU, bfloat16 on a GPU / NPU), so that a resumed run on another device keeps it; an
+    engine that places itself keeps `auto` (vLLM chooses from the checkpoint). An unknown name
+    is a one-line UserError either way."""
+    resolved = resolve_dtype(dtype, device if device != "auto" else "cuda")
+    return resolved if engine_capabilities(engine).torch_in_process or dtype != AUTO_DTYPE else dtype
 
 
 def engine_options(engine: str, device: str) -> dict[str, Any]:

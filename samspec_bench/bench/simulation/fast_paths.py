@@ -42,17 +42,53 @@ def speculative_walks(idx: np.ndarray, pos: np.ndarray, L: np.ndarray, k: int, p
 
 def speculative_end(running: np.ndarray, pos: np.ndarray, P: np.ndarray, L: np.ndarray, k: int,
                     profiles: ProfileTable, step_model: StepTimeModel, clock: float, step: int,
-                    tail: TailAcceptance) -> tuple[dict[str, np.ndarray], np.ndarray]:
+                    tail: TailAcceptance, k_at=None) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The rest of the rollout once the running requests no longer interact: their steps'
-    columns and each running request's finish time. Adds the tail's steps to `tail`."""
-    slot, jj, pp, dd, aa, nst = speculative_walks(running, pos[running], L, k, profiles)
-    m = int(nst.max())
+    columns and each running request's finish time. Adds the tail's steps to `tail`.
+    `k_at[r]`: the step's k at r running requests (a per-step k policy; None: k every step).
+    The running count only falls from here, so the end is walked band by band: the requests
+    walk with the band's k until fewer run than the band's lowest count, then the next band."""
+    idx, p = running, pos[running]
+    finish = np.full(len(running), np.nan)
+    where = np.arange(len(running))   # each still-running request's slot in `running`
+    parts = []
+    while idx.size:
+        n = int(idx.size)
+        kb = k if k_at is None else int(k_at[n])
+        lo = n
+        while k_at is not None and lo > 1 and int(k_at[lo - 1]) == kb:
+            lo -= 1
+        cols, done, fin, p_next = _segment(idx, p, P, L, kb, profiles, step_model, clock, step, tail,
+                                           lo if k_at is not None else 1)
+        parts.append(cols)
+        finish[where[done]] = fin
+        clock, step = float(cols["clock_s"][-1]), step + len(cols["step"])
+        idx, p, where = idx[~done], p_next[~done], where[~done]
+    cols = {c: np.concatenate([x[c] for x in parts]) for c in parts[0]}
+    return cols, finish
+
+
+def _segment(idx: np.ndarray, p0: np.ndarray, P: np.ndarray, L: np.ndarray, k: int, profiles: ProfileTable,
+             step_model: StepTimeModel, clock: float, step: int, tail: TailAcceptance, lo: int):
+    """Requests `idx` at positions `p0` walking with draft length k until fewer than `lo` run:
+    (the steps' columns, which requests finished, their finish times, every request's
+    position after the segment)."""
+    slot, jj, pp, dd, aa, nst = speculative_walks(idx, p0, L, k, profiles)
+    r_all = np.bincount(jj)
+    below = np.nonzero(r_all < lo)[0]
+    m = int(below[0]) if below.size else len(r_all)
+    p_next = p0.copy()
+    at_m = jj == m
+    p_next[slot[at_m]] = pp[at_m]
+    done = nst <= m
+    keep = jj < m
+    slot, jj, pp, dd, aa = slot[keep], jj[keep], pp[keep], dd[keep], aa[keep]
     cnt = lambda w=None: np.bincount(jj, weights=w, minlength=m)  # noqa: E731
     r_j = np.bincount(jj, minlength=m).astype(np.int64)
     d_j = cnt(dd).astype(np.int64)
     a_j = cnt(aa).astype(np.int64)
-    ctx = cnt(P[running][slot] + pp - 1).astype(np.int64)
-    fin = np.bincount(nst - 1, minlength=m).astype(np.int64)
+    ctx = cnt(P[idx][slot] + pp - 1).astype(np.int64)
+    fin = np.bincount(nst[done] - 1, minlength=m).astype(np.int64)
     zero = np.zeros(m, dtype=np.int64)
     verifies = (d_j > 0).astype(np.int64)   # a step whose drafts were all empty runs as a decode step
     t = np.asarray(step_model.predict(running=r_j, prefill_tokens=zero, decode_tokens=r_j, draft_tokens=d_j,
@@ -67,7 +103,7 @@ def speculative_end(running: np.ndarray, pos: np.ndarray, P: np.ndarray, L: np.n
                 num_scheduled_tokens=r_j + d_j, num_prefill_tokens=zero, num_decode_reqs=r_j, context_tokens=ctx,
                 num_drafted=d_j, num_accepted=a_j, num_emitted=a_j + r_j, speculative=np.ones(m, dtype=bool),
                 num_finished=fin, num_preempted=zero)
-    return cols, clk[nst - 1]
+    return cols, done, clk[nst[done] - 1], p_next
 
 
 def decode_run_length(remaining: np.ndarray, computed: np.ndarray, kv: KvBlocks | None) -> int:

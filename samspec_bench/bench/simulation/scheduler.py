@@ -4,10 +4,11 @@ model, with per-request acceptance from real token sequences and step times from
 
 Scheduling (the same rules as `bench.engines.reference.ReferenceEngine._step`):
 - before each step the policy sees StepState(step, running, waiting, decoding) and decides
-  whether the step speculates;
+  whether the step speculates and, for a per-step k policy (`step_k`, bench/policies.py), at
+  most how many draft tokens a request verifies this step (capped by the arm's k);
 - token budget `max_num_batched_tokens`; running requests first, oldest first: each takes its
   pending tokens (the rest of a chunked prefill, or 1 when decoding) plus, when speculating and
-  decoding, min(k, its draft length, max_tokens - output - 1, budget - 1) draft tokens; then
+  decoding, min(the step's k, its draft length, max_tokens - output - 1, budget - 1) draft tokens; then
   waiting requests are admitted first come first served while budget > 0 and fewer than
   `max_num_seqs` run, each with min(prompt, budget) prefill tokens;
 - a request whose prefill completes samples its first token; a decoding request emits its
@@ -38,7 +39,8 @@ until the next block would not fit). The speculative end of a rollout is too
 speculates at every running count from here down to 1, the token budget holds k + 1 tokens
 of every request and the KV cache holds every request's full length, the requests no longer
 interact: each walks its own profile (drafts min(k, draft, tokens left - 1), emits accepted +
-1) and a step's features are sums over the requests still running. So 1536 x 16 requests of
+1) and a step's features are sums over the requests still running; with a per-step k the end
+is walked band by band of running counts sharing one k (`fast_paths.speculative_end`). So 1536 x 16 requests of
 tens of thousands of tokens simulate in seconds with the threshold switch; an always-on arm
 steps one by one until its last admission.
 
@@ -176,7 +178,9 @@ class RolloutSimulation:
         pending = self.P[run] + self.pos[run] - self.computed[run]
         decoding = pending == 1
         n_dec = int(decoding.sum())
-        spec = bool(self.k) and bool(self.policy(StepState(self.step, int(run.size), n_wait, n_dec)))
+        state = StepState(self.step, int(run.size), n_wait, n_dec)
+        k_now = self.step_k(state)
+        spec = k_now > 0 and bool(self.policy(state))
         if self.fast_forward and self.counts_only and run.size and n_dec == run.size and int(self.pos[run].min()) >= 1:
             # every running request decodes (pending 1 at position 0 is a prefill's last token)
             if spec and self._independent_to_the_end(n_wait):
@@ -184,23 +188,34 @@ class RolloutSimulation:
                 return
             if not spec and self._no_change_ahead(n_wait) and self._decode_without_speculation(n_wait):
                 return
-        batch, preempted = self.schedule(spec, pending, decoding)
+        batch, preempted = self.schedule(spec, pending, decoding, k_now)
         self.execute(batch, spec, preempted)
+
+    def step_k(self, state: StepState) -> int:
+        """The step's most draft tokens per request: the arm's k, or a per-step k policy's
+        (`step_k`) capped by it."""
+        f = getattr(self.policy, "step_k", None) if self.k else None
+        return self.k if f is None else max(0, min(self.k, int(f(state))))
 
     # ---------- closed forms ----------
 
     def _independent_to_the_end(self, n_wait: int) -> bool:
         """Nobody waits, the token budget and the KV cache hold every running request's whole
         speculative rest, and the policy speculates at every running count down to 1."""
-        run, k = self.running, self.k
-        return (n_wait == 0 and run.size * (k + 1) <= self.max_num_batched_tokens
-                and (self.kv is None or self.kv.fits(self.P[run] + self.L[run] + k))
-                and all(self.policy(StepState(self.step, r, 0, r)) for r in range(1, int(run.size) + 1)))
+        run, n = self.running, int(self.running.size)
+        if n_wait or (self.kv is not None and not self.kv.fits(self.P[run] + self.L[run] + self.k)):
+            return False
+        states = [StepState(self.step, r, 0, r) for r in range(1, n + 1)]
+        ks = [self.step_k(s) for s in states]
+        return (all(r * (k + 1) <= self.max_num_batched_tokens for r, k in zip(range(1, n + 1), ks))
+                and all(k > 0 and self.policy(s) for k, s in zip(ks, states)))
 
     def _finish_speculatively(self) -> None:
         run = self.running
+        k_at = [0] + [self.step_k(StepState(self.step, r, 0, r)) for r in range(1, int(run.size) + 1)]
         cols, finish = fast_paths.speculative_end(run, self.pos, self.P, self.L, self.k, self.profiles,
-                                                  self.step_model, self.clock, self.step, self.tail)
+                                                  self.step_model, self.clock, self.step, self.tail,
+                                                  None if set(k_at[1:]) == {self.k} else k_at)
         self.log.add(**cols)
         self.finish[run] = finish
         self.pos[run] = self.L[run]
@@ -251,10 +266,13 @@ class RolloutSimulation:
 
     # ---------- one step ----------
 
-    def schedule(self, spec: bool, pending: np.ndarray, decoding: np.ndarray) -> tuple[_Batch, int]:
+    def schedule(self, spec: bool, pending: np.ndarray, decoding: np.ndarray,
+                 k: int | None = None) -> tuple[_Batch, int]:
         """The step's batch: running requests first (preempting where the KV cache is short),
-        then admissions. Returns it and the number of requests preempted."""
-        sched_n, sched_d, drafts, budget = self._schedule_running(spec, pending, decoding)
+        then admissions; drafts of at most `k` tokens (default: the arm's k). Returns it and the
+        number of requests preempted."""
+        sched_n, sched_d, drafts, budget = self._schedule_running(spec, pending, decoding,
+                                                                  self.k if k is None else k)
         in_sched = sched_n > 0
         preempted = room = 0
         if self.kv is not None:
@@ -273,7 +291,7 @@ class RolloutSimulation:
                        admitted=adm)
         return batch, preempted
 
-    def _schedule_running(self, spec: bool, pending: np.ndarray, decoding: np.ndarray):
+    def _schedule_running(self, spec: bool, pending: np.ndarray, decoding: np.ndarray, k: int):
         """Running requests, oldest first, within the token budget: each its pending tokens plus,
         when speculating and decoding, its drafts; the first that does not fit whole gets what is
         left (drafts capped at budget - 1), nobody after it. Returns (tokens, drafts as
@@ -282,7 +300,7 @@ class RolloutSimulation:
         n_tok = np.minimum(pending, B)
         d = np.zeros(run.size, dtype=np.int64)
         if spec and run.size:
-            room = np.minimum(self.k, self.L[run] - self.pos[run] - 1)
+            room = np.minimum(k, self.L[run] - self.pos[run] - 1)
             d = np.where(decoding, np.maximum(np.minimum(self.profiles.drafted(run, self.pos[run]), room), 0), 0)
         cs = np.cumsum(n_tok + d)
         full = cs <= B

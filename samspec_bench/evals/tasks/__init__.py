@@ -1,42 +1,46 @@
-"""Offline lm-eval tasks: YAML templates that `include` lm-eval's built-in tasks (their
-prompts, filters and metrics) and read local JSONL files instead of the hub.
+"""Offline lm-eval tasks: task YAMLs that `include` lm-eval's own (their prompts, few-shot
+examples, filters and metrics) and read local JSONL files instead of the hub.
 
-The templates here are not loadable as they stand: `include: "@lm_eval/..."` and the
-relative `data_files` are made absolute by `write_task_dir`, which writes ready YAMLs into
-a run's directory for `lm_eval.tasks.TaskManager(include_path=...)`.
+Any lm-eval task over a set we have locally runs this way (`catalog.resolve_task`: gsm8k,
+gsm8k_cot, hendrycks_math500, minerva_math500, aime24, ...); `write_task_dir` writes the ready
+YAMLs into a run's directory for `lm_eval.tasks.TaskManager(include_path=...)`. A task whose data
+lm-eval reaches itself is left to lm-eval's own YAML (no file written).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import yaml
 
 from samspec_bench.errors import UserError
+from samspec_bench.evals.tasks.catalog import LmTask, lm_eval_tasks_dir, resolve_task
 from samspec_bench.results import atomic_write_text
 
 
 @dataclass(frozen=True)
 class TaskSpec:
     name: str          # our name (--tasks)
-    template: str      # YAML template in this package
     local_task: str    # lm-eval task name of the local (JSONL) variant
     hub_task: str      # lm-eval's built-in task (loads from the hub)
 
 
 TASKS: dict[str, TaskSpec] = {
-    "gsm8k": TaskSpec("gsm8k", "gsm8k.yaml", "samspec_gsm8k", "gsm8k"),
-    "aime24": TaskSpec("aime24", "aime24.yaml", "samspec_aime24", "aime24"),
-    "aime25": TaskSpec("aime25", "aime25.yaml", "samspec_aime25", "aime25"),
-    "math500": TaskSpec("math500", "math500.yaml", "samspec_math500", "hendrycks_math500"),
+    "gsm8k": TaskSpec("gsm8k", "samspec_gsm8k", "gsm8k"),
+    "aime24": TaskSpec("aime24", "samspec_aime24", "aime24"),
+    "aime25": TaskSpec("aime25", "samspec_aime25", "aime25"),
+    "math500": TaskSpec("math500", "samspec_math500", "hendrycks_math500"),
 }
 
+__all__ = ["TASKS", "LmTask", "TaskSpec", "benchmarks_dir", "lm_eval_tasks_dir", "local_task_name", "parse_tasks",
+           "resolve_task", "write_task_dir"]
 
-def lm_eval_tasks_dir() -> Path:
-    import lm_eval.tasks  # lazy: lm-eval is heavy and the task table is read without it
-    return Path(lm_eval.tasks.__file__).resolve().parent
+
+def local_task_name(name: str) -> str:
+    """The task name of our YAML for `name` (ours or lm-eval's)."""
+    return TASKS[name].local_task if name in TASKS else f"samspec_{resolve_task(name).lm_name}"
 
 
 def benchmarks_dir(data_dir: str | Path) -> Path:
@@ -49,33 +53,44 @@ def benchmarks_dir(data_dir: str | Path) -> Path:
 
 
 def parse_tasks(value: str) -> list[str]:
-    names = [t.strip() for t in value.split(",") if t.strip()]
-    bad = [t for t in names if t not in TASKS]
-    if not names or bad:
-        raise UserError(f"--tasks {value!r}: use a comma list of {', '.join(TASKS)}")
+    """A comma list of task names (ours or lm-eval's), each resolved now: a name that cannot run
+    here is a UserError naming the nearest supported one."""
+    names = [t.strip() for t in str(value).split(",") if t.strip()]
+    if not names:
+        raise UserError(f"--tasks {value!r}: give a comma list of tasks, e.g. gsm8k,gsm8k_cot,math500")
+    if importlib.util.find_spec("lm_eval") is None:   # nothing to resolve against: our names only (the run
+        bad = [t for t in names if t not in TASKS]      # itself then says to install lm-eval)
+        if bad:
+            raise UserError(f"--tasks {bad[0]}: lm-eval's tasks need lm-eval installed "
+                            f"(pip install 'lm-eval>=0.4.13'); without it: {', '.join(TASKS)}")
+    else:
+        for name in names:
+            resolve_task(name)
     return list(dict.fromkeys(names))
 
 
 def write_task_dir(out_dir: str | Path, names: list[str], data_dir: str | Path) -> dict[str, str]:
-    """Write ready task YAMLs for `names` into out_dir; returns {our name: lm-eval task name}.
+    """Write ready task YAMLs for `names` into out_dir; returns {name: lm-eval task name to run}.
     Every data file must exist (a missing one is named, with the fix)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     bench = benchmarks_dir(data_dir)
-    lm_tasks = lm_eval_tasks_dir()
     mapping = {}
     for name in names:
-        spec = TASKS[name]
-        cfg = yaml.safe_load(resources.files(__package__).joinpath(spec.template).read_text(encoding="utf-8"))
-        cfg["include"] = str(lm_tasks / cfg["include"].removeprefix("@lm_eval/"))
+        task = resolve_task(name)
+        if not task.offline:
+            mapping[name] = task.lm_name    # lm-eval's own YAML, its own data loading
+            continue
         files = {}
-        for split, rel in cfg["dataset_kwargs"]["data_files"].items():
-            p = bench / Path(rel).name
+        for split, fname in task.data.items():
+            p = bench / fname
             if not p.is_file():
                 raise UserError(f"task {name}: data file {p} not found; pass --data-dir with the shared data "
-                                f"(benchmarks/{Path(rel).name}), or leave --data-dir out to load from the hub")
+                                f"(benchmarks/{fname}), or leave --data-dir out for the built-in sets")
             files[split] = str(p)
-        cfg["dataset_kwargs"]["data_files"] = files
-        atomic_write_text(out / f"{spec.local_task}.yaml", yaml.safe_dump(cfg, sort_keys=False))
-        mapping[name] = spec.local_task
+        local = local_task_name(name)
+        spec = {"task": local, "include": str(task.yaml_path), "dataset_path": "json", "dataset_name": None,
+                "dataset_kwargs": {"data_files": files}}
+        atomic_write_text(out / f"{local}.yaml", yaml.safe_dump(spec, sort_keys=False))
+        mapping[name] = local
     return mapping

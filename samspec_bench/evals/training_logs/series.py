@@ -28,7 +28,7 @@ class Series:
 @dataclass
 class TrainingRun:
     path: str
-    format: str                        # tensorboard | console | wandb | csv
+    format: str                        # tensorboard | console | jsonl | wandb | csv
     label: str
     series: dict[str, Series] = field(default_factory=dict)
     # what was skipped or repaired, by kind (corrupt_records, truncated_lines, dropped_fields,
@@ -40,6 +40,7 @@ class TrainingRun:
     # diverged metric is a finding, so its NaN/inf steps are kept here (the Series holds the rest)
     non_finite: dict[str, dict] = field(default_factory=dict)
     non_finite_steps: dict[str, np.ndarray] = field(default_factory=dict, repr=False)   # tag -> those steps
+    setup: dict = field(default_factory=dict)   # what the log says of the setup: gpus, gpus_source (run_setup.py)
 
     @property
     def tags(self) -> list[str]:
@@ -63,6 +64,7 @@ class TrainingRun:
         return {"path": self.path, "format": self.format, "label": self.label, "tags": len(self.series),
                 "first_step": span[0] if span else None, "last_step": span[1] if span else None,
                 "read": dict(self.read), "skipped": dict(self.counts), "notes": list(self.notes),
+                "setup": dict(self.setup),
                 "non_finite": {t: dict(v) for t, v in sorted(self.non_finite.items())}}
 
     def non_finite_text(self, tag: str) -> str | None:

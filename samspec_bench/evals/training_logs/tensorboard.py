@@ -15,8 +15,16 @@ next record). A bad length CRC means the framing is lost at that byte: the reade
 byte by byte for the next offset where a whole record validates (length CRC and data CRC), so
 damage costs the records whose bytes it touched and no more; the skipped bytes are counted. A
 truncated tail ends the file (a writer killed mid-record), counted as well. Where each damage
-sits among the intact records is kept (`RecordStats.damage_at`), so the reader can say which
-steps it cost (damage.py). Nothing here raises on a bad byte.
+sits among the intact records is kept (`RecordStats.damage_at`, with its size in
+`damage_bytes`), so the reader can say which steps it cost (damage.py). Nothing here raises on
+a bad byte.
+
+Damage before a file's first scalar record is counted like any other; what it cost is told
+apart (`HeadDamage`): bytes in front of an intact version record (the `file_version` Event
+every writer puts first) held no record, so nothing was lost; in a restarted run's later file
+the damage sits after the earlier file's last step, a window like any other; at the head of a
+run's first file no intact step lies before it, so the points lost are bounded by its bytes:
+at most (bytes - the smallest version record) / the fewest bytes a point took in that file.
 """
 
 from __future__ import annotations
@@ -63,6 +71,7 @@ class RecordStats:
     undecodable: int = 0      # CRC fine but not a parseable Event
     skipped_bytes: int = 0    # bytes passed over while resynchronising (or in a torn tail)
     damage_at: list[int] = field(default_factory=list)   # `records` at each damage: where it sits
+    damage_bytes: list[int] = field(default_factory=list)   # the bytes each damage spans
 
 
 def _header_ok(blob: bytes, pos: int) -> int | None:
@@ -101,7 +110,8 @@ def iter_records(blob: bytes, stats: RecordStats):
             nxt = resync(blob, pos + 1)
             stats.corrupt += 1
             stats.damage_at.append(stats.records)
-            stats.skipped_bytes += (n if nxt is None else nxt) - pos
+            stats.damage_bytes.append((n if nxt is None else nxt) - pos)
+            stats.skipped_bytes += stats.damage_bytes[-1]
             if nxt is None:
                 return
             pos = nxt
@@ -116,6 +126,7 @@ def iter_records(blob: bytes, stats: RecordStats):
         if masked_crc32c(data) != data_crc:
             stats.corrupt += 1
             stats.damage_at.append(stats.records)
+            stats.damage_bytes.append(end + 4 - start + 12)
             continue
         stats.records += 1
         yield data
@@ -125,18 +136,27 @@ def _torn(stats: RecordStats, nbytes: int) -> None:
     stats.truncated_tail += 1
     stats.skipped_bytes += nbytes
     stats.damage_at.append(stats.records)
+    stats.damage_bytes.append(nbytes)
+
+
+SNIFF_RECORD = 1 << 16   # bytes searched for a whole record when a file's first one is damaged
 
 
 def looks_like_event_file(path: Path) -> bool:
-    """True when the file starts with one intact TFRecord (checked by its length CRC)."""
+    """True when the file starts with an intact TFRecord (checked by its length CRC), or, with
+    damage at its start, a whole record validates within its first 64 KiB: damage there is
+    counted by the reader, not taken for another format. Text never holds a NUL byte, which
+    every record's length field does: text files are ruled out before any search."""
     try:
         with open(path, "rb") as f:
-            head = f.read(12)
+            head = f.read(SNIFF_RECORD)
     except OSError:
         return False
     if len(head) < 12:
         return False
-    return masked_crc32c(head[:8]) == struct.unpack("<I", head[8:12])[0]
+    if masked_crc32c(head[:8]) == struct.unpack("<I", head[8:12])[0]:
+        return True
+    return b"\x00" in head and resync(head, 1) is not None
 
 
 # TensorFlow DataType numbers -> struct/numpy codes of the numeric ones
@@ -218,6 +238,22 @@ def parse_event(buf: bytes) -> tuple[float | None, int, list[tuple[str, float | 
     return wall, step, values
 
 
+# The smallest version record: Event{wall_time (9 bytes), file_version "brain.Event:2" (15)} and
+# its 16 bytes of framing; the smallest scalar record a file could hold, where a file has none intact.
+MIN_VERSION_RECORD = 16 + 9 + 15
+MIN_SCALAR_RECORD = 16 + 9 + 2 + 2 + 3 + 5
+
+
+@dataclass
+class HeadDamage:
+    """Damage before a file's first scalar record with no earlier file of the run to bound it."""
+    file: str
+    bytes: int
+    first_step: int | None       # the step of the first intact scalar record after it
+    junk_only: bool              # in front of an intact version record: no record was lost
+    points_at_most: int          # the most points its bytes could have held
+
+
 @dataclass
 class EventScalars:
     """Scalars of one or more event files: tag -> [(step, value, wall_time)] in file order."""
@@ -227,6 +263,15 @@ class EventScalars:
     files: list[str] = field(default_factory=list)
     # per damage: the steps of the intact records either side (None: the file's start or end)
     windows: list[tuple[int | None, int | None]] = field(default_factory=list)
+    head: list[HeadDamage] = field(default_factory=list)
+    last_step: int | None = None   # the last step of the files read so far
+
+
+def _is_version(data: bytes) -> bool:
+    try:
+        return any(num == 3 and wt == 2 for num, wt, _ in fields(data))
+    except Bad:
+        return False
 
 
 def read_event_file(path: Path, into: EventScalars | None = None) -> EventScalars:
@@ -234,25 +279,48 @@ def read_event_file(path: Path, into: EventScalars | None = None) -> EventScalar
     out.files.append(str(path))
     blob = Path(path).read_bytes()
     base, first_damage = out.stats.records, len(out.stats.damage_at)
-    steps: list[int | None] = []     # the step of each intact record of this file (None: undecodable)
+    # the step of each intact record of this file: None for one that names no step (undecodable,
+    # or without summary values: the version record, a graph) and so bounds no damage
+    steps: list[int | None] = []
+    first_is_version = None
+    point_bytes = []                 # bytes per scalar point of each intact scalar record
     for data in iter_records(blob, out.stats):
+        if first_is_version is None:
+            first_is_version = _is_version(data)
         try:
             wall, step, values = parse_event(data)
         except (Bad, struct.error, ValueError):
             out.stats.undecodable += 1
             steps.append(None)
             continue
-        steps.append(step)
+        steps.append(step if values else None)
+        scalars = 0
         for tag, v in values:
             if v is None:
                 out.non_scalar_values += 1
             else:
+                scalars += 1
                 out.points.setdefault(tag, []).append((step, float(v), wall))
-    for at in out.stats.damage_at[first_damage:]:
+        if scalars:
+            point_bytes.append((len(data) + 16) / scalars)
+    fewest = min(point_bytes, default=MIN_SCALAR_RECORD)
+    new = out.stats.damage_at[first_damage:]
+    for k, (at, nbytes) in enumerate(zip(new, out.stats.damage_bytes[first_damage:])):
         i = at - base
         before = next((s for s in reversed(steps[:i]) if s is not None), None)
         after = next((s for s in steps[i:] if s is not None), None)
-        out.windows.append((before, after))
+        if before is None and out.last_step is not None:
+            before = out.last_step        # a restart's file: the earlier file's last step bounds it
+        if before is not None:
+            out.windows.append((before, after))
+            continue
+        junk = i == 0 and bool(first_is_version)
+        version_lost = i == 0 and k == 0 and not first_is_version     # the file's first bytes held it
+        room = nbytes - (MIN_VERSION_RECORD if version_lost else 0)
+        out.head.append(HeadDamage(str(path), nbytes, after, junk, 0 if junk else max(0, int(room // fewest))))
+    mine = [s for s in steps if s is not None]
+    if mine:
+        out.last_step = max(mine) if out.last_step is None else max(out.last_step, max(mine))
     return out
 
 

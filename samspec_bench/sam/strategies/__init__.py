@@ -1,8 +1,9 @@
 """Named drafting strategies, each one module behind one interface (`base.Strategy`): `seed`,
-`evidence`, `histospec`, `seer`, `das`, `arctic`. A spec picks one and may change its source
-and its step switch: `NAME[@SOURCES][/SWITCH]`, e.g. `evidence@own`, `seed/cost`,
+`evidence`, `histospec`, `seer`, `das`, `arctic`. A spec picks one and may change its most
+draft tokens, its source and its step switch: `NAME[:k=K][@SOURCES][/SWITCH]`, e.g.
+`evidence:k=3@own`, `seed/cost`,
 `histospec/schedule:1-32=16;33-1024=0`, `seer/cutoff:8:0.3` (switches.py: always,
-threshold:T, schedule:..., cost; `cutoff:W:T` adds TensorRT-LLM's rolling-acceptance
+threshold:T, schedule:..., cost, costk; `cutoff:W:T` adds TensorRT-LLM's rolling-acceptance
 cut-off per request, rules.RollingCutoff). Torch-free."""
 
 from __future__ import annotations
@@ -26,13 +27,25 @@ def _with_cutoff(base, window: int, threshold: float):
     return lambda: RollingCutoff(base() if base is not None else None, window=window, threshold=threshold)
 
 
+def _k_option(spec: str, text: str) -> int:
+    """`k=K` of a spec: the most draft tokens a step may verify (>= 1; the suites check their
+    own upper bound)."""
+    key, _, val = text.partition("=")
+    if key != "k" or not val.isdigit() or int(val) < 1:
+        raise ValueError(f"strategy {spec!r}: ':{text}' should be ':k=K' with an integer K >= 1")
+    return int(val)
+
+
 def parse_strategy(spec: str) -> Strategy:
-    """`NAME[@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a bad spec)."""
+    """`NAME[:k=K][@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a bad spec)."""
     head, _, switch = spec.strip().partition("/")
     name, _, sources = head.partition("@")
+    name, _, k_opt = name.partition(":")
     if name not in STRATEGIES:
         raise ValueError(f"strategy {name!r}: choose from {', '.join(STRATEGIES)}")
     s = STRATEGIES[name]
+    if k_opt:
+        s = replace(s, k=_k_option(spec, k_opt))
     if sources:
         canon = "+".join(p for p in sources.split("+") if p != "own") or "own"
         if canon not in STRATEGY_SOURCES:
@@ -47,6 +60,6 @@ def parse_strategy(spec: str) -> Strategy:
             except ValueError:
                 raise ValueError(f"strategy {spec!r}: cutoff:WINDOW:THRESHOLD, e.g. cutoff:8:0.3") from None
         else:
-            parse_switch(switch, cost=lambda: None)   # checked now; built per arm
+            parse_switch(switch, cost=lambda kind: None)   # checked now; built per arm
             s = replace(s, switch=switch)
     return replace(s, name=spec.strip())

@@ -1,12 +1,15 @@
 """Step switches: before each engine step, whether it speculates (any callable
-(StepState) -> bool; the state's counts are read by name, so this module imports no engine).
+(StepState) -> bool; the state's counts are read by name, so this module imports no engine),
+and, for a per-step k policy, how many draft tokens a request may verify this step
+(`step_k(state) -> int`, capped by the arm's k; bench/policies.py says how engines read it).
 
 Specs (`parse_switch`): `always`; `threshold:T` (speculate while at most T requests run: the
 seed's switch); `schedule:LO-HI=K;...` (vLLM's dynamic speculation `[[bs_lo, bs_hi, k], ...]`
-and TensorRT-LLM's batch-size -> draft-length schedule: speculate in a band whose k > 0);
-`cost` (speculate at a running count only where the step model says a draft pays:
-`CostSwitch`). A band's k caps the draft length only where the engine takes a per-step k; the
-rollout simulation prices one k per arm (the strategy's), so there a schedule switches only.
+and TensorRT-LLM's batch-size -> draft-length schedule: k per band of running requests, 0 or
+no band: no speculation); `cost` (speculate at a running count only where the step model says
+a draft pays: `CostSwitch`); `costk` (per-step k: at each running count the k whose step
+emits the most tokens per second by the step model, Seer's and DAS's larger budgets when few
+requests run, chosen by cost: `CostK`).
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ class BatchSchedule:
     def k_for(self, running: int) -> int:
         return next((k for lo, hi, k in self.bands if lo <= running <= hi), 0)
 
+    def step_k(self, state) -> int:
+        return self.k_for(state.num_running)
+
     def __call__(self, state) -> bool:
         return self.k_for(state.num_running) > 0
 
@@ -91,6 +97,49 @@ class CostSwitch:
                 "rule": "t(B, B * drafted per step) < (1 + accepted per step) * t(B, 0), by the step model"}
 
 
+class CostK:
+    """Per-step k from the running count, priced by the step model: at B running requests the k
+    in 0..K whose step emits the most tokens per second, argmax_k (1 + a(k)) / t(B, B d(k))
+    (a smaller k on a tie), with d(k), a(k) the arm's drafted and accepted tokens per decode
+    step when its drafts are cut to k tokens (`drafted_by_k[k]`, `accepted_by_k[k]`, k = 0..K,
+    from its acceptance profiles) and t(B, x) the step model's time of a decode step of B
+    requests verifying x draft tokens. k = 0 at a count: no speculation there."""
+
+    name = "costk"
+    counts_only = True
+
+    def __init__(self, step_time: Callable[[int, int], float], drafted_by_k, accepted_by_k, max_running: int):
+        if len(drafted_by_k) != len(accepted_by_k) or len(drafted_by_k) < 1:
+            raise ValueError("costk needs drafted and accepted tokens per step for k = 0..K")
+        self.d, self.a = [float(x) for x in drafted_by_k], [float(x) for x in accepted_by_k]
+        self.ks = [0]
+        for b in range(1, max(int(max_running), 1) + 1):
+            rate = [(1.0 + self.a[k]) / step_time(b, int(round(b * self.d[k]))) if k else 1.0 / step_time(b, 0)
+                    for k in range(len(self.d))]
+            self.ks.append(max(range(len(rate)), key=lambda k: (rate[k], -k)))
+
+    def step_k(self, state) -> int:
+        b = state.num_running
+        return self.ks[b] if b < len(self.ks) else self.ks[-1]
+
+    def __call__(self, state) -> bool:
+        return self.step_k(state) > 0
+
+    def bands(self) -> list[list[int]]:
+        """[[lo, hi, k], ...]: the chosen k as runs of running counts (vLLM's schedule form)."""
+        out: list[list[int]] = []
+        for b, k in enumerate(self.ks[1:], start=1):
+            if out and out[-1][2] == k:
+                out[-1][1] = b
+            else:
+                out.append([b, b, k])
+        return out
+
+    def describe(self):
+        return {"name": self.name, "bands": self.bands(), "drafted_by_k": self.d, "accepted_by_k": self.a,
+                "rule": "at B running, argmax over k of (1 + accepted(k)) / t(B, B * drafted(k)), by the step model"}
+
+
 def parse_schedule(text: str) -> list[tuple[int, int, int]]:
     """'1-8=3;9-64=0' -> [(1, 8, 3), (9, 64, 0)]."""
     bands = []
@@ -101,9 +150,9 @@ def parse_schedule(text: str) -> list[tuple[int, int, int]]:
     return bands
 
 
-def parse_switch(spec: str, cost: Callable[[], CostSwitch] | None = None):
-    """A fresh switch for a spec (see the module docstring); `cost` builds the cost switch
-    (it needs the step model and the arm's acceptance)."""
+def parse_switch(spec: str, cost: Callable[[str], Any] | None = None):
+    """A fresh switch for a spec (see the module docstring); `cost(kind)` builds the cost
+    switches, kind 'cost' or 'costk' (they need the step model and the arm's acceptance)."""
     kind, _, arg = spec.partition(":")
     try:
         if kind == "always":
@@ -114,8 +163,8 @@ def parse_switch(spec: str, cost: Callable[[], CostSwitch] | None = None):
             return BatchSchedule(parse_schedule(arg))
     except ValueError as e:
         raise ValueError(f"switch {spec!r}: {e}") from None
-    if kind == "cost":
+    if kind in ("cost", "costk") and not arg:
         if cost is None:
-            raise ValueError("switch 'cost' needs a step model (give --step-model)")
-        return cost()
-    raise ValueError(f"switch {spec!r}: use always, threshold:T, schedule:LO-HI=K;... or cost")
+            raise ValueError(f"switch {kind!r} needs a step model (give --step-model)")
+        return cost(kind)
+    raise ValueError(f"switch {spec!r}: use always, threshold:T, schedule:LO-HI=K;..., cost or costk")

@@ -11,6 +11,10 @@ earlier RL steps' responses to the same prompt, helps.
 Traces: samspec JSONL, verl rollout dumps, lm-eval --log_samples files or plain
 prompt/response JSONL (samspec_bench.trace_formats). With --model, replay uses that model's
 tokenizer and refuses traces whose `model` field names another (--any-model lets them in).
+Tool output inside responses (verl's multi-turn tool turns, ```output blocks) is prefilled,
+not decoded: one request per model turn (`turns`; --tool-output decode replays it as
+generated). verl's validation generations are not RL steps: beside rollouts they are left out
+and counted (--history-includes-validation replays them as steps).
 
 Every combination of drafter x k x draft sources is one configuration. The engine reports
 per-step records (position at drafting time, drafted, accepted, emitted) for every response;
@@ -23,7 +27,8 @@ Output (one run directory): result.json, responses.jsonl (one line per response 
 configuration, with its steps), config.json (for --resume), acceptance_vs_position.png/.svg.
 
 Modules: `config` (AcceptConfig, build_config, the sweep, the verify cost), `inputs` (traces
-and corpus), `running` (run, execute), `output` (figure and tables), `command` (click).
+and corpus), `turns` (multi-turn responses as requests), `running` (run, execute), `output`
+(figure and tables), `command` (click).
 """
 
 from samspec_bench.suites.accept.command import command

@@ -10,7 +10,7 @@ import click
 from samspec_bench.bench.engines.engine_device import DEVICE_HELP
 from samspec_bench.data import BENCHMARKS
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
-from samspec_bench.suites.accept.config import ENGINES, build_config
+from samspec_bench.suites.accept.config import ENGINES, TOOL_OUTPUT, build_config
 from samspec_bench.suites.accept.running import execute
 from samspec_bench.trace_formats import FORMATS
 
@@ -34,6 +34,14 @@ from samspec_bench.trace_formats import FORMATS
               "of the data directory (replay).")
 @click.option("--trace-format", type=click.Choice(FORMATS), default="auto", show_default=True,
               help="Trace format: detected per file, or samspec / verl / lm-eval / plain (prompt, response).")
+@click.option("--tool-output", type=click.Choice(TOOL_OUTPUT), default="prefill", show_default=True,
+              help="Tool output inside responses (multi-turn tool turns, ```output blocks): prefill = as a rollout "
+                   "engine serves them, one request per model turn, drafts over generated tokens only (the tool "
+                   "text is in the drafter's context); decode = replayed as generated tokens.")
+@click.option("--history-includes-validation", is_flag=True, default=False,
+              help="Replay verl validation generations (validation_data_dir, a val*/validation* folder, lines with "
+                   "'reward' = 'score') with their steps as RL steps. Default: left out beside rollouts (counted "
+                   "and printed); alone, replayed without RL steps.")
 @click.option("--data-dir", type=click.Path(), default=None, help="Shared data directory (default: SAMSPEC_DATA_DIR, "
               "./shared/data or ../shared/data).")
 @click.option("--tokenizer", type=click.Path(), default=None,

@@ -31,13 +31,14 @@ VERIFY_COST_ASSUMPTION = ("assumed: a (k+1)-token verify step costs as much as a
                           "(memory-bound decode at small batch); an upper bound on the speedup. Pass "
                           "--verify-cost-ratio or --engine-profile with a measured value")
 SENSITIVITY_RATIOS = (1.0, 1.1, 1.25, 1.5, 2.0)
+TOOL_OUTPUT = ("prefill", "decode")   # tool output in responses: prefilled as a rollout engine does, or decoded
 MAX_WORKERS = 1024   # --workers: processes; more than any machine's cores is a typo
 
 # Fields that define what a run computes: --resume refuses to continue with other values.
 IDENTITY_FIELDS = ("engine", "traces", "tokenizer", "chat_template", "drafters", "num_spec_tokens", "sources",
                    "group_order", "corpus", "on_error", "limit_groups", "ngram_min", "ngram_max",
                    "sam_min_match", "model", "any_model", "trace_format", "benchmark", "max_tokens",
-                   "history_window", "history_budget_mb", "strategies")
+                   "history_window", "history_budget_mb", "strategies", "tool_output", "history_includes_validation")
 DEFAULT_BENCHMARK_PROMPTS = 16   # model engines on the built-in prompts, without --limit-groups
 # How a run is shown, not what it computes: left out of result.json's "config".
 NOT_RECORDED = ("progress",)
@@ -75,6 +76,8 @@ class AcceptConfig:
     history_window: int = 16                                     # history source: responses kept per prompt
     history_budget_mb: float = 512.0                             # history source: stored tokens, MiB
     strategies: list[str] = field(default_factory=list)          # named strategies (sam/strategies), NAME[@SOURCES]
+    tool_output: str = "prefill"                                 # tool output in responses: prefilled or decoded
+    history_includes_validation: bool = False                    # verl validation dumps join the RL steps
     engine_choice: str | None = None                             # why this engine (no --engine given)
     device: str = "cpu"                                          # where the model runs (resolved --device);
                                                                  # not in IDENTITY_FIELDS: placement, not what is computed
@@ -102,7 +105,8 @@ def choose_engine(model: str | None) -> tuple[str, str | None]:
 def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_format, data_dir, tokenizer, chat_template,
                  drafters, ks, sources, group_order, corpus, bins, position, verify_cost_ratio, engine_profile,
                  on_error, limit_groups, benchmark, max_tokens, history_window, history_budget_mb, workers,
-                 ngram_min, ngram_max, sam_min_match, progress, strategy) -> AcceptConfig:
+                 ngram_min, ngram_max, sam_min_match, progress, strategy, tool_output,
+                 history_includes_validation) -> AcceptConfig:
     """The `accept` command's options (by their Python names, as click converts them) as a
     validated AcceptConfig. No --engine: replay, or the model's engine with --model. The
     model engines take the model's tokenizer and the traces' prompts (--traces, --data-dir),
@@ -164,7 +168,10 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
         engine_args=parse_engine_args(engine_arg), progress=progress, any_model=bool(any_model),
         trace_format=trace_format, benchmark=benchmark, max_tokens=max_tokens, history_window=history_window,
         history_budget_mb=float(history_budget_mb), engine_choice=choice, device=device,
-        strategies=parse_list(strategy, "--strategy") if strategy else [])
+        strategies=parse_list(strategy, "--strategy") if strategy else [], tool_output=tool_output,
+        history_includes_validation=bool(history_includes_validation))
+    if tool_output not in TOOL_OUTPUT:
+        raise UserError(f"--tool-output {tool_output!r}: use one of {', '.join(TOOL_OUTPUT)}")
     for spec in cfg.strategies:
         check_strategy(spec)
     for s in cfg.sources:

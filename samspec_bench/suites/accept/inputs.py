@@ -1,8 +1,10 @@
 """The accept suite's inputs: the traces read in their format (samspec, verl rollout dumps,
 lm-eval samples, plain JSONL) and tokenized (bad lines stopped at or skipped and counted),
-checked against --model, limited to the first groups, given RL steps for the history source
-(emulated on single-step traces), and the static corpus for the 'corpus' source. Without
-traces (model engines only), the prompts of a built-in benchmark set."""
+verl's validation generations kept out of the RL steps (trace_formats.validation), checked
+against --model, limited to the first groups, given RL steps for the history source (emulated
+on single-step traces), multi-turn responses split into their model turns (`turns`), and the
+static corpus for the 'corpus' source. Without traces (model engines only), the prompts of a
+built-in benchmark set."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from samspec_bench.data import (BUILTIN_BENCHMARKS, BENCHMARKS, benchmarks_dir, 
                                 read_benchmark, tokenize_traces)
 from samspec_bench.errors import UserError
 from samspec_bench.suites.accept.config import DEFAULT_BENCHMARK_PROMPTS, AcceptConfig, expand_trace_paths
-from samspec_bench.trace_formats import check_models, read_any, trace_models
+from samspec_bench.suites.accept.turns import split_turns
+from samspec_bench.trace_formats import check_models, read_any, split_validation, trace_models
 
 # the system prompt of the built-in prompts (Qwen's math chain-of-thought instruction)
 BENCHMARK_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -38,6 +41,8 @@ class Inputs:
     models: dict[str, Any] = field(default_factory=dict)            # the traces' models, the --model check
     steps: str | None = None                                        # where the RL steps come from
     prompts: dict[str, Any] | None = None                           # built-in prompts (no traces)
+    tool_output: dict[str, Any] | None = None                       # tool output in the responses, how replayed
+    validation: dict[str, Any] | None = None                        # verl validation generations found, what was done
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False
                       prompts=prompts)
     traces, trace_fmt = read_any(cfg.traces, cfg.trace_format, on_error=cfg.on_error)
     files = [Path(f) for f in trace_fmt]
+    traces, validation = split_validation(traces, cfg.history_includes_validation)
     if replays:   # they must be the model's
         models = check_models(traces, cfg.model, cfg.any_model)
     else:   # the model writes its own responses: the traces give prompts (and lengths) only
@@ -131,9 +137,10 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False
     formats: dict[str, Counter] = {}
     for it in items:
         formats.setdefault(str(it.source), Counter())[it.prompt_format] += 1
+    items, tool_output = split_turns(items, cfg.tool_output, replays)
     inputs = Inputs(items=items, skipped=skipped, files=files,
                     prompt_formats={f: dict(c) for f, c in formats.items()}, trace_formats=trace_fmt,
-                    models=models, steps=steps)
+                    models=models, steps=steps, tool_output=tool_output, validation=validation)
     if need_corpus:
         if not cfg.corpus:
             raise UserError("--sources with 'corpus' needs --corpus: pass trace files (e.g. an earlier RL step) "

@@ -125,6 +125,9 @@ def print_table(result: dict, console) -> None:
     console.print(t)
     print_binned(result, labels, console)
     print_sources(result, console)
+    print_steps(result, console)
+    print_tool_output(result, console)
+    print_validation(result, console)
     sources = {v["source"] for v in result["cost_model"]["verify_cost_ratio"].values()}
     if "assumption" in sources:
         console.print(f"speedup_est: {VERIFY_COST_ASSUMPTION}", highlight=False)
@@ -151,6 +154,63 @@ def print_table(result: dict, console) -> None:
     if names or unstated:
         console.print("traces written by: " + ", ".join(names + ([f"unstated ({len(unstated)} file(s))"]
                                                                  if unstated else [])), highlight=False)
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def print_steps(result: dict, console) -> None:
+    """Per RL step, a table per configuration: responses, generated tokens (and the tool tokens
+    prefilled between turns, where there are any), drafted and accepted tokens, acceptance %
+    (accepted / drafted) and tokens per decode step."""
+    by_step = result["tables"].get("by_step") or {}
+    tool = (result["inputs"].get("tool_output") or {}).get("tool_tokens_by_step") or {}
+    for label in result.get("configurations") or list(by_step):
+        rows = by_step.get(label)
+        if not rows:
+            continue
+        t = Table(title=f"per RL step: {label}")
+        for col in ("step", "responses", "tokens", *(("tool tokens",) if tool else ()), "drafted", "accepted",
+                    "acceptance %", "tokens/step"):
+            t.add_column(col, justify="right")
+        for r in rows:
+            c = r["counts"]
+            t.add_row("-" if r["step"] is None else str(r["step"]), str(r.get("responses", "-")),
+                      str(r.get("response_tokens", "-")), *((str(tool.get(str(r["step"]), 0)),) if tool else ()),
+                      str(c["drafted"]), str(c["accepted"]), _pct(r["acceptance_rate"]), _fmt(r["tokens_per_step"], 2))
+        console.print(t)
+
+
+def print_tool_output(result: dict, console) -> None:
+    """How much of the responses is tool output, and how it was replayed."""
+    tool = result["inputs"].get("tool_output")
+    if not tool:
+        return
+    shapes = ", ".join(f"{s['spans']:,} {s['what']}" for s in tool["shapes"].values())
+    share = 100 * tool["tool_tokens"] / max(1, tool["response_tokens"])
+    console.print(f"tool output: {tool['tool_tokens']:,} of {tool['response_tokens']:,} response tokens ({share:.1f} %) "
+                  f"in {tool['responses']:,} response(s) ({shapes}); generated: {tool['generated_tokens']:,}; "
+                  f"{tool['handling']}", highlight=False)
+    if tool.get("later_turns"):
+        console.print(f"model turns: {tool['requests']:,} requests, {tool['later_turns']:,} of them later turns "
+                      f"({tool['later_turn_tokens']:,} generated tokens); {tool['sources_note']}", highlight=False)
+
+
+def print_validation(result: dict, console) -> None:
+    """verl validation generations found among the traces, and what was done with them."""
+    val = result["inputs"].get("validation")
+    if not val:
+        return
+    by_why: dict[str, list[str]] = {}
+    for f, why in val["files"].items():
+        by_why.setdefault(why, []).append(f"{Path(f).parent.name}/{Path(f).name}")
+    found = "; ".join(f"{', '.join(fs[:4])}{f' and {len(fs) - 4} more' if len(fs) > 4 else ''} ({why})"
+                      for why, fs in by_why.items())
+    left = (f"; {val['excluded']:,} left out, {val['rollout_responses']:,} rollout responses replayed"
+            if val["excluded"] else "")
+    console.print(f"validation generations: {val['responses']:,} response(s) in {len(val['files'])} file(s): "
+                  f"{found}{left}; {val['handling']}", highlight=False)
 
 
 def print_sources(result: dict, console) -> None:

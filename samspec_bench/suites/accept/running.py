@@ -27,6 +27,7 @@ from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSIT
                                                 resolve_verify_cost)
 from samspec_bench.suites.accept.inputs import Inputs, load_inputs
 from samspec_bench.suites.accept.output import print_table, write_figure, write_pareto_figure
+from samspec_bench.suites.accept.turns import engine_run
 
 RESPONSES_FILE = "responses.jsonl"
 CONFIG_FILE = "config.json"
@@ -138,22 +139,30 @@ def acceptance_engine(cfg: AcceptConfig, inputs: Inputs) -> AcceptanceEngine:
 
 class _Tally:
     """Pooled counts per configuration (index j of the runnable ones): by position bin, by
-    trace file and by RL step, plus responses and their tokens."""
+    trace file and by RL step, plus responses (first turns: a multi-turn response is one
+    request per model turn), requests and their generated tokens."""
 
-    def __init__(self, n: int, bins: Bins, position: str, step_of: dict[str, Any]):
-        self.bins, self.position, self.step_of = bins, position, step_of
+    def __init__(self, n: int, bins: Bins, position: str, step_of: dict[str, Any], later_turns: set[str]):
+        self.bins, self.position, self.step_of, self.later_turns = bins, position, step_of, later_turns
         self.acc = [[AcceptanceCounts() for _ in range(bins.count)] for _ in range(n)]
         self.n_resp = [0] * n
+        self.n_req = [0] * n
         self.resp_tokens = [0] * n
         self.per_file: list[dict[str, AcceptanceCounts]] = [{} for _ in range(n)]
         self.per_step: list[dict[Any, AcceptanceCounts]] = [{} for _ in range(n)]
+        self.step_sizes: list[dict[Any, list[int]]] = [{} for _ in range(n)]   # step -> [responses, tokens]
 
     def account(self, j: int, files: list[str], steps: list) -> None:
         for b, c in enumerate(binned_counts(steps, self.bins, self.position)):
             if c.steps:
                 self.acc[j][b] = self.acc[j][b] + c
-        self.n_resp[j] += len(steps)
+        self.n_req[j] += len(steps)
+        self.n_resp[j] += sum(s.key not in self.later_turns for s in steps)
         self.resp_tokens[j] += sum(s.response_len for s in steps)
+        for s in steps:
+            size = self.step_sizes[j].setdefault(self.step_of.get(s.key), [0, 0])
+            size[0] += s.key not in self.later_turns
+            size[1] += s.response_len
         by_file: dict[str, list] = {}
         for f, s in zip(files, steps):
             by_file.setdefault(f, []).append(s)
@@ -210,7 +219,7 @@ def _run_jobs(engine: AcceptanceEngine, items: list, jobs: list, tally: _Tally, 
     with open(resp_path, "a", encoding="utf-8") as out, \
             Progress(*columns, console=err, disable=not progress) as bar:
         task = bar.add_task(label, total=sum(len(todo) for _, todo in jobs))
-        for j, chunk in engine.run(items, jobs):
+        for j, chunk in engine_run(engine, items, jobs):
             dc = jobs[j][0]
             lines = []
             for i, steps in chunk:
@@ -219,6 +228,8 @@ def _run_jobs(engine: AcceptanceEngine, items: list, jobs: list, tally: _Tally, 
                        "group_order": dc.order if dc.group else None, "file": str(it.source), "line": it.line,
                        "id": it.id, "group": it.group, "step": getattr(it, "step", None),
                        "prompt_format": it.prompt_format, **steps.to_record()}
+                if hasattr(it, "turn"):   # one model turn of a multi-turn response
+                    rec["turn"] = it.turn
                 lines.append(json.dumps(rec, sort_keys=True))
             out.write("\n".join(lines) + "\n")
             out.flush()
@@ -235,7 +246,8 @@ def _metrics(runnable: list, tally: _Tally, costs: dict, bins: Bins) -> tuple[di
         for c in tally.acc[j]:
             overall = overall + c
         cost = costs[dc.k]
-        metrics[dc.label] = {**dc.describe(), "responses": tally.n_resp[j], "response_tokens": tally.resp_tokens[j],
+        metrics[dc.label] = {**dc.describe(), "responses": tally.n_resp[j], "requests": tally.n_req[j],
+                             "response_tokens": tally.resp_tokens[j],
                              **overall.metrics(), "verify_cost_ratio": cost["ratio"],
                              "speedup_estimate": speedup_estimate(overall, cost["ratio"]),
                              "speedup_sensitivity": {str(r): speedup_estimate(overall, r) for r in SENSITIVITY_RATIOS}}
@@ -247,7 +259,8 @@ def _metrics(runnable: list, tally: _Tally, costs: dict, bins: Bins) -> tuple[di
 def _inputs_record(cfg: AcceptConfig, inputs: Inputs) -> dict[str, Any]:
     items = inputs.items
     return {"traces": [{"file": str(f), "sha256": file_sha256(f)} for f in inputs.files],
-            "tokenizer": str(cfg.tokenizer), "responses": len(items),
+            "tokenizer": str(cfg.tokenizer), "responses": sum(getattr(it, "turn", 0) == 0 for it in items),
+            "requests": len(items), "tool_output": inputs.tool_output, "validation": inputs.validation,
             "response_tokens": int(sum(it.response_ids.size for it in items)),
             "prompt_tokens": int(sum(it.prompt_ids.size for it in items)),
             "prompt_formats": inputs.prompt_formats, "skipped_lines": len(inputs.skipped), "skipped": inputs.skipped,
@@ -260,10 +273,17 @@ def _tables(runnable: list, tally: _Tally, metrics: dict, binned: dict) -> dict[
                for j, dc in enumerate(runnable)}
     tables = {"binned": binned, "by_file": by_file, "sources": sources_side_by_side(runnable, metrics)}
     if any(k is not None for ps in tally.per_step for k in ps):
-        tables["by_step"] = {dc.label: [{"step": st, **c.metrics()} for st, c in
-                                        sorted(tally.per_step[j].items(), key=lambda kv: -1 if kv[0] is None else kv[0])]
-                             for j, dc in enumerate(runnable)}
+        tables["by_step"] = {dc.label: _step_rows(tally, j) for j, dc in enumerate(runnable)}
     return tables
+
+
+def _step_rows(tally: _Tally, j: int) -> list[dict[str, Any]]:
+    """Configuration j per RL step: responses, their generated tokens and the metrics."""
+    rows = []
+    for st, c in sorted(tally.per_step[j].items(), key=lambda kv: -1 if kv[0] is None else kv[0]):
+        responses, tokens = tally.step_sizes[j].get(st, [0, 0])
+        rows.append({"step": st, "responses": responses, "response_tokens": tokens, **c.metrics()})
+    return rows
 
 
 def _sweep(cfg: AcceptConfig, inputs: Inputs, engine: AcceptanceEngine, configs: list, costs: dict, bins: Bins,
@@ -279,7 +299,8 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine: AcceptanceEngine, configs:
     keys = [response_key(it) for it in items]
     done = _load_done(run_dir, {dc.label for dc in runnable}) if resume is not None else {}
     jobs, reused = _plan_jobs(items, keys, runnable, done)
-    tally = _Tally(len(runnable), bins, cfg.position, {keys[i]: getattr(it, "step", None) for i, it in enumerate(items)})
+    tally = _Tally(len(runnable), bins, cfg.position, {keys[i]: getattr(it, "step", None) for i, it in enumerate(items)},
+                   {keys[i] for i, it in enumerate(items) if getattr(it, "turn", 0) > 0})
     for j, kept in enumerate(reused):
         if kept:
             tally.account(j, [r["file"] for r in kept], [ResponseSteps.from_record(r) for r in kept])

@@ -12,21 +12,32 @@ lm-eval's chat-template path (few-shot examples as chat turns unless
 sign-flip test (K > 1), the minimum detectable difference at 80% power and a verdict. Greedy
 runs also report the fraction of identical outputs and the first divergence positions.
 
-Offline data: the task YAMLs of `samspec_bench.evals.tasks` (which include lm-eval's
-built-in tasks: their prompts, filters and metrics) read local JSONL files: those of
-`--data-dir`, or without it the benchmark sets shipped in the package
-(samspec_bench/benchmarks, see its README). With the built-in sets gsm8k's five shots are
-the first five train problems (lm-eval's `first_n` sampler; the full train split is not
-shipped), with `--data-dir` lm-eval's random draw from the train split.
+Tasks: our names (gsm8k, aime24, aime25, math500) or any lm-eval task name. An lm-eval task
+over a set we have locally (gsm8k_cot, gsm8k_cot_zeroshot, hendrycks_math500, minerva_math500,
+...) runs offline with lm-eval's own prompt, few-shot examples, filters and metrics
+(`samspec_bench.evals.tasks`: task YAMLs that include lm-eval's and read local JSONL files:
+those of `--data-dir`, or without it the benchmark sets shipped in the package,
+samspec_bench/benchmarks). Another lm-eval task runs through lm-eval's own YAML where its data
+are reachable; otherwise it is refused naming the nearest supported task. With the built-in
+sets a few-shot pool from gsm8k's train split is its first problems (lm-eval's `first_n`
+sampler; the full train split is not shipped), with `--data-dir` lm-eval's random draw.
+
+lm-eval's own options are taken as lm-eval spells them (`lm_options`): --model_args /
+--model-args, --gen_kwargs (merged into the sampling settings; a contradiction with our own
+options is refused), --num_fewshot, --limit (a count, or below 1 a fraction of each task),
+--log_samples, --output_path, --tasks a b.
 
 Run directory: `generations.jsonl` (one line per generated response, appended as each
 finishes: what `--resume` reuses), `samples.jsonl` (scored per-sample records, rewritten
 after each evaluation), `config.json`, `result.json` (lm-eval's results dicts verbatim under
-`lm_eval`).
+`lm_eval`), `lm_eval/sam_off/<model>/` and `lm_eval/sam_on/<model>/`: lm-eval's own
+results_<date>.json and samples_<task>_<date>.jsonl of each arm, written by lm-eval's writer
+(`lm_outputs`; copied to --output_path), which `samspec-bench accept --traces` reads.
 
-The package: `config` (the settings, `build_config`, the engine), `tasks` (task files over the
-built-in sets), `running` (both arms through lm-eval, the pairing, the run folder), `report`
-(the printed table), `command` (the click command and `execute`).
+The package: `config` (the settings, `build_config`, the engine), `lm_options` (lm-eval's
+options), `tasks` (task files over the built-in sets), `running` (both arms through lm-eval, the
+pairing, the run folder), `lm_outputs` (lm-eval's files), `report` (the printed table),
+`command` (the click command and `execute`).
 """
 
 from samspec_bench.suites.accuracy.command import command, execute

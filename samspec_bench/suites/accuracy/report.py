@@ -1,4 +1,5 @@
-"""accuracy's printed report: the table of both arms per task, the verdicts, greedy agreement."""
+"""accuracy's printed report: the table of both arms per task, the verdicts, greedy agreement, where
+lm-eval's own files are."""
 
 from __future__ import annotations
 
@@ -39,3 +40,9 @@ def print_report(result: dict, console) -> None:
         if any(m["errors"].values()):
             console.print(f"  failed samples (recorded, excluded from the pairing): {m['errors']}")
     console.print(f"run directory: {result.get('run_dir')}")
+    files = result.get("lm_eval_files") or {}
+    if files.get("run") and result.get("run_dir"):
+        where = f"{result['run_dir']}/lm_eval"
+        if files.get("output_path"):
+            where += f" and {files['output_path']}" + ("" if files.get("log_samples") else " (results only)")
+        console.print(f"lm-eval's files (results_*.json, samples_<task>_*.jsonl per arm: sam_off/, sam_on/): {where}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -15,10 +16,12 @@ from typing import Any
 from samspec_bench.bench.engines.engine_device import device_record
 from samspec_bench.errors import UserError
 from samspec_bench.evals.paired import agreement, compare
-from samspec_bench.evals.tasks import write_task_dir
+from samspec_bench.evals.tasks import resolve_task, write_task_dir
 from samspec_bench.models.checkpoints import resolve_model
 from samspec_bench.results import RunDir, atomic_write_text, to_jsonable
 from samspec_bench.suites.accuracy.config import ARM_LABEL, ARMS, SUITE, AccuracyConfig, build_engine
+from samspec_bench.suites.accuracy.lm_outputs import LM_EVAL_DIR, arm_dir, copy_out, model_args, new_tracker, \
+    write_arm_files
 from samspec_bench.suites.accuracy.tasks import BUILTIN_DATA, write_builtin_tasks
 
 GENERATIONS = "generations.jsonl"
@@ -50,8 +53,9 @@ def _score(v) -> float | None:
 
 
 def run(cfg: AccuracyConfig, output: str = "results", resume: str | None = None, progress: bool = True,
-        console=None, engine=None) -> tuple[dict, Path]:
-    """Run every task with SAM off and on; write the run directory; return (result, path).
+        console=None, engine=None, output_path: str | None = None, log_samples: bool = False) -> tuple[dict, Path]:
+    """Run every task with SAM off and on; write the run directory (lm-eval's own files of each
+    arm under lm_eval/, copied to `output_path`: lm_outputs); return (result, path).
     `engine`: an engine to reuse (tests); otherwise one is built from cfg."""
     cfg.check()
     if engine is None and not cfg.model.startswith("builtin:"):
@@ -62,7 +66,7 @@ def run(cfg: AccuracyConfig, output: str = "results", resume: str | None = None,
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     try:
-        return _run(cfg, output, resume, progress, console, engine)
+        return _run(cfg, output, resume, progress, console, engine, (output_path, log_samples))
     finally:
         torch.set_num_threads(before)
 
@@ -72,7 +76,7 @@ def _log(console, msg: str) -> None:
         console.print(msg)
 
 
-def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
+def _run(cfg, output, resume, progress, console, engine, lm_out) -> tuple[dict, Path]:
     # a bad --resume is named before lm-eval loads (opening it to resume writes nothing)
     resumed = RunDir(output, SUITE, resume=resume) if resume is not None else None
     try:
@@ -92,8 +96,12 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
     else:
         lm_names = write_builtin_tasks(run_dir.file("tasks"), run_dir.file("builtin_benchmarks"), cfg.tasks)
     # only our task files are indexed (they include lm-eval's by path): indexing all of lm-eval's
-    # task YAMLs costs about 13 s of CPU
-    tm = TaskManager(include_path=str(run_dir.file("tasks")), include_defaults=False)
+    # task YAMLs costs about 13 s of CPU, paid only for a task read from the hub
+    hub = any(not resolve_task(t).offline for t in cfg.tasks)
+    tm = TaskManager(include_path=str(run_dir.file("tasks")), include_defaults=hub)
+    # lm-eval's files are written again from this run's evaluations (a resume re-scores every task)
+    shutil.rmtree(run_dir.file(LM_EVAL_DIR), ignore_errors=True)
+    lm_files: dict[str, list[str]] = {}
 
     own_engine = engine is None
     t_start = time.perf_counter()
@@ -112,8 +120,11 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
     metrics: dict[str, Any] = {}
     try:
         for task in cfg.tasks:
+            note = sampling_note(cfg, task)
+            if note:
+                _log(console, note)
             evaluate = functools.partial(_evaluate, lm_eval, tm, cfg, engine, lm_names[task], cache, run_dir,
-                                         progress)
+                                         progress, (task, lm_files, *lm_out))
             arms = _run_task(cfg, task, lm_names[task], evaluate, scored, run_dir, console)
             metrics[task] = _task_metrics(cfg, task, lm_names[task], arms)
             lm_results[task] = arms.lm_results
@@ -124,8 +135,9 @@ def _run(cfg, output, resume, progress, console, engine) -> tuple[dict, Path]:
              "wall_time_s": time.perf_counter() - t_start,
              "data": f"local: {cfg.data_dir}" if cfg.data_dir else BUILTIN_DATA,
              "engine": engine_desc,
-             "sampling": "temperature/top_p/max_gen_toks from the harness options (the tasks' own "
-                         "generation_kwargs other than `until` are not used)"}
+             "lm_eval_files": {"run": lm_files, "output_path": lm_out[0], "log_samples": lm_out[1]},
+             "sampling": "temperature/top_p/top_k/max_gen_toks of this run, handed to lm-eval as gen_kwargs: "
+                         "they replace the tasks' own; `until` is the task's unless --gen_kwargs until=... is given"}
     run_dir.write_result(cfg, metrics, {"accuracy": [_table_row(t, m) for t, m in metrics.items()]}, extra=extra,
                          device=device_record(cfg.engine, cfg.device))
     result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))
@@ -162,22 +174,51 @@ class _TaskArms:
     filt: str | None = None
 
 
+def lm_gen_kwargs(cfg: AccuracyConfig) -> dict[str, Any]:
+    """The generation settings handed to lm-eval (they update each task's generation_kwargs, so its
+    samples record what the engine used): the run's sampling, token limit and stop strings."""
+    g: dict[str, Any] = {"max_gen_toks": cfg.max_gen_toks, "do_sample": cfg.temperature > 0,
+                         "temperature": cfg.temperature, "top_p": cfg.top_p}
+    if cfg.top_k:
+        g["top_k"] = cfg.top_k
+    if cfg.until is not None:
+        g["until"] = list(cfg.until)
+    return g
+
+
+def sampling_note(cfg: AccuracyConfig, task: str) -> str | None:
+    """A line when the task's own YAML samples differently from this run (its settings are replaced)."""
+    own = resolve_task(task).config.get("generation_kwargs") or {}
+    temp = own.get("temperature", 0.0 if own.get("do_sample") is False else None)
+    if not isinstance(temp, (int, float)) or isinstance(temp, bool) or float(temp) == cfg.temperature:
+        return None
+    return (f"{task}: the task's own temperature {temp:g} is replaced by this run's {cfg.temperature:g} "
+            f"(--gen_kwargs temperature={temp:g},do_sample={'true' if temp > 0 else 'false'} for the task's)")
+
+
 def _evaluate(lm_eval, tm, cfg: AccuracyConfig, engine, lm_task: str, cache: dict, run_dir: RunDir, progress: bool,
-              arm: str, k: int):
-    """One lm-eval run of a task in one arm and sample: (its results, the EngineLM that generated)."""
+              out: tuple, arm: str, k: int):
+    """One lm-eval run of a task in one arm and sample: (its results, the EngineLM that generated).
+    lm-eval's results and samples files are written for it (run folder, --output_path)."""
     from samspec_bench.evals.lm_adapter import EngineLM  # imports lm-eval
 
+    task, lm_files, output_path, log_samples = out
     lm = EngineLM(engine, arm=arm, sample=k, drafter=cfg.drafter if arm == "on" else None,
                   num_spec_tokens=cfg.num_spec_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                  seed=cfg.seed, max_gen_toks=cfg.max_gen_toks, cache=cache,
+                  top_k=cfg.top_k, seed=cfg.seed, max_gen_toks=cfg.max_gen_toks, cache=cache,
                   on_record=lambda rec: run_dir.append_sample(rec, GENERATIONS), progress=progress)
-    r = lm_eval.simple_evaluate(model=lm, tasks=[lm_task], task_manager=tm, limit=cfg.limit,
-                                gen_kwargs={"max_gen_toks": cfg.max_gen_toks},
+    root = run_dir.file(LM_EVAL_DIR)
+    tracker = new_tracker(root / arm_dir(arm, k, cfg.num_samples))
+    r = lm_eval.simple_evaluate(model=lm, model_args=model_args(cfg, arm), tasks=[lm_task], task_manager=tm,
+                                limit=cfg.limit, num_fewshot=cfg.num_fewshot, gen_kwargs=lm_gen_kwargs(cfg),
                                 bootstrap_iters=cfg.lm_eval_bootstrap_iters, log_samples=True,
-                                random_seed=cfg.seed, numpy_random_seed=cfg.seed,
+                                evaluation_tracker=tracker, random_seed=cfg.seed, numpy_random_seed=cfg.seed,
                                 torch_random_seed=cfg.seed, fewshot_random_seed=cfg.seed,
                                 apply_chat_template=cfg.apply_chat_template,
                                 fewshot_as_multiturn=cfg.apply_chat_template and cfg.fewshot_as_multiturn)
+    files = write_arm_files(tracker, r, lm_task, resolve_task(task).lm_name)
+    copy_out(files, root, output_path, log_samples)
+    lm_files.setdefault(task, []).extend(str(f.relative_to(run_dir.path)) for f in files)
     return r, lm
 
 
@@ -193,12 +234,15 @@ def _run_task(cfg: AccuracyConfig, task: str, lm_task: str, evaluate, scored: li
             r, lm = evaluate(arm, k)
             dt = time.perf_counter() - t
             arms.lm_results[arm].append({"results": r["results"], "n-samples": r.get("n-samples"),
-                                         "versions": r.get("versions"), "higher_is_better": r.get("higher_is_better")})
+                                         "n-shot": r.get("n-shot"), "versions": r.get("versions"),
+                                         "higher_is_better": r.get("higher_is_better")})
             if arms.metric is None:
                 arms.metric, arms.filt = primary_metric(task, r["results"][lm_task])
             arms.timings[f"{arm}_s"] = arms.timings.get(f"{arm}_s", 0.0) + dt
             arms.timings[f"{arm}_generated"] = arms.timings.get(f"{arm}_generated", 0) + lm.generated
-            by_doc = {rec["doc_id"]: rec for rec in lm.records}
+            by_doc: dict[Any, dict] = {}
+            for rec in lm.records:   # a task with repeats: the first response of each problem
+                by_doc.setdefault(rec["doc_id"], rec)
             for s in r["samples"][lm_task]:
                 if s.get("filter") != arms.filt:
                     continue

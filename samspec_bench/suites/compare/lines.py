@@ -1,6 +1,8 @@
 """What `samspec-bench compare` prints: one line per arm (tok/s and its spread, the cost of
-drafting, the proposer's time, greedy identity, ratios to the baselines), the modelled
-speed-ups, the goal per sam arm; and the flat per-arm table of result.json."""
+drafting, the proposer's time, greedy identity, ratios to the baselines) and one with vLLM's
+names and units (output_throughput, TPOT in ms, acceptance rate in %, mean acceptance length,
+per-position acceptance rates), the modelled speed-ups, the goal per sam arm; and the flat
+per-arm table of result.json."""
 
 from __future__ import annotations
 
@@ -25,6 +27,23 @@ def _arm_line(m: str, r: dict) -> str:
             + f"identical {g['identical']}/{g['of']}  {vs}")
 
 
+def _num(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def vllm_line(v: dict) -> str:
+    """An arm's figures as vLLM names and prints them (vllm bench's result keys, its
+    SpecDecoding log line's wording): output throughput, TPOT, acceptance in %, mean acceptance
+    length, per-position acceptance rates."""
+    pos = ", ".join(f"{p:.3f}" for p in v.get("spec_decode_per_position_acceptance_rates") or []) or "-"
+    rate = v.get("spec_decode_acceptance_rate")
+    return (f"{'':11s} vLLM: output_throughput {_num(v.get('output_throughput'), '.1f')} tok/s  "
+            f"mean_tpot_ms {_num(v.get('mean_tpot_ms'), '.2f')}  median_tpot_ms {_num(v.get('median_tpot_ms'), '.2f')}  "
+            f"acceptance rate {_num(rate, '.1f')}{' %' if rate is not None else ''}  "
+            f"mean acceptance length {_num(v.get('spec_decode_acceptance_length'), '.2f')}  "
+            f"per-position acceptance rate {pos}")
+
+
 def lines(out: dict) -> list[str]:
     """The comparison as terminal lines (out: compare_methods' result)."""
     text = [f"prefill: {out['prefill']}"]
@@ -38,6 +57,8 @@ def lines(out: dict) -> list[str]:
             text.append(f"{m:11s} skipped: {r['skipped']}")
             continue
         text.append(_arm_line(m, r))
+        if r.get("vllm"):
+            text.append(vllm_line(r["vllm"]))
         for b, w in r.get("wall_model_vs", {}).items():
             text.append(f"{'':11s} modelled vs {b} (a {w['fixed_ms']:.1f} ms/step + b {w['ms_per_verified_token']:.2f} "
                         f"ms/verified token, the run's fit): x{w['as_counted']:.3f} as counted, "
@@ -48,6 +69,13 @@ def lines(out: dict) -> list[str]:
                           if isinstance(v, dict) and v["ratio"] is not None)
         text.append(f"goal {m}: {'MET' if g['met'] else 'not met'}  {parts}  greedy identical {g['greedy_identical']}")
     return text
+
+
+def _vllm_columns(v: dict) -> dict[str, Any]:
+    """vLLM's names as table columns (units in the names: ms, %)."""
+    return {"mean_tpot_ms": v.get("mean_tpot_ms"), "spec_decode_acceptance_rate_pct": v.get("spec_decode_acceptance_rate"),
+            "spec_decode_acceptance_length": v.get("spec_decode_acceptance_length"),
+            "spec_decode_per_position_acceptance_rates": v.get("spec_decode_per_position_acceptance_rates")}
 
 
 def arm_table(arms: dict) -> list[dict[str, Any]]:
@@ -67,5 +95,5 @@ def arm_table(arms: dict) -> list[dict[str, Any]]:
                      "drafted_per_step": r["drafted_per_step"]["value"],
                      "verify_tokens_per_emitted_token": r["verify_tokens_per_emitted_token"]["value"],
                      "proposer_ms_per_step": (r.get("proposer_ms_per_step") or {}).get("median"),
-                     "greedy_identical": f"{g['identical']}/{g['of']}"})
+                     "greedy_identical": f"{g['identical']}/{g['of']}", **_vllm_columns(r.get("vllm") or {})})
     return rows

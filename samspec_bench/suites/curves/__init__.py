@@ -3,9 +3,12 @@ faster did each step become? The seed's end-to-end check (DAPO with SAM off and 
 response-length curves laid over each other), for the logs users have.
 
 Runs: TensorBoard event files or folders, verl console logs (current and older formats, lines
-cut by wandb's capture), wandb run folders, CSV exports (samspec_bench.evals.training_logs;
-detected, --format forces one). The first run is the baseline; each other run is compared
-with it on the steps both logged (unequal lengths: the common range, with its step count).
+cut by wandb's capture), verl file-logger JSONL, wandb run folders, CSV exports
+(samspec_bench.evals.training_logs; detected, --format forces one); a folder holding several
+runs stands for them (one per sub-folder, or per log file in it, in name order). The first run
+is the baseline; each other run is compared with it on the steps both logged (unequal
+lengths: the common range, with its step count). Metrics are shown by verl's tags with units;
+the family's metric name is secondary (and the key of result.json's comparisons).
 
 Per learning metric (families in `metrics`: reward, response length and clip ratio, entropy,
 validation per data source, KL; --metric adds tags): the mean per-step difference B - A with
@@ -13,7 +16,8 @@ an interval that respects autocorrelation (HAC with fixed-b critical values), a 
 against the family's margin, over the whole common range and its final quarter:
 EQUIVALENT / DIFFERENT / INCONCLUSIVE (samspec_bench.evals.curve_stats). Per speed metric
 (timing_s/gen, timing_s/step, perf/throughput): the ratio B/A of the means with an interval,
-and whether B is faster. The comparison's verdict: DIFFERENT if a metric is, EQUIVALENT if all
+and whether B is faster; perf/throughput, per GPU in verl, as total throughput (throughput.py;
+--gpus RUN=N where the logs do not tell a run's GPU count). The comparison's verdict: DIFFERENT if a metric is, EQUIVALENT if all
 are, else INCONCLUSIVE.
 
 Output: results/curves-<timestamp>/ with result.json (metrics.comparisons per run, tables
@@ -23,9 +27,9 @@ verdicts and speed) and curves_verdicts.png, curves_learning.png, curves_speed.p
     samspec-bench curves off.output.log on.output.log --margin reward=0.02 --metric actor/grad_norm
     samspec-bench curves wandb/run-A wandb/run-B --fail-on different     # a CI gate
 
-Modules: config (CurvesConfig, build_config), metrics (families, aliases, margins, resolution),
-compare (the comparisons and result tables), figures, command (run, execute, the click
-command). The package's `command` is the click command, which shadows the submodule of that
+Modules: config (CurvesConfig, build_config), metric_families (families, aliases, units, margins,
+resolution), verdicts (the comparisons and result tables), throughput, figures, command (run,
+execute, the click command). The package's `command` is the click command, which shadows the submodule of that
 name: reach the module through `importlib.import_module("samspec_bench.suites.curves.command")`.
 """
 

@@ -44,50 +44,68 @@ def _f(v, spec="{:.3g}") -> str:
     return "" if v is None else spec.format(v)
 
 
+def metric_text(row: dict) -> str:
+    """verl's tag as the logs name it, the metric name after it where it differs."""
+    name = row.get("name")
+    return row["metric"] + (f" ({name})" if name and name != row["metric"] else "")
+
+
+def _run_line(r: dict) -> str:
+    span = f"steps {r['first_step']}-{r['last_step']}" if r.get("first_step") is not None else "no steps"
+    skipped = ", ".join(f"{k} {v}" for k, v in (r.get("skipped") or {}).items())
+    setup = r.get("setup") or {}
+    gpus = f", {setup['gpus']} GPUs ({setup['gpus_source']})" if setup.get("gpus") else ", GPUs unknown"
+    return (f"[bold]{r['label']}[/] ({r['format']}, {r['tags']} tags, {span}{gpus}): {r['path']}"
+            + (f"  skipped: {skipped}" if skipped else ""))
+
+
 def print_report(result: dict, console) -> None:
     from rich.table import Table
 
     m = result["metrics"]
     for r in result.get("runs") or []:
-        span = f"steps {r['first_step']}-{r['last_step']}" if r.get("first_step") is not None else "no steps"
-        skipped = ", ".join(f"{k} {v}" for k, v in (r.get("skipped") or {}).items())
-        console.print(f"[bold]{r['label']}[/] ({r['format']}, {r['tags']} tags, {span}): {r['path']}"
-                      + (f"  skipped: {skipped}" if skipped else ""), highlight=False)
+        console.print(_run_line(r), highlight=False)
     t = Table(title=f"curves: learning metrics against {m['baseline']} (mean difference B - A, "
                     f"{int(round((1 - 2 * result.get('alpha', 0.05)) * 100))}% interval, TOST)")
-    for col in ("run", "metric", "steps", "mean A", "mean B", "diff [interval]", "margin", "final window", "n_eff",
-                "verdict"):
+    for col in ("run", "metric (verl tag)", "steps", "mean A", "mean B", "diff [interval]", "margin", "final window",
+                "n_eff", "verdict"):
         t.add_column(col, justify="left" if col in ("run", "metric", "verdict") else "right")
     style = {"EQUIVALENT": "green", "DIFFERENT": "red", "INCONCLUSIVE": "yellow"}
     for r in result["tables"]["verdicts"]:
         unit = f" {r['unit']}" if r["unit"] else ""
         fin = f"{_f(r['final_diff'])} [{_f(r['final_ci_lo'])}, {_f(r['final_ci_hi'])}]" \
             if r.get("final_diff") is not None else "-"
-        t.add_row(r["run"], r["metric"], f"{r['steps']} ({r['first_step']}-{r['last_step']})", _f(r["mean_a"]),
-                  _f(r["mean_b"]), f"{_f(r['diff'])} [{_f(r['ci_lo'])}, {_f(r['ci_hi'])}]{unit}",
+        t.add_row(r["run"], metric_text(r), f"{r['steps']} ({r['first_step']}-{r['last_step']})", _f(r["mean_a"]) + unit,
+                  _f(r["mean_b"]) + unit, f"{_f(r['diff'])} [{_f(r['ci_lo'])}, {_f(r['ci_hi'])}]{unit}",
                   f"±{_f(r['margin'])}", fin, _f(r["n_eff"], "{:.1f}"),
                   f"[{style.get(r['verdict'], 'white')}]{r['verdict']}[/]")
     console.print(t)
     if result["tables"]["speed"]:
-        s = Table(title=f"curves: speed against {m['baseline']} (ratio B/A of per-step means, "
+        s = Table(title=f"curves: speed against {m['baseline']} (ratio B/A of per-step means; throughput: of totals, "
                         f"{int(round((1 - result.get('alpha', 0.05)) * 100))}% interval)")
-        for col in ("run", "metric", "steps", "mean A", "mean B", "ratio B/A [interval]", "change", "source"):
+        for col in ("run", "metric (verl tag)", "steps", "mean A", "mean B", "ratio B/A [interval]", "change", "source"):
             s.add_column(col)
         for r in result["tables"]["speed"]:
             unit = f" {r['unit']}" if r["unit"] else ""
-            s.add_row(r["run"], r["metric"], str(r["steps"]), _f(r["mean_a"]) + unit, _f(r["mean_b"]) + unit,
+            s.add_row(r["run"], metric_text(r), str(r["steps"]), _f(r["mean_a"]) + unit, _f(r["mean_b"]) + unit,
                       f"{_f(r['ratio_b_over_a'])} [{_f(r['ci_lo'])}, {_f(r['ci_hi'])}]", r["change"] or "",
                       r["source"] or "")
         console.print(s)
     order = [r["label"] for r in result.get("runs") or []]
     for lab, c in sorted(m["comparisons"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 0):
-        reasons = "; ".join(f"{name}: {x['reason']}" for name, x in c["learning"].items() if x["verdict"] != "EQUIVALENT")
+        reasons = "; ".join(f"{x['metric']}: {x['reason']}" for x in c["learning"].values() if x["verdict"] != "EQUIVALENT")
         console.print(f"{lab} vs {c['baseline']}: learning [bold]{c['verdict']}[/]"
                       + (f" ({reasons})" if reasons else "")
                       + (f"; not compared: {', '.join(c['absent'])}" if c["absent"] else ""), highlight=False)
-        for name, x in c["speed"].items():
+        for x in c["speed"].values():
             if x.get("diverged"):
-                console.print(f"{lab}: speed metric {name}: {x['reason']}", highlight=False)
+                console.print(f"{lab}: speed metric {x['metric']}: {x['reason']}", highlight=False)
+            elif x.get("per_gpu_ratio") is not None and x.get("normalised"):
+                console.print(f"{lab}: {x['metric']} as total tokens/s ({x['how']}): {_f(x.get('ratio'))}x; per GPU "
+                              f"{_f(x['per_gpu_ratio'])}x ({x['gpus_a']} GPUs in {c['baseline']}, {x['gpus_b']} in "
+                              f"{lab})", highlight=False)
+        for caveat in c.get("speed_caveats") or []:
+            console.print(f"{lab}: [yellow]{caveat}[/]", highlight=False)
         if c.get("diverged_elsewhere"):
             console.print(f"{lab}: non-finite values outside the compared metrics (compare them with --metric): "
                           + "; ".join(c["diverged_elsewhere"][:5])
@@ -154,6 +172,10 @@ def execute(config: CurvesConfig, *, output: str, resume: str | None = None, jso
 @click.option("--final-window", "final_fraction", default=0.25, show_default=True, type=float,
               help="Also judge the last fraction of the common steps (a late divergence); 0 turns it off.")
 @click.option("--steps", "step_range", default=None, help="Only steps START:END (either side may be left open).")
+@click.option("--gpus", "gpus", multiple=True,
+              help="GPU count of a run, RUN=N (its label; repeatable or comma list): perf/throughput is per GPU, "
+                   "runs on different counts are compared on total throughput. Default: from the log (its perf "
+                   "metrics, .hydra/config.yaml beside it, wandb's config, verl's printed config).")
 @click.option("--smooth", default=0.6, show_default=True, type=float,
               help="EMA weight of the smoothed lines in the figures (TensorBoard's smoothing).")
 @click.option("--fail-on", type=click.Choice(list(FAIL_ON)), default="never", show_default=True,
@@ -162,10 +184,12 @@ def execute(config: CurvesConfig, *, output: str, resume: str | None = None, jso
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 def command(output, json_path, **params):
     """Did a change (SAM on vs off) alter learning? Training curves of RUN_A (the baseline) and
-    RUN_B [RUN ...]: TensorBoard event files or folders, verl console logs, wandb run folders or
-    CSV exports. Per learning metric (reward, response length, entropy, validation, KL): the mean
+    RUN_B [RUN ...]: TensorBoard event files or folders, verl console logs, verl file-logger JSONL,
+    wandb run folders, CSV exports, or a folder holding several runs. Per learning metric (verl's
+    tags: critic/score/mean, response_length/mean, actor/entropy, val-core/..., KL): the mean
     per-step difference with an autocorrelation-aware interval and a TOST verdict, EQUIVALENT /
-    DIFFERENT / INCONCLUSIVE; per speed metric the ratio B/A."""
+    DIFFERENT / INCONCLUSIVE; per speed metric (timing_s/gen, timing_s/step, perf/throughput) the
+    ratio B/A."""
     code = execute(build_config(**params), output=output, json_path=json_path)
     if code:
         raise SystemExit(code)

@@ -1,5 +1,7 @@
 """curves' settings: the config object and `build_config`, which turns the click command's
-parameters into it (validating them; the click options hold the defaults)."""
+parameters into it (validating them; the click options hold the defaults). A parent folder of
+several runs is expanded here into those runs (training_logs.expand_runs), so the run count,
+--labels and the record all see the runs compared."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 
 from samspec_bench.errors import UserError, nearest
 from samspec_bench.evals.curve_stats import Margin, parse_margin
-from samspec_bench.evals.training_logs import FORMATS
+from samspec_bench.evals.training_logs import FORMATS, expand_runs
 from samspec_bench.suites.curves.metric_families import FAMILIES
 
 SUITE = "curves"
@@ -34,6 +36,7 @@ class CurvesConfig:
     step_range: tuple[int | None, int | None] | None = None
     smooth: float = 0.6
     fail_on: str = "never"
+    gpus: dict[str, int] = field(default_factory=dict)        # run label -> GPU count (--gpus RUN=N)
 
     def margin_objects(self) -> dict[str, Margin]:
         return {k: parse_margin(v, f"--margin {k}=") for k, v in self.margins.items()}
@@ -70,19 +73,39 @@ def _margins(items) -> dict[str, str]:
     return out
 
 
+def parse_gpus(items) -> dict[str, int]:
+    """--gpus RUN=N (repeatable, or comma-separated): run label -> GPU count."""
+    out: dict[str, int] = {}
+    for item in items or ():
+        for part in str(item).split(","):
+            if not part.strip():
+                continue
+            key, sep, value = part.partition("=")
+            try:
+                n = int(value.strip()) if sep and key.strip() else 0
+            except ValueError:
+                n = 0
+            if n < 1:
+                raise UserError(f"--gpus {part.strip()!r}: give RUN=N, the run's label and its GPU count (nodes x GPUs "
+                                "per node), e.g. --gpus sam_off=8")
+            out[key.strip()] = n
+    return out
+
+
 def _list(text: str | None) -> list[str]:
     return [x.strip() for x in str(text or "").split(",") if x.strip()]
 
 
 def build_config(*, runs, extra_runs, labels, format, families, metrics, speed_metrics, margins, alpha, min_steps,
-                 final_fraction, step_range, smooth, fail_on) -> CurvesConfig:
+                 final_fraction, step_range, smooth, fail_on, gpus) -> CurvesConfig:
     """The command's parameters (by their Python names) as a checked CurvesConfig. Raises
     UserError naming the bad option."""
-    paths = [str(p) for p in (runs or ())] + [str(p) for p in (extra_runs or ())]
+    given = [str(p) for p in (runs or ())] + [str(p) for p in (extra_runs or ())]
+    paths = [str(r) for p in given for r in expand_runs(p)]
     if len(paths) < 2:
         got = f"got {len(paths)}" + (f" ({paths[0]})" if paths else "")
         raise UserError(f"curves compares training runs: give at least two (the baseline first, e.g. "
-                        f"`samspec-bench curves sam_off/ sam_on/`), {got}")
+                        f"`samspec-bench curves sam_off/ sam_on/`, or a folder holding them), {got}")
     labs = _list(labels) or None
     if labs is not None and len(labs) != len(paths):
         raise UserError(f"--labels {labels!r}: {len(labs)} name(s) for {len(paths)} runs; give one per run")
@@ -109,4 +132,4 @@ def build_config(*, runs, extra_runs, labels, format, families, metrics, speed_m
     return CurvesConfig(runs=paths, labels=labs, format=fmt, families=fams, metrics=list(metrics or ()),
                         speed_metrics=list(speed_metrics or ()), margins=_margins(margins), alpha=alpha,
                         min_steps=min_steps, final_fraction=final_fraction, step_range=parse_step_range(step_range),
-                        smooth=smooth, fail_on=fail_on)
+                        smooth=smooth, fail_on=fail_on, gpus=parse_gpus(gpus))

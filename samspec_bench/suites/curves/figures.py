@@ -27,14 +27,17 @@ def _fmt(v, spec="{:.3g}") -> str:
     return "" if v is None else spec.format(v)
 
 
-def _overlay(ax, runs: list[TrainingRun], tags: dict, smooth: float, unit: str) -> None:
+def _overlay(ax, runs: list[TrainingRun], tags: dict, smooth: float, unit: str, scale: dict | None = None) -> None:
+    """Each run's curve; `scale`: label -> factor (per-GPU throughput x the run's GPUs)."""
     for i, run in enumerate(runs):
         tag = tags.get(run.label)
         if not tag:
             continue
         s = run.series.get(tag)
         if s is not None:
-            _line(ax, s.steps, s.values, COLORS[i % len(COLORS)], smooth, run.label + ("" if i else " (baseline)"))
+            k = (scale or {}).get(run.label, 1)
+            _line(ax, s.steps, s.values * k, COLORS[i % len(COLORS)], smooth,
+                  run.label + ("" if i else " (baseline)") + (f" x {k:g} GPUs" if k != 1 else ""))
         bad = run.non_finite_steps.get(tag)
         if bad is not None and bad.size:   # NaN/inf steps: crosses along the bottom edge
             ax.plot(bad, [0.02] * bad.size, ls="none", marker="x", ms=4, color=COLORS[i % len(COLORS)],
@@ -73,7 +76,7 @@ def draw_learning(result: dict, runs: list[TrainingRun], path: Path, smooth: flo
         verdicts = ", ".join(f"{lab}: {c['verdict']}" for lab, c in comps.items())
         tag = first["tag_a"] if all(c["tag_a"] == c["tag_b"] for c in comps.values()) else \
             f"{first['tag_a']} | {first['tag_b']}"
-        ax.set_title(f"{name} ({tag})\n{verdicts}", fontsize=8)
+        ax.set_title(f"{tag} ({name})\n{verdicts}" if tag != name else f"{tag}\n{verdicts}", fontsize=8)
         if row == 0:
             ax.legend(fontsize=7, loc="best")
         ax = axes[row][1]
@@ -104,7 +107,7 @@ def draw_learning(result: dict, runs: list[TrainingRun], path: Path, smooth: flo
                     for sgn in (1, -1):
                         ax.plot([x0, x1], [sgn * win["margin"]] * 2, color="#555555", lw=0.9, ls="--")
         level = int(round(first["whole"].get("tost_level", 0.9) * 100))
-        ax.set_title(f"{name}: B - A per step; bands: mean with its {level}% interval\n(whole range, final window); "
+        ax.set_title(f"{tag}: B - A per step; bands: mean with its {level}% interval\n(whole range, final window); "
                      f"dashed: margin {first['margin']}", fontsize=8)
         ax.set_ylabel(f"B - A ({unit})" if unit else "B - A", fontsize=7)
         ax.tick_params(labelsize=7)
@@ -135,22 +138,36 @@ def draw_speed(result: dict, runs: list[TrainingRun], path: Path, smooth: float)
     for ax, name in zip(axes.flat, names):
         comps = {lab: c["speed"][name] for lab, c in result["comparisons"].items() if name in c["speed"]}
         first = next(iter(comps.values()))
-        unit = first["unit"] + (" (measured)" if str(first.get("source", "")).startswith("measured") else "")
-        _overlay(ax, runs, tags_of[name], smooth, unit)
+        scale = _gpu_scale(result, comps)
+        unit = first["unit"] if scale or "gpus_a" not in first else "tokens/s/GPU, as logged"
+        unit += " (measured)" if str(first.get("source", "")).startswith("measured") else ""
+        _overlay(ax, runs, tags_of[name], smooth, unit, scale)
         lines = [f"{lab}: {_fmt(c.get('ratio'))} [{_fmt((c.get('ci') or [None])[0])}, "
                  f"{_fmt((c.get('ci') or [None, None])[1])}] {c.get('change')}" for lab, c in comps.items()]
-        ax.set_title(f"{name} ({first['tag_a']}), ratio B/A:\n" + "\n".join(lines), fontsize=8)
+        tag = first["metric"]
+        ax.set_title(f"{tag}" + (f" ({name})" if name != tag else "") + f" [{first['unit']}], ratio B/A:\n"
+                     + "\n".join(lines), fontsize=8)
         ax.set_xlabel("training step", fontsize=8)
     axes.flat[0].legend(fontsize=7)
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
     level = int(round((1 - result.get("alpha", 0.05)) * 100))
     fig.suptitle(f"Speed against the baseline {result['baseline']}: ratio B/A of the per-step means with its {level}% "
-                 "interval (timings: wall seconds measured by the trainer)", fontsize=9)
+                 "interval (timings: wall seconds measured by the trainer; perf/throughput: of all GPUs, total "
+                 "tokens over total time where logged)", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / ((3.0 + 0.18 * ncomp) * nrow)))
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return True
+
+
+def _gpu_scale(result: dict, comps: dict) -> dict | None:
+    """label -> GPUs for a per-GPU throughput drawn as the runs' total, where every count is
+    known; else None (drawn per GPU, as logged)."""
+    first = next(iter(comps.values()))
+    out = {result["baseline"]: first.get("gpus_a")}
+    out.update({lab: c.get("gpus_b") for lab, c in comps.items()})
+    return out if "gpus_a" in first and all(out.values()) else None
 
 
 def draw_verdicts(result: dict, path: Path) -> bool:
@@ -160,7 +177,8 @@ def draw_verdicts(result: dict, path: Path) -> bool:
     if not vrows and not srows:
         return False
     plt = _plt()
-    head = ["run vs " + result["baseline"], "metric", "steps", "mean diff B-A [90% CI]", "margin", "final window diff",
+    head = ["run vs " + result["baseline"], "metric (verl tag)", "steps", "mean diff B-A [90% CI]", "margin",
+            "final window diff",
             "verdict"]
     cells, colors = [], []
     for r in vrows:
@@ -173,7 +191,7 @@ def draw_verdicts(result: dict, path: Path) -> bool:
         colors.append(["white"] * 6 + [VERDICT_COLORS.get(r["verdict"], "white")])
     for r in srows:
         ci = f"{_fmt(r['ratio_b_over_a'])} [{_fmt(r['ci_lo'])}, {_fmt(r['ci_hi'])}]"
-        cells.append([r["run"], r["metric"], str(r["steps"]), "ratio B/A " + ci, "-", "-", r["change"]])
+        cells.append([r["run"], r["metric"], str(r["steps"]), f"ratio B/A {ci}" + (f" ({r['unit']})" if r["unit"] else ""), "-", "-", r["change"]])
         colors.append(["white"] * 6 + ["#dde8f6"])
     fig_h = 0.6 + 0.28 * (len(cells) + 1)
     fig, ax = plt.subplots(figsize=(13, fig_h))

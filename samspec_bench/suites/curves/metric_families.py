@@ -13,7 +13,12 @@ default equivalence margin of each, and the resolution of a family to one tag pe
 | speed           | gen_time      | timing_s/gen, timing/gen (older verl)                | s        | ratio B/A      |
 |                 | gen_time_per_token | timing_per_token_ms/gen                         | ms/token | ratio B/A      |
 |                 | step_time     | timing_s/step, timing/step, perf/time_per_step       | s        | ratio B/A      |
-|                 | throughput    | perf/throughput                                      | tokens/s | ratio B/A      |
+|                 | throughput    | perf/throughput (per GPU: compared as total, see     | tokens/s | ratio B/A      |
+|                 |               | throughput.py)                                       | /GPU     |                |
+
+What is shown is verl's tag, as the log has it (`timing_s/gen`; `timing/gen | timing_s/gen`
+where two runs name it differently); the metric name of this table is secondary, and the key of
+result.json's comparisons. `unit_of` gives the unit of any verl tag by its prefix.
 
 Why these margins: rewards and validation scores are accuracies on a 0..1 (or -1..1) scale,
 where a few points is what a user would call a change in learning (0.05 on the training
@@ -71,9 +76,30 @@ SPECS: tuple[MetricSpec, ...] = (
                what="rollout generation time per token (verl's timer / tokens): not confounded by response length"),
     MetricSpec("step_time", "speed", ("timing_s/step", "timing/step", "perf/time_per_step"), "s", None, "speed",
                what="training step time (verl's timer)"),
-    MetricSpec("throughput", "speed", ("perf/throughput",), "tokens/s", None, "speed", higher_is_faster=True,
+    MetricSpec("throughput", "speed", ("perf/throughput",), "tokens/s/GPU", None, "speed", higher_is_faster=True,
                what="tokens per second per GPU (verl's perf/throughput)"),
 )
+# verl's tag prefixes and their units (verl/trainer/ppo/metric_utils.py), longest first
+UNIT_PREFIXES = (("timing_per_token_ms/", "ms/token"), ("timing_s/", "s"), ("timing/", "s"),
+                 ("perf/time_per_step", "s"), ("perf/throughput", "tokens/s/GPU"), ("perf/total_num_tokens", "tokens"),
+                 ("perf/mfu/", "fraction"), ("perf/max_memory", "GB"), ("perf/cpu_memory", "GB"),
+                 ("response_length/clip_ratio", "fraction"), ("prompt_length/clip_ratio", "fraction"),
+                 ("response_length/", "tokens"), ("prompt_length/", "tokens"), ("global_seqlen/", "tokens"),
+                 ("actor/entropy", "nats"), ("actor/pg_clipfrac", "fraction"), ("actor/lr", "lr"))
+
+
+def unit_of(tag: str) -> str:
+    """The unit of a verl tag by its prefix; '' for one this table does not know."""
+    return next((u for pre, u in UNIT_PREFIXES if tag.startswith(pre)), "")
+
+
+def tag_text(tag_a: str | None, tag_b: str | None) -> str:
+    """A metric as the logs name it: one tag, or 'A's tag | B's tag' where they differ."""
+    if not tag_a or not tag_b or tag_a == tag_b:
+        return tag_a or tag_b or ""
+    return f"{tag_a} | {tag_b}"
+
+
 VALIDATION_MARGIN = Margin(0.03)
 EXTRA_MARGIN = Margin(0.10, True)
 FAMILIES = ("reward", "response_length", "entropy", "validation", "kl", "speed")
@@ -182,7 +208,7 @@ def resolve(runs: list[TrainingRun], families: list[str], margins: dict[str, Mar
             for tag in names:
                 if tag in taken and kind == "learning":
                     continue
-                spec = MetricSpec(tag, "extra" if kind == "learning" else "speed", (tag,), "",
+                spec = MetricSpec(tag, "extra" if kind == "learning" else "speed", (tag,), unit_of(tag),
                                   margins.get(tag, EXTRA_MARGIN) if kind == "learning" else None, kind,
                                   higher_is_faster=kind == "speed" and _rate_like(tag), what="given with --"
                                   + ("metric" if kind == "learning" else "speed-metric"))

@@ -11,11 +11,13 @@ from samspec_bench.errors import UserError
 from samspec_bench.evals.curve_stats import DIFFERENT, align, combine, compare_curves, compare_ratio
 from samspec_bench.evals.training_logs import Series, TrainingRun, default_label, load_run
 from samspec_bench.suites.curves.config import CurvesConfig
-from samspec_bench.suites.curves.metric_families import Resolved, check_margin_names, requested_text, resolve
+from samspec_bench.suites.curves.metric_families import Resolved, check_margin_names, requested_text, resolve, tag_text
+from samspec_bench.suites.curves.throughput import NOT_NORMALISED, compare_throughput
 
 MEASURED = {"s": "measured: wall seconds from the trainer's timers",
             "ms/token": "measured: the trainer's timer over the tokens generated",
-            "tokens/s": "measured: tokens over the trainer's timed step"}
+            "tokens/s/GPU": "measured: tokens over the trainer's timed step, per GPU",
+            "tokens/s (all GPUs)": "measured: tokens over the trainer's timed step, all GPUs"}
 
 
 def run_labels(cfg: CurvesConfig) -> list[str]:
@@ -29,7 +31,20 @@ def run_labels(cfg: CurvesConfig) -> list[str]:
 
 
 def load_runs(cfg: CurvesConfig) -> list[TrainingRun]:
-    return [load_run(p, cfg.format, lab) for p, lab in zip(cfg.runs, run_labels(cfg))]
+    """Read the runs; --gpus RUN=N overrides what a log says of its GPU count."""
+    labels = run_labels(cfg)
+    bad = [k for k in cfg.gpus if k not in labels]
+    if bad:
+        raise UserError(f"--gpus {bad[0]}={cfg.gpus[bad[0]]}: no run is named {bad[0]!r}; the runs are "
+                        f"{', '.join(labels)}")
+    runs = [load_run(p, cfg.format, lab) for p, lab in zip(cfg.runs, labels)]
+    for r in runs:
+        if r.label in cfg.gpus:
+            logged = r.setup.get("gpus")
+            if logged is not None and logged != cfg.gpus[r.label]:
+                r.notes.append(f"--gpus {r.label}={cfg.gpus[r.label]} overrides {logged} GPUs ({r.setup['gpus_source']})")
+            r.setup.update({"gpus": cfg.gpus[r.label], "gpus_source": "--gpus"})
+    return runs
 
 
 def speed_change(ratio: float | None, ci: list | None, higher_is_faster: bool) -> str:
@@ -113,17 +128,19 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
     base = runs[0]
     comparisons: dict[str, dict] = {}
     verdict_rows, speed_rows = [], []
+    gpus = {r.label: (r.setup.get("gpus"), r.setup.get("gpus_source")) for r in runs}
     for run in runs[1:]:
-        learning, speed, absent = {}, {}, []
+        learning, speed, absent, caveats = {}, {}, [], []
         for m in metrics:
             ta, tb = m.tags.get(base.label), m.tags.get(run.label)
             if not ta or not tb:
-                absent.append(f"{m.name} (absent in {base.label if not ta else run.label})")
+                absent.append(f"{ta or tb} ({m.name}; absent in {base.label if not ta else run.label})")
                 continue
             a, b = _series(base, ta), _series(run, tb)
             al = align(a.steps, a.values, b.steps, b.values, cfg.step_range)
             diverged = divergence(base, run, ta, tb, cfg.step_range)
-            info = {"family": m.spec.family, "tag_a": ta, "tag_b": tb, "unit": m.spec.unit, "what": m.spec.what,
+            info = {"metric": tag_text(ta, tb), "family": m.spec.family, "tag_a": ta, "tag_b": tb,
+                    "unit": m.spec.unit, "what": m.spec.what,
                     "steps_a": _describe_steps(base, ta), "steps_b": _describe_steps(run, tb)}
             if m.spec.kind == "learning":
                 res = compare_curves(al, m.spec.margin, alpha=cfg.alpha, min_steps=cfg.min_steps,
@@ -133,18 +150,26 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
                 learning[m.name] = {**info, "margin": m.spec.margin.describe(), **res}
                 verdict_rows.append(_verdict_row(run.label, m, learning[m.name]))
             else:
-                res = compare_ratio(al, alpha=cfg.alpha)
-                res["change"] = speed_change(res.get("ratio"), res.get("ci"), m.spec.higher_is_faster)
+                if ta == "perf/throughput" and tb == "perf/throughput":
+                    res = compare_throughput(base, run, ta, tb, gpus, cfg.step_range, cfg.alpha)
+                    info["unit"] = res.pop("unit")
+                else:
+                    res = compare_ratio(al, alpha=cfg.alpha)
+                res["change"] = NOT_NORMALISED if res.get("normalised") is False else \
+                    speed_change(res.get("ratio"), res.get("ci"), m.spec.higher_is_faster)
+                if res.get("caveat"):
+                    caveats.append(res["caveat"])
                 if diverged:
                     res.update({"change": "non-finite", "reason": diverged, "diverged": True})
                 res["higher_is_faster"] = m.spec.higher_is_faster
-                res["source"] = MEASURED.get(m.spec.unit, "as logged by the trainer")
+                res["source"] = MEASURED.get(info["unit"], "as logged by the trainer")
                 speed[m.name] = {**info, **res}
                 speed_rows.append(_speed_row(run.label, m, speed[m.name]))
         verdicts = [v["verdict"] for v in learning.values()]
         comparisons[run.label] = {"baseline": base.label, "learning": learning, "speed": speed, "absent": absent,
                                   "verdict": combine(verdicts) if verdicts else "INCONCLUSIVE",
-                                  "counts": {v: verdicts.count(v) for v in ("EQUIVALENT", "DIFFERENT", "INCONCLUSIVE")}}
+                                  "counts": {v: verdicts.count(v) for v in ("EQUIVALENT", "DIFFERENT", "INCONCLUSIVE")},
+                                  "speed_caveats": caveats, "not_normalised": len(caveats)}
         compared = {t for m in metrics for t in (m.tags.get(base.label), m.tags.get(run.label)) if t}
         elsewhere = uncompared_divergence(base, run, compared, cfg.step_range)
         if elsewhere:
@@ -156,24 +181,30 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
             rel = length["whole"].get("relative_diff")
             comparisons[run.label]["speed_note"] = (
                 "response lengths are not equivalent" + (f" (B - A: {rel:+.0%} of the baseline)" if rel is not None else "")
-                + ": time per step compares different amounts of work; gen_time_per_token does not")
+                + ": time per step compares different amounts of work; timing_per_token_ms/gen does not")
         if not learning and not speed:
             raise UserError(f"{run.path}: shares no requested metric with the baseline {base.path} "
                             f"({', '.join(absent) or 'none requested'}); compare runs that log the same metrics, "
                             "or name one both have with --metric")
     overall = combine([c["verdict"] for c in comparisons.values()])
     return {"baseline": base.label, "runs": [r.summary() for r in runs],
-            "metrics": [{"name": m.name, "family": m.spec.family, "kind": m.spec.kind, "unit": m.spec.unit,
+            "metrics": [{"name": m.name, "metric": tag_text(*_pair(m, base, runs)), "family": m.spec.family,
+                         "kind": m.spec.kind, "unit": m.spec.unit,
                          "margin": m.spec.margin.describe() if m.spec.margin else None, "tags": m.tags}
                         for m in metrics],
             "comparisons": comparisons, "verdict": overall,
             "tables": {"verdicts": verdict_rows, "speed": speed_rows}}
 
 
+def _pair(m: Resolved, base: TrainingRun, runs: list[TrainingRun]) -> tuple[str | None, str | None]:
+    """The baseline's tag and the first other tag a run gives this metric (for its name as logged)."""
+    ta = m.tags.get(base.label)
+    return ta, next((t for r in runs[1:] if (t := m.tags.get(r.label)) and t != ta), ta)
+
+
 def _verdict_row(label: str, m: Resolved, r: dict) -> dict:
     w, f = r["whole"], r.get("final") or {}
-    return {"run": label, "metric": m.name, "family": m.spec.family, "unit": m.spec.unit,
-            "tags": r["tag_a"] if r["tag_a"] == r["tag_b"] else f"{r['tag_a']} | {r['tag_b']}",
+    return {"run": label, "metric": r["metric"], "name": m.name, "family": m.spec.family, "unit": m.spec.unit,
             "steps": w.get("steps"), "first_step": w.get("first_step"), "last_step": w.get("last_step"),
             "mean_a": w.get("mean_a"), "mean_b": w.get("mean_b"), "diff": w.get("diff"),
             "ci_lo": (w.get("ci_tost") or [None, None])[0], "ci_hi": (w.get("ci_tost") or [None, None])[1],
@@ -185,7 +216,7 @@ def _verdict_row(label: str, m: Resolved, r: dict) -> dict:
 
 def _speed_row(label: str, m: Resolved, r: dict) -> dict:
     ci = r.get("ci") or [None, None]
-    return {"run": label, "metric": m.name, "unit": m.spec.unit,
-            "tags": r["tag_a"] if r["tag_a"] == r["tag_b"] else f"{r['tag_a']} | {r['tag_b']}",
+    return {"run": label, "metric": r["metric"], "name": m.name, "unit": r["unit"],
             "steps": r.get("steps"), "mean_a": r.get("mean_a"), "mean_b": r.get("mean_b"), "ratio_b_over_a": r.get("ratio"),
-            "ci_lo": ci[0], "ci_hi": ci[1], "change": r.get("change"), "source": r.get("source")}
+            "ci_lo": ci[0], "ci_hi": ci[1], "change": r.get("change"),
+            "source": r.get("how") or r.get("source")}

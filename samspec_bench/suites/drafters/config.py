@@ -4,12 +4,12 @@ result.json records), and build_config (the suite contract's checked options).""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from samspec_bench.bench.draft_config import MAX_K
 from samspec_bench.data import find_traces, resolve_data_dir
 from samspec_bench.errors import UserError
 from samspec_bench.sam.drafters import DRAFTERS, SamDrafter, arctic_available, make_drafter
+from samspec_bench.trace_formats import expand
 
 SUITE = "drafters"
 
@@ -79,15 +79,13 @@ class DraftersRun:
 def build_config(*, traces, tokenizer, data_dir, drafters, k, max_tokens, sweep, sweep_steps, repeats,
                  chat_template, on_error, no_progress) -> DraftersRun:
     """The command's options (click's values; the click options hold the defaults), checked.
-    Without --traces / --tokenizer, the shared data directory's; a directory means its *.jsonl."""
+    Without --traces / --tokenizer, the shared data directory's; a directory stands for its trace
+    files as accept lists them (verl step files in step order, lm-eval samples in sub-folders)."""
     if not traces or not tokenizer:
         root = resolve_data_dir(data_dir)
         traces = traces or tuple(str(p) for p in find_traces(root))
         tokenizer = tokenizer or str(root / "tokenizers" / "qwen3")
-    files = []
-    for t in traces:
-        p = Path(t)
-        files.extend(str(f) for f in (sorted(p.glob("*.jsonl")) if p.is_dir() else [p]))
+    files = [str(f) for t in traces for f, _ in expand(t)]
     cfg = DraftersConfig(traces=files, tokenizer=str(tokenizer), drafters=[d.strip() for d in drafters.split(",") if d.strip()],
                          k=k, max_tokens=max_tokens, sweep=sweep, sweep_steps=sweep_steps, repeats=repeats,
                          chat_template=chat_template, on_error=on_error)

@@ -1,5 +1,7 @@
 """The drafter benchmark's tokens: responses from the traces (an equal share from each
-file), their groups, and the concatenated stream the context sweep indexes."""
+file, each read in its format as `accept` reads it: samspec, verl dumps, lm-eval samples, plain
+JSONL), their groups, and the concatenated stream the context sweep indexes. Tool output inside
+responses stays in the stream: it is context a drafter indexes, and this suite times drafters."""
 
 from __future__ import annotations
 
@@ -7,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
+from samspec_bench.data import load_tokenizer, tokenize_traces
 from samspec_bench.errors import UserError
 from samspec_bench.suites.drafters.config import DraftersConfig
+from samspec_bench.trace_formats import read_any
 
 
 def load_workload(cfg: DraftersConfig):
@@ -19,7 +22,11 @@ def load_workload(cfg: DraftersConfig):
     per_file = max(1, cfg.max_tokens // max(1, len(files)))
     responses, skipped, formats = [], 0, set()
     for f in files:
-        ts = read_traces(f, on_error=cfg.on_error)
+        ts, _ = read_any(f, on_error=cfg.on_error)
+        if any(r.sub is not None for r in ts.records):   # its replay names a request by file and line
+            raise UserError(f"drafters --traces {f}: lm-eval samples with several responses per document (repeats) "
+                            "are not read by drafters yet: pass samples of one repeat, verl dumps, samspec or plain "
+                            "JSONL traces")
         resp = tokenize_traces(ts, tok, chat_template=cfg.chat_template)
         skipped += len(ts.skipped)
         used = 0

@@ -11,6 +11,9 @@ and the whole rollout timed per arm.
     samspec-bench rollout --engine replay --sources group --length-dist lognormal:6000:0.9 \\
         --prompts 1536 --group-size 16 --max-num-seqs 256 --arms off,threshold   # RL-length responses
     samspec-bench rollout --preset seed-qwen3-32b --traces TRACES.jsonl      # the seed's run, vs its figures
+    samspec-bench rollout --preset histospec-qwen3-14b                       # HistoSpec's (RhymeRL) setting
+    samspec-bench rollout --strategy histospec:k=3,histospec,seer/costk --dev-split 0.5 \
+        --step-model roofline:hardware=H100,model=Qwen3-8B    # parameters chosen on dev, figures held out
     samspec-bench rollout --prompts 96 --group-size 16 --dp 4 --max-num-seqs 128 --step-model m.json
 
 Engines: `reference` and `vllm` measure real runs (and the simulation's prediction of the same
@@ -27,13 +30,16 @@ as verl does (`bench.simulation.dp`), each simulated on its own; the rollout's t
 slowest instance's. `--preset` fills the seed's configuration and prints the prediction beside
 its published figures; `--sensitivity` adds the gain versus median length and truncated share.
 
-Modules (each imports only those before it): `presets` (the seed's configurations and
-published figures, the comparison), `config` (RolloutConfig, build_config, arms, lengths),
-`phases` (head / tail split, tail metrics, speedups, per-instance metrics, best setting: pure
-functions), `replay_arm` (simulated arms, sharded or not), `sensitivity` (gain vs lengths),
+Modules (each imports only those before it): `presets` (the seed's and the anchors'
+configurations and published figures, the comparison), `config` (RolloutConfig, build_config,
+arms, lengths), `phases` (head / tail split, tail metrics, speedups, per-instance metrics, best
+setting: pure functions), `cost_policies` (the cost switch and the per-step k from an arm's
+profiles and the step model), `replay_arm` (simulated arms, sharded or not), `heldout` (the
+dev / held-out split: parameters chosen on dev), `sensitivity` (gain vs lengths),
 `measured` (arms on a real engine, their step models, prediction error), `profile` (`rollout
 profile`: engine profiles, format 3), `units` (what priced a run, step units), `outputs` (step
-tables, figures), `lines` (terminal lines), `command` (run, execute, the click group).
+tables, figures), `strategy_table` (one row per strategy, median [min, max] over draws), `lines`
+(terminal lines), `command` (run, execute, the click group).
 
 Units: every figure is seconds measured on an engine, seconds modelled by the step model named
 in `priced_by` (a profile or the roofline model), or decode steps when no step model was given

@@ -12,22 +12,24 @@ from typing import Any
 
 import click
 
-from samspec_bench.bench.engines.engine_device import DEVICE_HELP, device_record, engine_device
+from samspec_bench.bench.engines.engine_device import DEVICE_HELP, device_record, engine_device, engine_dtype
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
 from samspec_bench.devices import resolve_device
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 from samspec_bench.bench.simulation.step_model_spec import ROOFLINE_HELP, load_step_model
 from samspec_bench.errors import UserError, int_list
-from samspec_bench.models.checkpoints import BUILTIN_MODEL
+from samspec_bench.models.checkpoints import BUILTIN_MODEL, resolve_dtype
 from samspec_bench.results import RunDir, emit_json
+from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.suites.rollout.config import (ENGINES, MEASURED_ENGINES, MEASURED_GROUP_SIZE, MEASURED_PROMPTS,
                                                  SUITE, RolloutConfig, build_config, kv_options, validate)
 from samspec_bench.suites.rollout.lines import summary_lines
+from samspec_bench.suites.rollout.heldout import run_heldout
 from samspec_bench.suites.rollout.measured import run_measured
 from samspec_bench.suites.rollout.outputs import make_figures, write_steps
 from samspec_bench.suites.rollout.phases import best_setting
-from samspec_bench.suites.rollout.presets import LENGTH_EVIDENCE, PRESETS, comparison, get_preset
+from samspec_bench.suites.rollout.presets import PRESETS, comparison, get_preset
 from samspec_bench.suites.rollout.profile import (AUTO_PROFILE, auto_batch_sizes, check_covers, parse_prompt_pads,
                                                   profile, profile_document, profile_engine, profile_lines,
                                                   read_profile, write_profile)
@@ -107,11 +109,15 @@ def replay(cfg: RolloutConfig, model, priced: dict[str, Any] | None) -> tuple[di
     table and the preset's comparison: (run_replay's output, extra summary keys)."""
     extra: dict[str, Any] = {}
     rep = prepare(cfg)
-    out = run_replay(cfg, model if model is not None else StepTimeModel.constant(1.0), rep)
+    priced_model = model if model is not None else StepTimeModel.constant(1.0)
+    if cfg.dev_split is not None:   # parameters chosen on the dev prompts, figures of the held-out ones
+        out, rep = run_heldout(cfg, rep, priced_model)
+    else:
+        out = run_replay(cfg, priced_model, rep)
     out["step_model"] = model.describe() if model is not None else None
     out["step_model_fitted_on"] = cfg.step_model or None
     out["priced_by"] = priced
-    best = best_setting(out["metrics"])
+    best = chosen_best(out)
     if cfg.sensitivity and best is not None:
         pl = priced_label(priced) if priced else None
         out["sensitivity"] = extra["sensitivity"] = run_sensitivity(cfg, rep, out["settings"], best, model or
@@ -120,10 +126,12 @@ def replay(cfg: RolloutConfig, model, priced: dict[str, Any] | None) -> tuple[di
     if cfg.preset:
         pre = get_preset(cfg.preset)
         arm = pre_arm(out["metrics"], best)
+        sources = (", ".join(f"{x}: {parse_strategy(x).sources}" for x in cfg.strategies) if cfg.strategies
+                   else cfg.sources)
         extra["preset"] = {**pre.describe(), "published": pre.published,
-                           "inputs": {"length_dist": cfg.length_dist, "length_evidence": LENGTH_EVIDENCE
-                                      if cfg.length_dist == pre.config_values()["length_dist"] else
-                                      "given with --length-dist", "traces": cfg.traces, "sources": cfg.sources,
+                           "inputs": {"length_dist": cfg.length_dist, "length_evidence": pre.length_evidence
+                                      if cfg.length_dist == pre.length_dist else
+                                      "given with --length-dist", "traces": cfg.traces, "sources": sources,
                                       "dp_shard": cfg.dp_shard, "step_model": cfg.step_model,
                                       "priced_by_kind": (priced or {}).get("kind"),
                                       "kv_capacity_tokens": cfg.kv_capacity_tokens or "the step model's device "
@@ -153,7 +161,7 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
         out = run_measured(cfg, model, priced, profiler=profiler)
     units = "s" if (measured or model is not None) else "steps"
     basis = time_basis(units, measured, out["priced_by"], cfg.engine)
-    best = best_setting(out["metrics"])
+    best = chosen_best(out)
     runp = RunDir(output, SUITE)
     if profiler is not None and profiler.document is not None:   # reusable: `rollout --step-model <run>/step_profile.json`
         write_profile(runp.file(PROFILE_FILE), profiler.document)
@@ -166,17 +174,26 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
     summary = {"units": units, "measured": measured, "time_basis": basis, "priced_by": out["priced_by"],
                "speedup_definition": "time ratio off / arm" if units == "s" else STEP_RATIO,
                "extrapolated": bool(extrap), "extrapolation": extrap or None,
-               "best_setting": best, "best_setting_by": "shortest total time" if units == "s" else "fewest decode steps",
+               "best_setting": best, "best_setting_by": ("chosen on the dev prompts: " + out["split"]["chosen_by"]
+                                                          if out.get("split") else "shortest total time" if units == "s"
+                                                          else "fewest decode steps"),
                "arms": arms, "workload": out["workload"], "step_tables": step_tables,
                "step_model": out["step_model"], "step_model_fitted_on": out["step_model_fitted_on"],
                "definitions": DEFINITIONS, **extra}
     for key in ("prediction_error", "step_model_arms_fit"):
         if key in out:
             summary[key] = out[key]
+    if out.get("split"):
+        summary["split"] = out["split"] if units == "s" else to_step_units(out["split"])
     if cfg.strategies:   # one answer per strategy (strategy_table.py), in the JSON and the report
         summary["strategy_table"] = {"basis": table_basis(summary), "rows": strategy_rows(summary)}
     runp.write_result(asdict(cfg), summary, figures=figs, device=device_record(cfg.engine, cfg.device))
     return runp.path, summary
+
+
+def chosen_best(out: dict[str, Any]) -> str | None:
+    """The best setting: the one the dev prompts chose (a --dev-split run), else the shortest total."""
+    return (out.get("split") or {}).get("best_setting") or best_setting(out["metrics"])
 
 
 def pre_arm(metrics: dict[str, dict], best: str | None) -> str | None:
@@ -229,9 +246,10 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
                    "(earlier RL steps' responses to the prompt: verl dumps' earlier steps, or each single-step "
                    "group's first half), group+history.")
 @click.option("--strategy", default=None,
-              help="Named strategy arms, a comma list of NAME[@SOURCES][/SWITCH]: seed, evidence, histospec, seer, "
-                   "das, arctic (each its drafter, sources, k, length rule and switch; SWITCH: always, threshold:T, "
-                   "schedule:LO-HI=K;..., cost, cutoff:WINDOW:THRESHOLD). docs/drafting.md, 'Strategies'.")
+              help="Named strategy arms, a comma list of NAME[:k=K][@SOURCES][/SWITCH]: seed, evidence, histospec, "
+                   "seer, das, arctic (each its drafter, sources, k, length rule and switch; SWITCH: always, "
+                   "threshold:T, schedule:LO-HI=K;..., cost, costk (per-step k by the step model), "
+                   "cutoff:WINDOW:THRESHOLD). docs/drafting.md, 'Strategies'.")
 @click.option("--history-window", type=int, default=16, show_default=True,
               help="History source: earlier responses kept per prompt.")
 @click.option("--history-budget-mb", type=float, default=512.0, show_default=True,
@@ -256,14 +274,18 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
               help="How requests are sharded: group (verl: a prompt's responses on one instance; default) or "
                    "rebalance (the seed's data_rebalance patch: copy-major rows).")
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
-              help="The seed's configuration (model, batch, max_num_seqs, TP/DP, threshold, k, step model); options "
-                   "given explicitly override it. Prints the prediction beside the published figures.")
+              help="A published configuration, the seed's or HistoSpec's (model, batch, max_num_seqs, TP/DP, "
+                   "threshold / k or strategy, step model); options given explicitly override it. Prints the "
+                   "prediction beside the published figures.")
 @click.option("--sensitivity/--no-sensitivity", default=None,
               help="Replay: the tail share and gain under other lengths, KV capacity, rounds, host overhead and tail "
                    "readings, one assumption at a time (default: on with --preset).")
 @click.option("--draws", type=int, default=None,
               help="Replay with drawn lengths: seeds --seed, --seed + 1, ...; every figure is their median [min, max] "
                    "(default 5).")
+@click.option("--dev-split", type=float, default=None,
+              help="Replay: choose each family's parameters (k, threshold, switch) on this share of the trace groups "
+                   "(the dev prompts) and report every figure on the rest (held-out), e.g. 0.5. docs/drafting.md.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads (1 avoids stalls on busy machines).")
 @click.option("--device", default="auto", show_default=True, help=DEVICE_HELP)
@@ -296,7 +318,8 @@ def command(ctx, output, json_path, **params):
               help="Run the prompt pads after the first only at batch sizes up to this (default: every batch size; "
                    "long prompts at large batches cost most of a profile's time).")
 @click.option("--threads", type=int, default=1, show_default=True)
-@click.option("--dtype", default="float32", show_default=True)
+@click.option("--dtype", default="auto", show_default=True,
+              help="auto: float32 on the CPU, bfloat16 on a GPU / NPU (vLLM: its own choice there); or float32, bfloat16, float16.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--engine-arg", "engine_arg", multiple=True,
               help="vLLM engine argument key=value (repeatable; e.g. tensor_parallel_size=2).")
@@ -316,7 +339,8 @@ def profile_command(engine_name, model, batch_sizes, tokens, ks, prompt_pad, pad
     if engine_name == TORCH_PROFILER:
         grid = (int_list(grid_batches, "--grid-batches"), int_list(grid_q, "--grid-q"),
                 int_list(grid_contexts, "--grid-contexts", minimum=0))
-        jsonl, path, _ = torch_profile(model, *grid, device=resolve_device(device), dtype=dtype, layers=layers,
+        dev = resolve_device(device)
+        jsonl, path, _ = torch_profile(model, *grid, device=dev, dtype=resolve_dtype(dtype, dev), layers=layers,
                                        repeats=repeats, seed=seed, threads=threads, out_jsonl=out_jsonl, output=output,
                                        log=lambda t: click.echo(t, err=True))
         click.echo(f"points: {jsonl}\nprofile: {path}")
@@ -324,6 +348,7 @@ def profile_command(engine_name, model, batch_sizes, tokens, ks, prompt_pad, pad
     pads = parse_prompt_pads(prompt_pad)
     args = parse_engine_args(engine_arg) if engine_arg else None
     device = engine_device(engine_name, device)   # a device that is not there stops here, before any file
+    dtype = engine_dtype(engine_name, dtype, device)
     m, tables, meta = profile(model, int_list(batch_sizes, "--batch-sizes"), tokens, int_list(ks, "-k"), threads, dtype,
                               seed=seed, prompt_pads=pads, engine=engine_name, engine_args=args,
                               log=lambda t: click.echo(t, err=True), pad_max_batch=pad_max_batch, device=device)

@@ -68,6 +68,7 @@ class RolloutConfig:
     preset: str | None = None        # suites/rollout/presets.py: the seed's configurations
     sensitivity: bool = False        # replay: what the prediction rests on, assumption by assumption (sensitivity.py)
     draws: int | None = None         # replay: draws of the lengths (None: draws.DEFAULT_DRAWS when they are random)
+    dev_split: float | None = None   # replay: share of the trace groups whose prompts choose the arms' parameters
     device: str = "cpu"              # measured engines: where the model runs (resolved --device)
 
 
@@ -77,7 +78,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                  max_response_len, max_num_seqs, max_num_batched_tokens, ignore_eos, length_dist, drafter, sources,
                  kv_capacity_tokens, block_size, repeats, spec_threshold, ks, arms, tail_threshold, step_model,
                  seed, threads, dp, dp_shard, preset, sensitivity, device, strategy, history_window,
-                 history_budget_mb, draws) -> RolloutConfig:
+                 history_budget_mb, draws, dev_split) -> RolloutConfig:
     """The main command's options (click's values; the click options hold the defaults) as a
     checked RolloutConfig. Replay without --traces / --tokenizer takes the shared data
     directory's (--data-dir, else the default one)."""
@@ -91,8 +92,9 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
     def pick(name, given):
         return given if given is not None else pre.get(name, getattr(base, name))
 
-    strategies = strategy_list(strategy)
-    # named strategies replace the preset's arms (the off baseline still runs) unless --arms is given
+    # --strategy, else the preset's strategies; named strategies replace the preset's arms (the
+    # off baseline still runs) unless --arms is given
+    strategies = strategy_list(strategy) if strategy else list(pre.get("strategies") or [])
     arm_list = ([a.strip() for a in arms.split(",") if a.strip()] if arms is not None
                 else ["off"] if strategies else pick("arms", None))
     if [a for a in arm_list if a not in ARMS]:
@@ -113,7 +115,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                         threads=threads, dp=pick("dp", dp), dp_shard=pick("dp_shard", dp_shard), preset=preset,
                         sensitivity=bool(preset) if sensitivity is None else bool(sensitivity),
                         strategies=strategies, history_window=history_window, history_budget_mb=history_budget_mb,
-                        draws=draws)
+                        draws=draws, dev_split=dev_split)
     if caps.needs_traces and model is not None and cfg.tokenizer is None:
         # replay with --model tokenizes with that model's tokenizer, as accept does (a preset's
         # own model only names the shapes its step model prices)
@@ -151,6 +153,12 @@ def validate(cfg: RolloutConfig) -> None:
     if caps.generates and (cfg.dp != 1 or cfg.sensitivity or cfg.draws is not None):
         raise UserError(f"--dp / --sensitivity / --draws with --engine {cfg.engine}: data-parallel instances, the "
                         "sensitivity table and draws are simulated; use --engine replay")
+    if caps.generates and cfg.dev_split is not None:
+        raise UserError(f"--dev-split with --engine {cfg.engine}: the dev / held-out split is simulated; use --engine "
+                        "replay")
+    if cfg.dev_split is not None and not 0 < cfg.dev_split < 1:
+        raise UserError(f"--dev-split {cfg.dev_split:g}: give the dev share of the trace groups, a number between 0 "
+                        "and 1 (e.g. 0.5)")
     if caps.generates:
         if cfg.repeats < 1:
             raise UserError(f"--repeats {cfg.repeats}: give the number of runs per arm, an integer >= 1")
@@ -167,9 +175,11 @@ def strategy_list(spec: str | None) -> list[str]:
     out = [x.strip() for x in (spec or "").split(",") if x.strip()]
     for x in out:
         try:
-            parse_strategy(x)
+            st = parse_strategy(x)
         except ValueError as e:
             raise UserError(f"--strategy {x!r}: {e}") from None
+        if st.k > MAX_K:
+            raise UserError(f"--strategy {x!r}: k={st.k} is more than a step can encode; use k <= {MAX_K}")
     return list(dict.fromkeys(out))
 
 

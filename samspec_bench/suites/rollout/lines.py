@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from samspec_bench.suites.rollout.heldout import split_lines
 from samspec_bench.suites.rollout.presets import comparison_lines
 from samspec_bench.suites.rollout.sensitivity import table_lines
 from samspec_bench.suites.rollout.spread import fmt, mapped, single
@@ -99,7 +100,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
                      f"{_f(pe.get('max_abs_total'), '.1%')}, tail {_f(pe.get('max_abs_tail'), '.1%')} "
                      f"(goal {pe['goal']:.0%}: {'met' if pe.get('within_goal') else 'not met'})")
     lines.append(f"best setting ({summary['best_setting_by']}): {summary['best_setting']}")
-    return lines + dp_lines(summary) + preset_lines(summary)
+    return lines + split_lines(summary.get("split")) + dp_lines(summary) + preset_lines(summary)
 
 
 def dp_lines(summary: dict[str, Any]) -> list[str]:
@@ -145,9 +146,12 @@ def preset_lines(summary: dict[str, Any]) -> list[str]:
         inp = pre["inputs"]
         kv = kv_lines(summary)
         out += [f"preset {pre['name']}: {pre['model']} on {pre['hardware']} ({pre['mode']}), TP {pre['tp']} x DP "
-                f"{pre['dp']} = {pre['dies']} dies; {pre['prompts']} prompts x {pre['group_size']}, max_num_seqs "
-                f"{pre['max_num_seqs']}, threshold {pre['threshold']}, k {pre['k']}, max response "
-                f"{pre['max_response_len']}",
+                f"{pre['dp']} = {pre['dies']} devices; {pre['prompts']} prompts x {pre['group_size']}, max_num_seqs "
+                f"{pre['max_num_seqs']}, "
+                + (f"strategies {', '.join(pre['strategies'])}" if pre.get("strategies") else
+                   f"threshold {pre['threshold']}, k {pre['k']}")
+                + f", max response {pre['max_response_len']}",
+                f"  source: {pre['source']}"] + [f"  note: {n}" for n in pre.get("notes") or []] + [
                 f"  inputs: lengths {inp['length_dist']} ({inp['length_evidence']})",
                 f"          acceptance from {inp['traces']} (sources {inp['sources']}); sharding {inp['dp_shard']}",
                 f"          {kv[0] if kv else 'KV cache ' + str(inp['kv_capacity_tokens'])}",

@@ -1,6 +1,7 @@
-"""The seed's rollout configurations as `rollout --preset NAME`, with the figures it published,
-so that a run prints its prediction beside them. Nothing here is fitted to the published
-figures: they are the check.
+"""Published rollout configurations as `rollout --preset NAME`, with the figures their authors
+published, so that a run prints its prediction beside them: the seed's three (`seed-*`) and
+HistoSpec's (`histospec-qwen3-14b`, RhymeRL's setting, below). Nothing here is fitted to the
+published figures: they are the check.
 
 Source of every value (the seed: hicann/cann-recipes-train, docs/llm_rl/sam_decoding.md
 section 3.2, commit 595fb9e5; its training scripts llm_rl/qwen3/internal/
@@ -19,6 +20,14 @@ instance's time. "Per-step inference" is a training step's whole rollout (its ro
 ending at the slowest instance): compared with the simulated rollout's time (slowest
 instance) of ONE round. The long tail ("requests being processed at or below the
 speculation threshold"): 1.35x, compared with the pooled tail speedup.
+
+HistoSpec (RhymeRL, arXiv 2508.18588; ../shared/FACTS.md): Qwen3-14B trained with DAPO, max
+response 8K (8192), 256 prompts x 16 responses, 32 H100, rollout up to 2.1x faster with its
+history drafts. What the paper does not say here is ASSUMED and printed as such: TP 2 (DP
+16), verl's rollout defaults (max_num_seqs 1024, max_num_batched_tokens 8192, CUDA graphs),
+DAPO's max prompt 2048, and the lengths (HISTOSPEC_LENGTH_EVIDENCE). Its arm is the `histospec`
+strategy (sam/strategies/histospec.py) drafting from the traces' earlier responses; "up to
+2.1x" is the paper's best case, compared with the modelled rollout speed-up's range.
 """
 
 from __future__ import annotations
@@ -43,6 +52,16 @@ LENGTH_EVIDENCE = (
     "sensitivity table varies the median and the share truncated at the maximum.")
 
 
+HISTOSPEC_SOURCE = ("RhymeRL / HistoSpec, arXiv 2508.18588 (verl recipe PR 4535), as summarised in "
+                    "../shared/FACTS.md")
+HISTOSPEC_LENGTH_DIST = "lognormal:3500:0.6"
+HISTOSPEC_LENGTH_EVIDENCE = (
+    "ASSUMPTION. No per-response length distribution of the HistoSpec run is published here: a lognormal with "
+    "median 3,500 and sigma 0.6, clipped at 8,192, puts about 8 % of responses at the maximum (DAPO's overlong "
+    "responses at an 8K limit); neither the median nor the spread is backed by a published figure, and the "
+    "sensitivity table varies both.")
+
+
 @dataclass(frozen=True)
 class Preset:
     name: str
@@ -61,6 +80,11 @@ class Preset:
     train_batch: int | None = None
     published: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    source: str = SEED_SOURCE          # where the configuration and the figures come from
+    strategies: tuple[str, ...] = ()   # named strategy arms (sam/strategies); none: the threshold arm
+    sources: str = "own"               # the source arms' draft sources
+    length_dist: str = DEFAULT_LENGTH_DIST
+    length_evidence: str = LENGTH_EVIDENCE
 
     @property
     def dp(self) -> int:
@@ -75,16 +99,17 @@ class Preset:
         return {"model": self.model, "prompts": self.prompts, "group_size": self.group_size,
                 "max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
                 "max_response_len": self.max_response_len, "thresholds": [self.threshold], "ks": [self.k],
-                "arms": ["off", "threshold"], "dp": self.dp, "dp_shard": "group", "sources": "own",
-                "length_dist": DEFAULT_LENGTH_DIST, "step_model": self.step_model}
+                "arms": ["off"] if self.strategies else ["off", "threshold"], "dp": self.dp, "dp_shard": "group",
+                "sources": self.sources, "strategies": list(self.strategies), "length_dist": self.length_dist,
+                "step_model": self.step_model}
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "model": self.model, "hardware": self.hardware, "mode": self.mode,
                 "prompts": self.prompts, "group_size": self.group_size, "max_num_seqs": self.max_num_seqs,
                 "tp": self.tp, "dies": self.dies, "dp": self.dp, "threshold": self.threshold, "k": self.k,
                 "max_response_len": self.max_response_len, "max_num_batched_tokens": self.max_num_batched_tokens,
-                "train_batch": self.train_batch, "step_model": self.step_model, "source": SEED_SOURCE,
-                "notes": list(self.notes)}
+                "train_batch": self.train_batch, "step_model": self.step_model, "source": self.source,
+                "strategies": list(self.strategies), "notes": list(self.notes)}
 
 
 def _timing(off: float | None, on: float | None, gain_pct: float) -> dict[str, Any]:
@@ -117,6 +142,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                       "tail_speedup": TAIL_SPEEDUP},
            notes=("a customer's run: responses per prompt and max_num_batched_tokens are not published "
                   "(16 and 2048 + 34816 assumed, as in the seed's own scripts)",)),
+    Preset("histospec-qwen3-14b", "Qwen/Qwen3-14B", "H100", "graph", prompts=256, group_size=16, max_num_seqs=1024,
+           tp=2, dies=32, threshold=8, k=16, max_response_len=8192, max_num_batched_tokens=8192,
+           published={"rollout_speedup_up_to": 2.1}, source=HISTOSPEC_SOURCE, strategies=("histospec",),
+           length_dist=HISTOSPEC_LENGTH_DIST, length_evidence=HISTOSPEC_LENGTH_EVIDENCE,
+           notes=("published: Qwen3-14B, DAPO, max response 8K, 256 prompts x 16 responses, 32 H100, up to 2.1x "
+                  "rollout; ASSUMED: TP 2 (DP 16), verl's rollout defaults max_num_seqs 1024 and "
+                  "max_num_batched_tokens 8192, CUDA graphs, the lengths",
+                  "the tail threshold (8) only splits head and tail: HistoSpec speculates at every batch size")),
 )}
 
 
@@ -152,6 +185,10 @@ def comparison(preset: Preset, arm: dict[str, Any], label: str) -> dict[str, Any
     if "per_step_inference" in pub:
         row("per-step inference gain", pub["per_step_inference"]["gain_pct"], gain("speedup_overall"),
             "one round's rollout time (slowest instance), off / on - 1", "%")
+    if "rollout_speedup_up_to" in pub:
+        row("rollout speed-up (published: up to)", pub["rollout_speedup_up_to"], of(arm, "speedup_overall"),
+            "one round's rollout time (slowest instance), off time / on time; the published figure is the "
+            "paper's best case", "x")
     row("long-tail speedup", pub.get("tail_speedup"), of(arm, "speedup_tail"),
         "tail steps (nobody waiting, running <= threshold) of every instance, off time / on time", "x")
     if "per_round_inference" in pub:
@@ -163,7 +200,7 @@ def comparison(preset: Preset, arm: dict[str, Any], label: str) -> dict[str, Any
             mapped(of(arm, "baseline_tail_share"), lambda x: 100.0 * x),
             "pooled tail time / instance time, off arm (published: read off the seed's figure)", "%")
     return {"preset": preset.name, "arm": label, "rows": rows,
-            "labels": {"published": "measured by the seed on its cluster (" + SEED_SOURCE + ")",
+            "labels": {"published": "measured by its authors on their cluster (" + preset.source + ")",
                        "modelled": "this simulation: median [min, max] over its draws of the lengths; step times "
                                    "from the step model named in step_model, lengths and acceptance from the printed "
                                    "inputs"},
@@ -196,6 +233,6 @@ def comparison_lines(block: dict[str, Any]) -> list[str]:
         sf = spec[r["unit"]] if "gain" in r["figure"] or r["unit"] != "%" else ".2f"   # a share is not signed
         pub = "n/a" if r["published"] is None else f"{r['published']:{sf}}{unit[r['unit']]}"
         out.append(f"  {r['figure']:32s} {fmt(sp, sf, unit[r['unit']]):>30s} {pub:>11s} {gap(r):>24s}")
-    out.append("  modelled = this simulation (step model above); published = measured by the seed on its cluster; "
-               "matched = inside the modelled range")
+    out.append("  modelled = this simulation (step model above); published = measured by its authors on their "
+               "cluster; matched = inside the modelled range")
     return out

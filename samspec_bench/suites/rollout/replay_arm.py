@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Hashable, Sequence
 
+import click
 import numpy as np
 
 from samspec_bench.bench.simulation.profiles import (RESAMPLE_METHOD, history_store, profiles_for, rule_profile,
@@ -19,16 +20,17 @@ from samspec_bench.bench.simulation.profiles import (RESAMPLE_METHOD, history_st
 from samspec_bench.bench.simulation.dp import SHARD_RULE_TEXT, instance_steps, shard_requests, simulate_dp
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, extrapolation
-from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
+from samspec_bench.data import load_tokenizer, tokenize_traces
 from samspec_bench.errors import UserError
 from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.sam.strategies.base import rule_context
-from samspec_bench.sam.strategies.switches import CostSwitch
 from samspec_bench.suites.rollout.config import (RolloutConfig, arm_policy, arm_settings, draw_lengths, kv_options,
                                                  needs_history, tail_threshold_for)
+from samspec_bench.suites.rollout.cost_policies import cost_switch
 from samspec_bench.suites.rollout.draws import run_draws
 from samspec_bench.suites.rollout.phases import (POSITION_EDGES, add_dp_speedups, add_speedups, arm_metrics,
                                                  dp_arm_metrics, tail_acceptance_rows)
+from samspec_bench.trace_formats import read_single_turn
 
 
 def sim_requests(pairs: Sequence[tuple[Any, Any]], lengths, profiles) -> list[SimRequest]:
@@ -85,7 +87,10 @@ def prepare(cfg: RolloutConfig) -> Replay:
     """The traces' requests and every arm's acceptance profiles. With a history source (an arm's
     or a strategy's) the rollout is the traces' last RL step and the earlier steps its history
     (`profiles.split_history`; single-step traces: each group's first half), for every arm."""
-    items = tokenize_traces(read_traces(cfg.traces), load_tokenizer(cfg.tokenizer))
+    traces, note = read_single_turn(cfg.traces, "rollout")
+    if note:
+        click.echo(f"rollout --traces: {note}", err=True)
+    items = tokenize_traces(traces, load_tokenizer(cfg.tokenizer))
     hist_info, earlier = None, []
     if needs_history(cfg):
         items, earlier, why = split_history(items)
@@ -133,23 +138,6 @@ def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool) -> list[S
                        stretch=stretch) for q, j in enumerate(rep.idx)]
 
 
-def cost_switch(rep: Replay, key, lengths: np.ndarray, step_model: StepTimeModel, max_num_seqs: int):
-    """A factory of the cost switch of an arm reading profiles `key`: drafted / accepted tokens
-    per decode position from its profiles, a decode step's context at the mean prompt plus
-    half the mean response."""
-    prof = rep.profiles[key]
-    pos = sum(max(len(d) - 1, 0) for d, _ in prof) or 1
-    d_step = sum(int(d.sum()) for d, _ in prof) / pos
-    a_step = sum(int(a.sum()) for _, a in prof) / pos
-    ctx = float(np.mean([len(p) for p, _ in rep.pairs])) + float(np.mean(lengths)) / 2
-
-    def step_time(b, drafts):
-        return float(step_model.predict(running=b, prefill_tokens=0, decode_tokens=b, draft_tokens=drafts,
-                                        context_tokens=int(b * ctx), spec_requests=b if drafts else 0,
-                                        speculative=int(drafts > 0)))
-    return lambda: CostSwitch(step_time, d_step, a_step, max_num_seqs)
-
-
 def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray, stretch: bool,
                   step_model: StepTimeModel) -> tuple[dict[str, Any], dict[str, dict]]:
     """Every arm of `settings` on these lengths: (simulation results, metrics with speedups).
@@ -161,7 +149,8 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
     for s in settings:
         T = tail_threshold_for(s, cfg)
         reqs = requests_for(rep, lengths, s.get("profile"), stretch)
-        cost = cost_switch(rep, s["profile"], lengths, step_model, cfg.max_num_seqs) if s.get("profile") else None
+        cost = (cost_switch(rep, s["profile"], lengths, step_model, cfg.max_num_seqs, s["k"]) if s.get("profile")
+                else None)
         opts = dict(k=s["k"], step_model=step_model, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T,
                     position_edges=POSITION_EDGES, **kv_options(cfg))

@@ -2,39 +2,75 @@
 them): tokens per step, drafted tokens per step, verify tokens per emitted token, overall and
 tail time with speed-ups over the off baseline, and what the strategy needs. Time is modelled
 by the run's step model (a roofline or a measured profile), decode steps without one; the
-rows say which (`basis`). The best strategy is the one with the shortest total."""
+rows say which (`basis`).
+
+Every figure is the median [min, max] over the run's draws of the lengths (draws.py), so a
+ranking is not read off one draw: a row holds the median (the figure's plain key, what the
+report reads) and its spread (`spread`), the best strategy is the one with the shortest
+median total, and the table says in how many draws it was the fastest (`best_in_draws`).
+With a dev / held-out split (heldout.py) the rows are the held-out prompts' and say which
+arm each family chose on the dev prompts."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from samspec_bench.suites.rollout.units import t
+from samspec_bench.suites.rollout.lines import fig
+from samspec_bench.suites.rollout.spread import fmt
 
 COLUMNS = ("tokens/step", "drafted/step", "verify/emitted", "total", "tail", "speed-up", "tail speed-up")
+FIGURES = ("tokens_per_step", "drafted_per_step", "verify_tokens_per_token", "total_s", "tail_s", "speedup_overall",
+           "speedup_tail")   # the columns' figures, by their seconds names
+ROW_KEYS = {"total_s": "total", "tail_s": "tail"}   # row keys that differ from the figure's name
 
 
 def strategy_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """A row per non-off arm (strategies first), None where a figure is missing."""
+    """A row per non-off arm (strategies first): each figure's median over the draws (None where
+    missing) and its spread (`spread`: figure -> median / min / max / values)."""
     strategies = (summary.get("workload") or {}).get("strategies") or {}
     arms = summary["arms"]
     order = [lbl for lbl in arms if lbl in strategies] + [lbl for lbl in arms if lbl not in strategies and lbl != "off"]
+    split = summary.get("split")
+    chosen = set((split or {}).get("chosen", {}).values())
     rows = []
     for lbl in order:
         m, st = arms[lbl], strategies.get(lbl) or {}
-        rows.append({"arm": lbl, "strategy": bool(st), "sources": st.get("sources"), "k": st.get("k"),
-                     "switch": st.get("switch"), "tokens_per_step": m.get("tokens_per_step"),
-                     "drafted_per_step": m.get("drafted_per_step"),
-                     "verify_tokens_per_token": m.get("verify_tokens_per_token"),
-                     "total": t(m, "total_s"), "tail": t(m, "tail_s"), "speedup_overall": t(m, "speedup_overall"),
-                     "speedup_tail": t(m, "speedup_tail"), "needs": st.get("needs", []),
-                     "follows": st.get("follows")})
+        sps = {f: fig(m, f) for f in FIGURES}
+        row = {"arm": lbl, "strategy": bool(st), "sources": st.get("sources"), "k": st.get("k"),
+               "switch": st.get("switch"), "needs": st.get("needs", []), "follows": st.get("follows"),
+               "split": "held-out" if split else "all", "chosen_on_dev": (lbl in chosen) if split else None}
+        row.update({ROW_KEYS.get(f, f): (sp or {}).get("median") for f, sp in sps.items()})
+        row["spread"] = {ROW_KEYS.get(f, f): sp for f, sp in sps.items() if sp is not None}
+        rows.append(row)
+    best = best_strategy(rows, (split or {}).get("best_strategy"))
+    if best is not None:
+        best["best_in_draws"] = best_in_draws(rows, best)
     return rows
 
 
-def best_strategy(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The strategy row with the shortest total (None without strategy rows)."""
+def best_strategy(rows: list[dict[str, Any]], chosen: str | None = None) -> dict[str, Any] | None:
+    """The strategy row with the shortest median total, or, in a dev / held-out run, the one the
+    dev prompts chose (`chosen`); None without strategy rows."""
+    if chosen is not None:
+        return next((r for r in rows if r["arm"] == chosen), None)
     cands = [r for r in rows if r["strategy"] and r["total"] is not None]
     return min(cands, key=lambda r: r["total"]) if cands else None
+
+
+def best_in_draws(rows: list[dict[str, Any]], best: dict[str, Any]) -> dict[str, int]:
+    """In how many draws `best` had the shortest total of the strategy rows ({"best": n,
+    "draws": m}; draws where some strategy has no value are not counted)."""
+    cands = [r for r in rows if r["strategy"] and (r.get("spread") or {}).get("total")]
+    per = [r["spread"]["total"]["values"] for r in cands]
+    n = min((len(v) for v in per), default=0)
+    won = counted = 0
+    for i in range(n):
+        vals = [v[i] for v in per]
+        if any(v is None for v in vals):
+            continue
+        counted += 1
+        won += min(range(len(cands)), key=lambda j: vals[j]) == cands.index(best)
+    return {"best": won, "draws": counted}
 
 
 def basis(summary: dict[str, Any]) -> str:
@@ -44,26 +80,35 @@ def basis(summary: dict[str, Any]) -> str:
     return "measured" if summary.get("measured") else f"modelled by the {kind} step model"
 
 
-def _f(x, spec=".2f") -> str:
-    return "-" if x is None else format(x, spec)
+def _cell(row: dict[str, Any], key: str, spec: str, unit: str = "") -> str:
+    sp = row["spread"].get(key)
+    return "-" if sp is None else fmt(sp, spec, unit)
 
 
 def strategy_lines(summary: dict[str, Any]) -> list[str]:
-    """The terminal table and the best strategy's line."""
+    """The terminal table (median [min, max] over the draws) and the best strategy's line."""
     rows = strategy_rows(summary)
     if not any(r["strategy"] for r in rows):
         return []
     unit = "s" if summary["units"] == "s" else "steps"
-    out = [f"strategies ({basis(summary)}; total and tail in {unit}, speed-ups over off):",
-           f"  {'arm':28s} " + " ".join(f"{c:>14s}" for c in COLUMNS)]
+    n = ((summary.get("workload") or {}).get("draws") or {}).get("n") or 1
+    over = f"median [min, max] over {n} draws" if n > 1 else "one draw"
+    split = summary.get("split")
+    where = "; HELD-OUT prompts, * = chosen on the dev prompts" if split else ""
+    out = [f"strategies ({basis(summary)}; {over}{where}; total and tail in {unit}, speed-ups over off):",
+           f"  {'arm':28s} " + " ".join(f"{c:>24s}" for c in COLUMNS)]
     for r in rows:
-        vals = (_f(r["tokens_per_step"]), _f(r["drafted_per_step"]), _f(r["verify_tokens_per_token"]),
-                _f(r["total"], ".4g"), _f(r["tail"], ".4g"), _f(r["speedup_overall"], ".3f") + "x",
-                _f(r["speedup_tail"], ".3f") + "x")
-        out.append(f"  {r['arm'][:28]:28s} " + " ".join(f"{v:>14s}" for v in vals))
-    best = best_strategy(rows)
+        vals = (_cell(r, "tokens_per_step", ".2f"), _cell(r, "drafted_per_step", ".2f"),
+                _cell(r, "verify_tokens_per_token", ".2f"), _cell(r, "total", ".4g"), _cell(r, "tail", ".4g"),
+                _cell(r, "speedup_overall", ".3f", "x"), _cell(r, "speedup_tail", ".3f", "x"))
+        name = (r["arm"][:26] + " *") if r.get("chosen_on_dev") else r["arm"][:28]
+        out.append(f"  {name:28s} " + " ".join(f"{v:>24s}" for v in vals))
+    best = best_strategy(rows, (split or {}).get("best_strategy"))
     if best is not None:
-        out.append(f"best strategy: {best['arm']} ({_f(best['speedup_overall'], '.3f')}x overall, "
-                   f"{_f(best['speedup_tail'], '.3f')}x tail, {basis(summary)}); needs: "
+        won = best.get("best_in_draws") or {}
+        draws = f"; fastest strategy in {won['best']} of {won['draws']} draws" if won.get("draws", 0) > 1 else ""
+        how = " (chosen on the dev prompts; its held-out figures)" if split else ""
+        out.append(f"best strategy{how}: {best['arm']} ({_cell(best, 'speedup_overall', '.3f', 'x')} overall, "
+                   f"{_cell(best, 'speedup_tail', '.3f', 'x')} tail, {basis(summary)}{draws}); needs: "
                    + ("; ".join(best["needs"]) or "nothing beyond the request's own text"))
     return out

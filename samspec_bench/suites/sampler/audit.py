@@ -13,12 +13,15 @@ reproducibility (`checks`).
 
 The verdict is EXACT when every exactness test passes, LOSSY otherwise (with the failing
 position or over-acceptance level, TV, bound and p-value as evidence), ERROR when the sampler
-raised. The exactness tests are the per-position laws, the over-acceptance bounds, the layout
-and the greedy rows; alpha is split (Bonferroni) over the criteria of the tests the sampler
-runs. The acceptance counts' law is reported separately ("acceptance: per-token / differs"):
-block verification accepts more by design without being lossy; this project's samplers must
-match it. Every test records the smallest deviation it detects with 80 % power (`mdd`), and
-the record's `power` lists them. Seeds are fixed, so a run is reproducible.
+raised or returned something that is not the contract's token ids (`output_check`: a wrong
+shape, a non-finite or non-integer value, an id outside the vocabulary), with one line naming
+the case and what happened (`audit_worker` adds a time limit per call). The exactness tests
+are the per-position laws, the over-acceptance bounds, the layout and the greedy rows; alpha
+is split (Bonferroni) over the criteria of the tests the sampler runs. The acceptance counts'
+law is reported separately ("acceptance: per-token / differs"): block verification accepts
+more by design without being lossy; this project's samplers must match it. Every test
+records the smallest deviation it detects with 80 % power (`mdd`), and the record's `power`
+lists them. Seeds are fixed, so a run is reproducible.
 """
 
 from __future__ import annotations
@@ -33,12 +36,14 @@ import torch
 
 from samspec_bench.bench.rejection import LogitsInputs, RejectionInputs, SamplingBatch
 from samspec_bench.devices import resolve_device
+from samspec_bench.errors import one_line
 from samspec_bench.suites.sampler.adapters import Audited
 from samspec_bench.suites.sampler.battery import Case
 from samspec_bench.suites.sampler.checks import greedy_check, reproducibility_check
 from samspec_bench.suites.sampler.config import NEGATIVE_CONTROLS, SamplerConfig
 from samspec_bench.suites.sampler.exactness_stats import (acceptance_test, complete, overacceptance_bounds,
                                                 overacceptance_test, position_tests, tv_curve)
+from samspec_bench.suites.sampler.output_check import SamplerOutputError, checked_tokens
 from samspec_bench.suites.sampler.vllm import platform_check
 
 
@@ -152,10 +157,7 @@ def run_case(sampler: Callable, case: Case, n_trials: int, seed: int, device: st
         watched += [inputs.draft_token_ids] + ([dp] if dp is not None else [])
         snapshot = [w.clone() for w in watched] if call_no == 0 else None
         torch.manual_seed((seed * 1_000_003 + call_no) % (2 ** 63))
-        out = sampler(inputs)
-        out = torch.as_tensor(out).to("cpu", torch.int64)
-        if tuple(out.shape) != (R, K + 1):
-            raise RuntimeError(f"returned shape {tuple(out.shape)}, expected ({R}, {K + 1}) = [B, max_spec_len + 1]")
+        out = checked_tokens(sampler(inputs), R, K + 1, case.vocab, f"case {case.name}, call {call_no + 1}")
         if snapshot is not None:
             mutated = not all(torch.equal(a, b) for a, b in zip(snapshot, watched))
         o = out.numpy()
@@ -228,8 +230,10 @@ def plan_cases(a: Audited, cases: list[Case]) -> tuple[list[tuple[Case, Callable
     return runs, skipped
 
 
-def audit(a: Audited, cfg: SamplerConfig, cases: list[Case], progress=None) -> dict:
-    """Run the whole battery against one sampler; returns the JSON-able record. Runs with one
+def audit(a: Audited, cfg: SamplerConfig, cases: list[Case], progress=None,
+          on_phase: Optional[Callable[[str], None]] = None) -> dict:
+    """Run the whole battery against one sampler; returns the JSON-able record. on_phase is told
+    each phase ("case <name>", "greedy check (<shape>)", ...) before its calls. Runs with one
     intra-op thread: the work is many small operations, for which a thread pool costs more
     than it saves (up to 5x more wall time on a busy 2-core machine); the previous setting
     is restored. Every tensor lives on cfg.device (`auto` resolved here when the caller did not)."""
@@ -237,12 +241,12 @@ def audit(a: Audited, cfg: SamplerConfig, cases: list[Case], progress=None) -> d
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _audit(a, cfg, cases, progress)
+        return _audit(a, cfg, cases, progress, on_phase or (lambda phase: None))
     finally:
         torch.set_num_threads(threads)
 
 
-def _audit(a: Audited, cfg: SamplerConfig, cases: list[Case], progress=None) -> dict:
+def _audit(a: Audited, cfg: SamplerConfig, cases: list[Case], progress, on_phase: Callable[[str], None]) -> dict:
     t0 = time.perf_counter()
     rec = {"name": a.name, "target": a.target, "description": a.description, "style": a.style, "shape": a.shape,
            "negative_control": a.name in NEGATIVE_CONTROLS}
@@ -262,19 +266,24 @@ def _audit(a: Audited, cfg: SamplerConfig, cases: list[Case], progress=None) -> 
     if progress is not None:
         task = progress.add_task(f"audit {a.name}", total=sum(c.trials(cfg) for c, _, _ in runs))
     cb = (lambda n: progress.advance(task, n)) if progress is not None else None
+    phase = "loading"
     try:
         for ci, (case, fn, shape) in enumerate(runs):
+            on_phase(phase := f"case {case.name}")
             run = run_case(fn, case, case.trials(cfg), cfg.seed * 1000 + ci, cfg.device, cb, shape=shape)
             if run.mutated:
                 mutated.append(case.name)
             tests += analyse_case(case, run, alpha_t, cfg.seed * 1000 + ci)
-        greedy = [greedy_check(f, s, cfg.seed, cfg.device, cfg.large_vocab, cfg.max_vocab)
-                  for s, f in (("probs", a.fn), ("logits", a.logits_fn)) if f is not None]
+        greedy = []
+        for s, f in (("probs", a.fn), ("logits", a.logits_fn)):
+            if f is not None:
+                on_phase(phase := f"greedy check ({s})")
+                greedy.append(greedy_check(f, s, cfg.seed, cfg.device, cfg.large_vocab, cfg.max_vocab))
         primary = ("probs", a.fn) if a.fn is not None else ("logits", a.logits_fn)
+        on_phase(phase := "seeded reproducibility check")
         seeded = reproducibility_check(primary[1], primary[0], cfg.seed, cfg.device)
     except Exception as e:  # noqa: BLE001 - a crashing third-party sampler is a finding
-        tb = traceback.format_exception_only(type(e), e)[-1].strip()
-        rec.update(verdict="ERROR", error=tb, seconds=time.perf_counter() - t0)
+        rec.update(verdict="ERROR", error=_error_line(e, phase), seconds=time.perf_counter() - t0)
         if progress is not None and task is not None:
             progress.update(task, visible=False)
         return rec
@@ -302,6 +311,13 @@ def _audit(a: Audited, cfg: SamplerConfig, cases: list[Case], progress=None) -> 
         seconds=time.perf_counter() - t0,
     )
     return rec
+
+
+def _error_line(e: Exception, phase: str) -> str:
+    """One line: where the audit was and what the sampler raised (an output error names its call)."""
+    if isinstance(e, SamplerOutputError):
+        return one_line(e)
+    return f"{phase}: {one_line(''.join(traceback.format_exception_only(type(e), e)))}"
 
 
 def observed_power(tests: list[dict]) -> list[dict]:

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from samspec_bench.bench.rejection import LogitsInputs, RejectionInputs, SamplingBatch
+from samspec_bench.suites.sampler.output_check import checked_tokens
 
 
 def _inputs(shape: str, device: str, *, drafts, nums, K, logits, bonus_logits, bonus_ids, greedy, generators,
@@ -53,7 +54,7 @@ def greedy_check(sampler: Callable, shape: str, seed: int, device: str, large_vo
         rows = inputs.target_logits if shape == "logits" else inputs.target_probs
         am = rows.argmax(-1).cpu().numpy() if N else am     # what the sampler sees (probabilities may tie)
         torch.manual_seed(seed + bi)
-        out = torch.as_tensor(sampler(inputs)).cpu().numpy()
+        out = checked_tokens(sampler(inputs), B, K + 1, V, f"greedy check ({shape}, vocab {V}), call {bi + 1}").numpy()
         s = 0
         for b in range(B):
             n = nums[b]
@@ -98,7 +99,9 @@ def reproducibility_check(sampler: Callable, shape: str, seed: int, device: str)
                                                           rng.standard_normal((3, V)).astype(np.float32)]),
                              bonus_ids=[7, 1, 2, 3], greedy=[False] * 4, generators={0: g})
             torch.manual_seed(seed + 31 * trial + variant)
-            outs.append(torch.as_tensor(sampler(inputs)).cpu()[0].tolist())
+            out = checked_tokens(sampler(inputs), len(nums), 4, V,
+                                 f"seeded reproducibility check, call {2 * trial + variant + 1}")
+            outs.append(out[0].tolist())
         total += 1
         same += outs[0] == outs[1]
     return {"kind": "seeded", "trials": total, "identical": same, "reproducible": same == total}

@@ -13,7 +13,8 @@ from typing import Optional
 
 import click
 
-from samspec_bench.suites.sampler.config import BUILTIN_AUDITS, DEFAULT_BUILTINS, SamplerConfig, build_config
+from samspec_bench.suites.sampler.config import (BUILTIN_AUDITS, DEFAULT_AUDIT_TIMEOUT, DEFAULT_BUILTINS, SamplerConfig,
+                                                 build_config)
 
 RUNNING = "samspec_bench.suites.sampler.running"   # imports torch
 
@@ -35,6 +36,10 @@ def execute(config: SamplerConfig, *, output: str, resume: Optional[str] = None,
                    "generators; annotate the parameter), or with vLLM's rejection_sample signature "
                    "(samspec_bench.suites.sampler.adapters has worked examples); or a built-in name (see "
                    "--builtins). Repeatable.")
+@click.option("--audit-timeout", default=DEFAULT_AUDIT_TIMEOUT, show_default=True, type=float,
+              help="Seconds one call of an --audit module:function sampler may take. Such a sampler runs in a "
+                   "worker process; a call that outlasts this is stopped and the audit is ERROR, naming the case. "
+                   "0: no limit, run in this process (for a debugger). Built-ins run in this process.")
 @click.option("--builtin/--no-builtin", default=True, show_default=True,
               help="Also audit the built-ins of --builtins.")
 @click.option("--builtins", default=",".join(DEFAULT_BUILTINS), show_default=True,

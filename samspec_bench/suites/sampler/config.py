@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from samspec_bench.devices import parse_device
-from samspec_bench.errors import UserError, int_list
+from samspec_bench.errors import UserError, int_list, number_in
 
 SUITE = "sampler"
 
@@ -73,6 +73,12 @@ def moved_target(spec: str) -> str:
     return MOVED_TARGETS[module] + sep + attr if sep and module in MOVED_TARGETS else spec
 
 
+DEFAULT_AUDIT_TIMEOUT = 60.0   # seconds one call of a user's sampler may take (a loop sampler: ~1 s)
+# What the audits' results depend on: a --resume with other values is refused (the time limit,
+# the speed grid and the list of samplers may change: finished audits are kept by name).
+IDENTITY_FIELDS = ("samples", "alpha", "seed", "max_vocab", "large_vocab", "full")
+
+
 @dataclasses.dataclass
 class SamplerConfig:
     samples: int = 4000             # trials per case (scaled down for large vocabularies)
@@ -94,6 +100,7 @@ class SamplerConfig:
     speed_min_seconds: float = 0.3  # keep timing a configuration at least this long
     speed_threads: int = 1          # intra-op threads while timing (1: CPU time = work, robust to load)
     speed_steady_allocator: bool = True  # see speed.steady_state_allocator()
+    audit_timeout: float = DEFAULT_AUDIT_TIMEOUT  # per call of a --audit module:function; 0: in-process, no limit
 
 
 def parse_vocab(text: str, what: str = "--speed-vocab") -> tuple:
@@ -118,8 +125,17 @@ def parse_vocab(text: str, what: str = "--speed-vocab") -> tuple:
     return tuple(out)
 
 
+def check_audit_spec(spec: str) -> str:
+    """A built-in name or module:function (whether it imports is for the run to find out)."""
+    if spec not in BUILTIN_AUDITS and ":" not in spec:
+        raise UserError(f"--audit {spec}: expected module:function or one of the built-in names "
+                        f"({', '.join(BUILTIN_AUDITS)})")
+    return spec
+
+
 def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, large_vocab, full, device, speed,
-                 speed_batch, speed_k, speed_vocab, speed_reps, speed_min_time, speed_threads) -> SamplerConfig:
+                 speed_batch, speed_k, speed_vocab, speed_reps, speed_min_time, speed_threads,
+                 audit_timeout) -> SamplerConfig:
     """The command's options (click's values, by their Python names) -> a SamplerConfig;
     UserError naming the option on bad input. No defaults here: the click options hold them."""
     if samples < 100:
@@ -133,13 +149,14 @@ def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, 
     if unknown or (builtin and not names):
         raise UserError(f"--builtins {builtins!r}: {'unknown ' + ', '.join(unknown) if unknown else 'empty'}; "
                         f"choose from {', '.join(BUILTIN_AUDITS)}")
-    cfg = SamplerConfig(samples=samples, alpha=alpha, seed=seed, audits=tuple(audits), builtin=builtin, builtins=names,
+    audits = tuple(check_audit_spec(a) for a in audits)
+    cfg = SamplerConfig(samples=samples, alpha=alpha, seed=seed, audits=audits, builtin=builtin, builtins=names,
                         max_vocab=parse_vocab(max_vocab, "--max-vocab")[0],
                         large_vocab=parse_vocab(large_vocab, "--large-vocab")[0], full=full, device=device,
                         speed=speed, speed_batches=tuple(int_list(speed_batch, "--speed-batch")),
                         speed_ks=tuple(int_list(speed_k, "--speed-k")), speed_vocabs=parse_vocab(speed_vocab),
                         speed_reps=speed_reps, speed_min_seconds=max(0.0, speed_min_time),
-                        speed_threads=speed_threads)
+                        speed_threads=speed_threads, audit_timeout=number_in(audit_timeout, "--audit-timeout", lo=0))
     if speed_threads < 1:
         raise UserError(f"--speed-threads {speed_threads}: must be >= 1")
     if cfg.large_vocab < 1024:

@@ -5,7 +5,11 @@ Loaded by `command.execute` when the command runs: everything from here down imp
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import signal
+import threading
+from pathlib import Path
 from typing import Optional
 
 import click
@@ -16,12 +20,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from samspec_bench.devices import device_info, resolve_device
-from samspec_bench.results import RunDir, build_result, emit_json
+from samspec_bench.results import (CONFIG_FILE, RunDir, build_result, check_resume, created_mark, discard_unfinished,
+                                   emit_json)
 from samspec_bench.suites.sampler.adapters import resolve_audit
 from samspec_bench.suites.sampler.audit import audit, where
+from samspec_bench.suites.sampler.audit_worker import AuditWorker, isolated
 from samspec_bench.suites.sampler.battery import build_battery
-from samspec_bench.suites.sampler.config import (EXPECTED_EXACT, NEGATIVE_CONTROLS, PER_TOKEN_ACCEPTANCE, SUITE,
-                                                 SamplerConfig)
+from samspec_bench.suites.sampler.config import (EXPECTED_EXACT, IDENTITY_FIELDS, NEGATIVE_CONTROLS,
+                                                 PER_TOKEN_ACCEPTANCE, SUITE, SamplerConfig)
 from samspec_bench.suites.sampler.figures import plot_speed, plot_tv_curves
 from samspec_bench.suites.sampler.power import fmt, headline, planned_power
 from samspec_bench.suites.sampler.speed import speed_benchmark, speed_timer
@@ -29,11 +35,17 @@ from samspec_bench.suites.sampler.speed import speed_benchmark, speed_timer
 
 def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = None, console=None) -> dict:
     """Run audits and the speed benchmark, write the run directory, return the result dict.
-    The device is resolved (a missing one: UserError) before the run folder exists."""
+    The device is resolved (a missing one: UserError) before the run folder exists. Interrupted
+    (Ctrl-C, SIGTERM): the workers are stopped and the folder is kept for --resume when an audit
+    or speed row finished, else removed."""
     requested = cfg.device
     cfg = dataclasses.replace(cfg, device=resolve_device(cfg.device))
     timer = speed_timer(cfg.device, cfg.speed_threads)
+    if resume is not None and (Path(resume) / CONFIG_FILE).is_file():   # older runs saved no settings
+        check_resume(resume, SUITE, dataclasses.asdict(cfg), IDENTITY_FIELDS)
+    mark = created_mark()
     rd = RunDir(output, SUITE, resume)
+    rd.write_json(CONFIG_FILE, dataclasses.asdict(cfg))
     done_audits = {r["name"]: r for r in rd.samples("audits.jsonl")}
     # a resumed run keeps only the speed rows measured on this device with this timer
     done_speed = {r["key"]: r["row"] for r in rd.samples("speed.jsonl")
@@ -41,31 +53,27 @@ def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = Non
     specs = []
     if cfg.builtin:
         specs += [(s, False) for s in cfg.builtins]
-    specs += [(s, True) for s in cfg.audits]
-    audited = []
-    for s, explicit in _dedup(specs):
-        if s in done_audits:
-            audited.append(None)
-            continue
-        audited.append(resolve_audit(s, explicit))
+    specs = list(_dedup(specs + [(s, True) for s in cfg.audits]))
     cases = build_battery(cfg)
     power = planned_power(cases, cfg)
-    records = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=True) as progress:
-        for (s, explicit), a in zip(list(_dedup(specs)), audited):
-            if a is None:
-                records.append(done_audits[s])
-                continue
-            rec = audit(a, cfg, cases, progress)
-            rec["explicit"] = explicit
-            rd.append_sample(rec, "audits.jsonl")
-            records.append(rec)
-        speed_rows = []
-        if cfg.speed:
-            speed_rows = speed_benchmark(cfg, progress, done_speed,
-                                         on_row=lambda key, row: rd.append_sample({"key": key, "row": row},
-                                                                                  "speed.jsonl"))
+    workers: dict = {}
+    try:
+        with _sigterm_as_interrupt():
+            loaded = _load([(s, e) for s, e in specs if s not in done_audits], cfg, cases, workers)
+            with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                          TimeElapsedColumn(), console=console, transient=True) as progress:
+                records = _audit_all(specs, done_audits, loaded, workers, cfg, cases, rd, progress)
+                speed_rows = []
+                if cfg.speed:
+                    speed_rows = speed_benchmark(cfg, progress, done_speed,
+                                                 on_row=lambda key, row: rd.append_sample({"key": key, "row": row},
+                                                                                          "speed.jsonl"))
+    except KeyboardInterrupt:
+        _interrupted(rd, mark, console)
+        raise
+    finally:
+        for w in workers.values():
+            w.close()
     figure_names = []
     fig = plot_tv_curves(records, rd.file("tv_vs_samples.png"))
     if fig:
@@ -92,6 +100,65 @@ def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = Non
     result = build_result(SUITE, config, metrics, tables, figure_names, extra, device)
     result["run_dir"] = str(rd.path)
     return result
+
+
+def _load(todo: list, cfg: SamplerConfig, cases: list, workers: dict) -> dict:
+    """A worker per user sampler (they load side by side, into `workers`), the built-ins resolved
+    here; then each worker's load awaited: a sampler that does not load is a UserError before any
+    audit runs. Returns the in-process samplers by spec."""
+    for s, explicit in todo:
+        if isolated(s, cfg):
+            workers[s] = AuditWorker(s, explicit, cfg, cases)
+    loaded = {s: resolve_audit(s, explicit) for s, explicit in todo if s not in workers}
+    for w in workers.values():
+        w.loaded()
+    return loaded
+
+
+def _audit_all(specs, done: dict, loaded: dict, workers: dict, cfg: SamplerConfig, cases: list, rd: RunDir,
+               progress) -> list[dict]:
+    """Every sampler's record in spec order: a resumed run's finished ones as saved, the others
+    audited (in their worker, or here) and appended to audits.jsonl as each finishes."""
+    records = []
+    for s, explicit in specs:
+        if s in done:
+            records.append(done[s])
+            continue
+        rec = workers[s].run(progress) if s in workers else audit(loaded[s], cfg, cases, progress)
+        rec["explicit"] = explicit
+        rd.append_sample(rec, "audits.jsonl")
+        records.append(rec)
+    return records
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (`timeout`, `kill`) handled as Ctrl-C while the run works, so that it ends the
+    same way: workers stopped, the run folder kept for --resume or removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(rd: RunDir, mark: int, console) -> None:
+    """Say what an interrupted run left: nothing (a folder it made with nothing finished is
+    removed), or the finished audits and speed rows that --resume continues from."""
+    if discard_unfinished(mark):
+        msg = f"interrupted before any audit finished: {rd.path} removed"
+    else:
+        n = sum(1 for _ in rd.samples("audits.jsonl"))
+        m = sum(1 for _ in rd.samples("speed.jsonl"))
+        msg = (f"interrupted: {n} finished audit(s) and {m} speed row(s) kept in {rd.path}; continue with "
+               f"--resume {rd.path} and the same options")
+    (console or Console(stderr=True)).print(msg, soft_wrap=True)
 
 
 def _dedup(specs):
@@ -231,7 +298,7 @@ def findings(result: dict) -> list[str]:
         if r["name"] in NEGATIVE_CONTROLS and r["verdict"] not in ("LOSSY", "SKIPPED"):
             problems.append(f"negative control {r['name']} is {r['verdict']} (the battery lost its power)")
         if r.get("explicit") and r["name"] not in NEGATIVE_CONTROLS and r["verdict"] in ("LOSSY", "ERROR"):
-            problems.append(f"{r['name']} is {r['verdict']}")
+            problems.append(f"{r['name']} is {r['verdict']}" + (f" ({r['error']})" if r.get("error") else ""))
     return list(dict.fromkeys(problems))
 
 

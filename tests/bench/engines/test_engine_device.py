@@ -111,3 +111,13 @@ def test_the_reference_engines_decode_step_keeps_every_tensor_on_the_models_devi
     assert logits.shape == (20, eng.decoder.vocab_size) and logits.device.type == "meta"
     empty = eng.score([[5]], start=1)   # nothing to score: an empty row block, on the same device
     assert empty[0].shape == (0, eng.decoder.vocab_size) and empty[0].device.type == "meta"
+
+
+def test_auto_dtype_is_resolved_for_an_engine_in_this_process_and_left_to_vllm():
+    assert ed.engine_dtype("reference", "auto", "cpu") == "float32"
+    assert ed.engine_dtype("reference", "auto", "cuda:0") == "bfloat16"
+    assert ed.engine_dtype("reference", "float16", "cuda:0") == "float16"
+    assert ed.engine_dtype("vllm", "auto", "cuda") == "auto"          # vLLM chooses from the checkpoint
+    assert ed.engine_dtype("vllm", "bfloat16", "auto") == "bfloat16"
+    with pytest.raises(UserError, match="--dtype 'fp8'"):
+        ed.engine_dtype("vllm", "fp8", "auto")

@@ -10,6 +10,7 @@ from samspec_bench.bench.simulation.profiles import (BLOCK, acceptance_profile, 
 from samspec_bench.bench.simulation.scheduler import SimRequest, reprice, simulate
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 from samspec_bench.errors import UserError
+from samspec_bench.sam.strategies.switches import BatchSchedule
 from samspec_bench.sam import SamDrafter
 
 ONE = StepTimeModel.constant(1.0)
@@ -234,6 +235,8 @@ def _profiled(n, seed):
     (ThresholdPolicy(6), 2048, 4000, True),    # a KV cache that holds every request: still closed form
     (ThresholdPolicy(8), 20, None, None),      # budget < running x (k + 1): stepped; chunked prefills end on 1 token
     (ThresholdPolicy(8), 64, 700, None),       # a KV cache that preempts
+    (BatchSchedule([(1, 3, 3), (4, 8, 1), (9, 12, 2)]), 64, None, True),   # per-step k: the end walked band by band
+    (BatchSchedule([(1, 2, 3), (3, 12, 1)]), 20, 700, None),               # per-step k, stepped, preempting
 ])
 def test_fast_paths_equal_step_by_step_exactly(policy, budget, kv, closed, monkeypatch):
     calls = []

@@ -80,12 +80,13 @@ def test_sweep_end_to_end(subset, qwen3_tokenizer_dir, tmp_path, capsys):
     assert "sam k=3 own" in got.out and "tokens_per_step" in got.out and "assumed" in got.out
 
     records = read_jsonl(run / "responses.jsonl")
-    assert len(records) == 22 * len(labels)
+    # one record per request: 16 single-turn responses, 6 ToRA responses of two model turns (test_accept_turns)
+    assert len(records) == 28 * len(labels) and result["inputs"]["requests"] == 28
     for label, m in result["metrics"].items():
         for name in METRICS:
             assert name in m
         recs = [r for r in records if r["config"] == label]
-        assert len({r["key"] for r in recs}) == 22
+        assert len({r["key"] for r in recs}) == 28 and m["responses"] == 22 and m["requests"] == 28
         steps = [ResponseSteps.from_record(r) for r in recs]
         c = total_counts(steps)
         assert m["counts"] == c.metrics()["counts"]
@@ -109,7 +110,7 @@ def test_sweep_end_to_end(subset, qwen3_tokenizer_dir, tmp_path, capsys):
     for _, chunk in ReplayEngine(workers=1).run(items, [(DraftConfig("sam", 3), range(len(items)))]):
         direct.update({response_key(items[i]): rs for i, rs in chunk})
     for r in records:
-        if r["config"] == "sam k=3 own":
+        if r["config"] == "sam k=3 own" and r["file"] == str(subset / QWEN):   # single-turn: whole responses
             rs = direct[r["key"]]
             assert r["step_accepted"] == "".join(map(str, rs.accepted.tolist()))
             assert r["steps"] == rs.steps and r["prompt_tokens"] == rs.prompt_len
@@ -177,7 +178,7 @@ def test_resume_continues_and_reproduces(subset, qwen3_tokenizer_dir, tmp_path, 
     # the torn line stays apart: every response of every configuration can be read back
     text = (run / "responses.jsonl").read_text()
     recs = [json.loads(x) for x in text.splitlines() if x.startswith("{") and x.endswith("}")]
-    assert len({(r["config"], r["key"]) for r in recs}) == 22 * 4
+    assert len({(r["config"], r["key"]) for r in recs}) == 28 * 4   # 28 requests: 16 + 6 ToRA responses of two model turns
     # other options cannot continue that run
     got = run_cli(args[:-4] + ["-k", "8", "--sources", "own,group", "--resume", str(run)], capsys, expect_exit=2)
     assert "num_spec_tokens" in got.err and "--resume" in got.err
@@ -256,7 +257,9 @@ def test_static_corpus_source(traces_dir, subset, qwen3_tokenizer_dir, tmp_path,
     replayed = subset / TORA
     args = ["accept", "--traces", str(replayed), "--tokenizer", str(qwen3_tokenizer_dir), "--output",
             str(tmp_path / "o"), "--no-progress", "--sources", "own,corpus", "--corpus", str(corpus),
-            "--drafter", "sam-fixed,sam", "--json", "-"]
+            # whole responses: with tool output prefilled, a draft at a model turn's end runs on into
+            # the ```output block and is rejected there (test_accept_turns.py)
+            "--tool-output", "decode", "--drafter", "sam-fixed,sam", "--json", "-"]
     result = json.loads(run_cli(args, capsys).out)
     assert result["inputs"]["corpus"]["documents"] == 40
     # so the baseline (the longest match's continuation) drafts the true continuation at every

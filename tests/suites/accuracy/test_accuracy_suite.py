@@ -14,6 +14,9 @@ from samspec_bench.bench.engines.base import FINISH_LENGTH, GenerationResult, Re
 from samspec_bench.metrics import ResponseSteps
 from samspec_bench.evals.paired import agreement
 
+# lm-eval's own options at the command's defaults (build_config takes every option)
+LM_EVAL_OPTIONS = dict(top_k=0, model_args=None, gen_kwargs=None, num_fewshot=None, log_samples=False, output_path=None)
+
 # --- data: GSM8K-format rows (the hub's field names), short so that prompts stay short --------
 
 TRAIN = [(f"Tom has {a} apples and buys {b} more. How many apples does he have?",
@@ -136,7 +139,7 @@ def test_the_device_is_recorded_and_a_resume_runs_on_this_calls_device(tmp_path,
     base = dict(model="m", engine="reference", tasks="gsm8k", data_dir=str(data_dir), limit=None, num_samples=1,
                 temperature=0.0, top_p=1.0, max_gen_toks=64, drafter="sam", num_spec_tokens=3, seed=0,
                 dtype="float32", max_num_seqs=8, apply_chat_template=False, fewshot_as_multiturn=True, alpha=0.05,
-                threads=1, progress=False)
+                threads=1, progress=False, **LM_EVAL_OPTIONS)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     cfg = build_config(**base, device="cpu").config
     assert build_config(**base, device="auto").config == cfg   # auto is the CPU here: the same run
@@ -330,11 +333,15 @@ def test_build_config_converts_and_checks_the_options(tmp_path):
     opts = dict(model="m", engine="reference", device="cpu", tasks="gsm8k,math500,gsm8k", data_dir=str(tmp_path), limit=None,
                 num_samples=1, temperature=0.0, top_p=1.0, max_gen_toks=64, drafter="sam", num_spec_tokens=3, seed=0,
                 dtype="float32", max_num_seqs=8, apply_chat_template=False, fewshot_as_multiturn=True, alpha=0.05,
-                threads=1, progress=False)
+                threads=1, progress=False, **LM_EVAL_OPTIONS)
     job = build_config(**opts)
     assert job.config == AccuracyConfig(model="m", tasks=["gsm8k", "math500"], data_dir=str(tmp_path.resolve()),
-                                        max_gen_toks=64, max_num_seqs=8)
+                                        max_gen_toks=64, max_num_seqs=8, dtype="float32")
     assert job.progress is False
+    # --dtype auto is recorded resolved (float32 on the CPU) for the reference engine
+    assert build_config(**{**opts, "dtype": "auto"}).config.dtype == "float32"
+    with pytest.raises(UserError, match="--dtype 'fp8'"):
+        build_config(**{**opts, "dtype": "fp8"})
     with pytest.raises(UserError, match="greedy"):
         build_config(**{**opts, "num_samples": 2})
     with pytest.raises(UserError, match="gsm9k"):

@@ -168,6 +168,11 @@ def test_compare_inside_vllm(tmp_path):
         g = row["greedy_identical_to_reference"]
         assert g["identical"] == g["of"] == 6, f"{m}: first divergence {g['first_divergence']}"
     assert out["arms"]["none"]["drafted_per_step"]["value"] == 0
+    # vLLM's names beside the project's: TPOT measured, acceptance in % from vLLM's own counters
+    v = out["arms"]["sam"]["vllm"]
+    assert v["mean_tpot_ms"] > 0 and v["source"]["spec_decode"].startswith("vLLM's spec-decode counters")
+    assert 0 <= v["spec_decode_acceptance_rate"] <= 100 and v["spec_decode_acceptance_length"] >= 1
+    assert len(v["spec_decode_per_position_acceptance_rates"]) == 3   # k = 3 positions
     assert out["arms"]["sam"]["drafted_per_step"]["value"] > 0
     assert out["arms"]["sam"]["tokens_per_s_vs"]["none"]["unit"] == "x"
     assert set(out["goal"]) == {"sam", "sam-m2", fixed}

@@ -113,13 +113,19 @@ def test_families_resolve_old_names_and_validation_per_source(tmp_path):
 
 # --- the command ----------------------------------------------------------------------------------
 
-def test_command_equivalent_runs_with_faster_generation(tmp_path):
+def test_command_equivalent_runs_with_faster_generation(tmp_path, capsys):
     rng = np.random.default_rng(1)
     a = write_csv(tmp_path / "sam_off.csv", curve(120, rng))
     b = write_console(tmp_path / "sam_on.log", curve(120, rng, speed=0.7))
     out = tmp_path / "results"
     cfg = build_config(**params(runs=(str(a), str(b))))
     assert curves.execute(cfg, output=str(out), json_path=str(tmp_path / "r.json")) == 0
+    printed = capsys.readouterr().out
+    # verl's tags first, the family's name second, values with their units
+    for text in ("critic/score/mean (reward)", "timing_s/gen (gen_time)", "response_length/mean (length)",
+                 "actor/entropy (entropy)"):
+        assert text in printed
+    assert re.search(r"\b3\d\.?\d* s\b", printed) and " tokens" in printed
     result = json.loads((tmp_path / "r.json").read_text())
     comp = result["metrics"]["comparisons"]["sam_on"]
     assert comp["learning"]["reward"]["verdict"] == "EQUIVALENT"
@@ -131,7 +137,12 @@ def test_command_equivalent_runs_with_faster_generation(tmp_path):
     for name in result["figures"]:
         assert (run_dir / name).stat().st_size > 10_000
     assert set(result["figures"]) == {curves.FIGURE_LEARNING, curves.FIGURE_SPEED, curves.FIGURE_VERDICTS}
-    assert {r["metric"] for r in result["tables"]["verdicts"]} >= {"reward", "length", "entropy"}
+    rows = {r["metric"]: r for r in result["tables"]["verdicts"]}
+    assert {t: rows[t]["name"] for t in ("critic/score/mean", "response_length/mean", "actor/entropy")} == {
+        "critic/score/mean": "reward", "response_length/mean": "length", "actor/entropy": "entropy"}
+    assert rows["response_length/mean"]["unit"] == "tokens"
+    speed = {r["metric"]: r for r in result["tables"]["speed"]}
+    assert speed["timing_s/gen"]["unit"] == "s" and comp["speed"]["gen_time"]["metric"] == "timing_s/gen"
 
 
 def test_command_divergent_run_fails_the_gate(tmp_path):
@@ -149,7 +160,9 @@ def test_command_divergent_run_fails_the_gate(tmp_path):
     heads, gates = summarize(result)
     assert [g["passed"] for g in gates] == [False, True]
     names = [h["name"] for h in heads]
-    assert "b vs a: learning" in names and "b: reward" in names and "b: gen_time ratio B/A" in names
+    # named by verl's tags, the project's family beside them
+    assert "b vs a: learning" in names and "b: critic/score/mean (reward)" in names
+    assert "b: timing_s/gen (gen_time) ratio B/A" in names
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -185,8 +198,10 @@ def test_report_renders_curves_runs_with_figures(tmp_path):
     assert report.groups[0].suite == "curves"
     assert {f.name for f in run.figures} == set(result["figures"]) and all(f.data for f in run.figures)
     values = {h["name"]: h["value"] for h in run.headlines}
-    assert {k: values[k] for k in ("b vs a: learning", "b: reward", "b: length", "b: entropy")} == {
-        "b vs a: learning": "DIFFERENT", "b: reward": "DIFFERENT", "b: length": "EQUIVALENT", "b: entropy": "EQUIVALENT"}
+    assert {k: values.get(k) for k in ("b vs a: learning", "b: critic/score/mean (reward)",
+                                       "b: response_length/mean (length)", "b: actor/entropy (entropy)")} == {
+        "b vs a: learning": "DIFFERENT", "b: critic/score/mean (reward)": "DIFFERENT",
+        "b: response_length/mean (length)": "EQUIVALENT", "b: actor/entropy (entropy)": "EQUIVALENT"}
     ratios = [h for h in run.headlines if h["name"].endswith("ratio B/A")]
     assert ratios and all(h["ci"][0] < 1 < h["ci"][1] for h in ratios)   # same speed in both runs
 
@@ -246,3 +261,96 @@ def test_real_console_pair_with_different_kl_is_not_equivalent(shared_data):
     common = set.intersection(*(_console_steps(p, "critic/score/mean") for p in logs))   # read apart from the loader
     assert (whole["steps"], whole["first_step"], whole["last_step"]) == (len(common), min(common), max(common))
     assert comp["learning"]["val/aime_2024"]["tag_a"] != comp["learning"]["val/aime_2024"]["tag_b"]
+
+
+# --- perf/throughput is per GPU: compared as total throughput ------------------------------------
+# Hand-worked: both runs process 1.6 M tokens a step. A runs on 8 GPUs at 100 s a step; B on 4
+# GPUs at 80 s a step on average, alternating 40 s and 120 s. B's total throughput is
+# (1.6 M / 80 s) / (1.6 M / 100 s) = 1.25x A's, as its step time (0.8x) says. verl logs per GPU:
+# A 1.6e6 / (100 x 8) = 2000; B 1.6e6 / (40 x 4) = 10000 and 1.6e6 / (120 x 4) = 3333, mean 6667:
+# the raw per-GPU ratio of means claims 3.33x, and even scaled by GPUs (x 4/8) a mean of per-step
+# rates claims 1.67x. Only total tokens over total time gives 1.25x.
+N_STEPS, TOKENS = 40, 1.6e6
+
+
+def _perf(secs: np.ndarray, gpus: int, *, totals: bool) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(gpus)
+    out = {"critic/score/mean": 0.8 + rng.normal(0, 0.01, secs.size), "timing_s/step": secs,
+           "perf/throughput": TOKENS / (secs * gpus)}
+    if totals:
+        out.update({"perf/total_num_tokens": np.full(secs.size, TOKENS), "perf/time_per_step": secs})
+    return out
+
+
+def _throughput_pair(tmp_path, *, totals: bool, **over):
+    a_secs = np.full(N_STEPS, 100.0)
+    b_secs = np.where(np.arange(N_STEPS) % 2 == 0, 40.0, 120.0)
+    a = write_csv(tmp_path / "a.csv", _perf(a_secs, 8, totals=totals))
+    b = write_csv(tmp_path / "b.csv", _perf(b_secs, 4, totals=totals))
+    cfg = build_config(**params(runs=(str(a), str(b)), families="reward,speed", **over))
+    return compare_runs(cfg, load_runs(cfg))
+
+
+def test_throughput_on_different_gpu_counts_is_total_tokens_over_total_time(tmp_path):
+    out = _throughput_pair(tmp_path, totals=True)
+    thr = out["comparisons"]["b"]["speed"]["throughput"]
+    assert (thr["gpus_a"], thr["gpus_b"]) == (8, 4) and thr["gpus_source_a"].startswith("derived")
+    assert thr["ratio"] == pytest.approx(1.25) and thr["per_gpu_ratio"] == pytest.approx(2.5)
+    assert thr["unit"] == "tokens/s (all GPUs)" and thr["change"] == "faster" and thr["ci"][0] > 1.0
+    assert thr["mean_a"] == pytest.approx(TOKENS / 100) and thr["mean_b"] == pytest.approx(TOKENS / 80)
+    step = out["comparisons"]["b"]["speed"]["step_time"]
+    assert 1 / step["ratio"] == pytest.approx(thr["ratio"])          # the same speed-up, told two ways
+
+
+def test_throughput_scaled_by_gpu_counts_given_or_said_not_normalised(tmp_path):
+    given = _throughput_pair(tmp_path, totals=False, gpus=("a=8,b=4",))
+    thr = given["comparisons"]["b"]["speed"]["throughput"]
+    assert thr["basis"] == "per GPU x GPUs" and thr["gpus_source_b"] == "--gpus"
+    assert thr["ratio"] == pytest.approx(1.6e6 / (4 * 60) / (1.6e6 / 800) * 4 / 8)    # 1.67: a mean of rates
+    assert "mean of the per-step rates" in thr["how"]
+    unknown = _throughput_pair(tmp_path, totals=False)
+    comp = unknown["comparisons"]["b"]
+    thr = comp["speed"]["throughput"]
+    assert thr["change"] == "not normalised" and thr["unit"] == "tokens/s/GPU" and thr["normalised"] is False
+    assert comp["not_normalised"] == 1 and "cannot normalise" in comp["speed_caveats"][0]
+    assert "give --gpus a=N" in comp["speed_caveats"][0]
+    row = next(r for r in unknown["tables"]["speed"] if r["metric"] == "perf/throughput")
+    assert row["change"] == "not normalised" and row["unit"] == "tokens/s/GPU"
+
+
+def test_gpus_option_names_a_run_or_is_one_line_exit_2(tmp_path):
+    rng = np.random.default_rng(5)
+    a, b = write_csv(tmp_path / "a.csv", curve(20, rng)), write_csv(tmp_path / "b.csv", curve(20, rng))
+    for gpus, needle in (("c=8", "no run is named 'c'"), ("a=0", "give RUN=N"), ("a", "give RUN=N")):
+        proc = _cli(str(a), str(b), "--gpus", gpus, "--output", str(tmp_path / "out"))
+        assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and needle in proc.stderr, proc.stderr
+
+
+def test_real_pipelined_run_throughput_is_not_the_mean_of_per_gpu_rates(shared_data):
+    out = _real(shared_data, "q3b_fsdp_base", "q3b_fsdp_off_ppl", families="speed")
+    speed = out["comparisons"]["q3b_fsdp_off_ppl"]["speed"]
+    thr, step = speed["throughput"], speed["step_time"]
+    tb = shared_data / "training_logs" / "verl_pr2854_tensorboard"
+    a, b = (load_run(next(tb.glob(f"{n}.*"))).series["perf/throughput"] for n in ("q3b_fsdp_base", "q3b_fsdp_off_ppl"))
+    assert b.values.mean() / a.values.mean() > 1.7                   # what a ratio of per-step means claims
+    assert abs(thr["ratio"] * step["ratio"] - 1) < 0.03              # step time and token counts agree
+    assert thr["gpus_a"] == thr["gpus_b"] and thr["per_gpu_ratio"] == pytest.approx(thr["ratio"])
+
+
+# --- a parent folder of runs --------------------------------------------------------------------
+
+def test_parent_folder_expands_into_runs_named_by_sub_folder(tmp_path):
+    rng = np.random.default_rng(6)
+    parent = tmp_path / "sweep"
+    for name, speed in (("1_sam_off", 1.0), ("2_sam_on", 0.7)):
+        (parent / name).mkdir(parents=True)
+        write_console(parent / name / "train.log", curve(60, rng, speed=speed))
+    cfg = build_config(**params(runs=(str(parent),)))
+    assert [Path(r).name for r in cfg.runs] == ["1_sam_off", "2_sam_on"]
+    result, _ = curves.run(cfg, str(tmp_path / "out"))
+    assert result["metrics"]["baseline"] == "1_sam_off" and list(result["metrics"]["comparisons"]) == ["2_sam_on"]
+    with pytest.raises(UserError, match="1 name"):
+        build_config(**params(runs=(str(parent),), labels="x"))
+    (tmp_path / "nothing" / "here").mkdir(parents=True)
+    proc = _cli(str(tmp_path / "nothing"), "--output", str(tmp_path / "out2"))
+    assert proc.returncode == 2 and "holds no training log" in proc.stderr and proc.stderr.strip().count("\n") == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -151,17 +152,32 @@ def test_sweep_builds_distinct_windows_the_same_for_every_drafter(monkeypatch):
 def test_build_config_checks_before_loading_and_execute_has_no_resume(tmp_path):
     """The suite contract: build_config checks the options (no file is read); the command has
     no --resume, so execute refuses one."""
-    opts = dict(traces=(str(tmp_path / "missing.jsonl"),), tokenizer="tok", data_dir=None, drafters="sam", k=8,
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"prompt": "p", "response": "r"}\n')
+    opts = dict(traces=(str(trace),), tokenizer="tok", data_dir=None, drafters="sam", k=8,
                 max_tokens=100, sweep=[64], sweep_steps=10, repeats=1, chat_template="auto", on_error="stop",
                 no_progress=True)
     job = suite.build_config(**opts)
-    assert job.config.traces == [str(tmp_path / "missing.jsonl")] and job.progress is False
+    assert job.config.traces == [str(trace)] and job.progress is False
+    with pytest.raises(UserError, match="does not exist"):
+        suite.build_config(**{**opts, "traces": (str(tmp_path / "missing.jsonl"),)})
     with pytest.raises(UserError, match="-k 0"):
         suite.build_config(**{**opts, "k": 0})
     with pytest.raises(UserError, match="medusa"):
         suite.build_config(**{**opts, "drafters": "sam,medusa"})
     with pytest.raises(UserError, match="no resume"):
         suite.execute(job, output=str(tmp_path), resume=str(tmp_path))
+
+
+def test_a_verl_folder_is_read_in_step_order(tmp_path):
+    """A rollout_data_dir stands for its step files in step order (1, 2, 10), as accept reads it,
+    and a file beside them that is not a step file is not one of them."""
+    line = json.dumps({"input": "q", "output": "a", "score": 1.0, "step": 1}) + "\n"
+    for step in (10, 2, 1):
+        (tmp_path / f"{step}.jsonl").write_text(line)
+    opts = dict(traces=(str(tmp_path),), tokenizer="tok", data_dir=None, drafters="sam", k=8, max_tokens=100,
+                sweep=[64], sweep_steps=10, repeats=1, chat_template="auto", on_error="stop", no_progress=True)
+    assert [Path(f).name for f in suite.build_config(**opts).config.traces] == ["1.jsonl", "2.jsonl", "10.jsonl"]
 
 
 def _row(name, draft, mem, token=100.0):

@@ -58,6 +58,8 @@ def test_preset_values_equal_facts(shared_data):
     assert _num(r"([\d.]+)x over no speculation", facts["tail"]) == [1.35]
     checked = {}
     for name, p in PRESETS.items():
+        if not name.startswith("seed-"):   # the anchors' presets: test_histospec_preset_is_the_papers_setting
+            continue
         f = facts[name]
         checked[name] = 0
         assert p.max_response_len == 34816 and p.hardware == "910C" and p.mode == "eager"
@@ -244,3 +246,49 @@ def test_preset_step_model_is_its_roofline_spec(shared_data, tmp_path, monkeypat
     met = json.loads((run / "result.json").read_text())["metrics"]
     assert "sensitivity" not in met and met["workload"]["dp"]["instances"] == 2
     assert met["preset"]["inputs"]["step_model"] == PRESETS["seed-qwen3-32b"].step_model
+
+
+# ---------- HistoSpec's setting (RhymeRL) ----------
+
+def test_histospec_preset_is_the_papers_setting(shared_data):
+    """The workload shape the paper published (FACTS.md, issue 31): Qwen3-14B, DAPO, max response
+    8K, 256 prompts x 16 responses on 32 H100, up to 2.1x rollout; the rest is marked assumed."""
+    p = PRESETS["histospec-qwen3-14b"]
+    assert (p.model, p.hardware, p.prompts, p.group_size, p.max_response_len, p.tp * p.dp) == \
+        ("Qwen/Qwen3-14B", "H100", 256, 16, 8192, 32)
+    assert p.published == {"rollout_speedup_up_to": 2.1} and p.strategies == ("histospec",)
+    assert "ASSUMED: TP 2" in p.notes[0] and p.length_evidence.startswith("ASSUMPTION")
+    path = shared_data.parent / "FACTS.md"
+    if path.is_file():
+        line = " ".join(path.read_text(encoding="utf-8").split())
+        m = re.search(r"up to ([\d.]+)x rollout, Qwen3-(\d+)B DAPO on (\d+) H100", line)
+        assert m and (float(m.group(1)), int(m.group(2)), int(m.group(3))) == (2.1, 14, 32)
+    cfg = ro.build_config(**_params(data_dir=str(shared_data), preset="histospec-qwen3-14b"))
+    assert (cfg.prompts, cfg.group_size, cfg.dp, cfg.max_response_len, cfg.max_num_seqs) == (256, 16, 16, 8192, 1024)
+    assert cfg.strategies == ["histospec"] and cfg.arms == ["off"] and cfg.length_dist == "lognormal:3500:0.6"
+    assert cfg.step_model == "roofline:hardware=H100,model=Qwen/Qwen3-14B,tp=2,mode=graph"
+    # an explicit --strategy replaces the preset's
+    assert ro.build_config(**_params(data_dir=str(shared_data), preset="histospec-qwen3-14b",
+                                     strategy="seed")).strategies == ["seed"]
+
+
+def test_histospec_preset_compares_its_speedup_range_with_the_published_best_case(shared_data, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    monkeypatch.setattr(rcmd, "load_step_model", lambda spec: StepTimeModel.constant(0.05))
+    res = CliRunner().invoke(ro.command, ["--preset", "histospec-qwen3-14b", "--data-dir", str(shared_data),
+                                          "--prompts", "8", "--group-size", "4", "--dp", "2", "--max-num-seqs", "8",
+                                          "--length-dist", "lognormal:150:0.6", "--max-response-len", "600",
+                                          "--draws", "3", "--no-sensitivity", "--output", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    (run,) = list(tmp_path.iterdir())
+    met = json.loads((run / "result.json").read_text())["metrics"]
+    cmp = met["preset"]["comparison"]
+    assert cmp["arm"] == "histospec" and set(met["arms"]) == {"off", "histospec"}
+    rows = {r["figure"]: r for r in cmp["rows"]}
+    up = rows["rollout speed-up (published: up to)"]
+    so = met["arms"]["histospec"]["spread"]["speedup_overall"]
+    assert up["published"] == 2.1 and (up["modelled"], up["min"], up["max"]) == (so["median"], so["min"], so["max"])
+    assert up["matched"] == (so["min"] <= 2.1 <= so["max"]) and up["draws"] == 3
+    assert rows["long-tail speedup"]["published"] is None
+    assert "RhymeRL" in cmp["labels"]["published"] and "strategies histospec" in res.output
+    assert "note: published: Qwen3-14B" in res.output and "ASSUMED: TP 2" in res.output

@@ -5,6 +5,7 @@ and fill the strategy table, whose figures follow hand-computed counts."""
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -15,6 +16,13 @@ from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
 from samspec_bench.suites import rollout as ro
 from samspec_bench.suites.rollout.strategy_table import best_strategy, strategy_lines, strategy_rows
 from trace_fixtures import grouped_rows
+
+
+def planted_arm(totals):
+    """An arm whose draws had these totals (the off arm's total 20 in every draw)."""
+    sp = lambda vals: {"median": float(np.median(vals)), "min": min(vals), "max": max(vals), "n": len(vals),  # noqa: E731
+                       "values": list(vals)}
+    return {"total_s": totals[0], "spread": {"total_s": sp(totals), "speedup_overall": sp([20 / x for x in totals])}}
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +96,26 @@ def test_rollout_strategy_arms(shared_data, tmp_path):
     assert "best strategy:" in res.output and "tokens/step" in res.output
 
 
+def test_per_step_k_arms_in_the_rollout(shared_data, tmp_path):
+    """A batch schedule's band k caps every step's drafts (planted: 2 of seer's 8); the cost
+    rule's per-step k is chosen by the step model and drafts no more than the arm's k."""
+    res = CliRunner().invoke(ro.command, ["--data-dir", str(shared_data), "--prompts", "4", "--max-num-seqs", "8",
+                                          "--strategy", "seer,seer/schedule:1-1024=2,seer:k=4/costk",
+                                          "--step-model", "roofline:hardware=H100,model=Qwen3-8B", "--draws", "1",
+                                          "--output", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    (run,) = list(tmp_path.iterdir())
+    m = json.loads((run / "result.json").read_text())["metrics"]
+    arms = m["arms"]
+    assert arms["seer"]["drafted_per_step"] > 2.0 >= arms["seer/schedule:1-1024=2"]["drafted_per_step"] > 0
+    steps = pd.read_parquet(run / "steps.parquet")
+    sched = steps[steps["arm"] == "seer/schedule:1-1024=2"]
+    assert (sched["num_drafted"] <= 2 * sched["num_decode_reqs"]).all()
+    costk = steps[steps["arm"] == "seer:k=4/costk"]
+    assert (costk["num_drafted"] <= 4 * costk["num_decode_reqs"]).all() and costk["num_drafted"].sum() > 0
+    assert arms["seer:k=4/costk"]["emitted"] == arms["off"]["emitted"]
+
+
 def test_strategy_table_against_hand_counts():
     """A tiny run's counts: 10 decode steps of a request; the strategy accepted 6 of 8 drafts."""
     from samspec_bench.suites.rollout.phases import acceptance_cost
@@ -107,6 +135,23 @@ def test_strategy_table_against_hand_counts():
     assert "modelled by the roofline step model" in lines[0]
     assert lines[-1].startswith("best strategy: histospec (2.000x overall, 1.500x tail")
     assert lines[-1].endswith("needs: history kept between RL steps")
+
+
+def test_strategy_table_ranks_by_the_median_over_draws():
+    """Three draws: A's totals 10, 12, 9 (median 10), B's 11, 11, 11: A is best by the median
+    and fastest in 2 of the 3 draws; a row's figure is the median, its cell median [min, max]."""
+    summary = {"units": "s", "measured": False, "priced_by": {"kind": "roofline"},
+               "arms": {"off": {"total_s": 20.0}, "A": planted_arm([10.0, 12.0, 9.0]),
+                        "B": planted_arm([11.0, 11.0, 11.0])},
+               "workload": {"draws": {"n": 3}, "strategies": {"A": {"needs": []}, "B": {"needs": []}}}}
+    rows = strategy_rows(summary)
+    assert [r["total"] for r in rows] == [10.0, 11.0]
+    assert rows[0]["speedup_overall"] == pytest.approx(2.0)      # median of 20/10, 20/12, 20/9
+    assert rows[0]["best_in_draws"] == {"best": 2, "draws": 3}
+    lines = strategy_lines(summary)
+    assert "median [min, max] over 3 draws" in lines[0]
+    assert "10 [9, 12]" in lines[2] and "2.000x [1.667, 2.222]" in lines[2]
+    assert "fastest strategy in 2 of 3 draws" in lines[-1] and lines[-1].startswith("best strategy: A (2.000x [")
 
 
 @pytest.mark.parametrize("args, msg", [

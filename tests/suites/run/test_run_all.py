@@ -473,12 +473,14 @@ def test_accuracy_and_drafters_get_their_config_from_run_options(tmp_path):
 
     job = accuracy.build_config(**suite_params(accuracy.command, "accuracy",
                                                {"model": "builtin:tiny-qwen3", "tasks": "gsm8k", "limit": 10,
-                                                "max-gen-toks": 256, "data-dir": str(tmp_path), "progress": False}))
+                                                "max-gen-toks": 256, "data-dir": str(tmp_path), "progress": False,
+                                                "device": "cpu"}))
+    # click's --dtype auto reaches the config resolved for the device (float32 on the CPU)
     assert job.config == accuracy.AccuracyConfig(model="builtin:tiny-qwen3", tasks=["gsm8k"], limit=10,
-                                                 max_gen_toks=256, data_dir=str(tmp_path.resolve()))
+                                                 max_gen_toks=256, data_dir=str(tmp_path.resolve()), dtype="float32")
     assert job.progress is False
     trace = tmp_path / "t.jsonl"
-    trace.write_text("", encoding="utf-8")
+    trace.write_text('{"prompt": "p", "response": "r"}\n', encoding="utf-8")   # its format is read here
     job = drafters.build_config(**suite_params(drafters.command, "drafters",
                                                {"traces": str(trace), "tokenizer": "tok", "k": 8, "repeats": 1,
                                                 "sweep": [256, 1024], "no-progress": True}))

@@ -16,7 +16,9 @@ the SAM arm), or on a plain engine when the engine was built with `speculative=N
 (and the oracle, which rides SAM's proposer) runs with any k up to the engine's;
 `ngram`/`suffix` need an engine of their own. Engine arguments pass through unchanged
 (`engine_args`, from `--engine-arg key=value` or a JSON file): tensor/data/pipeline parallel
-sizes, max_num_seqs, dtype, ..., so a run is configured the way vLLM users already configure it.
+sizes, max_num_seqs, dtype, ..., so a run is configured the way vLLM users already configure it;
+a `speculative_config` among them is what the engine of the method it names runs, as given
+(`engine_args.speculative_config`; -k fills num_speculative_tokens where it has none).
 
 On a GPU (vLLM 0.22 and later; SAM needs custom_class, refused with a one-line reason on an
 older vLLM): the drafter methods run with async_scheduling=False (set here; vLLM refuses
@@ -51,7 +53,8 @@ from samspec_bench.bench.engines.vllm import guard_rails
 from samspec_bench.bench.engines.vllm.arm import Arm, near_length_limit, resolve_arm
 from samspec_bench.bench.engines.vllm.arm import policy_inside_vllm as _policy_inside_vllm  # noqa: F401 - old name
 from samspec_bench.bench.engines.vllm.engine_args import (METHODS, check_engine_args, check_scheduling,  # noqa: F401
-                                                          engine_dtype, parse_engine_args, speculative_config)
+                                                          engine_dtype, parse_engine_args, speculative_config,
+                                                          speculative_config_object, user_method)
 from samspec_bench.bench.engines.vllm.platform import (THREADS_BIND, custom_class_missing, engine_arg_exists, on_cpu,
                                                        platform_name, require_vllm, versions)
 from samspec_bench.bench.engines.vllm.step_records import (STEP_RECORDS, LiveRequest, StepLog, StepStats, add_raw,
@@ -98,11 +101,11 @@ class VllmEngine(Engine):
         self.max_model_len = max_model_len
         self.seed = seed
         self.user_engine_args = dict(engine_args or {})
-        if "speculative_config" in self.user_engine_args:
-            raise UserError("engine argument speculative_config is set by the vLLM engine from the drafter "
-                            "(sam / ngram / suffix): pass the method with --drafter and its options with "
-                            "speculative_options")
         check_engine_args(self.user_engine_args)
+        # a user's own speculative_config: the engine of the method it names runs it as given
+        spec = self.user_engine_args.pop("speculative_config", None)
+        self.user_speculative = None if spec is None else speculative_config_object(spec)
+        self.user_method = None if spec is None else user_method(self.user_speculative)
         self.speculative_options = dict(speculative_options or {})
         self.probe = probe
         self._log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -140,7 +143,11 @@ class VllmEngine(Engine):
         if on_cpu():
             args["enforce_eager"] = True   # torch.compile on CPU costs minutes at start-up
         if method is not None:
-            args["speculative_config"] = speculative_config(method, k, self.speculative_options.get(method))
+            args["speculative_config"] = speculative_config(method, k, self.speculative_options.get(method),
+                                                            self.user_speculative)
+            if self.user_method not in (None, method):
+                self._log(f"vllm engine: the speculative_config given is for {self.user_method}; this {method} "
+                          "engine runs the method's default configuration")
             if engine_arg_exists("async_scheduling"):   # CPU drafters run after the step's bookkeeping: sync only
                 args["async_scheduling"] = False
             if engine_arg_exists("per_request_spec_decode_metrics"):   # absent in vLLM 0.22 / 0.23 (TypeError)
@@ -212,6 +219,7 @@ class VllmEngine(Engine):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "model": self.model_spec, "model_path": self.model_path, "dtype": self.dtype,
                 "method": self._method, "num_spec_tokens": self._k,
+                "user_speculative_config": self.user_speculative,
                 "engine_args": {k: v for k, v in getattr(self, "_engine_args_used", {}).items()},
                 "startup_s": self.startup_s, "guard_rails": self.guard_rails,
                 "proposer_time": dict(self.proposer_totals),

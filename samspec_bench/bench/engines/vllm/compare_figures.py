@@ -14,12 +14,15 @@ import dataclasses
 import statistics
 from typing import Any, Sequence
 
+from samspec_bench.bench.engines.vllm.spec_metrics import from_get_metrics
 from samspec_bench.bench.engines.vllm.wall_model import modelled_ratios
-from samspec_bench.metrics import AcceptanceCounts, first_divergence
+from samspec_bench.metrics import AcceptanceCounts, first_divergence, vllm_counts_figures, vllm_tpot_ms
 
 BASELINES = ("none", "none-plain", "ngram")
 GOAL_OVER_NONE = 1.15   # the issue's goal: SAM tok/s >= ngram's and >= 1.15x no speculation
 MEASURED = "measured (wall time of the generate call)"
+PER_REQUEST = "measured (each request's first and last token times in the generate call)"
+VLLM_COUNTERS = "vLLM's spec-decode counters (LLM.get_metrics), their difference over the call"
 FROM_COUNTS = "from step counts (not a time)"
 PREFILL_NOTE = ("every engine prefilled the measured prompts once before the first repeat (one token each), "
                 "so that no arm pays a cold start; vLLM's prefix cache keeps only full KV blocks (128 tokens "
@@ -50,6 +53,8 @@ def run_record(arm: str, repeat: int, engine_key: str, draft_length: str | None,
             "engine_steps": len(res.steps),
             "prompt_tokens_prefilled": sum(s.num_prefill_tokens for s in res.steps),
             "proposer": res.engine.get("proposer"),
+            "tpot": vllm_tpot_ms((o.first_token_time_s, o.finish_time_s, len(o.token_ids)) for o in res.outputs),
+            "vllm_counters": res.engine.get("spec_counters"),
             "engine_info": engine_info or {}}
 
 
@@ -67,6 +72,8 @@ def _cost_figures(rec: dict) -> dict[str, Any]:
                                                    "target positions / emitted token", FROM_COUNTS),
             "acceptance_rate": fig(c.acceptance_rate, "accepted / drafted", FROM_COUNTS),
             "acceptance_length": fig(c.acceptance_length, "tokens / step with a draft", FROM_COUNTS),
+            "per_position_acceptance": fig(c.per_position_acceptance, "[i]: drafts whose token i was accepted / drafts",
+                                           FROM_COUNTS),
             "decode_steps": fig(steps, "request decode steps", FROM_COUNTS),
             "engine_steps": fig(rec["engine_steps"], "engine steps", FROM_COUNTS)}
 
@@ -110,6 +117,32 @@ def _proposer_figures(props: list[dict]) -> dict[str, Any]:
     return row
 
 
+def _tpot_figure(recs: list[dict]) -> dict[str, Any]:
+    """vLLM's TPOT (mean over requests, ms) over the repeats; none for records without it."""
+    means = [(r.get("tpot") or {}).get("mean_tpot_ms") for r in recs]
+    if not means or any(v is None for v in means):
+        return {}
+    return {"tpot_ms": spread(means, "ms / output token after the first (vLLM's TPOT, mean over requests)",
+                              PER_REQUEST)}
+
+
+def vllm_figures(recs: list[dict]) -> dict[str, Any]:
+    """An arm under vLLM's names and units (metrics.VLLM_NAMES): output_throughput (tok/s, the
+    median over repeats), mean / median TPOT (ms, medians over repeats), and the last repeat's
+    spec_decode_* figures (acceptance rate in %, mean acceptance length, per-position rates)
+    from vLLM's own counters where the record has them, else from the step counts."""
+    last = recs[-1]
+    tpots = [r.get("tpot") or {} for r in recs]
+    med = (lambda key: statistics.median(t[key] for t in tpots) if all(t.get(key) is not None for t in tpots)  # noqa: E731
+           else None)
+    spec = from_get_metrics(last.get("vllm_counters"))
+    return {"output_throughput": statistics.median(r["output_tokens_per_s"] for r in recs),
+            "mean_tpot_ms": med("mean_tpot_ms"), "median_tpot_ms": med("median_tpot_ms"),
+            **(spec if spec is not None else vllm_counts_figures(_counts(last))),
+            "source": {"output_throughput": MEASURED, "tpot": PER_REQUEST,
+                       "spec_decode": VLLM_COUNTERS if spec is not None else FROM_COUNTS}}
+
+
 def _identity(recs: list[dict], base: dict[int, list], reference: str | None) -> dict[str, Any]:
     """Greedy identity with the reference arm's responses of the same repeat (else its first)."""
     base_any = next(iter(base.values()), None)
@@ -145,7 +178,9 @@ def arm_rows(records: Sequence[dict], methods: Sequence[str], skipped: dict[str,
                                               "prompt tokens computed in the last repeat", FROM_COUNTS),
                **_cost_figures(last),
                "greedy_identical_to_reference": _identity(rr, base, reference),
-               **_proposer_figures([r["proposer"] for r in rr if r.get("proposer")])}
+               **_proposer_figures([r["proposer"] for r in rr if r.get("proposer")]),
+               **_tpot_figure(rr),
+               "vllm": vllm_figures(rr)}
         rows[m] = row
     for m, row in rows.items():
         if "tokens_per_s" in row:

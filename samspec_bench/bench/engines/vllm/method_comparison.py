@@ -25,7 +25,10 @@ Arms (`--methods`, comma-separated):
   ngram       vLLM's n-gram method (prompt_lookup_min 2, max 5)
   suffix      vLLM's suffix method (Arctic; keeps finished responses, so it runs once);
               suffix-own keeps none (each request drafts from its own context)
-All sam arms and `none` share one engine (the drafter's options ride on each request).
+All sam arms and `none` share one engine (the drafter's options ride on each request). A
+user's speculative_config (`--speculative-config`) is what the engine of the method it names
+runs, as given. The prompts: a benchmark, or vLLM bench's custom / sharegpt / random datasets
+(compare_prompts.py); `seed` is vLLM's engine seed and the dataset's.
 
 On a CPU, vLLM is set up as its CPU guide asks, for every arm alike (`--cpu-threads all`, the
 default; `platform.cpu_engine_environment`): the model's OpenMP threads on every core this
@@ -73,10 +76,11 @@ from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.bench.engines.vllm.adapter import VllmEngine
 from samspec_bench.bench.engines.vllm.compare_figures import (PREFILL_NOTE, arm_rows, engines_of, fig, goal,
                                                               run_record)
+from samspec_bench.bench.engines.vllm.compare_prompts import PromptSpec, prompt_texts, random_prompt_ids
 from samspec_bench.bench.engines.vllm.platform import (CPU_THREADS_CHOICES, cpu_engine_environment, on_cpu,
                                                         restored_environment, versions)
 from samspec_bench.bench.vllm_proposer.proposer_options import ENGINE_LENGTH, ENV_OPTIONS
-from samspec_bench.data import encode_chat, read_benchmark
+from samspec_bench.data import BENCHMARKS, encode_chat
 from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.paths import default_data_dir
@@ -139,12 +143,16 @@ def check_methods(methods: Sequence[str], repeats: int, cpu_threads: str) -> dic
     return {m: arm_plan(m) for m in dict.fromkeys(methods)}
 
 
-def _build(key: str, model: str, dtype: str, k: int, engine_args: dict | None) -> VllmEngine:
-    spec = {"plain": None, "suffix-own": "suffix", "sam-tail": "sam"}.get(key, key)
+def engine_method(key: str) -> str | None:
+    """The speculative method of an engine key (arm_plan's first element)."""
+    return {"plain": None, "suffix-own": "suffix", "sam-tail": "sam"}.get(key, key)
+
+
+def _build(key: str, model: str, dtype: str, k: int, engine_args: dict | None, seed: int = 0) -> VllmEngine:
     opts = {"suffix": {"suffix_decoding_max_cached_requests": 0}} if key == "suffix-own" else None
     with _tail_default(key == "sam-tail"):   # the proposer reads its engine-wide options when vLLM builds it
-        return VllmEngine(model, speculative=spec, num_spec_tokens=k, dtype=dtype, engine_args=engine_args,
-                          speculative_options=opts)
+        return VllmEngine(model, speculative=engine_method(key), num_spec_tokens=k, dtype=dtype,
+                          engine_args=engine_args, speculative_options=opts, seed=seed)
 
 
 @contextlib.contextmanager
@@ -161,18 +169,22 @@ def compare_methods(model: str = BUILTIN_MODEL, *, dtype: str = "float32", k: in
                     data_dir: str | None = None, engine_args: dict[str, Any] | None = None,
                     methods: Sequence[str] = tuple(split_methods(DEFAULT_METHODS)), repeats: int = 1,
                     sequential: bool = False, cpu_threads: str = "all", logprobs: bool = False,
-                    log=None, done: Sequence[dict] = (), on_record: Callable[[dict], None] | None = None
+                    log=None, done: Sequence[dict] = (), on_record: Callable[[dict], None] | None = None,
+                    prompts: PromptSpec | None = None, seed: int = 0, ignore_eos: bool = False
                     ) -> dict[str, Any]:
     """See the module docstring. Returns the JSON-ready result. `done`: run records of an
     earlier, interrupted comparison with the same settings (their calls are not repeated);
-    `on_record` gets every new record as its call finishes."""
+    `on_record` gets every new record as its call finishes. `prompts`: vLLM bench's datasets
+    (compare_prompts; None: the benchmark); `seed`: vLLM's engine seed (and the dataset's);
+    `ignore_eos`: every response runs to max_tokens."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     plans = check_methods(methods, repeats, cpu_threads)
     methods = list(plans)
+    spec = prompts or PromptSpec(benchmark, seed=seed)
     ddir = data_dir or default_data_dir()
-    if ddir is None:
+    if ddir is None and spec.dataset in BENCHMARKS:
         raise UserError("no shared data found: pass --data-dir (the directory holding benchmarks/)")
-    texts = [r["question"] for r in read_benchmark(benchmark, ddir)[:num_prompts]]
+    texts = prompt_texts(spec, num_prompts, ddir)
     skipped = {m: "arctic-inference is not installed" for m, (key, _) in plans.items()
                if key.startswith("suffix") and importlib.util.find_spec("arctic_inference") is None}
     arms = [m for m in methods if m not in skipped]
@@ -193,11 +205,15 @@ def compare_methods(model: str = BUILTIN_MODEL, *, dtype: str = "float32", k: in
     with setup as threads:
         ids: list | None = None
         for group in groups:
-            ids = _run_group(group, plans, texts, ids, have, keep, model=model, dtype=dtype, k=k,
-                             engine_args=engine_args, repeats=repeats, max_tokens=max_tokens,
-                             logprobs=0 if logprobs else None, log=log)
+            ids = _run_group(group, plans, lambda tok: _prompt_ids(tok, texts, spec, num_prompts), ids, have, keep,
+                             model=model, dtype=dtype, k=k, engine_args=engine_args, repeats=repeats,
+                             max_tokens=max_tokens, logprobs=0 if logprobs else None, log=log, seed=seed,
+                             ignore_eos=ignore_eos)
     rows, reference = arm_rows(records, methods, skipped)
-    return {"model": model, "dtype": dtype, "k": k, "benchmark": benchmark, "num_prompts": len(texts),
+    return {"model": model, "dtype": dtype, "k": k, "benchmark": spec.dataset,
+            "num_prompts": len(texts) if texts is not None else num_prompts,
+            "dataset": {"name": spec.dataset, "path": spec.path, "input_len": spec.input_len, "seed": spec.seed},
+            "seed": seed, "ignore_eos": ignore_eos,
             "max_tokens": max_tokens, "repeats": repeats, "greedy": True, "reference_arm": reference,
             "prefill": PREFILL_NOTE, "engines": engines_of(records), "versions": versions(), "arms": rows,
             "goal": goal(rows), "cpu_threads": threads,
@@ -217,11 +233,18 @@ def calls_to_run(group: Sequence[str], repeats: int, have: set) -> list[tuple[in
     return out
 
 
-def _run_group(group, plans, texts, ids, have, keep, *, model, dtype, k, engine_args, repeats, max_tokens,
-               logprobs, log):
+def _prompt_ids(tokenizer, texts: list[str] | None, spec: PromptSpec, num_prompts: int) -> list[list[int]]:
+    """The measured prompts' token ids: text prompts through the chat template, random ones drawn."""
+    if texts is None:
+        return random_prompt_ids(tokenizer, num_prompts, int(spec.input_len), spec.seed)
+    return [encode_chat(tokenizer, t) for t in texts]
+
+
+def _run_group(group, plans, make_ids, ids, have, keep, *, model, dtype, k, engine_args, repeats, max_tokens,
+               logprobs, log, seed=0, ignore_eos=False):
     """Build and warm the engines of these arms, run their calls not in `have` round-robin
     (each finished call to `keep` as a run record), close them. Returns the measured prompts'
-    token ids (encoded by the first engine's tokenizer)."""
+    token ids (`make_ids` of the first engine's tokenizer)."""
     calls = calls_to_run(group, repeats, have)
     if not calls:
         return ids
@@ -229,9 +252,9 @@ def _run_group(group, plans, texts, ids, have, keep, *, model, dtype, k, engine_
     try:
         for key in dict.fromkeys(plans[m][0] for _, m in calls):
             log(f"compare: building the {key} engine (k={k}) ...")
-            eng = engines[key] = _build(key, model, dtype, k, engine_args)
+            eng = engines[key] = _build(key, model, dtype, k, engine_args, seed)
             if ids is None:
-                ids = [encode_chat(eng.tokenizer, t) for t in texts]
+                ids = make_ids(eng.tokenizer)
             warm = eng.tokenizer(WARM_PROMPT)["input_ids"]
             first = next(plans[m][1] for m in group if plans[m][0] == key)
             eng.generate([Request("warm-up", warm, SamplingParams(max_tokens=32))], drafter=first, num_spec_tokens=k)
@@ -241,8 +264,8 @@ def _run_group(group, plans, texts, ids, have, keep, *, model, dtype, k, engine_
         for r, m in calls:
             key, drafter = plans[m]
             shared = BATCH_GROUP if getattr(drafter, "group_sharing", False) else None
-            reqs = [Request(i, p, SamplingParams(max_tokens=max_tokens, logprobs=logprobs), group=shared)
-                    for i, p in enumerate(ids)]
+            reqs = [Request(i, p, SamplingParams(max_tokens=max_tokens, logprobs=logprobs, ignore_eos=ignore_eos),
+                            group=shared) for i, p in enumerate(ids)]
             eng = engines[key]
             res = eng.generate(reqs, drafter=drafter, num_spec_tokens=k)
             info = {"drafter_class": eng.guard_rails.get("drafter_class"),

@@ -192,6 +192,29 @@ def test_vllm_ngram_records_from_vllm_metrics(engine, many_requests, base_and_sa
     _vllm_method_records(engine, many_requests[:12], base_and_sam[0], "ngram")
 
 
+def test_vllm_prometheus_scrapes_read_back(engine, many_requests):
+    """Two Prometheus scrapes (prometheus_client's exposition of the registry vLLM counts in)
+    around an ngram call, read back by spec_metrics, give what LLM.get_metrics() gives for it."""
+    from prometheus_client import REGISTRY, generate_latest
+
+    from samspec_bench.bench.engines.vllm import spec_metrics as sm
+
+    engine.generate(many_requests[:1], drafter="ngram", num_spec_tokens=K)   # the ngram engine (built above)
+    before = generate_latest(REGISTRY).decode()
+    res = engine.generate(many_requests[:6], drafter="ngram", num_spec_tokens=K)
+    after = generate_latest(REGISTRY).decode()
+    reading = sm.read_prometheus([("before", before), ("after", after)])
+    (iv,) = reading.intervals
+    want = sm.from_get_metrics(res.engine["spec_counters"])
+    got = iv.figures()
+    assert want["spec_decode_num_drafts"] > 0 and reading.resets == 0
+    for key in ("spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens",
+                "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
+                "spec_decode_per_position_acceptance_rates"):
+        assert got[key] == pytest.approx(want[key]), key
+    assert reading.lines["not_understood"] == 0
+
+
 def _vllm_method_records(engine, reqs, base, method):
     res = engine.generate(reqs, drafter=method, num_spec_tokens=K)
     assert engine.guard_rails["drafter_class"].endswith({"ngram": "NgramProposer", "suffix": "SuffixDecodingProposer"}[method])

@@ -131,3 +131,90 @@ def test_engine_args_for_a_drafter(lazy_engine, monkeypatch):
     with pytest.raises(UserError, match="vLLM 0.12.0"):
         eng.engine_args("sam", 3)
     assert eng.engine_args("ngram", 3)["speculative_config"]["method"] == "ngram"
+
+
+# --- a user's speculative_config and vLLM's own option names ------------------------------------------
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}
+ENGINE_FIELDS = frozenset({"max_num_seqs", "max_model_len", "enforce_eager", "enable_prefix_caching", "dtype",
+                           "speculative_config", "tensor_parallel_size"})
+SPEC_FIELDS = frozenset({"method", "model", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"})
+
+
+def test_speculative_config_is_parsed_as_a_json_object():
+    text = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}'
+    assert parse_engine_args([f"speculative_config={text}"]) == {"speculative_config": NGRAM}
+    assert parse_engine_args(["max_num_seqs=8"], speculative_config=text) == {"max_num_seqs": 8,
+                                                                               "speculative_config": NGRAM}
+    with pytest.raises(UserError, match="both given"):
+        parse_engine_args([f"speculative_config={text}"], speculative_config=text)
+    for bad, says in (("{method: ngram}", "not JSON"), ("[1, 2]", "JSON object"), ("ngram", "not JSON")):
+        with pytest.raises(UserError, match=says) as e:
+            parse_engine_args([], speculative_config=bad)
+        assert "\n" not in str(e.value)
+
+
+def test_wrong_names_get_the_nearest_real_one():
+    with pytest.raises(UserError, match=r"'max_num_seq' .*did you mean max_num_seqs\?"):
+        ea.check_engine_args({"max_num_seq": 8}, ENGINE_FIELDS, SPEC_FIELDS)
+    with pytest.raises(UserError, match=r"speculative_config key 'prompt_lookup_maxx' .*did you mean prompt_lookup_max"):
+        ea.check_engine_args({"speculative_config": {**NGRAM, "prompt_lookup_maxx": 3}}, ENGINE_FIELDS, SPEC_FIELDS)
+    ea.check_engine_args({"speculative_config": NGRAM, "max_num_seqs": 8}, ENGINE_FIELDS, SPEC_FIELDS)
+
+
+@pytest.mark.parametrize("cfg, method", [(NGRAM, "ngram"), ({"model": "[ngram]"}, "ngram"),
+                                         ({"method": "suffix"}, "suffix"),
+                                         ({"method": "custom_class", "model": ea.CLASS_PATH}, "sam"),
+                                         ({"model": "samspec_bench.bench.engines.vllm.drafter.SamProposer"}, "sam")])
+def test_user_method(cfg, method):
+    assert ea.user_method(cfg) == method
+
+
+@pytest.mark.parametrize("cfg, says", [({"method": "eagle3", "model": "x"}, "eagle3"),
+                                       ({"method": "custom_class", "model": "my.Proposer"}, "my.Proposer")])
+def test_methods_not_measured_here_are_named(cfg, says):
+    with pytest.raises(UserError, match=says) as e:
+        ea.user_method(cfg)
+    assert "\n" not in str(e.value)
+
+
+def test_the_users_config_is_run_as_given():
+    # vLLM's own defaults for what the user left out (no prompt_lookup_min of ours), k filled in where absent
+    assert ea.speculative_config("ngram", 4, None, NGRAM) == NGRAM
+    no_k = {"method": "ngram", "prompt_lookup_max": 4}
+    assert ea.speculative_config("ngram", 3, None, no_k) == {**no_k, "num_speculative_tokens": 3}
+    with pytest.raises(UserError, match="num_speculative_tokens=4 but this run drafts k=3"):
+        ea.speculative_config("ngram", 3, None, NGRAM)
+    # another method's engine keeps its own configuration; an arm's defining option still wins
+    assert ea.speculative_config("sam", 4, None, NGRAM)["method"] == "custom_class"
+    suffix = ea.speculative_config("suffix", 3, {"suffix_decoding_max_cached_requests": 0},
+                                   {"method": "suffix", "suffix_decoding_max_cached_requests": 100})
+    assert suffix["suffix_decoding_max_cached_requests"] == 0
+
+
+def test_vllms_own_options_become_engine_arguments():
+    got = ea.cli_engine_args(["--max-model-len", "2048", "--enforce-eager", "--no-enable-prefix-caching",
+                              "--tensor-parallel-size=2", "--dtype", "bfloat16"], command="compare",
+                             known=ENGINE_FIELDS)
+    assert got == {"max_model_len": 2048, "enforce_eager": True, "enable_prefix_caching": False,
+                   "tensor_parallel_size": 2, "dtype": "bfloat16"}
+    with pytest.raises(UserError, match=r"--request-rate: no arrival rate"):
+        ea.cli_engine_args(["--request-rate", "4"], command="compare", refused={"--request-rate": "no arrival rate"},
+                           known=ENGINE_FIELDS)
+    with pytest.raises(UserError, match=r"--num-prompt: not an option .*did you mean --num-prompts\?"):
+        ea.cli_engine_args(["--num-prompt", "4"], command="compare", own=("--num-prompts",), known=ENGINE_FIELDS)
+    with pytest.raises(UserError, match="long names"):
+        ea.cli_engine_args(["-tp", "2"], command="compare", known=ENGINE_FIELDS)
+
+
+def test_vllm_user_speculative_config_checked_against_the_installed_vllm(lazy_engine):
+    """The installed vLLM's fields decide (a planted wrong key gets the real one); the ngram
+    engine is given the user's config exactly, the SAM engine its own."""
+    with pytest.raises(UserError, match=r"'num_speculative_token' .*did you mean num_speculative_tokens\?"):
+        lazy_engine(lazy=True, engine_args={"speculative_config": {"method": "ngram", "num_speculative_token": 4}})
+    with pytest.raises(UserError, match=r"'max_num_seq' .*did you mean max_num_seqs\?"):
+        lazy_engine(lazy=True, engine_args={"max_num_seq": 4})
+    eng = lazy_engine(lazy=True, engine_args={"speculative_config": dict(NGRAM), "max_num_seqs": 8})
+    args = eng.engine_args("ngram", 4)
+    assert args["speculative_config"] == NGRAM and args["max_num_seqs"] == 8
+    assert eng.engine_args("sam", 4)["speculative_config"]["method"] == "custom_class"

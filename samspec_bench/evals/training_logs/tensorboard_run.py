@@ -1,0 +1,67 @@
+"""One TensorBoard run (an event file, or a folder of one run's event files) as a TrainingRun,
+with what damage cost it: counted records and bytes, the points lost around each damaged spot
+(damage.py), and damage before a file's first intact record bounded by its bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from samspec_bench.errors import UserError
+from samspec_bench.evals.training_logs.damage import lost_points, lost_text
+from samspec_bench.evals.training_logs.runs_folder import tensorboard_groups
+from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun
+from samspec_bench.evals.training_logs.tensorboard import EventScalars, HeadDamage, event_files, read_event_file
+
+
+def _one_run(path: Path, files: list[Path]) -> None:
+    """Event files of one run share a folder and a name prefix; several folders or prefixes are
+    several runs: a UserError."""
+    groups = tensorboard_groups(files)
+    if len(groups) > 1:
+        shown = ", ".join(str(Path(d) / (pre + "*")) if pre else d for d, pre in groups[:4])
+        raise UserError(f"{path}: holds {len(groups)} TensorBoard runs ({shown}{', ...' if len(groups) > 4 else ''}); "
+                        "pass each run's folder or event file as its own argument, or their parent folder")
+
+
+def _head_note(h: HeadDamage) -> str:
+    where = f"{Path(h.file).name}: {h.bytes} byte(s) of damage before a file's first intact record"
+    if h.junk_only:
+        return f"{where}, in front of its intact version record: no record lost"
+    upto = f"at steps up to {h.first_step}" if h.first_step is not None else "(no intact step after it)"
+    return (f"{where}: at most {h.points_at_most} point(s) lost {upto}; which tags cannot be told (no intact "
+            "record before it)")
+
+
+def read_tensorboard(path: Path, label: str) -> TrainingRun:
+    files = event_files(path) if path.is_dir() else [path]
+    if not files:
+        raise UserError(f"{path}: no TensorBoard event files (*.tfevents.*) in it")
+    _one_run(path, files)
+    scalars = EventScalars()
+    for f in files:
+        read_event_file(f, scalars)
+    run = TrainingRun(path=str(path), format="tensorboard", label=label)
+    builder = SeriesBuilder()
+    for tag, pts in scalars.points.items():
+        for step, value, wall in pts:
+            builder.add(tag, step, value, wall)
+    builder.build_into(run)
+    st = scalars.stats
+    run.read.update({"files": len(files), "records": st.records})
+    run.count("corrupt_records", st.corrupt)
+    run.count("truncated_records", st.truncated_tail)
+    run.count("undecodable_records", st.undecodable)
+    run.count("skipped_bytes", st.skipped_bytes)
+    lost = lost_points({t: [p[0] for p in pts] for t, pts in scalars.points.items()}, scalars.windows)
+    run.count("lost_points", sum(len(t) for t in lost.values()))
+    run.count("steps_lost", len(lost))
+    run.count("lost_points_at_most", sum(h.points_at_most for h in scalars.head))
+    if st.corrupt or st.truncated_tail or st.undecodable:
+        cost = ([lost_text(lost)] if lost or not scalars.head else []) + [_head_note(h) for h in scalars.head]
+        run.notes.append(f"{st.corrupt} corrupt (CRC mismatch), {st.truncated_tail} truncated and "
+                         f"{st.undecodable} undecodable record(s) skipped ({st.skipped_bytes} bytes passed over, "
+                         f"reading resumed after each): " + "; ".join(cost))
+    if st.records == 0:
+        raise UserError(f"{path}: no readable TensorBoard record (the file is empty or damaged from its first "
+                        "record); pass an intact event file")
+    return run

@@ -1,0 +1,135 @@
+"""Multi-turn responses as a rollout engine serves them: one request per model turn.
+
+A multi-turn rollout (verl's agent loop, tool-integrated reasoning) calls the engine once per
+assistant turn with everything so far as the prompt: earlier turns and the tool output after
+them are prefilled, only the turn itself is decoded. So a response with tool output
+(`TokenizedResponse.tool_spans`) is replayed as one `TurnItem` per stretch of generated tokens:
+its prompt is the response's prompt plus everything before the turn (tool text included: the
+drafter indexes it), its response the turn's generated tokens. Drafts are proposed and counted
+over generated tokens only; tool tokens are counted apart (`split_turns`' summary).
+
+The first turn keeps the response's key, group and RL step. A later turn's prompt holds its own
+earlier turns, so no sibling and no earlier step shares it: the group and history sources reach
+first turns only (a later turn is a group of its own, and history finds nothing for it).
+`engine_run` replays first and later turns in two engine passes, so a history store holds what
+a store keyed by the response's prompt would (no later-turn contexts) and results do not depend
+on which other sources are in the sweep.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from samspec_bench.trace_formats import TOOL_SHAPES
+
+PREFILL = ("tool output is prefilled, not decoded: one request per model turn, its prompt everything "
+           "before it (tool text included, the drafter indexes it); drafts over generated tokens only")
+DECODE = "--tool-output decode: tool output replayed as generated tokens (drafted and counted)"
+LATER_TURNS = "group and history sources reach first turns only (a later turn's prompt holds its own earlier turns)"
+MODEL_ENGINE = "the model generates its own responses to the traces' prompts: tool output only counted"
+
+
+@dataclass(frozen=True)
+class TurnItem:
+    """One model turn of a multi-turn response, replayed as its own request."""
+    id: str
+    group: str
+    prompt_ids: np.ndarray
+    response_ids: np.ndarray
+    source: Path
+    line: int
+    prompt_format: str
+    step: int | None
+    sub: Any            # the response's sub, with ".t<turn>" from the second turn on (keys stay unique)
+    turn: int           # 0 for the first turn
+    logprobs: np.ndarray | None = None
+
+
+def generated_stretches(n: int, spans: Sequence[tuple[int, int, str]]) -> list[tuple[int, int]]:
+    """[start, end) of every non-empty stretch of generated tokens in a response of n tokens."""
+    out, at = [], 0
+    for start, end, _ in spans:
+        if start > at:
+            out.append((at, start))
+        at = max(at, end)
+    if n > at:
+        out.append((at, n))
+    return out
+
+
+def _turns(it: Any) -> list[TurnItem]:
+    resp = it.response_ids
+    out = []
+    for turn, (start, end) in enumerate(generated_stretches(int(resp.size), it.tool_spans)):
+        later = turn > 0
+        sub = (f"{it.sub}.t{turn}" if it.sub is not None else f"t{turn}") if later else it.sub
+        out.append(TurnItem(
+            id=f"{it.id}.t{turn}" if later else it.id,
+            group=f"{it.group}#{it.line}.{sub}" if later else it.group,
+            prompt_ids=np.concatenate([it.prompt_ids, resp[:start]]).astype(np.int32) if start else it.prompt_ids,
+            response_ids=resp[start:end], source=it.source, line=it.line, prompt_format=it.prompt_format,
+            step=it.step, sub=sub, turn=turn, logprobs=None if it.logprobs is None else it.logprobs[start:end]))
+    return out
+
+
+def tool_summary(items: Sequence[Any]) -> dict[str, Any] | None:
+    """What tool output the responses hold: responses, spans, tokens by shape and by RL step
+    (None when none has any)."""
+    with_tools = [it for it in items if getattr(it, "tool_spans", ())]
+    if not with_tools:
+        return None
+    shapes: Counter = Counter()
+    by_step: Counter = Counter()
+    tool = 0
+    for it in with_tools:
+        n = sum(end - start for start, end, _ in it.tool_spans)
+        tool += n
+        by_step[it.step] += n
+        shapes.update(shape for _, _, shape in it.tool_spans)
+    total = int(sum(it.response_ids.size for it in items))
+    return {"responses": len(with_tools), "spans": sum(shapes.values()), "tool_tokens": tool,
+            "generated_tokens": total - tool, "response_tokens": total,
+            "shapes": {s: {"spans": n, "what": TOOL_SHAPES.get(s, s)} for s, n in sorted(shapes.items())},
+            "tool_tokens_by_step": {str(k): v for k, v in sorted(by_step.items(), key=lambda kv: -1 if kv[0] is None
+                                                                  else kv[0])}}
+
+
+def split_turns(items: Sequence[Any], mode: str, replays: bool) -> tuple[list, dict[str, Any] | None]:
+    """The items to run and the tool output summary. mode "prefill" on a replaying engine: one
+    TurnItem per model turn of each response with tool output (others unchanged); "decode" or a
+    model engine: the items as they are."""
+    info = tool_summary(items)
+    if info is None:
+        return list(items), None
+    if mode == "decode" or not replays:
+        info.update(handling=DECODE if mode == "decode" else MODEL_ENGINE, requests=len(items))
+        return list(items), info
+    out: list = []
+    for it in items:
+        out.extend(_turns(it) if getattr(it, "tool_spans", ()) else [it])
+    later = [t for t in out if getattr(t, "turn", 0) > 0]
+    info.update(handling=PREFILL, requests=len(out), later_turns=len(later),
+                later_turn_tokens=int(sum(t.response_ids.size for t in later)), sources_note=LATER_TURNS)
+    return out, info
+
+
+def engine_run(engine, items: Sequence[Any], jobs: list) -> Iterator[tuple[int, list]]:
+    """engine.run(items, jobs), later turns in a pass of their own (module docstring)."""
+    later = [i for i, it in enumerate(items) if getattr(it, "turn", 0) > 0]
+    if not later:
+        yield from engine.run(items, jobs)
+        return
+    skip = set(later)
+    first = [i for i in range(len(items)) if i not in skip]
+    # later turns first: the history statistics the engine keeps are those of the first-turn pass
+    for indices in (later, first):
+        where = {i: n for n, i in enumerate(indices)}
+        part = [items[i] for i in indices]
+        sub_jobs = [(dc, [where[i] for i in todo if i in where]) for dc, todo in jobs]
+        for j, chunk in engine.run(part, sub_jobs):
+            yield j, [(indices[n], steps) for n, steps in chunk]

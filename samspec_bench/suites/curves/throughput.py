@@ -1,0 +1,85 @@
+"""perf/throughput across runs. verl logs tokens per second per GPU (perf/total_num_tokens /
+(perf/time_per_step x n_gpus), verl/trainer/ppo/metric_utils.py), so the ratio of its per-step
+means says little when the runs used different GPU counts, and overstates a gain when step
+times vary (a mean of per-step rates weighs fast steps more). Compared, best first:
+
+- total: both runs log perf/total_num_tokens and a step time (perf/time_per_step, timing_s/step):
+  total tokens over total time on the common steps (`compare_rate`), tokens/s of all GPUs
+  together; no GPU count needed (the per-GPU ratio is added where both counts are known);
+- per GPU x GPUs: both GPU counts known (the log: run.setup; or --gpus RUN=N): the ratio of the
+  per-step means times GPUs B / GPUs A (a mean of per-step rates, said so);
+- not normalised: neither: the per-GPU ratio as logged, marked `not normalised`, never called
+  faster or slower, counted on the comparison and printed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from samspec_bench.evals.curve_stats import align, compare_rate, compare_ratio
+from samspec_bench.evals.training_logs import Series, TrainingRun
+
+TOKENS = ("perf/total_num_tokens",)
+STEP_TIME = ("perf/time_per_step", "timing_s/step", "timing/step")
+NOT_NORMALISED = "not normalised"
+
+
+def _first(run: TrainingRun, tags: tuple[str, ...]) -> str | None:
+    return next((t for t in tags if len(run.series.get(t) or ()) >= 3), None)
+
+
+def _common(series: list[Series], step_range) -> np.ndarray:
+    steps = series[0].steps
+    for s in series[1:]:
+        steps = np.intersect1d(steps, s.steps)
+    lo, hi = step_range or (None, None)
+    if lo is not None:
+        steps = steps[steps >= lo]
+    if hi is not None:
+        steps = steps[steps <= hi]
+    return steps
+
+
+def _scaled(ci, k: float):
+    return None if ci is None else [ci[0] * k, ci[1] * k]
+
+
+def compare_throughput(base: TrainingRun, run: TrainingRun, ta: str, tb: str, gpus: dict[str, tuple],
+                       step_range=None, alpha: float = 0.05) -> dict:
+    """The throughput entry of one comparison. `gpus`: label -> (count or None, where it came from)."""
+    (ga, src_a), (gb, src_b) = gpus[base.label], gpus[run.label]
+    known = ga is not None and gb is not None
+    info = {"gpus_a": ga, "gpus_b": gb, "gpus_source_a": src_a, "gpus_source_b": src_b}
+    tok = [_first(r, TOKENS) for r in (base, run)]
+    tim = [_first(r, STEP_TIME) for r in (base, run)]
+    if all(tok) and all(tim):
+        parts = [base.series[tok[0]], base.series[tim[0]], run.series[tok[1]], run.series[tim[1]]]
+        steps = _common(parts, step_range)
+        res = compare_rate(steps, *(p.at(steps) for p in parts), alpha=alpha)
+        out = {**res, **info, "normalised": True, "unit": "tokens/s (all GPUs)", "basis": "total",
+               "mean_a": res.get("rate_a"), "mean_b": res.get("rate_b"),
+               "how": f"sum {tok[0]} / sum {tim[0]}"}
+        if known and res.get("ratio") is not None:
+            out["per_gpu_ratio"] = res["ratio"] * ga / gb
+            out["per_gpu_ci"] = _scaled(res["ci"], ga / gb)
+        return out
+    a, b = base.series[ta], run.series[tb]
+    res = compare_ratio(align(a.steps, a.values, b.steps, b.values, step_range), alpha=alpha)
+    if known:
+        k = gb / ga
+        return {**res, **info, "normalised": True, "unit": "tokens/s (all GPUs)", "basis": "per GPU x GPUs",
+                "per_gpu_ratio": res.get("ratio"), "per_gpu_ci": res.get("ci"),
+                "ratio": None if res.get("ratio") is None else res["ratio"] * k, "ci": _scaled(res.get("ci"), k),
+                "mean_a": None if res.get("mean_a") is None else res["mean_a"] * ga,
+                "mean_b": None if res.get("mean_b") is None else res["mean_b"] * gb,
+                "how": f"{ta} x GPUs ({ga} in {base.label}, {gb} in {run.label}): mean of the per-step rates "
+                       "(perf/total_num_tokens or a step time not logged)"}
+    unknown = " and ".join(lab for lab, g in ((base.label, ga), (run.label, gb)) if g is None)
+    ratio = res.get("ratio")
+    return {**res, **info, "normalised": False, "unit": "tokens/s/GPU", "basis": "per GPU",
+            "per_gpu_ratio": ratio, "per_gpu_ci": res.get("ci"),
+            "how": "per GPU, as logged",
+            "caveat": (f"{tb} is tokens/s per GPU and the GPU count of {unknown} is unknown: cannot normalise"
+                       + (f"; {ratio:.3g} is the per-GPU ratio, not the runs' throughput ratio" if ratio else "")
+                       + f"; give --gpus {unknown.split(' and ')[0]}=N (or log perf/total_num_tokens and "
+                         "perf/time_per_step)")}

@@ -1,0 +1,97 @@
+"""`samspec-bench spec-metrics FILE...`: the run folder (result.json), the printed lines and the
+JSON. A reading takes a moment: no --resume."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import click
+
+from samspec_bench.bench.engines.vllm.spec_metrics import Interval, Reading, read_files
+from samspec_bench.errors import UserError
+from samspec_bench.metrics import VLLM_NAMES
+from samspec_bench.results import RunDir, emit_json, load_result
+
+SUITE = "spec-metrics"
+ROW_KEYS = ("source", "spec_decode_acceptance_rate", "spec_decode_acceptance_length", "spec_decode_num_drafts",
+            "spec_decode_draft_tokens", "spec_decode_accepted_tokens", "spec_decode_per_position_acceptance_rates",
+            "drafts_exact")
+
+
+@dataclass(frozen=True)
+class SpecMetricsConfig:
+    files: tuple[str, ...]
+
+
+def build_config(*, files: tuple[str, ...]) -> SpecMetricsConfig:
+    if not files:
+        raise UserError("spec-metrics: give one or more files: Prometheus scrapes of a vLLM server's /metrics, "
+                        "or vLLM logs with 'SpecDecoding metrics:' lines")
+    return SpecMetricsConfig(files=tuple(str(f) for f in files))
+
+
+def metrics_of(reading: Reading) -> dict[str, Any]:
+    """result.json's metrics: the pooled figures, how the lines were read, the definitions."""
+    return {"format": reading.format, "total": reading.total().figures(), "intervals": len(reading.intervals),
+            "lines": dict(reading.lines), "lines_not_understood_examples": list(reading.not_understood),
+            "counter_resets": reading.resets, "log_lines_inconsistent": list(reading.inconsistent),
+            "vllm_names": VLLM_NAMES}
+
+
+def lines(reading: Reading) -> list[str]:
+    """The reading as terminal lines: the pooled figures, each interval, and the tally."""
+    out = [f"format: {reading.format}, {len(reading.intervals)} interval(s)"]
+    for label, iv in [("total", reading.total()), *((f"  {i.source}", i) for i in reading.intervals)]:
+        out.append(_line(label, iv))
+    tally = ", ".join(f"{k} {v}" for k, v in reading.lines.items())
+    out.append(f"lines: {tally}")
+    if reading.lines.get("not_understood"):
+        out.append(f"NOT UNDERSTOOD: {reading.lines['not_understood']} line(s), e.g. {reading.not_understood[0]!r}")
+    if reading.resets:
+        out.append(f"counter resets: {reading.resets} (a counter went down between scrapes: the server restarted)")
+    if reading.inconsistent:
+        out.append(f"log lines whose printed acceptance rate disagrees with Accepted / Drafted: "
+                   f"{', '.join(reading.inconsistent[:5])}")
+    return out
+
+
+def _line(label: str, iv: Interval) -> str:
+    f = iv.figures()
+    rate, length = f["spec_decode_acceptance_rate"], f["spec_decode_acceptance_length"]
+    pos = ", ".join(f"{p:.3f}" for p in f["spec_decode_per_position_acceptance_rates"]) or "-"
+    est = "" if iv.drafts_exact else " (drafts estimated)"
+    return (f"{label}: acceptance rate {'-' if rate is None else f'{rate:.1f} %'}  mean acceptance length "
+            f"{'-' if length is None else f'{length:.2f}'}{est}  per-position acceptance rate {pos}  "
+            f"drafts {f['spec_decode_num_drafts']}  drafted {iv.draft_tokens}  accepted {iv.accepted}")
+
+
+def execute(config: SpecMetricsConfig, *, output: str, resume: str | None = None, json_path: str | None = None) -> int:
+    """Read the files, print, write result.json (bad input fails before a folder is made)."""
+    if resume is not None:
+        raise UserError(f"--resume {resume}: `samspec-bench spec-metrics` has no resume (a reading takes a moment); "
+                        "run it again")
+    reading = read_files(config.files)
+    run_dir = RunDir(output, SUITE)
+    rows = [{k: iv.figures()[k] for k in ROW_KEYS} for iv in reading.intervals]
+    path = run_dir.write_result(asdict(config), metrics_of(reading), {"intervals": rows})
+    stream = sys.stderr if json_path == "-" else sys.stdout
+    for line in lines(reading):
+        print(line, file=stream)
+    print(f"results: {run_dir.path}", file=stream)
+    emit_json(load_result(path.parent), json_path)
+    return 0
+
+
+@click.command(SUITE)
+@click.argument("files", nargs=-1, type=click.Path())
+@click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
+@click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
+def command(output, json_path, **params):
+    """A vLLM run's own spec-decode metrics (Prometheus scrapes of /metrics, or its 'SpecDecoding
+    metrics:' log lines) as acceptance: per-position acceptance, acceptance in %, mean acceptance
+    length, per interval and pooled."""
+    code = execute(build_config(**params), output=output, json_path=json_path)
+    if code:
+        sys.exit(code)

@@ -1,0 +1,42 @@
+"""Rollouts as users have them, read as traces: the format of each file is detected (or
+named with --trace-format) and every reader yields `data.TraceRecord`s.
+
+- `samspec`: this package's JSONL (id, group, prompt / prompt_ids, response / response_ids,
+  ...), read by `data.read_traces`.
+- `verl`: verl's rollout dumps (`trainer.rollout_data_dir`): one `{global_step}.jsonl` per RL
+  step, each line {"input", "output", "score", "step"} plus, in newer versions, "gts" and the
+  reward function's extra keys (volcengine/verl @ 00401103, verl/trainer/ppo/ray_trainer.py:
+  `RayPPOTrainer._dump_generations` and the `rollout_data_dir` branch of `fit`). `input` and
+  `output` are `tokenizer.batch_decode(..., skip_special_tokens=True)` of the prompt and the
+  response: the chat template's text is there but its special tokens are not, so prompts are
+  tokenized as raw text (an approximation of the real prompt ids; responses are exact up to
+  the decode/encode round trip). The batch is reordered before the dump (`balance_batch`),
+  so a group is the lines of one step with the same `input`; its name is a hash of `input`,
+  the same in every step, and the step is kept (`TraceRecord.step`). Validation generations
+  (`trainer.validation_data_dir`, the same file naming) are marked (`validation`).
+- `lm-eval`: lm-eval's `--log_samples` files (`samples_<task>_<date>.jsonl`, one line per
+  document and filter: doc_id, arguments, resps, ...). A group is one document's responses
+  (`repeats`); the lines of other filters repeat the same responses and are read once. The
+  model is taken from a `results_*.json` beside the samples when there is one.
+- `plain`: JSONL with `prompt` and `response` strings (optional id, group, system, model);
+  without a group, responses to the same prompt form one.
+
+Every response's tool output (multi-turn tool turns, executor results) is marked in any format
+(`tool_turns`): a rollout engine prefills it, it is not generated.
+
+Modules: `files` (which files, which format), `readers` (read_any and the readers),
+`tool_turns`, `validation`, `model_check` (the traces' model against --model).
+"""
+
+from samspec_bench.trace_formats.files import (FORMAT_FIELDS, FORMATS, LM_EVAL_SAMPLES, SNIFF_LINES, VERL_STEP_FILE,
+                                               UnknownTraceFile, detect_file, expand, verl_step_files)
+from samspec_bench.trace_formats.model_check import check_models, same_model, trace_models
+from samspec_bench.trace_formats.readers import READERS, BadLine, prompt_group, read_any, read_single_turn
+from samspec_bench.trace_formats.tool_turns import SHAPES as TOOL_SHAPES
+from samspec_bench.trace_formats.tool_turns import find_tool_spans
+from samspec_bench.trace_formats.validation import VALIDATION_FOLDER, split_validation, validation_row
+
+__all__ = ["FORMATS", "FORMAT_FIELDS", "LM_EVAL_SAMPLES", "READERS", "SNIFF_LINES", "TOOL_SHAPES", "VALIDATION_FOLDER",
+           "VERL_STEP_FILE", "BadLine", "UnknownTraceFile", "check_models", "detect_file", "expand",
+           "find_tool_spans", "prompt_group", "read_any", "read_single_turn", "same_model", "split_validation",
+           "trace_models", "validation_row", "verl_step_files"]

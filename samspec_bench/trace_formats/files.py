@@ -1,0 +1,121 @@
+"""Which files a --traces value stands for, and the format of each (from the keys of its first
+JSON object, or named with --trace-format)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from samspec_bench.errors import UserError
+
+FORMATS = ("auto", "samspec", "verl", "lm-eval", "plain")
+VERL_STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
+LM_EVAL_SAMPLES = "samples_*.jsonl"
+FORMAT_FIELDS = ("samspec (id, group, prompt, response), verl rollout dumps (input, output, score, step), "
+                 "lm-eval --log_samples files (doc_id, arguments, resps) or plain JSONL (prompt, response)")
+SNIFF_LINES = 20
+
+
+class UnknownTraceFile(UserError):
+    """A file in no known trace format; `why` says what was found, without the path."""
+
+    def __init__(self, message: str, why: str):
+        super().__init__(message)
+        self.why = why
+
+
+def detect_file(path: Path) -> str:
+    """The format of one JSONL file, from the keys of its first JSON object. A file without one
+    in its first lines (empty, not text, not JSON objects) or one that cannot be read is named
+    now, before anything is tokenized (UnknownTraceFile)."""
+    keys = None
+    try:
+        with path.open("rb") as f:
+            for lineno, raw in enumerate(f, start=1):
+                if lineno > SNIFF_LINES:
+                    break
+                try:
+                    row = json.loads(raw.decode("utf-8-sig" if lineno == 1 else "utf-8"))
+                except (UnicodeDecodeError, ValueError):
+                    continue
+                if isinstance(row, dict):
+                    keys = set(row)
+                    break
+    except OSError as e:
+        why = f"cannot be read ({e.strerror or type(e).__name__})"
+        raise UnknownTraceFile(f"trace file {path} {why}: pass a readable JSONL file", why) from None
+    if keys is None:
+        why = f"no JSON object in its first {SNIFF_LINES} lines"
+        raise UnknownTraceFile(f"trace file {path}: {why}: pass JSONL traces: {FORMAT_FIELDS}", why)
+    if {"doc_id", "resps"} <= keys:
+        return "lm-eval"
+    if {"input", "output"} <= keys:
+        return "verl"
+    if {"id", "group"} <= keys and keys & {"prompt", "prompt_ids"}:
+        return "samspec"
+    if {"prompt", "response"} <= keys:
+        return "plain"
+    why = f"keys {', '.join(sorted(keys)[:6])}{', ...' if len(keys) > 6 else ''}"
+    raise UnknownTraceFile(f"trace file {path}: not a known trace format (its first object has the keys "
+                           f"{', '.join(sorted(keys)[:12])}): use {FORMAT_FIELDS}, or pass --trace-format", why)
+
+
+def verl_step_files(directory: Path) -> list[Path]:
+    """A verl rollout_data_dir's step files, in step order."""
+    files = [p for p in directory.iterdir() if p.is_file() and VERL_STEP_FILE.match(p.name)]
+    return sorted(files, key=lambda p: int(VERL_STEP_FILE.match(p.name).group(1)))
+
+
+def expand(path: str | Path, fmt: str = "auto") -> list[tuple[Path, str]]:
+    """The (file, format) pairs a --traces value stands for: a file, or a directory (a verl
+    rollout_data_dir, a folder of lm-eval samples, or *.jsonl files)."""
+    if fmt not in FORMATS:
+        raise UserError(f"--trace-format {fmt!r}: use one of {', '.join(FORMATS)}")
+    p = Path(path).expanduser()
+    if p.is_file():
+        return [(p, detect_file(p) if fmt == "auto" else fmt)]
+    if not p.is_dir():
+        raise UserError(f"trace file {p} does not exist: pass an existing JSONL file or a directory of them")
+    if fmt == "auto":
+        return _detect_folder(p)
+    if fmt == "verl":
+        steps = verl_step_files(p)
+        if steps:
+            return [(f, "verl") for f in steps]
+        raise UserError(f"trace directory {p} holds no verl step files ({{global_step}}.jsonl, e.g. 1.jsonl): "
+                        "pass the directory set as trainer.rollout_data_dir")
+    if fmt == "lm-eval":
+        samples = sorted(p.rglob(LM_EVAL_SAMPLES))
+        if samples:
+            return [(f, "lm-eval") for f in samples]
+        raise UserError(f"trace directory {p} holds no lm-eval samples files ({LM_EVAL_SAMPLES}): pass the "
+                        "--output_path of an lm-eval run with --log_samples")
+    files = sorted(p.glob("*.jsonl"))
+    if not files:
+        raise UserError(f"trace directory {p} holds no *.jsonl files: pass a directory or files with traces "
+                        "(a verl rollout_data_dir, lm-eval samples, or JSONL)")
+    return [(f, fmt) for f in files]
+
+
+def _detect_folder(p: Path) -> list[tuple[Path, str]]:
+    """Every trace file of a folder, each in its own detected format: its *.jsonl (verl step
+    files first, in step order) and lm-eval samples files below it. A folder is read whole or
+    refused: files in no known format are listed in one UserError."""
+    steps = verl_step_files(p)
+    rest = sorted((set(p.glob("*.jsonl")) | set(p.rglob(LM_EVAL_SAMPLES))) - set(steps))
+    if not steps and not rest:
+        raise UserError(f"trace directory {p} holds no *.jsonl files: pass a directory or files with traces "
+                        "(a verl rollout_data_dir, lm-eval samples, or JSONL)")
+    found, unknown = [], []
+    for f in [*steps, *rest]:
+        try:
+            found.append((f, detect_file(f)))
+        except UnknownTraceFile as e:
+            unknown.append(f"{f.relative_to(p).as_posix()} ({e.why})")
+    if unknown:
+        more = f", and {len(unknown) - 6} more" if len(unknown) > 6 else ""
+        raise UserError(f"trace directory {p}: {len(unknown)} of {len(found) + len(unknown)} file(s) not understood "
+                        f"as traces: {'; '.join(unknown[:6])}{more}; move them out, pass the trace files "
+                        f"themselves, or name the format with --trace-format; known: {FORMAT_FIELDS}")
+    return found

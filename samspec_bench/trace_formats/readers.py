@@ -1,0 +1,222 @@
+"""Reading trace files of every format as `data.TraceRecord`s (`read_any`), with each
+response's tool output marked (`tool_turns`) and verl's validation generations marked
+(`validation`); the readers of verl dumps, lm-eval samples and plain JSONL."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from samspec_bench.data import SKIP_HINT, OnError, TraceRecord, TraceSet, read_traces
+from samspec_bench.errors import UserError
+from samspec_bench.trace_formats.files import FORMAT_FIELDS, VERL_STEP_FILE, expand
+from samspec_bench.trace_formats.tool_turns import find_tool_spans
+from samspec_bench.trace_formats.validation import SHAPE_REASON, folder_reason, split_validation, validation_row
+
+
+class BadLine(Exception):
+    """A line a reader cannot use; the message says why."""
+
+
+def read_any(paths: str | Path | Iterable[str | Path], fmt: str = "auto",
+             on_error: OnError = "stop") -> tuple[TraceSet, dict[str, str]]:
+    """Every record of `paths` (files or directories) in one TraceSet, and each file's format.
+    Records carry the character spans of their responses' tool output (`TraceRecord.tool_spans`)
+    and why they are validation generations (`TraceRecord.validation`), where they are."""
+    if on_error not in ("stop", "skip"):
+        raise UserError(f"on_error {on_error!r} is not valid: use 'stop' or 'skip'")
+    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not items:
+        raise UserError("no trace files given: pass at least one JSONL file or a directory")
+    files: list[tuple[Path, str]] = []
+    for x in items:
+        files += expand(x, fmt)
+    formats = {str(f): kind for f, kind in files}
+    traces = TraceSet(records=[], on_error=on_error)
+    native = [f for f, kind in files if kind == "samspec"]
+    if native:
+        got = read_traces(native, on_error=on_error)
+        traces.records += got.records
+        traces.skipped += got.skipped
+    results: dict[str, dict] = {}
+    for f, kind in files:
+        if kind == "samspec":
+            continue
+        reader = READERS[kind]
+        for lineno, row in _json_lines(f, traces):
+            try:
+                rec = reader(row, f, lineno, results)
+            except BadLine as e:
+                _reject(traces, f, lineno, str(e))
+                continue
+            if rec is not None:
+                traces.records.extend(rec)
+    if not traces.records:
+        detail = f" ({len(traces.skipped)} bad lines skipped)" if traces.skipped else ""
+        raise UserError(f"no usable traces in {', '.join(str(x) for x in items)}{detail}: pass {FORMAT_FIELDS}")
+    traces.records = [_marked(r) for r in traces.records]
+    return traces, formats
+
+
+def read_single_turn(paths: str | Path | Iterable[str | Path], command: str,
+                     on_error: OnError = "stop") -> tuple[TraceSet, str | None]:
+    """Traces for a command that decodes whole single-turn responses of RL steps (the rollout
+    simulation), read as `read_any` reads them, and a note to print (None: nothing to say).
+    Refused in one line where they cannot serve: verl validation generations beside rollouts
+    (not RL steps; alone they are read without steps), multi-turn responses with chat-template
+    tool turns (a rollout engine prefills those between turns). ```output blocks are decoded as
+    written, and the note says how many: the same text is an executor's result in
+    tool-integrated reasoning and model text in chain-of-thought traces of TIR-trained models."""
+    traces, _ = read_any(paths, on_error=on_error)
+    traces, val = split_validation(traces, include=False)
+    if val and val["excluded"]:
+        f, why = next(iter(val["files"].items()))
+        raise UserError(f"{command} --traces: {val['excluded']} response(s) are verl validation generations ({f}: "
+                        f"{why}) beside {val['rollout_responses']} rollout responses: validation rounds are not RL "
+                        "steps; pass the rollout_data_dir alone")
+    turns = [r for r in traces.records if any(shape != "output-block" for *_, shape in r.tool_spans)]
+    if turns:
+        shape = next(s for *_, s in turns[0].tool_spans if s != "output-block")
+        raise UserError(f"{command} --traces: {len(turns)} of {len(traces.records)} response(s) are multi-turn, with "
+                        f"tool turns (first: {turns[0].source}:{turns[0].line}, {shape}); {command} decodes whole "
+                        "single-turn responses: pass single-turn traces, or measure multi-turn acceptance with "
+                        "`accept` (tool turns prefilled)")
+    notes = [val["handling"]] if val else []   # validation generations alone
+    blocks = [r for r in traces.records if r.tool_spans]
+    if blocks:
+        notes.append(f"{len(blocks)} of {len(traces.records)} response(s) hold ```output blocks (first: "
+                     f"{blocks[0].source}:{blocks[0].line}): decoded here as written; where an executor wrote them "
+                     "(tool-integrated reasoning) `accept` prefills them instead")
+    return traces, "; ".join(notes) or None
+
+
+def _marked(r: TraceRecord) -> TraceRecord:
+    """The record with its tool output spans and its folder's validation verdict added."""
+    spans = find_tool_spans(r.response) if r.response else ()
+    why = r.validation or folder_reason(r.source)
+    if not spans and why == r.validation:
+        return r
+    return dataclasses.replace(r, tool_spans=spans, validation=why)
+
+
+def _reject(traces: TraceSet, file: Path, line: int, reason: str) -> None:
+    if traces.on_error == "stop":
+        raise UserError(f"{file}:{line}: {reason}: {SKIP_HINT}")
+    traces.skipped.append((file, line, reason))
+
+
+def _json_lines(path: Path, traces: TraceSet) -> Iterator[tuple[int, dict]]:
+    """(line number, JSON object) for each non-blank line; bad lines follow traces.on_error."""
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw.decode("utf-8-sig" if lineno == 1 else "utf-8"))
+            except UnicodeDecodeError as e:
+                _reject(traces, path, lineno, f"not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1})")
+                continue
+            except ValueError as e:
+                _reject(traces, path, lineno, f"not valid JSON ({getattr(e, 'msg', e)})")
+                continue
+            if not isinstance(row, dict):
+                _reject(traces, path, lineno, "not a JSON object")
+                continue
+            yield lineno, row
+
+
+def prompt_group(text: str) -> str:
+    """A group name for the responses to one prompt text: the same in every file and step."""
+    return "p" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _text(row: dict, key: str, fmt: str, need: str) -> str:
+    value = row.get(key)
+    if not isinstance(value, str):
+        raise BadLine(f"a {fmt} line needs {need}; '{key}' is {'missing' if key not in row else type(value).__name__} "
+                      f"(keys: {', '.join(sorted(row)[:10])})")
+    return value
+
+
+def _read_verl(row: dict, file: Path, line: int, _results: dict) -> list[TraceRecord]:
+    need = "'input' and 'output' strings (verl's rollout dump)"
+    prompt, response = _text(row, "input", "verl", need), _text(row, "output", "verl", need)
+    if not response:
+        raise BadLine("the response ('output') is empty")
+    m = VERL_STEP_FILE.match(file.name)
+    step = row.get("step") if type(row.get("step")) is int else (int(m.group(1)) if m else None)
+    acc = row.get("acc")
+    correct = acc if isinstance(acc, bool) else None
+    return [TraceRecord(id=f"{step}:{line}", group=prompt_group(prompt), source=file, line=line, prompt=prompt,
+                        response=response, dataset=row.get("data_source") if isinstance(row.get("data_source"), str)
+                        else None, correct=correct, step=step,
+                        validation=SHAPE_REASON if validation_row(row) else None)]
+
+
+def _lm_eval_prompt(row: dict) -> str | None:
+    args = row.get("arguments")
+    if isinstance(args, dict):   # lm-eval >= 0.4.3: {"gen_args_0": {"arg_0": prompt, "arg_1": gen_kwargs}}
+        first = args.get("gen_args_0")
+        return first.get("arg_0") if isinstance(first, dict) else None
+    if isinstance(args, list) and args and isinstance(args[0], list) and args[0]:
+        return args[0][0]        # older versions: [[prompt, gen_kwargs], ...]
+    return None
+
+
+def _lm_eval_model(file: Path, results: dict) -> str | None:
+    key = str(file.parent)
+    if key not in results:
+        model = None
+        for p in sorted(file.parent.glob("results_*.json"), reverse=True):
+            try:
+                model = json.loads(p.read_text(encoding="utf-8")).get("model_name")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(model, str) and model:
+                break
+            model = None
+        results[key] = {"model": model, "seen": set()}
+    return results[key]["model"]
+
+
+def _read_lm_eval(row: dict, file: Path, line: int, results: dict) -> list[TraceRecord] | None:
+    prompt = _lm_eval_prompt(row)
+    if not isinstance(prompt, str) or "doc_id" not in row:
+        raise BadLine("an lm-eval samples line needs 'doc_id' and 'arguments' with the prompt (gen_args_0.arg_0); "
+                      "generation tasks only (--log_samples of generate_until)")
+    resps = row.get("resps")
+    if isinstance(resps, list) and resps and isinstance(resps[0], list):
+        resps = resps[0]         # one request per document for generation tasks: its repeats
+    if not isinstance(resps, list) or not resps or not all(isinstance(r, str) for r in resps):
+        raise BadLine("'resps' is not a list of response strings (a generate_until task's samples)")
+    model = _lm_eval_model(file, results)
+    task = file.stem.removeprefix("samples_").rsplit("_", 1)[0]
+    seen = results[str(file.parent)]["seen"]
+    key = (task, str(row["doc_id"]))
+    if key in seen:              # the same document under another filter: the same responses
+        return None
+    seen.add(key)
+    group = f"{task}:{row['doc_id']}"
+    return [TraceRecord(id=f"{group}:{r}", group=group, source=file, line=line, prompt=prompt, response=text,
+                        model=model, dataset=task, sub=r if len(resps) > 1 else None)
+            for r, text in enumerate(resps) if text]
+
+
+def _read_plain(row: dict, file: Path, line: int, _results: dict) -> list[TraceRecord]:
+    need = "'prompt' and 'response' strings"
+    prompt, response = _text(row, "prompt", "plain", need), _text(row, "response", "plain", need)
+    if not response:
+        raise BadLine("the response is empty")
+    def opt(key: str) -> str | None:
+        v = row.get(key)
+        return str(v) if isinstance(v, (str, int)) and not isinstance(v, bool) else None
+    return [TraceRecord(id=opt("id") or f"{file.stem}:{line}", group=opt("group") or prompt_group(prompt),
+                        source=file, line=line, prompt=prompt, response=response, model=opt("model"),
+                        dataset=opt("dataset"), system=opt("system"),
+                        step=row.get("step") if type(row.get("step")) is int else None)]
+
+
+READERS = {"verl": _read_verl, "lm-eval": _read_lm_eval, "plain": _read_plain}

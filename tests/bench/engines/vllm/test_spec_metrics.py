@@ -1,0 +1,159 @@
+"""vLLM's own spec-decode metrics read back (`engines/vllm/spec_metrics.py`) from hand-written
+Prometheus scrapes and "SpecDecoding metrics:" log lines, every expected figure worked out by
+hand in the comments; no vLLM needed (the real formats: test_vllm_spec_metrics.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from samspec_bench.bench.engines.vllm import spec_metrics as sm
+from samspec_bench.errors import UserError
+from samspec_bench.metrics import vllm_spec_decode, vllm_tpot_ms
+
+
+def _scrape(drafts, tokens, accepted, per_pos, engine="0", extra=""):
+    lab = f'engine="{engine}",model_name="m"'
+    rows = ["# TYPE vllm:spec_decode_num_drafts_total counter",
+            f"vllm:spec_decode_num_drafts_total{{{lab}}} {drafts}",
+            f"vllm:spec_decode_num_drafts_created{{{lab}}} 1.7e+09",
+            f"vllm:spec_decode_num_draft_tokens_total{{{lab}}} {tokens}",
+            f"vllm:spec_decode_num_accepted_tokens_total{{{lab}}} {accepted}"]
+    rows += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {v}'
+             for i, v in enumerate(per_pos)]
+    return "\n".join(rows) + "\n" + extra
+
+
+def test_vllm_names_from_counts():
+    # 12 accepted of 30 drafted in 10 drafts: 40 %, 1 + 12/10 = 2.2, positions 7/10, 4/10, 1/10
+    v = vllm_spec_decode(10, 30, 12, [7, 4, 1])
+    assert v["spec_decode_acceptance_rate"] == pytest.approx(40.0)
+    assert v["spec_decode_acceptance_length"] == pytest.approx(2.2)
+    assert v["spec_decode_per_position_acceptance_rates"] == pytest.approx([0.7, 0.4, 0.1])
+    assert vllm_spec_decode(0, 0, 0)["spec_decode_acceptance_rate"] is None
+
+
+def test_tpot_is_vllms_definition():
+    # (latency - ttft) / (n - 1): (1.0 - 0.1) / 9 = 0.1 s, (2.1 - 0.1) / 4 = 0.5 s; a 1-token request
+    # does not count; mean 300 ms, median 300 ms
+    t = vllm_tpot_ms([(0.1, 1.0, 10), (0.1, 2.1, 5), (0.2, 0.3, 1)])
+    assert t["mean_tpot_ms"] == pytest.approx(300.0) and t["requests"] == 2
+    assert vllm_tpot_ms([(0.1, 0.2, 1)])["mean_tpot_ms"] is None
+
+
+def test_one_scrape_is_since_start_and_engines_are_summed(tmp_path):
+    # two engines (data parallel): drafts 10 + 6, tokens 30 + 18, accepted 12 + 9, positions [7+5, 4+3, 1+1]
+    f = tmp_path / "m.prom"
+    f.write_text(_scrape(10, 30, 12, [7, 4, 1]) + _scrape(6, 18, 9, [5, 3, 1], engine="1",
+                                                           extra="vllm:num_requests_running 2\nnot a sample line\n"))
+    r = sm.read_files([str(f)])
+    assert r.format == "prometheus" and len(r.intervals) == 1
+    t = r.total().figures()
+    assert (t["spec_decode_num_drafts"], t["spec_decode_draft_tokens"], t["spec_decode_accepted_tokens"]) == (16, 48, 21)
+    assert t["spec_decode_acceptance_rate"] == pytest.approx(100 * 21 / 48)
+    assert t["spec_decode_acceptance_length"] == pytest.approx(1 + 21 / 16)
+    assert t["spec_decode_per_position_acceptance_rates"] == pytest.approx([12 / 16, 7 / 16, 2 / 16])
+    assert t["acceptance_rate"] == pytest.approx(21 / 48) and t["drafts_exact"] is True
+    assert r.lines["not_understood"] == 1 and r.not_understood == ["not a sample line"]
+    assert r.lines["other_metric"] == 1
+
+
+def test_scrapes_give_differences_with_a_reset(tmp_path):
+    # one file, three scrapes (the series repeat); the third after a restart: counters went down
+    text = (_scrape(10, 30, 12, [7, 4, 1]) + _scrape(20, 60, 30, [15, 10, 5])
+            + "# EOF\n" + _scrape(4, 12, 2, [2, 0, 0]))
+    f = tmp_path / "watch.prom"
+    f.write_text(text)
+    r = sm.read_files([str(f)])
+    assert len(r.intervals) == 2 and r.resets == 6   # every counter of the third scrape restarted
+    a, b = (iv.figures() for iv in r.intervals)
+    # 10 -> 20 drafts, 30 -> 60 tokens, 12 -> 30 accepted: 10, 30, 18; 60 %, 1 + 18/10
+    assert (a["spec_decode_num_drafts"], a["spec_decode_draft_tokens"], a["spec_decode_accepted_tokens"]) == (10, 30, 18)
+    assert a["spec_decode_acceptance_rate"] == pytest.approx(60.0) and a["spec_decode_acceptance_length"] == pytest.approx(2.8)
+    assert a["spec_decode_per_position_acceptance_rates"] == pytest.approx([0.8, 0.6, 0.4])
+    # after the restart the new values are the increase (Prometheus' rule)
+    assert (b["spec_decode_num_drafts"], b["spec_decode_accepted_tokens"]) == (4, 2)
+    t = r.total().figures()   # 14 drafts, 42 tokens, 20 accepted
+    assert t["spec_decode_acceptance_length"] == pytest.approx(1 + 20 / 14)
+
+
+def test_scrape_files_in_order(tmp_path):
+    before, after = tmp_path / "before.prom", tmp_path / "after.prom"
+    before.write_text(_scrape(10, 30, 12, [7, 4, 1]))
+    after.write_text(_scrape(15, 45, 16, [10, 5, 1]))
+    (iv,) = sm.read_files([str(before), str(after)]).intervals
+    # 5 drafts, 15 tokens, 4 accepted: 26.7 %, 1.8, positions 3/5, 1/5, 0
+    f = iv.figures()
+    assert f["spec_decode_acceptance_rate"] == pytest.approx(100 * 4 / 15)
+    assert f["spec_decode_per_position_acceptance_rates"] == pytest.approx([0.6, 0.2, 0.0])
+    assert iv.source.startswith(str(before))
+
+
+LINE = ("INFO 05-02 10:00:00 [metrics.py:99] SpecDecoding metrics: Mean acceptance length: 2.20, Accepted "
+        "throughput: 1.20 tokens/s, Drafted throughput: 3.00 tokens/s, Accepted: 12 tokens, Drafted: 30 tokens, "
+        "Per-position acceptance rate: 0.700, 0.400, 0.100, Avg Draft acceptance rate: 40.0%")
+# a second interval: 3 accepted of 24 drafted in 8 drafts (1 + 3/8 = 1.375 printed 1.38; 2/8, 1/8, 0)
+LINE2 = ("SpecDecoding metrics: Mean acceptance length: 1.38, Accepted throughput: 0.30 tokens/s, Drafted throughput: "
+         "2.40 tokens/s, Accepted: 3 tokens, Drafted: 24 tokens, Per-position acceptance rate: 0.250, 0.125, 0.000, "
+         "Avg Draft acceptance rate: 12.5%")
+
+
+def test_log_lines_pooled(tmp_path):
+    f = tmp_path / "server.log"
+    f.write_text(f"starting\n{LINE}\n\nINFO something else\n{LINE2}\n"
+                 "SpecDecoding metrics: Mean acceptance length: oops\n")
+    r = sm.read_files([str(f)])
+    assert r.format == "log" and len(r.intervals) == 2
+    assert r.lines == {"spec_decoding_lines": 2, "other_log_lines": 2, "blank": 1, "not_understood": 1}
+    one = r.intervals[0]
+    # drafts = accepted / sum of per-position rates = 12 / 1.2 = 10
+    assert one.drafts == 10 and not one.drafts_exact
+    assert one.printed["at"].startswith("INFO 05-02") and one.printed["accepted_throughput_tok_s"] == 1.2
+    assert r.intervals[1].drafts == 8   # 3 / 0.375
+    t = r.total().figures()
+    # 15 accepted / 54 drafted = 27.8 %; 1 + 15 / 18 drafts; position 0: (7 + 2) / 18
+    assert t["spec_decode_acceptance_rate"] == pytest.approx(100 * 15 / 54)
+    assert t["spec_decode_acceptance_length"] == pytest.approx(1 + 15 / 18)
+    assert t["spec_decode_per_position_acceptance_rates"] == pytest.approx([9 / 18, 5 / 18, 1 / 18])
+    assert r.inconsistent == []
+
+
+def test_log_line_whose_rate_disagrees_is_reported(tmp_path):
+    f = tmp_path / "edited.log"
+    f.write_text(LINE.replace("40.0%", "45.0%") + "\n")
+    assert sm.read_files([str(f)]).inconsistent == [f"{f}:1"]
+
+
+def test_log_line_with_nothing_accepted_estimates_drafts_from_k():
+    line = ("SpecDecoding metrics: Mean acceptance length: 1.00, Accepted throughput: 0.00 tokens/s, Drafted "
+            "throughput: 1.00 tokens/s, Accepted: 0 tokens, Drafted: 10 tokens, Per-position acceptance rate: "
+            "0.000, 0.000, 0.000, Avg Draft acceptance rate: 0.0%")
+    iv = sm.parse_log_line(line, "x")
+    assert iv.drafts == 4 and iv.figures()["spec_decode_acceptance_rate"] == 0.0   # ceil(10 / 3)
+
+
+@pytest.mark.parametrize("content, says", [("hello\nworld\n", "neither"),
+                                           ("vllm:num_requests_running 2\n", "neither")])
+def test_a_file_that_is_neither_is_one_line(tmp_path, content, says):
+    f = tmp_path / "x.txt"
+    f.write_text(content)
+    with pytest.raises(UserError, match=says) as e:
+        sm.read_files([str(f)])
+    assert "\n" not in str(e.value) and str(f) in str(e.value)
+
+
+def test_mixed_kinds_and_missing_files_are_refused(tmp_path):
+    log, prom = tmp_path / "a.log", tmp_path / "b.prom"
+    log.write_text(LINE + "\n")
+    prom.write_text(_scrape(1, 3, 1, [1, 0, 0]))
+    with pytest.raises(UserError, match="one kind"):
+        sm.read_files([str(log), str(prom)])
+    with pytest.raises(UserError, match="cannot read"):
+        sm.read_files([str(tmp_path / "missing.log")])
+
+
+def test_from_get_metrics():
+    counters = {"vllm:spec_decode_num_drafts": 10, "vllm:spec_decode_num_draft_tokens": 30,
+                "vllm:spec_decode_num_accepted_tokens": 12, "vllm:spec_decode_num_accepted_tokens_per_pos": [7, 4, 1]}
+    v = sm.from_get_metrics(counters)
+    assert v["spec_decode_acceptance_rate"] == pytest.approx(40.0) and v["spec_decode_acceptance_length"] == 2.2
+    assert sm.from_get_metrics({}) is None and sm.from_get_metrics(None) is None
