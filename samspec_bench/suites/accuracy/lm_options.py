@@ -8,7 +8,12 @@
   options given away from its default is refused (`merge_gen_kwargs`);
 - `--model_args pretrained=...,dtype=...` and lm-eval's backend names (`--model hf|vllm`) mapped
   onto --model / --engine / --dtype / --device / --max-num-seqs (`merge_model_args`);
-- `--limit`: a count, or below 1 the fraction of each task (lm-eval: ceil(n * limit)).
+- `--limit`: a count, or below 1 the fraction of each task (lm-eval: ceil(n * limit));
+- lm-eval's other options (`lm_eval_only`): `--batch_size N` / `--max_batch_size N` as the engine's
+  batch (--max-num-seqs), `auto` left to the engine's batching with a note; `--seed` in lm-eval's
+  one-or-four form (this suite uses one seed for all four draws); `--verbosity` noted and not
+  used; the rest (caching, W&B / hub logging, --system_instruction, ...) refused in one line with
+  what to use instead.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import sys
 from typing import Any, Iterable
 
 from samspec_bench.errors import UserError, nearest
@@ -36,6 +42,8 @@ def lm_eval_argv(args: Iterable[str], options: set[str]) -> list[str]:
     while i < len(args):
         tok = args[i]
         i += 1
+        if tok == "-b":   # lm-eval's short form of --batch_size
+            tok = "--batch-size"
         if not tok.startswith("--") or tok == "--":
             out.append(tok)
             continue
@@ -46,6 +54,13 @@ def lm_eval_argv(args: Iterable[str], options: set[str]) -> list[str]:
                                                                                         "yes", "no"):
             out.append(BOOL_VALUE_FLAGS[name][0 if args[i].lower() in ("true", "1", "yes") else 1])
             i += 1
+            continue
+        key = name.replace("_", "-")
+        seed_list = key == "--seed" and "," in (value if eq else (args[i] if i < len(args) else ""))
+        if key in LM_EVAL_ONLY and (name not in options or seed_list):   # --seed N is ours, --seed a,b,c,d lm-eval's
+            if not eq and i < len(args) and not args[i].startswith("-") and LM_EVAL_ONLY[key]:
+                value, i = args[i], i + 1
+            out += lm_eval_only(name, value)
             continue
         if name not in LIST_OPTIONS:
             out.append(name + eq + value)
@@ -59,6 +74,61 @@ def lm_eval_argv(args: Iterable[str], options: set[str]) -> list[str]:
             i += 1
         out += [name, ",".join(words)]
     return out
+
+
+# lm-eval's options (lm-eval 0.4.x `lm_eval run`) that are not ours: whether each takes a value
+LM_EVAL_ONLY = {"--batch-size": True, "--max-batch-size": True, "--seed": True, "--verbosity": True,
+                "--system-instruction": True, "--write-out": False, "--show-config": False, "--include-path": True,
+                "--predict-only": False, "--cache-requests": True, "--use-cache": True, "--check-integrity": False,
+                "--wandb-args": True, "--wandb-config-args": True, "--hf-hub-log-args": True, "--trackio-args": True,
+                "--metadata": True, "--config": True, "--samples": True, "--trust-remote-code": False,
+                "--confirm-run-unsafe-code": False}
+REFUSED = {
+    "--system-instruction": "the built-in tasks use lm-eval's own prompts; put the instruction into a task YAML "
+                            "under --data-dir, or pass --apply-chat-template",
+    "--write-out": "the prompts sent are in the samples files: pass --log_samples",
+    "--show-config": "the task configs are in the results file (results_*.json, configs)",
+    "--include-path": "pass the folder of your task YAMLs as --data-dir",
+    "--predict-only": "this suite exists to score the two arms; use `samspec-bench accept` for generations only",
+    "--cache-requests": "every call generates (two arms must not share a cache); leave it out",
+    "--use-cache": "every call generates (two arms must not share a cache); use --resume DIR to continue a run",
+    "--check-integrity": "run the task's own tests with lm-eval itself",
+    "--wandb-args": "the results and samples files are lm-eval's: log them to W&B from there",
+    "--wandb-config-args": "the results and samples files are lm-eval's: log them to W&B from there",
+    "--hf-hub-log-args": "the results and samples files are lm-eval's: push them from there",
+    "--trackio-args": "the results and samples files are lm-eval's: log them from there",
+    "--metadata": "the task's metadata comes from its YAML (--data-dir)",
+    "--config": "use `samspec-bench run --config FILE` (an accuracy: section) for a file of options",
+    "--samples": "use --limit (a count or a fraction of each task)",
+    "--trust-remote-code": "models load with transformers' own classes and never run a checkpoint's code; "
+                           "leave it out",
+    "--confirm-run-unsafe-code": "tasks that execute generated code are not run here",
+}
+
+
+def lm_eval_only(name: str, value: str) -> list[str]:
+    """Our arguments for one of lm-eval's options that is not ours (LM_EVAL_ONLY): mapped, noted
+    on stderr when it changes nothing, or refused in one line naming what to use."""
+    key = name.replace("_", "-")
+    if key in ("--batch-size", "--max-batch-size"):
+        if str(value).startswith("auto"):
+            print(f"note: lm-eval's {name} {value}: the engine batches up to --max-num-seqs requests itself",
+                  file=sys.stderr)
+            return []
+        try:
+            return ["--max-num-seqs", str(int(value))]
+        except ValueError:
+            raise UserError(f"{name} {value!r}: give a whole number of requests per batch, or auto") from None
+    if key == "--seed":
+        seeds = {s.strip() for s in str(value).split(",")} - {"None", "none", ""}
+        if len(seeds) == 1:
+            return ["--seed", seeds.pop()]
+        raise UserError(f"--seed {value}: accuracy uses one seed for python, numpy, torch and the few-shot draw; "
+                        "pass one number, e.g. --seed 1234")
+    if key == "--verbosity":
+        print(f"note: lm-eval's {name} {value} is not used: accuracy prints its own progress", file=sys.stderr)
+        return []
+    raise UserError(f"lm-eval's {name} is not taken by accuracy: {REFUSED[key]}")
 
 
 def _split_top_level(text: str) -> list[str]:

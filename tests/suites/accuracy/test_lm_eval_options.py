@@ -40,10 +40,28 @@ def test_lm_eval_spellings_become_ours():
             "--max-gen-toks", "--fewshot-as-multiturn", "--limit"}
     got = lm_eval_argv(["--model_args", "pretrained=a", "dtype=bfloat16", "--tasks", "gsm8k", "aime24",
                         "--num_fewshot", "3", "--log_samples", "--output_path=o", "--max_gen_toks", "5",
-                        "--fewshot_as_multiturn", "false", "--limit", "0.1", "--batch_size", "8"], opts)
+                        "--fewshot_as_multiturn", "false", "--limit", "0.1", "--batch_size", "8", "--unknown_x"],
+                       opts)
     assert got == ["--model-args", "pretrained=a,dtype=bfloat16", "--tasks", "gsm8k,aime24", "--num-fewshot", "3",
                    "--log-samples", "--output-path=o", "--max-gen-toks", "5", "--no-fewshot-as-multiturn",
-                   "--limit", "0.1", "--batch_size", "8"]   # not one of ours: left for click to name
+                   "--limit", "0.1", "--max-num-seqs", "8",   # lm-eval's batch: the engine's
+                   "--unknown_x"]   # neither ours nor lm-eval's: left for click to name
+
+
+def test_lm_eval_options_that_are_not_ours_are_mapped_noted_or_refused(capsys):
+    opts = {"--seed", "--max-num-seqs", "--tasks"}
+    assert lm_eval_argv(["-b", "4", "--seed", "7"], opts) == ["--max-num-seqs", "4", "--seed", "7"]
+    assert lm_eval_argv(["--seed", "5,None,5,5", "--max_batch_size=16"], opts) == ["--seed", "5", "--max-num-seqs", "16"]
+    assert lm_eval_argv(["--batch_size", "auto:4", "--verbosity", "DEBUG", "--tasks", "gsm8k"], opts) == [
+        "--tasks", "gsm8k"]
+    err = capsys.readouterr().err
+    assert "--batch_size auto:4: the engine batches up to --max-num-seqs" in err and "--verbosity DEBUG is not used" in err
+    with pytest.raises(UserError, match="one seed for python, numpy, torch and the few-shot draw"):
+        lm_eval_argv(["--seed", "0,1234,1234,1234"], opts)
+    with pytest.raises(UserError, match="--system_instruction is not taken by accuracy: .*--data-dir"):
+        lm_eval_argv(["--system_instruction", "Be brief."], opts)
+    with pytest.raises(UserError, match="--use_cache is not taken.*--resume DIR"):
+        lm_eval_argv(["--use_cache", "cache.db", "--tasks", "gsm8k"], opts)
 
 
 def test_key_value_lists_are_read_as_lm_eval_reads_them():
@@ -135,6 +153,8 @@ def test_limit_counts_like_lm_eval():
     (["--num_fewshot", "9"], "--num_fewshot 8 or less"),
     (["--num_fewshot", "2", "--tasks", "math500"], "has no few-shot examples"),
     (["--output_path", "res.json"], "give a directory"),
+    (["--batch_size", "eight"], "--batch_size 'eight': give a whole number"),
+    (["--write_out"], "pass --log_samples"),
 ])
 def test_bad_values_exit_2_on_one_line_with_the_fix(args, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
