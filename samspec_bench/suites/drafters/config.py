@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from samspec_bench.bench.draft_config import MAX_K
 from samspec_bench.data import find_traces, resolve_data_dir
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, int_at_least
 from samspec_bench.sam.drafters import DRAFTERS, SamDrafter, arctic_available, make_drafter
 from samspec_bench.trace_formats import expand
 
@@ -40,8 +40,9 @@ class DraftersConfig:
         """The checks that need no file: raised before anything is loaded."""
         if not 1 <= self.k <= MAX_K:
             raise UserError(f"-k {self.k}: the number of draft tokens must be in 1..{MAX_K} (as in accept and rollout)")
-        if self.max_tokens < 1 or self.sweep_steps < 1 or self.repeats < 1:
-            raise UserError("--max-tokens, --sweep-steps and --repeats must be >= 1")
+        for option, value in (("--max-tokens", self.max_tokens), ("--sweep-steps", self.sweep_steps),
+                              ("--repeats", self.repeats)):
+            int_at_least(value, option, 1)
         for n in self.drafters:
             if n not in DRAFTERS and n not in BENCH_ONLY:
                 raise UserError(f"--drafters: unknown drafter {n!r}; choose from {', '.join(DEFAULT_DRAFTERS)}")

@@ -163,6 +163,8 @@ def test_build_config_checks_before_loading_and_execute_has_no_resume(tmp_path):
         suite.build_config(**{**opts, "traces": (str(tmp_path / "missing.jsonl"),)})
     with pytest.raises(UserError, match="-k 0"):
         suite.build_config(**{**opts, "k": 0})
+    with pytest.raises(UserError, match="^--repeats 0: give an integer >= 1$"):
+        suite.build_config(**{**opts, "repeats": 0})
     with pytest.raises(UserError, match="medusa"):
         suite.build_config(**{**opts, "drafters": "sam,medusa"})
     with pytest.raises(UserError, match="no resume"):
