@@ -10,6 +10,12 @@ A policy may also choose the step's draft length: `step_k(StepState) -> int`, th
 tokens a request verifies this step (the simulation caps it by the arm's k; 0 = no
 speculation). The batch schedule and the cost rule's per-step k (sam/strategies/switches.py)
 have one; the reference and vLLM engines read only the on / off decision.
+
+A policy may learn from the steps it let through: `observe_step(step, drafted, accepted)`,
+called by the reference engine and the simulation after every step with the step's drafted
+and accepted draft tokens (the engine-wide cut-off, switches.EngineCutoff). Such a policy
+depends on history, so it reports `counts_only` False until its decision is fixed (the
+simulation reads it before every step and steps one by one meanwhile).
 """
 
 from __future__ import annotations

@@ -370,6 +370,8 @@ class ReferenceEngine(Engine):
                 logits = self._run(chunks, path)
             drafted, accepted, emitted, finished = self._verify(plan.sched, logits, running, drafter, t0, on_output,
                                                                 bar)
+            if hasattr(policy, "observe_step"):   # a history-dependent switch (bench/policies.py)
+                policy.observe_step(step_no, drafted, accepted)
         sched = plan.sched
         return StepRecord(step=step_no, time_s=step_timer.ms[-1] / 1e3, forward_s=fwd_timer.ms[-1] / 1e3,
                           num_running=len(sched), num_waiting=len(waiting),

@@ -42,7 +42,9 @@ interact: each walks its own profile (drafts min(k, draft, tokens left - 1), emi
 1) and a step's features are sums over the requests still running; with a per-step k the end
 is walked band by band of running counts sharing one k (`fast_paths.speculative_end`). So 1536 x 16 requests of
 tens of thousands of tokens simulate in seconds with the threshold switch; an always-on arm
-steps one by one until its last admission.
+steps one by one until its last admission. Both closed forms need a policy whose decision
+depends on the counts alone (`counts_only`); a history-dependent one (the engine-wide cut-off,
+fed each step's drafts through `observe_step`) is stepped one by one until its decision is fixed.
 
 `RolloutSimulation` holds one arm's configuration (`SimConfig`) and state; each `advance` is
 a closed-form block (fast_paths.py) or one step: `schedule` (running requests within the
@@ -138,7 +140,7 @@ class RolloutSimulation:
         self.profiles = ProfileTable(requests, self.L)
         self.k = k = int(config.k)
         self.policy = config.policy if config.policy is not None else (AlwaysPolicy() if k else OffPolicy())
-        self.counts_only = bool(getattr(self.policy, "counts_only", False))
+        self.observe = getattr(self.policy, "observe_step", None)   # a history-dependent policy's feedback
         self.step_model = config.step_model
         self.max_num_seqs = config.max_num_seqs
         self.max_num_batched_tokens = int(config.max_num_batched_tokens)
@@ -181,7 +183,10 @@ class RolloutSimulation:
         state = StepState(self.step, int(run.size), n_wait, n_dec)
         k_now = self.step_k(state)
         spec = k_now > 0 and bool(self.policy(state))
-        if self.fast_forward and self.counts_only and run.size and n_dec == run.size and int(self.pos[run].min()) >= 1:
+        # counts_only is read every step: a history-dependent policy (observe_step) turns it on once
+        # its decision is fixed, and the closed forms apply from there
+        counts_only = bool(getattr(self.policy, "counts_only", False))
+        if self.fast_forward and counts_only and run.size and n_dec == run.size and int(self.pos[run].min()) >= 1:
             # every running request decodes (pending 1 at position 0 is a prefill's last token)
             if spec and self._independent_to_the_end(n_wait):
                 self._finish_speculatively()
@@ -385,6 +390,8 @@ class RolloutSimulation:
                      num_decode_reqs=int(dec_step.sum()), context_tokens=ctx_tokens, num_drafted=drafted,
                      num_accepted=int(acc.sum()), num_emitted=int(emit.sum()), speculative=spec,
                      num_finished=int(done.sum()), num_preempted=preempted)
+        if self.observe is not None:
+            self.observe(self.step, drafted, int(acc.sum()))
         self.step += 1
 
     def _retire(self, admitted: np.ndarray) -> None:

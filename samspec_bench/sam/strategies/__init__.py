@@ -3,8 +3,9 @@
 draft tokens, its source and its step switch: `NAME[:k=K][@SOURCES][/SWITCH]`, e.g.
 `evidence:k=3@own`, `seed/cost`,
 `histospec/schedule:1-32=16;33-1024=0`, `seer/cutoff:8:0.3` (switches.py: always,
-threshold:T, schedule:..., cost, costk; `cutoff:W:T` adds TensorRT-LLM's rolling-acceptance
-cut-off per request, rules.RollingCutoff). Torch-free."""
+threshold:T, schedule:..., cost, costk, and `enginecutoff:W:T`, TensorRT-LLM's acceptance gate
+over the whole engine; `cutoff:W:T` adds the same rolling cut-off per request,
+rules.RollingCutoff). Torch-free."""
 
 from __future__ import annotations
 

@@ -9,11 +9,13 @@ and TensorRT-LLM's batch-size -> draft-length schedule: k per band of running re
 no band: no speculation); `cost` (speculate at a running count only where the step model says
 a draft pays: `CostSwitch`); `costk` (per-step k: at each running count the k whose step
 emits the most tokens per second by the step model, Seer's and DAS's larger budgets when few
-requests run, chosen by cost: `CostK`).
+requests run, chosen by cost: `CostK`); `enginecutoff:W:T` (TensorRT-LLM's engine-wide
+acceptance gate: `EngineCutoff`, fed each step's drafts through `observe_step`).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Callable
 
 
@@ -140,6 +142,47 @@ class CostK:
                 "rule": "at B running, argmax over k of (1 + accepted(k)) / t(B, B * drafted(k)), by the step model"}
 
 
+class EngineCutoff:
+    """TensorRT-LLM's acceptance gate (`acceptance_rate_window_size` / `_threshold`), engine-wide:
+    the pooled acceptance rate of the last `window` steps that drafted (accepted draft tokens
+    / drafted tokens, all requests together); once a full window's rate is below `threshold`,
+    no step speculates again (permanently, as TensorRT-LLM's gate). Steps without drafts do not
+    enter the window. Unlike the per-request `cutoff:W:T` (rules.RollingCutoff) one stubborn
+    batch-wide slump stops every request, including ones whose own drafts were accepted.
+    The engine reports each step's drafts through `observe_step` (bench/policies.py)."""
+
+    name = "enginecutoff"
+
+    def __init__(self, window: int, threshold: float):
+        if window < 1 or not 0.0 < threshold < 1.0:
+            raise ValueError(f"window={window}, threshold={threshold}: need window >= 1 and 0 < threshold < 1")
+        self.window, self.threshold = int(window), float(threshold)
+        self.recent: deque = deque(maxlen=self.window)   # (drafted, accepted) of the last steps that drafted
+        self.off_after_step: int | None = None
+
+    @property
+    def counts_only(self) -> bool:
+        # once off the decision no longer depends on history, so the simulation's closed forms apply again
+        return self.off_after_step is not None
+
+    def __call__(self, state) -> bool:
+        return self.off_after_step is None
+
+    def observe_step(self, step: int, drafted: int, accepted: int) -> None:
+        if self.off_after_step is not None or drafted <= 0:
+            return
+        self.recent.append((int(drafted), int(accepted)))
+        if len(self.recent) == self.window:
+            d, a = (sum(x) for x in zip(*self.recent))
+            if a < self.threshold * d:
+                self.off_after_step = int(step)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "window": self.window, "threshold": self.threshold,
+                "off_after_step": self.off_after_step,
+                "rule": "off for good once accepted / drafted over the last `window` drafting steps < threshold"}
+
+
 def parse_schedule(text: str) -> list[tuple[int, int, int]]:
     """'1-8=3;9-64=0' -> [(1, 8, 3), (9, 64, 0)]."""
     bands = []
@@ -148,6 +191,19 @@ def parse_schedule(text: str) -> list[tuple[int, int, int]]:
         lo, hi = rng.split("-")
         bands.append((int(lo), int(hi), int(k)))
     return bands
+
+
+def _window_threshold(spec: str, arg: str) -> tuple[int, float]:
+    """'8:0.3' -> (8, 0.3); anything else names the form (raised past parse_switch's wrapper)."""
+    w, _, t = arg.partition(":")
+    try:
+        return int(w), float(t)
+    except ValueError:
+        raise _FormError(f"switch {spec!r}: use enginecutoff:WINDOW:THRESHOLD, e.g. enginecutoff:8:0.3") from None
+
+
+class _FormError(ValueError):
+    pass
 
 
 def parse_switch(spec: str, cost: Callable[[str], Any] | None = None):
@@ -161,10 +217,15 @@ def parse_switch(spec: str, cost: Callable[[str], Any] | None = None):
             return Threshold(int(arg))
         if kind == "schedule":
             return BatchSchedule(parse_schedule(arg))
+        if kind == "enginecutoff":
+            return EngineCutoff(*_window_threshold(spec, arg))
+    except _FormError:
+        raise
     except ValueError as e:
         raise ValueError(f"switch {spec!r}: {e}") from None
     if kind in ("cost", "costk") and not arg:
         if cost is None:
             raise ValueError(f"switch {kind!r} needs a step model (give --step-model)")
         return cost(kind)
-    raise ValueError(f"switch {spec!r}: use always, threshold:T, schedule:LO-HI=K;..., cost or costk")
+    raise ValueError(f"switch {spec!r}: use always, threshold:T, schedule:LO-HI=K;..., cost, costk or "
+                     "enginecutoff:WINDOW:THRESHOLD")

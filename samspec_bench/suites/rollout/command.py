@@ -249,7 +249,8 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
               help="Named strategy arms, a comma list of NAME[:k=K][@SOURCES][/SWITCH]: seed, evidence, histospec, "
                    "seer, das, arctic (each its drafter, sources, k, length rule and switch; SWITCH: always, "
                    "threshold:T, schedule:LO-HI=K;..., cost, costk (per-step k by the step model), "
-                   "cutoff:WINDOW:THRESHOLD). docs/drafting.md, 'Strategies'.")
+                   "cutoff:WINDOW:THRESHOLD (per request), enginecutoff:WINDOW:THRESHOLD (whole engine, for good)). "
+                   "docs/drafting.md, 'Strategies'.")
 @click.option("--history-window", type=int, default=16, show_default=True,
               help="History source: earlier responses kept per prompt.")
 @click.option("--history-budget-mb", type=float, default=512.0, show_default=True,

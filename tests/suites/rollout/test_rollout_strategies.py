@@ -116,6 +116,24 @@ def test_per_step_k_arms_in_the_rollout(shared_data, tmp_path):
     assert arms["seer:k=4/costk"]["emitted"] == arms["off"]["emitted"]
 
 
+def test_engine_cutoff_arm_in_the_rollout(shared_data, tmp_path):
+    """`/enginecutoff:2:0.99`: SAM keeps well under 99% of its drafts pooled over two drafting
+    steps, so the arm drafts in exactly two steps and then decodes plainly to the end; the
+    same strategy without the switch drafts on."""
+    res = CliRunner().invoke(ro.command, ["--data-dir", str(shared_data), "--prompts", "4", "--max-num-seqs", "8",
+                                          "--strategy", "seed,seed/enginecutoff:2:0.99", "--draws", "1",
+                                          "--output", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    (run,) = list(tmp_path.iterdir())
+    arms = json.loads((run / "result.json").read_text())["metrics"]["arms"]
+    steps = pd.read_parquet(run / "steps.parquet")
+    gated = steps[steps["arm"] == "seed/enginecutoff:2:0.99"].sort_values("step")
+    drafting = gated["num_drafted"].to_numpy() > 0
+    assert drafting.sum() == 2 and not drafting[np.nonzero(drafting)[0][-1] + 1:].any()
+    assert (steps[steps["arm"] == "seed"]["num_drafted"] > 0).sum() > 2
+    assert arms["seed/enginecutoff:2:0.99"]["emitted"] == arms["off"]["emitted"]
+
+
 def test_strategy_table_against_hand_counts():
     """A tiny run's counts: 10 decode steps of a request; the strategy accepted 6 of 8 drafts."""
     from samspec_bench.suites.rollout.phases import acceptance_cost
@@ -157,6 +175,9 @@ def test_strategy_table_ranks_by_the_median_over_draws():
 @pytest.mark.parametrize("args, msg", [
     (["--strategy", "medusa"], "--strategy 'medusa'"),
     (["--strategy", "seed/sometimes"], "--strategy 'seed/sometimes'"),
+    (["--strategy", "seed/enginecutoff:0:0.3"], "window >= 1"),
+    (["--strategy", "seed/enginecutoff:8:1.5"], "0 < threshold < 1"),
+    (["--strategy", "seed/enginecutoff:8"], "enginecutoff:WINDOW:THRESHOLD"),
     (["--sources", "own,corpus"], "--sources"),
     (["--history-window", "0"], "--history-window"),
 ])
