@@ -12,6 +12,7 @@ import pytest
 
 from samspec_bench.errors import UserError
 from samspec_bench.results import RunDir, drop_torn_tail, load_result, to_jsonable
+from samspec_bench.suites.run_output import print_and_emit
 
 
 @dataclass
@@ -181,3 +182,16 @@ def test_option_checks_name_the_option_and_the_range():
             number_in(bad, "--p", 0, 1, lo_open=True)
     with pytest.raises(UserError, match="in 1..8"):
         int_list("2,9", "--b", 1, 8)
+
+
+def test_print_and_emit_keeps_stdout_for_the_json_alone(tmp_path, capsys):
+    """`--json -`: the run's lines and folder go to stderr and stdout parses as the result;
+    without it the lines are on stdout."""
+    path = RunDir(tmp_path, "demo").write_result({"a": 1}, {"m": 2.5}, {})
+    print_and_emit(["line one"], path, "-")
+    out, err = capsys.readouterr()
+    assert json.loads(out)["metrics"] == {"m": 2.5}
+    assert err.splitlines() == ["line one", f"results: {path.parent}"]
+    print_and_emit(["line one"], path, None)
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["line one", f"results: {path.parent}"] and err == ""

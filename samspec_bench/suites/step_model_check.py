@@ -20,7 +20,8 @@ import click
 
 from samspec_bench.bench.simulation.step_model_spec import ROOFLINE_HELP, check_step_model, format_report
 from samspec_bench.errors import UserError
-from samspec_bench.results import RunDir, emit_json, load_result
+from samspec_bench.results import RunDir
+from samspec_bench.suites.run_output import print_and_emit
 
 SUITE = "step-model"
 METRIC_KEYS = ("step_model", "units", "overall", "context_known", "terms", "describe", "step_model_spec", "steps_from",
@@ -52,10 +53,7 @@ def execute(config: StepModelConfig, *, output: str, resume: str | None = None, 
         metrics["points"] = {"basis": rep["points"]["basis"], **rep["points"]["summary"]}
         tables["points"] = rep["points"]["points"]
     path = run_dir.write_result(asdict(config), metrics, tables)
-    stream = sys.stderr if json_path == "-" else sys.stdout
-    print(format_report(rep), file=stream)
-    print(f"results: {run_dir.path}", file=stream)
-    emit_json(load_result(path.parent), json_path)
+    print_and_emit([format_report(rep)], path, json_path)
     return 0
 
 

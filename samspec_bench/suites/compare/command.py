@@ -15,9 +15,10 @@ from samspec_bench.bench.engines.vllm.method_comparison import DEFAULT_METHODS, 
 from samspec_bench.bench.engines.vllm.platform import CPU_THREADS_CHOICES
 from samspec_bench.metrics import VLLM_NAMES
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
-from samspec_bench.results import RunDir, check_resume, emit_json, load_result, read_json
+from samspec_bench.results import RunDir, check_resume, read_json
 from samspec_bench.suites.compare.config import CONFIG_FILE, RUNS_FILE, SUITE, CompareConfig, build_config
 from samspec_bench.suites.compare.lines import arm_table, lines
+from samspec_bench.suites.run_output import print_and_emit
 
 RESULT_KEYS = ("model", "dtype", "k", "benchmark", "num_prompts", "max_tokens", "repeats", "greedy", "prefill",
                "engines", "versions", "cpu_threads", "logprobs", "dataset", "seed", "ignore_eos")
@@ -43,11 +44,7 @@ def execute(config: CompareConfig, *, output: str, resume: str | None = None, js
                "vllm_names": VLLM_NAMES}
     path = run_dir.write_result(config.saved(), metrics, {"arms": arm_table(out["arms"])},
                                 extra={k: out[k] for k in RESULT_KEYS})
-    stream = sys.stderr if json_path == "-" else sys.stdout
-    for line in lines(out):
-        print(line, file=stream)
-    print(f"results: {run_dir.path}", file=stream)
-    emit_json(load_result(path.parent), json_path)
+    print_and_emit(lines(out), path, json_path)
     return 0
 
 

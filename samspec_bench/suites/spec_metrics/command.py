@@ -12,7 +12,8 @@ import click
 from samspec_bench.bench.engines.vllm.spec_metrics import Interval, Reading, read_files
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import VLLM_NAMES
-from samspec_bench.results import RunDir, emit_json, load_result
+from samspec_bench.results import RunDir
+from samspec_bench.suites.run_output import print_and_emit
 
 SUITE = "spec-metrics"
 ROW_KEYS = ("source", "spec_decode_acceptance_rate", "spec_decode_acceptance_length", "spec_decode_num_drafts",
@@ -76,11 +77,7 @@ def execute(config: SpecMetricsConfig, *, output: str, resume: str | None = None
     run_dir = RunDir(output, SUITE)
     rows = [{k: iv.figures()[k] for k in ROW_KEYS} for iv in reading.intervals]
     path = run_dir.write_result(asdict(config), metrics_of(reading), {"intervals": rows})
-    stream = sys.stderr if json_path == "-" else sys.stdout
-    for line in lines(reading):
-        print(line, file=stream)
-    print(f"results: {run_dir.path}", file=stream)
-    emit_json(load_result(path.parent), json_path)
+    print_and_emit(lines(reading), path, json_path)
     return 0
 
 
