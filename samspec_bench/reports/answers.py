@@ -337,6 +337,8 @@ def _arm_line(a: dict, base: dict, units: str) -> tuple[str, float | None, float
         tail, btail = _num(a.get("tail_steps")), _num(bp.get("tail_steps", base.get("tail_steps")))
         u, what = " steps", "engine steps"
         so, st = (btot / tot if btot and tot else None), (btail / tail if btail and tail else None)
+    if btail == 0:   # no tail in the baseline: a ratio to it (0 / x) would claim a tail speed-up of 0
+        st = None
     saved, more = (1 - 1 / so if so else None), "fewer" if units == "steps" else "less"
     t = (f"{pct(abs(saved)) if saved is not None else '–'} {more if (saved or 0) >= 0 else 'more'} "
          f"{what} ({fmt(btot)} → {fmt(tot)}{u}, {x2(so)}x)")
@@ -345,13 +347,21 @@ def _arm_line(a: dict, base: dict, units: str) -> tuple[str, float | None, float
         t += (f"; {x2(st)}x in the long tail" + (f" (≤{thr} running" if thr is not None else " (")
               + (f": {fmt(btail)} → {fmt(tail)}{u})" if btail is not None else ")"))
     elif btail == 0:
-        t += "; no long-tail phase in this workload"
+        t += (f"; no long-tail phase in this workload (the off arm never ran with ≤{thr} requests and none "
+              "waiting), so nothing is said about the tail" if thr is not None else
+              "; no long-tail phase in this workload, so nothing is said about the tail")
     if extrapolation(a):
         t += "; " + extrapolated(a)
     err = a.get("sim_error") if isinstance(a.get("sim_error"), dict) else {}
     errs = [f"{name} {100 * err[k]:+.1f} %" for k, name in (("total", "total time"), ("tail", "tail time"),
             ("speedup_overall", "speedup"), ("speedup_tail", "tail speedup")) if is_number(err.get(k))]
     return t + ("; simulation error vs measured: " + ", ".join(errs) if errs else ""), so, st
+
+
+def _no_tail(a: dict, base: dict) -> bool:
+    """Whether the off baseline, split at this arm's tail threshold, had no tail at all."""
+    bp = a.get("baseline_phases") or {}
+    return any(_num(bp.get(k, base.get(k))) == 0 for k in ("tail_s", "tail_steps"))
 
 
 def best_strategy_text(m: dict, how: str) -> str:
@@ -370,8 +380,10 @@ def best_strategy_text(m: dict, how: str) -> str:
     wins = b.get("best_in_draws") or {}
     won = f", fastest in {wins['best']} of {wins['draws']} draws" if wins.get("draws", 0) > 1 else ""
     split = "; chosen on the dev prompts, figures from the held-out ones" if b.get("split") == "held-out" else ""
-    return (f" Best strategy: {b['arm']} ({x2(b.get('speedup_overall'))}x{rng} overall, {x2(b.get('speedup_tail'))}x "
-            f"in the tail, {how}{won}{split}); it needs: {needs}.")
+    st = b.get("speedup_tail")   # 0 or none: the baseline had no tail to compare with
+    tail = f"{x2(st)}x in the tail" if is_number(st) and st > 0 else "no tail"
+    return (f" Best strategy: {b['arm']} ({x2(b.get('speedup_overall'))}x{rng} overall, {tail}, {how}{won}{split}); "
+            f"it needs: {needs}.")
 
 
 def rollout_time(by_suite: dict[str, Run], state: dict | None) -> Answer:
@@ -398,7 +410,8 @@ def rollout_time(by_suite: dict[str, Run], state: dict | None) -> Answer:
                     f"{x2(so)}x", text + ".") for lab, (text, so, _) in lines.items()]
     a = arms[best]
     _, so, st = lines[best]
-    tail = f", {x2(st)}x in the long tail" if st is not None else ""
+    tail = f", {x2(st)}x in the long tail" if st is not None else (
+        ", no long-tail phase to speak of (the off arm has none)" if _no_tail(a, base) else "")
     if p["units"] == "steps":
         return Answer("rollout", q, UNKNOWN, "not priced: step counts",
                       f"Not answered in time: only engine steps were counted (no step model). Fewest steps: {best}, "
@@ -414,14 +427,40 @@ def rollout_time(by_suite: dict[str, Run], state: dict | None) -> Answer:
                   + (f" and {pct(pe['max_abs_tail'])} (tail)" if is_number(pe.get("max_abs_tail")) else ""))
     if extrapolation(a):
         how, where = how + ", extrapolated", where + "; " + extrapolated(a)
+    so, sotext, tail = over_draws(a, so, st, tail)
     if so is not None and so > 1:
         return Answer("rollout", q, PARTIAL if extrapolation(a) else YES,
                       f"saves {pct(1 - 1 / so)} ({how})",
-                      f"{best} saves {pct(1 - 1 / so)} of rollout time ({x2(so)}x){tail}; {where}."
+                      f"{best} saves {pct(1 - 1 / so)} of rollout time ({sotext}){tail}; {where}."
                       + best_strategy_text(m, how), checks, source)
     return Answer("rollout", q, NO, f"no saving ({how})",
-                  f"No: every SAM setting is slower or equal; the best, {best}, runs at {x2(so)}x{tail}; {where}."
+                  f"No: every SAM setting is slower or equal; the best, {best}, runs at {sotext}{tail}; {where}."
                   + best_strategy_text(m, how), checks, source)
+
+
+def _spread(a: dict, key: str) -> dict | None:
+    """An arm's figure over the draws of its lengths ({median, min, max, n}); None for one draw."""
+    sp = (a.get("spread") or {}).get(key)
+    ok = (isinstance(sp, dict) and (_num(sp.get("n")) or 0) > 1
+          and all(is_number(sp.get(k)) for k in ("median", "min", "max")))
+    return sp if ok else None
+
+
+def over_draws(a: dict, so: float | None, st: float | None, tail: str) -> tuple[float | None, str, str]:
+    """(overall ratio, its text, the tail clause) of the best arm: with lengths drawn several
+    times, the medians with their [min, max] over the draws and the baseline's tail share (the
+    rollout's own terminal figures); else the one run's ratios, as given."""
+    sp_o, sp_t, share = (_spread(a, k) for k in ("speedup_overall", "speedup_tail", "baseline_tail_share"))
+    if sp_o is None:
+        return so, f"{x2(so)}x", tail
+    so = sp_o["median"]
+    text = f"{x2(so)}x [{x2(sp_o['min'])}, {x2(sp_o['max'])}] over {int(sp_o['n'])} draws of the lengths"
+    if st is not None and sp_t is not None and (share is None or share["min"] > 0):
+        tail = f", {x2(sp_t['median'])}x [{x2(sp_t['min'])}, {x2(sp_t['max'])}] in the long tail"
+    if share is not None and share["max"] > 0 and tail:
+        tail += (f" (the off arm spends {pct(share['median'])} [{pct(share['min'])}, {pct(share['max'])}] of its "
+                 "time there)")
+    return so, text, tail
 
 
 # --- assembly ----------------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ does not grow with the context.
 
 Specs are strings: "fixed", "evidence", "evidence:cost=0.2,half=2,choice=frequent" (see
 `EvidenceLength` for the parameters); `parse_length` turns one into a policy.
+"evidence:budget=1.5": at most 1.5 drafted tokens per step per request over a run, the cost
+moved online to spend them where the estimate is strongest (sam/draft_budget.py).
 "evidence:cost=auto": the cost is an `OnlineCost`, a value the engine running the drafter
 sets from its measured step times (vLLM's SamProposer fits it online); it stays at the
 default cost where nothing sets it (replay, the reference engine).
@@ -36,7 +38,7 @@ from samspec_bench.sam.automaton import CHOICES
 # other field (a parameter added later) is chosen by choose() in Python; so is pairs > 0 (the
 # C record keeps no pair table).
 C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "tokens", "pairs", "shape",
-                      "pooled"})
+                      "pooled", "budget", "burst", "rate"})   # budget's three: the drafter caps k, hands the cost
 
 DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
 LENGTH_SPECS = ("fixed", "evidence")
@@ -236,7 +238,9 @@ class EvidenceLength:
     is set by the engine from its measured step times), novelty, depth, tau, decay,
     choice (which continuation is drafted: frequent, recent = the latest earlier occurrence,
     earliest = min_endpos's), tokens, pairs, shape (prior weights of the corrections, in
-    predicted accepted tokens), pooled (1 or 0)."""
+    predicted accepted tokens), pooled (1 or 0); budget (drafted tokens per step per request at
+    most, drafter-wide: the cost becomes a Lagrange multiplier moved online by `rate` and a token
+    bucket of at most max(`burst`, k) tokens caps every draft; sam/draft_budget.py)."""
 
     cost: Union[float, Callable[[int], float]] = DEFAULT_COST
     novelty: float = 1.0
@@ -249,6 +253,9 @@ class EvidenceLength:
     pairs: float = 0.0
     shape: float = 8.0
     pooled: float = 1.0
+    budget: float | None = None   # drafted tokens per step per request at most (sam/draft_budget.py)
+    burst: float = 256.0          # the budget's bucket keeps at most max(burst, k) tokens of credit (dev split)
+    rate: float = 0.001           # the budget's dual-ascent step: cost += rate x (drafted - budget) (dev split)
 
     fixed = False
 
@@ -273,6 +280,12 @@ class EvidenceLength:
             raise ValueError(f"evidence:choice={self.choice}: use one of {', '.join(CHOICES)}")
         if not 0.0 <= self.decay <= 1.0:
             raise ValueError(f"evidence:decay={self.decay}: must be in [0, 1]")
+        if self.budget is not None and not (math.isfinite(self.budget) and self.budget > 0):
+            raise ValueError(f"evidence:budget={self.budget}: drafted tokens per step must be a finite number > 0 "
+                             "(e.g. budget=1.5; leave it out for no budget)")
+        for name in ("burst", "rate"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ValueError(f"evidence:{name}={getattr(self, name)}: must be a finite number >= 0")
 
     @property
     def choice_code(self) -> int:
@@ -285,14 +298,15 @@ class EvidenceLength:
         return float(self.cost(k)) if callable(self.cost) else float(self.cost)
 
     def choose(self, state: RequestEvidence | None, k: int, candidates, at_end: bool = True,
-               token_stats: TokenAcceptance | None = None) -> tuple[list[int], float]:
+               token_stats: TokenAcceptance | None = None, cost: float | None = None) -> tuple[list[int], float]:
         """(draft, expected accepted tokens) from `candidates`, the automaton's evidence_chain:
         (match length, draft, counts) per candidate, counts[0] the occurrences of the match,
         counts[j] of the match followed by draft[:j]. `at_end`: the match's own current
         occurrence is among counts[0] (a dynamic source), so it is not a continuation.
         `token_stats` (with tokens > 0): the per-token correction; the estimates it is
-        judged against are left in state.pending_q."""
-        cost = self.threshold(k)
+        judged against are left in state.pending_q. `cost`: this draft's cost (a budget's
+        multiplier) instead of the policy's."""
+        cost = self.threshold(k) if cost is None else cost
         scale = 1.0
         if state is not None:
             scale = min(4.0, max(0.25, (state.accepted + self.tau) / (state.predicted + self.tau)))
@@ -348,11 +362,12 @@ class EvidenceLength:
     def c_params(self) -> dict[str, Any] | None:
         """EvidenceBatch's arguments for this policy, or None where the compiled chooser does not
         implement it (a subclass, a field it does not know, or pairs > 0): then drafts are chosen
-        here. A profile cost is passed as -1 (read per draft in Python and handed to propose).
-        tokens / shape apply with the drafter's record (EvidenceBatch.stats, an AcceptanceStats)."""
+        here. A profile cost, or a budget's multiplier, is passed as -1 (read per draft in Python
+        and handed to propose, k cut to the budget's credit). tokens / shape apply with the drafter's record (EvidenceBatch.stats, an AcceptanceStats)."""
         if type(self) is not EvidenceLength or {f.name for f in fields(self)} != C_FIELDS or self.pairs > 0:
             return None
-        return {"cost": -1.0 if callable(self.cost) else float(self.cost), "novelty": float(self.novelty),
+        handed = callable(self.cost) or self.budget is not None
+        return {"cost": -1.0 if handed else float(self.cost), "novelty": float(self.novelty),
                 "depth": self.depth, "cap": float(self.cap), "tau": float(self.tau), "decay": float(self.decay),
                 "choice": self.choice_code, "tokens": float(self.tokens), "shape": float(self.shape),
                 "pooled": int(self.pooled > 0)}
@@ -363,7 +378,8 @@ class EvidenceLength:
 
     def spec(self) -> str:
         default = EvidenceLength()
-        parts = [f"{f.name}={_fmt(getattr(self, f.name))}" for f in fields(self)
+        parts = [f"{f.name}={repr(self.budget) if f.name == 'budget' else _fmt(getattr(self, f.name))}"
+                 for f in fields(self)
                  if getattr(self, f.name) != getattr(default, f.name) and not callable(getattr(self, f.name))]
         if isinstance(self.cost, OnlineCost):
             parts.insert(0, "cost=auto")

@@ -18,15 +18,16 @@ semantics, the baseline), `ArcticSuffixDrafter` (Arctic Inference's suffix tree,
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from typing import Any, Hashable, Iterable
+from typing import Any, Hashable
 
 import numpy as np
 
 from samspec_bench.sam._samcore import SamBatch, ngram_propose
 from samspec_bench.sam.automaton import CorpusAutomaton, GroupAutomaton, SuffixAutomaton
+from samspec_bench.sam.draft_budget import shared_budget
 from samspec_bench.sam.draft_length import (FIXED_LENGTH, AdaptiveLength, EvidenceLength, LengthPolicy,
                                             TokenAcceptance, parse_length)
+from samspec_bench.sam.drafter_base import Drafter, check_k  # noqa: F401 - public here too
 from samspec_bench.sam.history import HistoryStore
 from samspec_bench.sam.python_automaton import ObjectSam, ReferenceSam, heap_bytes
 
@@ -36,42 +37,6 @@ except ImportError:
     AcceptanceStats = EvidenceBatch = None
 if AcceptanceStats is not None and not hasattr(AcceptanceStats, "relax_pooled"):
     AcceptanceStats = EvidenceBatch = None   # built before the pooled shape prior's fading: rebuild it (README)
-
-
-class Drafter(ABC):
-    """Per-request drafting state for a batch of requests."""
-
-    name: str = "drafter"
-
-    @abstractmethod
-    def start(self, req_id: Hashable, prompt_ids: Iterable[int], group: Hashable | None = None) -> None: ...
-
-    @abstractmethod
-    def extend(self, req_id: Hashable, token_ids: Iterable[int]) -> None: ...
-
-    @abstractmethod
-    def propose(self, req_id: Hashable, k: int) -> list[int]: ...
-
-    @abstractmethod
-    def stop(self, req_id: Hashable) -> None: ...
-
-    def memory_bytes(self) -> int:
-        """Bytes held for the requests currently started (0 where unknown)."""
-        return 0
-
-    def describe(self) -> dict[str, Any]:
-        """Name and options, for result files."""
-        return {"name": self.name}
-
-    @property
-    def active(self) -> int:
-        return len(getattr(self, "_reqs", {}))
-
-
-def check_k(k: int) -> int:
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"k = {k!r}: the number of draft tokens must be an integer >= 1")
-    return int(k)
 
 
 class SamDrafter(Drafter):
@@ -147,13 +112,22 @@ class SamDrafter(Drafter):
             batch = self._c_batch = EvidenceBatch(**params, l_threshold=l_threshold, stats=self._token_stats)
             self._ev = batch.requests
             self.extend = batch.extend
-            self.propose = self._propose_profiled if callable(length.cost) else batch.propose
+            handed = callable(length.cost) or length.budget is not None   # the cost read per draft here
+            self.propose = self._propose_profiled if handed else batch.propose
         else:
             if self._evidence and length.pairs > 0 and AcceptanceStats is not None \
                     and isinstance(token_stats, AcceptanceStats):
                 raise ValueError(f"token_stats: the compiled record keeps no pairs, which {length.spec()} "
                                  "corrects by: pass a TokenAcceptance (sam/draft_length.py)")
             self._token_stats = token_stats if token_stats is not None else TokenAcceptance()
+        self._budget = self._shared_budget()
+
+    def _shared_budget(self):
+        """The evidence policy's draft budget, shared by the drafters sharing the record (or None)."""
+        pol = self.length
+        if not self._evidence or pol.budget is None:
+            return None
+        return shared_budget(self._token_stats, pol.budget, pol.burst, pol.rate, pol.threshold(1))
 
     @property
     def token_stats(self):
@@ -165,6 +139,7 @@ class SamDrafter(Drafter):
         if self._c_batch is not None:
             self._c_batch.stats = stats   # an AcceptanceStats (TypeError otherwise)
         self._token_stats = stats
+        self._budget = self._shared_budget()
 
     @property
     def policy_path(self) -> str:
@@ -172,7 +147,9 @@ class SamDrafter(Drafter):
         return "c" if self._c_batch is not None or self._fixed_length else "python"
 
     def _propose_profiled(self, req_id, k):
-        """A profile cost is a Python callable: read it here, choose in C."""
+        """A profile cost is a Python callable, a budget's cost its multiplier: read here, chosen in C."""
+        if self._budget is not None:
+            return self._budget.spend(k, lambda most, cost: self._c_batch.propose(req_id, most, cost))
         return self._c_batch.propose(req_id, k, self.length.threshold(k))
 
     def start(self, req_id, prompt_ids, group=None):
@@ -248,7 +225,7 @@ class SamDrafter(Drafter):
             self.token_stats.update(draft, state.pending_q, a, self.length.pairs > 0)
         state.pending = None
 
-    def _propose_evidence(self, req_id, k):
+    def _propose_evidence(self, req_id, k, cost=None):
         policy = self.length
         choice, depth = policy.choice_code, policy.depth
         cands = self._reqs[req_id].evidence_chain(k, choice, depth)
@@ -262,12 +239,14 @@ class SamDrafter(Drafter):
         if dyn_len < self.l_threshold:
             return []
         state = self._ev[req_id]
-        draft, expected = policy.choose(state, check_k(k), cands, at_end, self.token_stats)
+        draft, expected = policy.choose(state, check_k(k), cands, at_end, self.token_stats, cost)
         if draft:
             state.pending, state.pending_pred = draft, expected
         return draft
 
     def propose(self, req_id, k):
+        if self._budget is not None:
+            return self._budget.spend(k, lambda most, cost: self._propose_evidence(req_id, most, cost))
         if self._evidence:
             return self._propose_evidence(req_id, k)
         dyn_len, draft = self._reqs[req_id].match_draft(k)
@@ -308,7 +287,8 @@ class SamDrafter(Drafter):
                 "history": None if self.history is None else {"window": self.history.window,
                                                               "budget_bytes": self.history.budget_bytes},
                 "l_threshold": self.l_threshold, "l_bias": self.l_bias,
-                "length": self.length.describe(), "policy_path": self.policy_path}
+                "length": self.length.describe(), "policy_path": self.policy_path,
+                **({"budget": self._budget.describe()} if self._budget is not None else {})}
 
 
 class ReferenceSamDrafter(Drafter):

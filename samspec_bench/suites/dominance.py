@@ -3,6 +3,11 @@ trace, k and draft source? Trace replay counts, not time (bench/draft_dominance.
 
     samspec-bench dominance [--traces F ...] [-k 3,8] [--sam-length evidence] [--limit-groups N]
         [--no-share-stats] [--figure pareto.png [--costs 0.15,...]]
+    samspec-bench dominance --anchors [--traces F ...] [-k 3,8] [--limit-groups N]
+
+`--anchors`: the default policy against each named anchor strategy instead, unbudgeted and with
+a draft budget equal to the anchor's drafted tokens per step (suites/dominance_anchors.py);
+one row per (trace, k, anchor) cell, the same folder, resume and gate.
 
 Output (one run directory): config.json, cells.jsonl (one row per (trace, k, source) cell,
 appended as it finishes: `--resume DIR` replays only the missing cells), result.json (metrics:
@@ -27,6 +32,7 @@ from samspec_bench.errors import EXIT_GATE, UserError, int_at_least, int_list
 from samspec_bench.results import RunDir, check_resume, emit_json, load_result
 from samspec_bench.sam.draft_length import parse_length
 from samspec_bench.sam.drafters import SamDrafter, arctic_available
+from samspec_bench.suites import dominance_anchors as anchors_mod
 
 SUITE = "dominance"
 CONFIG_FILE = "config.json"
@@ -44,6 +50,7 @@ class DominanceConfig:
     share_stats: bool
     figure: str | None                 # where the Pareto picture is copied (None: no figure, no curves)
     costs: tuple[float, ...] | None    # SAM's curve in the figure (None without --figure)
+    anchors: bool = False              # the default policy against the named anchors instead of Arctic
 
     def identity(self) -> dict:
         """What a resumed run must share with the run it continues (the figure's path may change)."""
@@ -62,16 +69,19 @@ def _costs(text: str) -> tuple[float, ...]:
 
 def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_length: str,
                  limit_groups: int | None, share_stats: bool, figure: str | None, costs: str,
-                 data_dir: str | None) -> DominanceConfig:
+                 data_dir: str | None, anchors: bool) -> DominanceConfig:
     """Every option checked before any replay: the options first, then what is installed and found."""
     ks = tuple(int_list(k, "-k"))
+    if anchors and (figure or sam_length != anchors_mod.DEFAULT_POLICY or not share_stats):
+        raise UserError("--anchors compares the default policy as accept replays it: drop --figure, --sam-length "
+                        "and --no-share-stats")
     curve = _costs(costs) if figure else None
     try:
         SamDrafter(length=sam_length)
     except ValueError as e:
         raise UserError(f"--sam-length {sam_length!r}: {e}") from None
     limit = int_at_least(limit_groups, "--limit-groups", optional=True)
-    if not arctic_available():
+    if not anchors and not arctic_available():
         raise UserError("arctic-inference is not installed: pip install arctic-inference (see README)")
     paths = [Path(t) for t in traces] if traces else sorted((resolve_data_dir(data_dir) / "traces").glob("*.jsonl"))
     if not paths:
@@ -81,7 +91,8 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
             raise UserError(f"--traces {p}: no such file; pass a trace JSONL file")
     tok = tokenizer or str(resolve_data_dir(data_dir) / "tokenizers" / "qwen3")
     return DominanceConfig(traces=tuple(str(p) for p in paths), tokenizer=tok, ks=ks, sam_length=sam_length,
-                           limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve)
+                           limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve,
+                           anchors=bool(anchors))
 
 
 def cell_table(rows: list[dict]) -> list[dict]:
@@ -105,6 +116,8 @@ def execute(config: DominanceConfig, *, output: str, resume: str | None = None, 
     run_dir.write_json(CONFIG_FILE, asdict(config))
     stream = sys.stderr if json_path == "-" else sys.stdout
     say = lambda s: print(s, file=stream, flush=True)  # noqa: E731
+    if config.anchors:
+        return _execute_anchors(config, run_dir, say, json_path)
     done = {cell_key(r): r for r in run_dir.samples(CELLS_FILE)}
     say("tokens per step / drafted tokens per step (counts from trace replay, not time); SAM's acceptance "
         "statistics: " + ("drafter-wide, shared by the replay units of a cell in file order (--share-stats)"
@@ -137,6 +150,35 @@ def execute(config: DominanceConfig, *, output: str, resume: str | None = None, 
     return 0 if passed == len(rows) else EXIT_GATE
 
 
+def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: str | None) -> int:
+    """--anchors: one row per (trace, k, anchor) cell; 1 when the budgeted default does not
+    dominate every anchor (the gate)."""
+    done = {anchors_mod.cell_key(r): r for r in run_dir.samples(CELLS_FILE)}
+    say("tokens per step / drafted tokens per step (counts from trace replay, not time): each anchor on its own "
+        "sources, the default policy (evidence) as is and budgeted at the anchor's drafted tokens per step; "
+        "differences are default minus anchor")
+    for r in done.values():
+        say(anchors_mod.fmt_row(r) + "  (kept)")
+    new = anchors_mod.run([Path(t) for t in config.traces], config.tokenizer, list(config.ks), config.limit_groups,
+                          progress=say, skip=done, on_row=lambda row: run_dir.append_sample(row, CELLS_FILE))
+    order = {(t, k, a): i for i, (t, k, a) in enumerate((t, k, a) for t in config.traces for k in config.ks
+                                                         for a in anchors_mod.ANCHORS)}
+    rows = sorted([*done.values(), *new], key=lambda r: order.get(anchors_mod.cell_key(r), len(order)))
+    plain = sum(r["default_vs_anchor"]["dominates"] for r in rows)
+    budgeted = sum(r["budgeted_vs_anchor"]["dominates"] for r in rows)
+    say(f"the default policy dominates the anchor in {plain} of {len(rows)} cells as it is, in {budgeted} of "
+        f"{len(rows)} budgeted at the anchor's drafted tokens per step")
+    metrics = {"cells": len(rows), "default_dominated_cells": plain, "budgeted_dominated_cells": budgeted,
+               "all_dominate": budgeted == len(rows), "anchors": list(anchors_mod.ANCHORS),
+               "default_policy": parse_length(anchors_mod.DEFAULT_POLICY).describe(),
+               "unit": "trace replay counts, not time"}
+    path = run_dir.write_result(asdict(config), metrics, {"cells": anchors_mod.cell_table(rows)}, [],
+                                extra={"rows": rows})
+    say(f"results: {run_dir.path}")
+    emit_json(load_result(path.parent), json_path)
+    return 0 if budgeted == len(rows) else EXIT_GATE
+
+
 @click.command(SUITE)
 @click.option("--traces", multiple=True, type=click.Path(),
               help="Trace files (repeatable; default: every trace of the data directory).")
@@ -154,6 +196,9 @@ def execute(config: DominanceConfig, *, output: str, resume: str | None = None, 
               help="Also draw the Pareto picture per cell (png; in the run folder as pareto.png and copied here).")
 @click.option("--costs", default=CURVE_COSTS, show_default=True,
               help="Verify costs of SAM's curve in the figure, comma list.")
+@click.option("--anchors", is_flag=True, default=False,
+              help="The default policy against each named anchor strategy (seed, histospec, das, seer, arctic) on "
+                   "its own sources, unbudgeted and budgeted at the anchor's drafted tokens per step.")
 @click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--resume", default=None, type=click.Path(), help="Continue this run directory (finished cells are kept).")

@@ -159,6 +159,40 @@ def test_units_priced_by_and_measured_are_read(tmp_path):
     assert a.status == NO and a.text.startswith("No: every SAM setting is slower")
 
 
+def test_no_tail_speedup_is_claimed_when_the_off_arm_has_no_tail(tmp_path):
+    """A workload whose baseline never drains to the threshold (16 responses in one batch): no
+    tail ratio (0 / x would read as '0.00x in the long tail'), and the answer says there is none."""
+    off = {"total_s": 27.0, "tail_s": 0.0, "steps": 130, "tail_steps": 0}
+    base = {k: off[k] for k in ("total_s", "tail_s", "tail_steps")}
+    always = {"total_s": 24.0, "tail_s": 0.9, "steps": 110, "tail_steps": 8, "tail_threshold": 4,
+              "speedup_overall": 27.0 / 24.0, "speedup_tail": 0.0,   # what the suite writes: ratio(0, 0.9)
+              "baseline_phases": base}
+    path = rollout(tmp_path, {"arms": {"off": off, "always k=3": always}, "best_setting": "always k=3"})
+    a = answers_of([path])["rollout"]
+    words = " ".join([a.text, a.badge, *(c.text for c in a.checks)])
+    assert "in the long tail" not in words and "0.00x" not in words, words
+    assert "no long-tail phase" in a.text
+    assert all("no long-tail phase in this workload" in c.text for c in a.checks)
+
+
+def test_drawn_lengths_answer_with_the_medians_and_their_range(tmp_path):
+    """Lengths drawn several times: the answer gives each figure's median [min, max] over the
+    draws (as the rollout prints them) and the off arm's share of time in the tail, not the
+    first draw's figures."""
+    path = rollout(tmp_path)
+    res = json.loads((path / "result.json").read_text())
+    sp = lambda *v: {"median": sorted(v)[1], "min": min(v), "max": max(v), "n": 3, "values": list(v)}  # noqa: E731
+    res["metrics"]["arms"]["threshold<=4 k=3"]["spread"] = {"speedup_overall": sp(1.05, 1.2, 1.1),
+                                                           "speedup_tail": sp(1.3, 1.5, 1.4),
+                                                           "baseline_tail_share": sp(0.2, 0.3, 0.25)}
+    (path / "result.json").write_text(json.dumps(res))
+    a = answers_of([path])["rollout"]
+    assert a.status == YES and a.badge.startswith(f"saves {100 * (1 - 1 / 1.1):.1f} %")
+    assert "(1.10x [1.05, 1.20] over 3 draws of the lengths), 1.40x [1.30, 1.50] in the long tail" in a.text
+    assert "(the off arm spends 25.0 % [20.0 %, 30.0 %] of its time there)" in a.text
+    assert f"{900 / 800:.2f}x" not in a.text   # the first draw's ratio stays in its check line only
+
+
 # --- Markdown, several runs, defaults ------------------------------------------------------------------------
 
 def test_markdown_states_the_same_answers(full, tmp_path):

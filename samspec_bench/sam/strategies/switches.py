@@ -10,7 +10,8 @@ no band: no speculation); `cost` (speculate at a running count only where the st
 a draft pays: `CostSwitch`); `costk` (per-step k: at each running count the k whose step
 emits the most tokens per second by the step model, Seer's and DAS's larger budgets when few
 requests run, chosen by cost: `CostK`); `enginecutoff:W:T` (TensorRT-LLM's engine-wide
-acceptance gate: `EngineCutoff`, fed each step's drafts through `observe_step`).
+acceptance gate: `EngineCutoff`, fed each step's drafts through `observe_step`); `A+B`: two
+or more of them together (`Both`: a step speculates when all agree, at the smallest k).
 """
 
 from __future__ import annotations
@@ -183,6 +184,46 @@ class EngineCutoff:
                 "rule": "off for good once accepted / drafted over the last `window` drafting steps < threshold"}
 
 
+class Both:
+    """Switches combined (`A+B`, e.g. TensorRT-LLM's batch-size schedule with its acceptance gate,
+    `schedule:1-8=4+enginecutoff:64:0.3`): a step speculates only when every part says so, at
+    the smallest k any part with a per-step k allows; each part sees every step's drafts."""
+
+    name = "both"
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+        if len(self.parts) < 2:
+            raise ValueError("a combined switch needs two or more parts")
+        if any(isinstance(p, Both) for p in self.parts):
+            raise ValueError("combined switches do not nest")
+        if any(hasattr(p, "step_k") for p in self.parts):
+            self.step_k = self._step_k   # only where a part has one: no step_k means the arm's k
+
+    @property
+    def counts_only(self) -> bool:
+        return all(getattr(p, "counts_only", False) for p in self.parts)
+
+    def __call__(self, state) -> bool:
+        return all(p(state) for p in self.parts)
+
+    def _step_k(self, state) -> int:
+        return min(p.step_k(state) for p in self.parts if hasattr(p, "step_k"))
+
+    def observe_step(self, step: int, drafted: int, accepted: int) -> None:
+        for p in self.parts:
+            if hasattr(p, "observe_step"):
+                p.observe_step(step, drafted, accepted)
+
+    @property
+    def off_after_step(self):
+        return next((p.off_after_step for p in self.parts if getattr(p, "off_after_step", None) is not None), None)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "parts": [p.describe() for p in self.parts],
+                "rule": "speculates only when every part does, at the smallest per-step k of the parts"}
+
+
 def parse_schedule(text: str) -> list[tuple[int, int, int]]:
     """'1-8=3;9-64=0' -> [(1, 8, 3), (9, 64, 0)]."""
     bands = []
@@ -209,6 +250,12 @@ class _FormError(ValueError):
 def parse_switch(spec: str, cost: Callable[[str], Any] | None = None):
     """A fresh switch for a spec (see the module docstring); `cost(kind)` builds the cost
     switches, kind 'cost' or 'costk' (they need the step model and the arm's acceptance)."""
+    if "+" in spec:
+        parts = [parse_switch(part.strip(), cost) for part in spec.split("+")]
+        try:
+            return Both(parts)
+        except ValueError as e:
+            raise ValueError(f"switch {spec!r}: {e}") from None
     kind, _, arg = spec.partition(":")
     try:
         if kind == "always":
@@ -228,4 +275,4 @@ def parse_switch(spec: str, cost: Callable[[str], Any] | None = None):
             raise ValueError(f"switch {kind!r} needs a step model (give --step-model)")
         return cost(kind)
     raise ValueError(f"switch {spec!r}: use always, threshold:T, schedule:LO-HI=K;..., cost, costk or "
-                     "enginecutoff:WINDOW:THRESHOLD")
+                     "enginecutoff:WINDOW:THRESHOLD, or two of them joined by + (both must agree)")

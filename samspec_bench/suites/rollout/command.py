@@ -45,6 +45,9 @@ DEFINITIONS = {"tail": "steps with no request waiting and running <= the arm's t
                "step_ratio_*": "baseline (off) decode steps / arm decode steps: a " + STEP_RATIO + " (no step model)",
                "tokens_per_step": "(decode steps of requests + accepted drafts) / decode steps of requests (one "
                                   "request's target forward = one step; 1.0 without speculation)",
+               "tokens_per_step_head/_tail": "tokens_per_step over the head's / the tail's steps only (--dp: all "
+                                             "instances' steps pooled): what drafting does for the requests that "
+                                             "finish last",
                "drafted_per_step": "draft tokens verified / decode steps of requests (what the drafter proposed)",
                "verify_tokens_per_token": "tokens the target computed for decoding requests (1 + drafted each) / "
                                             "tokens they kept (1 + accepted each); 1.0 without speculation",

@@ -23,7 +23,7 @@ DEFAULT_DRAWS = 5
 RANDOM_LENGTHS = ("lognormal", "pareto", "trace")   # --length-dist kinds drawn with the seed
 ARM_FIGURES = ("total_s", "head_s", "tail_s", "speedup_overall", "speedup_head", "speedup_tail",
                "speedup_mean_instance", "time_saved_fraction", "tokens_per_step", "drafted_per_step",
-               "verify_tokens_per_token", "preemptions")
+               "verify_tokens_per_token", "tokens_per_step_head", "tokens_per_step_tail", "preemptions")
 
 
 def random_lengths(cfg: RolloutConfig) -> bool:

@@ -52,6 +52,7 @@ def arm_metrics(steps: Mapping[str, np.ndarray], finish, T: int) -> dict[str, An
     m.update(drafted=d, accepted=a, emitted=e, acceptance_rate=(a / d) if d else None,
              decode_request_steps=int(np.sum(steps["num_decode_reqs"])) if "num_decode_reqs" in steps else None)
     m.update(acceptance_cost(m))
+    m.update(phase_tokens(steps, T))
     if "num_preempted" in steps:
         m["preemptions"] = int(np.sum(steps["num_preempted"]))
     m["completion"] = completion_stats(finish)
@@ -70,6 +71,22 @@ def acceptance_cost(m: Mapping[str, Any]) -> dict[str, float | None]:
         return {"tokens_per_step": None, "drafted_per_step": None, "verify_tokens_per_token": None}
     return {"tokens_per_step": ratio(n + a, n), "drafted_per_step": ratio(d, n),
             "verify_tokens_per_token": ratio(n + d, n + a)}
+
+
+def phase_tokens(steps: Mapping[str, np.ndarray], T: int) -> dict[str, float | None]:
+    """Tokens kept per decode step of a request in the head and in the tail (the tail_mask
+    steps): (n + accepted) / n over each phase's steps. The tail holds the requests that finish
+    last, so its figure shows what drafting does for them (None: no decode steps there, or a
+    table without per-request decode counts)."""
+    if "num_decode_reqs" not in steps:
+        return {"tokens_per_step_head": None, "tokens_per_step_tail": None}
+    tail = tail_mask(steps, T)
+    n, a = np.asarray(steps["num_decode_reqs"]), np.asarray(steps["num_accepted"])
+    out = {}
+    for name, sel in (("head", ~tail), ("tail", tail)):
+        nn = int(n[sel].sum())
+        out[f"tokens_per_step_{name}"] = ratio(nn + int(a[sel].sum()), nn)
+    return out
 
 
 def ratio(a, b):
@@ -129,6 +146,9 @@ def dp_arm_metrics(instance_steps, instance_finish, T: int, finish_all, requests
         m[k] = int(sum(p.get(k) or 0 for p in per))
     m["acceptance_rate"] = ratio(m["accepted"], m["drafted"])
     m.update(acceptance_cost(m))
+    m.update(phase_tokens({c: np.concatenate([np.asarray(st[c]) for st in instance_steps])
+                           for c in ("num_waiting", "num_running", "num_decode_reqs", "num_accepted")}, T)
+             if all("num_decode_reqs" in st for st in instance_steps) else phase_tokens({}, T))
     m["completion"] = completion_stats(finish_all)
     tail = np.array([p["tail_s"] for p in per])
     m["dp"] = {"instances": len(per), "slowest_instance": slow, "instance_makespan_s": mk.tolist(),

@@ -58,9 +58,9 @@ from samspec_bench.workload import PROMPTS, question_ids
 # the short profile `rollout` measures on a measured engine without --step-model, and `samspec-bench
 # run` before its replay: well under a minute for the built-in model on 2 cores; the rollout's own k
 AUTO_PROFILE = {"tokens": 16, "prompt_pads": (0, 128), "pad_max_batch": 4}
-# `samspec-bench run`'s replay profile: shorter still (the long prompt pad at batch 1 only, where
-# it costs least), so that the profile stays well under a minute on 2 cores
-RUN_PROFILE = {"tokens": 12, "prompt_pads": (0, 128), "pad_max_batch": 1}
+# `samspec-bench run`'s replay profile: 16 tokens a request; the run adds the batch sizes and the
+# prompt pad its replay needs (suites/run/rollout_plan.profile_grid)
+RUN_PROFILE = {"tokens": 16, "prompt_pads": (0,), "pad_max_batch": None}
 PROFILE_FORMAT = 3
 PROFILE_KIND = "step-profile"
 PROFILE_ENGINES = engine_names(generates=True)
@@ -249,10 +249,11 @@ def auto_batch_sizes(largest: int) -> list[int]:
 def quick_profile(path: str | Path, engine: str, model: str, ks: Sequence[int], largest: int, *, threads: int = 1,
                   dtype: str = "float32", seed: int = 0, log: Callable[[str], None] | None = None,
                   note: str | None = None, grid: dict[str, Any] | None = None, device: str = "cpu") -> Path:
-    """A short grid (`grid`, default AUTO_PROFILE; batch sizes up to `largest`) on a fresh
-    engine, written as a profile JSON at `path` (with `note`)."""
+    """A short grid (`grid`, default AUTO_PROFILE; its batch_sizes, else 1, 4, 16, ... up to
+    `largest`) on a fresh engine, written as a profile JSON at `path` (with `note`)."""
     g = grid or AUTO_PROFILE
-    m, tables, meta = profile(model, auto_batch_sizes(largest), g["tokens"], ks, threads, dtype, seed=seed,
+    sizes = list(g.get("batch_sizes") or auto_batch_sizes(largest))
+    m, tables, meta = profile(model, sizes, g["tokens"], ks, threads, dtype, seed=seed,
                               prompt_pads=g["prompt_pads"], engine=engine, log=log, pad_max_batch=g["pad_max_batch"],
                               device=device)
     p = write_profile(path, profile_document(m, tables, meta, note))

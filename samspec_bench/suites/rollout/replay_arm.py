@@ -154,9 +154,14 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
         opts = dict(k=s["k"], step_model=step_model, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T,
                     position_edges=POSITION_EDGES, **kv_options(cfg))
+        made = []   # the arm's switches (one per instance), read back for what they decided
+
+        def policy(s=s):
+            made.append(arm_policy(s, cost))
+            return made[-1]
         t0 = time.perf_counter()
         if sharded:
-            r = simulate_dp(reqs, shards, policy=lambda s=s: arm_policy(s, cost), **opts)
+            r = simulate_dp(reqs, shards, policy=policy, **opts)
             m = dp_arm_metrics([x.steps for x in r.instances], [x.finish_time_s for x in r.instances], T,
                                r.finish_time_s, [len(x) for x in shards])
             for row, x in zip(m["instances"], r.instances):
@@ -168,10 +173,13 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
                   if tails else None)
             steps = instance_steps(r)
         else:
-            r = simulate(reqs, policy=arm_policy(s, cost), **opts)
+            r = simulate(reqs, policy=policy(), **opts)
             m = arm_metrics(r.steps, r.finish_time_s, T)
             ta, steps = r.tail_acceptance, r.steps
         m["sim_seconds"] = time.perf_counter() - t0
+        trips = [getattr(p, "off_after_step", None) for p in made]
+        if any(hasattr(p, "off_after_step") for p in made):   # a gate that turns speculation off for good
+            m["switch_off_after_step"] = trips if sharded else trips[0]
         m["step_model_extrapolation"] = extrapolation(step_model, steps) or None   # a roofline claims no range
         if ta is not None:
             m["tail_acceptance_by_position"] = tail_acceptance_rows(ta)

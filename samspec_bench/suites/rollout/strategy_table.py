@@ -1,5 +1,6 @@
 """One answer per strategy: a row per arm of `rollout --strategy` (and the source arms beside
-them): tokens per step, drafted tokens per step, verify tokens per emitted token, overall and
+them): tokens per step (overall and over the tail's steps: the requests that finish last draft
+worst, which bounds the tail speed-up), drafted tokens per step, verify tokens per emitted token, overall and
 tail time with speed-ups over the off baseline, and what the strategy needs. Time is modelled
 by the run's step model (a roofline or a measured profile), decode steps without one; the
 rows say which (`basis`).
@@ -18,9 +19,10 @@ from typing import Any
 from samspec_bench.suites.rollout.lines import fig
 from samspec_bench.suites.rollout.spread import fmt
 
-COLUMNS = ("tokens/step", "drafted/step", "verify/emitted", "total", "tail", "speed-up", "tail speed-up")
-FIGURES = ("tokens_per_step", "drafted_per_step", "verify_tokens_per_token", "total_s", "tail_s", "speedup_overall",
-           "speedup_tail")   # the columns' figures, by their seconds names
+COLUMNS = ("tokens/step", "tail tokens/step", "drafted/step", "verify/emitted", "total", "tail", "speed-up",
+           "tail speed-up")
+FIGURES = ("tokens_per_step", "tokens_per_step_tail", "drafted_per_step", "verify_tokens_per_token", "total_s", "tail_s",
+           "speedup_overall", "speedup_tail")   # the columns' figures, by their seconds names
 ROW_KEYS = {"total_s": "total", "tail_s": "tail"}   # row keys that differ from the figure's name
 
 
@@ -98,11 +100,12 @@ def strategy_lines(summary: dict[str, Any]) -> list[str]:
     out = [f"strategies ({basis(summary)}; {over}{where}; total and tail in {unit}, speed-ups over off):",
            f"  {'arm':28s} " + " ".join(f"{c:>24s}" for c in COLUMNS)]
     for r in rows:
-        vals = (_cell(r, "tokens_per_step", ".2f"), _cell(r, "drafted_per_step", ".2f"),
+        vals = (_cell(r, "tokens_per_step", ".2f"), _cell(r, "tokens_per_step_tail", ".2f"), _cell(r, "drafted_per_step", ".2f"),
                 _cell(r, "verify_tokens_per_token", ".2f"), _cell(r, "total", ".4g"), _cell(r, "tail", ".4g"),
                 _cell(r, "speedup_overall", ".3f", "x"), _cell(r, "speedup_tail", ".3f", "x"))
         name = (r["arm"][:26] + " *") if r.get("chosen_on_dev") else r["arm"][:28]
         out.append(f"  {name:28s} " + " ".join(f"{v:>24s}" for v in vals))
+    out += gate_lines(summary)
     best = best_strategy(rows, (split or {}).get("best_strategy"))
     if best is not None:
         won = best.get("best_in_draws") or {}
@@ -111,4 +114,19 @@ def strategy_lines(summary: dict[str, Any]) -> list[str]:
         out.append(f"best strategy{how}: {best['arm']} ({_cell(best, 'speedup_overall', '.3f', 'x')} overall, "
                    f"{_cell(best, 'speedup_tail', '.3f', 'x')} tail, {basis(summary)}{draws}); needs: "
                    + ("; ".join(best["needs"]) or "nothing beyond the request's own text"))
+    return out
+
+
+def gate_lines(summary: dict[str, Any]) -> list[str]:
+    """Where an engine-wide gate (enginecutoff) turned speculation off for good, in the first
+    draw: the step, per instance with --dp; or that it never tripped."""
+    out = []
+    for lbl, m in summary["arms"].items():
+        if "switch_off_after_step" not in m:
+            continue
+        trip = m["switch_off_after_step"]
+        trips = trip if isinstance(trip, list) else [trip]
+        said = ", ".join("never" if t is None else f"after step {t}" for t in trips)
+        out.append(f"  {lbl}: speculation off for good {said}" + (" (per instance)" if isinstance(trip, list) else "")
+                   + " (first draw)")
     return out

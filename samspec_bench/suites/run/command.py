@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from samspec_bench.bench.engines.engine_device import DEVICE_HELP, engine_device
@@ -137,8 +138,8 @@ def _print_summary(state: dict, console, html: Path) -> None:
             gates = f"{npass}/{len(run.gates)} passed"
         secs, cpu = (f"{st[k]:.0f}" if isinstance(st.get(k), (int, float)) else "" for k in ("seconds", "cpu_seconds"))
         style = {"done": "green", "failed": "red"}.get(st.get("status"), "yellow")
-        t.add_row(name, f"[{style}]{st.get('status')}[/]", secs, cpu, gates,
-                  "; ".join(x for x in [st.get("reason") or "", *(st.get("notes") or [])] if x))
+        notes = "; ".join(x for x in [st.get("reason") or "", *(st.get("notes") or [])] if x)
+        t.add_row(name, f"[{style}]{st.get('status')}[/]", secs, cpu, gates, escape(notes))   # text, not markup
     console.print(t)
     for u in report.unreadable:
         click.echo(f"report: left out {u['path']}: {u['reason']}", err=True)

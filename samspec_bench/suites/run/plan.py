@@ -16,14 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import click
-
 from samspec_bench.bench.engines.factory import engine_capabilities
-from samspec_bench.devices import resolve_device
-from samspec_bench.errors import int_list
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.sam.drafters import arctic_available
-from samspec_bench.suites.rollout.profile import RUN_PROFILE as RUN_PROFILE_GRID, quick_profile
+from samspec_bench.suites.run.rollout_plan import RUN_PROFILE, profile_for_replay, shape_plan
 from samspec_bench.workload import choose_threads
 
 # accuracy in the default run: a smoke-sized paired comparison (set accuracy: {limit: ..,
@@ -202,39 +198,6 @@ def plan_accuracy(ctx: Ctx) -> Plan:
                                      "(accuracy: {limit: ...} in a config file for a real one)", threads_note(ctx)])
 
 
-RUN_PROFILE = "step_profile.json"   # under runs/rollout: the profile the run's replay is priced with
-RUN_PROFILE_MAX_BATCH = 32          # keeps the profile short; larger batches are flagged as extrapolated
-
-
-def trace_requests(path: str | None) -> int | None:
-    """Responses in a trace file (its non-empty lines), None when it cannot be read: the
-    replay's largest batch, which the profile should cover."""
-    try:
-        with open(str(path), encoding="utf-8") as f:
-            return sum(1 for line in f if line.strip()) or None
-    except (OSError, UnicodeDecodeError, TypeError):
-        return None
-
-
-def profile_for_replay(ctx: Ctx, path: Path) -> Callable[[dict[str, Any]], None]:
-    """The rollout step's prepare: measure a short profile of the reference engine (the engine
-    that wrote the built-in trace) at `path`, unless the config file named another
-    --step-model."""
-    def prepare(params: dict[str, Any]) -> None:
-        if params.get("step_model") != str(path):
-            return
-        ks = int_list(params.get("ks") or "3", "-k")
-        largest = min(int(params.get("max_num_seqs") or RUN_PROFILE_MAX_BATCH), RUN_PROFILE_MAX_BATCH,
-                      trace_requests(params.get("traces")) or RUN_PROFILE_MAX_BATCH)
-        click.echo(f"rollout: measuring the reference engine's step-time profile ({params.get('model') or ctx.model}, "
-                   f"batches up to {largest}, k={','.join(map(str, ks))}) to price the replay", err=True)
-        quick_profile(path, WORKLOAD_ENGINE, params.get("model") or ctx.model, ks, largest,
-                      threads=int(params.get("threads") or 1), log=lambda t: click.echo(t, err=True),
-                      note="measured by `samspec-bench run` on this machine to price its rollout replay",
-                      grid=RUN_PROFILE_GRID, device=resolve_device(params.get("device")))
-    return prepare
-
-
 def plan_rollout(ctx: Ctx) -> Plan:
     threads = threads_for(ctx)
     if ctx.engine is None or engine_capabilities(ctx.engine).needs_traces:
@@ -242,10 +205,12 @@ def plan_rollout(ctx: Ctx) -> Plan:
         if tr is None:
             return Plan(skip=why)
         path = ctx.step_dir("rollout") / RUN_PROFILE
-        return Plan(options={**tr, "step-model": str(path), "threads": threads["threads"]},
-                    prepare=profile_for_replay(ctx, path),
+        shape, shape_notes = shape_plan(ctx.data_dir)
+        return Plan(options={**tr, **shape, "step-model": str(path), "threads": threads["threads"]},
+                    prepare=profile_for_replay(ctx.model, WORKLOAD_ENGINE, path),
                     notes=["the replay is priced by a step-time profile of the reference engine measured by this "
-                           f"run (runs/rollout/{RUN_PROFILE})", threads_note(ctx)])
+                           f"run (runs/rollout/{RUN_PROFILE}) over the batches and context the replay holds",
+                           *shape_notes, threads_note(ctx)])
     # measured engines measure their own profile before their arms
     return Plan(options={"model": ctx.model, "threads": threads["threads"]}, notes=[threads_note(ctx)])
 

@@ -102,3 +102,33 @@ def test_spec_errors_are_one_line():
         with pytest.raises(ValueError, match=msg) as e:
             parse_switch(spec)
         assert spec in str(e.value) and "\n" not in str(e.value)
+
+
+def test_combined_switch_by_hand():
+    """`schedule:1-1=2+enginecutoff:2:0.6`: the same pair as above, but the schedule lets a step
+    draft only while one request runs: both run to the end together, nothing is drafted and
+    both finish at clock 20; with a band that covers two running requests the gate trips
+    exactly as alone (off after step 2)."""
+    reqs = [SimRequest(1, 20, *GOOD), SimRequest(1, 20, *BAD)]
+    for ff in (True, False):
+        narrow = simulate(reqs, k=2, policy=parse_switch("schedule:1-1=2+enginecutoff:2:0.6"), step_model=ONE,
+                          fast_forward=ff)
+        assert narrow.steps["num_drafted"].sum() == 0 and list(narrow.finish_time_s) == [20.0, 20.0]
+        wide = simulate(reqs, k=2, policy=parse_switch("schedule:1-2=2+enginecutoff:2:0.6"), step_model=ONE,
+                        fast_forward=ff)
+        assert list(wide.steps["num_drafted"]) == [0, 4, 4] + [0] * 17
+        assert list(wide.finish_time_s) == [16.0, 20.0]
+    # the smaller k of the parts: a band of 1 caps the drafts of a k=2 arm at one token each
+    capped = simulate(reqs, k=2, policy=parse_switch("schedule:1-2=1+enginecutoff:4:0.1"), step_model=ONE)
+    assert capped.steps["num_drafted"].max() == 2   # two requests x 1 token
+    # pooled 1 of 2 a step while both draft (0.5 > 0.1); A (2 tokens a step from pos 1) emits its last
+    # token in step 10 without room to draft, so steps 10..13 hold B's failed drafts alone: 0 of 4 in
+    # the window of step 13 (step 12's still holds step 9's 1 of 2: 1 / 5 = 0.2)
+    assert capped.policy["parts"][1]["off_after_step"] == 13 and capped.policy["name"] == "both"
+
+
+@pytest.mark.parametrize("spec, says", [("threshold:8+", "threshold"), ("always+enginecutoff:8", "enginecutoff:WINDOW"),
+                                        ("always+bogus", "use always")])
+def test_combined_switch_bad_specs(spec, says):
+    with pytest.raises(ValueError, match=says):
+        parse_switch(spec)

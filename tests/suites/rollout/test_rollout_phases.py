@@ -120,3 +120,21 @@ def test_acceptance_cost_from_the_counts():
     d = ph.dp_arm_metrics([a, b], [np.ones(4), np.ones(4)], 2, np.ones(8), [4, 4])
     assert d["drafted_per_step"] == pytest.approx(18 / 24) and d["tokens_per_step"] == pytest.approx(36 / 24)
     assert d["verify_tokens_per_token"] == pytest.approx((24 + 18) / 36)
+
+
+def test_tokens_per_step_by_phase():
+    # head: 2 steps, 4 requests decode with 1 waiting, 8 accepted in all -> (8 + 8) / 8 = 2.0;
+    # tail (<= 2 running, nobody waiting): 2 steps of 2 then 1 requests, 1 accepted -> (3 + 1) / 3
+    st = _steps([4, 4, 2, 1], [1, 1, 0, 0], [1, 1, 1, 1])
+    st["num_decode_reqs"] = np.array([4, 4, 2, 1])
+    st["num_accepted"] = np.array([4, 4, 1, 0])
+    m = ph.arm_metrics(st, np.ones(4), 2)
+    assert m["tokens_per_step_head"] == pytest.approx(2.0)
+    assert m["tokens_per_step_tail"] == pytest.approx(4 / 3)
+    # sharded: the tail's steps of both instances pooled (1 + 3 accepted over 3 + 3 decode steps)
+    b = dict(st, num_accepted=np.array([4, 4, 2, 1]))
+    d = ph.dp_arm_metrics([st, b], [np.ones(4), np.ones(4)], 2, np.ones(8), [4, 4])
+    assert d["tokens_per_step_tail"] == pytest.approx((6 + 1 + 3) / 6)
+    # a table without per-request decode counts has no per-phase figure
+    del st["num_decode_reqs"]
+    assert ph.arm_metrics(st, np.ones(4), 2)["tokens_per_step_tail"] is None

@@ -1,6 +1,7 @@
 """`samspec-bench rollout profile`: the oracle drafter that makes every verify step k + 1 tokens
-wide, the profile JSON (format 3) and its fields, bad options, and the short profile that
-`samspec-bench run` measures before its replay."""
+wide, the profile JSON (format 3) and its fields, bad options, and the short profile's grid
+(`quick_profile`; what `samspec-bench run` measures before its replay is in
+tests/suites/run/test_run_rollout_plan.py)."""
 
 import json
 from datetime import datetime
@@ -20,8 +21,6 @@ from samspec_bench.bench.simulation.fitted_step_model import FEATURES, StepTimeM
 from samspec_bench.metrics import ResponseSteps
 from samspec_bench.suites import rollout as ro
 from samspec_bench.suites.rollout import profile as pr
-from samspec_bench.suites.run import plan
-from samspec_bench.suites.run.plan import Ctx
 
 ENGINE_FIELDS = {"name": str, "version": str, "device": str, "model": str, "dtype": str, "tp": int, "threads": int}
 
@@ -77,32 +76,20 @@ def test_profile_refuses_bad_options(args, match, tmp_path, capsys):
     assert not (tmp_path / "p.json").exists()
 
 
-def test_run_plans_a_profile_for_its_replay(tmp_path, monkeypatch):
-    (tmp_path / "w").mkdir()
-    (tmp_path / "w" / "result.json").write_text(json.dumps({"trace": "t.jsonl", "tokenizer": "tok",
-                                                            "metrics": {"total_tokens": 5000}}))
-    state = {"steps": {"workload": {"status": "done", "run_dir": "w"}}}
-    ctx = Ctx(out=tmp_path, model="builtin:tiny-qwen3", engine=None, data_dir=None, sections={}, state=state)
-    p = plan.plan_rollout(ctx)
-    path = str(tmp_path / "runs" / "rollout" / plan.RUN_PROFILE)
-    assert p.options["step-model"] == path and p.prepare is not None and "profile" in p.notes[0]
-    calls = []
-    monkeypatch.setattr(plan, "quick_profile", lambda *a, **k: calls.append((a, k)))
-    p.prepare({"step_model": "mine.json", "ks": "3", "max_num_seqs": 64, "model": "m", "threads": 1})
-    assert calls == []   # the config file named its own profile: nothing measured
-    p.prepare({"step_model": path, "ks": "3,5", "max_num_seqs": 64, "model": "m", "threads": 1})
-    (args, kw), = calls
-    assert args == (tmp_path / "runs" / "rollout" / plan.RUN_PROFILE, "reference", "m", [3, 5],
-                    plan.RUN_PROFILE_MAX_BATCH)
-    # the replay's largest batch: its trace's responses (here 24, as the built-in workload writes)
-    (tmp_path / "t.jsonl").write_text("{}\n" * 24)
-    p.prepare({"step_model": path, "ks": "3", "max_num_seqs": 64, "model": "m", "threads": 1,
-               "traces": str(tmp_path / "t.jsonl")})
-    assert calls[-1][0][4] == 24
-    assert "samspec-bench run" in kw["note"]   # the profile says who measured it, the rollout repeats it
-    # a measured engine profiles itself inside the rollout
-    ctx.engine = "reference"
-    assert plan.plan_rollout(ctx).prepare is None
+def test_quick_profile_takes_the_grids_batch_sizes(tmp_path, monkeypatch):
+    seen = []
+
+    def fake(model, sizes, tokens, ks, threads, dtype, **kw):
+        seen.append((sizes, tokens, kw["prompt_pads"], kw["pad_max_batch"]))
+        raise RuntimeError("stop")   # nothing to write: only the grid is looked at
+
+    monkeypatch.setattr(pr, "profile", fake)
+    for grid, largest in (({"tokens": 16, "batch_sizes": [1, 4, 8], "prompt_pads": (0, 55), "pad_max_batch": None}, 99),
+                          (None, 16)):
+        with pytest.raises(RuntimeError):
+            pr.quick_profile(tmp_path / "p.json", "reference", "m", [3], largest, grid=grid)
+    assert seen == [([1, 4, 8], 16, (0, 55), None),
+                    ([1, 4, 16], pr.AUTO_PROFILE["tokens"], pr.AUTO_PROFILE["prompt_pads"], pr.AUTO_PROFILE["pad_max_batch"])]
 
 
 @pytest.mark.slow

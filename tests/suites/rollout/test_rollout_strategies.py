@@ -132,6 +132,11 @@ def test_engine_cutoff_arm_in_the_rollout(shared_data, tmp_path):
     assert drafting.sum() == 2 and not drafting[np.nonzero(drafting)[0][-1] + 1:].any()
     assert (steps[steps["arm"] == "seed"]["num_drafted"] > 0).sum() > 2
     assert arms["seed/enginecutoff:2:0.99"]["emitted"] == arms["off"]["emitted"]
+    # the step it tripped at is the step after the second drafting one, in the result and the console
+    trip = int(gated["step"].to_numpy()[np.nonzero(drafting)[0][-1]])
+    assert arms["seed/enginecutoff:2:0.99"]["switch_off_after_step"] == trip
+    assert f"seed/enginecutoff:2:0.99: speculation off for good after step {trip}" in res.output
+    assert "switch_off_after_step" not in arms["seed"]
 
 
 def test_strategy_table_against_hand_counts():

@@ -1,0 +1,86 @@
+"""A draft budget for the evidence policy (`evidence:budget=B`): at most B drafted tokens per
+step per request on average, spent where the estimate expects the most accepted tokens.
+
+Two parts, one drafter-wide state (`DraftBudget`):
+- the policy's per-token cost acts as a Lagrange multiplier, adjusted online by dual ascent
+  (integral control on drafted - B after every draft: cost += rate x (drafted - B), kept in
+  [0, MAX_COST]; a draft the bucket cut counts as k tokens there, so the price rises while the
+  cap binds); it starts at the policy's own cost, so the estimate still picks which
+  tokens are drafted, only the price of a token moves;
+- a hard cap, a token bucket: every step (one propose) credits B; a draft may not exceed the
+  credit (it is cut to floor(credit) tokens), which is kept at most max(burst, k) tokens, and
+  starts empty. So over any run the drafted tokens never exceed B x steps: the mean drafted
+  tokens per step is at most B, whatever the multiplier does.
+
+The state is drafter-wide like the corrections' acceptance record and travels with it:
+drafters sharing one record (a replay task's units, one serving proposer) share one budget
+(`shared_budget`), and a new record (`reset_statistics`) starts a new budget. Pure Python, no
+engine import: the drafter hands the multiplier to the compiled chooser per draft (the
+`cost=-1` path, as for a profile cost) with k cut to the credit.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable
+
+MAX_COST = 0.99      # the multiplier's ceiling: at 1 no draft token pays for itself
+KEPT_RECORDS = 64    # budgets kept per process, most recently used (one per live acceptance record)
+
+
+class DraftBudget:
+    """The drafter-wide budget state: the multiplier (`cost`), the bucket's `credit`, and what
+    was spent (`steps`, `drafted`)."""
+
+    __slots__ = ("budget", "burst", "rate", "cost", "credit", "steps", "drafted")
+
+    def __init__(self, budget: float, burst: float, rate: float, cost: float):
+        self.budget, self.burst, self.rate = float(budget), float(burst), float(rate)
+        self.cost = min(MAX_COST, max(0.0, float(cost)))
+        self.credit = 0.0
+        self.steps = 0
+        self.drafted = 0
+
+    def spend(self, k: int, propose: Callable[[int, float], list]) -> list:
+        """One step: credit B, ask `propose(most tokens, cost)` for a draft of at most the credit
+        (not called when the credit is under one token), debit it, move the multiplier."""
+        self.credit = min(self.credit + self.budget, max(self.burst, float(k)))
+        most = min(int(k), int(self.credit))
+        draft = propose(most, self.cost) if most > 0 else []
+        d = len(draft)
+        if d > most:
+            raise RuntimeError(f"draft budget: {d} tokens drafted for a cap of {most}")
+        self.credit -= d
+        # a draft the credit cut counts as k for the price (anti-windup): else, with the bucket
+        # binding, drafted - B averages 0 and the price would never rise to ration by evidence
+        wanted = k if (d == most and most < k) else d
+        self.cost = min(MAX_COST, max(0.0, self.cost + self.rate * (wanted - self.budget)))
+        self.steps += 1
+        self.drafted += d
+        return draft
+
+    def describe(self) -> dict[str, Any]:
+        return {"budget_per_step": self.budget, "steps": self.steps, "drafted": self.drafted,
+                "drafted_per_step": self.drafted / self.steps if self.steps else 0.0,
+                "cost_now": self.cost, "credit_now": self.credit}
+
+
+_BY_RECORD: "OrderedDict[int, tuple[Any, DraftBudget]]" = OrderedDict()
+
+
+def shared_budget(record: Any, budget: float, burst: float, rate: float, cost: float) -> DraftBudget:
+    """The budget of the drafters sharing the acceptance record `record` (a new one for a record
+    not seen yet). Kept by the record's identity with the record held, so an identity is not
+    reused while its entry lives; the least recently used entries go beyond KEPT_RECORDS (a
+    replay makes a new record per task and does not return to old ones)."""
+    key = id(record)
+    entry = _BY_RECORD.get(key)
+    if entry is not None and entry[0] is record and entry[1].budget == budget:
+        _BY_RECORD.move_to_end(key)
+        return entry[1]
+    state = DraftBudget(budget, burst, rate, cost)
+    _BY_RECORD[key] = (record, state)
+    _BY_RECORD.move_to_end(key)
+    while len(_BY_RECORD) > KEPT_RECORDS:
+        _BY_RECORD.popitem(last=False)
+    return state

@@ -1,0 +1,45 @@
+"""The drafter interface every drafter keeps (`Drafter`: start, extend, propose, stop, per
+request) and the check of k; sam/drafters.py holds the drafters and re-exports both."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Hashable, Iterable
+
+import numpy as np
+
+
+class Drafter(ABC):
+    """Per-request drafting state for a batch of requests."""
+
+    name: str = "drafter"
+
+    @abstractmethod
+    def start(self, req_id: Hashable, prompt_ids: Iterable[int], group: Hashable | None = None) -> None: ...
+
+    @abstractmethod
+    def extend(self, req_id: Hashable, token_ids: Iterable[int]) -> None: ...
+
+    @abstractmethod
+    def propose(self, req_id: Hashable, k: int) -> list[int]: ...
+
+    @abstractmethod
+    def stop(self, req_id: Hashable) -> None: ...
+
+    def memory_bytes(self) -> int:
+        """Bytes held for the requests currently started (0 where unknown)."""
+        return 0
+
+    def describe(self) -> dict[str, Any]:
+        """Name and options, for result files."""
+        return {"name": self.name}
+
+    @property
+    def active(self) -> int:
+        return len(getattr(self, "_reqs", {}))
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"k = {k!r}: the number of draft tokens must be an integer >= 1")
+    return int(k)

@@ -1,0 +1,144 @@
+"""`samspec-bench dominance --anchors`: this project's default policy against each named anchor
+strategy (sam/strategies: seed, histospec, das, seer, arctic) at the same spending. Trace replay
+counts, not time:
+
+    samspec-bench dominance --anchors [--traces F ...] [-k 3,8] [--limit-groups N] [--resume DIR]
+
+Per trace, k and anchor (a cell), on the anchor's own sources: the anchor replayed, then on the
+same responses and sources the default policy (`evidence`, the sam drafter's default) as it is,
+and the default with a draft budget equal to the anchor's measured drafted tokens per step
+(`evidence:budget=B`, sam/draft_budget.py: B is known before the default runs, nothing is read
+off the default's results). A policy dominates where its tokens per step are at least the
+anchor's and its drafted tokens per step at most the anchor's.
+
+Accept's replay (bench/engines/replay.py through suites/accept: inputs as accept reads them,
+model turns of tool-using responses, single-step traces split into an earlier and a current
+step for the history source, the acceptance record shared per task), one job per arm; every arm
+of a cell replays every response, with the history window of the anchor (das: 4).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from samspec_bench.bench.draft_config import DraftConfig, strategy_config
+from samspec_bench.bench.engines.replay import ReplayEngine
+from samspec_bench.metrics import total_counts
+from samspec_bench.sam.strategies import parse_strategy
+from samspec_bench.suites.accept.config import AcceptConfig
+from samspec_bench.suites.accept.inputs import load_inputs
+from samspec_bench.suites.accept.turns import engine_run
+
+ANCHORS = ("seed", "histospec", "das", "seer", "arctic")
+DEFAULT_POLICY = "evidence"
+
+
+def load_items(path: Path, tokenizer: str, limit: int | None) -> list:
+    """A trace's requests as accept replays them with a history source in the run."""
+    cfg = AcceptConfig(traces=[str(path)], tokenizer=tokenizer, limit_groups=limit, any_model=True, progress=False)
+    return load_inputs(cfg, need_corpus=False, need_history=True).items
+
+
+def replay_arm(items: list, dc: DraftConfig, window: int, workers: int = 0) -> dict:
+    """One arm on every request: pooled tokens and drafted tokens per step (counts)."""
+    engine = ReplayEngine(workers=workers, history_window=window)
+    try:
+        recs = [s for _, chunk in engine_run(engine, items, [(dc, list(range(len(items))))]) for _, s in chunk]
+    finally:
+        engine.close()
+    c = total_counts(recs)
+    return {"tokens_per_step": c.tokens_per_step, "drafted_per_step": c.drafted_per_step,
+            "acceptance_rate": c.acceptance_rate, "steps": c.steps}
+
+
+def versus(anchor: dict, other: dict | None) -> dict:
+    """Whether `other` dominates the anchor (tokens per step >= and drafted per step <=) and by how much."""
+    if other is None:
+        return {"dominates": False, "tokens_per_step": None, "drafted_per_step": None}
+    dt = other["tokens_per_step"] - anchor["tokens_per_step"]
+    dd = other["drafted_per_step"] - anchor["drafted_per_step"]
+    return {"dominates": dt >= 0 and dd <= 0, "tokens_per_step": dt, "drafted_per_step": dd}
+
+
+def default_config(k: int, sources: str, budget: float | None = None) -> DraftConfig:
+    """The default policy at k on `sources`; with `budget`, the draft budget (exact: repr of the float)."""
+    dc = strategy_config(f"{DEFAULT_POLICY}:k={k}@{sources}")
+    if budget is None:
+        return dc
+    return DraftConfig(drafter="sam", k=k, group=dc.group, history=dc.history, order=dc.order,
+                       options=(("length", f"evidence:budget={budget!r}"),))
+
+
+def anchor_cell(items: list, anchor: str, k: int, replay: Callable[[DraftConfig, int], dict],
+                defaults: dict) -> dict:
+    """One cell: the anchor, the default (from `defaults` when its k, sources and window ran
+    already) and the default budgeted at the anchor's drafted tokens per step."""
+    st = parse_strategy(f"{anchor}:k={k}")
+    window = st.history_window
+    measured = replay(strategy_config(st.name), window)
+    key = (k, st.sources, window)
+    if key not in defaults:
+        defaults[key] = replay(default_config(k, st.sources), window)
+    default = defaults[key]
+    budget = measured["drafted_per_step"]
+    budgeted = replay(default_config(k, st.sources, budget), window) if budget and budget > 0 else None
+    return {"k": k, "anchor": anchor, "sources": st.sources, "history_window": window if "history" in st.sources
+            else None, "budget": budget, "anchor_metrics": measured, "default": default, "budgeted": budgeted,
+            "default_vs_anchor": versus(measured, default), "budgeted_vs_anchor": versus(measured, budgeted)}
+
+
+def cell_key(row: dict) -> tuple[str, int, str]:
+    return (row["path"], int(row["k"]), row["anchor"])
+
+
+def run(traces: list[Path], tokenizer: str, ks: list[int], limit: int | None, progress=print,
+        skip: Iterable[tuple[str, int, str]] = (), on_row: Callable[[dict], None] | None = None,
+        workers: int = 0) -> list[dict]:
+    """One row per (trace, k, anchor) cell in that order; cells in `skip` are not replayed."""
+    skip = set(skip)
+    rows = []
+    for path in traces:
+        todo = [(k, a) for k in ks for a in ANCHORS if (str(path), k, a) not in skip]
+        if not todo:
+            continue
+        progress(f"{path.name}: reading and tokenizing")
+        items = load_items(path, tokenizer, limit)
+        defaults: dict = {}
+        for k, anchor in todo:
+            row = {"trace": path.name, "path": str(path),
+                   **anchor_cell(items, anchor, k, lambda dc, w: replay_arm(items, dc, w, workers), defaults)}
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+            progress(fmt_row(row))
+    return rows
+
+
+def fmt_row(r: dict) -> str:
+    f = lambda m: "-" if m is None else f"{m['tokens_per_step']:.3f} / {m['drafted_per_step']:.3f}"  # noqa: E731
+    d = lambda v: f"{v['tokens_per_step']:+.4f} / {v['drafted_per_step']:+.3f}" if v["tokens_per_step"] is not None \
+        else "-"  # noqa: E731
+    yes = lambda v: "yes" if v["dominates"] else "no"  # noqa: E731
+    return (f"{r['trace']:<28} k={r['k']:<2} {r['anchor']:<9} ({r['sources']})  anchor {f(r['anchor_metrics'])}  "
+            f"default {f(r['default'])} {d(r['default_vs_anchor'])} {yes(r['default_vs_anchor'])}  "
+            f"budgeted {f(r['budgeted'])} {d(r['budgeted_vs_anchor'])} {yes(r['budgeted_vs_anchor'])}")
+
+
+def cell_table(rows: list[dict]) -> list[dict[str, Any]]:
+    """One flat row per cell (result.json's table)."""
+    out = []
+    for r in rows:
+        flat = {"trace": r["trace"], "k": r["k"], "anchor": r["anchor"], "sources": r["sources"], "budget": r["budget"]}
+        for name in ("anchor_metrics", "default", "budgeted"):
+            m = r[name] or {}
+            tag = "anchor" if name == "anchor_metrics" else name
+            flat[f"{tag}_tokens_per_step"] = m.get("tokens_per_step")
+            flat[f"{tag}_drafted_per_step"] = m.get("drafted_per_step")
+        for name in ("default", "budgeted"):
+            v = r[f"{name}_vs_anchor"]
+            flat[f"{name}_dominates"] = v["dominates"]
+            flat[f"{name}_minus_anchor_tokens_per_step"] = v["tokens_per_step"]
+            flat[f"{name}_minus_anchor_drafted_per_step"] = v["drafted_per_step"]
+        out.append(flat)
+    return out

@@ -1,0 +1,140 @@
+"""The evidence policy's draft budget (`evidence:budget=B`, sam/draft_budget.py): the hard cap on
+the mean drafted tokens per step, the multiplier choosing which tokens get the budget, the
+budget shared with the acceptance record, and bad specs."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from click.testing import CliRunner
+
+from samspec_bench.bench.engines.replay import replay_response
+from samspec_bench.cli import group
+from samspec_bench.errors import UserError
+from samspec_bench.metrics import total_counts
+from samspec_bench.sam.draft_budget import DraftBudget
+from samspec_bench.sam.draft_length import parse_length
+from samspec_bench.sam.drafters import SamDrafter
+
+
+def _repetitive(seed: int = 0) -> list[int]:
+    """A phrase of 40 tokens repeated 30 times, 10 fresh tokens after each: long sure matches."""
+    rng = random.Random(seed)
+    phrase = [rng.randrange(100, 200) for _ in range(40)]
+    out: list[int] = []
+    for _ in range(30):
+        out += phrase + [rng.randrange(300, 400) for _ in range(10)]
+    return out
+
+
+def _replay(length: str, resp: list[int], k: int, compiled: bool = True, n: int = 3):
+    d = SamDrafter(length=length, compiled=compiled)
+    recs = [replay_response(d, [1, 2, 3], resp, k, req_id=i) for i in range(n)]
+    return d, total_counts(recs), recs
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("budget", [0.5, 1.0])
+def test_the_cap_holds_where_the_policy_would_draft_much_more(compiled, budget):
+    resp = _repetitive()
+    _, free, _ = _replay("evidence", resp, 8, compiled)
+    assert free.drafted_per_step > 2 * budget   # unbudgeted it drafts far more than the budget
+    d, capped, _ = _replay(f"evidence:budget={budget}", resp, 8, compiled)
+    assert d.policy_path == ("c" if compiled else "python")
+    assert capped.drafted_per_step <= budget   # the bucket starts empty: never above B x steps
+    assert capped.drafted_per_step >= 0.8 * budget   # and the multiplier spends most of it
+    assert d.describe()["budget"]["steps"] == capped.steps
+
+
+def test_compiled_and_python_paths_spend_the_same_budget():
+    resp = _repetitive(1)
+    _, c, rc = _replay("evidence:budget=0.7", resp, 4, True)
+    _, p, rp = _replay("evidence:budget=0.7", resp, 4, False)
+    assert [list(r.drafted) for r in rc] == [list(r.drafted) for r in rp] and c.accepted == p.accepted
+
+
+def _strong_and_weak(seed: int = 3) -> tuple[list[int], set[int]]:
+    """Stretches of a phrase seen many times (strong counts) between stretches over a 4-token
+    alphabet (every short match seen, its continuations split four ways: weak counts); the
+    positions of the strong stretches."""
+    rng = random.Random(seed)
+    phrase = [rng.randrange(100, 200) for _ in range(24)]
+    out: list[int] = []
+    strong: set[int] = set()
+    for _ in range(25):
+        strong.update(range(len(out), len(out) + len(phrase)))
+        out += phrase
+        out += [rng.randrange(10, 14) for _ in range(24)]
+    return out, strong
+
+
+def _share_in(recs, strong: set[int]) -> float:
+    """Of the drafted tokens, the share drafted at positions of the strong stretches."""
+    tot = inside = 0
+    for r in recs:
+        for pos, d in zip(r.position, r.drafted):
+            tot += d
+            inside += d * (pos in strong)
+    return inside / tot
+
+
+def test_the_multiplier_spends_the_budget_where_counts_are_strong():
+    """The same bucket with the multiplier frozen (rate=0: drafts cut first come, first served)
+    against the moving multiplier: at the same budget the latter drafts a larger share of its
+    tokens in the strong stretches, and gets more of them accepted."""
+    resp, strong = _strong_and_weak()
+    _, free, free_recs = _replay("evidence:cost=0.05", resp, 8)
+    budget = 0.6
+    assert free.drafted_per_step > 2 * budget
+    _, frozen, frozen_recs = _replay(f"evidence:cost=0.05,budget={budget},rate=0", resp, 8)
+    _, moving, moving_recs = _replay(f"evidence:cost=0.05,budget={budget}", resp, 8)
+    assert frozen.drafted_per_step <= budget and moving.drafted_per_step <= budget
+    assert _share_in(moving_recs, strong) > _share_in(frozen_recs, strong) + 0.05
+    assert moving.acceptance_rate > frozen.acceptance_rate
+
+
+def test_the_budget_travels_with_the_acceptance_record():
+    a = SamDrafter(length="evidence:budget=1.0")
+    b = SamDrafter(length="evidence:budget=1.0", token_stats=a.token_stats)
+    c = SamDrafter(length="evidence:budget=1.0")
+    assert a._budget is b._budget and a._budget is not c._budget
+    before = a._budget
+    a.reset_statistics()
+    assert a._budget is not before
+
+
+def test_the_bucket_never_lends():
+    """Credit B per step, a draft at most the credit: with a proposer that always wants k, the
+    total after n steps is at most B n, and a draft never exceeds the credit."""
+    state = DraftBudget(budget=0.75, burst=4, rate=0.01, cost=0.2)
+    got = []
+    for _ in range(100):
+        got.append(len(state.spend(8, lambda most, cost: [7] * most)))
+    assert sum(got) <= 0.75 * 100 and max(got) <= 4 and sum(got) >= 0.75 * 100 - 1
+    assert state.cost > 0.2   # drafts cut by the credit count as k: the price rose
+    assert state.steps == 100 and state.drafted == sum(got)
+
+
+@pytest.mark.parametrize("spec", ["evidence:budget=0", "evidence:budget=-1", "evidence:budget=inf",
+                                  "evidence:budget=nan", "evidence:budget=abc", "evidence:budget=1,rate=-0.1"])
+def test_bad_budget_specs(spec):
+    with pytest.raises(ValueError, match="budget|rate"):
+        parse_length(spec)
+
+
+@pytest.mark.parametrize("spec", ["evidence:budget=0", "evidence:budget=inf", "evidence:budget=x"])
+def test_bad_budget_on_the_command_line_is_one_line_exit_2(spec, tmp_path):
+    res = CliRunner().invoke(group, ["dominance", "--sam-length", spec, "--traces", str(tmp_path / "none.jsonl"),
+                                     "--output", str(tmp_path)])
+    # a UserError: the CLI prints its one line and exits 2
+    assert isinstance(res.exception, UserError) and res.exception.exit_code == 2, res.output
+    assert "budget" in str(res.exception) and "\n" not in str(res.exception)
+
+
+def test_spec_and_describe_print_the_budget_exactly():
+    b = 1.0457238912345678
+    pol = parse_length(f"evidence:budget={b!r}")
+    assert pol.budget == b and parse_length(pol.spec()).budget == b
+    assert pol.describe()["budget"] == b and "budget=" in pol.spec()
+    assert parse_length("evidence").budget is None and "budget" not in parse_length("evidence").spec()

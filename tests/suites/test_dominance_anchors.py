@@ -1,0 +1,85 @@
+"""`samspec-bench dominance --anchors` (suites/dominance_anchors.py): the row logic on planted
+figures, the budget handed to the default, and the command's run folder, resume and gate on a
+small slice of a shared trace."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from samspec_bench.cli import group
+from samspec_bench.errors import UserError
+from samspec_bench.results import load_result
+from samspec_bench.sam.draft_length import parse_length
+from samspec_bench.suites import dominance_anchors as anchors
+
+GRPO = "qwen25math_math_100x8.jsonl"
+
+
+def _m(tokens, drafted):
+    return {"tokens_per_step": tokens, "drafted_per_step": drafted, "acceptance_rate": 0.5, "steps": 10}
+
+
+def test_versus_needs_both_at_least_the_tokens_and_at_most_the_drafts():
+    anchor = _m(1.5, 2.0)
+    assert anchors.versus(anchor, _m(1.5, 2.0))["dominates"]
+    assert not anchors.versus(anchor, _m(1.6, 2.01))["dominates"]   # more tokens, but more drafts
+    assert not anchors.versus(anchor, _m(1.49, 1.0))["dominates"]   # fewer drafts, fewer tokens
+    v = anchors.versus(anchor, _m(1.625, 1.5))
+    assert v["dominates"] and v["tokens_per_step"] == pytest.approx(0.125) and v["drafted_per_step"] == -0.5
+    assert anchors.versus(anchor, None) == {"dominates": False, "tokens_per_step": None, "drafted_per_step": None}
+
+
+def test_a_cell_budgets_the_default_at_the_anchors_drafts_on_its_sources():
+    """A stub replay: the anchor drafts 1.75 per step; the default's plain arm runs once per (k,
+    sources, window) and the budgeted arm gets exactly the anchor's figure."""
+    seen = []
+
+    def replay(dc, window):
+        seen.append((dc, window))
+        length = dict(dc.options).get("length")
+        if dc.strategy and not dc.strategy.startswith("evidence"):
+            return _m(1.6, 1.75)
+        if length is None:
+            return _m(1.55, 1.0)    # the default: fewer drafts, fewer tokens
+        assert parse_length(length).budget == 1.75
+        return _m(1.7, 1.74)
+    defaults: dict = {}
+    row = anchors.anchor_cell([], "histospec", 3, replay, defaults)
+    assert row["sources"] == "history" and row["budget"] == 1.75
+    assert not row["default_vs_anchor"]["dominates"] and row["budgeted_vs_anchor"]["dominates"]
+    assert [dc.history and not dc.group for dc, _ in seen] == [True, True, True]
+    anchors.anchor_cell([], "das", 3, replay, defaults)
+    assert seen[3][1] == 4 and len(seen) == 6   # das's window 4: a default of its own
+    anchors.anchor_cell([], "histospec", 3, replay, defaults)
+    assert len(seen) == 8   # the default at (3, history, 16) was kept
+
+
+def _invoke(*args):
+    return CliRunner().invoke(group, ["dominance", "--anchors", *map(str, args)])
+
+
+@pytest.mark.slow
+def test_anchors_run_folder_resume_and_gate(traces_dir, qwen3_tokenizer_dir, tmp_path, monkeypatch):
+    args = ("--traces", traces_dir / GRPO, "--tokenizer", qwen3_tokenizer_dir, "-k", "2", "--limit-groups", "1",
+            "--output", tmp_path / "runs")
+    res = _invoke(*args)
+    (run,) = list((tmp_path / "runs").iterdir())
+    result = load_result(run)
+    rows = result["rows"]
+    assert [r["anchor"] for r in rows] == list(anchors.ANCHORS)
+    for r in rows:
+        assert r["budgeted"]["drafted_per_step"] <= r["anchor_metrics"]["drafted_per_step"]   # the hard cap
+        assert r["budget"] == r["anchor_metrics"]["drafted_per_step"]
+    budgeted = sum(r["budgeted_vs_anchor"]["dominates"] for r in rows)
+    assert result["metrics"]["budgeted_dominated_cells"] == budgeted
+    assert res.exit_code == (0 if budgeted == len(rows) else 1)
+    # resume: every cell kept, nothing replayed again
+    monkeypatch.setattr(anchors, "anchor_cell", lambda *a, **kw: pytest.fail("a finished cell replayed"))
+    res2 = _invoke(*args, "--resume", run)
+    assert res2.output.count("(kept)") == len(rows)
+
+
+def test_anchors_refuse_options_of_the_arctic_comparison(tmp_path):
+    res = _invoke("--figure", tmp_path / "f.png", "--output", tmp_path / "runs")
+    assert isinstance(res.exception, UserError) and "--anchors" in str(res.exception)
