@@ -6,9 +6,10 @@ counts, not time:
 
 Per trace, k and anchor (a cell), on the anchor's own sources: the anchor replayed, then on the
 same responses and sources the default policy (`evidence`, the sam drafter's default) as it is,
-and the default with a draft budget equal to the anchor's measured drafted tokens per step
-(`evidence:budget=B`, sam/draft_budget.py: B is known before the default runs, nothing is read
-off the default's results). A policy dominates where its tokens per step are at least the
+and the default with a draft budget equal to the anchor's measured drafted tokens per step in
+each RL step (`evidence:budget=B`, sam/draft_budget.py: B is known before the default runs,
+nothing is read off the default's results; per step, because the budget is kept per replay
+task, which never spans two steps, and the anchor spends differently with history and without). A policy dominates where its tokens per step are at least the
 anchor's and its drafted tokens per step at most the anchor's.
 
 Accept's replay (bench/engines/replay.py through suites/accept: inputs as accept reads them,
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from samspec_bench.bench.draft_config import DraftConfig, strategy_config
-from samspec_bench.bench.engines.replay import ReplayEngine
+from samspec_bench.bench.engines.replay import ReplayEngine, item_step, items_by_step
 from samspec_bench.metrics import total_counts
 from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.suites.accept.config import AcceptConfig
@@ -40,13 +41,23 @@ def load_items(path: Path, tokenizer: str, limit: int | None) -> list:
     return load_inputs(cfg, need_corpus=False, need_history=True).items
 
 
-def replay_arm(items: list, dc: DraftConfig, window: int, workers: int = 0) -> dict:
-    """One arm on every request: pooled tokens and drafted tokens per step (counts)."""
+def replay_arm(items: list, jobs: list[tuple[DraftConfig, int | None]], window: int, workers: int = 0) -> dict:
+    """Jobs [(config, RL step or None: every step)] in one replay pass, pooled: tokens and
+    drafted tokens per step (counts), and the same per RL step (`by_step`, keyed by the step as
+    text, as the cells file keeps it)."""
     engine = ReplayEngine(workers=workers, history_window=window)
+    by_step = items_by_step(items)
+    every = list(range(len(items)))
+    todo = [(dc, every if step is None else by_step[step]) for dc, step in jobs]
     try:
-        recs = [s for _, chunk in engine_run(engine, items, [(dc, list(range(len(items))))]) for _, s in chunk]
+        recs = [(i, s) for _, chunk in engine_run(engine, items, todo) for i, s in chunk]
     finally:
         engine.close()
+    return counts_of([s for _, s in recs]) | {"by_step": {
+        str(step): counts_of([s for i, s in recs if item_step(items[i]) == step]) for step in sorted(by_step)}}
+
+
+def counts_of(recs: list) -> dict:
     c = total_counts(recs)
     return {"tokens_per_step": c.tokens_per_step, "drafted_per_step": c.drafted_per_step,
             "acceptance_rate": c.acceptance_rate, "steps": c.steps}
@@ -70,21 +81,35 @@ def default_config(k: int, sources: str, budget: float | None = None) -> DraftCo
                        options=(("length", f"evidence:budget={budget!r}"),))
 
 
-def anchor_cell(items: list, anchor: str, k: int, replay: Callable[[DraftConfig, int], dict],
-                defaults: dict) -> dict:
+NO_DRAFTS = 1e-12   # the budget of a step where the anchor drafted nothing: the bucket never holds a token
+
+
+def step_budgets(measured: dict) -> dict[int, float]:
+    """The anchor's drafted tokens per step in each RL step, the default's budget there: the
+    budget is kept per replay task, which never spans two steps, and an anchor spends very
+    differently in a step with history and one without (a single-step trace's first half)."""
+    return {int(step): max(m["drafted_per_step"] or 0.0, NO_DRAFTS) for step, m in measured["by_step"].items()
+            if m["steps"]}
+
+
+def anchor_cell(items: list, anchor: str, k: int, replay: Callable[[list, int], dict], defaults: dict) -> dict:
     """One cell: the anchor, the default (from `defaults` when its k, sources and window ran
-    already) and the default budgeted at the anchor's drafted tokens per step."""
+    already) and the default budgeted, in every RL step, at the anchor's drafted tokens per step
+    in that step (so that over the cell it drafts no more than the anchor)."""
     st = parse_strategy(f"{anchor}:k={k}")
     window = st.history_window
-    measured = replay(strategy_config(st.name), window)
+    measured = replay([(strategy_config(st.name), None)], window)
     key = (k, st.sources, window)
     if key not in defaults:
-        defaults[key] = replay(default_config(k, st.sources), window)
+        defaults[key] = replay([(default_config(k, st.sources), None)], window)
     default = defaults[key]
     budget = measured["drafted_per_step"]
-    budgeted = replay(default_config(k, st.sources, budget), window) if budget and budget > 0 else None
+    per_step = step_budgets(measured)
+    budgeted = (replay([(default_config(k, st.sources, b), step) for step, b in per_step.items()], window)
+                if budget and budget > 0 else None)
     return {"k": k, "anchor": anchor, "sources": st.sources, "history_window": window if "history" in st.sources
-            else None, "budget": budget, "anchor_metrics": measured, "default": default, "budgeted": budgeted,
+            else None, "budget": budget, "budget_by_step": {str(s): b for s, b in per_step.items()},
+            "anchor_metrics": measured, "default": default, "budgeted": budgeted,
             "default_vs_anchor": versus(measured, default), "budgeted_vs_anchor": versus(measured, budgeted)}
 
 
@@ -107,7 +132,7 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], limit: int | None, pr
         defaults: dict = {}
         for k, anchor in todo:
             row = {"trace": path.name, "path": str(path),
-                   **anchor_cell(items, anchor, k, lambda dc, w: replay_arm(items, dc, w, workers), defaults)}
+                   **anchor_cell(items, anchor, k, lambda jobs, w: replay_arm(items, jobs, w, workers), defaults)}
             rows.append(row)
             if on_row is not None:
                 on_row(row)

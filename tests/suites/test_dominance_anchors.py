@@ -30,29 +30,40 @@ def test_versus_needs_both_at_least_the_tokens_and_at_most_the_drafts():
     assert anchors.versus(anchor, None) == {"dominates": False, "tokens_per_step": None, "drafted_per_step": None}
 
 
-def test_a_cell_budgets_the_default_at_the_anchors_drafts_on_its_sources():
-    """A stub replay: the anchor drafts 1.75 per step; the default's plain arm runs once per (k,
-    sources, window) and the budgeted arm gets exactly the anchor's figure."""
+def _steps(m0, m1):
+    """Pooled figures are not read for the budget: only each RL step's."""
+    return {**_m(1.6, 1.75), "by_step": {"0": m0, "1": m1}}
+
+
+def test_a_cell_budgets_the_default_per_rl_step_at_the_anchors_drafts_on_its_sources():
+    """A stub replay: the anchor drafts 0.5 per step in RL step 0 (no history yet) and 3.0 in
+    step 1; the default's plain arm runs once per (k, sources, window) and the budgeted arm is
+    one job per step with exactly the anchor's figure of that step; a step where the anchor
+    drafted nothing gets a budget that never holds a token."""
     seen = []
 
-    def replay(dc, window):
-        seen.append((dc, window))
+    def replay(jobs, window):
+        seen.append((jobs, window))
+        (dc, step), *rest = jobs
         length = dict(dc.options).get("length")
         if dc.strategy and not dc.strategy.startswith("evidence"):
-            return _m(1.6, 1.75)
+            return _steps(_m(1.2, 0.5), _m(2.0, 3.0))
         if length is None:
             return _m(1.55, 1.0)    # the default: fewer drafts, fewer tokens
-        assert parse_length(length).budget == 1.75
         return _m(1.7, 1.74)
     defaults: dict = {}
     row = anchors.anchor_cell([], "histospec", 3, replay, defaults)
-    assert row["sources"] == "history" and row["budget"] == 1.75
+    assert row["sources"] == "history" and row["budget"] == 1.75 and row["budget_by_step"] == {"0": 0.5, "1": 3.0}
+    budgeted_jobs = seen[2][0]
+    assert [(step, parse_length(dict(dc.options)["length"]).budget) for dc, step in budgeted_jobs] == [(0, 0.5), (1, 3.0)]
     assert not row["default_vs_anchor"]["dominates"] and row["budgeted_vs_anchor"]["dominates"]
-    assert [dc.history and not dc.group for dc, _ in seen] == [True, True, True]
+    assert [all(dc.history and not dc.group for dc, _ in jobs) for jobs, _ in seen] == [True, True, True]
+    assert [step for _, step in seen[0][0]] == [None] and [step for _, step in seen[1][0]] == [None]
     anchors.anchor_cell([], "das", 3, replay, defaults)
     assert seen[3][1] == 4 and len(seen) == 6   # das's window 4: a default of its own
     anchors.anchor_cell([], "histospec", 3, replay, defaults)
     assert len(seen) == 8   # the default at (3, history, 16) was kept
+    assert anchors.step_budgets(_steps(_m(1.0, 0.0), {**_m(1.0, 2.0), "steps": 0})) == {0: anchors.NO_DRAFTS}
 
 
 def _invoke(*args):
