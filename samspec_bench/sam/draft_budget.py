@@ -4,8 +4,8 @@ step per request on average, spent where the estimate expects the most accepted 
 Two parts, one drafter-wide state (`DraftBudget`):
 - the policy's per-token cost acts as a Lagrange multiplier, adjusted online by dual ascent
   (integral control on drafted - B after every draft: cost += rate x (drafted - B), kept in
-  [0, MAX_COST]; a draft the bucket cut counts as k tokens there, so the price rises while the
-  cap binds); it starts at the policy's own cost, so the estimate still picks which
+  [0, MAX_COST]; a draft the bucket cut counts as its length plus `windup` x its missing tokens
+  there, so the price rises while the cap binds); it starts at the policy's own cost, so the estimate still picks which
   tokens are drafted, only the price of a token moves;
 - a hard cap, a token bucket: every step (one propose) credits B; a draft may not exceed the
   credit (it is cut to floor(credit) tokens), which is kept at most max(burst, k) tokens, and
@@ -32,10 +32,10 @@ class DraftBudget:
     """The drafter-wide budget state: the multiplier (`cost`), the bucket's `credit`, and what
     was spent (`steps`, `drafted`)."""
 
-    __slots__ = ("budget", "burst", "rate", "cost", "credit", "steps", "drafted")
+    __slots__ = ("budget", "burst", "rate", "windup", "cost", "credit", "steps", "drafted")
 
-    def __init__(self, budget: float, burst: float, rate: float, cost: float):
-        self.budget, self.burst, self.rate = float(budget), float(burst), float(rate)
+    def __init__(self, budget: float, burst: float, rate: float, cost: float, windup: float = 1.0):
+        self.budget, self.burst, self.rate, self.windup = float(budget), float(burst), float(rate), float(windup)
         self.cost = min(MAX_COST, max(0.0, float(cost)))
         self.credit = 0.0
         self.steps = 0
@@ -51,16 +51,17 @@ class DraftBudget:
         if d > most:
             raise RuntimeError(f"draft budget: {d} tokens drafted for a cap of {most}")
         self.credit -= d
-        # a draft the credit cut counts as k for the price (anti-windup): else, with the bucket
-        # binding, drafted - B averages 0 and the price would never rise to ration by evidence
-        wanted = k if (d == most and most < k) else d
+        # a draft the credit cut counts as more than it got (anti-windup; windup 1: as k): else,
+        # with the bucket binding, drafted - B averages 0 and the price would never rise to ration
+        # by evidence
+        wanted = d + self.windup * (k - d) if (d == most and most < k) else d
         self.cost = min(MAX_COST, max(0.0, self.cost + self.rate * (wanted - self.budget)))
         self.steps += 1
         self.drafted += d
         return draft
 
     def describe(self) -> dict[str, Any]:
-        return {"budget_per_step": self.budget, "steps": self.steps, "drafted": self.drafted,
+        return {"budget_per_step": self.budget, "windup": self.windup, "steps": self.steps, "drafted": self.drafted,
                 "drafted_per_step": self.drafted / self.steps if self.steps else 0.0,
                 "cost_now": self.cost, "credit_now": self.credit}
 
@@ -68,17 +69,18 @@ class DraftBudget:
 _BY_RECORD: "OrderedDict[int, tuple[Any, DraftBudget]]" = OrderedDict()
 
 
-def shared_budget(record: Any, budget: float, burst: float, rate: float, cost: float) -> DraftBudget:
+def shared_budget(record: Any, budget: float, burst: float, rate: float, cost: float,
+                  windup: float = 1.0) -> DraftBudget:
     """The budget of the drafters sharing the acceptance record `record` (a new one for a record
     not seen yet). Kept by the record's identity with the record held, so an identity is not
     reused while its entry lives; the least recently used entries go beyond KEPT_RECORDS (a
     replay makes a new record per task and does not return to old ones)."""
     key = id(record)
     entry = _BY_RECORD.get(key)
-    if entry is not None and entry[0] is record and entry[1].budget == budget:
+    if entry is not None and entry[0] is record and (entry[1].budget, entry[1].windup) == (budget, windup):
         _BY_RECORD.move_to_end(key)
         return entry[1]
-    state = DraftBudget(budget, burst, rate, cost)
+    state = DraftBudget(budget, burst, rate, cost, windup)
     _BY_RECORD[key] = (record, state)
     _BY_RECORD.move_to_end(key)
     while len(_BY_RECORD) > KEPT_RECORDS:

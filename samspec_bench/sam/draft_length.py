@@ -38,7 +38,7 @@ from samspec_bench.sam.automaton import CHOICES
 # other field (a parameter added later) is chosen by choose() in Python; so is pairs > 0 (the
 # C record keeps no pair table).
 C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "tokens", "pairs", "shape",
-                      "pooled", "budget", "burst", "rate"})   # budget's three: the drafter caps k, hands the cost
+                      "pooled", "budget", "burst", "rate", "windup"})   # budget's four: the drafter caps k, hands the cost
 
 DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
 LENGTH_SPECS = ("fixed", "evidence")
@@ -240,7 +240,8 @@ class EvidenceLength:
     earliest = min_endpos's), tokens, pairs, shape (prior weights of the corrections, in
     predicted accepted tokens), pooled (1 or 0); budget (drafted tokens per step per request at
     most, drafter-wide: the cost becomes a Lagrange multiplier moved online by `rate` and a token
-    bucket of at most max(`burst`, k) tokens caps every draft; sam/draft_budget.py)."""
+    bucket of at most max(`burst`, k) tokens caps every draft; `windup`: the share of a cut draft's
+    missing tokens the multiplier counts; sam/draft_budget.py)."""
 
     cost: Union[float, Callable[[int], float]] = DEFAULT_COST
     novelty: float = 1.0
@@ -256,6 +257,7 @@ class EvidenceLength:
     budget: float | None = None   # drafted tokens per step per request at most (sam/draft_budget.py)
     burst: float = 256.0          # the budget's bucket keeps at most max(burst, k) tokens of credit (dev split)
     rate: float = 0.001           # the budget's dual-ascent step: cost += rate x (drafted - budget) (dev split)
+    windup: float = 0.25          # a draft the bucket cut counts as cut + windup x (k - cut) for the multiplier (dev split)
 
     fixed = False
 
@@ -286,6 +288,9 @@ class EvidenceLength:
         for name in ("burst", "rate"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise ValueError(f"evidence:{name}={getattr(self, name)}: must be a finite number >= 0")
+        if not 0.0 <= self.windup <= 1.0:
+            raise ValueError(f"evidence:windup={self.windup}: must be in [0, 1] (the share of a cut draft's "
+                             "missing tokens counted against the budget)")
 
     @property
     def choice_code(self) -> int:

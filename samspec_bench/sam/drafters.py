@@ -127,7 +127,7 @@ class SamDrafter(Drafter):
         pol = self.length
         if not self._evidence or pol.budget is None:
             return None
-        return shared_budget(self._token_stats, pol.budget, pol.burst, pol.rate, pol.threshold(1))
+        return shared_budget(self._token_stats, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup)
 
     @property
     def token_stats(self):

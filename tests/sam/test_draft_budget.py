@@ -138,3 +138,19 @@ def test_spec_and_describe_print_the_budget_exactly():
     assert pol.budget == b and parse_length(pol.spec()).budget == b
     assert pol.describe()["budget"] == b and "budget=" in pol.spec()
     assert parse_length("evidence").budget is None and "budget" not in parse_length("evidence").spec()
+
+
+@pytest.mark.parametrize("windup, cost_after", [(0.0, 0.2), (0.25, 0.275), (1.0, 0.5)])
+def test_a_cut_draft_counts_its_missing_tokens_by_windup(windup, cost_after):
+    """Budget 1 a step, no burst, k 4: every step the credit holds one token, the policy wants
+    all it may have, so the bucket cuts the draft to 1. For the multiplier the cut draft counts
+    as 1 + windup x (4 - 1): cost 0.2 + 0.1 x (1 + 3 windup - 1) after one step."""
+    b = DraftBudget(budget=1.0, burst=0.0, rate=0.1, cost=0.2, windup=windup)
+    draft = b.spend(4, lambda most, cost: [7] * most)
+    assert draft == [7] and b.cost == pytest.approx(cost_after)
+
+
+@pytest.mark.parametrize("spec", ["evidence:budget=1,windup=1.5", "evidence:budget=1,windup=-0.1"])
+def test_windup_outside_zero_one_is_refused(spec):
+    with pytest.raises(ValueError, match="windup"):
+        parse_length(spec)
