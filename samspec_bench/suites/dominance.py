@@ -51,6 +51,7 @@ class DominanceConfig:
     figure: str | None                 # where the Pareto picture is copied (None: no figure, no curves)
     costs: tuple[float, ...] | None    # SAM's curve in the figure (None without --figure)
     anchors: bool = False              # the default policy against the named anchors instead of Arctic
+    budget_options: str = ""           # --anchors: more evidence parameters of the budgeted default
 
     def identity(self) -> dict:
         """What a resumed run must share with the run it continues (the figure's path may change)."""
@@ -69,12 +70,20 @@ def _costs(text: str) -> tuple[float, ...]:
 
 def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_length: str,
                  limit_groups: int | None, share_stats: bool, figure: str | None, costs: str,
-                 data_dir: str | None, anchors: bool) -> DominanceConfig:
+                 data_dir: str | None, anchors: bool, budget_options: str) -> DominanceConfig:
     """Every option checked before any replay: the options first, then what is installed and found."""
     ks = tuple(int_list(k, "-k"))
     if anchors and (figure or sam_length != anchors_mod.DEFAULT_POLICY or not share_stats):
         raise UserError("--anchors compares the default policy as accept replays it: drop --figure, --sam-length "
                         "and --no-share-stats")
+    budget_options = (budget_options or "").strip().strip(",")
+    if budget_options and not anchors:
+        raise UserError("--budget-options sets the budgeted default of --anchors: add --anchors, or drop it")
+    if budget_options:
+        try:
+            parse_length(f"{anchors_mod.DEFAULT_POLICY}:budget=1,{budget_options}")
+        except ValueError as e:
+            raise UserError(f"--budget-options {budget_options!r}: {e}") from None
     curve = _costs(costs) if figure else None
     try:
         SamDrafter(length=sam_length)
@@ -92,7 +101,7 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
     tok = tokenizer or str(resolve_data_dir(data_dir) / "tokenizers" / "qwen3")
     return DominanceConfig(traces=tuple(str(p) for p in paths), tokenizer=tok, ks=ks, sam_length=sam_length,
                            limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve,
-                           anchors=bool(anchors))
+                           anchors=bool(anchors), budget_options=budget_options)
 
 
 def cell_table(rows: list[dict]) -> list[dict]:
@@ -160,7 +169,8 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
     for r in done.values():
         say(anchors_mod.fmt_row(r) + "  (kept)")
     new = anchors_mod.run([Path(t) for t in config.traces], config.tokenizer, list(config.ks), config.limit_groups,
-                          progress=say, skip=done, on_row=lambda row: run_dir.append_sample(row, CELLS_FILE))
+                          progress=say, skip=done, on_row=lambda row: run_dir.append_sample(row, CELLS_FILE),
+                          budget_options=config.budget_options)
     order = {(t, k, a): i for i, (t, k, a) in enumerate((t, k, a) for t in config.traces for k in config.ks
                                                          for a in anchors_mod.ANCHORS)}
     rows = sorted([*done.values(), *new], key=lambda r: order.get(anchors_mod.cell_key(r), len(order)))
@@ -199,6 +209,8 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
 @click.option("--anchors", is_flag=True, default=False,
               help="The default policy against each named anchor strategy (seed, histospec, das, seer, arctic) on "
                    "its own sources, unbudgeted and budgeted at the anchor's drafted tokens per step.")
+@click.option("--budget-options", default="", help="With --anchors: more evidence parameters of the budgeted "
+              "default, e.g. windup=0.5 (a dev-split grid over the budget's own parameters).")
 @click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--resume", default=None, type=click.Path(), help="Continue this run directory (finished cells are kept).")

@@ -72,13 +72,14 @@ def versus(anchor: dict, other: dict | None) -> dict:
     return {"dominates": dt >= 0 and dd <= 0, "tokens_per_step": dt, "drafted_per_step": dd}
 
 
-def default_config(k: int, sources: str, budget: float | None = None) -> DraftConfig:
-    """The default policy at k on `sources`; with `budget`, the draft budget (exact: repr of the float)."""
+def default_config(k: int, sources: str, budget: float | None = None, options: str = "") -> DraftConfig:
+    """The default policy at k on `sources`; with `budget`, the draft budget (exact: repr of the
+    float) and `options`, more evidence parameters (`windup=0.5`)."""
     dc = strategy_config(f"{DEFAULT_POLICY}:k={k}@{sources}")
     if budget is None:
         return dc
     return DraftConfig(drafter="sam", k=k, group=dc.group, history=dc.history, order=dc.order,
-                       options=(("length", f"evidence:budget={budget!r}"),))
+                       options=(("length", f"evidence:budget={budget!r}" + (f",{options}" if options else "")),))
 
 
 NO_DRAFTS = 1e-12   # the budget of a step where the anchor drafted nothing: the bucket never holds a token
@@ -92,7 +93,8 @@ def step_budgets(measured: dict) -> dict[int, float]:
             if m["steps"]}
 
 
-def anchor_cell(items: list, anchor: str, k: int, replay: Callable[[list, int], dict], defaults: dict) -> dict:
+def anchor_cell(items: list, anchor: str, k: int, replay: Callable[[list, int], dict], defaults: dict,
+                budget_options: str = "") -> dict:
     """One cell: the anchor, the default (from `defaults` when its k, sources and window ran
     already) and the default budgeted, in every RL step, at the anchor's drafted tokens per step
     in that step (so that over the cell it drafts no more than the anchor)."""
@@ -105,7 +107,8 @@ def anchor_cell(items: list, anchor: str, k: int, replay: Callable[[list, int], 
     default = defaults[key]
     budget = measured["drafted_per_step"]
     per_step = step_budgets(measured)
-    budgeted = (replay([(default_config(k, st.sources, b), step) for step, b in per_step.items()], window)
+    budgeted = (replay([(default_config(k, st.sources, b, budget_options), step) for step, b in per_step.items()],
+                       window)
                 if budget and budget > 0 else None)
     return {"k": k, "anchor": anchor, "sources": st.sources, "history_window": window if "history" in st.sources
             else None, "budget": budget, "budget_by_step": {str(s): b for s, b in per_step.items()},
@@ -119,7 +122,7 @@ def cell_key(row: dict) -> tuple[str, int, str]:
 
 def run(traces: list[Path], tokenizer: str, ks: list[int], limit: int | None, progress=print,
         skip: Iterable[tuple[str, int, str]] = (), on_row: Callable[[dict], None] | None = None,
-        workers: int = 0) -> list[dict]:
+        workers: int = 0, budget_options: str = "") -> list[dict]:
     """One row per (trace, k, anchor) cell in that order; cells in `skip` are not replayed."""
     skip = set(skip)
     rows = []
@@ -132,7 +135,8 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], limit: int | None, pr
         defaults: dict = {}
         for k, anchor in todo:
             row = {"trace": path.name, "path": str(path),
-                   **anchor_cell(items, anchor, k, lambda jobs, w: replay_arm(items, jobs, w, workers), defaults)}
+                   **anchor_cell(items, anchor, k, lambda jobs, w: replay_arm(items, jobs, w, workers), defaults,
+                                  budget_options)}
             rows.append(row)
             if on_row is not None:
                 on_row(row)

@@ -94,3 +94,21 @@ def test_anchors_run_folder_resume_and_gate(traces_dir, qwen3_tokenizer_dir, tmp
 def test_anchors_refuse_options_of_the_arctic_comparison(tmp_path):
     res = _invoke("--figure", tmp_path / "f.png", "--output", tmp_path / "runs")
     assert isinstance(res.exception, UserError) and "--anchors" in str(res.exception)
+
+
+def test_budget_options_reach_the_budgeted_default_and_bad_ones_are_refused(tmp_path):
+    seen = []
+
+    def replay(jobs, window):
+        seen.append(jobs)
+        dc = jobs[0][0]
+        if dc.strategy and not dc.strategy.startswith("evidence"):
+            return _steps(_m(1.2, 0.5), _m(2.0, 3.0))
+        return _m(1.5, 1.0)
+    anchors.anchor_cell([], "seed", 3, replay, {}, "windup=0.5")
+    budgeted = [parse_length(dict(dc.options)["length"]) for dc, _ in seen[2]]
+    assert [(p.budget, p.windup) for p in budgeted] == [(0.5, 0.5), (3.0, 0.5)]
+    res = _invoke("--budget-options", "windup=1.5", "--output", tmp_path / "runs")
+    assert isinstance(res.exception, UserError) and "windup" in str(res.exception)
+    res = CliRunner().invoke(group, ["dominance", "--budget-options", "windup=0.5", "--output", str(tmp_path / "r")])
+    assert isinstance(res.exception, UserError) and "add --anchors" in str(res.exception)

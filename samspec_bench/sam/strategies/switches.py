@@ -153,6 +153,7 @@ class EngineCutoff:
     The engine reports each step's drafts through `observe_step` (bench/policies.py)."""
 
     name = "enginecutoff"
+    gate = True   # it can turn speculation off for good: the run reports when (off_after_step)
 
     def __init__(self, window: int, threshold: float):
         if window < 1 or not 0.0 < threshold < 1.0:
@@ -199,6 +200,7 @@ class Both:
             raise ValueError("combined switches do not nest")
         if any(hasattr(p, "step_k") for p in self.parts):
             self.step_k = self._step_k   # only where a part has one: no step_k means the arm's k
+        self.gate = any(getattr(p, "gate", False) for p in self.parts)
 
     @property
     def counts_only(self) -> bool:

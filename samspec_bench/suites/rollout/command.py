@@ -48,6 +48,9 @@ DEFINITIONS = {"tail": "steps with no request waiting and running <= the arm's t
                "tokens_per_step_head/_tail": "tokens_per_step over the head's / the tail's steps only (--dp: all "
                                              "instances' steps pooled): what drafting does for the requests that "
                                              "finish last",
+               "running_per_step_tail / emitted_tail": "requests decoding per tail step on average / tokens the "
+                                                        "tail emitted (with the off arm's: how thin the tail "
+                                                        "runs and how much work it holds)",
                "drafted_per_step": "draft tokens verified / decode steps of requests (what the drafter proposed)",
                "verify_tokens_per_token": "tokens the target computed for decoding requests (1 + drafted each) / "
                                             "tokens they kept (1 + accepted each); 1.0 without speculation",

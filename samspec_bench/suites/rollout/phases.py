@@ -73,19 +73,27 @@ def acceptance_cost(m: Mapping[str, Any]) -> dict[str, float | None]:
             "verify_tokens_per_token": ratio(n + d, n + a)}
 
 
+PHASE_COLUMNS = ("num_waiting", "num_running", "num_decode_reqs", "num_accepted", "num_emitted")   # phase_tokens reads
+
+
 def phase_tokens(steps: Mapping[str, np.ndarray], T: int) -> dict[str, float | None]:
-    """Tokens kept per decode step of a request in the head and in the tail (the tail_mask
-    steps): (n + accepted) / n over each phase's steps. The tail holds the requests that finish
-    last, so its figure shows what drafting does for them (None: no decode steps there, or a
-    table without per-request decode counts)."""
+    """Per phase (head, and the tail_mask steps): tokens kept per decode step of a request,
+    (n + accepted) / n; for the tail also the requests decoding per step on average and the
+    tokens it emitted. The tail holds the requests that finish last: with the off arm's same
+    figures these split a tail speed-up into how well those requests draft, how many run at
+    once and how much work is left to the tail (None: no decode steps there, or a table without
+    per-request decode counts)."""
+    names = ("tokens_per_step_head", "tokens_per_step_tail", "running_per_step_tail", "emitted_tail")
     if "num_decode_reqs" not in steps:
-        return {"tokens_per_step_head": None, "tokens_per_step_tail": None}
+        return dict.fromkeys(names)
     tail = tail_mask(steps, T)
     n, a = np.asarray(steps["num_decode_reqs"]), np.asarray(steps["num_accepted"])
     out = {}
     for name, sel in (("head", ~tail), ("tail", tail)):
         nn = int(n[sel].sum())
         out[f"tokens_per_step_{name}"] = ratio(nn + int(a[sel].sum()), nn)
+    out["running_per_step_tail"] = ratio(int(n[tail].sum()), int(tail.sum()))
+    out["emitted_tail"] = int(np.asarray(steps["num_emitted"])[tail].sum())
     return out
 
 
@@ -146,9 +154,9 @@ def dp_arm_metrics(instance_steps, instance_finish, T: int, finish_all, requests
         m[k] = int(sum(p.get(k) or 0 for p in per))
     m["acceptance_rate"] = ratio(m["accepted"], m["drafted"])
     m.update(acceptance_cost(m))
-    m.update(phase_tokens({c: np.concatenate([np.asarray(st[c]) for st in instance_steps])
-                           for c in ("num_waiting", "num_running", "num_decode_reqs", "num_accepted")}, T)
-             if all("num_decode_reqs" in st for st in instance_steps) else phase_tokens({}, T))
+    pooled = ({c: np.concatenate([np.asarray(st[c]) for st in instance_steps]) for c in PHASE_COLUMNS}
+              if all("num_decode_reqs" in st for st in instance_steps) else {})
+    m.update(phase_tokens(pooled, T))   # every instance's own tail steps, together
     m["completion"] = completion_stats(finish_all)
     tail = np.array([p["tail_s"] for p in per])
     m["dp"] = {"instances": len(per), "slowest_instance": slow, "instance_makespan_s": mk.tolist(),

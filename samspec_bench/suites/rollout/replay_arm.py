@@ -83,12 +83,13 @@ class Replay:
         return np.array([len(p[1]) for p in self.pairs], dtype=np.int64)
 
 
-def prepare(cfg: RolloutConfig) -> Replay:
+def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
     """The traces' requests and every arm's acceptance profiles. With a history source (an arm's
     or a strategy's) the rollout is the traces' last RL step and the earlier steps its history
-    (`profiles.split_history`; single-step traces: each group's first half), for every arm."""
+    (`profiles.split_history`; single-step traces: each group's first half), for every arm.
+    `profiles=False`: the requests alone, quietly (what a run plans its profile grid from)."""
     traces, note = read_single_turn(cfg.traces, "rollout")
-    if note:
+    if note and profiles:
         click.echo(f"rollout --traces: {note}", err=True)
     items = tokenize_traces(traces, load_tokenizer(cfg.tokenizer))
     hist_info, earlier = None, []
@@ -108,7 +109,7 @@ def prepare(cfg: RolloutConfig) -> Replay:
 
     t0 = time.perf_counter()
     profs: dict[Any, list] = {}
-    for s in arm_settings(cfg):
+    for s in arm_settings(cfg) if profiles else ():
         key = s["profile"]
         if key is None or key in profs:
             continue
@@ -177,8 +178,8 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
             m = arm_metrics(r.steps, r.finish_time_s, T)
             ta, steps = r.tail_acceptance, r.steps
         m["sim_seconds"] = time.perf_counter() - t0
-        trips = [getattr(p, "off_after_step", None) for p in made]
-        if any(hasattr(p, "off_after_step") for p in made):   # a gate that turns speculation off for good
+        if any(getattr(p, "gate", False) for p in made):   # a switch that can turn speculation off for good
+            trips = [p.off_after_step for p in made]
             m["switch_off_after_step"] = trips if sharded else trips[0]
         m["step_model_extrapolation"] = extrapolation(step_model, steps) or None   # a roofline claims no range
         if ta is not None:

@@ -30,17 +30,15 @@ import numpy as np
 
 from samspec_bench.bench.policies import make_policy
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, step_features
-from samspec_bench.bench.simulation.profiles import split_history
 from samspec_bench.bench.simulation.scheduler import simulate
-from samspec_bench.data import load_tokenizer, tokenize_traces
+from samspec_bench.data import load_tokenizer
 from samspec_bench.devices import resolve_device
 from samspec_bench.models.checkpoints import resolve_tokenizer
-from samspec_bench.suites.rollout.config import RolloutConfig, build_config, kv_options, needs_history
+from samspec_bench.suites.rollout.config import RolloutConfig, build_config, kv_options
 from samspec_bench.suites.rollout.draws import draw_seeds
 from samspec_bench.suites.rollout.phases import tail_mask
 from samspec_bench.suites.rollout.profile import RUN_PROFILE as RUN_PROFILE_GRID, auto_batch_sizes, quick_profile
-from samspec_bench.suites.rollout.replay_arm import Replay, draw, requests_for, trace_requests
-from samspec_bench.trace_formats import read_single_turn
+from samspec_bench.suites.rollout.replay_arm import draw, prepare, requests_for
 from samspec_bench.workload import PROMPTS, WorkloadConfig, question_ids
 
 # The built-in trace replayed RL-shaped: 16 prompts x 4 (the trace's groups, cycled; 4 = the
@@ -91,12 +89,7 @@ def replay_reach(cfg: RolloutConfig) -> dict[str, Any]:
     (decode steps, no step model: the schedule does not depend on step times): the largest
     value of each step feature, every step's summed context, and per draw the share of steps in
     the tail (at most `tail_threshold` running, nobody waiting)."""
-    traces, _ = read_single_turn(cfg.traces, "rollout")
-    items = tokenize_traces(traces, load_tokenizer(cfg.tokenizer))
-    if needs_history(cfg):   # the replay's requests are then the traces' last step
-        items = split_history(items)[0]
-    _, base, idx, n_prompts, n = trace_requests(items, cfg.prompts, cfg.group_size, cfg.traces)
-    rep = Replay([(it.prompt_ids, it.response_ids[: cfg.max_response_len]) for it in base], idx, n_prompts, n, {}, 0.0)
+    rep = prepare(cfg, profiles=False)
     maxima: dict[str, float] = {}
     contexts, tails = [], []
     for seed in draw_seeds(cfg):
@@ -109,7 +102,7 @@ def replay_reach(cfg: RolloutConfig) -> dict[str, Any]:
         contexts.append(np.asarray(r.steps["context_tokens"], dtype=float))
         tails.append(float(tail_mask(r.steps, tail_threshold(cfg)).mean()))
     return {"maxima": maxima, "context_tokens": np.concatenate(contexts), "tail_step_share": tails,
-            "requests": len(idx)}
+            "requests": len(rep.idx)}
 
 
 def profile_prompt_lengths(model: str) -> list[int]:

@@ -132,3 +132,9 @@ def test_combined_switch_by_hand():
 def test_combined_switch_bad_specs(spec, says):
     with pytest.raises(ValueError, match=says):
         parse_switch(spec)
+
+
+def test_only_a_switch_holding_a_gate_reports_when_it_tripped():
+    assert parse_switch("enginecutoff:2:0.5").gate and parse_switch("threshold:8+enginecutoff:2:0.5").gate
+    assert not getattr(parse_switch("threshold:8+schedule:1-8=2"), "gate", False)
+    assert not getattr(parse_switch("threshold:8"), "gate", False)

@@ -131,6 +131,8 @@ def test_tokens_per_step_by_phase():
     m = ph.arm_metrics(st, np.ones(4), 2)
     assert m["tokens_per_step_head"] == pytest.approx(2.0)
     assert m["tokens_per_step_tail"] == pytest.approx(4 / 3)
+    # the tail's two steps decode 2 then 1 requests (1.5 a step) and emit 1 token each (_steps)
+    assert m["running_per_step_tail"] == pytest.approx(1.5) and m["emitted_tail"] == 2
     # sharded: the tail's steps of both instances pooled (1 + 3 accepted over 3 + 3 decode steps)
     b = dict(st, num_accepted=np.array([4, 4, 2, 1]))
     d = ph.dp_arm_metrics([st, b], [np.ones(4), np.ones(4)], 2, np.ones(8), [4, 4])
