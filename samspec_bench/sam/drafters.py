@@ -57,6 +57,8 @@ class SamDrafter(Drafter):
     the request's recent acceptance), an EvidenceLength, or an AdaptiveLength. Given none,
     an engine that times its own steps applies its default instead (`length_given` False;
     inside vLLM "evidence:cost=auto", the cost fitted from the step times).
+    `counts=True`: the automata keep occurrence counts whatever the length policy (multi-path
+    drafts, sam/draft_tree.py, rank their candidates by them; `evidence_sources`).
     `compiled=False`: the evidence policy's choice runs in Python (its specification), for
     comparison; by default it runs in C where it can (`policy_path` says which).
     `token_stats`: the drafter-wide acceptance record of the evidence policy's corrections
@@ -73,7 +75,7 @@ class SamDrafter(Drafter):
     def __init__(self, *, group_sharing: bool = False, corpus: CorpusAutomaton | None = None,
                  l_threshold: int = 1, l_bias: int = 0, length: "str | LengthPolicy | None" = None,
                  history: HistoryStore | None = None, compiled: bool = True,
-                 token_stats: "TokenAcceptance | AcceptanceStats | None" = None):
+                 token_stats: "TokenAcceptance | AcceptanceStats | None" = None, counts: bool = False):
         if l_threshold < 1:
             raise ValueError(f"l_threshold = {l_threshold}: must be >= 1")
         self.group_sharing = group_sharing
@@ -85,6 +87,9 @@ class SamDrafter(Drafter):
         self.history = history
         self._fixed_length = length.fixed
         self._evidence = isinstance(length, EvidenceLength)
+        # occurrence counts in the automata: the evidence policy reads them, and multi-path drafts
+        # (sam/draft_tree.py) rank their candidates by them whatever the length policy
+        self._counts = self._evidence or counts
         self._ev: dict[Hashable, Any] = {}       # request -> its RequestEvidence (evidence policy)
         self._per_token = self._evidence and (length.tokens > 0 or length.pairs > 0 or length.shape > 0)
         # Per request: the dynamic source (its own SuffixAutomaton, or its GroupMember), and
@@ -94,7 +99,8 @@ class SamDrafter(Drafter):
         self._group_of: dict[Hashable, Hashable] = {}
         self._groups: dict[Hashable, list] = {}  # group -> [GroupAutomaton, live members]
         self._hist: dict[Hashable, Any] = {}     # request -> its matcher over the prompt's history
-        if not group_sharing and corpus is None and history is None and l_threshold == 1 and self._fixed_length:
+        if not group_sharing and corpus is None and history is None and l_threshold == 1 and self._fixed_length \
+                and not counts:
             # The plain configuration runs its per-request calls in C (the same automata,
             # drafts and errors): a decode loop makes two calls per request per step.
             batch = SamBatch()
@@ -160,13 +166,13 @@ class SamDrafter(Drafter):
             key = group if group is not None else ("__solo__", req_id)
             entry = self._groups.get(key)
             if entry is None:
-                entry = self._groups[key] = [GroupAutomaton(evidence=self._evidence), 0]
+                entry = self._groups[key] = [GroupAutomaton(evidence=self._counts), 0]
             entry[1] += 1
             self._group_of[req_id] = key
             self._reqs[req_id] = entry[0].add_member(prompt)  # each member indexes its own prompt
         else:
-            self._reqs[req_id] = SuffixAutomaton(prompt, evidence=self._evidence) if len(prompt) \
-                else SuffixAutomaton(evidence=self._evidence)
+            self._reqs[req_id] = SuffixAutomaton(prompt, evidence=self._counts) if len(prompt) \
+                else SuffixAutomaton(evidence=self._counts)
         if self._c_batch is not None:
             src = self._reqs[req_id]
             if isinstance(src, SuffixAutomaton):
@@ -202,6 +208,14 @@ class SamDrafter(Drafter):
         hist = self._hist.get(req_id)
         if hist is not None:
             hist.extend(token_ids)
+
+    def evidence_sources(self, req_id) -> list[tuple[Any, bool]]:
+        """The request's sources that answer `evidence_chain` (automata with counts), each with
+        whether its match's own current occurrence is among its counts (the dynamic one)."""
+        if not self._counts:
+            raise ValueError("evidence_sources: this drafter's automata keep no counts (pass counts=True)")
+        out = [(self._reqs[req_id], True)]
+        return out + [(m, False) for m in (self._hist.get(req_id), self._matchers.get(req_id)) if m is not None]
 
     def match_lengths(self, req_id) -> tuple[int, int]:
         """(dynamic match length, static match length); static is 0 without a corpus."""

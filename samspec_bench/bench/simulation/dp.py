@@ -104,7 +104,8 @@ class DPResult:
 def simulate_dp(requests: Sequence[SimRequest], shards: Sequence[np.ndarray], *,
                 policy: Callable[[], Any] | None = None, **simulate_kwargs) -> DPResult:
     """Every instance of a sharded rollout simulated independently (`scheduler.simulate` with
-    `simulate_kwargs`: k, step_model, max_num_seqs, ... per instance). `policy` is a factory:
+    `simulate_kwargs`: k, step_model, max_num_seqs, tree_running, tree_k, ... per instance; an
+    instance's tree steps follow its own running and waiting counts). `policy` is a factory:
     each instance gets its own policy object (an engine's speculation switch sees its own
     running batch). One shard holding every request in order is exactly `simulate`."""
     n = len(requests)

@@ -1,29 +1,36 @@
 """Stretches of a simulated rollout computed in closed form instead of step by step (the
 scheduler's module docstring says when each applies). Both return the block of steps as
-`STEP_COLUMNS` arrays; clocks are sequential sums, as stepping one by one adds them."""
+`STEP_COLUMNS` arrays; clocks are sequential sums, as stepping one by one adds them.
+
+The speculative end is walked band by band of running counts: a band is a (k, profile table,
+tree) triple shared by consecutive counts, from a per-step k policy or from tree steps (at
+most `tree_running` requests run, nobody waits: each request verifies a multi-path draft tree
+of up to tree_k tokens read from its tree profile; the scheduler's docstring says why)."""
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 
 from samspec_bench.bench.simulation.kv_blocks import KvBlocks
-from samspec_bench.bench.simulation.profile_table import ProfileTable
+from samspec_bench.bench.simulation.profile_table import ProfileTable, accepted_at, drafts_at
 from samspec_bench.bench.simulation.step_log import TailAcceptance
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 
 
-def speculative_walks(idx: np.ndarray, pos: np.ndarray, L: np.ndarray, k: int, profiles: ProfileTable):
+def speculative_walks(idx: np.ndarray, pos: np.ndarray, L: np.ndarray, k: int, profiles: ProfileTable,
+                      tree: bool = False):
     """Requests `idx` (at positions `pos`, all decoding) each walking its own profile,
-    speculating every step: drafts min(k, draft, tokens left - 1), emits accepted + 1. Returns
-    per request-step (request slot, step j, position, drafted, accepted) arrays and each
-    request's number of steps."""
+    speculating every step: drafts `profile_table.drafts_at` (linear, or a tree's node count),
+    emits accepted + 1. Returns per request-step (request slot, step j, position, drafted,
+    accepted) arrays and each request's number of steps."""
     slot, jj, pp, dd, aa, nsteps = [], [], [], [], [], []
     for r, (i, p0) in enumerate(zip(idx.tolist(), pos.tolist())):
         ps = np.arange(p0, int(L[i]), dtype=np.int64)
         one = np.full(len(ps), i)
-        d = np.minimum(np.minimum(profiles.drafted(one, ps), k), L[i] - 1 - ps)
-        d = np.maximum(d, 0)
-        a = np.minimum(profiles.accepted(one, ps), d)
+        d = drafts_at(profiles, one, ps, L[i], k, tree)
+        a = accepted_at(profiles, one, ps, L[i], d)
         inc = (a + 1).tolist()
         q, n, visit = 0, len(inc), []
         while q < n:
@@ -40,26 +47,25 @@ def speculative_walks(idx: np.ndarray, pos: np.ndarray, L: np.ndarray, k: int, p
     return cat(slot), cat(jj), cat(pp), cat(dd), cat(aa), np.array(nsteps, dtype=np.int64)
 
 
-def speculative_end(running: np.ndarray, pos: np.ndarray, P: np.ndarray, L: np.ndarray, k: int,
-                    profiles: ProfileTable, step_model: StepTimeModel, clock: float, step: int,
-                    tail: TailAcceptance, k_at=None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def speculative_end(running: np.ndarray, pos: np.ndarray, P: np.ndarray, L: np.ndarray, band_at: Sequence,
+                    step_model: StepTimeModel, clock: float, step: int,
+                    tail: TailAcceptance) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The rest of the rollout once the running requests no longer interact: their steps'
     columns and each running request's finish time. Adds the tail's steps to `tail`.
-    `k_at[r]`: the step's k at r running requests (a per-step k policy; None: k every step).
+    `band_at[r]`: the step's (k, profile table, tree) at r running requests (r = 1 .. running;
+    a per-step k policy's k, and the tree steps' tree_k and tree table at the lowest counts).
     The running count only falls from here, so the end is walked band by band: the requests
-    walk with the band's k until fewer run than the band's lowest count, then the next band."""
+    walk with the band's k and table until fewer run than the band's lowest count, then the next."""
     idx, p = running, pos[running]
     finish = np.full(len(running), np.nan)
     where = np.arange(len(running))   # each still-running request's slot in `running`
     parts = []
     while idx.size:
         n = int(idx.size)
-        kb = k if k_at is None else int(k_at[n])
         lo = n
-        while k_at is not None and lo > 1 and int(k_at[lo - 1]) == kb:
+        while lo > 1 and band_at[lo - 1] == band_at[n]:
             lo -= 1
-        cols, done, fin, p_next = _segment(idx, p, P, L, kb, profiles, step_model, clock, step, tail,
-                                           lo if k_at is not None else 1)
+        cols, done, fin, p_next = _segment(idx, p, P, L, band_at[n], step_model, clock, step, tail, lo)
         parts.append(cols)
         finish[where[done]] = fin
         clock, step = float(cols["clock_s"][-1]), step + len(cols["step"])
@@ -68,12 +74,13 @@ def speculative_end(running: np.ndarray, pos: np.ndarray, P: np.ndarray, L: np.n
     return cols, finish
 
 
-def _segment(idx: np.ndarray, p0: np.ndarray, P: np.ndarray, L: np.ndarray, k: int, profiles: ProfileTable,
+def _segment(idx: np.ndarray, p0: np.ndarray, P: np.ndarray, L: np.ndarray, band: tuple,
              step_model: StepTimeModel, clock: float, step: int, tail: TailAcceptance, lo: int):
-    """Requests `idx` at positions `p0` walking with draft length k until fewer than `lo` run:
-    (the steps' columns, which requests finished, their finish times, every request's
-    position after the segment)."""
-    slot, jj, pp, dd, aa, nst = speculative_walks(idx, p0, L, k, profiles)
+    """Requests `idx` at positions `p0` walking with band (k, table, tree) until fewer than
+    `lo` run: (the steps' columns, which requests finished, their finish times, every
+    request's position after the segment)."""
+    k, profiles, tree = band
+    slot, jj, pp, dd, aa, nst = speculative_walks(idx, p0, L, k, profiles, tree)
     r_all = np.bincount(jj)
     below = np.nonzero(r_all < lo)[0]
     m = int(below[0]) if below.size else len(r_all)
@@ -102,7 +109,7 @@ def _segment(idx: np.ndarray, p0: np.ndarray, P: np.ndarray, L: np.ndarray, k: i
     cols = dict(step=step + np.arange(m), time_s=t, clock_s=clk, num_running=r_j, num_waiting=zero,
                 num_scheduled_tokens=r_j + d_j, num_prefill_tokens=zero, num_decode_reqs=r_j, context_tokens=ctx,
                 num_drafted=d_j, num_accepted=a_j, num_emitted=a_j + r_j, speculative=np.ones(m, dtype=bool),
-                num_finished=fin, num_preempted=zero)
+                num_finished=fin, num_preempted=zero, tree=np.full(m, bool(tree)))
     return cols, done, clk[nst[done] - 1], p_next
 
 
@@ -140,4 +147,5 @@ def decode_block(num_running: int, context_tokens: int, m: int, num_waiting: int
     return dict(step=step + j, time_s=t, clock_s=clk, num_running=np.full(m, R), num_waiting=np.full(m, num_waiting),
                 num_scheduled_tokens=np.full(m, R), num_prefill_tokens=zero, num_decode_reqs=np.full(m, R),
                 context_tokens=ctx, num_drafted=zero, num_accepted=zero, num_emitted=np.full(m, R),
-                speculative=np.zeros(m, dtype=bool), num_finished=fin, num_preempted=zero)
+                speculative=np.zeros(m, dtype=bool), num_finished=fin, num_preempted=zero,
+                tree=np.zeros(m, dtype=bool))

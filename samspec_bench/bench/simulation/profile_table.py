@@ -1,9 +1,11 @@
 """The simulated requests' acceptance profiles packed into one array, read by (request,
-position): what a request drafts and how much of it is accepted at a response position."""
+position): what a request drafts and how much of it is accepted at a response position; the
+tree profiles (multi-path drafts verified in the tail's tree steps, scheduler.py) in a second
+table; and the one rule for what a decoding request drafts and keeps at a position."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -56,3 +58,48 @@ class ProfileTable:
 
     def accepted(self, idx: np.ndarray, p: np.ndarray) -> np.ndarray:
         return self.accepts[self.index(idx, p)]
+
+
+class _TreeView(NamedTuple):
+    """A request as the tree table reads it: its tree profile, or its linear one without."""
+    drafted: object
+    accepted: object
+    stretch: bool
+
+
+def tree_table(requests: Sequence, response_lens: np.ndarray, linear: ProfileTable) -> ProfileTable:
+    """The profiles tree steps read: each request's tree profile (`tree_drafted`,
+    `tree_accepted`), or its linear one where it has none; `linear` itself when no request has
+    a tree profile. A tree profile has the linear one's length (read through the same
+    stretch rule)."""
+    if all(getattr(r, "tree_drafted", None) is None for r in requests):
+        return linear
+    views = []
+    for i, r in enumerate(requests):
+        td, ta = getattr(r, "tree_drafted", None), getattr(r, "tree_accepted", None)
+        if td is None:
+            views.append(_TreeView(r.drafted, r.accepted, r.stretch))
+            continue
+        if ta is None or len(ta) != len(td):
+            raise ValueError(f"request {i}: tree_drafted and tree_accepted profiles differ in length")
+        if r.drafted is not None and len(r.drafted) != len(td):
+            raise ValueError(f"request {i}: the tree profile ({len(td)} positions) and the linear one "
+                             f"({len(r.drafted)}) differ in length")
+        views.append(_TreeView(td, ta, r.stretch))
+    return ProfileTable(views, response_lens)
+
+
+def drafts_at(table: ProfileTable, idx: np.ndarray, p: np.ndarray, L: np.ndarray, k: int,
+              tree: bool) -> np.ndarray:
+    """Draft tokens requests `idx` (response lengths `L`, decoding at positions `p`) verify with
+    at most k: a linear draft min(k, profile's, tokens left - 1); a tree min(k, profile's) node
+    count, not capped by the tokens left (a node count is not a depth), none at the last token."""
+    left = L - 1 - p
+    d = np.minimum(table.drafted(idx, p), k)
+    return np.where(left > 0, d, 0) if tree else np.maximum(np.minimum(d, left), 0)
+
+
+def accepted_at(table: ProfileTable, idx: np.ndarray, p: np.ndarray, L: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Tokens kept of `d` drafted: the profile's accepted count, capped by the draft and by the
+    tokens left - 1 (a tree's longest confirmed candidate can be longer than the response's rest)."""
+    return np.minimum(np.minimum(table.accepted(idx, p), d), L - 1 - p)

@@ -48,6 +48,7 @@ from samspec_bench.bench.draft_config import SAM_DRAFTERS, DraftConfig, build_dr
 from samspec_bench.bench.engines.replay import EMULATED_STEPS, emulate_steps, has_steps, item_step
 from samspec_bench.errors import UserError
 from samspec_bench.sam import make_drafter
+from samspec_bench.sam.draft_tree import propose_paths, tree_accepted, tree_size
 from samspec_bench.sam.history import HistoryStore
 from samspec_bench.sam.strategies.base import LengthRule
 
@@ -57,30 +58,48 @@ RESAMPLE_METHOD = (f"block resampling: target position p reads source position "
                    "and the position trend of acceptance (tiling would repeat a response's low-acceptance opening)")
 
 
-def acceptance_profile(drafter, prompt_ids, response_ids, k: int, req_id=0, group=None
-                       ) -> tuple[np.ndarray, np.ndarray]:
+def acceptance_profile(drafter, prompt_ids, response_ids, k: int, req_id=0, group=None, paths: int = 0
+                       ) -> tuple[np.ndarray, ...]:
     """(drafted[p], accepted[p]) for every response position p (p = 0 is the prefill's token:
-    0, 0). The draft at p is the drafter's proposal of up to k tokens after resp[:p]."""
+    0, 0). The draft at p is the drafter's proposal of up to k tokens after resp[:p]. With
+    `paths` > 0 also the tree profile (tree_drafted[p], tree_accepted[p]) of a `paths`-path
+    draft tree at p (sam/draft_tree.py), whose first path is that same draft."""
     resp = [int(t) for t in response_ids]
     n = len(resp)
-    drafted = np.zeros(n, dtype=np.int16)
-    accepted = np.zeros(n, dtype=np.int16)
+    prof = _empty_profile(n, paths)
     drafter.start(req_id, prompt_ids, group=group)
     try:
         if n:
             drafter.extend(req_id, resp[:1])
         for p in range(1, n):
-            d = drafter.propose(req_id, k)
-            a = 0
-            end = min(len(d), n - p)
-            while a < end and d[a] == resp[p + a]:
-                a += 1
-            drafted[p] = len(d)
-            accepted[p] = a
+            _judge_at(drafter, req_id, k, paths, resp, p, prof)
             drafter.extend(req_id, resp[p:p + 1])
     finally:
         drafter.stop(req_id)
-    return drafted, accepted
+    return prof
+
+
+def _empty_profile(n: int, paths: int) -> tuple[np.ndarray, ...]:
+    return tuple(np.zeros(n, dtype=np.int16) for _ in range(4 if paths else 2))
+
+
+def _matched(draft, resp: list[int], p: int) -> int:
+    a, end = 0, min(len(draft), len(resp) - p)
+    while a < end and draft[a] == resp[p + a]:
+        a += 1
+    return a
+
+
+def _judge_at(drafter, req_id, k: int, paths: int, resp: list[int], p: int, prof) -> None:
+    """Position p of a profile: the draft (and with `paths`, the tree) and what resp confirms."""
+    if not paths:
+        d = drafter.propose(req_id, k)
+        prof[0][p], prof[1][p] = len(d), _matched(d, resp, p)
+        return
+    own, tree = propose_paths(drafter, req_id, k, paths)
+    prof[0][p], prof[1][p] = len(own), _matched(own, resp, p)
+    prof[2][p] = min(tree_size(tree), np.iinfo(np.int16).max)
+    prof[3][p] = tree_accepted(tree, resp[p:p + k])
 
 
 def walk_profile(drafted: np.ndarray, accepted: np.ndarray, k: int) -> tuple[list[int], list[int], list[int], list[int]]:
@@ -110,11 +129,12 @@ def stretch_positions(p, n_src, n_tgt, block: int = BLOCK) -> np.ndarray:
 
 
 def group_acceptance_profiles(drafter, prompt_ids, responses: Sequence[Sequence[int]], k: int,
-                              group: Hashable = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Lockstep profiles of one group's responses drafting from a shared (group) drafter."""
+                              group: Hashable = 0, paths: int = 0) -> list[tuple[np.ndarray, ...]]:
+    """Lockstep profiles of one group's responses drafting from a shared (group) drafter (with
+    `paths` > 0, each with its tree profile, as `acceptance_profile`)."""
     resps = [[int(t) for t in r] for r in responses]
     n = [len(r) for r in resps]
-    prof = [(np.zeros(m, dtype=np.int16), np.zeros(m, dtype=np.int16)) for m in n]
+    prof = [_empty_profile(m, paths) for m in n]
     ids = [(group, i) for i in range(len(resps))]
     live: list[int] = []
     try:
@@ -132,12 +152,7 @@ def group_acceptance_profiles(drafter, prompt_ids, responses: Sequence[Sequence[
             if not live:
                 break
             for i in live:
-                d = drafter.propose(ids[i], k)
-                r, a = resps[i], 0
-                end = min(len(d), n[i] - p)
-                while a < end and d[a] == r[p + a]:
-                    a += 1
-                prof[i][0][p], prof[i][1][p] = len(d), a
+                _judge_at(drafter, ids[i], k, paths, resps[i], p, prof[i])
             for i in live:
                 drafter.extend(ids[i], resps[i][p:p + 1])
             p += 1
@@ -196,19 +211,26 @@ def parse_sources(sources: str) -> tuple[bool, bool]:
 
 def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | None, k: int, drafter: str,
                  sources: str = "own", history: HistoryStore | None = None,
-                 options: dict[str, Any] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+                 options: dict[str, Any] | None = None, paths: int = 0) -> list[tuple[np.ndarray, ...]]:
     """Profiles of (prompt_ids, response_ids) pairs: each from its own context (`own`), its
     group's siblings as well (`group`; `groups[i]` = pair i's group, members in order), the
     prompt's earlier responses in `history` (`history`), or both. `options`: the drafter's
     keyword options (e.g. a length spec). One drafter serves every pair of an own or history
-    profile (its acceptance record, as one serving proposer's)."""
+    profile (its acceptance record, as one serving proposer's). `paths` > 0: each profile also
+    carries its `paths`-path tree profile (`acceptance_profile`); SAM drafters only, their
+    automata then keep counts."""
     group, hist = parse_sources(sources)
     opts = dict(options or {})
+    if paths:
+        if drafter not in SAM_DRAFTERS:
+            raise UserError(f"paths={paths} with drafter {drafter!r}: multi-path drafts need a SAM drafter "
+                            f"({', '.join(SAM_DRAFTERS)})")
+        opts["counts"] = True
     if hist and history is None:
         raise UserError(f"--sources {sources}: a history source needs earlier RL steps (a HistoryStore)")
     if not group and not hist:
         d = make_drafter(drafter, **opts)
-        return [acceptance_profile(d, p, r, k, req_id=i) for i, (p, r) in enumerate(pairs)]
+        return [acceptance_profile(d, p, r, k, req_id=i, paths=paths) for i, (p, r) in enumerate(pairs)]
     cfg = DraftConfig(drafter=drafter, k=max(int(k), 1), group=group, history=hist,
                       options=tuple(sorted(opts.items())))
     reason = unsupported_reason(cfg)
@@ -217,7 +239,7 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
                         "use --sources own")
     if not group:
         d = build_drafter(cfg, history=history)
-        return [acceptance_profile(d, p, r, k, req_id=i) for i, (p, r) in enumerate(pairs)]
+        return [acceptance_profile(d, p, r, k, req_id=i, paths=paths) for i, (p, r) in enumerate(pairs)]
     members: dict[Hashable, list[int]] = {}
     for i, g in enumerate(groups if groups is not None else range(len(pairs))):
         members.setdefault(g, []).append(i)
@@ -229,7 +251,7 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
                 raise UserError(f"--sources group: group {g!r} has responses with different prompts; fix the "
                                 "traces' group field or use --sources own")
         profs = group_acceptance_profiles(build_drafter(cfg, history=history), prompt, [pairs[i][1] for i in idx],
-                                          k, group=g)
+                                          k, group=g, paths=paths)
         for i, pr in zip(idx, profs):
             out[i] = pr
     return out

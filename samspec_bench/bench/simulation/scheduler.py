@@ -32,6 +32,16 @@ the draft token removed). Walking the profile with pos += accepted + 1 reproduce
 Profiles may be shorter or longer than the simulated response (`SimRequest.stretch`): they
 are then read through `profiles.stretch_positions` (block resampling; see there why).
 
+Tree steps (`tree_running`, `tree_k`): in the tail few requests run and a step is bound by
+reading the weights, so verifying more tokens is nearly free. A step verifies multi-path draft
+trees when the policy speculates, nobody waits and at most `tree_running` requests run: each
+decoding request drafts min(tree_k, tree_drafted[pos]) tree tokens (a node count: several
+candidates sharing prefixes, one forward pass with tree attention; not capped by the tokens
+left, but none at the last token) and keeps min(tree_accepted[pos], drafted, tokens left - 1),
+the longest candidate the recorded tokens follow (exact for greedy, and for sampling with
+deterministic drafts: the emitted tokens are the target's own samples); a request without a
+tree profile reads its linear one. The token budget counts tree tokens as it counts drafts.
+
 Long stretches without speculation, admissions or prefills are fast-forwarded in closed form
 (every request emits one token a step until the next one finishes, or, with a KV capacity,
 until the next block would not fit). The speculative end of a rollout is too
@@ -39,8 +49,9 @@ until the next block would not fit). The speculative end of a rollout is too
 speculates at every running count from here down to 1, the token budget holds k + 1 tokens
 of every request and the KV cache holds every request's full length, the requests no longer
 interact: each walks its own profile (drafts min(k, draft, tokens left - 1), emits accepted +
-1) and a step's features are sums over the requests still running; with a per-step k the end
-is walked band by band of running counts sharing one k (`fast_paths.speculative_end`). So 1536 x 16 requests of
+1) and a step's features are sums over the requests still running; with a per-step k or tree
+steps the end is walked band by band of running counts sharing one k and profile table
+(`fast_paths.speculative_end`). So 1536 x 16 requests of
 tens of thousands of tokens simulate in seconds with the threshold switch; an always-on arm
 steps one by one until its last admission. Both closed forms need a policy whose decision
 depends on the counts alone (`counts_only`); a history-dependent one (the engine-wide cut-off,
@@ -63,7 +74,7 @@ import numpy as np
 from samspec_bench.bench.policies import AlwaysPolicy, OffPolicy, StepState
 from samspec_bench.bench.simulation import fast_paths
 from samspec_bench.bench.simulation.kv_blocks import KvBlocks, schedule_with_preemption
-from samspec_bench.bench.simulation.profile_table import ProfileTable
+from samspec_bench.bench.simulation.profile_table import ProfileTable, accepted_at, drafts_at, tree_table
 from samspec_bench.bench.simulation.step_log import STEP_COLUMNS, StepLog, TailAcceptance
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 
@@ -78,6 +89,8 @@ class SimRequest:
     accepted: np.ndarray | None = None
     group: Any = None
     stretch: bool = False   # profile shorter/longer than the response: read it through profiles.stretch_positions
+    tree_drafted: np.ndarray | None = None   # per position, a draft tree's tokens (tree steps); None: the linear profile
+    tree_accepted: np.ndarray | None = None  # the longest candidate the recorded response confirms
 
 
 @dataclass
@@ -111,6 +124,8 @@ class SimConfig:
     fast_forward: bool = True
     kv_capacity_tokens: int | None = None
     block_size: int = 16
+    tree_running: int = 0
+    tree_k: int = 0
 
 
 @dataclass
@@ -121,6 +136,7 @@ class _Batch:
     tokens: np.ndarray
     drafts: np.ndarray
     admitted: np.ndarray   # the step's admissions (the tail of idx)
+    tree: bool = False     # a tree step: drafts are tree tokens, read from the tree table
 
 
 class RolloutSimulation:
@@ -139,6 +155,12 @@ class RolloutSimulation:
             raise ValueError("every request needs a prompt and a response of at least one token")
         self.profiles = ProfileTable(requests, self.L)
         self.k = k = int(config.k)
+        self.tree_running, self.tree_k = int(config.tree_running), int(config.tree_k)
+        if self.tree_running < 0 or (self.tree_running and self.tree_k < 1):
+            raise ValueError(f"tree_running {self.tree_running} with tree_k {self.tree_k}: tree steps need "
+                             "tree_running >= 1 and tree_k >= 1 (tree_running 0: none)")
+        self.trees = tree_table(requests, self.L, self.profiles) if self.tree_running else self.profiles
+        self.kv_extra = max(k, self.tree_k if self.tree_running else 0)   # most KV tokens beyond P + L
         self.policy = config.policy if config.policy is not None else (AlwaysPolicy() if k else OffPolicy())
         self.observe = getattr(self.policy, "observe_step", None)   # a history-dependent policy's feedback
         self.step_model = config.step_model
@@ -147,7 +169,7 @@ class RolloutSimulation:
         self.fast_forward = config.fast_forward
         self.tail = TailAcceptance(config.tail_threshold, config.position_edges)
         cap, self.kv_info = kv_capacity(config)
-        self.kv = None if cap is None else KvBlocks(cap, config.block_size, self.P + self.L + k,
+        self.kv = None if cap is None else KvBlocks(cap, config.block_size, self.P + self.L + self.kv_extra,
                                                     what=self.kv_info["source"])
         self.computed = np.zeros(N, dtype=np.int64)   # KV tokens
         self.pos = np.zeros(N, dtype=np.int64)        # response tokens emitted
@@ -188,12 +210,14 @@ class RolloutSimulation:
         counts_only = bool(getattr(self.policy, "counts_only", False))
         if self.fast_forward and counts_only and run.size and n_dec == run.size and int(self.pos[run].min()) >= 1:
             # every running request decodes (pending 1 at position 0 is a prefill's last token)
-            if spec and self._independent_to_the_end(n_wait):
-                self._finish_speculatively()
+            bands = self._end_bands(n_wait) if spec else None
+            if bands is not None:
+                self._finish_speculatively(bands)
                 return
             if not spec and self._no_change_ahead(n_wait) and self._decode_without_speculation(n_wait):
                 return
-        batch, preempted = self.schedule(spec, pending, decoding, k_now)
+        tree = spec and n_wait == 0 and 0 < run.size <= self.tree_running
+        batch, preempted = self.schedule(spec, pending, decoding, self.tree_k if tree else k_now, tree)
         self.execute(batch, spec, preempted)
 
     def step_k(self, state: StepState) -> int:
@@ -204,23 +228,25 @@ class RolloutSimulation:
 
     # ---------- closed forms ----------
 
-    def _independent_to_the_end(self, n_wait: int) -> bool:
-        """Nobody waits, the token budget and the KV cache hold every running request's whole
-        speculative rest, and the policy speculates at every running count down to 1."""
+    def _end_bands(self, n_wait: int) -> list | None:
+        """The speculative end's (k, profile table, tree) at each running count 1 .. running
+        (index 0 unused), where the requests no longer interact: nobody waits, the token budget
+        and the KV cache hold every running request's whole speculative rest, and the policy
+        speculates at every running count down to 1. None where they could interact."""
         run, n = self.running, int(self.running.size)
-        if n_wait or (self.kv is not None and not self.kv.fits(self.P[run] + self.L[run] + self.k)):
-            return False
+        if n_wait or (self.kv is not None and not self.kv.fits(self.P[run] + self.L[run] + self.kv_extra)):
+            return None
         states = [StepState(self.step, r, 0, r) for r in range(1, n + 1)]
         ks = [self.step_k(s) for s in states]
-        return (all(r * (k + 1) <= self.max_num_batched_tokens for r, k in zip(range(1, n + 1), ks))
-                and all(k > 0 and self.policy(s) for k, s in zip(ks, states)))
+        bands = [None] + [(self.tree_k, self.trees, True) if r <= self.tree_running else (k, self.profiles, False)
+                          for r, k in zip(range(1, n + 1), ks)]
+        fit = all(r * (bands[r][0] + 1) <= self.max_num_batched_tokens for r in range(1, n + 1))
+        return bands if fit and all(k > 0 and self.policy(s) for k, s in zip(ks, states)) else None
 
-    def _finish_speculatively(self) -> None:
+    def _finish_speculatively(self, bands: list) -> None:
         run = self.running
-        k_at = [0] + [self.step_k(StepState(self.step, r, 0, r)) for r in range(1, int(run.size) + 1)]
-        cols, finish = fast_paths.speculative_end(run, self.pos, self.P, self.L, self.k, self.profiles,
-                                                  self.step_model, self.clock, self.step, self.tail,
-                                                  None if set(k_at[1:]) == {self.k} else k_at)
+        cols, finish = fast_paths.speculative_end(run, self.pos, self.P, self.L, bands, self.step_model,
+                                                  self.clock, self.step, self.tail)
         self.log.add(**cols)
         self.finish[run] = finish
         self.pos[run] = self.L[run]
@@ -272,12 +298,12 @@ class RolloutSimulation:
     # ---------- one step ----------
 
     def schedule(self, spec: bool, pending: np.ndarray, decoding: np.ndarray,
-                 k: int | None = None) -> tuple[_Batch, int]:
+                 k: int | None = None, tree: bool = False) -> tuple[_Batch, int]:
         """The step's batch: running requests first (preempting where the KV cache is short),
-        then admissions; drafts of at most `k` tokens (default: the arm's k). Returns it and the
-        number of requests preempted."""
+        then admissions; drafts of at most `k` tokens (default: the arm's k; tree tokens in a
+        tree step). Returns it and the number of requests preempted."""
         sched_n, sched_d, drafts, budget = self._schedule_running(spec, pending, decoding,
-                                                                  self.k if k is None else k)
+                                                                  self.k if k is None else k, tree)
         in_sched = sched_n > 0
         preempted = room = 0
         if self.kv is not None:
@@ -293,10 +319,10 @@ class RolloutSimulation:
         batch = _Batch(idx=np.concatenate([self.running[in_sched], adm]),
                        tokens=np.concatenate([sched_n[in_sched], adm_n]),
                        drafts=np.concatenate([sched_d[in_sched], np.zeros(len(adm), dtype=np.int64)]),
-                       admitted=adm)
+                       admitted=adm, tree=tree)
         return batch, preempted
 
-    def _schedule_running(self, spec: bool, pending: np.ndarray, decoding: np.ndarray, k: int):
+    def _schedule_running(self, spec: bool, pending: np.ndarray, decoding: np.ndarray, k: int, tree: bool):
         """Running requests, oldest first, within the token budget: each its pending tokens plus,
         when speculating and decoding, its drafts; the first that does not fit whole gets what is
         left (drafts capped at budget - 1), nobody after it. Returns (tokens, drafts as
@@ -305,8 +331,8 @@ class RolloutSimulation:
         n_tok = np.minimum(pending, B)
         d = np.zeros(run.size, dtype=np.int64)
         if spec and run.size:
-            room = np.minimum(k, self.L[run] - self.pos[run] - 1)
-            d = np.where(decoding, np.maximum(np.minimum(self.profiles.drafted(run, self.pos[run]), room), 0), 0)
+            table = self.trees if tree else self.profiles
+            d = np.where(decoding, drafts_at(table, run, self.pos[run], self.L[run], k, tree), 0)
         cs = np.cumsum(n_tok + d)
         full = cs <= B
         sched_n = np.where(full, n_tok, 0)
@@ -365,7 +391,8 @@ class RolloutSimulation:
         s_pos = self.pos[idx]
         samples = self.computed[idx] + s_n == self.P[idx] + s_pos
         dec_step = samples & (s_pos > 0)
-        acc = np.where(dec_step, np.minimum(self.profiles.accepted(idx, s_pos), s_d), 0)
+        table = self.trees if batch.tree else self.profiles
+        acc = np.where(dec_step, accepted_at(table, idx, s_pos, self.L[idx], s_d), 0)
         emit = np.where(samples, np.where(dec_step, np.where(s_pos + acc < self.L[idx], acc + 1, acc), 1), 0)
         prefill_tokens = int(s_n[~dec_step].sum())
         drafted = int(s_d.sum())
@@ -389,7 +416,7 @@ class RolloutSimulation:
                      num_scheduled_tokens=int(s_n.sum() + s_d.sum()), num_prefill_tokens=prefill_tokens,
                      num_decode_reqs=int(dec_step.sum()), context_tokens=ctx_tokens, num_drafted=drafted,
                      num_accepted=int(acc.sum()), num_emitted=int(emit.sum()), speculative=spec,
-                     num_finished=int(done.sum()), num_preempted=preempted)
+                     num_finished=int(done.sum()), num_preempted=preempted, tree=batch.tree)
         if self.observe is not None:
             self.observe(self.step, drafted, int(acc.sum()))
         self.step += 1
@@ -426,17 +453,20 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
              step_model: StepTimeModel, max_num_seqs: int = 64, max_num_batched_tokens: int = 2048,
              tail_threshold: int | None = None, position_edges: Sequence[int] = (),
              fast_forward: bool = True, kv_capacity_tokens: int | None = None,
-             block_size: int = 16) -> SimResult:
+             block_size: int = 16, tree_running: int = 0, tree_k: int = 0) -> SimResult:
     """Simulate one rollout arm. k = 0 or policy None-like OffPolicy: no speculation.
     kv_capacity_tokens: KV cache size (None = unlimited), in blocks of `block_size` tokens.
     tail_threshold: steps with running <= it and nobody waiting count as the tail for
     `tail_acceptance` (bins by token position at drafting time, edges `position_edges`).
     fast_forward: compute the stretches the module docstring names in closed form (False:
-    step one by one; the results are the same)."""
+    step one by one; the results are the same).
+    tree_running: a speculating step with nobody waiting and at most this many running verifies
+    draft trees of at most `tree_k` tokens a request (the module docstring; 0: never)."""
     config = SimConfig(k=k, policy=policy, step_model=step_model, max_num_seqs=max_num_seqs,
                        max_num_batched_tokens=max_num_batched_tokens, tail_threshold=tail_threshold,
                        position_edges=position_edges, fast_forward=fast_forward,
-                       kv_capacity_tokens=kv_capacity_tokens, block_size=block_size)
+                       kv_capacity_tokens=kv_capacity_tokens, block_size=block_size,
+                       tree_running=tree_running, tree_k=tree_k)
     return RolloutSimulation(requests, config).run()
 
 

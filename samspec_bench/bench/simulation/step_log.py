@@ -1,5 +1,7 @@
 """What a simulated rollout records: one row of `STEP_COLUMNS` per engine step (appended one
-step or one closed-form block of steps at a time) and the tail's acceptance by position bin."""
+step or one closed-form block of steps at a time) and the tail's acceptance by position bin.
+`tree`: the step verified multi-path draft trees (scheduler.py's tree steps; `num_drafted`
+then counts tree tokens, the verify tokens the step model prices)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import numpy as np
 
 STEP_COLUMNS = ("step", "time_s", "clock_s", "num_running", "num_waiting", "num_scheduled_tokens",
                 "num_prefill_tokens", "num_decode_reqs", "context_tokens", "num_drafted", "num_accepted",
-                "num_emitted", "speculative", "num_finished", "num_preempted")
+                "num_emitted", "speculative", "num_finished", "num_preempted", "tree")
 
 
 class StepLog:
@@ -28,7 +30,8 @@ class StepLog:
         for c in STEP_COLUMNS:
             parts = [np.atleast_1d(np.asarray(v)) for v in self._cols[c]]
             steps[c] = np.concatenate(parts) if parts else np.zeros(0)
-        steps["speculative"] = steps["speculative"].astype(bool)
+        for c in ("speculative", "tree"):
+            steps[c] = steps[c].astype(bool)
         return steps
 
 

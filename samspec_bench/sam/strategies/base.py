@@ -19,6 +19,9 @@ from samspec_bench.sam.drafters import Drafter
 NEEDS_HISTORY = "history kept between RL steps (earlier responses per prompt)"
 NEEDS_GROUP = "group sharing (siblings of a GRPO group drafted from one index, in one engine instance)"
 NEEDS_SERVER = "a draft index shared across engine instances (a draft server)"
+NEEDS_TREE = ("tree verification of multi-path drafts in the engine (tree attention; vLLM's suffix and ngram "
+              "methods and this project's proposer verify one path)")
+TREE_RUNNING = 8   # trees where at most this many requests run and nobody waits: the seed's switch point
 
 
 class LengthRule:
@@ -58,12 +61,15 @@ class Strategy:
     follows: str = ""
     differs: str = ""
     options: tuple[tuple[str, Any], ...] = field(default=())   # other drafter keyword options
+    paths: int = 0                    # multi-path drafts in the tail: paths per tree (0: one path always)
+    tree_running: int = TREE_RUNNING  # a step verifies trees at most this many running, nobody waiting
 
     @property
     def needs(self) -> tuple[str, ...]:
         """What the training system must provide, from the sources."""
         return tuple(n for n, on in ((NEEDS_HISTORY, "history" in self.sources),
-                                     (NEEDS_GROUP, "group" in self.sources), (NEEDS_SERVER, self.server)) if on)
+                                     (NEEDS_GROUP, "group" in self.sources), (NEEDS_SERVER, self.server),
+                                     (NEEDS_TREE, self.paths > 0)) if on)
 
     def drafter_options(self) -> dict[str, Any]:
         opts = dict(self.options)
@@ -76,6 +82,7 @@ class Strategy:
                 "switch": self.switch, "length": self.length,
                 "rule": self.rule().describe() if self.rule is not None else None,
                 "history_window": self.history_window if "history" in self.sources else None,
+                "paths": self.paths, "tree_running": self.tree_running if self.paths else None,
                 "needs": list(self.needs), "follows": self.follows, "differs": self.differs}
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from samspec_bench.bench.draft_config import MAX_K, SOURCE_NAMES, DraftConfig, strategy_config
+from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.bench.engines.engine_device import engine_device
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, require_engine
 from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
@@ -220,6 +221,9 @@ def check_strategy(spec: str) -> DraftConfig:
         raise UserError(f"--strategy {spec!r}: a step switch needs a batch; accept replays acceptance only (drop "
                         "'/...', or run it in `rollout --strategy`)")
     try:
+        if parse_strategy(spec).paths:
+            raise ValueError("multi-path drafts (paths=W) are verified in the rollout's tail only; accept replays "
+                             "one path a step (drop ':paths=W', or run it in `rollout --strategy`)")
         return strategy_config(spec)
     except ValueError as e:
         raise UserError(f"--strategy {spec!r}: {e}") from None

@@ -5,6 +5,7 @@ lengths it draws. Shared by the simulated and the measured arms."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,9 +254,10 @@ def arm_settings(cfg: RolloutConfig) -> list[dict[str, Any]]:
     for spec in cfg.strategies:
         st = parse_strategy(spec)
         kind, _, arg = st.switch.partition(":")
+        # arms differing only where trees start (tree_at) read the same profiles
         out.append({"arm": "strategy", "strategy": spec, "k": st.k, "label": spec, "source": st.sources,
                     "threshold": int(arg) if kind == "threshold" else None, "switch": st.switch,
-                    "profile": ("strategy", spec)})
+                    "profile": ("strategy", re.sub(r":tree_at=\d+", "", spec))})
     return out
 
 

@@ -48,6 +48,8 @@ def arm_metrics(steps: Mapping[str, np.ndarray], finish, T: int) -> dict[str, An
     m["tail_threshold"] = T
     m["steps"] = int(len(steps["time_s"]))
     m["spec_steps"] = int(steps["speculative"].sum())
+    if "tree" in steps:   # steps that verified multi-path drafts (a measured engine table has none)
+        m["tree_steps"] = int(np.sum(steps["tree"]))
     d, a, e = (int(steps[c].sum()) for c in ("num_drafted", "num_accepted", "num_emitted"))
     m.update(drafted=d, accepted=a, emitted=e, acceptance_rate=(a / d) if d else None,
              decode_request_steps=int(np.sum(steps["num_decode_reqs"])) if "num_decode_reqs" in steps else None)

@@ -9,7 +9,7 @@ arms on them for given response lengths (the sensitivity table reruns it with ot
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Hashable, Sequence
 
 import click
@@ -77,6 +77,7 @@ class Replay:
     profiles: dict[Any, list]    # arm setting's "profile" key -> [(drafted, accepted)] per pair
     profile_s: float
     history: dict[str, Any] | None = None   # where the history source's steps came from, what its stores held
+    trees: dict[Any, list] = field(default_factory=dict)   # profile key -> [(tree drafted, tree accepted)] per pair
 
     @property
     def trace_lengths(self) -> np.ndarray:
@@ -109,6 +110,7 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
 
     t0 = time.perf_counter()
     profs: dict[Any, list] = {}
+    trees: dict[Any, list] = {}
     for s in arm_settings(cfg) if profiles else ():
         key = s["profile"]
         if key is None or key in profs:
@@ -118,25 +120,43 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
             profs[key] = profiles_for(pairs, base_groups, k, cfg.drafter, src,
                                       history=store(cfg.history_window) if "history" in src else None)
         else:
-            profs[key] = strategy_profiles(parse_strategy(key[1]), pairs, base_groups, store)
-    return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info)
+            profs[key], tree = strategy_profiles(parse_strategy(key[1]), pairs, base_groups, store)
+            if tree is not None:
+                trees[key] = tree
+    return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info, trees)
 
 
-def strategy_profiles(st, pairs, groups, store) -> list:
+def strategy_profiles(st, pairs, groups, store) -> tuple[list, list | None]:
     """A strategy's profiles: its drafter's at its k over its sources, cut by its length rule
     (if any) along each response's decode walk, with what it knows at the start
-    (sam/strategies/base.rule_context, as in `accept`)."""
+    (sam/strategies/base.rule_context, as in `accept`); and with `paths`, its tree profiles
+    from the same walk (the tree's paths at the drafter's own lengths: a rule cuts the single
+    path only), else None."""
     hist = store(st.history_window) if "history" in st.sources else None
-    profs = profiles_for(pairs, groups, st.k, st.drafter, st.sources, history=hist, options=st.drafter_options())
+    profs = profiles_for(pairs, groups, st.k, st.drafter, st.sources, history=hist, options=st.drafter_options(),
+                         paths=st.paths)
+    trees = [(p[2], p[3]) for p in profs] if st.paths else None
+    profs = [(p[0], p[1]) for p in profs]
     if st.rule is None:
-        return profs
-    return [rule_profile(d, a, st.rule(), rule_context(hist, p)) for (d, a), (p, _) in zip(profs, pairs)]
+        return profs, trees
+    return [rule_profile(d, a, st.rule(), rule_context(hist, p)) for (d, a), (p, _) in zip(profs, pairs)], trees
 
 
 def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool) -> list[SimRequest]:
     pr = rep.profiles[key] if key is not None else None
+    tr = rep.trees.get(key) if key is not None else None
     return [SimRequest(len(rep.pairs[j][0]), int(lengths[q]), pr[j][0] if pr else None, pr[j][1] if pr else None,
-                       stretch=stretch) for q, j in enumerate(rep.idx)]
+                       stretch=stretch, tree_drafted=tr[j][0] if tr else None, tree_accepted=tr[j][1] if tr else None)
+            for q, j in enumerate(rep.idx)]
+
+
+def tree_options(setting: dict[str, Any]) -> dict[str, int]:
+    """The simulation's tree keywords of an arm: a strategy's with `paths` verifies trees of
+    at most paths x k tokens where at most its tree_at requests run and nobody waits."""
+    if setting.get("arm") != "strategy":
+        return {}
+    st = parse_strategy(setting["strategy"])
+    return {"tree_running": st.tree_running, "tree_k": st.paths * st.k} if st.paths else {}
 
 
 def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray, stretch: bool,
@@ -154,7 +174,7 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
                 else None)
         opts = dict(k=s["k"], step_model=step_model, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T,
-                    position_edges=POSITION_EDGES, **kv_options(cfg))
+                    position_edges=POSITION_EDGES, **kv_options(cfg), **tree_options(s))
         made = []   # the arm's switches (one per instance), read back for what they decided
 
         def policy(s=s):

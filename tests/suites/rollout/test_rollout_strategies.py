@@ -70,7 +70,8 @@ def test_strategy_in_accept_matches_rollout_profile(small_items):
     store = history_store(earlier, 16, 1 << 30)
     pairs = [(it.prompt_ids, it.response_ids) for it in current]
     st = parse_strategy("das")
-    profs = strategy_profiles(st, pairs, None, lambda w: store)
+    profs, trees = strategy_profiles(st, pairs, None, lambda w: store)
+    assert trees is None   # no paths: no tree profiles
     got = accept_steps(earlier + current, strategy_config("das"))
     for j, (d, a) in enumerate(profs):
         pos, dr, ac, _ = walk_profile(d, a, st.k)
@@ -192,3 +193,32 @@ def test_bad_strategy_and_source_inputs(shared_data, tmp_path, capsys, args, msg
         main(["rollout", "--data-dir", str(shared_data), "--output", str(tmp_path), *args])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and msg in err and len(err.splitlines()) == 1, err
+
+
+def test_rollout_tree_arm_drafts_trees_in_the_tail_only(shared_data, tmp_path):
+    """`arctic:paths=4` verifies 4-path trees where at most 8 run and nobody waits: the same
+    tokens come out, the tail keeps more tokens per step than the single-path arm, and the
+    head (16 requests for 8 slots, 4 prompts x 4) is drafted as without trees."""
+    res = CliRunner().invoke(ro.command, ["--data-dir", str(shared_data), "--prompts", "4", "--max-num-seqs", "8",
+                                          "--arms", "off", "--strategy", "arctic,arctic:paths=4:tree_at=4",
+                                          "--output", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    (run,) = list(tmp_path.iterdir())
+    result = json.loads((run / "result.json").read_text())
+    arms = result["metrics"]["arms"]
+    one, tree = arms["arctic"], arms["arctic:paths=4:tree_at=4"]
+    assert one["emitted"] == tree["emitted"] == arms["off"]["emitted"]
+    assert one["tree_steps"] == 0 < tree["tree_steps"] < tree["spec_steps"]
+    assert tree["tokens_per_step_tail"] > one["tokens_per_step_tail"]
+    assert tree["drafted_per_step"] > one["drafted_per_step"]
+    described = result["metrics"]["workload"]["strategies"]
+    assert (described["arctic"]["paths"], described["arctic:paths=4:tree_at=4"]["paths"]) == (0, 4)
+    assert described["arctic:paths=4:tree_at=4"]["tree_running"] == 4
+    assert any("tree verification" in n for n in described["arctic:paths=4:tree_at=4"]["needs"])
+
+
+def test_accept_refuses_tree_strategies():
+    from samspec_bench.errors import UserError
+    from samspec_bench.suites.accept.config import check_strategy
+    with pytest.raises(UserError, match="paths=W"):
+        check_strategy("arctic:paths=4")
