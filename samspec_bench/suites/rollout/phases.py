@@ -154,6 +154,8 @@ def dp_arm_metrics(instance_steps, instance_finish, T: int, finish_all, requests
     m["tail_threshold"] = T
     for k in ("steps", "spec_steps", "drafted", "accepted", "emitted", "preemptions", "decode_request_steps"):
         m[k] = int(sum(p.get(k) or 0 for p in per))
+    if all("tree_steps" in p for p in per):
+        m["tree_steps"] = int(sum(p["tree_steps"] for p in per))
     m["acceptance_rate"] = ratio(m["accepted"], m["drafted"])
     m.update(acceptance_cost(m))
     pooled = ({c: np.concatenate([np.asarray(st[c]) for st in instance_steps]) for c in PHASE_COLUMNS}
