@@ -287,9 +287,9 @@ class RequestProgress:
             self._p.start()
             self._task = self._p.add_task(label, total=total)
 
-    def advance(self) -> None:
+    def advance(self, n: int = 1) -> None:
         if self._p is not None:
-            self._p.advance(self._task)
+            self._p.advance(self._task, n)
 
     def close(self) -> None:
         if self._p is not None:

@@ -40,7 +40,7 @@ the end of the target is capped by the simulation's max_tokens rule.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
@@ -211,15 +211,25 @@ def parse_sources(sources: str) -> tuple[bool, bool]:
 
 def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | None, k: int, drafter: str,
                  sources: str = "own", history: HistoryStore | None = None,
-                 options: dict[str, Any] | None = None, paths: int = 0) -> list[tuple[np.ndarray, ...]]:
+                 options: dict[str, Any] | None = None, paths: int = 0,
+                 done: Callable[[int], None] | None = None) -> list[tuple[np.ndarray, ...]]:
     """Profiles of (prompt_ids, response_ids) pairs: each from its own context (`own`), its
     group's siblings as well (`group`; `groups[i]` = pair i's group, members in order), the
     prompt's earlier responses in `history` (`history`), or both. `options`: the drafter's
     keyword options (e.g. a length spec). One drafter serves every pair of an own or history
     profile (its acceptance record, as one serving proposer's). `paths` > 0: each profile also
     carries its `paths`-path tree profile (`acceptance_profile`); SAM drafters only, their
-    automata then keep counts."""
+    automata then keep counts. `done(n)`: called as every n more pairs are profiled (progress)."""
     group, hist = parse_sources(sources)
+    tick = done or (lambda n: None)
+
+    def each(d):   # one drafter over every pair, in order
+        out = []
+        for i, (p, r) in enumerate(pairs):
+            out.append(acceptance_profile(d, p, r, k, req_id=i, paths=paths))
+            tick(1)
+        return out
+
     opts = dict(options or {})
     if paths:
         if drafter not in SAM_DRAFTERS:
@@ -229,8 +239,7 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
     if hist and history is None:
         raise UserError(f"--sources {sources}: a history source needs earlier RL steps (a HistoryStore)")
     if not group and not hist:
-        d = make_drafter(drafter, **opts)
-        return [acceptance_profile(d, p, r, k, req_id=i, paths=paths) for i, (p, r) in enumerate(pairs)]
+        return each(make_drafter(drafter, **opts))
     cfg = DraftConfig(drafter=drafter, k=max(int(k), 1), group=group, history=hist,
                       options=tuple(sorted(opts.items())))
     reason = unsupported_reason(cfg)
@@ -238,8 +247,7 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
         raise UserError(f"--sources {sources} with drafter {drafter!r}: {reason or 'these profiles need sam'}; "
                         "use --sources own")
     if not group:
-        d = build_drafter(cfg, history=history)
-        return [acceptance_profile(d, p, r, k, req_id=i, paths=paths) for i, (p, r) in enumerate(pairs)]
+        return each(build_drafter(cfg, history=history))
     members: dict[Hashable, list[int]] = {}
     for i, g in enumerate(groups if groups is not None else range(len(pairs))):
         members.setdefault(g, []).append(i)
@@ -254,4 +262,5 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
                                           k, group=g, paths=paths)
         for i, pr in zip(idx, profs):
             out[i] = pr
+        tick(len(idx))
     return out

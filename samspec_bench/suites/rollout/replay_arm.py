@@ -15,6 +15,7 @@ from typing import Any, Hashable, Sequence
 import click
 import numpy as np
 
+from samspec_bench.bench.engines.base import RequestProgress
 from samspec_bench.bench.simulation.profiles import (RESAMPLE_METHOD, history_store, profiles_for, rule_profile,
                                                     split_history)
 from samspec_bench.bench.simulation.dp import SHARD_RULE_TEXT, instance_steps, shard_requests, simulate_dp
@@ -115,18 +116,25 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
         key = s["profile"]
         if key is None or key in profs:
             continue
-        if key[0] == "sources":
-            src, k = key[1], key[2]
-            profs[key] = profiles_for(pairs, base_groups, k, cfg.drafter, src,
-                                      history=store(cfg.history_window) if "history" in src else None)
-        else:
-            profs[key], tree = strategy_profiles(parse_strategy(key[1]), pairs, base_groups, store)
-            if tree is not None:
-                trees[key] = tree
+        label = f"profiles {key[1]}" + (f" k={key[2]}" if key[0] == "sources" else "")
+        bar = RequestProgress(len(pairs), True, label)   # minutes per arm on long traces (trees: several)
+        try:
+            if key[0] == "sources":
+                src, k = key[1], key[2]
+                profs[key] = profiles_for(pairs, base_groups, k, cfg.drafter, src,
+                                          history=store(cfg.history_window) if "history" in src else None,
+                                          done=bar.advance)
+            else:
+                profs[key], tree = strategy_profiles(parse_strategy(key[1]), pairs, base_groups, store,
+                                                     done=bar.advance)
+                if tree is not None:
+                    trees[key] = tree
+        finally:
+            bar.close()
     return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info, trees)
 
 
-def strategy_profiles(st, pairs, groups, store) -> tuple[list, list | None]:
+def strategy_profiles(st, pairs, groups, store, done=None) -> tuple[list, list | None]:
     """A strategy's profiles: its drafter's at its k over its sources, cut by its length rule
     (if any) along each response's decode walk, with what it knows at the start
     (sam/strategies/base.rule_context, as in `accept`); and with `paths`, its tree profiles
@@ -134,7 +142,7 @@ def strategy_profiles(st, pairs, groups, store) -> tuple[list, list | None]:
     path only), else None."""
     hist = store(st.history_window) if "history" in st.sources else None
     profs = profiles_for(pairs, groups, st.k, st.drafter, st.sources, history=hist, options=st.drafter_options(),
-                         paths=st.paths)
+                         paths=st.paths, done=done)
     trees = [(p[2], p[3]) for p in profs] if st.paths else None
     profs = [(p[0], p[1]) for p in profs]
     if st.rule is None:
