@@ -16,6 +16,7 @@ from samspec_bench.reports.fmt import fmt, pct, pts, x2
 from samspec_bench.reports.metadata import model_of
 from samspec_bench.reports.model import Report, Run
 from samspec_bench.reports.pricing import config_line, extrapolated, extrapolation, hardware, pricing
+from samspec_bench.reports.strategy_answer import best_strategy_text
 from samspec_bench.reports.values import is_number, number as _num
 
 # Statuses, for the badge colour: yes (green), no (red), partial (amber), unknown (grey).
@@ -362,28 +363,6 @@ def _no_tail(a: dict, base: dict) -> bool:
     """Whether the off baseline, split at this arm's tail threshold, had no tail at all."""
     bp = a.get("baseline_phases") or {}
     return any(_num(bp.get(k, base.get(k))) == 0 for k in ("tail_s", "tail_steps"))
-
-
-def best_strategy_text(m: dict, how: str) -> str:
-    """' Best strategy: NAME (a x overall [lo, hi], b x tail, modelled); it needs ...' from the
-    run's strategy table (`rollout --strategy`), '' without one. The table marks its best row
-    (`best_in_draws`: the shortest median total, or the dev prompts' choice in a --dev-split run,
-    whose figures are the held-out prompts')."""
-    rows = [r for r in ((m.get("strategy_table") or {}).get("rows") or [])
-            if isinstance(r, dict) and r.get("strategy") and is_number(r.get("total"))]
-    if not rows:
-        return ""
-    b = next((r for r in rows if isinstance(r.get("best_in_draws"), dict)), None) or min(rows, key=lambda r: r["total"])
-    needs = "; ".join(b.get("needs") or []) or "nothing beyond the request's own text"
-    sp = ((b.get("spread") or {}).get("speedup_overall") or {})
-    rng = f" [{x2(sp['min'])}, {x2(sp['max'])}]" if is_number(sp.get("min")) and is_number(sp.get("max")) else ""
-    wins = b.get("best_in_draws") or {}
-    won = f", fastest in {wins['best']} of {wins['draws']} draws" if wins.get("draws", 0) > 1 else ""
-    split = "; chosen on the dev prompts, figures from the held-out ones" if b.get("split") == "held-out" else ""
-    st = b.get("speedup_tail")   # 0 or none: the baseline had no tail to compare with
-    tail = f"{x2(st)}x in the tail" if is_number(st) and st > 0 else "no tail"
-    return (f" Best strategy: {b['arm']} ({x2(b.get('speedup_overall'))}x{rng} overall, {tail}, {how}{won}{split}); "
-            f"it needs: {needs}.")
 
 
 def rollout_time(by_suite: dict[str, Run], state: dict | None) -> Answer:

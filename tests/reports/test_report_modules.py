@@ -153,7 +153,7 @@ def _own_imports(path: Path) -> tuple[set[str], list[str]]:
 
 # Each module of the package imports only modules to its left.
 LAYERS = ["values", "fmt", "model", "suite_headlines", "tool_headlines", "headlines", "run_comparison", "tables", "source_tables", "metadata",
-          "collect", "pricing", "answers", "html", "markdown"]
+          "collect", "pricing", "strategy_answer", "answers", "html", "markdown"]
 
 
 def test_reports_imports_point_down_and_sit_at_the_top():

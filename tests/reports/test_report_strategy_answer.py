@@ -29,3 +29,14 @@ def test_the_tables_marked_best_row_wins_with_its_range_draws_and_split():
     assert text == (" Best strategy: seer (1.50x [1.25, 1.75] overall, 1.10x in the tail, modelled, fastest in 2 of 3 "
                     "draws; chosen on the dev prompts, figures from the held-out ones); it needs: nothing beyond the "
                     "request's own text.")
+
+
+def test_a_tree_best_is_followed_by_the_best_on_one_path():
+    rows = [{"arm": "arctic:paths=4", "strategy": True, "total": 40.0, "speedup_overall": 2.5, "speedup_tail": 1.9,
+             "needs": ["tree verification"], "best_in_draws": {"best": 1, "draws": 1}},
+            {"arm": "arctic", "strategy": True, "total": 45.0, "speedup_overall": 2.25, "speedup_tail": 1.5,
+             "needs": [], "best_one_path": True}]
+    text = best_strategy_text({"strategy_table": {"rows": rows}}, "modelled")
+    assert text.startswith(" Best strategy: arctic:paths=4 (2.50x overall, 1.90x in the tail, modelled)")
+    assert text.endswith(" On one path (no tree verification, as vLLM verifies today): arctic (2.25x overall, "
+                         "1.50x in the tail); it needs: nothing beyond the request's own text.")

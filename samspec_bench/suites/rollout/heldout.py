@@ -70,7 +70,8 @@ def total(m: dict[str, Any]) -> float:
 
 def choose(settings, metrics: dict[str, dict]) -> dict[str, Any]:
     """On the dev figures: per family the arm with the shortest median total, the best setting
-    (the chosen arm with the shortest one) and the best strategy (likewise among strategies)."""
+    (the chosen arm with the shortest one), the best strategy (likewise among strategies) and
+    the best one-path strategy (the shortest among every strategy arm without trees)."""
     fams: dict[str, list[str]] = {}
     strategies = set()
     for s in settings:
@@ -83,7 +84,10 @@ def choose(settings, metrics: dict[str, dict]) -> dict[str, Any]:
     best = min(chosen.values(), key=lambda lbl: total(metrics[lbl]), default=None)
     best_st = min((lbl for lbl in chosen.values() if lbl in strategies), key=lambda lbl: total(metrics[lbl]),
                   default=None)
-    return {"chosen": chosen, "best_setting": best, "best_strategy": best_st}
+    # what an engine verifying one path per request runs today: every strategy arm without trees
+    one_path = [s["label"] for s in settings if s["arm"] == "strategy" and not parse_strategy(s["strategy"]).paths]
+    best_one = min(one_path, key=lambda lbl: total(metrics[lbl]), default=None)
+    return {"chosen": chosen, "best_setting": best, "best_strategy": best_st, "best_one_path": best_one}
 
 
 def run_heldout(cfg: RolloutConfig, rep: Replay, step_model) -> tuple[dict[str, Any], Replay]:

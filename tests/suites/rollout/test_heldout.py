@@ -55,6 +55,19 @@ def test_choice_per_family_and_best_on_the_dev_figures():
     got = heldout.choose(SETTINGS, m)
     assert got["chosen"] == {"source own": "always k=3", "seed@own": "seed:k=8", "histospec@history": "histospec"}
     assert got["best_setting"] == got["best_strategy"] == "seed:k=8"
+    assert got["best_one_path"] == "seed:k=8"   # no trees in the sweep: the same arm
+
+
+def test_best_one_path_is_chosen_among_every_arm_without_trees():
+    """The tree arm wins its family and the sweep; the best one-path arm is the shortest dev total
+    among every strategy arm without trees, chosen in its family or not (arctic here)."""
+    settings = SETTINGS + [{"arm": "strategy", "label": "arctic", "strategy": "arctic"},
+                           {"arm": "strategy", "label": "arctic:paths=4", "strategy": "arctic:paths=4"}]
+    m = metrics({"off": 10, "always k=3": 8, "always k=8": 9, "seed": 7, "seed:k=8": 6, "histospec": 6.5,
+                 "arctic": 5.5, "arctic:paths=4": 5})
+    got = heldout.choose(settings, m)
+    assert got["chosen"]["arctic@group+history"] == "arctic:paths=4" == got["best_strategy"]
+    assert got["best_one_path"] == "arctic"
 
 
 def test_the_held_out_figures_are_reported_but_the_dev_prompts_choose(monkeypatch):

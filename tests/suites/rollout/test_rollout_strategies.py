@@ -178,6 +178,26 @@ def test_strategy_table_ranks_by_the_median_over_draws():
     assert "fastest strategy in 2 of 3 draws" in lines[-1] and lines[-1].startswith("best strategy: A (2.000x [")
 
 
+def test_strategy_table_names_the_best_on_one_path_when_the_best_drafts_trees():
+    """B (trees) is best; C is the fastest without trees, A slower: the table marks C and prints
+    its line. Without tree rows there is no such line."""
+    tree = "tree verification of multi-path drafts in the engine (tree attention; vLLM's suffix and ngram " \
+           "methods and this project's proposer verify one path)"
+    arms = {"off": {"total_s": 20.0}, "A": planted_arm([12.0]), "B": planted_arm([8.0]), "C": planted_arm([10.0])}
+    summary = {"units": "s", "measured": False, "priced_by": {"kind": "roofline"}, "arms": arms,
+               "workload": {"strategies": {"A": {"needs": []}, "B": {"needs": [tree]},
+                                           "C": {"needs": ["group sharing"]}}}}
+    rows = {r["arm"]: r for r in strategy_rows(summary)}
+    assert rows["C"].get("best_one_path") and not rows["A"].get("best_one_path") and not rows["B"].get("best_one_path")
+    lines = strategy_lines(summary)
+    assert lines[-2].startswith("best strategy: B (2.500x")
+    assert lines[-1].startswith("best on one path (no tree verification: what vLLM runs today): C (2.000x overall")
+    assert lines[-1].endswith("needs: group sharing")
+    summary["workload"]["strategies"]["B"]["needs"] = []
+    assert not any(r.get("best_one_path") for r in strategy_rows(summary))
+    assert not strategy_lines(summary)[-1].startswith("best on one path")
+
+
 @pytest.mark.parametrize("args, msg", [
     (["--strategy", "medusa"], "--strategy 'medusa'"),
     (["--strategy", "seed/sometimes"], "--strategy 'seed/sometimes'"),
