@@ -39,7 +39,10 @@ def expected_tokens(counts: Sequence[int], continued: Sequence[int] | None, at_e
     seen = continued[0] if continued else counts[0] - (1 if at_end else 0)
     if seen <= 0:
         return 0.0
-    return sum(min(c, seen) for c in counts[1:]) / seen
+    total = sum(counts[1:])
+    if len(counts) > 1 and counts[1] > seen:   # counts fall along the draft: only the first may exceed
+        total -= sum(c - seen for c in counts[1:] if c > seen)
+    return total / seen
 
 
 def candidates(sources: Sequence[tuple[Any, bool]], k: int) -> list[tuple[float, int, list[int]]]:
@@ -53,7 +56,8 @@ def candidates(sources: Sequence[tuple[Any, bool]], k: int) -> list[tuple[float,
                     cont = cand[3] if len(cand) > 3 else None
                     out.append((expected_tokens(counts, cont, at_end), length, list(draft)))
     out.sort(key=lambda c: (-c[0], -c[1]))
-    return out
+    seen: set[tuple[int, ...]] = set()   # the same draft from several sources or choices: its best once
+    return [c for c in out if not (tuple(c[2]) in seen or seen.add(tuple(c[2])))]
 
 
 def add_path(paths: list[list[int]], draft: Sequence[int]) -> bool:
@@ -85,8 +89,16 @@ def propose_paths(drafter, req_id: Hashable, k: int, width: int) -> tuple[list[i
 
 
 def tree_size(paths: Sequence[Sequence[int]]) -> int:
-    """Tokens the tree verifies: its nodes, the distinct non-empty prefixes of its paths."""
-    return len({tuple(p[:i]) for p in paths for i in range(1, len(p) + 1)})
+    """Tokens the tree verifies: its nodes, the distinct non-empty prefixes of its paths. In
+    lexicographic order each path adds the tokens past its common prefix with the one before."""
+    nodes, prev = 0, ()
+    for p in sorted(tuple(p) for p in paths):
+        shared, end = 0, min(len(p), len(prev))
+        while shared < end and p[shared] == prev[shared]:
+            shared += 1
+        nodes += len(p) - shared
+        prev = p
+    return nodes
 
 
 def tree_accepted(paths: Sequence[Sequence[int]], tokens: Sequence[int]) -> int:

@@ -13,6 +13,7 @@ from samspec_bench.sam.strategies import NEEDS_TREE, parse_strategy
 def test_tree_size_counts_shared_prefixes_once():
     assert tree_size([[1, 2, 3], [1, 2, 4], [5]]) == 5   # 1, 1-2, 1-2-3, 1-2-4, 5
     assert tree_size([]) == 0
+    assert tree_size([[1, 2], [1, 2, 3], [1, 2], [4, 1]]) == 5   # 1, 1-2, 1-2-3, 4, 4-1: a prefix and a repeat add none
 
 
 def test_tree_accepted_is_the_longest_path_the_tokens_follow():
