@@ -255,7 +255,7 @@ class EvidenceLength:
     shape: float = 8.0
     pooled: float = 1.0
     budget: float | None = None   # drafted tokens per step per request at most (sam/draft_budget.py)
-    burst: float = 256.0          # the budget's bucket keeps at most max(burst, k) tokens of credit (dev split)
+    burst: float = 1024.0         # the budget's bucket keeps at most max(burst, k) tokens of credit (dev split)
     rate: float = 0.001           # the budget's dual-ascent step: cost += rate x (drafted - budget) (dev split)
     windup: float = 0.25          # a draft the bucket cut counts as cut + windup x (k - cut) for the multiplier (dev split)
 
