@@ -14,8 +14,9 @@ anchor's and its drafted tokens per step at most the anchor's.
 
 Accept's replay (bench/engines/replay.py through suites/accept: inputs as accept reads them,
 model turns of tool-using responses, single-step traces split into an earlier and a current
-step for the history source, the acceptance record shared per task), one job per arm; every arm
-of a cell replays every response, with the history window of the anchor (das: 4).
+step for the history source, one task per RL step: the acceptance record and the budget shared
+through the step), one job per arm; every arm of a cell replays every response, with the
+history window of the anchor (das: 4).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def replay_arm(items: list, jobs: list[tuple[DraftConfig, int | None]], window: 
     """Jobs [(config, RL step or None: every step)] in one replay pass, pooled: tokens and
     drafted tokens per step (counts), and the same per RL step (`by_step`, keyed by the step as
     text, as the cells file keeps it)."""
-    engine = ReplayEngine(workers=workers, history_window=window)
+    # one task per RL step: the acceptance record and the default's draft budget live as long as
+    # one serving proposer's through a step (40k-token tasks restarted the budget's multiplier)
+    engine = ReplayEngine(workers=workers, history_window=window, task_tokens=None)
     by_step = items_by_step(items)
     every = list(range(len(items)))
     todo = [(dc, every if step is None else by_step[step]) for dc, step in jobs]

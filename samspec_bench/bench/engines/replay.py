@@ -25,10 +25,10 @@ half of its responses, in file order) and a current one (the rest).
 
 Work runs in forked worker processes, one unit per group (group sharing) or per response,
 where no draft content crosses units (history: within one step). Units are packed into tasks
-of about `task_tokens` response tokens of one RL step, in file order; SAM's acceptance record
-(the evidence policy's corrections: statistics, never content) is shared by a task's units,
-as one serving proposer shares it, and new per task. Tasks, hence results, do not depend
-on the number of workers.
+of about `task_tokens` response tokens of one RL step, in file order (None: one task per RL
+step); SAM's acceptance record (the evidence policy's corrections: statistics, never content)
+and a draft budget are shared by a task's units, as one serving proposer shares them, and new
+per task. Tasks, hence results, do not depend on the number of workers.
 """
 
 from __future__ import annotations
@@ -281,8 +281,10 @@ def _worker(task: tuple[int, list[list[int]], set[int]]) -> tuple[int, list[tupl
     return job, run_task(cfg, items, units, corpus, drafter, history, wanted)
 
 
-def _chunks(items: Sequence[Any], units: list[list[int]], target_tokens: int) -> list[list[list[int]]]:
-    """Consecutive units packed into tasks of about target_tokens response tokens."""
+def _chunks(items: Sequence[Any], units: list[list[int]], target_tokens: int | None) -> list[list[list[int]]]:
+    """Consecutive units packed into tasks of about target_tokens response tokens (None: one task)."""
+    if target_tokens is None:
+        return [list(units)] if units else []
     tasks, cur, size = [], [], 0
     for u in units:
         cur.append(u)
@@ -310,7 +312,7 @@ class ReplayEngine:
     name: str = "replay"
     exact: bool = True
     min_parallel_tokens: int = 200_000
-    task_tokens: int = 40_000
+    task_tokens: int | None = 40_000   # None: one task per RL step (a record over the whole step)
     history_window: int = 16
     history_budget_bytes: int = 512 << 20
     steps_description: str | None = None   # how items got their RL steps (verl dumps, emulated), for describe
@@ -322,8 +324,10 @@ class ReplayEngine:
                 "first_token": "from the prefill (not a decode step)",
                 "response_end": "draft tokens past the last response token are rejected; no bonus token there",
                 "group_key": "(trace file, group field, RL step)", "corpus": self.corpus_description or None,
-                "sam_acceptance_record": f"shared by the responses of a task (about {self.task_tokens:,} response "
-                                         "tokens of one RL step, file order), new per task: statistics, no content",
+                "sam_acceptance_record": ("shared by the responses of one RL step, new per step" if self.task_tokens is None
+                                          else f"shared by the responses of a task (about {self.task_tokens:,} "
+                                          "response tokens of one RL step, file order), new per task")
+                + ": statistics, no content",
                 "steps": self.steps_description,
                 "history": {"window_responses_per_prompt": self.history_window,
                             "budget_bytes": self.history_budget_bytes, "by_configuration": self.history_stats}

@@ -336,3 +336,17 @@ def test_suffix_adapter_replays(items):
         assert int(out[i].emitted.sum()) == items[i].response_ids.size - 1
     grp = dict(run_unit(DraftConfig("suffix", 3, group=True), items, list(range(8))))
     assert len(grp) == 8
+
+
+def test_one_task_per_rl_step(items):
+    """task_tokens=None: every response of a step in one task, in file order: the same as a task
+    larger than the step, and one record across the step (unlike a task per response)."""
+    cfg = DraftConfig("sam", 5)
+
+    def collect(engine):
+        return {i: as_tuples(rs) for _, chunk in engine.run(items, [(cfg, range(len(items)))]) for i, rs in chunk}
+
+    per_step = collect(ReplayEngine(workers=1, task_tokens=None))
+    assert per_step == collect(ReplayEngine(workers=1, task_tokens=10**9))
+    assert per_step != collect(ReplayEngine(workers=1, task_tokens=1))
+    assert "one RL step" in ReplayEngine(task_tokens=None).describe()["sam_acceptance_record"]
