@@ -281,9 +281,11 @@ class RequestProgress:
     def __init__(self, total: int, enabled: bool, label: str = "generate"):
         self._p = None
         if enabled and total:
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            # on stderr: stdout may carry a command's --json -
             self._p = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                               transient=True)
+                               transient=True, console=Console(stderr=True))
             self._p.start()
             self._task = self._p.add_task(label, total=total)
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from samspec_bench.bench.draft_config import MAX_K, SOURCE_NAMES, DraftConfig, strategy_config
-from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.bench.engines.engine_device import engine_device
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, require_engine
 from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
@@ -22,6 +21,7 @@ from samspec_bench.data import BENCHMARKS, find_traces, resolve_data_dir
 from samspec_bench.errors import UserError, int_at_least, nearest
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, model_id, resolve_model, resolve_tokenizer
 from samspec_bench.sam.drafters import DRAFTERS
+from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.trace_formats import FORMATS, expand
 
 SUITE = "accept"

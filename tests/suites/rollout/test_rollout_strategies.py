@@ -243,3 +243,13 @@ def test_accept_refuses_tree_strategies():
     from samspec_bench.suites.accept.config import check_strategy
     with pytest.raises(UserError, match="paths=W"):
         check_strategy("arctic:paths=4")
+
+
+def test_json_on_stdout_stays_clean_while_profiles_show_progress(shared_data, tmp_path):
+    """The profiles' progress bar writes to stderr: `--json -` leaves stdout one JSON document."""
+    res = CliRunner().invoke(ro.command, ["--data-dir", str(shared_data), "--prompts", "4", "--max-num-seqs", "8",
+                                          "--arms", "off", "--strategy", "arctic:paths=4", "--output", str(tmp_path),
+                                          "--json", "-"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith("{")
+    assert json.loads(res.stdout)["metrics"]["arms"]["arctic:paths=4"]["tree_steps"] > 0
