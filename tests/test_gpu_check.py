@@ -101,3 +101,50 @@ def test_the_table_exits_1_when_a_row_failed_and_writes_json(tmp_path):
 def test_the_script_refuses_what_it_does_not_check(args, message):
     res = subprocess.run(["bash", str(TOOLS / "gpu_check.sh"), *args], capture_output=True, text=True, timeout=30)
     assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def torch_profile_doc(device="cuda", tree=True):
+    return {"device": {"type": device, "device": f"{device}:0", "name": "NVIDIA H100"},
+            "timer": f"{CUDA_TIMER} (cuda graph)",
+            "measured_steps": {"time_s": [0.008, 0.007, 0.009]},
+            **({"tree": {"median": 1.02, "min": 0.99, "max": 1.08, "points": 6, "paths": [3, 4]}} if tree else {})}
+
+
+def test_the_torch_profile_row_needs_device_time_and_the_trees(tmp_path):
+    ok = verdict("torch profile", torch_profile_doc(), tmp_path)
+    assert ok["result"] == "PASS" and "1.020x [0.990, 1.080] over 6 points" in ok["figure"]
+    assert "NVIDIA H100" in ok["figure"]
+    assert verdict("torch profile long", torch_profile_doc(tree=False), tmp_path)["result"] == "FAIL"
+    assert verdict("torch profile", torch_profile_doc(device="cpu"), tmp_path)["result"] == "FAIL"
+
+
+_cspec = importlib.util.spec_from_file_location("compare_step_points", TOOLS / "compare_step_points.py")
+compare_points = importlib.util.module_from_spec(_cspec)
+_cspec.loader.exec_module(compare_points)
+
+
+def _points(path, rows, meta=None):
+    path.write_text("".join(json.dumps(r) + "\n" for r in ([{"meta": meta}] if meta else []) + rows))
+    return str(path)
+
+
+def test_compare_step_points_pairs_by_point_and_counts_the_rest(tmp_path, capsys):
+    ours = _points(tmp_path / "a.jsonl", [
+        {"B": 1, "q": 1, "C": 1024, "ms": 8.0}, {"B": 8, "q": 4, "C": 1024, "ms": 9.0},
+        {"B": 2, "q": 1, "C": 64, "ms": 1.0}, {"B": 4, "q": 1, "C": 64, "error": "oom"}])
+    theirs = _points(tmp_path / "b.jsonl", [
+        {"B": 1, "q": 1, "C": 1024, "ms": 7.0}, {"B": 8, "q": 4, "C": 1024, "ms": 10.0},
+        {"B": 128, "q": 9, "C": 1024, "ms": 42.0}], meta={"device": "H100"})
+    assert compare_points.main([ours, "--against", theirs, "--json", str(tmp_path / "o.json")]) == 0
+    res = json.loads((tmp_path / "o.json").read_text())
+    assert [(p["B"], p["ratio"]) for p in res["points"]] == [(1, round(8 / 7, 4)), (8, 0.9)]
+    assert res["ratio"]["min"] == 0.9 and (res["only_ours"], res["only_theirs"]) == (1, 1)
+    assert "only ours 1, only theirs 1; theirs: H100" in capsys.readouterr().out
+    row = verdict("points vs H100 file", res, tmp_path)
+    assert row["result"] == "PASS" and "over 2 points" in row["figure"]
+    # nothing in common, or a file that is not points: one line, exit 2
+    none = _points(tmp_path / "c.jsonl", [{"B": 3, "q": 1, "C": 5, "ms": 1.0}])
+    assert compare_points.main([none, "--against", theirs]) == 2
+    assert compare_points.main([str(tmp_path / "missing.jsonl"), "--against", theirs]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "no (B, q, C) point in common" in err[0] and "missing.jsonl" in err[1]

@@ -4,7 +4,8 @@
 # small random-weight Qwen3 from a config and the Qwen3 tokenizer, run the `cuda`-marked tests and
 # one command of each suite on the device, and print a table (step, result PASS/FAIL/SKIP, seconds,
 # key figure with its unit and device, command). Every step has its own timeout; on one GPU the
-# whole check stays within 8 minutes. Exit 1 when a row failed.
+# whole check stays within 9.5 minutes. Exit 1 when a row failed. Step 5 times Qwen3-8B at full size
+# (chains and trees; 36 layers, bf16) and compares its points with the shared H100 measurement.
 #
 #   bash tools/gpu_check.sh                  # on the GPU machine (--device cuda)
 #   bash tools/gpu_check.sh --device cpu     # the same steps on a CPU; the cuda tests run there as a dry run
@@ -16,7 +17,7 @@
 # Environment: PYTHON (default: .venv/bin/python if there, else python3); OUT (also write the table
 # as $OUT/gpu_check.json, and the step logs under $OUT/gpu_check_logs/); SAMSPEC_SAMPLER_BOUND_MS
 # (the sampler's bound in device ms, default 3.0, for an H100-class GPU); GPU_CHECK_TIMEOUT_SCALE
-# (multiplies every step's timeout and the 480 s budget of the whole check; default 1 on a GPU, 8
+# (multiplies every step's timeout and the 560 s budget of the whole check; default 1 on a GPU, 8
 # with --device cpu).
 set -u -o pipefail
 
@@ -46,6 +47,7 @@ PY="$PYTHON"
 # --- the data that travels: .gpu-carry/data/{tokenizers/qwen3, traces/<one trace>} -------------------
 CARRY="$REPO/.gpu-carry/data"
 TRACE=qwen25math_math_100x8.jsonl
+POINTS=h100_qwen3-8b_step_physics.jsonl
 if [ ! -f "$CARRY/tokenizers/qwen3/tokenizer.json" ] || [ ! -f "$CARRY/traces/$TRACE" ]; then
   SRC="${SAMSPEC_DATA_DIR:-$REPO/../shared/data}"
   TOKSRC="${SAMSPEC_TOKENIZER_DIR:-$SRC/tokenizers/qwen3}"
@@ -58,6 +60,11 @@ if [ ! -f "$CARRY/tokenizers/qwen3/tokenizer.json" ] || [ ! -f "$CARRY/traces/$T
   cp "$TOKSRC"/* "$CARRY/tokenizers/qwen3/" && cp "$SRC/traces/$TRACE" "$CARRY/traces/" || exit 2
   chmod -R u+w "$CARRY"
   echo "copied the Qwen3 tokenizer and $TRACE into $CARRY"
+fi
+# measured H100 step times of the Qwen3-8B shape, where the shared data has them (step 5 compares)
+HW_SRC="${SAMSPEC_DATA_DIR:-$REPO/../shared/data}/hardware/$POINTS"
+if [ ! -f "$CARRY/hardware/$POINTS" ] && [ -f "$HW_SRC" ]; then
+  mkdir -p "$CARRY/hardware" && cp "$HW_SRC" "$CARRY/hardware/" && chmod u+w "$CARRY/hardware/$POINTS"
 fi
 TOK="$CARRY/tokenizers/qwen3"
 if [ "$PREPARE_ONLY" = 1 ]; then
@@ -75,9 +82,9 @@ mkdir -p "$WORK/logs"
 ROWS="$WORK/rows.jsonl"
 : > "$ROWS"
 if [ "$DEVICE" = cpu ]; then SCALE="${GPU_CHECK_TIMEOUT_SCALE:-8}"; else SCALE="${GPU_CHECK_TIMEOUT_SCALE:-1}"; fi
-# the whole check's budget (8 minutes on a GPU, less 20 s for the table): a step gets its own
+# the whole check's budget (9 minutes on a GPU, less 20 s for the table): a step gets its own
 # timeout or what is left of the budget, whichever is less
-DEADLINE=$(awk -v t="$(date +%s)" -v s="$SCALE" 'BEGIN { printf "%d", t + 460 * s }')
+DEADLINE=$(awk -v t="$(date +%s)" -v s="$SCALE" 'BEGIN { printf "%d", t + 540 * s }')
 SB=("$PY" -c 'from samspec_bench.cli import main; main()')   # samspec-bench from the checkout
 echo "gpu_check: device $DEVICE, python $PY, work dir $WORK"
 
@@ -187,6 +194,29 @@ if "$PY" -c 'import lm_eval' > /dev/null 2>&1; then
     --limit 2 --max-gen-toks 16 --max-num-seqs 4 --output "$WORK/runs" --json "$WORK/accuracy.json" --no-progress
 else
   skip_row "accuracy" "samspec-bench accuracy --device $DEVICE" "skipped: lm-eval absent"
+fi
+
+# --- 5. the engine-free profiler at full size: Qwen3-8B (36 layers, bf16) on the device, chains and ------
+# trees of 4 paths at the same tokens; then its points against the independent H100 measurement
+if [ "$DEVICE" = cpu ]; then   # the dry run: one layer, a small grid
+  TP_SHORT=(--layers 1 --dtype float32 --grid-batches 1,2 --grid-q 1,4,9 --grid-contexts 32)
+  TP_LONG=(--layers 1 --dtype float32 --grid-batches 1 --grid-q 1,9 --grid-contexts 256)
+else
+  TP_SHORT=(--dtype bfloat16 --grid-batches 1,8,32,64,128 --grid-q 1,4,9 --grid-contexts 1024)
+  TP_LONG=(--dtype bfloat16 --grid-batches 1,8 --grid-q 1,4,9 --grid-contexts 32768)
+fi
+step "torch profile" 90 "$WORK/torch_short.json" "${SB[@]}" rollout profile --engine torch --model Qwen3-8B \
+  --device "$DEVICE" "${TP_SHORT[@]}" --tree-paths 4 --out-jsonl "$WORK/points_short.jsonl" \
+  --output "$WORK/torch_short.json"
+step "torch profile long" 90 "$WORK/torch_long.json" "${SB[@]}" rollout profile --engine torch --model Qwen3-8B \
+  --device "$DEVICE" "${TP_LONG[@]}" --tree-paths 4 --out-jsonl "$WORK/points_long.jsonl" \
+  --output "$WORK/torch_long.json"
+if [ -f "$CARRY/hardware/$POINTS" ] && [ "$DEVICE" != cpu ]; then
+  step "points vs H100 file" 30 "$WORK/points_vs.json" "$PY" tools/compare_step_points.py "$WORK/points_short.jsonl" \
+    "$WORK/points_long.jsonl" --against "$CARRY/hardware/$POINTS" --json "$WORK/points_vs.json"
+else
+  skip_row "points vs H100 file" "python tools/compare_step_points.py ... --against $POINTS" \
+    "skipped: $( [ "$DEVICE" = cpu ] && echo "the dry run measures a 1-layer model" || echo "$POINTS not carried")"
 fi
 
 # --- the table ---------------------------------------------------------------------------------------

@@ -103,6 +103,21 @@ def profile(doc: dict[str, Any], device: str) -> str:
     return f"{len(times)} steps, median step {1e3 * times[len(times) // 2]:.3g} ms ({doc['timer']}); {_where(dev)}"
 
 
+def torch_profile(doc: dict[str, Any], device: str) -> str:
+    base = profile(doc, device)
+    tree = doc.get("tree")
+    _need(bool(tree), "no tree timed (tree_ms missing from every point)")
+    return (f"{base.split(';')[0]}; tree of 4 / chain of as many tokens {tree['median']:.3f}x "
+            f"[{tree['min']:.3f}, {tree['max']:.3f}] over {tree['points']} points; {base.split('; ', 1)[1]}")
+
+
+def points_vs(r: dict[str, Any], device: str) -> str:
+    s = r["ratio"]
+    _need(bool(r["points"]), "no point in common")
+    return (f"ours / H100 file over {len(r['points'])} points: median {s['median']:.3f} [{s['min']:.3f}, "
+            f"{s['max']:.3f}] (both measured; ours: transformers Qwen3-8B shape)")
+
+
 def replay(r: dict[str, Any], device: str) -> str:
     m = r["metrics"]
     by = m["priced_by"]["engine"]["device"]
@@ -125,6 +140,7 @@ def accuracy(r: dict[str, Any], device: str) -> str:
 FIGURES: dict[str, Callable[[Any, str], str]] = {
     "tests": tests, "op-equivalence": op_equivalence, "sampler": sampler, "accept": accept,
     "rollout profile": profile, "rollout replay": replay, "accuracy": accuracy,
+    "torch profile": torch_profile, "torch profile long": torch_profile, "points vs H100 file": points_vs,
 }
 
 

@@ -8,6 +8,13 @@ exactly C + q slots whose first C hold random K/V (the values do not change the 
 writes its q tokens' K/V in place at C..C+q-1 and attends over all C + q, as an engine's verify
 step does. The write position is reset before every step, so repeats measure the same step.
 
+Trees: with `tree_paths` W > 1, every point with q > 2 is also timed as a tree verify of the same
+q tokens (the last accepted token, then min(W, q - 1) branches off it, the q - 1 draft tokens
+shared out as evenly as the counts allow): each token attends to the context and its own ancestors
+(a boolean 4-D mask) at the position of its depth. The row gets `tree_ms` beside the chain's `ms`,
+so what a tree costs over a chain of as many tokens is measured, not assumed. This is transformers'
+SDPA with an explicit mask, not a serving engine's tree kernel.
+
 Timing: `devices.time_ms` (device events on an accelerator, the wall clock on the CPU), the
 median of the repeats. On CUDA the step is captured in a CUDA graph and the replay is timed (no
 launch overhead, as vLLM decodes); where capture fails the eager step is timed and `mode` says
@@ -73,10 +80,42 @@ def build_model(cfg: dict[str, Any], dtype: str, device: str, seed: int = 0):
     return model.eval()
 
 
-def _step(model, B: int, q: int, C: int, device: str, dtype, gen, kv_layers=None, ids=None) -> Callable[[], Any]:
+def tree_parents(q: int, paths: int) -> list[int]:
+    """Parent index of each of q query tokens: token 0 (the last accepted) has none (-1); the other
+    q - 1 form min(paths, q - 1) chains hanging off token 0, the longer chains first."""
+    if q < 1 or paths < 1:
+        raise UserError(f"--tree-paths {paths}: give an integer >= 1 (q = {q})")
+    w = min(paths, q - 1)
+    parents = [-1]
+    for b in range(w):
+        depth = (q - 1) // w + (1 if b < (q - 1) % w else 0)
+        parents += [0] + list(range(len(parents), len(parents) + depth - 1))
+    return parents
+
+
+def _tree_inputs(parents: Sequence[int], C: int, device: str):
+    """The (q, C + q) boolean mask (context, ancestors and self) and the positions C + depth."""
+    import torch
+
+    q = len(parents)
+    mask = torch.zeros(q, C + q, dtype=torch.bool)
+    mask[:, :C] = True
+    depth = [0] * q
+    for i, p in enumerate(parents):
+        depth[i] = depth[p] + 1 if p >= 0 else 0
+        j = i
+        while j >= 0:
+            mask[i, C + j] = True
+            j = parents[j]
+    return mask.to(device), torch.tensor(depth, device=device) + C
+
+
+def _step(model, B: int, q: int, C: int, device: str, dtype, gen, kv_layers=None, ids=None,
+          parents: Sequence[int] | None = None) -> Callable[[], Any]:
     """A function running one forward step of B x q tokens over a filled KV cache of C tokens:
     random K/V, or `kv_layers` ([(keys, values)] per layer, B x heads x C x head_dim) and token
-    `ids` (B x q) where given (tests compare the step with a full forward)."""
+    `ids` (B x q) where given (tests compare the step with a full forward). With `parents`
+    (tree_parents) the q tokens are a tree: each sees the context and its ancestors only."""
     import inspect
 
     import torch
@@ -99,6 +138,9 @@ def _step(model, B: int, q: int, C: int, device: str, dtype, gen, kv_layers=None
     cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     kw = {"input_ids": ids, "position_ids": pos.expand(B, q), "cache_position": pos, cache_arg: cache,
           "use_cache": True, "logits_to_keep": 0}
+    if parents is not None:   # K/V still go to slots C..C+q-1; positions and visibility follow the tree
+        mask, tree_pos = _tree_inputs(parents, C, device)
+        kw.update(position_ids=tree_pos.expand(B, q), attention_mask=mask.expand(B, 1, q, C + q))
 
     def run():
         for layer in layers:   # the write position back to C (transformers 5 keeps it in the layer)
@@ -130,41 +172,69 @@ def _graphed(run: Callable[[], Any], device: str) -> tuple[Callable[[], Any], st
         return run, f"eager (CUDA graph capture failed: {type(e).__name__}: {str(e).splitlines()[0][:160]})"
 
 
-def check_grid(batches: Sequence[int], qs: Sequence[int], contexts: Sequence[int], repeats: int) -> None:
+def check_grid(batches: Sequence[int], qs: Sequence[int], contexts: Sequence[int], repeats: int,
+               tree_paths: int = 1) -> None:
     for opt, vals, lo in (("--grid-batches", batches, 1), ("--grid-q", qs, 1), ("--grid-contexts", contexts, 0)):
         if not vals or min(vals) < lo:
             raise UserError(f"{opt} {','.join(map(str, vals))}: give comma-separated integers >= {lo}")
     if repeats < 1:
         raise UserError(f"--repeats {repeats}: give an integer >= 1")
+    if tree_paths < 1:
+        raise UserError(f"--tree-paths {tree_paths}: give an integer >= 1 (1: chains only)")
+    if tree_paths > 1 and max(qs) < 3:
+        raise UserError(f"--tree-paths {tree_paths}: no --grid-q value is >= 3, so no point has a tree to time; "
+                        "add one (e.g. --grid-q 1,4,9)")
+
+
+def tree_ratios(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """What a tree verify costs over a chain of as many tokens: tree_ms / ms over the rows timed both
+    ways (median, min, max, the points), None when no row has a tree."""
+    r = [row["tree_ms"] / row["ms"] for row in rows if "tree_ms" in row and row.get("ms")]
+    if not r:
+        return None
+    return {"median": round(float(np.median(r)), 4), "min": round(min(r), 4), "max": round(max(r), 4),
+            "points": len(r), "paths": sorted({row["tree_paths"] for row in rows if "tree_paths" in row})}
+
+
+def _timed(model, B, q, C, device, dtype, gen, repeats, parents=None) -> tuple[float, str, str]:
+    """Median device ms of one step (chain, or the tree of `parents`), its mode and timer label."""
+    fn, mode = _graphed(_step(model, B, q, C, device, dtype, gen, parents=parents), device)
+    ms, label = devices.time_ms(fn, device, repeats=repeats, warmup=1)
+    return round(float(np.median(ms)), 4), mode, label
 
 
 def measure(model, batches: Sequence[int], qs: Sequence[int], contexts: Sequence[int], *, device: str,
-            repeats: int = DEFAULT_REPEATS, seed: int = 0,
+            repeats: int = DEFAULT_REPEATS, seed: int = 0, tree_paths: int = 1,
             log: Callable[[str], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows {"B", "q", "C", "ms"} (median of `repeats`; an {"error": "oom"} row where the point does
-    not fit) over every C x B x q, and what timed them ({"timer", "mode"})."""
+    not fit) over every C x B x q, and what timed them ({"timer", "mode"}). With tree_paths > 1 a
+    row with q > 2 also has "tree_ms" and "tree_paths" (module docstring)."""
     import torch
 
-    check_grid(batches, qs, contexts, repeats)
+    check_grid(batches, qs, contexts, repeats, tree_paths)
     dtype = next(model.parameters()).dtype
     gen = torch.Generator(device=device).manual_seed(seed)
     rows, modes, timers = [], set(), set()
     for C in contexts:
         for B in batches:
             for q in qs:
+                row: dict[str, Any] = {"B": B, "q": q, "C": C}
                 try:
-                    fn, mode = _graphed(_step(model, B, q, C, device, dtype, gen), device)
-                    ms, label = devices.time_ms(fn, device, repeats=repeats, warmup=1)
+                    row["ms"], mode, label = _timed(model, B, q, C, device, dtype, gen, repeats)
+                    if tree_paths > 1 and q > 2:
+                        parents = tree_parents(q, tree_paths)
+                        row["tree_ms"], mode, label = _timed(model, B, q, C, device, dtype, gen, repeats, parents)
+                        row["tree_paths"] = min(tree_paths, q - 1)
                 except torch.OutOfMemoryError:
                     rows.append({"B": B, "q": q, "C": C, "error": "oom"})
                     torch.cuda.empty_cache()
                     continue
                 modes.add(mode)
                 timers.add(label)
-                rows.append({"B": B, "q": q, "C": C, "ms": round(float(np.median(ms)), 4)})
+                rows.append(row)
                 if log:
-                    log(f"profile: B={B} q={q} C={C}: {rows[-1]['ms']} ms ({mode})")
-                del fn
+                    tree = f", tree of {row['tree_paths']} paths {row['tree_ms']} ms" if "tree_ms" in row else ""
+                    log(f"profile: B={B} q={q} C={C}: {row['ms']} ms{tree} ({mode})")
     return rows, {"timer": "; ".join(sorted(timers)), "mode": "; ".join(sorted(modes))}
 
 

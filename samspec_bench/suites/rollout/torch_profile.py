@@ -8,6 +8,9 @@ B x q x C point, device time), written twice:
   (each point a step of B decoding requests verifying q - 1 drafts over C context tokens each), so
   that `rollout --step-model` prices with it. Its `engine.name` is "torch", its `grid` the B / q / C
   lists, its `timer` what measured the points.
+
+With `tree_paths` > 1 the rows also carry the tree verify's time (torch_step_profiler) and the
+profile JSON a `tree` entry: tree_ms / ms as median, min, max over the points timed both ways.
 """
 
 from __future__ import annotations
@@ -15,12 +18,12 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from samspec_bench.bench.simulation.fitted_step_model import fit_from_steps
 from samspec_bench.bench.simulation.step_model_spec import points_as_steps
 from samspec_bench.bench.simulation.torch_step_profiler import (build_model, check_grid, measure, model_config,
-                                                                write_rows)
+                                                                tree_ratios, write_rows)
 from samspec_bench.devices import device_info
 from samspec_bench.errors import UserError
 from samspec_bench.suites.rollout.profile import profile_document, write_profile
@@ -30,22 +33,25 @@ PROFILER = "torch"   # the `--engine` value of this profiler: not an engine of t
 
 def torch_profile(model: str, batches: Sequence[int], qs: Sequence[int], contexts: Sequence[int], *, device: str,
                   dtype: str, layers: int | None, repeats: int, seed: int, threads: int, out_jsonl: str | Path,
-                  output: str | Path, log: Callable[[str], None] | None = None) -> tuple[Path, Path, list[dict]]:
+                  output: str | Path, tree_paths: int = 1,
+                  log: Callable[[str], None] | None = None) -> tuple[Path, Path, list[dict]]:
     """Measure the grid on `device` (resolved), write the JSONL rows and the profile JSON; returns
     their paths and the rows."""
-    check_grid(batches, qs, contexts, repeats)
+    check_grid(batches, qs, contexts, repeats, tree_paths)
     cfg = model_config(model, layers)
     import torch  # the profiler runs on it
 
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
     net = build_model(cfg, dtype, device, seed)
-    rows, how = measure(net, batches, qs, contexts, device=device, repeats=repeats, seed=seed, log=log)
+    rows, how = measure(net, batches, qs, contexts, device=device, repeats=repeats, seed=seed,
+                        tree_paths=tree_paths, log=log)
     info = device_info(device)
     meta = {"profiler": PROFILER, "model": model, "layers": int(cfg["num_hidden_layers"]), "dtype": dtype,
             "device": info, "timer": how["timer"], "mode": how["mode"], "repeats": repeats, "seed": seed,
             "ms": "device time of one forward step (median of the repeats); CPU: wall clock",
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **({"tree_paths": tree_paths} if tree_paths > 1 else {})}
     jsonl = write_rows(out_jsonl, rows, meta)
     good = [r for r in rows if "ms" in r]
     if len(good) < 2:
@@ -59,5 +65,10 @@ def torch_profile(model: str, batches: Sequence[int], qs: Sequence[int], context
               "dtype": dtype, "tp": 1, "threads": threads}
     doc_meta = {"engine": engine, "grid": grid, "seconds": time.perf_counter() - t0, "device": info,
                 "timer": f"{how['timer']} ({how['mode']})"}
-    path = write_profile(output, {**profile_document(fitted, [table], doc_meta), "points": str(jsonl)})
+    tree = tree_ratios(good)
+    if tree:
+        tree["what"] = ("tree verify / chain verify of as many tokens, device time (measured; transformers SDPA with "
+                        "a 4-D mask, not a serving engine's tree kernel)")
+    path = write_profile(output, {**profile_document(fitted, [table], doc_meta), "points": str(jsonl),
+                                  **({"tree": tree} if tree else {})})
     return jsonl, path, rows

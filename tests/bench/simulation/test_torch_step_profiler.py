@@ -67,3 +67,52 @@ def test_model_config_from_catalogue_and_layers_override(tmp_path):
 def test_bad_grid_names_its_option(grid, opt):
     with pytest.raises(UserError, match=opt):
         tsp.check_grid(*grid, repeats=1)
+
+
+@pytest.mark.parametrize("q, paths, want", [(1, 4, [-1]), (4, 1, [-1, 0, 1, 2]), (9, 4, [-1, 0, 1, 0, 3, 0, 5, 0, 7]),
+                                            (6, 2, [-1, 0, 1, 2, 0, 4]), (3, 8, [-1, 0, 0])])
+def test_tree_parents_share_the_drafts_out_over_the_paths(q, paths, want):
+    assert tsp.tree_parents(q, paths) == want
+
+
+def test_tree_step_gives_each_token_the_logits_of_its_own_path(tiny):
+    # every tree token's logits must be those of a plain forward over the context and its path alone:
+    # a mask that let a token see a sibling branch, or a wrong position, changes them
+    C, q = 5, 6
+    parents = tsp.tree_parents(q, 2)          # root, then branches 1-2-3 and 4-5
+    ids = torch.randint(0, 1000, (1, C + q), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        pre = tiny(input_ids=ids[:, :C], use_cache=True).past_key_values
+    kv = [(layer.keys, layer.values) for layer in pre.layers]
+    run = tsp._step(tiny, 1, q, C, "cpu", torch.float32, torch.Generator(), kv_layers=kv, ids=ids[:, C:],
+                    parents=parents)
+    out = run()
+    for i in range(q):
+        path, j = [], i
+        while j >= 0:
+            path.append(j)
+            j = parents[j]
+        seq = torch.cat([ids[:, :C], ids[:, C:][:, path[::-1]]], 1)
+        with torch.inference_mode():
+            ref = tiny(input_ids=seq).logits[0, -1]
+        torch.testing.assert_close(out[0, i], ref, rtol=1e-4, atol=1e-4)
+    chain = tsp._step(tiny, 1, q, C, "cpu", torch.float32, torch.Generator(), kv_layers=kv, ids=ids[:, C:])()
+    assert not torch.allclose(chain[0, 4], out[0, 4], atol=1e-3)   # token 4 differs: it sees 0 only, not 1-3
+
+
+def test_tree_rows_carry_both_times_and_their_ratio(tiny, monkeypatch):
+    times = iter([2.0, 2.2, 4.0, 5.0])   # chain, tree per point with q >= 3; q = 1 has no tree
+
+    def fake_time_ms(fn, device, *, repeats, warmup=1):
+        fn()
+        return [next(times)], "fake"
+
+    monkeypatch.setattr(devices, "time_ms", fake_time_ms)
+    rows, _ = tsp.measure(tiny, [1], [4, 9], [8], device="cpu", repeats=1, tree_paths=4)
+    assert [(r["q"], r["ms"], r["tree_ms"], r["tree_paths"]) for r in rows] == [(4, 2.0, 2.2, 3), (9, 4.0, 5.0, 4)]
+    assert tsp.tree_ratios(rows) == {"median": 1.175, "min": 1.1, "max": 1.25, "points": 2, "paths": [3, 4]}
+    assert tsp.tree_ratios([{"ms": 1.0}]) is None
+    with pytest.raises(UserError, match="--tree-paths"):
+        tsp.check_grid([1], [1, 2], [0], 1, tree_paths=4)
+    with pytest.raises(UserError, match="--tree-paths"):
+        tsp.check_grid([1], [4], [0], 1, tree_paths=0)

@@ -51,7 +51,8 @@ def test_torch_profile_writes_points_and_a_profile(tmp_path, monkeypatch, capsys
 
 @pytest.mark.parametrize("extra, opt", [(["--grid-q", "0"], "--grid-q"), (["--grid-batches", "x"], "--grid-batches"),
                                         (["--grid-contexts", "-1"], "--grid-contexts"),
-                                        (["--layers", "0"], "--layers")])
+                                        (["--layers", "0"], "--layers"),
+                                        (["--grid-q", "1,2", "--tree-paths", "4"], "--tree-paths")])
 def test_torch_profile_refuses_a_bad_grid(extra, opt, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(_args(tmp_path, *extra))
@@ -59,3 +60,22 @@ def test_torch_profile_refuses_a_bad_grid(extra, opt, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert opt in err and len(err.splitlines()) == 1
     assert not (tmp_path / "pts.jsonl").exists() and not (tmp_path / "prof.json").exists()
+
+
+def test_torch_profile_times_trees_beside_chains(tmp_path, monkeypatch, capsys):
+    # a fake clock that tells a tree step (a 4-D mask among its inputs) from a chain: trees cost 1.5x
+    def fake_time_ms(fn, device, *, repeats, warmup=1):
+        fn()
+        tree = fake_time_ms.calls % 2 == 1   # per point with q >= 3: the chain, then the tree
+        fake_time_ms.calls += 1
+        return [3.0 if tree else 2.0], "fake device timer"
+    fake_time_ms.calls = 0
+    monkeypatch.setattr(devices, "time_ms", fake_time_ms)
+    assert cli.main(_args(tmp_path, "--grid-batches", "1,2", "--grid-q", "4", "--grid-contexts", "16",
+                          "--tree-paths", "2")) in (0, None)
+    rows, meta = load_points(tmp_path / "pts.jsonl")
+    assert meta["tree_paths"] == 2 and [r["ms"] for r in rows] == [2.0, 2.0]   # the chain stays the step's time
+    doc = json.loads((tmp_path / "prof.json").read_text())
+    assert {k: doc["tree"][k] for k in ("median", "min", "max", "points", "paths")} == {
+        "median": 1.5, "min": 1.5, "max": 1.5, "points": 2, "paths": [2]}
+    assert "median 1.500x [1.500, 1.500] over 2 points" in capsys.readouterr().out
