@@ -12,8 +12,12 @@ Trees: with `tree_paths` W > 1, every point with q > 2 is also timed as a tree v
 q tokens (the last accepted token, then min(W, q - 1) branches off it, the q - 1 draft tokens
 shared out as evenly as the counts allow): each token attends to the context and its own ancestors
 (a boolean 4-D mask) at the position of its depth. The row gets `tree_ms` beside the chain's `ms`,
-so what a tree costs over a chain of as many tokens is measured, not assumed. This is transformers'
-SDPA with an explicit mask, not a serving engine's tree kernel.
+so what a tree costs over a chain of as many tokens is measured, not assumed. This is one SDPA
+call with an explicit mask, not a serving engine's tree kernel.
+
+Attention: gqa_attention's grouped-query SDPA (each KV head read once, as serving engines do);
+transformers' own implementation where `attention` names one (`sdpa` copies the KV heads per
+query head whenever a mask is given).
 
 Timing: `devices.time_ms` (device events on an accelerator, the wall clock on the CPU), the
 median of the repeats. On CUDA the step is captured in a CUDA graph and the replay is timed (no
@@ -66,17 +70,27 @@ def model_config(spec: str, layers: int | None = None) -> dict[str, Any]:
     return cfg
 
 
-def build_model(cfg: dict[str, Any], dtype: str, device: str, seed: int = 0):
-    """A transformers causal LM of `cfg` with random weights, in `dtype` on `device`, in eval mode."""
+def build_model(cfg: dict[str, Any], dtype: str, device: str, seed: int = 0, attention: str | None = None):
+    """A transformers causal LM of `cfg` with random weights, in `dtype` on `device`, in eval mode;
+    its attention reads each KV head once (gqa_attention), or transformers' `attention` if named."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+
+    from samspec_bench.bench.simulation.gqa_attention import register
 
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype!r}: use one of {', '.join(DTYPES)}")
     conf = AutoConfig.for_model(**{**cfg, "use_cache": True})
     torch.manual_seed(seed)
-    with torch.device(device):   # weights are created on the device: no host copy of a large model
-        model = AutoModelForCausalLM.from_config(conf, dtype=getattr(torch, dtype), attn_implementation="sdpa")
+    try:
+        with torch.device(device):   # weights are created on the device: no host copy of a large model
+            model = AutoModelForCausalLM.from_config(conf, dtype=getattr(torch, dtype),
+                                                     attn_implementation=attention or register())
+    except (ValueError, ImportError) as e:
+        if not attention:
+            raise
+        raise UserError(f"--attention {attention!r}: transformers cannot build the model with it "
+                        f"({str(e).splitlines()[0][:160]}); use sdpa or eager, or leave it out") from None
     return model.eval()
 
 

@@ -338,14 +338,17 @@ def command(ctx, output, json_path, **params):
 @click.option("--grid-contexts", default="256,1024", show_default=True, help="--engine torch: context tokens C each.")
 @click.option("--layers", type=int, default=None, help="--engine torch: override num_hidden_layers (keep it small).")
 @click.option("--repeats", type=int, default=10, show_default=True, help="--engine torch: timed steps per point.")
+@click.option("--attention", default=None,
+              help="--engine torch: transformers' attention implementation to time (e.g. sdpa, eager). Default: "
+                   "this project's grouped-query SDPA, which reads each KV head once as serving engines do.")
 @click.option("--tree-paths", type=int, default=1, show_default=True,
               help="--engine torch: also time each point with q >= 3 as a tree verify of that many paths (the same "
                    "q tokens); the rows get tree_ms and the profile its tree / chain ratio. 1: chains only.")
 @click.option("--out-jsonl", default="step_points.jsonl", show_default=True,
               help="--engine torch: where to write the {B, q, C, ms} rows (for `samspec-bench step-model --steps`).")
 def profile_command(engine_name, model, batch_sizes, tokens, ks, prompt_pad, pad_max_batch, threads, dtype, seed,
-                    engine_arg, device, output, grid_batches, grid_q, grid_contexts, layers, repeats, tree_paths,
-                    out_jsonl):
+                    engine_arg, device, output, grid_batches, grid_q, grid_contexts, layers, repeats, attention,
+                    tree_paths, out_jsonl):
     """Measure an engine's step time vs running batch, tokens per request (1 and k + 1) and context; fit a
     step-time model and write the profile JSON (format 3) that `rollout --step-model` prices with."""
     if engine_name == TORCH_PROFILER:
@@ -354,7 +357,8 @@ def profile_command(engine_name, model, batch_sizes, tokens, ks, prompt_pad, pad
         dev = resolve_device(device)
         jsonl, path, rows = torch_profile(model, *grid, device=dev, dtype=resolve_dtype(dtype, dev), layers=layers,
                                        repeats=repeats, seed=seed, threads=threads, out_jsonl=out_jsonl, output=output,
-                                       tree_paths=tree_paths, log=lambda t: click.echo(t, err=True))
+                                       tree_paths=tree_paths, attention=attention,
+                                       log=lambda t: click.echo(t, err=True))
         tree = tree_ratios([r for r in rows if "ms" in r])
         if tree:
             click.echo(f"tree verify / chain verify of as many tokens ({'/'.join(map(str, tree['paths']))} paths, "

@@ -33,7 +33,7 @@ PROFILER = "torch"   # the `--engine` value of this profiler: not an engine of t
 
 def torch_profile(model: str, batches: Sequence[int], qs: Sequence[int], contexts: Sequence[int], *, device: str,
                   dtype: str, layers: int | None, repeats: int, seed: int, threads: int, out_jsonl: str | Path,
-                  output: str | Path, tree_paths: int = 1,
+                  output: str | Path, tree_paths: int = 1, attention: str | None = None,
                   log: Callable[[str], None] | None = None) -> tuple[Path, Path, list[dict]]:
     """Measure the grid on `device` (resolved), write the JSONL rows and the profile JSON; returns
     their paths and the rows."""
@@ -43,11 +43,12 @@ def torch_profile(model: str, batches: Sequence[int], qs: Sequence[int], context
 
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    net = build_model(cfg, dtype, device, seed)
+    net = build_model(cfg, dtype, device, seed, attention)
     rows, how = measure(net, batches, qs, contexts, device=device, repeats=repeats, seed=seed,
                         tree_paths=tree_paths, log=log)
     info = device_info(device)
     meta = {"profiler": PROFILER, "model": model, "layers": int(cfg["num_hidden_layers"]), "dtype": dtype,
+            "attention": net.config._attn_implementation,
             "device": info, "timer": how["timer"], "mode": how["mode"], "repeats": repeats, "seed": seed,
             "ms": "device time of one forward step (median of the repeats); CPU: wall clock",
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -62,12 +63,12 @@ def torch_profile(model: str, batches: Sequence[int], qs: Sequence[int], context
     fitted = fit_from_steps([table], source=f"rollout profile --engine torch: {model}, {meta['layers']} layers, "
                                             f"{dtype} on {info.get('name')}, grid {grid}")
     engine = {"name": PROFILER, "version": info["torch"], "device": f"{device}: {info.get('name')}", "model": model,
-              "dtype": dtype, "tp": 1, "threads": threads}
+              "dtype": dtype, "tp": 1, "threads": threads, "attention": meta["attention"]}
     doc_meta = {"engine": engine, "grid": grid, "seconds": time.perf_counter() - t0, "device": info,
                 "timer": f"{how['timer']} ({how['mode']})"}
     tree = tree_ratios(good)
     if tree:
-        tree["what"] = ("tree verify / chain verify of as many tokens, device time (measured; transformers SDPA with "
+        tree["what"] = ("tree verify / chain verify of as many tokens, device time (measured; one SDPA call with "
                         "a 4-D mask, not a serving engine's tree kernel)")
     path = write_profile(output, {**profile_document(fitted, [table], doc_meta), "points": str(jsonl),
                                   **({"tree": tree} if tree else {})})

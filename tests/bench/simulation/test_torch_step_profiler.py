@@ -116,3 +116,21 @@ def test_tree_rows_carry_both_times_and_their_ratio(tiny, monkeypatch):
         tsp.check_grid([1], [1, 2], [0], 1, tree_paths=4)
     with pytest.raises(UserError, match="--tree-paths"):
         tsp.check_grid([1], [4], [0], 1, tree_paths=0)
+
+
+@pytest.mark.parametrize("q, C, parents", [(1, 7, None), (4, 7, None), (6, 5, [-1, 0, 1, 2, 0, 4])])
+def test_gqa_attention_gives_transformers_sdpa_logits(tiny, q, C, parents):
+    # the profiler's attention (KV heads read once, query heads folded) against transformers' own
+    # sdpa (KV heads repeated) on the same weights: decode, chain verify and tree verify
+    ref = tsp.build_model(dict(TINY), "float32", "cpu", attention="sdpa")
+    ref.load_state_dict(tiny.state_dict())
+    assert tiny.config._attn_implementation == "samspec_gqa" and ref.config._attn_implementation == "sdpa"
+    ids = torch.randint(0, 1000, (3, C + q), generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        pre = ref(input_ids=ids[:, :C], use_cache=True).past_key_values
+    kv = [(layer.keys, layer.values) for layer in pre.layers]
+    out = [tsp._step(m, 3, q, C, "cpu", torch.float32, torch.Generator(), kv_layers=kv, ids=ids[:, C:],
+                     parents=parents)() for m in (tiny, ref)]
+    torch.testing.assert_close(out[0], out[1], rtol=1e-4, atol=1e-4)
+    with torch.inference_mode():   # and a plain causal forward with no cache (no mask handed in)
+        torch.testing.assert_close(tiny(input_ids=ids).logits, ref(input_ids=ids).logits, rtol=1e-4, atol=1e-4)

@@ -39,6 +39,7 @@ def test_torch_profile_writes_points_and_a_profile(tmp_path, monkeypatch, capsys
     assert [r["ms"] for r in rows] == pytest.approx([1.0 + 0.01 * r["B"] * r["q"] + 0.001 * r["B"] * r["C"]
                                                      for r in rows])
     assert meta["timer"] == "fake device timer" and meta["layers"] == 2 and meta["device"]["type"] == "cpu"
+    assert meta["attention"] == "samspec_gqa"   # KV heads read once unless --attention names another
     model, info = read_profile(tmp_path / "prof.json")
     assert info["engine"]["name"] == "torch" and "fake device timer" in info["timer"]
     assert info["grid"] == {"batch_sizes": [1, 4], "query_tokens": [1, 4], "contexts": [0, 64]}
@@ -52,7 +53,8 @@ def test_torch_profile_writes_points_and_a_profile(tmp_path, monkeypatch, capsys
 @pytest.mark.parametrize("extra, opt", [(["--grid-q", "0"], "--grid-q"), (["--grid-batches", "x"], "--grid-batches"),
                                         (["--grid-contexts", "-1"], "--grid-contexts"),
                                         (["--layers", "0"], "--layers"),
-                                        (["--grid-q", "1,2", "--tree-paths", "4"], "--tree-paths")])
+                                        (["--grid-q", "1,2", "--tree-paths", "4"], "--tree-paths"),
+                                        (["--attention", "no-such-kernel"], "--attention")])
 def test_torch_profile_refuses_a_bad_grid(extra, opt, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(_args(tmp_path, *extra))

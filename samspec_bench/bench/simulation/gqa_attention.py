@@ -1,0 +1,48 @@
+"""The engine-free profiler's attention: grouped-query attention as serving engines run it, each
+KV head read once for the query heads that share it.
+
+transformers' `sdpa` path copies every KV head once per query head of its group (`repeat_kv`)
+whenever a mask is given (a verify step over a cache always has one) and, before 5.2x, in every
+decode too: on an H100 that made a Qwen3-8B step at B=8, C=32768 about 10x slower than reading
+the cache once (tools/gpu_check.sh, step 5), so a profile priced attention no engine pays. Here the
+G query heads of a KV head are folded into the query length (B, KV, G x L, D), the mask repeated
+for them, and one SDPA call reads K/V once; vLLM's and vllm-ascend's attention kernels do the same
+folding. Registered with transformers as NAME (attention and mask), imported where torch is.
+"""
+
+from __future__ import annotations
+
+NAME = "samspec_gqa"
+
+
+def gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
+             is_causal: bool | None = None, **kwargs):
+    """transformers' attention interface: query (B, H, L, D), key / value (B, KV, S, D), a boolean
+    or additive mask (B or 1, 1, L, S) or None; returns ((B, L, H, D), None)."""
+    import torch
+    import torch.nn.functional as F
+
+    B, H, L, D = query.shape
+    kv, S = key.shape[1], key.shape[2]
+    g = H // kv
+    mask = attention_mask
+    if mask is None and L > 1 and is_causal is not False:   # causal over the cache's last L slots
+        mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)[None, None]
+    if mask is not None:
+        if mask.dim() != 4 or mask.shape[1] != 1:
+            raise ValueError(f"{NAME}: a mask of shape {tuple(mask.shape)}; expected (B or 1, 1, L, S)")
+        mask = mask[:, :, None].expand(mask.shape[0], 1, g, L, S).reshape(mask.shape[0], 1, g * L, S)
+    # query head kv x g + r (transformers' repeat_kv order) -> rows r x L + i of KV head kv
+    q = query.reshape(B, kv, g * L, D)
+    out = F.scaled_dot_product_attention(q, key, value, attn_mask=mask, dropout_p=0.0, scale=scaling)
+    return out.reshape(B, H, L, D).transpose(1, 2).contiguous(), None
+
+
+def register() -> str:
+    """Register NAME with transformers (attention function and the sdpa mask builder); returns NAME."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(NAME, gqa_sdpa)
+    AttentionMaskInterface.register(NAME, sdpa_mask)
+    return NAME
