@@ -2,12 +2,13 @@
 KV head read once for the query heads that share it.
 
 transformers' `sdpa` path copies every KV head once per query head of its group (`repeat_kv`)
-whenever a mask is given (a verify step over a cache always has one) and, before 5.2x, in every
-decode too: on an H100 that made a Qwen3-8B step at B=8, C=32768 about 10x slower than reading
-the cache once (tools/gpu_check.sh, step 5), so a profile priced attention no engine pays. Here the
-G query heads of a KV head are folded into the query length (B, KV, G x L, D), the mask repeated
-for them, and one SDPA call reads K/V once; vLLM's and vllm-ascend's attention kernels do the same
-folding. Registered with transformers as NAME (attention and mask), imported where torch is.
+whenever a mask is given, and a step over a cache has one. On one H100 (Qwen3-8B, bf16, CUDA
+graphs) that priced a step at B=8, C=32768 at 220 ms against 51 ms here, and at B=128, C=1024 at
+115 ms against 25 ms: attention no engine pays. Here the G query heads of a KV head are folded
+into the query length (B, KV, G x L, D), the mask repeated for them, and one SDPA call reads K/V
+once, as vLLM's and vllm-ascend's attention kernels group them. Registered with transformers as
+NAME (attention and mask builder). What it does not do: split the work along the KV length, so
+at long context and few requests it still reads the cache with few of the GPU's cores.
 """
 
 from __future__ import annotations

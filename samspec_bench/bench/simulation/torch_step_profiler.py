@@ -34,6 +34,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from samspec_bench import devices
+from samspec_bench.bench.simulation.gqa_attention import register
 from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import DTYPES, resolve_model
 from samspec_bench.models.rl_names import CATALOGUE, SAME_SHAPE, resolve_alias
@@ -75,8 +76,6 @@ def build_model(cfg: dict[str, Any], dtype: str, device: str, seed: int = 0, att
     its attention reads each KV head once (gqa_attention), or transformers' `attention` if named."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-
-    from samspec_bench.bench.simulation.gqa_attention import register
 
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype!r}: use one of {', '.join(DTYPES)}")
