@@ -7,19 +7,57 @@ graphs) that priced a step at B=8, C=32768 at 220 ms against 51 ms here, and at 
 115 ms against 25 ms: attention no engine pays. Here the G query heads of a KV head are folded
 into the query length (B, KV, G x L, D), the mask repeated for them, and one SDPA call reads K/V
 once, as vLLM's and vllm-ascend's attention kernels group them. Registered with transformers as
-NAME (attention and mask builder). What it does not do: split the work along the KV length, so
-at long context and few requests it still reads the cache with few of the GPU's cores.
+NAME (attention and mask builder).
+
+One SDPA call with a mask runs a kernel that does not split the work along the KV length: at 32K
+context and few requests it read the cache with few of the GPU's cores (B=1 decode 50 ms on the
+H100). So the profiler, which knows that every query token sees the whole filled cache, says so
+(CONTEXT_KWARG), and the attention runs in two parts, as engines' prefix / cascade attention does:
+the cache with no mask (the flash kernel, which splits long KV, and returns its log-sum-exp), the
+step's own tokens with their mask, merged by log-sum-exp.
 """
 
 from __future__ import annotations
 
 NAME = "samspec_gqa"
+CONTEXT_KWARG = "samspec_context"   # the profiler's hint: the first C cache slots are every query's context
+
+
+def _with_lse(q, k, v, mask, scale: float):
+    """Attention output and the log-sum-exp of its scaled scores per query row. On CUDA in 16-bit
+    with no mask: the flash kernel (it splits long KV across the GPU's cores and returns the
+    log-sum-exp); elsewhere the scores are computed in float32."""
+    import torch
+
+    if mask is None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, False, False, scale=scale)[:2]
+        return out, lse
+    scores = (q.float() @ k.float().transpose(-1, -2)) * scale
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.float()
+    lse = torch.logsumexp(scores, dim=-1)
+    return (torch.softmax(scores, dim=-1) @ v.float()).to(q.dtype), lse
+
+
+def _split(q, key, value, mask, context: int, scale: float):
+    """Attention over [context | new] as two parts merged by their log-sum-exp: the context, which
+    every query row sees, with no mask (the flash kernel on a GPU), and the new slots with theirs."""
+    import torch
+
+    out_c, lse_c = _with_lse(q, key[:, :, :context], value[:, :, :context], None, scale)
+    tail = None if mask is None else mask[..., context:]
+    out_n, lse_n = _with_lse(q, key[:, :, context:], value[:, :, context:], tail, scale)
+    lse = torch.logaddexp(lse_c.float(), lse_n.float())
+    w_c, w_n = torch.exp(lse_c.float() - lse)[..., None], torch.exp(lse_n.float() - lse)[..., None]
+    return (out_c.float() * w_c + out_n.float() * w_n).to(q.dtype)
 
 
 def gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
              is_causal: bool | None = None, **kwargs):
     """transformers' attention interface: query (B, H, L, D), key / value (B, KV, S, D), a boolean
-    or additive mask (B or 1, 1, L, S) or None; returns ((B, L, H, D), None)."""
+    or additive mask (B or 1, 1, L, S) or None; returns ((B, L, H, D), None). With the keyword
+    CONTEXT_KWARG = C (0 < C < S) the caller vouches that every query row sees the first C slots,
+    and those are attended with no mask (_split)."""
     import torch
     import torch.nn.functional as F
 
@@ -35,7 +73,12 @@ def gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, sc
         mask = mask[:, :, None].expand(mask.shape[0], 1, g, L, S).reshape(mask.shape[0], 1, g * L, S)
     # query head kv x g + r (transformers' repeat_kv order) -> rows r x L + i of KV head kv
     q = query.reshape(B, kv, g * L, D)
-    out = F.scaled_dot_product_attention(q, key, value, attn_mask=mask, dropout_p=0.0, scale=scaling)
+    scale = scaling if scaling is not None else D ** -0.5
+    context = kwargs.get(CONTEXT_KWARG)
+    if context is not None and 0 < int(context) < S:
+        out = _split(q, key, value, mask, int(context), scale)
+    else:
+        out = F.scaled_dot_product_attention(q, key, value, attn_mask=mask, dropout_p=0.0, scale=scale)
     return out.reshape(B, H, L, D).transpose(1, 2).contiguous(), None
 
 

@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from samspec_bench import devices
-from samspec_bench.bench.simulation.gqa_attention import register
+from samspec_bench.bench.simulation.gqa_attention import CONTEXT_KWARG, NAME as GQA_NAME, register
 from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import DTYPES, resolve_model
 from samspec_bench.models.rl_names import CATALOGUE, SAME_SHAPE, resolve_alias
@@ -151,6 +151,8 @@ def _step(model, B: int, q: int, C: int, device: str, dtype, gen, kv_layers=None
     cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     kw = {"input_ids": ids, "position_ids": pos.expand(B, q), "cache_position": pos, cache_arg: cache,
           "use_cache": True, "logits_to_keep": 0}
+    if conf._attn_implementation == GQA_NAME and C:   # every query token sees the C filled slots
+        kw[CONTEXT_KWARG] = C
     if parents is not None:   # K/V still go to slots C..C+q-1; positions and visibility follow the tree
         mask, tree_pos = _tree_inputs(parents, C, device)
         kw.update(position_ids=tree_pos.expand(B, q), attention_mask=mask.expand(B, 1, q, C + q))
