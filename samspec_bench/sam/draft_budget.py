@@ -14,7 +14,12 @@ Two parts, one drafter-wide state (`DraftBudget`):
 
 The state is drafter-wide like the corrections' acceptance record and travels with it:
 drafters sharing one record (a replay task's units, one serving proposer) share one budget
-(`shared_budget`), and a new record (`reset_statistics`) starts a new budget. Pure Python, no
+(`shared_budget`), and a new record (`reset_statistics`) starts a new budget. With a pool name
+(`evidence:budget=B,pool=NAME`) the drafters of this process with that name share one budget
+whatever their records: a replay that restarts the record every RL step then still keeps one
+bucket over the whole run, so its drafted tokens over all steps are at most B x all steps (the
+figure a pooled comparison reads), where per-step budgets bound each step's rate but not the
+pooled one (steps weigh differently in two policies' pools). Pure Python, no
 engine import: the drafter hands the multiplier to the compiled chooser per draft (the
 `cost=-1` path, as for a profile cost) with k cut to the credit.
 """
@@ -67,6 +72,23 @@ class DraftBudget:
 
 
 _BY_RECORD: "OrderedDict[int, tuple[Any, DraftBudget]]" = OrderedDict()
+
+
+_BY_POOL: "OrderedDict[str, DraftBudget]" = OrderedDict()
+
+
+def pooled_budget(pool: str, budget: float, burst: float, rate: float, cost: float,
+                  windup: float = 1.0) -> DraftBudget:
+    """The budget named `pool` in this process (a new one the first time, or when its parameters
+    changed); the least recently used names go beyond KEPT_RECORDS."""
+    state = _BY_POOL.get(pool)
+    if state is None or (state.budget, state.burst, state.rate, state.windup) != (budget, burst, rate, windup):
+        state = DraftBudget(budget, burst, rate, cost, windup)
+        _BY_POOL[pool] = state
+    _BY_POOL.move_to_end(pool)
+    while len(_BY_POOL) > KEPT_RECORDS:
+        _BY_POOL.popitem(last=False)
+    return state
 
 
 def shared_budget(record: Any, budget: float, burst: float, rate: float, cost: float,

@@ -38,7 +38,7 @@ from samspec_bench.sam.automaton import CHOICES
 # other field (a parameter added later) is chosen by choose() in Python; so is pairs > 0 (the
 # C record keeps no pair table).
 C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "tokens", "pairs", "shape",
-                      "pooled", "budget", "burst", "rate", "windup"})   # budget's four: the drafter caps k, hands the cost
+                      "pooled", "budget", "burst", "rate", "windup", "pool"})   # budget's five: the drafter caps k, hands the cost
 
 DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
 LENGTH_SPECS = ("fixed", "evidence")
@@ -241,7 +241,9 @@ class EvidenceLength:
     predicted accepted tokens), pooled (1 or 0); budget (drafted tokens per step per request at
     most, drafter-wide: the cost becomes a Lagrange multiplier moved online by `rate` and a token
     bucket of at most max(`burst`, k) tokens caps every draft; `windup`: the share of a cut draft's
-    missing tokens the multiplier counts; sam/draft_budget.py)."""
+    missing tokens the multiplier counts; `pool`: a name, the drafters of this process with that
+    name share one budget for the whole run instead of one per acceptance record;
+    sam/draft_budget.py)."""
 
     cost: Union[float, Callable[[int], float]] = DEFAULT_COST
     novelty: float = 1.0
@@ -258,6 +260,7 @@ class EvidenceLength:
     burst: float = 1024.0         # the budget's bucket keeps at most max(burst, k) tokens of credit (dev split)
     rate: float = 0.001           # the budget's dual-ascent step: cost += rate x (drafted - budget) (dev split)
     windup: float = 0.25          # a draft the bucket cut counts as cut + windup x (k - cut) for the multiplier (dev split)
+    pool: str | None = None       # the budget shared by this process's drafters of that name, over the whole run
 
     fixed = False
 
@@ -288,6 +291,9 @@ class EvidenceLength:
         for name in ("burst", "rate"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise ValueError(f"evidence:{name}={getattr(self, name)}: must be a finite number >= 0")
+        if self.pool is not None and (self.budget is None or not str(self.pool).strip()):
+            raise ValueError(f"evidence:pool={self.pool}: a pool names a shared draft budget; give budget=B with it "
+                             "and a non-empty name")
         if not 0.0 <= self.windup <= 1.0:
             raise ValueError(f"evidence:windup={self.windup}: must be in [0, 1] (the share of a cut draft's "
                              "missing tokens counted against the budget)")
@@ -436,7 +442,7 @@ def parse_length(spec: "str | LengthPolicy | None") -> LengthPolicy:
             kw[key] = OnlineCost()
             continue
         try:
-            kw[key] = val if key == "choice" else float(val)
+            kw[key] = val if key in ("choice", "pool") else float(val)
         except ValueError:
             raise ValueError(f"draft length {spec!r}: {key}={val!r} is not a number"
                              + (" (or auto: fitted by the engine)" if key == "cost" else "")) from None

@@ -52,6 +52,7 @@ class DominanceConfig:
     costs: tuple[float, ...] | None    # SAM's curve in the figure (None without --figure)
     anchors: bool = False              # the default policy against the named anchors instead of Arctic
     budget_options: str = ""           # --anchors: more evidence parameters of the budgeted default
+    budget_scope: str = "step"         # --anchors: one budget per RL step (step; dev split) or over all (run)
 
     def identity(self) -> dict:
         """What a resumed run must share with the run it continues (the figure's path may change)."""
@@ -70,7 +71,7 @@ def _costs(text: str) -> tuple[float, ...]:
 
 def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_length: str,
                  limit_groups: int | None, share_stats: bool, figure: str | None, costs: str,
-                 data_dir: str | None, anchors: bool, budget_options: str) -> DominanceConfig:
+                 data_dir: str | None, anchors: bool, budget_options: str, budget_scope: str) -> DominanceConfig:
     """Every option checked before any replay: the options first, then what is installed and found."""
     ks = tuple(int_list(k, "-k"))
     if anchors and (figure or sam_length != anchors_mod.DEFAULT_POLICY or not share_stats):
@@ -79,6 +80,10 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
     budget_options = (budget_options or "").strip().strip(",")
     if budget_options and not anchors:
         raise UserError("--budget-options sets the budgeted default of --anchors: add --anchors, or drop it")
+    if budget_scope not in anchors_mod.BUDGET_SCOPES:
+        raise UserError(f"--budget-scope {budget_scope!r}: use {' or '.join(anchors_mod.BUDGET_SCOPES)}")
+    if "pool=" in budget_options:
+        raise UserError("--budget-options: pool= is set by --budget-scope run; drop it")
     if budget_options:
         try:
             parse_length(f"{anchors_mod.DEFAULT_POLICY}:budget=1,{budget_options}")
@@ -101,7 +106,7 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
     tok = tokenizer or str(resolve_data_dir(data_dir) / "tokenizers" / "qwen3")
     return DominanceConfig(traces=tuple(str(p) for p in paths), tokenizer=tok, ks=ks, sam_length=sam_length,
                            limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve,
-                           anchors=bool(anchors), budget_options=budget_options)
+                           anchors=bool(anchors), budget_options=budget_options, budget_scope=budget_scope)
 
 
 def cell_table(rows: list[dict]) -> list[dict]:
@@ -170,15 +175,20 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
         say(anchors_mod.fmt_row(r) + "  (kept)")
     new = anchors_mod.run([Path(t) for t in config.traces], config.tokenizer, list(config.ks), config.limit_groups,
                           progress=say, skip=done, on_row=lambda row: run_dir.append_sample(row, CELLS_FILE),
-                          budget_options=config.budget_options)
+                          budget_options=config.budget_options, budget_scope=config.budget_scope)
     order = {(t, k, a): i for i, (t, k, a) in enumerate((t, k, a) for t in config.traces for k in config.ks
                                                          for a in anchors_mod.ANCHORS)}
     rows = sorted([*done.values(), *new], key=lambda r: order.get(anchors_mod.cell_key(r), len(order)))
     plain = sum(r["default_vs_anchor"]["dominates"] for r in rows)
     budgeted = sum(r["budgeted_vs_anchor"]["dominates"] for r in rows)
+    scope = ("one budget over every RL step at the anchor's pooled drafted tokens per step"
+             if config.budget_scope == "run" else "one budget per RL step at the anchor's drafted tokens per step there")
+    each = sum(bool(r.get("budgeted_every_step")) for r in rows)
     say(f"the default policy dominates the anchor in {plain} of {len(rows)} cells as it is, in {budgeted} of "
-        f"{len(rows)} budgeted at the anchor's drafted tokens per step")
+        f"{len(rows)} budgeted ({scope}); budgeted, in every RL step on its own: {each} of {len(rows)}")
     metrics = {"cells": len(rows), "default_dominated_cells": plain, "budgeted_dominated_cells": budgeted,
+               "budgeted_dominated_every_step_cells": each,
+               "budget_scope": config.budget_scope, "budget_scope_means": scope,
                "all_dominate": budgeted == len(rows), "anchors": list(anchors_mod.ANCHORS),
                "default_policy": parse_length(anchors_mod.DEFAULT_POLICY).describe(),
                "unit": "trace replay counts, not time"}
@@ -211,6 +221,10 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
                    "its own sources, unbudgeted and budgeted at the anchor's drafted tokens per step.")
 @click.option("--budget-options", default="", help="With --anchors: more evidence parameters of the budgeted "
               "default, e.g. windup=0.5 (a dev-split grid over the budget's own parameters).")
+@click.option("--budget-scope", type=click.Choice(["step", "run"]), default="step", show_default=True,
+              help="With --anchors: run: one budget over every RL step at the anchor's pooled drafted tokens per "
+                   "step (the pooled comparison's bound holds by construction); step: one per RL step at the "
+                   "anchor's rate in that step.")
 @click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--resume", default=None, type=click.Path(), help="Continue this run directory (finished cells are kept).")

@@ -104,6 +104,29 @@ def test_the_budget_travels_with_the_acceptance_record():
     assert a._budget is not before
 
 
+def test_a_pool_keeps_one_budget_across_records_and_bounds_the_whole_run():
+    # drafters of one pool share a budget whatever their records, and a new record (a new RL
+    # step's task) keeps it: over every step together the drafts stay within B x steps
+    resp = _repetitive(1)
+    spec = "evidence:budget=0.8,pool=t-run"
+    a, b = SamDrafter(length=spec), SamDrafter(length=spec)
+    other = SamDrafter(length="evidence:budget=0.8,pool=t-other")
+    assert a._budget is b._budget and a._budget is not other._budget
+    before = a._budget
+    a.reset_statistics()
+    assert a._budget is before and a.token_stats is not b.token_stats
+    recs = []
+    for step in range(3):   # three "RL steps", each a new record, as the replay cuts tasks
+        d = SamDrafter(length=spec)
+        d.reset_statistics()
+        recs += [replay_response(d, [1, 2, 3], resp[: 300 + 200 * step], 8, req_id=i) for i in range(2)]
+    c = total_counts(recs)
+    assert before.drafted == c.drafted and before.steps == c.steps   # the pool saw every step
+    assert c.drafted <= 0.8 * c.steps and c.drafted >= 0.5 * c.steps   # bounded, and spent
+    with pytest.raises(ValueError, match="pool"):
+        parse_length("evidence:pool=x")   # a pool names a budget: budget= is needed
+
+
 def test_the_bucket_never_lends():
     """Credit B per step, a draft at most the credit: with a proposer that always wants k, the
     total after n steps is at most B n, and a draft never exceeds the credit."""

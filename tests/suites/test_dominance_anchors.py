@@ -52,18 +52,50 @@ def test_a_cell_budgets_the_default_per_rl_step_at_the_anchors_drafts_on_its_sou
             return _m(1.55, 1.0)    # the default: fewer drafts, fewer tokens
         return _m(1.7, 1.74)
     defaults: dict = {}
-    row = anchors.anchor_cell([], "histospec", 3, replay, defaults)
+    row = anchors.anchor_cell([], "histospec", 3, replay, defaults, budget_scope="step")
     assert row["sources"] == "history" and row["budget"] == 1.75 and row["budget_by_step"] == {"0": 0.5, "1": 3.0}
     budgeted_jobs = seen[2][0]
     assert [(step, parse_length(dict(dc.options)["length"]).budget) for dc, step in budgeted_jobs] == [(0, 0.5), (1, 3.0)]
     assert not row["default_vs_anchor"]["dominates"] and row["budgeted_vs_anchor"]["dominates"]
     assert [all(dc.history and not dc.group for dc, _ in jobs) for jobs, _ in seen] == [True, True, True]
     assert [step for _, step in seen[0][0]] == [None] and [step for _, step in seen[1][0]] == [None]
-    anchors.anchor_cell([], "das", 3, replay, defaults)
+    anchors.anchor_cell([], "das", 3, replay, defaults, budget_scope="step")
     assert seen[3][1] == 4 and len(seen) == 6   # das's window 4: a default of its own
-    anchors.anchor_cell([], "histospec", 3, replay, defaults)
+    anchors.anchor_cell([], "histospec", 3, replay, defaults, budget_scope="step")
     assert len(seen) == 8   # the default at (3, history, 16) was kept
     assert anchors.step_budgets(_steps(_m(1.0, 0.0), {**_m(1.0, 2.0), "steps": 0})) == {0: anchors.NO_DRAFTS}
+
+
+def test_scope_run_budgets_one_job_over_every_step_at_the_pooled_rate_in_a_pool_of_its_own():
+    """Scope run: the anchor's POOLED drafted tokens per step, one job over every RL
+    step, a pool name no other arm shares (no credit carries from one cell to the next)."""
+    seen = []
+
+    def replay(jobs, window):
+        seen.append(jobs)
+        dc = jobs[0][0]
+        if dc.strategy and not dc.strategy.startswith("evidence"):
+            return _steps(_m(1.2, 0.5), _m(2.0, 3.0))
+        return _m(1.7, 1.74)
+    row = anchors.anchor_cell([], "histospec", 3, replay, {}, budget_scope="run")
+    assert row["budget_scope"] == "run" and row["budget_by_step"] is None and row["budget"] == 1.75
+    ((dc, step),) = seen[2]
+    first = parse_length(dict(dc.options)["length"])
+    assert step is None and first.budget == 1.75 and first.pool and dc.history
+    anchors.anchor_cell([], "histospec", 3, replay, {}, budget_scope="run")
+    assert parse_length(dict(seen[-1][0][0].options)["length"]).pool != first.pool
+    assert row["budgeted_vs_anchor"]["dominates"]
+
+
+def test_every_step_reads_each_rl_step_on_its_own():
+    # pooled over both steps the other policy drafts more (it weighs step 1 more), yet it
+    # dominates in each step: the pooled and the per-step verdicts differ (Simpson's paradox)
+    anchor = {**_m(1.6, 1.68), "by_step": {"0": _m(1.40, 1.412), "1": {**_m(2.0, 2.0007), "steps": 10}}}
+    other = {**_m(1.7, 1.6792), "by_step": {"0": _m(1.41, 1.4105), "1": {**_m(2.01, 1.9993), "steps": 20}}}
+    assert anchors.every_step(anchor, other) is True
+    worse = {**other, "by_step": {**other["by_step"], "1": _m(1.99, 1.9)}}
+    assert anchors.every_step(anchor, worse) is False
+    assert anchors.every_step(anchor, {"tokens_per_step": 2.0}) is None and anchors.every_step(anchor, None) is None
 
 
 def _invoke(*args):
@@ -105,10 +137,15 @@ def test_budget_options_reach_the_budgeted_default_and_bad_ones_are_refused(tmp_
         if dc.strategy and not dc.strategy.startswith("evidence"):
             return _steps(_m(1.2, 0.5), _m(2.0, 3.0))
         return _m(1.5, 1.0)
-    anchors.anchor_cell([], "seed", 3, replay, {}, "windup=0.5")
+    anchors.anchor_cell([], "seed", 3, replay, {}, "windup=0.5", budget_scope="step")
     budgeted = [parse_length(dict(dc.options)["length"]) for dc, _ in seen[2]]
     assert [(p.budget, p.windup) for p in budgeted] == [(0.5, 0.5), (3.0, 0.5)]
+    anchors.anchor_cell([], "seed", 3, replay, {}, "windup=0.5", budget_scope="run")   # the options and a pool
+    (run,) = [parse_length(dict(dc.options)["length"]) for dc, _ in seen[-1]]
+    assert (run.budget, run.windup) == (1.75, 0.5) and run.pool
     res = _invoke("--budget-options", "windup=1.5", "--output", tmp_path / "runs")
     assert isinstance(res.exception, UserError) and "windup" in str(res.exception)
+    res = _invoke("--budget-options", "pool=mine", "--output", tmp_path / "runs")
+    assert isinstance(res.exception, UserError) and "--budget-scope" in str(res.exception)
     res = CliRunner().invoke(group, ["dominance", "--budget-options", "windup=0.5", "--output", str(tmp_path / "r")])
     assert isinstance(res.exception, UserError) and "add --anchors" in str(res.exception)

@@ -394,7 +394,10 @@ class ReplayEngine:
     def _execute(self, items, jobs, plan, history):
         total = sum(int(items[i].response_ids.size) for _, units, _ in plan for u in units for i in u)
         workers = self.resolved_workers()
-        if workers <= 1 or total < self.min_parallel_tokens or len(plan) < 2 \
+        # a pooled draft budget (evidence:...,pool=NAME) lives in one process: forked workers would
+        # each keep a part of it, and which tasks they got would change the result
+        pooled = any("pool=" in dict(jobs[j][0].options).get("length", "") for j, _, _ in plan)
+        if workers <= 1 or total < self.min_parallel_tokens or len(plan) < 2 or pooled \
                 or "fork" not in mp.get_all_start_methods():
             yield from self._run_serial(items, jobs, plan, history)
             return
