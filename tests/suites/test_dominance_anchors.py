@@ -66,17 +66,23 @@ def test_a_cell_budgets_the_default_per_rl_step_at_the_anchors_drafts_on_its_sou
     assert anchors.step_budgets(_steps(_m(1.0, 0.0), {**_m(1.0, 2.0), "steps": 0})) == {0: anchors.NO_DRAFTS}
 
 
-def test_scope_run_budgets_one_job_over_every_step_at_the_pooled_rate_in_a_pool_of_its_own():
-    """Scope run: the anchor's POOLED drafted tokens per step, one job over every RL
-    step, a pool name no other arm shares (no credit carries from one cell to the next)."""
-    seen = []
-
+def _stub_replay(seen: list, default: dict):
+    """A replay stub: the anchor drafts 0.5 per step in RL step 0 and 3.0 in step 1 (pooled 1.75);
+    any default arm gets `default`; every call's jobs are kept in `seen`."""
     def replay(jobs, window):
         seen.append(jobs)
         dc = jobs[0][0]
         if dc.strategy and not dc.strategy.startswith("evidence"):
             return _steps(_m(1.2, 0.5), _m(2.0, 3.0))
-        return _m(1.7, 1.74)
+        return default
+    return replay
+
+
+def test_scope_run_budgets_one_job_over_every_step_at_the_pooled_rate_in_a_pool_of_its_own():
+    """Scope run: the anchor's POOLED drafted tokens per step, one job over every RL
+    step, a pool name no other arm shares (no credit carries from one cell to the next)."""
+    seen: list = []
+    replay = _stub_replay(seen, _m(1.7, 1.74))
     row = anchors.anchor_cell([], "histospec", 3, replay, {}, budget_scope="run")
     assert row["budget_scope"] == "run" and row["budget_by_step"] is None and row["budget"] == 1.75
     ((dc, step),) = seen[2]
@@ -129,14 +135,8 @@ def test_anchors_refuse_options_of_the_arctic_comparison(tmp_path):
 
 
 def test_budget_options_reach_the_budgeted_default_and_bad_ones_are_refused(tmp_path):
-    seen = []
-
-    def replay(jobs, window):
-        seen.append(jobs)
-        dc = jobs[0][0]
-        if dc.strategy and not dc.strategy.startswith("evidence"):
-            return _steps(_m(1.2, 0.5), _m(2.0, 3.0))
-        return _m(1.5, 1.0)
+    seen: list = []
+    replay = _stub_replay(seen, _m(1.5, 1.0))
     anchors.anchor_cell([], "seed", 3, replay, {}, "windup=0.5", budget_scope="step")
     budgeted = [parse_length(dict(dc.options)["length"]) for dc, _ in seen[2]]
     assert [(p.budget, p.windup) for p in budgeted] == [(0.5, 0.5), (3.0, 0.5)]
