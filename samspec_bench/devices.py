@@ -93,11 +93,18 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def nvrm_driver(text: str) -> str | None:
+    """The driver version in /proc/driver/nvidia/version's NVRM line: the first dotted number after
+    "Kernel Module" (proprietary: "x86_64 Kernel Module  580.95.05"; open: "Open Kernel Module
+    for x86_64  580.159.04", where the word after it is "for")."""
+    m = re.search(r"Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)*)\b", text)
+    return m.group(1) if m else None
+
+
 def _nvidia_driver() -> str | None:
     try:
         with open("/proc/driver/nvidia/version", encoding="utf-8") as f:
-            m = re.search(r"Kernel Module\s+(\S+)", f.read())
-            return m.group(1) if m else None
+            return nvrm_driver(f.read())
     except OSError:
         return None
 

@@ -129,3 +129,14 @@ def test_time_ms_warms_up_then_times_each_repeat_on_the_cpu(monkeypatch):
     assert len(calls) == 5
     assert ms == pytest.approx([6.0, 8.0, 10.0])   # calls 3..5: the warm-up ones are not timed
     assert label.startswith("CPU wall clock")
+
+
+@pytest.mark.parametrize("text, want", [
+    # the open kernel module's line: on the H100 machines of 2026-11-27 the driver was recorded as "for"
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+     "(dvs-builder@U22-I3-AF03-09-1)  Thu Oct  2 19:21:20 UTC 2025\nGCC version:  gcc version 12.3.0", "580.159.04"),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n", "535.104.05"),
+    ("NVRM version: NVIDIA UNIX aarch64 Kernel Module  550.54  Tue Feb 20 2024\n", "550.54"),
+    ("no version here\n", None)])
+def test_the_driver_version_is_read_from_either_kernel_module_line(text, want):
+    assert devices.nvrm_driver(text) == want
