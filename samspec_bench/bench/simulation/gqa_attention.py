@@ -14,7 +14,8 @@ context and few requests it read the cache with few of the GPU's cores (B=1 deco
 H100). So the profiler, which knows that every query token sees the whole filled cache, says so
 (CONTEXT_KWARG), and the attention runs in two parts, as engines' prefix / cascade attention does:
 the cache with no mask (the flash kernel, which splits long KV, and returns its log-sum-exp), the
-step's own tokens with their mask, merged by log-sum-exp. Measured on an H100 after the split:
+step's own tokens with their mask, merged by log-sum-exp. Only on CUDA in 16-bit, where the flash
+kernel runs: elsewhere (an Ascend NPU, the CPU, float32) one SDPA call, as before. Measured on an H100 after the split:
 B=1 decode at 32K 14.3 ms, and 21 points within 1.29 to 1.73 times shared/tools/step_physics.py's
 hand-written layer stack (README, "Profile your own engine").
 """
@@ -23,6 +24,15 @@ from __future__ import annotations
 
 NAME = "samspec_gqa"
 CONTEXT_KWARG = "samspec_context"   # the profiler's hint: the first C cache slots are every query's context
+
+
+def flash_ready(q) -> bool:
+    """Whether the cache part can run the flash kernel: CUDA and 16-bit. Elsewhere (the CPU, an
+    Ascend NPU, float32) the split would compute the cache's scores in float32, so gqa_sdpa makes
+    one SDPA call instead (torch_npu maps it to its fused attention)."""
+    import torch
+
+    return bool(q.is_cuda) and q.dtype in (torch.float16, torch.bfloat16)
 
 
 def _with_lse(q, k, v, mask, scale: float):
@@ -59,7 +69,7 @@ def gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, sc
     """transformers' attention interface: query (B, H, L, D), key / value (B, KV, S, D), a boolean
     or additive mask (B or 1, 1, L, S) or None; returns ((B, L, H, D), None). With the keyword
     CONTEXT_KWARG = C (0 < C < S) the caller vouches that every query row sees the first C slots,
-    and those are attended with no mask (_split)."""
+    and on CUDA in 16-bit those are attended with no mask (_split)."""
     import torch
     import torch.nn.functional as F
 
@@ -77,7 +87,7 @@ def gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, sc
     q = query.reshape(B, kv, g * L, D)
     scale = scaling if scaling is not None else D ** -0.5
     context = kwargs.get(CONTEXT_KWARG)
-    if context is not None and 0 < int(context) < S:
+    if context is not None and 0 < int(context) < S and flash_ready(q):
         out = _split(q, key, value, mask, int(context), scale)
     else:
         out = F.scaled_dot_product_attention(q, key, value, attn_mask=mask, dropout_p=0.0, scale=scale)

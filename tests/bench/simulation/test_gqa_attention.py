@@ -5,6 +5,7 @@ attention with every KV head repeated."""
 import pytest
 import torch
 
+from samspec_bench.bench.simulation import gqa_attention
 from samspec_bench.bench.simulation.gqa_attention import CONTEXT_KWARG, gqa_sdpa
 
 
@@ -34,7 +35,9 @@ def _inputs(device, dtype, B=2, H=8, KV=2, L=5, C=37, D=16, seed=0):
 
 @pytest.mark.parametrize("additive", [False, True])
 @pytest.mark.parametrize("split", [False, True])
-def test_gqa_attention_matches_repeated_heads(split, additive):
+def test_gqa_attention_matches_repeated_heads(split, additive, monkeypatch):
+    # split: the merge by log-sum-exp, run on the CPU in float32 (where it is only taken when forced)
+    monkeypatch.setattr(gqa_attention, "flash_ready", lambda q: split)
     q, k, v, mask, C = _inputs("cpu", torch.float32)
     scale = 0.3
     given = torch.zeros(mask.shape).masked_fill(~mask, float("-inf")) if additive else mask
@@ -42,12 +45,22 @@ def test_gqa_attention_matches_repeated_heads(split, additive):
     torch.testing.assert_close(out.double(), _reference(q, k, v, mask, scale), rtol=1e-5, atol=1e-5)
 
 
-def test_split_is_not_taken_where_the_caller_vouches_for_nothing():
-    # a context of 0 or of the whole cache leaves one attention call; a wrong mask shape is refused
+def test_split_is_taken_only_where_the_flash_kernel_runs_and_the_caller_vouches(monkeypatch):
     q, k, v, mask, C = _inputs("cpu", torch.float32)
+    assert not gqa_attention.flash_ready(q) and not gqa_attention.flash_ready(q.bfloat16())   # the CPU
+    calls = []
+    monkeypatch.setattr(gqa_attention, "_split", lambda *a: calls.append(a) or torch.zeros(2, 2, 20, 16))
+    gqa_sdpa(None, q, k, v, mask, scaling=0.3, **{CONTEXT_KWARG: C})
+    assert not calls   # not on the CPU: one SDPA call
+    monkeypatch.setattr(gqa_attention, "flash_ready", lambda q: True)
+    gqa_sdpa(None, q, k, v, mask, scaling=0.3, **{CONTEXT_KWARG: C})
+    assert len(calls) == 1 and calls[0][4] == C
+    # a context of 0 or of the whole cache leaves one attention call; a wrong mask shape is refused
+    calls.clear()
     for ctx in (0, C + q.shape[2]):
         out, _ = gqa_sdpa(None, q, k, v, mask, scaling=0.3, **{CONTEXT_KWARG: ctx})
         torch.testing.assert_close(out.double(), _reference(q, k, v, mask, 0.3), rtol=1e-5, atol=1e-5)
+    assert not calls
     with pytest.raises(ValueError, match="mask of shape"):
         gqa_sdpa(None, q, k, v, mask.expand(2, 8, 5, C + 5), scaling=0.3)
 
