@@ -220,10 +220,12 @@ def _timed(model, B, q, C, device, dtype, gen, repeats, parents=None) -> tuple[f
 
 def measure(model, batches: Sequence[int], qs: Sequence[int], contexts: Sequence[int], *, device: str,
             repeats: int = DEFAULT_REPEATS, seed: int = 0, tree_paths: int = 1,
-            log: Callable[[str], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            log: Callable[[str], None] | None = None,
+            on_row: Callable[[dict[str, Any]], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows {"B", "q", "C", "ms"} (median of `repeats`; an {"error": "oom"} row where the point does
     not fit) over every C x B x q, and what timed them ({"timer", "mode"}). With tree_paths > 1 a
-    row with q > 2 also has "tree_ms" and "tree_paths" (module docstring)."""
+    row with q > 2 also has "tree_ms" and "tree_paths" (module docstring). `on_row`: called with
+    each row as it is measured."""
     import torch
 
     check_grid(batches, qs, contexts, repeats, tree_paths)
@@ -243,10 +245,14 @@ def measure(model, batches: Sequence[int], qs: Sequence[int], contexts: Sequence
                 except torch.OutOfMemoryError:
                     rows.append({"B": B, "q": q, "C": C, "error": "oom"})
                     torch.cuda.empty_cache()
+                    if on_row:
+                        on_row(rows[-1])
                     continue
                 modes.add(mode)
                 timers.add(label)
                 rows.append(row)
+                if on_row:   # each point kept as it is measured (a long grid that stops loses none)
+                    on_row(row)
                 if log:
                     tree = f", tree of {row['tree_paths']} paths {row['tree_ms']} ms" if "tree_ms" in row else ""
                     log(f"profile: B={B} q={q} C={C}: {row['ms']} ms{tree} ({mode})")
@@ -254,8 +260,24 @@ def measure(model, batches: Sequence[int], qs: Sequence[int], contexts: Sequence
 
 
 def write_rows(path: str | Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> Path:
-    """The JSONL file: a {"meta": ...} first line, then one row a line."""
+    """The JSONL file: a {"meta": ...} first line, then one row a line (written whole, replacing
+    what `row_appender` kept during the run)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text("".join(json.dumps(r) + "\n" for r in [{"meta": meta}] + rows), encoding="utf-8")
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in [{"meta": meta}] + rows), encoding="utf-8")
+    tmp.replace(p)
     return p
+
+
+def row_appender(path: str | Path, meta: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    """Start the JSONL file with `meta` (marked "complete": false) and return a function that
+    appends one row and flushes it: a run stopped halfway keeps the points it measured."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps({"meta": {**meta, "complete": False}}) + "\n", encoding="utf-8")
+
+    def append(row: dict[str, Any]) -> None:
+        with p.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+    return append

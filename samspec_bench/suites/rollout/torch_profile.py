@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 from samspec_bench.bench.simulation.fitted_step_model import fit_from_steps
 from samspec_bench.bench.simulation.step_model_spec import points_as_steps
 from samspec_bench.bench.simulation.torch_step_profiler import (build_model, check_grid, measure, model_config,
-                                                                tree_ratios, write_rows)
+                                                                row_appender, tree_ratios, write_rows)
 from samspec_bench.devices import device_info
 from samspec_bench.errors import UserError
 from samspec_bench.suites.rollout.profile import profile_document, write_profile
@@ -44,16 +44,15 @@ def torch_profile(model: str, batches: Sequence[int], qs: Sequence[int], context
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
     net = build_model(cfg, dtype, device, seed, attention)
-    rows, how = measure(net, batches, qs, contexts, device=device, repeats=repeats, seed=seed,
-                        tree_paths=tree_paths, log=log)
     info = device_info(device)
     meta = {"profiler": PROFILER, "model": model, "layers": int(cfg["num_hidden_layers"]), "dtype": dtype,
-            "attention": net.config._attn_implementation,
-            "device": info, "timer": how["timer"], "mode": how["mode"], "repeats": repeats, "seed": seed,
+            "attention": net.config._attn_implementation, "device": info, "repeats": repeats, "seed": seed,
             "ms": "device time of one forward step (median of the repeats); CPU: wall clock",
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             **({"tree_paths": tree_paths} if tree_paths > 1 else {})}
-    jsonl = write_rows(out_jsonl, rows, meta)
+    rows, how = measure(net, batches, qs, contexts, device=device, repeats=repeats, seed=seed,
+                        tree_paths=tree_paths, log=log, on_row=row_appender(out_jsonl, meta))
+    jsonl = write_rows(out_jsonl, rows, {**meta, "timer": how["timer"], "mode": how["mode"], "complete": True})
     good = [r for r in rows if "ms" in r]
     if len(good) < 2:
         raise UserError(f"--grid-*: {len(good)} point(s) measured (the rest out of memory); a profile needs at "

@@ -81,3 +81,24 @@ def test_torch_profile_times_trees_beside_chains(tmp_path, monkeypatch, capsys):
     assert {k: doc["tree"][k] for k in ("median", "min", "max", "points", "paths")} == {
         "median": 1.5, "min": 1.5, "max": 1.5, "points": 2, "paths": [2]}
     assert "median 1.500x [1.500, 1.500] over 2 points" in capsys.readouterr().out
+
+
+def test_a_grid_that_stops_halfway_keeps_the_points_it_measured(tmp_path, monkeypatch):
+    from samspec_bench.suites.rollout.torch_profile import torch_profile
+
+    seen = []
+
+    def fake_time_ms(fn, device, *, repeats, warmup=1):
+        if len(seen) == 2:
+            raise RuntimeError("the machine went away")
+        fn()
+        seen.append(1)
+        return [1.0 + len(seen)], "fake device timer"
+    monkeypatch.setattr(devices, "time_ms", fake_time_ms)
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    with pytest.raises(RuntimeError, match="went away"):
+        torch_profile(str(tmp_path / "config.json"), [1, 2, 4], [1], [8], device="cpu", dtype="float32", layers=1,
+                      repeats=1, seed=0, threads=1, out_jsonl=tmp_path / "pts.jsonl", output=tmp_path / "p.json")
+    rows, meta = load_points(tmp_path / "pts.jsonl")
+    assert [(r["B"], r["ms"]) for r in rows] == [(1, 2.0), (2, 3.0)]   # the third point never came
+    assert meta["complete"] is False and not (tmp_path / "p.json").exists()
