@@ -131,7 +131,8 @@ def _points(path, rows, meta=None):
 def test_compare_step_points_pairs_by_point_and_counts_the_rest(tmp_path, capsys):
     ours = _points(tmp_path / "a.jsonl", [
         {"B": 1, "q": 1, "C": 1024, "ms": 8.0}, {"B": 8, "q": 4, "C": 1024, "ms": 9.0},
-        {"B": 2, "q": 1, "C": 64, "ms": 1.0}, {"B": 4, "q": 1, "C": 64, "error": "oom"}])
+        {"B": 2, "q": 1, "C": 64, "ms": 1.0}, {"B": 4, "q": 1, "C": 64, "error": "oom"}],
+        meta={"device": {"type": "cuda", "name": "H100"}})
     theirs = _points(tmp_path / "b.jsonl", [
         {"B": 1, "q": 1, "C": 1024, "ms": 7.0}, {"B": 8, "q": 4, "C": 1024, "ms": 10.0},
         {"B": 128, "q": 9, "C": 1024, "ms": 42.0}], meta={"device": "H100"})
@@ -139,9 +140,14 @@ def test_compare_step_points_pairs_by_point_and_counts_the_rest(tmp_path, capsys
     res = json.loads((tmp_path / "o.json").read_text())
     assert [(p["B"], p["ratio"]) for p in res["points"]] == [(1, round(8 / 7, 4)), (8, 0.9)]
     assert res["ratio"]["min"] == 0.9 and (res["only_ours"], res["only_theirs"]) == (1, 1)
-    assert "only ours 1, only theirs 1; theirs: H100" in capsys.readouterr().out
+    assert res["devices"] == {"ours": ["H100"], "theirs": "H100", "same": True}
+    assert "only ours 1, only theirs 1" in capsys.readouterr().out
+    other = _points(tmp_path / "h200.jsonl", [{"B": 1, "q": 1, "C": 1024, "ms": 5.0}], meta={"device": "H200"})
+    assert compare_points.main([ours, "--against", other, "--json", str(tmp_path / "o2.json")]) == 0
+    assert json.loads((tmp_path / "o2.json").read_text())["devices"]["same"] is False
+    assert "NOT the same device" in capsys.readouterr().out
     row = verdict("points vs H100 file", res, tmp_path)
-    assert row["result"] == "PASS" and "over 2 points" in row["figure"]
+    assert row["result"] == "PASS" and "over 2 points" in row["figure"] and "same device" in row["figure"]
     # nothing in common, or a file that is not points: one line, exit 2
     none = _points(tmp_path / "c.jsonl", [{"B": 3, "q": 1, "C": 5, "ms": 1.0}])
     assert compare_points.main([none, "--against", theirs]) == 2

@@ -114,8 +114,10 @@ def torch_profile(doc: dict[str, Any], device: str) -> str:
 def points_vs(r: dict[str, Any], device: str) -> str:
     s = r["ratio"]
     _need(bool(r["points"]), "no point in common")
+    dev = r.get("devices") or {}
+    where = "same device" if dev.get("same") else f"devices differ: ours {dev.get('ours')}, theirs {dev.get('theirs')}"
     return (f"ours / H100 file over {len(r['points'])} points: median {s['median']:.3f} [{s['min']:.3f}, "
-            f"{s['max']:.3f}] (both measured; ours: transformers Qwen3-8B shape)")
+            f"{s['max']:.3f}] (both measured; ours: transformers Qwen3-8B shape; {where})")
 
 
 def replay(r: dict[str, Any], device: str) -> str:
