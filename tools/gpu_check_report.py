@@ -93,22 +93,28 @@ def accept(r: dict[str, Any], device: str) -> str:
     return f"{'; '.join(parts)}; {r['inputs']['responses']} responses; {_where(dev)}"
 
 
-def profile(doc: dict[str, Any], device: str) -> str:
+def _profile_parts(doc: dict[str, Any], device: str) -> tuple[str, str]:
+    """A profile's steps and median step with its timer, and where it ran (checked)."""
     dev = doc.get("device") or {}
     _need(dev.get("type") == _kind(device), f"profiled on {dev.get('type')!r}, asked for {device}")
     if _kind(device) == "cuda":
         _need(doc["timer"].startswith("cuda device time"), f"timer is {doc['timer']!r}, not device time")
     times = sorted(doc["measured_steps"]["time_s"])
     _need(bool(times) and times[0] > 0, "no positive step time")
-    return f"{len(times)} steps, median step {1e3 * times[len(times) // 2]:.3g} ms ({doc['timer']}); {_where(dev)}"
+    return f"{len(times)} steps, median step {1e3 * times[len(times) // 2]:.3g} ms ({doc['timer']})", _where(dev)
+
+
+def profile(doc: dict[str, Any], device: str) -> str:
+    steps, where = _profile_parts(doc, device)
+    return f"{steps}; {where}"
 
 
 def torch_profile(doc: dict[str, Any], device: str) -> str:
-    base = profile(doc, device)
+    steps, where = _profile_parts(doc, device)
     tree = doc.get("tree")
     _need(bool(tree), "no tree timed (tree_ms missing from every point)")
-    return (f"{base.split(';')[0]}; tree of 4 / chain of as many tokens {tree['median']:.3f}x "
-            f"[{tree['min']:.3f}, {tree['max']:.3f}] over {tree['points']} points; {base.split('; ', 1)[1]}")
+    return (f"{steps}; tree / chain of as many tokens {tree['median']:.3f}x [{tree['min']:.3f}, {tree['max']:.3f}] "
+            f"over {tree['points']} points ({'/'.join(map(str, tree['paths']))} paths); {where}")
 
 
 def points_vs(r: dict[str, Any], device: str) -> str:

@@ -82,13 +82,13 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
         raise UserError("--budget-options sets the budgeted default of --anchors: add --anchors, or drop it")
     if budget_scope not in anchors_mod.BUDGET_SCOPES:
         raise UserError(f"--budget-scope {budget_scope!r}: use {' or '.join(anchors_mod.BUDGET_SCOPES)}")
-    if "pool=" in budget_options:
-        raise UserError("--budget-options: pool= is set by --budget-scope run; drop it")
     if budget_options:
         try:
-            parse_length(f"{anchors_mod.DEFAULT_POLICY}:budget=1,{budget_options}")
+            extra = parse_length(f"{anchors_mod.DEFAULT_POLICY}:budget=1,{budget_options}")
         except ValueError as e:
             raise UserError(f"--budget-options {budget_options!r}: {e}") from None
+        if extra.pool is not None:
+            raise UserError("--budget-options: pool= is set by --budget-scope run; drop it")
     curve = _costs(costs) if figure else None
     try:
         SamDrafter(length=sam_length)

@@ -46,6 +46,7 @@ from samspec_bench.bench.draft_config import (GROUP_ORDERS, SAM_DRAFTERS, SOURCE
 from samspec_bench.bench.engines.base import EngineCapabilities
 from samspec_bench.metrics import ResponseSteps
 from samspec_bench.sam.automaton import CorpusAutomaton
+from samspec_bench.sam.draft_length import parse_length
 from samspec_bench.sam.drafters import Drafter, SamDrafter
 from samspec_bench.sam.history import HistoryStore
 
@@ -281,6 +282,14 @@ def _worker(task: tuple[int, list[list[int]], set[int]]) -> tuple[int, list[tupl
     return job, run_task(cfg, items, units, corpus, drafter, history, wanted)
 
 
+def _budget_pool(cfg: DraftConfig) -> str | None:
+    """The name of a SAM drafter's pooled draft budget (evidence:budget=B,pool=NAME), else None."""
+    spec = dict(cfg.options).get("length")
+    if spec is None or cfg.drafter not in SAM_DRAFTERS:
+        return None
+    return getattr(parse_length(spec), "pool", None)
+
+
 def _chunks(items: Sequence[Any], units: list[list[int]], target_tokens: int | None) -> list[list[list[int]]]:
     """Consecutive units packed into tasks of about target_tokens response tokens (None: one task)."""
     if target_tokens is None:
@@ -396,7 +405,7 @@ class ReplayEngine:
         workers = self.resolved_workers()
         # a pooled draft budget (evidence:...,pool=NAME) lives in one process: forked workers would
         # each keep a part of it, and which tasks they got would change the result
-        pooled = any("pool=" in dict(jobs[j][0].options).get("length", "") for j, _, _ in plan)
+        pooled = any(_budget_pool(jobs[j][0]) for j, _, _ in plan)
         if workers <= 1 or total < self.min_parallel_tokens or len(plan) < 2 or pooled \
                 or "fork" not in mp.get_all_start_methods():
             yield from self._run_serial(items, jobs, plan, history)

@@ -18,7 +18,6 @@ from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
 from samspec_bench.devices import resolve_device
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 from samspec_bench.bench.simulation.step_model_spec import ROOFLINE_HELP, load_step_model
-from samspec_bench.bench.simulation.torch_step_profiler import tree_ratios
 from samspec_bench.errors import UserError, int_list
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, resolve_dtype
 from samspec_bench.results import RunDir, emit_json
@@ -355,11 +354,10 @@ def profile_command(engine_name, model, batch_sizes, tokens, ks, prompt_pad, pad
         grid = (int_list(grid_batches, "--grid-batches"), int_list(grid_q, "--grid-q"),
                 int_list(grid_contexts, "--grid-contexts", minimum=0))
         dev = resolve_device(device)
-        jsonl, path, rows = torch_profile(model, *grid, device=dev, dtype=resolve_dtype(dtype, dev), layers=layers,
+        jsonl, path, tree = torch_profile(model, *grid, device=dev, dtype=resolve_dtype(dtype, dev), layers=layers,
                                        repeats=repeats, seed=seed, threads=threads, out_jsonl=out_jsonl, output=output,
                                        tree_paths=tree_paths, attention=attention,
                                        log=lambda t: click.echo(t, err=True))
-        tree = tree_ratios([r for r in rows if "ms" in r])
         if tree:
             click.echo(f"tree verify / chain verify of as many tokens ({'/'.join(map(str, tree['paths']))} paths, "
                        f"measured on {dev}): median {tree['median']:.3f}x [{tree['min']:.3f}, {tree['max']:.3f}] over "

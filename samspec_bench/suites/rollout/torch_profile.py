@@ -34,9 +34,9 @@ PROFILER = "torch"   # the `--engine` value of this profiler: not an engine of t
 def torch_profile(model: str, batches: Sequence[int], qs: Sequence[int], contexts: Sequence[int], *, device: str,
                   dtype: str, layers: int | None, repeats: int, seed: int, threads: int, out_jsonl: str | Path,
                   output: str | Path, tree_paths: int = 1, attention: str | None = None,
-                  log: Callable[[str], None] | None = None) -> tuple[Path, Path, list[dict]]:
+                  log: Callable[[str], None] | None = None) -> tuple[Path, Path, dict | None]:
     """Measure the grid on `device` (resolved), write the JSONL rows and the profile JSON; returns
-    their paths and the rows."""
+    their paths and the tree / chain summary (None without trees)."""
     check_grid(batches, qs, contexts, repeats, tree_paths)
     cfg = model_config(model, layers)
     import torch  # the profiler runs on it
@@ -71,4 +71,4 @@ def torch_profile(model: str, batches: Sequence[int], qs: Sequence[int], context
                         "a 4-D mask, not a serving engine's tree kernel)")
     path = write_profile(output, {**profile_document(fitted, [table], doc_meta), "points": str(jsonl),
                                   **({"tree": tree} if tree else {})})
-    return jsonl, path, rows
+    return jsonl, path, tree

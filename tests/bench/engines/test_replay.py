@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from samspec_bench.bench.draft_config import DraftConfig, build_drafter, unsupported_reason
-from samspec_bench.bench.engines.replay import ReplayEngine, build_corpus, replay_group, replay_response, run_unit
+from samspec_bench.bench.engines.replay import (ReplayEngine, _budget_pool, build_corpus, replay_group, replay_response,
+                                                run_unit)
 from samspec_bench.metrics import total_counts
 from samspec_bench.sam import CorpusAutomaton
 from samspec_bench.sam.drafters import NgramDrafter, SamDrafter, arctic_available
@@ -350,3 +351,11 @@ def test_one_task_per_rl_step(items):
     assert per_step == collect(ReplayEngine(workers=1, task_tokens=10**9))
     assert per_step != collect(ReplayEngine(workers=1, task_tokens=1))
     assert "one RL step" in ReplayEngine(task_tokens=None).describe()["sam_acceptance_record"]
+
+
+def test_a_pooled_budget_is_found_in_the_length_spec_only():
+    def cfg(drafter, length):
+        return DraftConfig(drafter=drafter, k=3, options=(("length", length),) if length else ())
+    assert _budget_pool(cfg("sam", "evidence:budget=1.5,pool=cell-7")) == "cell-7"
+    assert _budget_pool(cfg("sam", "evidence:budget=1.5,pooled=0")) is None   # the shape prior, not a pool
+    assert _budget_pool(cfg("sam", "fixed")) is None and _budget_pool(cfg("sam", None)) is None
