@@ -19,7 +19,11 @@ drafters sharing one record (a replay task's units, one serving proposer) share 
 whatever their records: a replay that restarts the record every RL step then still keeps one
 bucket over the whole run, so its drafted tokens over all steps are at most B x all steps (the
 figure a pooled comparison reads), where per-step budgets bound each step's rate but not the
-pooled one (steps weigh differently in two policies' pools). Pure Python, no
+pooled one (steps weigh differently in two policies' pools). With a ceiling as well
+(`evidence:budget=B,pool=NAME,ceiling=R`) the budget stays per record and the pool is only a
+run-wide cap (`RunCeiling`): a bucket credited R every step that keeps whatever is unspent, so
+a step may spend what earlier steps saved, the drafted tokens over the run stay within R x all
+steps, and each record's own bucket still holds its step to B. Pure Python, no
 engine import: the drafter hands the multiplier to the compiled chooser per draft (the
 `cost=-1` path, as for a profile cost) with k cut to the credit.
 """
@@ -37,7 +41,7 @@ class DraftBudget:
     """The drafter-wide budget state: the multiplier (`cost`), the bucket's `credit`, and what
     was spent (`steps`, `drafted`)."""
 
-    __slots__ = ("budget", "burst", "rate", "windup", "cost", "credit", "steps", "drafted")
+    __slots__ = ("budget", "burst", "rate", "windup", "cost", "credit", "steps", "drafted", "ceiling")
 
     def __init__(self, budget: float, burst: float, rate: float, cost: float, windup: float = 1.0):
         self.budget, self.burst, self.rate, self.windup = float(budget), float(burst), float(rate), float(windup)
@@ -45,17 +49,22 @@ class DraftBudget:
         self.credit = 0.0
         self.steps = 0
         self.drafted = 0
+        self.ceiling: RunCeiling | None = None   # a run-wide cap over this and other budgets (set by the drafter)
 
     def spend(self, k: int, propose: Callable[[int, float], list]) -> list:
         """One step: credit B, ask `propose(most tokens, cost)` for a draft of at most the credit
         (not called when the credit is under one token), debit it, move the multiplier."""
         self.credit = min(self.credit + self.budget, max(self.burst, float(k)))
         most = min(int(k), int(self.credit))
+        if self.ceiling is not None:
+            most = min(most, self.ceiling.credit_step())
         draft = propose(most, self.cost) if most > 0 else []
         d = len(draft)
         if d > most:
             raise RuntimeError(f"draft budget: {d} tokens drafted for a cap of {most}")
         self.credit -= d
+        if self.ceiling is not None:
+            self.ceiling.debit(d)
         # a draft the credit cut counts as more than it got (anti-windup; windup 1: as k): else,
         # with the bucket binding, drafted - B averages 0 and the price would never rise to ration
         # by evidence
@@ -68,7 +77,50 @@ class DraftBudget:
     def describe(self) -> dict[str, Any]:
         return {"budget_per_step": self.budget, "windup": self.windup, "steps": self.steps, "drafted": self.drafted,
                 "drafted_per_step": self.drafted / self.steps if self.steps else 0.0,
-                "cost_now": self.cost, "credit_now": self.credit}
+                "cost_now": self.cost, "credit_now": self.credit,
+                **({"ceiling": self.ceiling.describe()} if self.ceiling is not None else {})}
+
+
+class RunCeiling:
+    """A run-wide cap shared by budgets of several records: credited `rate` drafted tokens every
+    step, unspent credit kept without limit (a step may spend what earlier ones saved), never
+    lent. So the drafted tokens of every step it saw are at most rate x those steps."""
+
+    __slots__ = ("rate", "credit", "steps", "drafted")
+
+    def __init__(self, rate: float):
+        self.rate, self.credit, self.steps, self.drafted = float(rate), 0.0, 0, 0
+
+    def credit_step(self) -> int:
+        """One step's credit added; the whole tokens it allows now."""
+        self.credit += self.rate
+        self.steps += 1
+        return int(self.credit)
+
+    def debit(self, drafted: int) -> None:
+        if drafted > self.credit:
+            raise RuntimeError(f"run ceiling: {drafted} tokens drafted for a credit of {self.credit:.3f}")
+        self.credit -= drafted
+        self.drafted += drafted
+
+    def describe(self) -> dict[str, Any]:
+        return {"ceiling_per_step": self.rate, "steps": self.steps, "drafted": self.drafted,
+                "drafted_per_step": self.drafted / self.steps if self.steps else 0.0, "credit_now": self.credit}
+
+
+_BY_CEILING: "OrderedDict[str, RunCeiling]" = OrderedDict()
+
+
+def pooled_ceiling(pool: str, rate: float) -> RunCeiling:
+    """The run-wide cap named `pool` in this process (a new one the first time, or when its rate
+    changed); the least recently used names go beyond KEPT_RECORDS."""
+    state = _BY_CEILING.get(pool)
+    if state is None or state.rate != rate:
+        state = _BY_CEILING[pool] = RunCeiling(rate)
+    _BY_CEILING.move_to_end(pool)
+    while len(_BY_CEILING) > KEPT_RECORDS:
+        _BY_CEILING.popitem(last=False)
+    return state
 
 
 _BY_RECORD: "OrderedDict[int, tuple[Any, DraftBudget]]" = OrderedDict()

@@ -38,7 +38,7 @@ from samspec_bench.sam.automaton import CHOICES
 # other field (a parameter added later) is chosen by choose() in Python; so is pairs > 0 (the
 # C record keeps no pair table).
 C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "tokens", "pairs", "shape",
-                      "pooled", "budget", "burst", "rate", "windup", "pool"})   # budget's five: the drafter caps k, hands the cost
+                      "pooled", "budget", "burst", "rate", "windup", "pool", "ceiling"})   # the budget's: the drafter caps k, hands the cost
 
 DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
 LENGTH_SPECS = ("fixed", "evidence")
@@ -242,7 +242,9 @@ class EvidenceLength:
     most, drafter-wide: the cost becomes a Lagrange multiplier moved online by `rate` and a token
     bucket of at most max(`burst`, k) tokens caps every draft; `windup`: the share of a cut draft's
     missing tokens the multiplier counts; `pool`: a name, the drafters of this process with that
-    name share one budget for the whole run instead of one per acceptance record;
+    name share one budget for the whole run instead of one per acceptance record; `ceiling` with
+    `pool`: the budget stays per acceptance record and the pool only caps the whole run at
+    `ceiling` drafted tokens per step, keeping what earlier steps left unspent;
     sam/draft_budget.py)."""
 
     cost: Union[float, Callable[[int], float]] = DEFAULT_COST
@@ -261,6 +263,7 @@ class EvidenceLength:
     rate: float = 0.001           # the budget's dual-ascent step: cost += rate x (drafted - budget) (dev split)
     windup: float = 0.25          # a draft the bucket cut counts as cut + windup x (k - cut) for the multiplier (dev split)
     pool: str | None = None       # the budget shared by this process's drafters of that name, over the whole run
+    ceiling: float | None = None  # with pool: the pool is a run-wide cap at this rate, the budget per record
 
     fixed = False
 
@@ -294,6 +297,10 @@ class EvidenceLength:
         if self.pool is not None and (self.budget is None or not str(self.pool).strip()):
             raise ValueError(f"evidence:pool={self.pool}: a pool names a shared draft budget; give budget=B with it "
                              "and a non-empty name")
+        if self.ceiling is not None and not (self.pool is not None and math.isfinite(self.ceiling)
+                                             and self.ceiling > 0):
+            raise ValueError(f"evidence:ceiling={self.ceiling}: a run-wide cap in drafted tokens per step, a finite "
+                             "number > 0 given with budget=B and pool=NAME (the pool that keeps it)")
         if not 0.0 <= self.windup <= 1.0:
             raise ValueError(f"evidence:windup={self.windup}: must be in [0, 1] (the share of a cut draft's "
                              "missing tokens counted against the budget)")
@@ -389,7 +396,8 @@ class EvidenceLength:
 
     def spec(self) -> str:
         default = EvidenceLength()
-        parts = [f"{f.name}={repr(self.budget) if f.name == 'budget' else _fmt(getattr(self, f.name))}"
+        exact = ("budget", "ceiling")   # printed exactly: a comparison budgets at another policy's measured rate
+        parts = [f"{f.name}={repr(getattr(self, f.name)) if f.name in exact else _fmt(getattr(self, f.name))}"
                  for f in fields(self)
                  if getattr(self, f.name) != getattr(default, f.name) and not callable(getattr(self, f.name))]
         if isinstance(self.cost, OnlineCost):

@@ -110,3 +110,31 @@ def tree_accepted(paths: Sequence[Sequence[int]], tokens: Sequence[int]) -> int:
             a += 1
         best = max(best, a)
     return best
+
+
+def flatten(paths: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """The tree as an engine verifies it: (tokens, parents) of its nodes, path by path, a
+    parent before its children; parents index this list, -1 for a child of the root (the
+    request's last known token, verified at chunk position 0). One node per distinct prefix,
+    so len(tokens) == tree_size(paths)."""
+    tokens: list[int] = []
+    parents: list[int] = []
+    children: dict[tuple[int, int], int] = {}   # (parent, token) -> node
+    for p in paths:
+        parent = -1
+        for t in p:
+            node = children.get((parent, int(t)))
+            if node is None:
+                node = children[(parent, int(t))] = len(tokens)
+                tokens.append(int(t))
+                parents.append(parent)
+            parent = node
+    return tokens, parents
+
+
+def depths(parents: Sequence[int]) -> list[int]:
+    """Each node's depth (a child of the root: 1), parents before children."""
+    out: list[int] = []
+    for p in parents:
+        out.append(1 if p < 0 else out[p] + 1)
+    return out

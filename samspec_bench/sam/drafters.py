@@ -24,7 +24,7 @@ import numpy as np
 
 from samspec_bench.sam._samcore import SamBatch, ngram_propose
 from samspec_bench.sam.automaton import CorpusAutomaton, GroupAutomaton, SuffixAutomaton
-from samspec_bench.sam.draft_budget import pooled_budget, shared_budget
+from samspec_bench.sam.draft_budget import pooled_budget, pooled_ceiling, shared_budget
 from samspec_bench.sam.draft_length import (FIXED_LENGTH, AdaptiveLength, EvidenceLength, LengthPolicy,
                                             TokenAcceptance, parse_length)
 from samspec_bench.sam.drafter_base import Drafter, check_k  # noqa: F401 - public here too
@@ -133,6 +133,10 @@ class SamDrafter(Drafter):
         pol = self.length
         if not self._evidence or pol.budget is None:
             return None
+        if pol.ceiling is not None:   # a budget per record under one run-wide cap
+            state = shared_budget(self._token_stats, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup)
+            state.ceiling = pooled_ceiling(pol.pool, pol.ceiling)
+            return state
         if pol.pool is not None:
             return pooled_budget(pol.pool, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup)
         return shared_budget(self._token_stats, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup)

@@ -52,7 +52,7 @@ class DominanceConfig:
     costs: tuple[float, ...] | None    # SAM's curve in the figure (None without --figure)
     anchors: bool = False              # the default policy against the named anchors instead of Arctic
     budget_options: str = ""           # --anchors: more evidence parameters of the budgeted default
-    budget_scope: str = "step"         # --anchors: one budget per RL step (step; dev split) or over all (run)
+    budget_scope: str = anchors_mod.DEFAULT_SCOPE   # --anchors: per RL step (step), over all (run), both (step+run)
 
     def identity(self) -> dict:
         """What a resumed run must share with the run it continues (the figure's path may change)."""
@@ -87,8 +87,8 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
             extra = parse_length(f"{anchors_mod.DEFAULT_POLICY}:budget=1,{budget_options}")
         except ValueError as e:
             raise UserError(f"--budget-options {budget_options!r}: {e}") from None
-        if extra.pool is not None:
-            raise UserError("--budget-options: pool= is set by --budget-scope run; drop it")
+        if extra.pool is not None or extra.ceiling is not None:
+            raise UserError("--budget-options: pool= and ceiling= are set by --budget-scope; drop them")
     curve = _costs(costs) if figure else None
     try:
         SamDrafter(length=sam_length)
@@ -181,8 +181,7 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
     rows = sorted([*done.values(), *new], key=lambda r: order.get(anchors_mod.cell_key(r), len(order)))
     plain = sum(r["default_vs_anchor"]["dominates"] for r in rows)
     budgeted = sum(r["budgeted_vs_anchor"]["dominates"] for r in rows)
-    scope = ("one budget over every RL step at the anchor's pooled drafted tokens per step"
-             if config.budget_scope == "run" else "one budget per RL step at the anchor's drafted tokens per step there")
+    scope = anchors_mod.SCOPE_MEANS[config.budget_scope]
     each = sum(bool(r.get("budgeted_every_step")) for r in rows)
     say(f"the default policy dominates the anchor in {plain} of {len(rows)} cells as it is, in {budgeted} of "
         f"{len(rows)} budgeted ({scope}); budgeted, in every RL step on its own: {each} of {len(rows)}")
@@ -221,10 +220,13 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
                    "its own sources, unbudgeted and budgeted at the anchor's drafted tokens per step.")
 @click.option("--budget-options", default="", help="With --anchors: more evidence parameters of the budgeted "
               "default, e.g. windup=0.5 (a dev-split grid over the budget's own parameters).")
-@click.option("--budget-scope", type=click.Choice(["step", "run"]), default="step", show_default=True,
+@click.option("--budget-scope", type=click.Choice(list(anchors_mod.BUDGET_SCOPES)),
+              default=anchors_mod.DEFAULT_SCOPE,
+              show_default=True,
               help="With --anchors: run: one budget over every RL step at the anchor's pooled drafted tokens per "
                    "step (the pooled comparison's bound holds by construction); step: one per RL step at the "
-                   "anchor's rate in that step.")
+                   "anchor's rate in that step; step+run: the per-step budgets under one run-wide cap at the pooled "
+                   "rate (both bounds).")
 @click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--resume", default=None, type=click.Path(), help="Continue this run directory (finished cells are kept).")

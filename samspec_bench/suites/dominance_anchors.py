@@ -7,14 +7,19 @@ counts, not time:
 Per trace, k and anchor (a cell), on the anchor's own sources: the anchor replayed, then on the
 same responses and sources the default policy (`evidence`, the sam drafter's default) as it is,
 and the default with a draft budget (`evidence:budget=B`, sam/draft_budget.py; B is known before
-the default runs, nothing is read off the default's results). Budget scope `step` (the
-default, chosen on the dev split: 20 of 20 dev cells against 16 of 20): one budget per RL step
-at the anchor's drafted tokens per step in that step. Scope `run`: one budget over every RL step
+the default runs, nothing is read off the default's results). Budget scope `step`: one budget
+per RL step at the anchor's drafted tokens per step in that step. Scope `run`: one budget over every RL step
 at the anchor's pooled rate, in a pool of its own, so the default's pooled drafted tokens per
 step are at most the anchor's by construction; it spends evenly over the steps, where an anchor
 with history spends most in the step that has history, and loses tokens there. Per-step budgets
 bound each step's rate, not the pooled one: two policies weigh the steps differently (Simpson's
-paradox), so each cell also says whether the default dominates in every RL step on its own. A
+paradox), so each cell also says whether the default dominates in every RL step on its own.
+Scope `step+run` (the default) holds both bounds: the per-step budgets, under one run-wide cap
+at the anchor's pooled rate that keeps what earlier steps left unspent
+(`evidence:...,pool=NAME,ceiling=R`), so the pooled bound holds by construction while each step
+keeps its own budget. Chosen on the dev cells (the first 25 qwen25math groups, the first 264
+tora70b responses): step+run and step 20 of 20, run 16 of 20; step+run's pooled bound broke the
+tie. A
 policy dominates where its tokens per step are at least the anchor's and its drafted tokens per
 step at most the anchor's.
 
@@ -42,7 +47,14 @@ from samspec_bench.suites.accept.turns import engine_run
 
 ANCHORS = ("seed", "histospec", "das", "seer", "arctic")
 DEFAULT_POLICY = "evidence"
-BUDGET_SCOPES = ("run", "step")
+SCOPE_MEANS = {   # --budget-scope: what the budgeted default is held to
+    "run": "one budget over every RL step at the anchor's pooled drafted tokens per step",
+    "step": "one budget per RL step at the anchor's drafted tokens per step there",
+    "step+run": "one budget per RL step at the anchor's drafted tokens per step there, under one cap over every "
+                "RL step at its pooled rate",
+}
+BUDGET_SCOPES = tuple(SCOPE_MEANS)
+DEFAULT_SCOPE = "step+run"   # chosen on the dev cells (docs/drafting.md): ties step, and holds both bounds
 _POOLS = itertools.count()   # a fresh pool name per budgeted arm: no budget carries from one cell to the next
 
 
@@ -106,22 +118,26 @@ def step_budgets(measured: dict) -> dict[int, float]:
             if m["steps"]}
 
 
+def _new_pool() -> str:
+    return f"pool=dominance-{os.getpid()}-{next(_POOLS)}"
+
+
 def run_budget(k: int, sources: str, budget: float, replay: Callable[[list, int], dict], window: int,
                budget_options: str = "") -> dict:
     """The default with one draft budget over the whole replay, every RL step: `budget` drafted
     tokens per step, a pool of its own (sam/draft_budget.py), so its drafted tokens over the
     cell are at most budget x its steps, the pooled figure the comparison reads."""
-    pool = f"pool=dominance-{os.getpid()}-{next(_POOLS)}"
-    opts = ",".join(filter(None, (budget_options, pool)))
+    opts = ",".join(filter(None, (budget_options, _new_pool())))
     return replay([(default_config(k, sources, budget, opts), None)], window)
 
 
 def anchor_cell(items: list, anchor: str, k: int, replay: Callable[[list, int], dict], defaults: dict,
-                budget_options: str = "", budget_scope: str = "step") -> dict:
+                budget_options: str = "", budget_scope: str = DEFAULT_SCOPE) -> dict:
     """One cell: the anchor, the default (from `defaults` when its k, sources and window ran
     already) and the default budgeted at the anchor's spending: with scope run one budget over
     every RL step at the anchor's pooled drafted tokens per step (run_budget); with scope step
-    one per RL step at the anchor's rate in that step."""
+    one per RL step at the anchor's rate in that step; with scope step+run those under one cap
+    over every step at the anchor's pooled rate."""
     st = parse_strategy(f"{anchor}:k={k}")
     window = st.history_window
     measured = replay([(strategy_config(st.name), None)], window)
@@ -136,11 +152,12 @@ def anchor_cell(items: list, anchor: str, k: int, replay: Callable[[list, int], 
     elif budget_scope == "run":
         budgeted = run_budget(k, st.sources, budget, replay, window, budget_options)
     else:
-        budgeted = replay([(default_config(k, st.sources, b, budget_options), step) for step, b in per_step.items()],
-                          window)
+        opts = budget_options if budget_scope == "step" else \
+            ",".join(filter(None, (budget_options, _new_pool(), f"ceiling={budget!r}")))
+        budgeted = replay([(default_config(k, st.sources, b, opts), step) for step, b in per_step.items()], window)
     return {"k": k, "anchor": anchor, "sources": st.sources, "history_window": window if "history" in st.sources
             else None, "budget": budget, "budget_scope": budget_scope,
-            "budget_by_step": {str(s): b for s, b in per_step.items()} if budget_scope == "step" else None,
+            "budget_by_step": {str(s): b for s, b in per_step.items()} if budget_scope != "run" else None,
             "anchor_metrics": measured, "default": default, "budgeted": budgeted,
             "default_vs_anchor": versus(measured, default), "budgeted_vs_anchor": versus(measured, budgeted),
             "default_every_step": every_step(measured, default), "budgeted_every_step": every_step(measured, budgeted)}
@@ -163,7 +180,7 @@ def cell_key(row: dict) -> tuple[str, int, str]:
 
 def run(traces: list[Path], tokenizer: str, ks: list[int], limit: int | None, progress=print,
         skip: Iterable[tuple[str, int, str]] = (), on_row: Callable[[dict], None] | None = None,
-        workers: int = 0, budget_options: str = "", budget_scope: str = "step") -> list[dict]:
+        workers: int = 0, budget_options: str = "", budget_scope: str = DEFAULT_SCOPE) -> list[dict]:
     """One row per (trace, k, anchor) cell in that order; cells in `skip` are not replayed."""
     skip = set(skip)
     rows = []

@@ -127,6 +127,37 @@ def test_a_pool_keeps_one_budget_across_records_and_bounds_the_whole_run():
         parse_length("evidence:pool=x")   # a pool names a budget: budget= is needed
 
 
+def test_a_ceiling_caps_the_run_while_each_record_keeps_its_own_budget():
+    """budget per record (an RL step's), ceiling over the run: step 1 may spend 0.2 a step,
+    step 2 up to 3.0; the ceiling (1.0 a step) keeps what step 1 left, so step 2 drafts above
+    1.0 a step, and over both the drafts stay within 1.0 x every step."""
+    resp = _repetitive(2)
+    per_step = []
+    for step, budget in enumerate((0.2, 3.0)):
+        spec = f"evidence:budget={budget},pool=t-ceiling,ceiling=1.0"
+        d = SamDrafter(length=spec)
+        d.reset_statistics()   # a new RL step's record: a budget of its own, the same ceiling
+        recs = [replay_response(d, [1, 2, 3], resp, 8, req_id=i) for i in range(2)]
+        per_step.append((d, total_counts(recs)))
+    (d1, c1), (d2, c2) = per_step
+    assert d1._budget is not d2._budget and d1._budget.ceiling is d2._budget.ceiling
+    assert c1.drafted <= 0.2 * c1.steps   # each record's own bucket holds its step
+    assert c2.drafted > 1.0 * c2.steps    # step 2 spends what step 1 saved under the ceiling
+    assert c1.drafted + c2.drafted <= 1.0 * (c1.steps + c2.steps)   # the run's bound
+    ceiling = d2._budget.ceiling
+    assert ceiling.steps == c1.steps + c2.steps and ceiling.drafted == c1.drafted + c2.drafted
+    assert d2.describe()["budget"]["ceiling"]["ceiling_per_step"] == 1.0
+    pol = parse_length("evidence:budget=0.5,pool=p,ceiling=0.123456789012345")
+    assert parse_length(pol.spec()).ceiling == 0.123456789012345   # printed exactly
+
+
+@pytest.mark.parametrize("spec", ["evidence:budget=1,ceiling=1", "evidence:budget=1,pool=p,ceiling=0",
+                                  "evidence:budget=1,pool=p,ceiling=inf", "evidence:budget=1,pool=p,ceiling=-2"])
+def test_a_ceiling_needs_a_pool_and_a_finite_positive_rate(spec):
+    with pytest.raises(ValueError, match="ceiling"):
+        parse_length(spec)
+
+
 def test_the_bucket_never_lends():
     """Credit B per step, a draft at most the credit: with a proposer that always wants k, the
     total after n steps is at most B n, and a draft never exceeds the credit."""

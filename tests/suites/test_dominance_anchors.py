@@ -93,6 +93,20 @@ def test_scope_run_budgets_one_job_over_every_step_at_the_pooled_rate_in_a_pool_
     assert row["budgeted_vs_anchor"]["dominates"]
 
 
+def test_scope_step_and_run_keeps_the_step_budgets_under_one_ceiling_at_the_pooled_rate():
+    """Scope step+run: one job per RL step at that step's rate, all in one pool whose ceiling is
+    the anchor's POOLED rate; another cell gets a pool of its own."""
+    seen: list = []
+    replay = _stub_replay(seen, _m(1.7, 1.74))
+    row = anchors.anchor_cell([], "histospec", 3, replay, {}, budget_scope="step+run")
+    assert row["budget_scope"] == "step+run" and row["budget_by_step"] == {"0": 0.5, "1": 3.0}
+    pols = [(step, parse_length(dict(dc.options)["length"])) for dc, step in seen[2]]
+    assert [(step, p.budget, p.ceiling) for step, p in pols] == [(0, 0.5, 1.75), (1, 3.0, 1.75)]
+    assert pols[0][1].pool and pols[0][1].pool == pols[1][1].pool
+    anchors.anchor_cell([], "histospec", 3, replay, {}, budget_scope="step+run")
+    assert parse_length(dict(seen[-1][0][0].options)["length"]).pool != pols[0][1].pool
+
+
 def test_every_step_reads_each_rl_step_on_its_own():
     # pooled over both steps the other policy drafts more (it weighs step 1 more), yet it
     # dominates in each step: the pooled and the per-step verdicts differ (Simpson's paradox)
@@ -145,7 +159,8 @@ def test_budget_options_reach_the_budgeted_default_and_bad_ones_are_refused(tmp_
     assert (run.budget, run.windup) == (1.75, 0.5) and run.pool
     res = _invoke("--budget-options", "windup=1.5", "--output", tmp_path / "runs")
     assert isinstance(res.exception, UserError) and "windup" in str(res.exception)
-    res = _invoke("--budget-options", "pool=mine", "--output", tmp_path / "runs")
-    assert isinstance(res.exception, UserError) and "--budget-scope" in str(res.exception)
+    for opt in ("pool=mine", "pool=mine,ceiling=1"):
+        res = _invoke("--budget-options", opt, "--output", tmp_path / "runs")
+        assert isinstance(res.exception, UserError) and "--budget-scope" in str(res.exception)
     res = CliRunner().invoke(group, ["dominance", "--budget-options", "windup=0.5", "--output", str(tmp_path / "r")])
     assert isinstance(res.exception, UserError) and "add --anchors" in str(res.exception)

@@ -90,6 +90,10 @@ from samspec_bench.trace_formats import FORMATS
 @click.option("--ngram-max", type=int, default=5, show_default=True, help="n-gram drafter: largest n.")
 @click.option("--sam-min-match", type=int, default=1, show_default=True,
               help="SAM drafter: no draft when the match is shorter (l_threshold).")
+@click.option("--dev-split", type=float, default=None,
+              help="Split the trace groups: this share (e.g. 0.5) chooses each family's best configuration by its "
+                   "estimated speed-up, the rest reports it held out (result.json 'split').")
+@click.option("--split-seed", type=int, default=0, show_default=True, help="With --dev-split: the seed of the split.")
 @click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--resume", default=None, type=click.Path(), help="Continue the run in this directory.")

@@ -79,6 +79,8 @@ class AcceptConfig:
     strategies: list[str] = field(default_factory=list)          # named strategies (sam/strategies), NAME[@SOURCES]
     tool_output: str = "prefill"                                 # tool output in responses: prefilled or decoded
     history_includes_validation: bool = False                    # verl validation dumps join the RL steps
+    dev_split: float | None = None                               # share of trace groups that choose (suites/accept/heldout)
+    split_seed: int = 0                                          # ... drawn by this seed; neither changes a record
     engine_choice: str | None = None                             # why this engine (no --engine given)
     device: str = "cpu"                                          # where the model runs (resolved --device);
                                                                  # not in IDENTITY_FIELDS: placement, not what is computed
@@ -107,7 +109,7 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
                  drafters, ks, sources, group_order, corpus, bins, position, verify_cost_ratio, engine_profile,
                  on_error, limit_groups, benchmark, max_tokens, history_window, history_budget_mb, workers,
                  ngram_min, ngram_max, sam_min_match, progress, strategy, tool_output,
-                 history_includes_validation) -> AcceptConfig:
+                 history_includes_validation, dev_split, split_seed) -> AcceptConfig:
     """The `accept` command's options (by their Python names, as click converts them) as a
     validated AcceptConfig. No --engine: replay, or the model's engine with --model. The
     model engines take the model's tokenizer and the traces' prompts (--traces, --data-dir),
@@ -159,6 +161,9 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
         raise UserError(f"--sam-min-match {sam_min_match}: must be >= 1")
     int_at_least(workers, "--workers", 0, MAX_WORKERS)   # 0: one per core
     int_at_least(limit_groups, "--limit-groups", 1, optional=True)
+    if dev_split is not None and not 0 < dev_split < 1:
+        raise UserError(f"--dev-split {dev_split:g}: the share of trace groups that choose must be in (0, 1), "
+                        "e.g. 0.5")
     cfg = AcceptConfig(
         traces=[str(t) for t in traces], tokenizer=str(tokenizer), engine=engine,
         drafters=parse_list(drafters, "--drafter"), num_spec_tokens=parse_ks(ks),
@@ -170,7 +175,8 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
         trace_format=trace_format, benchmark=benchmark, max_tokens=max_tokens, history_window=history_window,
         history_budget_mb=float(history_budget_mb), engine_choice=choice, device=device,
         strategies=parse_list(strategy, "--strategy") if strategy else [], tool_output=tool_output,
-        history_includes_validation=bool(history_includes_validation))
+        history_includes_validation=bool(history_includes_validation), dev_split=dev_split,
+        split_seed=int(split_seed))
     if tool_output not in TOOL_OUTPUT:
         raise UserError(f"--tool-output {tool_output!r}: use one of {', '.join(TOOL_OUTPUT)}")
     for spec in cfg.strategies:

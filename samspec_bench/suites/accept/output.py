@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from samspec_bench.suites.accept.config import VERIFY_COST_ASSUMPTION, AcceptConfig
+from samspec_bench.suites.accept.heldout import split_lines
 
 FIGURE_STEM = "acceptance_vs_position"
 MIN_PLOT_STEPS = 20  # bins with fewer steps are not drawn (their numbers are in result.json)
@@ -123,6 +124,8 @@ def print_table(result: dict, console) -> None:
                   _fmt(m["draft_hit_rate"]), _fmt(m["acceptance_rate"]),
                   f"{_fmt(m['speedup_estimate'], 2)}x @{m['verify_cost_ratio']:g}")
     console.print(t)
+    for line in split_lines(result.get("split")):
+        console.print(line, highlight=False)
     print_binned(result, labels, console)
     print_sources(result, console)
     print_steps(result, console)

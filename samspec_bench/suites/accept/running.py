@@ -25,6 +25,7 @@ from samspec_bench.results import RunDir, check_resume, drop_torn_tail, emit_jso
 from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSITIVITY_RATIOS, SUITE, AcceptConfig,
                                                 build_configs, expand_trace_paths, priced_draft_length,
                                                 resolve_verify_cost)
+from samspec_bench.suites.accept.heldout import SIDES, split_block, split_sides
 from samspec_bench.suites.accept.inputs import Inputs, load_inputs
 from samspec_bench.suites.accept.output import print_table, write_figure, write_pareto_figure
 from samspec_bench.suites.accept.turns import engine_run
@@ -142,8 +143,12 @@ class _Tally:
     trace file and by RL step, plus responses (first turns: a multi-turn response is one
     request per model turn), requests and their generated tokens."""
 
-    def __init__(self, n: int, bins: Bins, position: str, step_of: dict[str, Any], later_turns: set[str]):
+    def __init__(self, n: int, bins: Bins, position: str, step_of: dict[str, Any], later_turns: set[str],
+                 side_of: dict[str, str] | None = None):
         self.bins, self.position, self.step_of, self.later_turns = bins, position, step_of, later_turns
+        self.side_of = side_of or {}   # --dev-split: response key -> 'dev' / 'heldout'
+        self.per_side: list[dict[str, AcceptanceCounts]] = [{} for _ in range(n)]
+        self.side_responses: dict[str, int] = {}   # first turns per side (configuration 0's)
         self.acc = [[AcceptanceCounts() for _ in range(bins.count)] for _ in range(n)]
         self.n_resp = [0] * n
         self.n_req = [0] * n
@@ -173,6 +178,15 @@ class _Tally:
             by_step.setdefault(self.step_of.get(s.key), []).append(s)
         for st, group in by_step.items():
             self.per_step[j][st] = self.per_step[j].get(st, AcceptanceCounts()) + total_counts(group)
+        if self.side_of:
+            by_side: dict[str, list] = {}
+            for s in steps:
+                by_side.setdefault(self.side_of[s.key], []).append(s)
+            for side, group in by_side.items():
+                self.per_side[j][side] = self.per_side[j].get(side, AcceptanceCounts()) + total_counts(group)
+                if j == 0:
+                    self.side_responses[side] = self.side_responses.get(side, 0) + \
+                        sum(s.key not in self.later_turns for s in group)
 
 
 def _runnable(engine: AcceptanceEngine, configs: list, err: Console) -> tuple[list, dict[str, str]]:
@@ -299,8 +313,9 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine: AcceptanceEngine, configs:
     keys = [response_key(it) for it in items]
     done = _load_done(run_dir, {dc.label for dc in runnable}) if resume is not None else {}
     jobs, reused = _plan_jobs(items, keys, runnable, done)
+    sides, groups = split_sides(items, cfg.dev_split, cfg.split_seed) if cfg.dev_split else (None, None)
     tally = _Tally(len(runnable), bins, cfg.position, {keys[i]: getattr(it, "step", None) for i, it in enumerate(items)},
-                   {keys[i] for i, it in enumerate(items) if getattr(it, "turn", 0) > 0})
+                   {keys[i] for i, it in enumerate(items) if getattr(it, "turn", 0) > 0}, sides)
     for j, kept in enumerate(reused):
         if kept:
             tally.account(j, [r["file"] for r in kept], [ResponseSteps.from_record(r) for r in kept])
@@ -326,6 +341,9 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine: AcceptanceEngine, configs:
         "configurations": [dc.label for dc in runnable],  # sweep order (metrics are keyed by label)
         "unsupported": unsupported, "responses_file": RESPONSES_FILE, "resumed_responses": resumed,
     }
+    if sides:
+        extra["split"] = split_block(runnable, tally.per_side, costs, cfg.dev_split, cfg.split_seed, groups,
+                                     {side: tally.side_responses.get(side, 0) for side in SIDES})
     run_dir.write_result(cfg.recorded(), metrics, _tables(runnable, tally, metrics, binned), figures, extra,
                          device=device_record(cfg.engine, cfg.device))
     result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 
+from samspec_bench.dev_split import dev_keys
 from samspec_bench.errors import UserError
 from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.suites.rollout.config import RolloutConfig
@@ -41,11 +41,8 @@ def split_prompts(rep: Replay, fraction: float, seed: int) -> tuple[list[int], l
     if len(distinct) < 2:
         raise UserError(f"--dev-split {fraction:g}: the run replays {len(distinct)} trace group(s); a split needs at "
                         "least 2 (give traces with more groups, or leave --dev-split out)")
-    order = np.random.default_rng(seed).permutation(len(distinct))
-    n_dev = min(max(int(round(fraction * len(distinct))), 1), len(distinct) - 1)
-    dev_keys = {distinct[i] for i in order[:n_dev]}
-    dev = [p for p, k in enumerate(keys) if k in dev_keys]
-    return dev, [p for p, k in enumerate(keys) if k not in dev_keys]
+    dev = dev_keys(distinct, fraction, seed)
+    return [p for p, k in enumerate(keys) if k in dev], [p for p, k in enumerate(keys) if k not in dev]
 
 
 def subset(rep: Replay, prompts: list[int]) -> Replay:
