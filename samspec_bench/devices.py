@@ -185,3 +185,17 @@ def time_ms(fn, device: str, *, repeats: int, warmup: int = 1) -> tuple[list[flo
         with timer.span():
             fn()
     return timer.ms, timer.label
+
+
+def step_timers(device) -> tuple[DeviceTimer, DeviceTimer]:
+    """The timers of a step and of its forward pass. On CUDA / NPU: events on the device's stream,
+    read after synchronising (the step's pair spans its host work too, so time_s is the step as
+    the device saw it: queued kernels count, launch time alone does not end it); on the CPU the
+    wall clock. A kind devices.py cannot time (mps, xpu): the host's wall clock, labelled so."""
+    kind = device_kind(str(device))
+    if kind in ("cpu", "cuda", "npu"):
+        return DeviceTimer(str(device)), DeviceTimer(str(device))
+    timers = DeviceTimer("cpu"), DeviceTimer("cpu")
+    for t in timers:
+        t.label = f"host wall clock ({kind} work not synchronised)"
+    return timers

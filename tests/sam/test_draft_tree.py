@@ -6,7 +6,8 @@ import pytest
 from samspec_bench.bench.simulation.profiles import acceptance_profile, group_acceptance_profiles, profiles_for
 from samspec_bench.errors import UserError
 from samspec_bench.sam import make_drafter
-from samspec_bench.sam.draft_tree import add_path, expected_tokens, propose_paths, tree_accepted, tree_size
+from samspec_bench.sam.draft_tree import (add_path, depths, expected_tokens, flatten, propose_paths, tree_accepted,
+                                          tree_size)
 from samspec_bench.sam.strategies import NEEDS_TREE, parse_strategy
 
 
@@ -105,3 +106,11 @@ def test_strategy_paths_option():
     for bad in ("arctic:paths=0", "arctic:tree_at=4", "arctic:width=2", "arctic:k=8:paths=x", "arctic:k=8,paths=4"):
         with pytest.raises(ValueError, match="strategy"):
             parse_strategy(bad)
+
+
+def test_flatten_gives_one_node_per_prefix_parents_first():
+    paths = [[1, 2, 3], [1, 2, 4], [5], [1, 6]]
+    tokens, parents = flatten(paths)
+    assert tokens == [1, 2, 3, 4, 5, 6] and parents == [-1, 0, 1, 1, -1, 0]
+    assert len(tokens) == tree_size(paths) and depths(parents) == [1, 2, 3, 3, 1, 2]
+    assert flatten([]) == ([], [])

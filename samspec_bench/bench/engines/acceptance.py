@@ -23,6 +23,7 @@ from samspec_bench.errors import UserError
 from samspec_bench.metrics import ResponseSteps
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.sam.drafters import SamDrafter, arctic_available, available_drafters
+from samspec_bench.sam.strategies import parse_strategy
 
 RESPONSES = "generated greedily by the model from the traces' prompts, max_tokens = recorded length"
 # the engine's options unless given: a batch as large as the suite's jobs need (an engine sized by
@@ -97,6 +98,8 @@ class ModelAcceptanceEngine:
             return f"the suffix method {where} needs arctic-inference (see the README)"
         if cfg.history and "history" not in caps.draft_sources:
             return "the history source replays earlier RL steps' recorded responses: --engine replay only"
+        if tree_of(cfg)[0] and not caps.draft_trees:
+            return f"multi-path drafts (paths=W): the {self.name} engine verifies one path a step (use --engine reference)"
         return None
 
     def drafter(self, cfg) -> Any:
@@ -111,6 +114,14 @@ class ModelAcceptanceEngine:
         return generate_steps(self.engine(), items, jobs, self.drafter)
 
 
+def tree_of(cfg) -> tuple[int, int]:
+    """(paths, at most running) of a configuration's strategy's draft trees; (0, 0): one path."""
+    if not cfg.strategy:
+        return 0, 0
+    st = parse_strategy(cfg.strategy)
+    return (st.paths, st.tree_running) if st.paths else (0, 0)
+
+
 def generate_steps(engine, items, jobs, drafter_for):
     """The acceptance suite's jobs on a model engine: each job's traces' prompts are generated
     greedily (max_tokens = the recorded response's length) with `drafter_for(cfg)`, and every
@@ -122,7 +133,9 @@ def generate_steps(engine, items, jobs, drafter_for):
                         SamplingParams(max_tokens=max(int(getattr(items[i], "max_tokens", None)
                                                           or items[i].response_ids.size), 1)),
                         group=f"{items[i].source}:{items[i].group}") for i in indices]
-        res = engine.generate(reqs, drafter=drafter_for(cfg), num_spec_tokens=cfg.k)
+        paths, at = tree_of(cfg)
+        trees = {"tree_paths": paths, "tree_at": at} if paths else {}
+        res = engine.generate(reqs, drafter=drafter_for(cfg), num_spec_tokens=cfg.k, **trees)
         out = []
         for i, o in zip(indices, res.outputs):
             s = o.steps

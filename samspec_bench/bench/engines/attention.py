@@ -6,6 +6,8 @@
   context plus the query tokens before it (the causal mask inside the chunk). This is the path
   that verifies k draft tokens in one forward pass of k+1 query tokens, and the one chunked
   prefill uses (the role of `torch_npu._npu_paged_attention_splitfuse` / flash-attention varlen).
+  With `metadata.tree_visible` a request's chunk is a draft tree instead: each token sees the
+  cached context and its ancestors in the tree (tree attention, as Medusa / SpecInfer verify).
 
 Both read keys/values through block tables, both accumulate in float32 (scores, softmax and
 the probability-weighted sum of values, as attention kernels do) and cast the output to the
@@ -46,6 +48,9 @@ class PagedAttentionMetadata:
     query_lens: list[int]               # query tokens per request
     block_size: int
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    # request b -> [q, q] bool, True where query token i of its chunk sees chunk token j: a
+    # draft tree's ancestors (and itself) in place of the causal mask inside the chunk
+    tree_visible: dict[int, torch.Tensor] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -247,6 +252,11 @@ def _plan(metadata: PagedAttentionMetadata, kind: str, hkv: int, g: int, d: int,
             masked = kpos[None, None, :] > qpos[:, :, None]                            # [b, Q, L]
             if sliding_window is not None:
                 masked = masked | (kpos[None, None, :] <= qpos[:, :, None] - sliding_window)
+            for bi, b in enumerate(group):   # a tree: its chunk's tokens see their ancestors only
+                vis = metadata.tree_visible.get(b)
+                if vis is not None:
+                    ql, ctx = qlens[bi], lens[bi] - qlens[bi]
+                    masked[bi, :ql, ctx:ctx + ql] = ~vis.to(device=dev, dtype=torch.bool)
             masked = masked[:, :, None, :].expand(nb, Q, g, L).reshape(nb, 1, Q * g, L)
             valid = torch.arange(Q, device=dev)[None, :] < torch.as_tensor(qlens, device=dev)[:, None]
             plans.append(_GroupPlan(rows, slots, masked, rows[valid], valid))

@@ -208,6 +208,7 @@ class EngineCapabilities:
     torch_in_process: bool = False    # the model runs on torch in this process (torch threads apply)
     shared_per_process: bool = False  # start-up takes tens of seconds: one engine per process
                                       # (factory.shared_engine)
+    draft_trees: bool = False         # generate(tree_paths=W, tree_at=R): verifies multi-path draft trees
     requires: str | None = None       # an optional install it needs (factory.require_engine checks it)
 
     @property

@@ -192,6 +192,17 @@ class PagedKVCache:
         kc.index_copy_(0, slot_mapping, key.to(self.dtype))
         vc.index_copy_(0, slot_mapping, value.to(self.dtype))
 
+    def move_positions(self, seq_id: Hashable, moves: Sequence[tuple[int, int]]) -> None:
+        """Copy the keys and values of positions `src` to positions `dst` of the sequence, for
+        every (src, dst) and every layer (all sources read before any is written)."""
+        if not moves:
+            return
+        src = torch.tensor([self.slots(seq_id, a, a + 1)[0] for a, _ in moves], dtype=torch.long, device=self.device)
+        dst = torch.tensor([self.slots(seq_id, b, b + 1)[0] for _, b in moves], dtype=torch.long, device=self.device)
+        for cache in (*self.key_caches, *self.value_caches):
+            flat = cache.view(-1, self.num_kv_heads, self.head_dim)
+            flat.index_copy_(0, dst, flat[src])   # advanced indexing copies the sources first
+
     def gather(self, layer: int, seq_id: Hashable) -> tuple[torch.Tensor, torch.Tensor]:
         """The sequence's keys and values `[seq_len, num_kv_heads, head_dim]` (for tests)."""
         slots = torch.tensor(self.slots(seq_id, 0, self._lens[seq_id]), dtype=torch.long, device=self.device)

@@ -16,7 +16,8 @@ schedules requests like vLLM's v1 engine:
   tokens, verified in one forward pass of k+1 query tokens, accepted by the rejection sampler
   of `samspec_bench.bench.rejection` (greedy: longest matching prefix plus the bonus token;
   sampled: exact for deterministic drafts), the KV of rejected tokens rolled back; a policy
-  decides per step whether to speculate;
+  decides per step whether to speculate; `tree_paths=W` verifies W-path draft trees where at
+  most `tree_at` requests run and nobody waits (`tree_verify`);
 - two attention paths over the same cache, chosen per step: `decode` (one query token per
   request) and `splitfuse` (several, causal inside the chunk). The `attention` option: "auto"
   uses decode when every request has one query token and splitfuse otherwise (prefill,
@@ -49,11 +50,13 @@ from samspec_bench.bench.engines.reference_options import (ATTENTION_MODES, DEFA
                                                            LOGPROBS_MODES, REFERENCE_CAPABILITIES, check_options)
 from samspec_bench.bench.engines.reference_requests import (FINISHED, RUNNING, WAITING, Scheduled, SeqState,
                                                             append_tokens, new_state, request_output, sample_step)
+from samspec_bench.bench.engines.tree_verify import chunk_positions, keep_path, propose_tree, settle, tree_option, visible
 from samspec_bench.bench.policies import StepState, describe_policy
-from samspec_bench.devices import DeviceTimer, device_kind
+from samspec_bench.devices import step_timers
 from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, load_model
 from samspec_bench.sam import make_drafter
+from samspec_bench.sam.strategies.base import TREE_RUNNING
 
 
 @dataclass
@@ -66,20 +69,6 @@ class _StepPlan:
     sched: list[Scheduled] = field(default_factory=list)
     reserved: int = 0
     preempted: int = 0
-
-
-def step_timers(device) -> tuple[DeviceTimer, DeviceTimer]:
-    """The timers of a step and of its forward pass. On CUDA / NPU: events on the device's stream,
-    read after synchronising (the step's pair spans its host work too, so time_s is the step as
-    the device saw it: queued kernels count, launch time alone does not end it); on the CPU the
-    wall clock. A kind devices.py cannot time (mps, xpu): the host's wall clock, labelled so."""
-    kind = device_kind(str(device))
-    if kind in ("cpu", "cuda", "npu"):
-        return DeviceTimer(str(device)), DeviceTimer(str(device))
-    timers = DeviceTimer("cpu"), DeviceTimer("cpu")
-    for t in timers:
-        t.label = f"host wall clock ({kind} work not synchronised)"
-    return timers
 
 
 # --- the engine ------------------------------------------------------------------------------------
@@ -126,6 +115,7 @@ class ReferenceEngine(Engine):
                                   block_size=self.block_size, dtype=self.dtype, device=self.device)
         self.eos_token_ids = self._eos_ids(model)
         self._tmp_ids = 0
+        self._trees = (0, 0)   # the generate call's draft trees: (paths, at most running)
 
     # --- description ---------------------------------------------------------------------
 
@@ -179,16 +169,19 @@ class ReferenceEngine(Engine):
             raise ValueError(f"attention path {path!r}: use 'decode' or 'splitfuse'")
         return path
 
-    def _run(self, chunks: list[tuple[Hashable, list[int], bool]], path: str) -> list[torch.Tensor | None]:
-        """chunks: (cache seq id, tokens to append, want logits at every chunk position).
-        Appends them to the cache, runs the forward, returns per chunk the logits [n, V] or None."""
+    def _run(self, chunks: list[tuple[Hashable, list[int], bool]], path: str,
+             trees: dict[int, list[int]] | None = None) -> list[torch.Tensor | None]:
+        """chunks: (cache seq id, tokens to append, want logits at every chunk position);
+        trees: chunk index -> its drafts' parents (tree_verify). Appends them to the cache, runs
+        the forward, returns per chunk the logits [n, V] or None."""
         ids, pos, slots, bt_seqs, seq_lens, qlens, lidx = [], [], [], [], [], [], []
+        trees = trees or {}
         offset = 0
-        for sid, toks, want in chunks:
+        for ci, (sid, toks, want) in enumerate(chunks):
             start = self.cache.seq_len(sid)
             slots.extend(self.cache.append(sid, len(toks)))
             ids.extend(toks)
-            pos.extend(range(start, start + len(toks)))
+            pos.extend(chunk_positions(start, trees[ci]) if ci in trees else range(start, start + len(toks)))
             bt_seqs.append(sid)
             seq_lens.append(start + len(toks))
             qlens.append(len(toks))
@@ -198,6 +191,7 @@ class ReferenceEngine(Engine):
         dev = self.device
         meta = PagedAttentionMetadata.build(self.cache.block_tables_tensor(bt_seqs), seq_lens, qlens,
                                             self.block_size, dev)
+        meta.tree_visible = {ci: visible(parents) for ci, parents in trees.items()}
         li = torch.tensor(lidx, dtype=torch.long, device=dev)
         logits = self.decoder.forward(torch.tensor(ids, dtype=torch.long, device=dev),
                                       torch.tensor(pos, dtype=torch.long, device=dev),
@@ -294,12 +288,14 @@ class ReferenceEngine(Engine):
     @torch.inference_mode()
     def generate(self, requests: Sequence[Request], *, drafter: Any = None, num_spec_tokens: int = 3,
                  spec_policy: Callable[[StepState], bool] | None = None, progress: bool = False,
-                 on_output: Callable[[RequestOutput], None] | None = None) -> GenerationResult:
+                 on_output: Callable[[RequestOutput], None] | None = None, tree_paths: int = 0,
+                 tree_at: int = TREE_RUNNING) -> GenerationResult:
         if drafter is not None and isinstance(drafter, str):
             drafter = make_drafter(drafter)
         if drafter is not None and num_spec_tokens < 1:
             raise UserError(f"num_spec_tokens = {num_spec_tokens}: must be >= 1 with a drafter")
         k = int(num_spec_tokens) if drafter is not None else 0
+        self._trees = tree_option(tree_paths, tree_at, drafter, self.decoder.windows)
         seqs = self._states(requests, k)
         waiting: deque[SeqState] = deque(seqs)
         running: list[SeqState] = []
@@ -320,7 +316,9 @@ class ReferenceEngine(Engine):
         wall = time.perf_counter() - t0
         return GenerationResult(outputs=[request_output(s) for s in seqs], steps=steps, wall_time_s=wall,
                                 engine={**self.describe(), "spec_policy": describe_policy(spec_policy),
-                                        "step_timer": self._timers[0].label},
+                                        "step_timer": self._timers[0].label,
+                                        "draft_trees": {"paths": self._trees[0], "at_most_running": self._trees[1]}
+                                        if self._trees[0] else None},
                                 drafter=(drafter.describe() if drafter is not None and hasattr(drafter, "describe")
                                          else None),
                                 num_spec_tokens=k)
@@ -359,7 +357,8 @@ class ReferenceEngine(Engine):
             speculate = bool(k) and (policy is None
                                      or bool(policy(StepState(step_no, len(running), len(waiting), n_decoding))))
             plan = _StepPlan(budget=self.max_num_batched_tokens)
-            self._schedule_running(plan, running, waiting, drafter if speculate else None, k)
+            width = self._trees[0] if speculate and not waiting and len(running) <= self._trees[1] else 0
+            self._schedule_running(plan, running, waiting, drafter if speculate else None, k, width)
             self._admit_waiting(plan, running, waiting, drafter)
             if not plan.sched:
                 raise RuntimeError("the scheduler made no progress (KV cache too small for one request?)")
@@ -367,7 +366,8 @@ class ReferenceEngine(Engine):
                        + sc.drafts, sc.samples) for sc in plan.sched]
             path = self._choose_path([len(c[1]) for c in chunks])
             with fwd_timer.span():
-                logits = self._run(chunks, path)
+                logits = self._run(chunks, path, {i: sc.tree_parents for i, sc in enumerate(plan.sched)
+                                                  if sc.tree_parents})
             drafted, accepted, emitted, finished = self._verify(plan.sched, logits, running, drafter, t0, on_output,
                                                                 bar)
             if hasattr(policy, "observe_step"):   # a history-dependent switch (bench/policies.py)
@@ -385,20 +385,25 @@ class ReferenceEngine(Engine):
     def _fits(self, plan: _StepPlan, rid: Hashable, n_tokens: int) -> bool:
         return self.cache.blocks_needed(rid, n_tokens) + plan.reserved <= self.cache.num_free_blocks
 
-    def _schedule_running(self, plan: _StepPlan, running: list[SeqState], waiting: deque, drafter, k: int) -> None:
+    def _schedule_running(self, plan: _StepPlan, running: list[SeqState], waiting: deque, drafter, k: int,
+                          width: int = 0) -> None:
         """Running requests, oldest first: their pending tokens plus drafts (`drafter`: None
-        when this step does not speculate); the latest admitted request is preempted while one
-        does not fit the cache."""
+        when this step does not speculate; `width` > 0: a tree of that many paths); the latest
+        admitted request is preempted while one does not fit the cache."""
         i = 0
         while i < len(running) and plan.budget > 0:
             s = running[i]
             rid = s.req.req_id
             n = min(s.num_pending, plan.budget)
             drafts: list[int] = []
+            parents = None
             if drafter is not None and s.num_pending == 1:
                 room = min(k, s.req.params.max_tokens - s.num_output - 1, self.max_model_len - len(s.token_ids) - 1,
                            plan.budget - 1)
-                if room > 0:
+                if room > 0 and width:   # every node takes a slot: the tree fits the budget and model length
+                    drafts, parents = propose_tree(drafter, rid, room, width,
+                                                   min(plan.budget, self.max_model_len - len(s.token_ids)) - 1)
+                elif room > 0:
                     drafts = [int(t) for t in drafter.propose(rid, room)][:room]
             while not self._fits(plan, rid, n + len(drafts)):
                 victim = running[-1]
@@ -410,7 +415,7 @@ class ReferenceEngine(Engine):
                 continue   # it preempted itself; i now points at the next request
             plan.reserved += self.cache.blocks_needed(rid, n + len(drafts))
             samples = s.num_computed + n == len(s.token_ids)
-            plan.sched.append(Scheduled(s, n, drafts, samples, samples and s.num_output > 0))
+            plan.sched.append(Scheduled(s, n, drafts, samples, samples and s.num_output > 0, parents or None))
             plan.budget -= n + len(drafts)
             i += 1
 
@@ -440,18 +445,28 @@ class ReferenceEngine(Engine):
         """Sample / verify the requests that reached the end of their known tokens, keep the
         accepted drafts' KV (roll back the rest), record the decode steps and finish requests.
         Returns (drafted, accepted, emitted, finished) over the step."""
-        sampled = [(sc, lg) for sc, lg in zip(sched, logits) if sc.samples]
+        sampled = [(sc, lg) for sc, lg in zip(sched, logits) if sc.samples and not sc.tree_parents]
+        trees = [(sc, lg) for sc, lg in zip(sched, logits) if sc.samples and sc.tree_parents]
         drafted = accepted = emitted = finished = 0
+        # per request: tokens sampled, drafts accepted, the logits rows that predicted them
+        # and (trees) the accepted nodes, whose KV moves next to the root
+        settled = []
         if sampled:
             outs, n_acc = sample_step(sampled, self.decoder.vocab_size, self.device)
+            settled += [(sc, toks, acc, lg[-(len(sc.drafts) + 1):], None)
+                        for (sc, lg), toks, acc in zip(sampled, outs, n_acc)]
+        if trees:
+            settled += settle(trees, lambda rows: sample_step(rows, self.decoder.vocab_size, self.device)[0])
+        if settled:
             now = time.perf_counter() - t0
-            for (sc, lg), toks, acc in zip(sampled, outs, n_acc):
+            for sc, toks, acc, rows, nodes in settled:
                 s = sc.seq
                 pos0 = s.num_output
-                new = append_tokens(s, toks, lg[-(len(sc.drafts) + 1):], self.max_model_len, self.logprobs_mode,
-                                    self.tokenizer)   # the rows that predict the emitted tokens
+                new = append_tokens(s, toks, rows, self.max_model_len, self.logprobs_mode, self.tokenizer)
                 if s.first_token_time is None and new:
                     s.first_token_time = now
+                if nodes:
+                    keep_path(self.cache, s.req.req_id, s.num_computed + sc.num_tokens - 1, nodes)
                 # the cache keeps the computed known tokens plus the accepted drafts
                 s.num_computed += sc.num_tokens + min(acc, len(sc.drafts))
                 self.cache.truncate(s.req.req_id, s.num_computed)

@@ -17,7 +17,7 @@ REFERENCE_CAPABILITIES = EngineCapabilities(
     generates=True, needs_model=True, needs_traces=False, exact_greedy_acceptance=False,
     draft_sources=tuple(s for s in SOURCE_NAMES if s in ("own", "group")),
     oracle_drafts=True, mixed_oracle_widths=True, teacher_forcing=True, attention_paths=ATTENTION_MODES,
-    kv_blocks_settable=True, torch_in_process=True)
+    kv_blocks_settable=True, torch_in_process=True, draft_trees=True)
 
 
 def check_options(max_num_seqs: int, max_num_batched_tokens: int, logprobs_mode: str, attention: Any) -> None:

@@ -64,6 +64,7 @@ class Scheduled:
     drafts: list[int]
     samples: bool                     # the chunk reaches the end of the known tokens: sample
     decode_step: bool                 # counted as a decode step in the per-response records
+    tree_parents: list[int] | None = None   # drafts form a tree: each one's parent (-1: the root)
 
 
 def new_state(index: int, req: Request, eos_token_ids: frozenset, device) -> SeqState:

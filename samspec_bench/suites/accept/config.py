@@ -180,7 +180,7 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
     if tool_output not in TOOL_OUTPUT:
         raise UserError(f"--tool-output {tool_output!r}: use one of {', '.join(TOOL_OUTPUT)}")
     for spec in cfg.strategies:
-        check_strategy(spec)
+        check_strategy(spec, cfg.engine)
     for s in cfg.sources:
         parse_source(s)
     check_drafters(cfg.drafters)
@@ -221,15 +221,17 @@ def parse_source(spec: str) -> tuple[bool, bool, bool]:
     return "group" in parts, "history" in parts, "corpus" in parts
 
 
-def check_strategy(spec: str) -> DraftConfig:
-    """A strategy spec as accept runs it (its switch belongs to `rollout`: refused here)."""
+def check_strategy(spec: str, engine: str = "replay") -> DraftConfig:
+    """A strategy spec as accept runs it on `engine` (its switch belongs to `rollout`: refused
+    here; draft trees where the engine verifies them)."""
     if "/" in spec:
         raise UserError(f"--strategy {spec!r}: a step switch needs a batch; accept replays acceptance only (drop "
                         "'/...', or run it in `rollout --strategy`)")
     try:
-        if parse_strategy(spec).paths:
-            raise ValueError("multi-path drafts (paths=W) are verified in the rollout's tail only; accept replays "
-                             "one path a step (drop ':paths=W', or run it in `rollout --strategy`)")
+        if parse_strategy(spec).paths and not engine_capabilities(engine).draft_trees:
+            raise ValueError(f"multi-path drafts (paths=W): the {engine} engine verifies one path a step; run them "
+                             "with --engine reference --model M (a model verifies the trees), or modelled in "
+                             "`rollout --strategy` (or drop ':paths=W')")
         return strategy_config(spec)
     except ValueError as e:
         raise UserError(f"--strategy {spec!r}: {e}") from None
@@ -264,7 +266,7 @@ def build_configs(cfg: AcceptConfig) -> list[DraftConfig]:
                     seen.add(dc.label)
                     out.append(dc)
     for spec in cfg.strategies:
-        out.append(replace(check_strategy(spec), order=cfg.group_order))
+        out.append(replace(check_strategy(spec, cfg.engine), order=cfg.group_order))
     return out
 
 

@@ -146,3 +146,17 @@ def test_random_operations_keep_tables_and_allocator_consistent(ops):
     # every slot of every live sequence is distinct across sequences
     all_slots = [s for sid in lens for s in c.slots(sid, 0, lens[sid])]
     assert len(all_slots) == len(set(all_slots))
+
+
+def test_move_positions_copies_every_layer_and_reads_before_writing():
+    cache = PagedKVCache(2, 1, 2, num_blocks=4, block_size=2)
+    cache.add("s")
+    slots = torch.tensor(cache.append("s", 6))
+    for layer in range(2):
+        vals = torch.arange(6, dtype=torch.float32)[:, None, None].expand(6, 1, 2) + 10 * layer
+        cache.write(layer, slots, vals, -vals)
+    cache.move_positions("s", [(4, 2), (2, 3)])   # position 3 gets 2's OLD value, not the 4 just moved there
+    for layer in range(2):
+        k, v = cache.gather(layer, "s")
+        assert k[:, 0, 0].tolist() == [x + 10 * layer for x in (0, 1, 4, 2, 4, 5)]
+        assert torch.equal(v, -k)

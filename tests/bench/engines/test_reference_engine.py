@@ -30,14 +30,7 @@ MATH_PROMPTS = (
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Multi-threaded small GEMMs stall on a busy shared machine (OpenMP spin-waits: a SmolLM2
-    test took 8 minutes instead of 40 s); one thread keeps this module's timing predictable."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -311,6 +311,31 @@ def test_accept_on_the_reference_engine_counts_every_decode_step(tmp_path, trace
         assert sum(steps.emitted) == steps.response_len - 1  # every token after the first is a decode step
 
 
+def test_accept_verifies_draft_trees_on_the_reference_engine(tmp_path, capsys):
+    """`--strategy NAME:paths=W` runs where a model verifies the trees: drafted tokens per step
+    count the trees' nodes, acceptance stays below them, every token after the first is a
+    decode step; the replay engine refuses the strategy in one line."""
+    monkey_args = ["accept", "--model", "builtin:tiny-qwen3", "--engine", "reference", "--benchmark", "gsm8k",
+                   "--limit-groups", "2", "--max-tokens", "24", "-k", "4", "--strategy",
+                   "evidence:k=4@own,evidence:k=4:paths=4@own", "--output", str(tmp_path / "o"), "--no-progress",
+                   "--json", str(tmp_path / "r.json")]
+    run_cli(monkey_args, capsys)
+    result = json.loads((tmp_path / "r.json").read_text())
+    tree = result["metrics"]["evidence:k=4:paths=4@own: sam k=4 own"]
+    chain = result["metrics"]["evidence:k=4@own: sam k=4 own"]
+    assert tree["strategy"] == "evidence:k=4:paths=4@own" and tree["responses"] == 2
+    assert chain["responses"] == 2
+    recs = [r for r in read_jsonl(only_run(tmp_path / "o") / "responses.jsonl") if "paths" in r["config"]]
+    assert len(recs) == 2 and any(max(ResponseSteps.from_record(r).drafted) > 4 for r in recs)   # a wider tree
+    for r in recs:
+        steps = ResponseSteps.from_record(r)
+        assert all(a <= min(d, 4) for a, d in zip(steps.accepted, steps.drafted))   # one path's tokens kept
+        assert max(steps.drafted) <= 16 and sum(steps.emitted) == steps.response_len - 1
+    err = run_cli(["accept", "--engine", "replay", "--traces", str(tmp_path / "none.jsonl"), "--tokenizer",
+                   str(tmp_path), "--strategy", "arctic:paths=4", "--output", str(tmp_path / "x")], capsys, 2).err
+    assert "--engine reference" in err and len(err.strip().splitlines()) == 1
+
+
 def test_suite_contract_build_config_and_execute(subset, qwen3_tokenizer_dir, tmp_path, capsys):
     """`run` (and any caller) builds the config from the command's options by name, as click
     converts them, and calls execute: the same run as the command line."""

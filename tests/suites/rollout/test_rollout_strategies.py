@@ -238,11 +238,12 @@ def test_rollout_tree_arm_drafts_trees_in_the_tail_only(shared_data, tmp_path, d
     assert any("tree verification" in n for n in described["arctic:paths=4:tree_at=4"]["needs"])
 
 
-def test_accept_refuses_tree_strategies():
+def test_accept_refuses_tree_strategies_where_the_engine_verifies_one_path():
     from samspec_bench.errors import UserError
     from samspec_bench.suites.accept.config import check_strategy
-    with pytest.raises(UserError, match="paths=W"):
-        check_strategy("arctic:paths=4")
+    with pytest.raises(UserError, match="paths=W.*--engine reference"):
+        check_strategy("arctic:paths=4")   # replay
+    assert check_strategy("arctic:paths=4@own", "reference").strategy == "arctic:paths=4@own"
 
 
 def test_json_on_stdout_stays_clean_while_profiles_show_progress(shared_data, tmp_path):
