@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from device_cli import PROMPTS
+from tree_fixtures import KnowingDrafter, knowing_tree_size, knowing_trees  # noqa: F401 (a fixture)
 from samspec_bench.bench.engines.base import SamplingParams, make_requests
 from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.bench.engines.reference_engine import ReferenceEngine
@@ -101,3 +102,18 @@ def test_bfloat16_generates_with_sam_on_the_device(small_qwen3, accel_device, pr
         assert eng.cache.num_free_blocks == eng.cache.num_blocks
     finally:
         eng.close()
+
+
+def test_float32_greedy_with_draft_trees_is_the_plain_output_on_the_device(fp32, prompt_ids, knowing_trees):
+    """Tree verification on the device (tree mask, depth positions, the kept path's KV moved):
+    with the true continuation on the third of three paths, every tree step keeps its whole room
+    and the tokens are plain greedy decoding's."""
+    reqs = make_requests(prompt_ids, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
+    base = fp32.generate(reqs)
+    drafter = KnowingDrafter({o.req_id: o.token_ids for o in base.outputs}, fp32.decoder.vocab_size)
+    tree = fp32.generate(reqs, drafter=drafter, num_spec_tokens=4, tree_paths=3)
+    assert [o.token_ids for o in tree.outputs] == [o.token_ids for o in base.outputs]
+    full = [(d, a) for o in tree.outputs for p, d, a in zip(o.steps.position, o.steps.drafted, o.steps.accepted)
+            if MAX_TOKENS - p - 1 >= 4]
+    assert full and all(d == knowing_tree_size(4) and a == 4 for d, a in full)
+    assert fp32.cache.num_free_blocks == fp32.cache.num_blocks

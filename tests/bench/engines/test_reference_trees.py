@@ -7,18 +7,15 @@ and nobody waits; bad options. Exactness on the tiny random Qwen3 with batch_inv
 from __future__ import annotations
 
 import json
-from typing import Hashable
-
 import pytest
 import torch
 
+from tree_fixtures import KnowingDrafter, knowing_tree_size, knowing_trees  # noqa: F401 (a fixture)
 from samspec_bench.bench.engines import tree_verify
 from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.bench.engines.reference_engine import ReferenceEngine
 from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import load_model, resolve_model
-from samspec_bench.sam import Drafter
-from samspec_bench.sam.draft_tree import tree_size
 
 K = 4
 
@@ -37,47 +34,6 @@ def _prompts(n: int) -> list[list[int]]:
     vocab = json.loads((resolve_model("builtin:tiny-qwen3") / "config.json").read_text())["vocab_size"]
     g = torch.Generator().manual_seed(3)
     return [torch.randint(3, min(2000, vocab), (6 + 5 * i,), generator=g).tolist() for i in range(n)]
-
-
-class KnowingDrafter(Drafter):
-    """Knows each request's plain output. Its own draft (a chain) is always wrong; its tree
-    holds a wrong path, a path right for two tokens, and the true continuation last, so a step
-    that accepts everything must take the third path, whose nodes are not next to the root."""
-
-    def __init__(self, truth: dict[Hashable, list[int]], vocab: int):
-        self.truth, self.vocab, self.pos = truth, vocab, {}
-
-    def start(self, req_id, prompt_ids, group=None):
-        self.pos[req_id] = 0
-
-    def extend(self, req_id, token_ids):
-        self.pos[req_id] += len(list(token_ids))
-
-    def stop(self, req_id):
-        self.pos.pop(req_id, None)
-
-    def _true(self, req_id, k):
-        return self.truth[req_id][self.pos[req_id]: self.pos[req_id] + k]
-
-    def _wrong(self, toks):
-        return [(t + 1) % self.vocab for t in toks]
-
-    def propose(self, req_id, k):
-        return self._wrong(self._true(req_id, k))
-
-    def paths(self, req_id, k):
-        true = self._true(req_id, k)
-        wrong = self._wrong(true)
-        return [wrong, true[:2] + wrong[2:], true] if true else []
-
-    def evidence_sources(self, req_id):
-        return []
-
-
-@pytest.fixture
-def knowing_trees(monkeypatch):
-    monkeypatch.setattr(tree_verify, "propose_paths",
-                        lambda drafter, rid, k, width: (drafter.propose(rid, k), drafter.paths(rid, k)[:width]))
 
 
 @pytest.mark.parametrize("params", [SamplingParams(max_tokens=24, ignore_eos=True),
@@ -100,16 +56,9 @@ def test_a_tree_whose_last_path_is_true_gives_the_plain_tokens(engine, knowing_t
             room = min(K, len(o.token_ids) - p - 1)
             if room >= 3:   # a full tree: 3 paths of `room` tokens, the last one true
                 tree_steps += 1
-                assert d == tree_size(drafter_paths(room)) and a == room and e == room + 1
+                assert d == knowing_tree_size(room) and a == room and e == room + 1
     assert tree_steps >= 6
     assert res.engine["draft_trees"] == {"paths": 3, "at_most_running": 8}
-
-
-def drafter_paths(room: int) -> list[list[int]]:
-    """The shape of KnowingDrafter's tree for `room` tokens (distinct tokens stand in)."""
-    true = list(range(room))
-    wrong = [t + 100 for t in true]
-    return [wrong, true[:2] + wrong[2:], true]
 
 
 def test_trees_only_where_few_run_and_nobody_waits(engine, knowing_trees):

@@ -23,7 +23,7 @@ def test_strategy_configs():
 def test_strategies_join_the_sweep():
     from types import SimpleNamespace
     cfg = SimpleNamespace(drafters=["sam-fixed"], num_spec_tokens=[3], sources=["own"], group_order="sequential",
-                          ngram_min=2, ngram_max=5, sam_min_match=1, strategies=["seed", "seer"])
+                          ngram_min=2, ngram_max=5, sam_min_match=1, strategies=["seed", "seer"], engine="replay")
     configs = build_configs(cfg)
     assert [c.strategy for c in configs] == [None, "seed", "seer"]
     assert configs[2].group and configs[2].order == "sequential"
