@@ -7,6 +7,12 @@ Two parts, one drafter-wide state (`DraftBudget`):
   [0, MAX_COST]; a draft the bucket cut counts as its length plus `windup` x its missing tokens
   there, so the price rises while the cap binds); it starts at the policy's own cost, so the estimate still picks which
   tokens are drafted, only the price of a token moves;
+- a spend-down of savings (`spenddown`, per token): the price handed to the chooser is the
+  multiplier less spenddown x the credit beyond one draft (k), at least 0. The multiplier is
+  kept at 0 or above, so where even a free draft token finds too little evidence to spend B
+  the deficit piles up in the bucket instead of in the multiplier; without the spend-down it
+  was never spent (the qwen25math history steps, docs/drafting.md), with it the saved credit
+  lowers the price until it is spent;
 - a hard cap, a token bucket: every step (one propose) credits B; a draft may not exceed the
   credit (it is cut to floor(credit) tokens), which is kept at most max(burst, k) tokens, and
   starts empty. So over any run the drafted tokens never exceed B x steps: the mean drafted
@@ -41,10 +47,12 @@ class DraftBudget:
     """The drafter-wide budget state: the multiplier (`cost`), the bucket's `credit`, and what
     was spent (`steps`, `drafted`)."""
 
-    __slots__ = ("budget", "burst", "rate", "windup", "cost", "credit", "steps", "drafted", "ceiling")
+    __slots__ = ("budget", "burst", "rate", "windup", "spenddown", "cost", "credit", "steps", "drafted", "ceiling")
 
-    def __init__(self, budget: float, burst: float, rate: float, cost: float, windup: float = 1.0):
+    def __init__(self, budget: float, burst: float, rate: float, cost: float, windup: float = 1.0,
+                 spenddown: float = 0.0):
         self.budget, self.burst, self.rate, self.windup = float(budget), float(burst), float(rate), float(windup)
+        self.spenddown = float(spenddown)
         self.cost = min(MAX_COST, max(0.0, float(cost)))
         self.credit = 0.0
         self.steps = 0
@@ -58,7 +66,8 @@ class DraftBudget:
         most = min(int(k), int(self.credit))
         if self.ceiling is not None:
             most = min(most, self.ceiling.credit_step())
-        draft = propose(most, self.cost) if most > 0 else []
+        price = max(0.0, self.cost - self.spenddown * max(0.0, self.credit - k)) if self.spenddown else self.cost
+        draft = propose(most, price) if most > 0 else []
         d = len(draft)
         if d > most:
             raise RuntimeError(f"draft budget: {d} tokens drafted for a cap of {most}")
@@ -75,7 +84,8 @@ class DraftBudget:
         return draft
 
     def describe(self) -> dict[str, Any]:
-        return {"budget_per_step": self.budget, "windup": self.windup, "steps": self.steps, "drafted": self.drafted,
+        return {"budget_per_step": self.budget, "windup": self.windup, "spenddown": self.spenddown,
+                "steps": self.steps, "drafted": self.drafted,
                 "drafted_per_step": self.drafted / self.steps if self.steps else 0.0,
                 "cost_now": self.cost, "credit_now": self.credit,
                 **({"ceiling": self.ceiling.describe()} if self.ceiling is not None else {})}
@@ -130,12 +140,13 @@ _BY_POOL: "OrderedDict[str, DraftBudget]" = OrderedDict()
 
 
 def pooled_budget(pool: str, budget: float, burst: float, rate: float, cost: float,
-                  windup: float = 1.0) -> DraftBudget:
+                  windup: float = 1.0, spenddown: float = 0.0) -> DraftBudget:
     """The budget named `pool` in this process (a new one the first time, or when its parameters
     changed); the least recently used names go beyond KEPT_RECORDS."""
     state = _BY_POOL.get(pool)
-    if state is None or (state.budget, state.burst, state.rate, state.windup) != (budget, burst, rate, windup):
-        state = DraftBudget(budget, burst, rate, cost, windup)
+    if state is None or (state.budget, state.burst, state.rate, state.windup, state.spenddown) != \
+            (budget, burst, rate, windup, spenddown):
+        state = DraftBudget(budget, burst, rate, cost, windup, spenddown)
         _BY_POOL[pool] = state
     _BY_POOL.move_to_end(pool)
     while len(_BY_POOL) > KEPT_RECORDS:
@@ -144,17 +155,18 @@ def pooled_budget(pool: str, budget: float, burst: float, rate: float, cost: flo
 
 
 def shared_budget(record: Any, budget: float, burst: float, rate: float, cost: float,
-                  windup: float = 1.0) -> DraftBudget:
+                  windup: float = 1.0, spenddown: float = 0.0) -> DraftBudget:
     """The budget of the drafters sharing the acceptance record `record` (a new one for a record
     not seen yet). Kept by the record's identity with the record held, so an identity is not
     reused while its entry lives; the least recently used entries go beyond KEPT_RECORDS (a
     replay makes a new record per task and does not return to old ones)."""
     key = id(record)
     entry = _BY_RECORD.get(key)
-    if entry is not None and entry[0] is record and (entry[1].budget, entry[1].windup) == (budget, windup):
+    if entry is not None and entry[0] is record and \
+            (entry[1].budget, entry[1].windup, entry[1].spenddown) == (budget, windup, spenddown):
         _BY_RECORD.move_to_end(key)
         return entry[1]
-    state = DraftBudget(budget, burst, rate, cost, windup)
+    state = DraftBudget(budget, burst, rate, cost, windup, spenddown)
     _BY_RECORD[key] = (record, state)
     _BY_RECORD.move_to_end(key)
     while len(_BY_RECORD) > KEPT_RECORDS:

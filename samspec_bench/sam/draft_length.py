@@ -38,7 +38,7 @@ from samspec_bench.sam.automaton import CHOICES
 # other field (a parameter added later) is chosen by choose() in Python; so is pairs > 0 (the
 # C record keeps no pair table).
 C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "tokens", "pairs", "shape",
-                      "pooled", "budget", "burst", "rate", "windup", "pool", "ceiling"})   # the budget's: the drafter caps k, hands the cost
+                      "pooled", "budget", "burst", "rate", "windup", "pool", "ceiling", "spenddown"})   # the budget's: the drafter caps k, hands the cost
 
 DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
 LENGTH_SPECS = ("fixed", "evidence")
@@ -241,7 +241,8 @@ class EvidenceLength:
     predicted accepted tokens), pooled (1 or 0); budget (drafted tokens per step per request at
     most, drafter-wide: the cost becomes a Lagrange multiplier moved online by `rate` and a token
     bucket of at most max(`burst`, k) tokens caps every draft; `windup`: the share of a cut draft's
-    missing tokens the multiplier counts; `pool`: a name, the drafters of this process with that
+    missing tokens the multiplier counts; `spenddown`: per token of credit saved beyond one draft,
+    how much lower the price of a draft token is; `pool`: a name, the drafters of this process with that
     name share one budget for the whole run instead of one per acceptance record; `ceiling` with
     `pool`: the budget stays per acceptance record and the pool only caps the whole run at
     `ceiling` drafted tokens per step, keeping what earlier steps left unspent;
@@ -264,6 +265,7 @@ class EvidenceLength:
     windup: float = 0.25          # a draft the bucket cut counts as cut + windup x (k - cut) for the multiplier (dev split)
     pool: str | None = None       # the budget shared by this process's drafters of that name, over the whole run
     ceiling: float | None = None  # with pool: the pool is a run-wide cap at this rate, the budget per record
+    spenddown: float = 0.0        # the budget's price falls by this much per token saved beyond one draft
 
     fixed = False
 
@@ -291,7 +293,7 @@ class EvidenceLength:
         if self.budget is not None and not (math.isfinite(self.budget) and self.budget > 0):
             raise ValueError(f"evidence:budget={self.budget}: drafted tokens per step must be a finite number > 0 "
                              "(e.g. budget=1.5; leave it out for no budget)")
-        for name in ("burst", "rate"):
+        for name in ("burst", "rate", "spenddown"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise ValueError(f"evidence:{name}={getattr(self, name)}: must be a finite number >= 0")
         if self.pool is not None and (self.budget is None or not str(self.pool).strip()):

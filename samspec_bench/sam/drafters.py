@@ -134,12 +134,12 @@ class SamDrafter(Drafter):
         if not self._evidence or pol.budget is None:
             return None
         if pol.ceiling is not None:   # a budget per record under one run-wide cap
-            state = shared_budget(self._token_stats, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup)
+            state = shared_budget(self._token_stats, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup, pol.spenddown)
             state.ceiling = pooled_ceiling(pol.pool, pol.ceiling)
             return state
         if pol.pool is not None:
-            return pooled_budget(pol.pool, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup)
-        return shared_budget(self._token_stats, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup)
+            return pooled_budget(pol.pool, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup, pol.spenddown)
+        return shared_budget(self._token_stats, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup, pol.spenddown)
 
     @property
     def token_stats(self):

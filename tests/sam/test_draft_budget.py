@@ -208,3 +208,33 @@ def test_a_cut_draft_counts_its_missing_tokens_by_windup(windup, cost_after):
 def test_windup_outside_zero_one_is_refused(spec):
     with pytest.raises(ValueError, match="windup"):
         parse_length(spec)
+
+
+@pytest.mark.parametrize("spenddown, price", [(0.0, 0.2), (0.01, 0.2 - 0.01 * (31 - 4)), (0.1, 0.0)])
+def test_saved_credit_lowers_the_price_by_spenddown(spenddown, price):
+    """Budget 1 a step, a proposer that drafts nothing for 30 steps: 30 tokens saved. On the
+    31st step the credit is 31, k 4, so the price handed to the chooser is the multiplier (0.2,
+    rate 0 keeps it) less spenddown x (31 - 4), at least 0."""
+    b = DraftBudget(budget=1.0, burst=100, rate=0.0, cost=0.2, spenddown=spenddown)
+    for _ in range(30):
+        b.spend(4, lambda most, cost: [])
+    seen = []
+    b.spend(4, lambda most, cost: seen.append(cost) or [])
+    assert seen == [pytest.approx(max(price, 0.0))] and b.cost == 0.2
+
+
+def test_spenddown_spends_what_a_stretch_without_evidence_left():
+    """A response that starts with 400 fresh tokens (no match: little is drafted even for free)
+    and then repeats a phrase: the budget's deficit from the first stretch is never spent
+    without the spend-down; with it the saved credit is spent on the repeats, within B x steps."""
+    rng = random.Random(5)
+    resp = [rng.randrange(1000, 5000) for _ in range(400)] + _repetitive(3)
+    got = {}
+    for sd in (0.0, 0.01):
+        _, c, _ = _replay(f"evidence:budget=3.0,spenddown={sd}", resp, 8, n=1)
+        got[sd] = c
+        assert c.drafted <= 3.0 * c.steps
+    # 3 a step is more than the policy drafts where it has little evidence: without the
+    # spend-down most of it stays in the bucket (1.78 a step here), with it nearly all is spent
+    assert got[0.01].drafted_per_step > got[0.0].drafted_per_step + 0.5
+    assert got[0.01].drafted_per_step >= 0.9 * 3.0
