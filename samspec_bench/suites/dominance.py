@@ -101,8 +101,9 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
     if not paths:
         raise UserError(f"no traces in {resolve_data_dir(data_dir) / 'traces'}: pass --traces FILE")
     for p in paths:
-        if not p.is_file():
-            raise UserError(f"--traces {p}: no such file; pass a trace JSONL file")
+        if not (p.is_file() or (anchors and p.is_dir())):   # --anchors reads traces as accept does: a verl folder too
+            raise UserError(f"--traces {p}: no such file; pass a trace JSONL file"
+                            + (" or a folder of verl rollout dumps" if anchors else ""))
     tok = tokenizer or str(resolve_data_dir(data_dir) / "tokenizers" / "qwen3")
     return DominanceConfig(traces=tuple(str(p) for p in paths), tokenizer=tok, ks=ks, sam_length=sam_length,
                            limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve,

@@ -164,3 +164,27 @@ def test_budget_options_reach_the_budgeted_default_and_bad_ones_are_refused(tmp_
         assert isinstance(res.exception, UserError) and "--budget-scope" in str(res.exception)
     res = CliRunner().invoke(group, ["dominance", "--budget-options", "windup=0.5", "--output", str(tmp_path / "r")])
     assert isinstance(res.exception, UserError) and "add --anchors" in str(res.exception)
+
+
+@pytest.mark.slow
+def test_anchors_read_a_verl_rollout_folder_as_accept_does(traces_dir, qwen3_tokenizer_dir, tmp_path):
+    """verl's trainer.rollout_data_dir: one file per RL step, `input` / `output` / `step`. With
+    --anchors the folder is read as accept reads it, its steps are the RL steps (history from the
+    earlier ones) and the step+run budget covers each step; without --anchors it is refused."""
+    import json as _json
+    rows = [_json.loads(x) for x in (traces_dir / GRPO).read_text(encoding="utf-8").splitlines()[:8]]
+    folder = tmp_path / "rollout_data"
+    folder.mkdir()
+    for step, pair in ((1, rows[:3]), (2, rows[3:6]), (3, rows[6:8])):
+        (folder / f"{step}.jsonl").write_text("".join(_json.dumps({"input": r["prompt"], "output": r["response"],
+                                                                   "score": 0.0, "step": step}) + "\n"
+                                                      for r in pair), encoding="utf-8")
+    res = _invoke("--traces", folder, "--tokenizer", qwen3_tokenizer_dir, "-k", "2", "--output", tmp_path / "runs",
+                  "--json", tmp_path / "r.json")
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.output
+    result = _json.loads((tmp_path / "r.json").read_text())
+    histospec = next(r for r in result["rows"] if r["anchor"] == "histospec")
+    assert sorted(histospec["budget_by_step"], key=int) == ["1", "2", "3"]
+    assert histospec["budgeted"]["drafted_per_step"] <= histospec["anchor_metrics"]["drafted_per_step"]
+    res = CliRunner().invoke(group, ["dominance", "--traces", str(folder), "--output", str(tmp_path / "x")])
+    assert isinstance(res.exception, UserError) and "JSONL file" in str(res.exception)
