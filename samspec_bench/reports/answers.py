@@ -267,6 +267,21 @@ def _setting(m: dict) -> str:
     return f"{m.get('drafter')} k={m.get('k')}, {src}"
 
 
+def _held_out_best(result: dict) -> Check | None:
+    """The configuration an `accept --dev-split` run chose on its dev groups, with its held-out
+    figures (None without a split)."""
+    split = result.get("split") if isinstance(result.get("split"), dict) else {}
+    label = split.get("best")
+    m, held = (result.get("metrics") or {}).get(label), (split.get("heldout") or {}).get(label)
+    if not (isinstance(m, dict) and isinstance(held, dict) and is_number(held.get("tokens_per_step"))):
+        return None
+    groups = split.get("groups") or {}
+    return Check("best (held out)", YES, f"{x2(held['tokens_per_step'])} tok/step",
+                 f"{label}, chosen on {groups.get('dev', '?')} dev trace groups by {split.get('chosen_by', '?')}: "
+                 f"{x2(held['tokens_per_step'])} tokens per target step, {x2(held.get('drafted_per_step'))} drafted "
+                 f"per step on the {groups.get('heldout', '?')} held-out groups.")
+
+
 def _per_step(m: dict) -> tuple[float | None, float | None]:
     """(tokens per target step, drafted tokens per target step) of one accept configuration."""
     steps, drafted = _num((m.get("counts") or {}).get("steps")), _num((m.get("counts") or {}).get("drafted"))
@@ -297,14 +312,20 @@ def acceptance(by_suite: dict[str, Run], state: dict | None) -> Answer:
     default = next((m for m in sam if m.get("drafter") == DEFAULT_ACCEPT["drafter"] and m.get("k") == DEFAULT_ACCEPT["k"]
                     and str(m.get("sources")) == DEFAULT_ACCEPT["sources"]), None)
     best = max(sam, key=lambda m: m["tokens_per_step"])
+    held = _held_out_best(r)
     checks = []
     for label, m in (("default", default), ("best", best)):
-        if m is None or (label == "best" and m is default):
+        if m is None or (label == "best" and (m is default or held is not None)):
             continue
         tps, dps = _per_step(m)
         rate = pct(m["acceptance_rate"]) if is_number(m.get("acceptance_rate")) else "–"
         checks.append(Check(label, YES, f"{x2(tps)} tok/step", f"{_setting(m)}: {x2(tps)} tokens per target step, "
-                                                                f"{x2(dps)} drafted per step, {rate} of drafted accepted."))
+                                                                f"{x2(dps)} drafted per step, {rate} of drafted accepted."
+                                                                + (" Best of this run on the same responses (in-sample): "
+                                                                   "accept --dev-split F reports a held-out figure."
+                                                                   if label == "best" else "")))
+    if held is not None:
+        checks.append(held)
     others = [m for m in rows if m.get("drafter") not in SAM_DRAFTERS]
     if others:
         o = max(others, key=lambda m: m["tokens_per_step"])
@@ -318,6 +339,8 @@ def acceptance(by_suite: dict[str, Run], state: dict | None) -> Answer:
     else:
         head = (f"{x2(_per_step(default)[0])} tokens per target step with the default setting, {x2(tps)} at best "
                 f"({_setting(best)}; {x2(dps)} drafted per step)")
+    if held is not None:
+        head += f" in this run; chosen on dev trace groups and measured on held-out ones: {held.text.rstrip('.')}"
     head += ". 1.00 = no gain; not a time speedup (a verify step costs more than a decode step)."
     return Answer("accept", q, YES, f"{x2(tps)} tok/step", head, checks, source)
 

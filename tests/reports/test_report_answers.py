@@ -16,7 +16,7 @@ from samspec_bench.reports.collect import collect
 from samspec_bench.reports.html import render_html
 from samspec_bench.reports.markdown import render_markdown
 
-from report_runs import (ACCEPT, accept, accept_row, accuracy, answers_html, answers_of, opeq, rollout,
+from report_runs import (ACCEPT, accept, accept_row, accuracy, answers_html, answers_of, opeq, rollout, run,
                          sampler)
 
 # --- the three answers with their numbers -------------------------------------------------------------------
@@ -248,3 +248,21 @@ def test_answers_are_embedded_in_the_data(full):
     data = json.loads(re.search(r'id="samspec-data">(.*?)</script>', html, re.S).group(1))
     keys = [a["key"] for a in data["answers"][0]["answers"]]
     assert keys == ["lossless", "accept", "rollout"]
+
+
+def test_the_acceptance_answer_names_the_dev_chosen_setting_with_its_held_out_figure(tmp_path):
+    """With `accept --dev-split`, the answer's best is the dev groups' choice at its held-out
+    figure, not the run's in-sample maximum; without a split the in-sample best says so."""
+    plain = answers_of([accept(tmp_path / "plain")])["accept"]
+    best = next(c for c in plain.checks if c.name == "best")
+    assert "in-sample" in best.text and "--dev-split" in best.text
+    split = {"best": "sam k=3 own", "chosen_by": "the highest estimated speed-up", "groups": {"dev": 3, "heldout": 4},
+             "heldout": {"sam k=3 own": {"tokens_per_step": 1.375, "drafted_per_step": 2.25},
+                         "sam k=5 own+group(concurrent)": {"tokens_per_step": 2.5, "drafted_per_step": 3.0}}}
+    path = run(tmp_path / "split", "accept", ACCEPT, {"engine": "replay"}, extra={"split": split,
+                                                                               "engine": {"name": "replay"}})
+    a = answers_of([path])["accept"]
+    held = next(c for c in a.checks if c.name == "best (held out)")
+    assert held.badge == "1.38 tok/step" and "3 dev trace groups" in held.text and "4 held-out" in held.text
+    assert not any(c.name == "best" for c in a.checks)   # the in-sample maximum (k=5) is not offered as best
+    assert "held-out ones: sam k=3 own" in a.text
