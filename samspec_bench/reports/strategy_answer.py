@@ -22,7 +22,8 @@ def best_strategy_text(m: dict, how: str) -> str:
     rng = f" [{x2(sp['min'])}, {x2(sp['max'])}]" if is_number(sp.get("min")) and is_number(sp.get("max")) else ""
     wins = b.get("best_in_draws") or {}
     won = f", fastest in {wins['best']} of {wins['draws']} draws" if wins.get("draws", 0) > 1 else ""
-    split = "; chosen on the dev prompts, figures from the held-out ones" if b.get("split") == "held-out" else ""
+    split = ("; chosen on the dev prompts, figures from the held-out ones" if b.get("split") == "held-out"
+             else "; in-sample: chosen on the prompts it is measured on (rollout --dev-split F holds some out)")
     text = (f" Best strategy: {b['arm']} ({x2(b.get('speedup_overall'))}x{rng} overall, {_tail_text(b)}, "
             f"{how}{won}{split}); it needs: {_needs_text(b)}.")
     one = next((r for r in rows if r.get("best_one_path")), None)   # the best drafts trees: what runs on one path

@@ -10,7 +10,8 @@ def test_best_strategy_is_the_shortest_total_with_its_needs():
             {"arm": "always k=3", "strategy": False, "total": 40.0, "speedup_overall": 2.5, "speedup_tail": 1.0,
              "needs": []}]
     text = best_strategy_text({"strategy_table": {"rows": rows}}, "modelled")
-    assert text == (" Best strategy: histospec (2.00x overall, 1.25x in the tail, modelled); it needs: "
+    assert text == (" Best strategy: histospec (2.00x overall, 1.25x in the tail, modelled; in-sample: chosen on the "
+                    "prompts it is measured on (rollout --dev-split F holds some out)); it needs: "
                     "history kept between RL steps.")
     assert best_strategy_text({"strategy_table": {"rows": rows[:1]}}, "modelled").endswith(
         "it needs: nothing beyond the request's own text.")
@@ -37,6 +38,6 @@ def test_a_tree_best_is_followed_by_the_best_on_one_path():
             {"arm": "arctic", "strategy": True, "total": 45.0, "speedup_overall": 2.25, "speedup_tail": 1.5,
              "needs": [], "best_one_path": True}]
     text = best_strategy_text({"strategy_table": {"rows": rows}}, "modelled")
-    assert text.startswith(" Best strategy: arctic:paths=4 (2.50x overall, 1.90x in the tail, modelled)")
+    assert text.startswith(" Best strategy: arctic:paths=4 (2.50x overall, 1.90x in the tail, modelled; in-sample")
     assert text.endswith(" On one path (no tree verification, as vLLM verifies today): arctic (2.25x overall, "
                          "1.50x in the tail); it needs: nothing beyond the request's own text.")
