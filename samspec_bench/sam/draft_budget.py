@@ -7,12 +7,12 @@ Two parts, one drafter-wide state (`DraftBudget`):
   [0, MAX_COST]; a draft the bucket cut counts as its length plus `windup` x its missing tokens
   there, so the price rises while the cap binds); it starts at the policy's own cost, so the estimate still picks which
   tokens are drafted, only the price of a token moves;
-- a spend-down of savings (`spenddown`, per token): the price handed to the chooser is the
-  multiplier less spenddown x the credit beyond one draft (k), at least 0. The multiplier is
-  kept at 0 or above, so where even a free draft token finds too little evidence to spend B
-  the deficit piles up in the bucket instead of in the multiplier; without the spend-down it
-  was never spent (the qwen25math history steps, docs/drafting.md), with it the saved credit
-  lowers the price until it is spent;
+- a spend-down of savings (`spenddown`, per token; 0, off, by default): the price handed to the
+  chooser is the multiplier less spenddown x the credit beyond one draft (k), at least 0. The
+  multiplier is kept at 0 or above, so where even a free draft token finds too little evidence
+  to spend B the deficit piles up in the bucket and is never spent (the qwen25math history
+  steps). The spend-down spends it, but on weak tokens, leaving less for strong ones later: on
+  the dev cells it dominated fewer (docs/drafting.md), so it stays off;
 - a hard cap, a token bucket: every step (one propose) credits B; a draft may not exceed the
   credit (it is cut to floor(credit) tokens), which is kept at most max(burst, k) tokens, and
   starts empty. So over any run the drafted tokens never exceed B x steps: the mean drafted
@@ -118,6 +118,16 @@ class RunCeiling:
                 "drafted_per_step": self.drafted / self.steps if self.steps else 0.0, "credit_now": self.credit}
 
 
+def _keep(registry: OrderedDict, key: Any, value: Any) -> Any:
+    """`value` stored (or kept) under `key` as the most recently used; the least recently used
+    entries go beyond KEPT_RECORDS."""
+    registry[key] = value
+    registry.move_to_end(key)
+    while len(registry) > KEPT_RECORDS:
+        registry.popitem(last=False)
+    return value
+
+
 _BY_CEILING: "OrderedDict[str, RunCeiling]" = OrderedDict()
 
 
@@ -125,12 +135,7 @@ def pooled_ceiling(pool: str, rate: float) -> RunCeiling:
     """The run-wide cap named `pool` in this process (a new one the first time, or when its rate
     changed); the least recently used names go beyond KEPT_RECORDS."""
     state = _BY_CEILING.get(pool)
-    if state is None or state.rate != rate:
-        state = _BY_CEILING[pool] = RunCeiling(rate)
-    _BY_CEILING.move_to_end(pool)
-    while len(_BY_CEILING) > KEPT_RECORDS:
-        _BY_CEILING.popitem(last=False)
-    return state
+    return _keep(_BY_CEILING, pool, state if state is not None and state.rate == rate else RunCeiling(rate))
 
 
 _BY_RECORD: "OrderedDict[int, tuple[Any, DraftBudget]]" = OrderedDict()
@@ -147,11 +152,7 @@ def pooled_budget(pool: str, budget: float, burst: float, rate: float, cost: flo
     if state is None or (state.budget, state.burst, state.rate, state.windup, state.spenddown) != \
             (budget, burst, rate, windup, spenddown):
         state = DraftBudget(budget, burst, rate, cost, windup, spenddown)
-        _BY_POOL[pool] = state
-    _BY_POOL.move_to_end(pool)
-    while len(_BY_POOL) > KEPT_RECORDS:
-        _BY_POOL.popitem(last=False)
-    return state
+    return _keep(_BY_POOL, pool, state)
 
 
 def shared_budget(record: Any, budget: float, burst: float, rate: float, cost: float,
@@ -164,11 +165,5 @@ def shared_budget(record: Any, budget: float, burst: float, rate: float, cost: f
     entry = _BY_RECORD.get(key)
     if entry is not None and entry[0] is record and \
             (entry[1].budget, entry[1].windup, entry[1].spenddown) == (budget, windup, spenddown):
-        _BY_RECORD.move_to_end(key)
-        return entry[1]
-    state = DraftBudget(budget, burst, rate, cost, windup, spenddown)
-    _BY_RECORD[key] = (record, state)
-    _BY_RECORD.move_to_end(key)
-    while len(_BY_RECORD) > KEPT_RECORDS:
-        _BY_RECORD.popitem(last=False)
-    return state
+        return _keep(_BY_RECORD, key, entry)[1]
+    return _keep(_BY_RECORD, key, (record, DraftBudget(budget, burst, rate, cost, windup, spenddown)))[1]

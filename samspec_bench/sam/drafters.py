@@ -133,13 +133,13 @@ class SamDrafter(Drafter):
         pol = self.length
         if not self._evidence or pol.budget is None:
             return None
+        params = (pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup, pol.spenddown)
+        if pol.pool is not None and pol.ceiling is None:
+            return pooled_budget(pol.pool, *params)
+        state = shared_budget(self._token_stats, *params)
         if pol.ceiling is not None:   # a budget per record under one run-wide cap
-            state = shared_budget(self._token_stats, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup, pol.spenddown)
             state.ceiling = pooled_ceiling(pol.pool, pol.ceiling)
-            return state
-        if pol.pool is not None:
-            return pooled_budget(pol.pool, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup, pol.spenddown)
-        return shared_budget(self._token_stats, pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup, pol.spenddown)
+        return state
 
     @property
     def token_stats(self):

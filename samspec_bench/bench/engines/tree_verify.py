@@ -17,8 +17,9 @@ path the target's own samples follow.
 - The cache (`keep_path`): the accepted nodes' keys and values move to the positions right
   after the root, the rest is cut off, as if the path alone had been verified.
 
-Tested against the engine without trees (greedy outputs identical) and for the cache
-compaction (tests/bench/test_reference_trees.py).
+Tested against the engine without trees, greedy and seeded-sampled outputs identical where the
+true continuation is a later path (tests/bench/engines/test_reference_trees.py; the cache move in
+tests/bench/engines/test_kv_cache.py).
 """
 
 from __future__ import annotations

@@ -28,10 +28,10 @@ FIGURES = ("tokens_per_step", "drafted_per_step", "verify_tokens_per_token", "ac
 
 def group_key(item: Any) -> str:
     """The trace group of a request: its responses' prompt group (every RL step and file). A
-    later model turn of a tool-using response has a group of its own, '<group>#<line>.<turn>'
-    (suites/accept/turns.py): it stays with its response's group."""
-    group = str(getattr(item, "group", None) or getattr(item, "id", None) or response_key(item))
-    return group.rpartition("#")[0] if getattr(item, "turn", 0) > 0 else group
+    later model turn of a tool-using response has a group of its own (suites/accept/turns.py):
+    it stays with its response's group (`response_group`)."""
+    return str(getattr(item, "response_group", None) or getattr(item, "group", None) or getattr(item, "id", None)
+               or response_key(item))
 
 
 def split_sides(items: Sequence[Any], fraction: float, seed: int) -> tuple[dict[str, str], dict[str, int]]:

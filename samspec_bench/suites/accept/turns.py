@@ -48,6 +48,7 @@ class TurnItem:
     sub: Any            # the response's sub, with ".t<turn>" from the second turn on (keys stay unique)
     turn: int           # 0 for the first turn
     logprobs: np.ndarray | None = None
+    response_group: str | None = None   # the response's own group (`group` is unique from the second turn)
 
 
 def generated_stretches(n: int, spans: Sequence[tuple[int, int, str]]) -> list[tuple[int, int]]:
@@ -73,7 +74,8 @@ def _turns(it: Any) -> list[TurnItem]:
             group=f"{it.group}#{it.line}.{sub}" if later else it.group,
             prompt_ids=np.concatenate([it.prompt_ids, resp[:start]]).astype(np.int32) if start else it.prompt_ids,
             response_ids=resp[start:end], source=it.source, line=it.line, prompt_format=it.prompt_format,
-            step=it.step, sub=sub, turn=turn, logprobs=None if it.logprobs is None else it.logprobs[start:end]))
+            step=it.step, sub=sub, turn=turn, logprobs=None if it.logprobs is None else it.logprobs[start:end],
+            response_group=it.group))
     return out
 
 

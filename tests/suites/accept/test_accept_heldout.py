@@ -35,8 +35,9 @@ def test_a_groups_responses_stay_on_one_side_and_the_seed_fixes_the_split():
     assert heldout.split_sides(items, 0.3, seed=4)[0] == sides
     assert any(heldout.split_sides(items, 0.3, seed=s)[0] != sides for s in range(5, 10))
     assert heldout.split_sides(_items(["a", "b"]), 0.99, 0)[1] == {"dev": 1, "heldout": 1}   # never a side empty
-    # a later model turn (suites/accept/turns.py names its group '<group>#<line>.t<n>') stays with its response
-    turn = SimpleNamespace(group="g#3#7.t1", id="x.t1", source="t.jsonl", line=7, sub="t1", turn=1)
+    # a later model turn (suites/accept/turns.py gives it a group of its own) stays with its response
+    turn = SimpleNamespace(group="g#3#7.t1", id="x.t1", source="t.jsonl", line=7, sub="t1", turn=1,
+                           response_group="g#3")
     sides, groups = heldout.split_sides(_items(["g#3", "h"]) + [turn], 0.5, 0)
     assert groups == {"dev": 1, "heldout": 1} and sides["t.jsonl:7#t1"] == sides["t.jsonl:0"]
     with pytest.raises(UserError, match="--dev-split"):
