@@ -12,8 +12,15 @@ draft at position p depends on how far its siblings have got, which depends on t
 The profile assumes lockstep: when a member drafts at position p, every sibling has emitted
 its first p tokens (all of them if it is shorter). That is exactly the head of a rollout
 (siblings are admitted together and each emits one token per step without speculation) and
-close to the tail, where the siblings still running are few and the finished ones are fully
-indexed either way. It is computed once per trace group, before the simulation.
+close to it later, as far as the recorded lengths go. The simulation draws other lengths, so
+a request drawn longer than every sibling drafts, past their lengths, from siblings that have
+all finished, which the lockstep profile (at the recorded lengths) need not show. For that part
+`after_siblings_profiles` drafts each response from its siblings' whole responses (every other
+distinct member of its group indexed, own prefix as it grows; a fresh drafter and acceptance
+record per response) and the simulation reads it from the request's position past its
+simulated siblings' longest length on (profile_table.LateProfile: lockstep in positions, so a
+sibling slowed by worse drafts may in fact still run). Both are computed once per trace group,
+before the simulation.
 
 History sources (`history`, `group+history`: earlier RL steps' responses to the same prompt,
 sam/history.py, the same definition as `accept`): `split_history` takes the traces' last RL
@@ -162,6 +169,34 @@ def group_acceptance_profiles(drafter, prompt_ids, responses: Sequence[Sequence[
     return prof
 
 
+def after_siblings_profiles(make, prompt_ids, responses: Sequence[Sequence[int]], k: int,
+                            group: Hashable = 0, paths: int = 0) -> list[tuple[np.ndarray, ...]]:
+    """Each response's profile drafted after its siblings finished: a fresh drafter (`make()`)
+    holding every other response of the group whole (finished: stopped once the response
+    itself has started, so they stay indexed), then the response's own walk."""
+    resps = [[int(t) for t in r] for r in responses]
+    out = []
+    for i, resp in enumerate(resps):
+        drafter, sibs = make(), [(group, j) for j in range(len(resps)) if j != i]
+        for j, sid in zip([j for j in range(len(resps)) if j != i], sibs):
+            drafter.start(sid, prompt_ids, group=group)
+            drafter.extend(sid, resps[j])
+        prof, me = _empty_profile(len(resp), paths), ("self", group, i)
+        drafter.start(me, prompt_ids, group=group)
+        try:
+            for sid in sibs:
+                drafter.stop(sid)
+            if resp:
+                drafter.extend(me, resp[:1])
+            for p in range(1, len(resp)):
+                _judge_at(drafter, me, k, paths, resp, p, prof)
+                drafter.extend(me, resp[p:p + 1])
+        finally:
+            drafter.stop(me)
+        out.append(prof)
+    return out
+
+
 def split_history(items: Sequence[Any]) -> tuple[list[Any], list[Any], str]:
     """(the rollout's items: the last RL step, the earlier steps' items in step order, how the
     steps were found). Single-step traces: each group's first half is the earlier step."""
@@ -212,15 +247,20 @@ def parse_sources(sources: str) -> tuple[bool, bool]:
 def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | None, k: int, drafter: str,
                  sources: str = "own", history: HistoryStore | None = None,
                  options: dict[str, Any] | None = None, paths: int = 0,
-                 done: Callable[[int], None] | None = None) -> list[tuple[np.ndarray, ...]]:
+                 done: Callable[[int], None] | None = None, after_siblings: bool = False
+                 ) -> list[tuple[np.ndarray, ...]]:
     """Profiles of (prompt_ids, response_ids) pairs: each from its own context (`own`), its
     group's siblings as well (`group`; `groups[i]` = pair i's group, members in order), the
     prompt's earlier responses in `history` (`history`), or both. `options`: the drafter's
     keyword options (e.g. a length spec). One drafter serves every pair of an own or history
     profile (its acceptance record, as one serving proposer's). `paths` > 0: each profile also
     carries its `paths`-path tree profile (`acceptance_profile`); SAM drafters only, their
-    automata then keep counts. `done(n)`: called as every n more pairs are profiled (progress)."""
+    automata then keep counts. `done(n)`: called as every n more pairs are profiled (progress).
+    `after_siblings` (group sources): each response drafted after its siblings finished
+    (`after_siblings_profiles`) instead of in lockstep with them."""
     group, hist = parse_sources(sources)
+    if after_siblings and not group:
+        raise ValueError(f"after_siblings needs a group source, not {sources!r}")
     tick = done or (lambda n: None)
 
     def each(d):   # one drafter over every pair, in order
@@ -258,8 +298,11 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
             if not np.array_equal(np.asarray(pairs[i][0]), np.asarray(prompt)):
                 raise UserError(f"--sources group: group {g!r} has responses with different prompts; fix the "
                                 "traces' group field or use --sources own")
-        profs = group_acceptance_profiles(build_drafter(cfg, history=history), prompt, [pairs[i][1] for i in idx],
-                                          k, group=g, paths=paths)
+        resps = [pairs[i][1] for i in idx]
+        profs = (after_siblings_profiles(lambda: build_drafter(cfg, history=history), prompt, resps, k, group=g,
+                                         paths=paths) if after_siblings else
+                 group_acceptance_profiles(build_drafter(cfg, history=history), prompt, resps, k, group=g,
+                                           paths=paths))
         for i, pr in zip(idx, profs):
             out[i] = pr
         tick(len(idx))

@@ -30,7 +30,8 @@ the draft token removed). Walking the profile with pos += accepted + 1 reproduce
 `bench.engines.replay.replay_response` step for step (checked in tests).
 
 Profiles may be shorter or longer than the simulated response (`SimRequest.stretch`): they
-are then read through `profiles.stretch_positions` (block resampling; see there why).
+are then read through `profiles.stretch_positions` (block resampling; see there why). A request with a
+`late` profile reads it from `late.from_pos` on (profile_table.LateProfile).
 
 Tree steps (`tree_running`, `tree_k`): in the tail few requests run and a step is bound by
 reading the weights, so verifying more tokens is nearly free. A step verifies multi-path draft
@@ -74,7 +75,8 @@ import numpy as np
 from samspec_bench.bench.policies import AlwaysPolicy, OffPolicy, StepState
 from samspec_bench.bench.simulation import fast_paths
 from samspec_bench.bench.simulation.kv_blocks import KvBlocks, schedule_with_preemption
-from samspec_bench.bench.simulation.profile_table import ProfileTable, accepted_at, drafts_at, tree_table
+from samspec_bench.bench.simulation.profile_table import (LateProfile, ProfileTable, accepted_at, drafts_at,
+                                                          tree_table)
 from samspec_bench.bench.simulation.step_log import STEP_COLUMNS, StepLog, TailAcceptance
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 
@@ -91,6 +93,7 @@ class SimRequest:
     stretch: bool = False   # profile shorter/longer than the response: read it through profiles.stretch_positions
     tree_drafted: np.ndarray | None = None   # per position, a draft tree's tokens (tree steps); None: the linear profile
     tree_accepted: np.ndarray | None = None  # the longest candidate the recorded response confirms
+    late: LateProfile | None = None          # read from late.from_pos on (a group's, after the siblings finished)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from samspec_bench.bench.engines.base import RequestProgress
 from samspec_bench.bench.simulation.profiles import (RESAMPLE_METHOD, history_store, profiles_for, rule_profile,
                                                     split_history)
 from samspec_bench.bench.simulation.dp import SHARD_RULE_TEXT, instance_steps, shard_requests, simulate_dp
+from samspec_bench.bench.simulation.profile_table import LateProfile
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, extrapolation
 from samspec_bench.data import load_tokenizer, tokenize_traces
@@ -79,6 +80,9 @@ class Replay:
     profile_s: float
     history: dict[str, Any] | None = None   # where the history source's steps came from, what its stores held
     trees: dict[Any, list] = field(default_factory=dict)   # profile key -> [(tree drafted, tree accepted)] per pair
+    # group-source profile key -> per pair (drafted, accepted, tree drafted, tree accepted) after its siblings
+    # finished (profiles.after_siblings_profiles; the tree pair None without trees)
+    late: dict[Any, list] = field(default_factory=dict)
 
     @property
     def trace_lengths(self) -> np.ndarray:
@@ -112,29 +116,43 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
     t0 = time.perf_counter()
     profs: dict[Any, list] = {}
     trees: dict[Any, list] = {}
+    late: dict[Any, list] = {}
     for s in arm_settings(cfg) if profiles else ():
         key = s["profile"]
         if key is None or key in profs:
             continue
         label = f"profiles {key[1]}" + (f" k={key[2]}" if key[0] == "sources" else "")
-        bar = RequestProgress(len(pairs), True, label)   # minutes per arm on long traces (trees: several)
-        try:
-            if key[0] == "sources":
-                src, k = key[1], key[2]
-                profs[key] = profiles_for(pairs, base_groups, k, cfg.drafter, src,
-                                          history=store(cfg.history_window) if "history" in src else None,
-                                          done=bar.advance)
+        for after in (False, True) if "group" in key_sources(key) else (False,):
+            bar = RequestProgress(len(pairs), True, label + (" after siblings" if after else ""))   # minutes per arm
+            try:
+                got, tree = key_profiles(cfg, key, pairs, base_groups, store, bar.advance, after)
+            finally:
+                bar.close()
+            if after:
+                late[key] = [(d, a, *(tree[j] if tree else (None, None))) for j, (d, a) in enumerate(got)]
             else:
-                profs[key], tree = strategy_profiles(parse_strategy(key[1]), pairs, base_groups, store,
-                                                     done=bar.advance)
+                profs[key] = got
                 if tree is not None:
                     trees[key] = tree
-        finally:
-            bar.close()
-    return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info, trees)
+    return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info, trees, late)
 
 
-def strategy_profiles(st, pairs, groups, store, done=None) -> tuple[list, list | None]:
+def key_sources(key) -> str:
+    """The draft sources of an arm's profile key."""
+    return key[1] if key[0] == "sources" else parse_strategy(key[1]).sources
+
+
+def key_profiles(cfg: RolloutConfig, key, pairs, groups, store, done, after_siblings: bool) -> tuple[list, list | None]:
+    """(profiles, tree profiles or None) of one profile key; `after_siblings`: each response
+    drafted after its group's siblings finished (group sources only)."""
+    if key[0] == "sources":
+        src, k = key[1], key[2]
+        return profiles_for(pairs, groups, k, cfg.drafter, src, history=store(cfg.history_window) if "history" in src
+                            else None, done=done, after_siblings=after_siblings), None
+    return strategy_profiles(parse_strategy(key[1]), pairs, groups, store, done=done, after_siblings=after_siblings)
+
+
+def strategy_profiles(st, pairs, groups, store, done=None, after_siblings: bool = False) -> tuple[list, list | None]:
     """A strategy's profiles: its drafter's at its k over its sources, cut by its length rule
     (if any) along each response's decode walk, with what it knows at the start
     (sam/strategies/base.rule_context, as in `accept`); and with `paths`, its tree profiles
@@ -142,7 +160,7 @@ def strategy_profiles(st, pairs, groups, store, done=None) -> tuple[list, list |
     path only), else None."""
     hist = store(st.history_window) if "history" in st.sources else None
     profs = profiles_for(pairs, groups, st.k, st.drafter, st.sources, history=hist, options=st.drafter_options(),
-                         paths=st.paths, done=done)
+                         paths=st.paths, done=done, after_siblings=after_siblings)
     trees = [(p[2], p[3]) for p in profs] if st.paths else None
     profs = [(p[0], p[1]) for p in profs]
     if st.rule is None:
@@ -151,11 +169,29 @@ def strategy_profiles(st, pairs, groups, store, done=None) -> tuple[list, list |
 
 
 def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool) -> list[SimRequest]:
+    """The simulated requests of one arm at these lengths; with a group source, each also reads
+    its after-siblings profile from the longest of its simulated siblings' lengths on."""
     pr = rep.profiles[key] if key is not None else None
     tr = rep.trees.get(key) if key is not None else None
+    lt = rep.late.get(key) if key is not None else None
+    after = siblings_longest(np.asarray(lengths[:len(rep.idx)]), rep.group_size) if lt else None
     return [SimRequest(len(rep.pairs[j][0]), int(lengths[q]), pr[j][0] if pr else None, pr[j][1] if pr else None,
-                       stretch=stretch, tree_drafted=tr[j][0] if tr else None, tree_accepted=tr[j][1] if tr else None)
+                       stretch=stretch, tree_drafted=tr[j][0] if tr else None, tree_accepted=tr[j][1] if tr else None,
+                       late=LateProfile(int(after[q]), *lt[j]) if lt and after[q] < lengths[q] else None)
             for q, j in enumerate(rep.idx)]
+
+
+def siblings_longest(lengths: np.ndarray, group_size: int) -> np.ndarray:
+    """Per request (prompt-major groups of `group_size`), the longest length among the other
+    members of its group; a group of one has none (the int64 maximum)."""
+    if group_size < 2:
+        return np.full(len(lengths), np.iinfo(np.int64).max, dtype=np.int64)
+    g = np.asarray(lengths, dtype=np.int64).reshape(-1, group_size)
+    top = np.argmax(g, axis=1)
+    first = g[np.arange(len(g)), top]
+    second = np.sort(g, axis=1)[:, -2]
+    col = np.arange(group_size)[None, :]
+    return np.where(col == top[:, None], second[:, None], first[:, None]).reshape(-1)
 
 
 def tree_options(setting: dict[str, Any]) -> dict[str, int]:
