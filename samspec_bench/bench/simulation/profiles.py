@@ -16,8 +16,8 @@ close to it later, as far as the recorded lengths go. The simulation draws other
 a request drawn longer than every sibling drafts, past their lengths, from siblings that have
 all finished, which the lockstep profile (at the recorded lengths) need not show. For that part
 `after_siblings_profiles` drafts each response from its siblings' whole responses (every other
-distinct member of its group indexed, own prefix as it grows; a fresh drafter and acceptance
-record per response) and the simulation reads it from the request's position past its
+distinct member of its group indexed, own prefix as it grows; a fresh drafter per response,
+one acceptance record per group as in lockstep) and the simulation reads it from the request's position past its
 simulated siblings' longest length on (profile_table.LateProfile: lockstep in positions, so a
 sibling slowed by worse drafts may in fact still run). Both are computed once per trace group,
 before the simulation.
@@ -197,6 +197,19 @@ def after_siblings_profiles(make, prompt_ids, responses: Sequence[Sequence[int]]
     return out
 
 
+def _record_sharing(cfg: DraftConfig, history: HistoryStore | None) -> Callable[[], Any]:
+    """Fresh drafters for one group's after-siblings walks sharing one acceptance record (the
+    first one's), as the group's lockstep drafter keeps one record for all its members."""
+    first: list[Any] = []
+
+    def make():
+        d = build_drafter(cfg, history=history, token_stats=first[0] if first else None)
+        if not first:
+            first.append(getattr(d, "token_stats", None))
+        return d
+    return make
+
+
 def split_history(items: Sequence[Any]) -> tuple[list[Any], list[Any], str]:
     """(the rollout's items: the last RL step, the earlier steps' items in step order, how the
     steps were found). Single-step traces: each group's first half is the earlier step."""
@@ -299,7 +312,7 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
                 raise UserError(f"--sources group: group {g!r} has responses with different prompts; fix the "
                                 "traces' group field or use --sources own")
         resps = [pairs[i][1] for i in idx]
-        profs = (after_siblings_profiles(lambda: build_drafter(cfg, history=history), prompt, resps, k, group=g,
+        profs = (after_siblings_profiles(_record_sharing(cfg, history), prompt, resps, k, group=g,
                                          paths=paths) if after_siblings else
                  group_acceptance_profiles(build_drafter(cfg, history=history), prompt, resps, k, group=g,
                                            paths=paths))

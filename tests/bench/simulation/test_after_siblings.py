@@ -9,8 +9,9 @@ import pytest
 from samspec_bench.bench.policies import AlwaysPolicy
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 from samspec_bench.bench.simulation.profile_table import LateProfile, ProfileTable, tree_table
-from samspec_bench.bench.simulation.profiles import (after_siblings_profiles, group_acceptance_profiles,
-                                                    profiles_for)
+from samspec_bench.bench.draft_config import DraftConfig
+from samspec_bench.bench.simulation.profiles import (_record_sharing, after_siblings_profiles,
+                                                    group_acceptance_profiles, profiles_for)
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.sam import SamDrafter
 from samspec_bench.suites.rollout.replay_arm import Replay, requests_for, siblings_longest
@@ -42,8 +43,16 @@ def test_after_siblings_needs_a_group_source():
     pair = ([1, 2], np.arange(10))
     with pytest.raises(ValueError, match="group source"):
         profiles_for([pair], None, 3, "sam", "own", after_siblings=True)
-    got = profiles_for([pair, pair], ["g", "g"], 3, "sam", "group", after_siblings=True)
-    assert len(got) == 2 and got[0][1][1:-2].min() == 3 and got[1][1][1:-2].min() == 3   # each drafts from the other's identical text
+    # fixed-length drafts: each drafts 3 tokens of the other's identical text at every position
+    got = profiles_for([pair, pair], ["g", "g"], 3, "sam-fixed", "group", after_siblings=True)
+    assert len(got) == 2 and got[0][1][1:-2].min() == 3 and got[1][1][1:-2].min() == 3
+
+
+def test_after_siblings_drafters_share_the_groups_record():
+    make = _record_sharing(DraftConfig(drafter="sam", k=3, group=True), None)
+    a, b = make(), make()
+    assert a is not b and a.token_stats is not None and a.token_stats is b.token_stats
+    assert _record_sharing(DraftConfig(drafter="sam", k=3, group=True), None)().token_stats is not a.token_stats
 
 
 def test_table_reads_the_late_profile_from_its_position():
