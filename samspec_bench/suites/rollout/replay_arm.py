@@ -35,6 +35,11 @@ from samspec_bench.suites.rollout.phases import (POSITION_EDGES, add_dp_speedups
 from samspec_bench.trace_formats import read_single_turn
 
 
+GROUP_PROFILES = ("lockstep: a member drafting at position p sees each sibling's first p tokens (the trace "
+                  "group's distinct responses); from the longest of its simulated siblings' lengths on, the "
+                  "after-siblings profile: every other distinct response of the group whole")
+
+
 def sim_requests(pairs: Sequence[tuple[Any, Any]], lengths, profiles) -> list[SimRequest]:
     """One SimRequest per (prompt_ids, response_ids) pair with its length and, unless
     `profiles` is None (no drafting), its (drafted, accepted) profile."""
@@ -297,9 +302,7 @@ def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None
                         "strategies": {s["label"]: parse_strategy(s["strategy"]).describe() for s in settings
                                        if s["arm"] == "strategy"} or None,
                         "history": rep.history,
-                        "group_profiles": ("lockstep: a member drafting at position p sees each sibling's first p "
-                                           "tokens (the trace group's distinct responses)")
-                        if any("group" in (s.get("source") or "") for s in settings) else None,
+                        "group_profiles": GROUP_PROFILES if rep.late else None,
                         "lengths": (f"drawn from {cfg.length_dist}, clipped to [{cfg.min_len}, {cfg.max_response_len}]"
                                     if stretch else "the traces' responses"),
                         "profile_resampling": RESAMPLE_METHOD if stretch else None,

@@ -75,7 +75,8 @@ def test_group_sources_draft_from_siblings(shared_data, tmp_path):
     own = _replay(shared_data, tmp_path, "--sources", "own")
     grp = _replay(shared_data, tmp_path, "--sources", "group")
     lbl = "threshold<=4 k=3"
-    assert grp["workload"]["sources"] == "group" and "lockstep" in grp["workload"]["group_profiles"]
+    assert grp["workload"]["sources"] == "group" and "lockstep" in grp["workload"]["group_profiles"] \
+        and "after-siblings" in grp["workload"]["group_profiles"]
     assert own["arms"]["off"]["total_steps"] == grp["arms"]["off"]["total_steps"]   # the baseline does not draft
     # siblings share a lot of text: more accepted tokens in the same tail steps' positions
     assert grp["arms"][lbl]["acceptance_rate"] > own["arms"][lbl]["acceptance_rate"]
