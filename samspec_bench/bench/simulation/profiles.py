@@ -177,8 +177,9 @@ def after_siblings_profiles(make, prompt_ids, responses: Sequence[Sequence[int]]
     resps = [[int(t) for t in r] for r in responses]
     out = []
     for i, resp in enumerate(resps):
-        drafter, sibs = make(), [(group, j) for j in range(len(resps)) if j != i]
-        for j, sid in zip([j for j in range(len(resps)) if j != i], sibs):
+        others = [j for j in range(len(resps)) if j != i]
+        drafter, sibs = make(), [(group, j) for j in others]
+        for j, sid in zip(others, sibs):
             drafter.start(sid, prompt_ids, group=group)
             drafter.extend(sid, resps[j])
         prof, me = _empty_profile(len(resp), paths), ("self", group, i)
