@@ -66,6 +66,14 @@ def draws_line(summary: dict[str, Any]) -> list[str]:
             f"figures: the draw with seed {d['shown_seed']}"]
 
 
+def source_lines(summary: dict[str, Any]) -> list[str]:
+    """How a simulated run's history and group draft sources were modelled (none without them)."""
+    w = summary.get("workload") or {}
+    hist = w.get("history") if isinstance(w.get("history"), dict) else {}
+    return ([f"history source (modelled): {hist['steps']}"] if hist.get("steps") else []) + \
+        ([f"group source (modelled): {w['group_profiles']}"] if w.get("group_profiles") else [])
+
+
 def kv_lines(summary: dict[str, Any]) -> list[str]:
     """The simulated KV cache: capacity per instance and where it came from, a refusal note, and
     each arm's preemptions (median [min, max] over the draws)."""
@@ -87,7 +95,7 @@ def kv_lines(summary: dict[str, Any]) -> list[str]:
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """Every line `rollout` prints before the results path."""
     units, measured = summary["units"], summary["measured"]
-    lines = [summary["time_basis"]] + draws_line(summary)
+    lines = [summary["time_basis"]] + draws_line(summary) + source_lines(summary)
     lines += [arm_line(lbl, m, units, measured) for lbl, m in summary["arms"].items()]
     lines += kv_lines(summary)
     for lbl, e in (summary.get("extrapolation") or {}).items():

@@ -10,6 +10,7 @@ from samspec_bench.errors import UserError
 from samspec_bench.suites import rollout as ro
 from samspec_bench.suites.rollout import measured as rm
 from samspec_bench.suites.rollout import outputs as rollout_outputs
+from samspec_bench.suites.rollout.lines import source_lines
 
 # phase split, completion stats, speedups and the best setting: tests/suites/rollout/test_rollout_phases.py
 
@@ -78,9 +79,18 @@ def test_group_sources_draft_from_siblings(shared_data, tmp_path):
     assert grp["workload"]["sources"] == "group" and "lockstep" in grp["workload"]["group_profiles"] \
         and "after-siblings" in grp["workload"]["group_profiles"]
     assert own["arms"]["off"]["total_steps"] == grp["arms"]["off"]["total_steps"]   # the baseline does not draft
+    # the terminal says how the group source was modelled, and only where one drafts
+    assert source_lines({"workload": grp["workload"]}) == [f"group source (modelled): {grp['workload']['group_profiles']}"]
+    assert source_lines({"workload": own["workload"]}) == []
     # siblings share a lot of text: more accepted tokens in the same tail steps' positions
     assert grp["arms"][lbl]["acceptance_rate"] > own["arms"][lbl]["acceptance_rate"]
     assert grp["arms"][lbl]["emitted"] == own["arms"][lbl]["emitted"]
+
+
+def test_source_lines_name_the_history_split():
+    w = {"history": {"steps": "RL steps from the traces: step 3 is the rollout", "stores": {}}, "group_profiles": None}
+    assert source_lines({"workload": w}) == ["history source (modelled): RL steps from the traces: step 3 is the rollout"]
+    assert source_lines({"workload": {"history": None, "group_profiles": None}}) == []
 
 
 def test_length_distribution_stretches_profiles(shared_data, tmp_path):
