@@ -209,7 +209,22 @@ def fmt_row(r: dict) -> str:
     yes = lambda v: "yes" if v["dominates"] else "no"  # noqa: E731
     return (f"{r['trace']:<28} k={r['k']:<2} {r['anchor']:<9} ({r['sources']})  anchor {f(r['anchor_metrics'])}  "
             f"default {f(r['default'])} {d(r['default_vs_anchor'])} {yes(r['default_vs_anchor'])}  "
-            f"budgeted {f(r['budgeted'])} {d(r['budgeted_vs_anchor'])} {yes(r['budgeted_vs_anchor'])}")
+            f"budgeted {f(r['budgeted'])} {d(r['budgeted_vs_anchor'])} {yes(r['budgeted_vs_anchor'])}"
+            + step_breakdown(r))
+
+
+def step_breakdown(r: dict) -> str:
+    """Where a budgeted cell loses an RL step: each step's budgeted minus anchor figures (a second
+    line; empty when it wins every step or has no per-step figures)."""
+    if r.get("budgeted_every_step") is not False:
+        return ""
+    a, b = r["anchor_metrics"]["by_step"], r["budgeted"]["by_step"]
+    parts = []
+    for s in sorted((s for s in a if a[s]["steps"]), key=lambda s: (len(s), s)):
+        v = versus(a[s], b.get(s))
+        parts.append(f"{s} {v['tokens_per_step']:+.4f} / {v['drafted_per_step']:+.3f} "
+                     f"{'yes' if v['dominates'] else 'no'}" if v["tokens_per_step"] is not None else f"{s} -")
+    return "\n    by RL step, budgeted minus anchor (tokens / drafted tokens per step): " + "; ".join(parts)
 
 
 def cell_table(rows: list[dict]) -> list[dict[str, Any]]:

@@ -118,6 +118,19 @@ def test_every_step_reads_each_rl_step_on_its_own():
     assert anchors.every_step(anchor, {"tokens_per_step": 2.0}) is None and anchors.every_step(anchor, None) is None
 
 
+def test_a_row_that_loses_a_step_shows_each_step():
+    anchor = {**_m(1.6, 1.68), "by_step": {"10": _m(2.0, 2.0), "2": _m(1.4, 1.4)}}
+    budgeted = {**_m(1.61, 1.67), "by_step": {"10": _m(1.99, 1.9), "2": _m(1.45, 1.4)}}
+    row = {"trace": "t", "k": 3, "anchor": "arctic", "sources": "group+history", "anchor_metrics": anchor,
+           "default": None, "default_vs_anchor": anchors.versus(anchor, None), "budgeted": budgeted,
+           "budgeted_vs_anchor": anchors.versus(anchor, budgeted), "budgeted_every_step": False}
+    first, second = anchors.fmt_row(row).split("\n")
+    assert "budgeted 1.610 / 1.670 +0.0100 / -0.010 yes" in first
+    # steps in numeric order (2 before 10), each budgeted minus anchor and its verdict
+    assert second.endswith("2 +0.0500 / +0.000 yes; 10 -0.0100 / -0.100 no")
+    assert "\n" not in anchors.fmt_row({**row, "budgeted_every_step": True})
+
+
 def _invoke(*args):
     return CliRunner().invoke(group, ["dominance", "--anchors", *map(str, args)])
 
