@@ -262,7 +262,7 @@ class EvidenceLength:
     budget: float | None = None   # drafted tokens per step per request at most (sam/draft_budget.py)
     burst: float = 1024.0         # the budget's bucket keeps at most max(burst, k) tokens of credit (dev split)
     rate: float = 0.001           # the budget's dual-ascent step: cost += rate x (drafted - budget) (dev split)
-    windup: float = 0.25          # a draft the bucket cut counts as cut + windup x (k - cut) for the multiplier (dev split)
+    windup: float = 1.0           # a draft the bucket cut counts as cut + windup x (k - cut) for the multiplier (dev split)
     pool: str | None = None       # the budget shared by this process's drafters of that name, over the whole run
     ceiling: float | None = None  # with pool: the pool is a run-wide cap at this rate, the budget per record
     spenddown: float = 0.0        # the budget's price falls by this much per token saved beyond one draft
