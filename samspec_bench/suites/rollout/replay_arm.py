@@ -19,7 +19,7 @@ from samspec_bench.bench.engines.base import RequestProgress
 from samspec_bench.bench.simulation.profiles import (RESAMPLE_METHOD, history_store, profiles_for, rule_profile,
                                                     split_history)
 from samspec_bench.bench.simulation.dp import SHARD_RULE_TEXT, instance_steps, shard_requests, simulate_dp
-from samspec_bench.bench.simulation.profile_table import LateProfile
+from samspec_bench.bench.simulation.profile_table import NEVER, LateProfile
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, extrapolation
 from samspec_bench.data import load_tokenizer, tokenize_traces
@@ -179,7 +179,7 @@ def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool) -> list[S
     pr = rep.profiles[key] if key is not None else None
     tr = rep.trees.get(key) if key is not None else None
     lt = rep.late.get(key) if key is not None else None
-    after = siblings_longest(np.asarray(lengths[:len(rep.idx)]), rep.group_size) if lt else None
+    after = siblings_longest(np.asarray(lengths), rep.group_size) if lt else None
     return [SimRequest(len(rep.pairs[j][0]), int(lengths[q]), pr[j][0] if pr else None, pr[j][1] if pr else None,
                        stretch=stretch, tree_drafted=tr[j][0] if tr else None, tree_accepted=tr[j][1] if tr else None,
                        late=LateProfile(int(after[q]), *lt[j]) if lt and after[q] < lengths[q] else None)
@@ -188,9 +188,9 @@ def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool) -> list[S
 
 def siblings_longest(lengths: np.ndarray, group_size: int) -> np.ndarray:
     """Per request (prompt-major groups of `group_size`), the longest length among the other
-    members of its group; a group of one has none (the int64 maximum)."""
+    members of its group; a group of one has none (profile_table.NEVER)."""
     if group_size < 2:
-        return np.full(len(lengths), np.iinfo(np.int64).max, dtype=np.int64)
+        return np.full(len(lengths), NEVER, dtype=np.int64)
     g = np.asarray(lengths, dtype=np.int64).reshape(-1, group_size)
     top = np.argmax(g, axis=1)
     first = g[np.arange(len(g)), top]
