@@ -20,9 +20,9 @@ _spec.loader.exec_module(report)
 CUDA_TIMER = "cuda device time (cuda events, synchronised)"
 
 
-def sampler_result(ms=1.9, timer=CUDA_TIMER, device="cuda:0", equal=True, verdict="EXACT"):
-    point = {"vocab": 151936, "batch": 256, "k": 8, "vectorised_ms": ms, "loop_ms": 1900.0, "timer": timer,
-             "device": device}
+def sampler_result(ms=1.9, timer=CUDA_TIMER, device="cuda:0", equal=True, verdict="EXACT", fastest=1.7):
+    point = {"vocab": 151936, "batch": 256, "k": 8, "vectorised_ms": ms, "vectorised_min_ms": fastest,
+             "loop_ms": 1900.0, "timer": timer, "device": device}
     return {"environment": {"device": {"type": device.split(":")[0], "device": device, "name": "NVIDIA H100"}},
             "metrics": {"speed_largest": point, "speed_outputs_equal": equal, "verdicts": {"samspec": verdict}}}
 
@@ -41,11 +41,12 @@ def verdict(step, data, tmp_path, device="cuda", rc=0):
 def test_the_sampler_row_needs_device_time_within_the_bound(tmp_path, monkeypatch):
     monkeypatch.delenv(report.BOUND_ENV, raising=False)
     ok = verdict("sampler", sampler_result(), tmp_path)
-    assert ok["result"] == "PASS" and "1.9 ms" in ok["figure"] and CUDA_TIMER in ok["figure"]
-    slow = verdict("sampler", sampler_result(ms=3.4), tmp_path)
-    assert slow["result"] == "FAIL" and "3.4 ms > 3.0 ms" in slow["figure"]
-    monkeypatch.setenv(report.BOUND_ENV, "4.0")   # another card, another bound
-    assert verdict("sampler", sampler_result(ms=3.4), tmp_path)["result"] == "PASS"
+    assert ok["result"] == "PASS" and "1.9 ms (fastest 1.7" in ok["figure"] and CUDA_TIMER in ok["figure"]
+    assert verdict("sampler", sampler_result(ms=4.9), tmp_path)["result"] == "PASS"   # a slower host, within 5 ms
+    slow = verdict("sampler", sampler_result(ms=5.4, fastest=2.0), tmp_path)   # the bound reads the median
+    assert slow["result"] == "FAIL" and "5.4 ms > 5.0 ms" in slow["figure"]
+    monkeypatch.setenv(report.BOUND_ENV, "6.0")   # another card, another bound
+    assert verdict("sampler", sampler_result(ms=5.4), tmp_path)["result"] == "PASS"
     cpu_timed = verdict("sampler", sampler_result(timer="CPU time of the calling thread"), tmp_path)
     assert cpu_timed["result"] == "FAIL" and "not device time" in cpu_timed["figure"]
     assert verdict("sampler", sampler_result(equal=False), tmp_path)["result"] == "FAIL"

@@ -207,7 +207,7 @@ def summarise(records: list[dict], speed_rows: list[dict], cfg: SamplerConfig) -
         # the largest point (Qwen3's vocabulary, batch 256, k 8 in the default grid)
         top = max(speed_rows, key=lambda r: (r["vocab"], r["batch"], r["k"]))
         m["speed_largest"] = {key: top.get(key) for key in (
-            "vocab", "batch", "k", "vectorised_ms", "loop_ms", "ratio", "device", "timer")}
+            "vocab", "batch", "k", "vectorised_ms", "vectorised_min_ms", "loop_ms", "ratio", "device", "timer")}
     return m
 
 

