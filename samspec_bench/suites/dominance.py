@@ -3,11 +3,13 @@ trace, k and draft source? Trace replay counts, not time (bench/draft_dominance.
 
     samspec-bench dominance [--traces F ...] [-k 3,8] [--sam-length evidence] [--limit-groups N]
         [--no-share-stats] [--figure pareto.png [--costs 0.15,...]]
-    samspec-bench dominance --anchors [--traces F ...] [-k 3,8] [--limit-groups N]
+    samspec-bench dominance --anchors [--traces F ...] [-k 3,8] [--limit-groups N] [--frontier]
 
 `--anchors`: the default policy against each named anchor strategy instead, unbudgeted and with
 a draft budget equal to the anchor's drafted tokens per step (suites/dominance_anchors.py);
-one row per (trace, k, anchor) cell, the same folder, resume and gate.
+one row per (trace, k, anchor) cell, the same folder, resume and gate (on the budgeted
+default). `--frontier` adds the default at one fixed cost that spends at most the anchor's
+pooled rate (suites/dominance_frontier.py).
 
 Output (one run directory): config.json, cells.jsonl (one row per (trace, k, source) cell,
 appended as it finishes: `--resume DIR` replays only the missing cells), result.json (metrics:
@@ -53,10 +55,12 @@ class DominanceConfig:
     anchors: bool = False              # the default policy against the named anchors instead of Arctic
     budget_options: str = ""           # --anchors: more evidence parameters of the budgeted default
     budget_scope: str = anchors_mod.DEFAULT_SCOPE   # --anchors: per RL step (step), over all (run), both (step+run)
+    frontier: bool = False             # --anchors: also the default at one fixed cost matched to the anchor's spending
 
     def identity(self) -> dict:
-        """What a resumed run must share with the run it continues (the figure's path may change)."""
-        return {k: v for k, v in asdict(self).items() if k != "figure"}
+        """What a resumed run must share with the run it continues (the figure's path may change, and
+        --frontier may be added: cells without the fixed-cost point are then replayed again)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("figure", "frontier")}
 
 
 def _costs(text: str) -> tuple[float, ...]:
@@ -71,7 +75,8 @@ def _costs(text: str) -> tuple[float, ...]:
 
 def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_length: str,
                  limit_groups: int | None, share_stats: bool, figure: str | None, costs: str,
-                 data_dir: str | None, anchors: bool, budget_options: str, budget_scope: str) -> DominanceConfig:
+                 data_dir: str | None, anchors: bool, budget_options: str, budget_scope: str,
+                 frontier: bool = False) -> DominanceConfig:
     """Every option checked before any replay: the options first, then what is installed and found."""
     ks = tuple(int_list(k, "-k"))
     if anchors and (figure or sam_length != anchors_mod.DEFAULT_POLICY or not share_stats):
@@ -80,6 +85,8 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
     budget_options = (budget_options or "").strip().strip(",")
     if budget_options and not anchors:
         raise UserError("--budget-options sets the budgeted default of --anchors: add --anchors, or drop it")
+    if frontier and not anchors:
+        raise UserError("--frontier matches the default's cost to each anchor's spending: add --anchors, or drop it")
     if budget_scope not in anchors_mod.BUDGET_SCOPES:
         raise UserError(f"--budget-scope {budget_scope!r}: use {' or '.join(anchors_mod.BUDGET_SCOPES)}")
     if budget_options:
@@ -107,7 +114,8 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
     tok = tokenizer or str(resolve_data_dir(data_dir) / "tokenizers" / "qwen3")
     return DominanceConfig(traces=tuple(str(p) for p in paths), tokenizer=tok, ks=ks, sam_length=sam_length,
                            limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve,
-                           anchors=bool(anchors), budget_options=budget_options, budget_scope=budget_scope)
+                           anchors=bool(anchors), budget_options=budget_options, budget_scope=budget_scope,
+                           frontier=bool(frontier))
 
 
 def cell_table(rows: list[dict]) -> list[dict]:
@@ -168,7 +176,8 @@ def execute(config: DominanceConfig, *, output: str, resume: str | None = None, 
 def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: str | None) -> int:
     """--anchors: one row per (trace, k, anchor) cell; 1 when the budgeted default does not
     dominate every anchor (the gate)."""
-    done = {anchors_mod.cell_key(r): r for r in run_dir.samples(CELLS_FILE)}
+    # a kept cell without the fixed-cost point is replayed again when this run asks for it
+    done = {anchors_mod.cell_key(r): r for r in run_dir.samples(CELLS_FILE) if "frontier" in r or not config.frontier}
     say("tokens per step / drafted tokens per step (counts from trace replay, not time): each anchor on its own "
         "sources, the default policy (evidence) as is and budgeted at the anchor's drafted tokens per step; "
         "differences are default minus anchor")
@@ -176,7 +185,8 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
         say(anchors_mod.fmt_row(r) + "  (kept)")
     new = anchors_mod.run([Path(t) for t in config.traces], config.tokenizer, list(config.ks), config.limit_groups,
                           progress=say, skip=done, on_row=lambda row: run_dir.append_sample(row, CELLS_FILE),
-                          budget_options=config.budget_options, budget_scope=config.budget_scope)
+                          budget_options=config.budget_options, budget_scope=config.budget_scope,
+                          frontier=config.frontier)
     order = {(t, k, a): i for i, (t, k, a) in enumerate((t, k, a) for t in config.traces for k in config.ks
                                                          for a in anchors_mod.ANCHORS)}
     rows = sorted([*done.values(), *new], key=lambda r: order.get(anchors_mod.cell_key(r), len(order)))
@@ -186,8 +196,13 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
     each = sum(bool(r.get("budgeted_every_step")) for r in rows)
     say(f"the default policy dominates the anchor in {plain} of {len(rows)} cells as it is, in {budgeted} of "
         f"{len(rows)} budgeted ({scope}); budgeted, in every RL step on its own: {each} of {len(rows)}")
+    fixed = sum(r["frontier_vs_anchor"]["dominates"] for r in rows if "frontier" in r)
+    if config.frontier:
+        say(f"at one fixed cost matched to the anchor's pooled drafted tokens per step (bisection on the drafted "
+            f"tokens only, offline): {fixed} of {len(rows)}")
     metrics = {"cells": len(rows), "default_dominated_cells": plain, "budgeted_dominated_cells": budgeted,
                "budgeted_dominated_every_step_cells": each,
+               "frontier_dominated_cells": fixed if config.frontier else None,
                "budget_scope": config.budget_scope, "budget_scope_means": scope,
                "all_dominate": budgeted == len(rows), "anchors": list(anchors_mod.ANCHORS),
                "default_policy": parse_length(anchors_mod.DEFAULT_POLICY).describe(),
@@ -228,6 +243,10 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
                    "step (the pooled comparison's bound holds by construction); step: one per RL step at the "
                    "anchor's rate in that step; step+run: the per-step budgets under one run-wide cap at the pooled "
                    "rate (both bounds).")
+@click.option("--frontier", is_flag=True, default=False,
+              help="With --anchors: also the default at one fixed cost whose pooled drafted tokens per step are at "
+                   "most the anchor's (a bisection over the cost reading only the drafted tokens; about 9 more "
+                   "replays a cell): does the policy dominate at equal spending, whatever its online budget does.")
 @click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--resume", default=None, type=click.Path(), help="Continue this run directory (finished cells are kept).")

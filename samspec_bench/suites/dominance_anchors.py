@@ -44,6 +44,7 @@ from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.suites.accept.config import AcceptConfig
 from samspec_bench.suites.accept.inputs import load_inputs
 from samspec_bench.suites.accept.turns import engine_run
+from samspec_bench.suites.dominance_frontier import frontier_point
 
 ANCHORS = ("seed", "histospec", "das", "seer", "arctic")
 DEFAULT_POLICY = "evidence"
@@ -132,12 +133,13 @@ def run_budget(k: int, sources: str, budget: float, replay: Callable[[list, int]
 
 
 def anchor_cell(items: list, anchor: str, k: int, replay: Callable[[list, int], dict], defaults: dict,
-                budget_options: str = "", budget_scope: str = DEFAULT_SCOPE) -> dict:
+                budget_options: str = "", budget_scope: str = DEFAULT_SCOPE, frontier: bool = False) -> dict:
     """One cell: the anchor, the default (from `defaults` when its k, sources and window ran
     already) and the default budgeted at the anchor's spending: with scope run one budget over
     every RL step at the anchor's pooled drafted tokens per step (run_budget); with scope step
     one per RL step at the anchor's rate in that step; with scope step+run those under one cap
-    over every step at the anchor's pooled rate."""
+    over every step at the anchor's pooled rate. With `frontier`, also the default at one fixed cost
+    that spends at most the anchor's pooled rate (suites/dominance_frontier.py)."""
     st = parse_strategy(f"{anchor}:k={k}")
     window = st.history_window
     measured = replay([(strategy_config(st.name), None)], window)
@@ -155,8 +157,14 @@ def anchor_cell(items: list, anchor: str, k: int, replay: Callable[[list, int], 
         opts = budget_options if budget_scope == "step" else \
             ",".join(filter(None, (budget_options, _new_pool(), f"ceiling={budget!r}")))
         budgeted = replay([(default_config(k, st.sources, b, opts), step) for step, b in per_step.items()], window)
+    extra = {}
+    if frontier:   # an anchor that drafted nothing leaves no spending to match
+        fixed = frontier_point(k, st.sources, budget, replay, window) if budget and budget > 0 else \
+            {"cost": None, "metrics": None, "tried": []}
+        extra = {"frontier": fixed["metrics"], "frontier_cost": fixed["cost"], "frontier_tried": fixed["tried"],
+                 "frontier_vs_anchor": versus(measured, fixed["metrics"])}
     return {"k": k, "anchor": anchor, "sources": st.sources, "history_window": window if "history" in st.sources
-            else None, "budget": budget, "budget_scope": budget_scope,
+            else None, "budget": budget, "budget_scope": budget_scope, **extra,
             "budget_by_step": {str(s): b for s, b in per_step.items()} if budget_scope != "run" else None,
             "anchor_metrics": measured, "default": default, "budgeted": budgeted,
             "default_vs_anchor": versus(measured, default), "budgeted_vs_anchor": versus(measured, budgeted),
@@ -180,7 +188,8 @@ def cell_key(row: dict) -> tuple[str, int, str]:
 
 def run(traces: list[Path], tokenizer: str, ks: list[int], limit: int | None, progress=print,
         skip: Iterable[tuple[str, int, str]] = (), on_row: Callable[[dict], None] | None = None,
-        workers: int = 0, budget_options: str = "", budget_scope: str = DEFAULT_SCOPE) -> list[dict]:
+        workers: int = 0, budget_options: str = "", budget_scope: str = DEFAULT_SCOPE,
+        frontier: bool = False) -> list[dict]:
     """One row per (trace, k, anchor) cell in that order; cells in `skip` are not replayed."""
     skip = set(skip)
     rows = []
@@ -194,7 +203,7 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], limit: int | None, pr
         for k, anchor in todo:
             row = {"trace": path.name, "path": str(path),
                    **anchor_cell(items, anchor, k, lambda jobs, w: replay_arm(items, jobs, w, workers), defaults,
-                                  budget_options, budget_scope)}
+                                  budget_options, budget_scope, frontier)}
             rows.append(row)
             if on_row is not None:
                 on_row(row)
@@ -210,6 +219,9 @@ def fmt_row(r: dict) -> str:
     return (f"{r['trace']:<28} k={r['k']:<2} {r['anchor']:<9} ({r['sources']})  anchor {f(r['anchor_metrics'])}  "
             f"default {f(r['default'])} {d(r['default_vs_anchor'])} {yes(r['default_vs_anchor'])}  "
             f"budgeted {f(r['budgeted'])} {d(r['budgeted_vs_anchor'])} {yes(r['budgeted_vs_anchor'])}"
+            + (f"  fixed cost {r['frontier_cost']:.4f} {f(r['frontier'])} {d(r['frontier_vs_anchor'])} "
+               f"{yes(r['frontier_vs_anchor'])}" if r.get("frontier") else
+               "  fixed cost: none within the spending" if "frontier" in r else "")
             + step_breakdown(r))
 
 
@@ -232,12 +244,15 @@ def cell_table(rows: list[dict]) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         flat = {"trace": r["trace"], "k": r["k"], "anchor": r["anchor"], "sources": r["sources"], "budget": r["budget"]}
-        for name in ("anchor_metrics", "default", "budgeted"):
+        names = ("anchor_metrics", "default", "budgeted") + (("frontier",) if "frontier" in r else ())
+        for name in names:
             m = r[name] or {}
             tag = "anchor" if name == "anchor_metrics" else name
             flat[f"{tag}_tokens_per_step"] = m.get("tokens_per_step")
             flat[f"{tag}_drafted_per_step"] = m.get("drafted_per_step")
-        for name in ("default", "budgeted"):
+        if "frontier" in r:
+            flat["frontier_cost"] = r["frontier_cost"]
+        for name in names[1:]:
             v = r[f"{name}_vs_anchor"]
             flat[f"{name}_dominates"] = v["dominates"]
             flat[f"{name}_minus_anchor_tokens_per_step"] = v["tokens_per_step"]
