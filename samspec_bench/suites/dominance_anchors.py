@@ -19,7 +19,9 @@ at the anchor's pooled rate that keeps what earlier steps left unspent
 (`evidence:...,pool=NAME,ceiling=R`), so the pooled bound holds by construction while each step
 keeps its own budget. Chosen on the dev cells (the first 25 qwen25math groups, the first 264
 tora70b responses): step+run and step 20 of 20, run 16 of 20; step+run's pooled bound broke the
-tie. A
+tie. With `--frontier`, also the default at one fixed cost that spends at most the anchor's
+pooled rate (suites/dominance_frontier.py: the policy's drafts at equal spending, apart from
+how its online budget paces them). A
 policy dominates where its tokens per step are at least the anchor's and its drafted tokens per
 step at most the anchor's.
 
