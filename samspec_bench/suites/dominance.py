@@ -76,7 +76,7 @@ def _costs(text: str) -> tuple[float, ...]:
 def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_length: str,
                  limit_groups: int | None, share_stats: bool, figure: str | None, costs: str,
                  data_dir: str | None, anchors: bool, budget_options: str, budget_scope: str,
-                 frontier: bool = False) -> DominanceConfig:
+                 frontier: bool) -> DominanceConfig:
     """Every option checked before any replay: the options first, then what is installed and found."""
     ks = tuple(int_list(k, "-k"))
     if anchors and (figure or sam_length != anchors_mod.DEFAULT_POLICY or not share_stats):

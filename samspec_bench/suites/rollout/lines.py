@@ -82,7 +82,7 @@ def kv_lines(summary: dict[str, Any]) -> list[str]:
         return []
     kv = next(iter(arms.values()))["kv"]
     cap = kv.get("capacity_tokens")
-    out = [f"KV cache (simulated, per instance): " + (f"{cap:,} tokens" if cap is not None else "unlimited")
+    out = ["KV cache (simulated, per instance): " + (f"{cap:,} tokens" if cap is not None else "unlimited")
            + f", from {kv.get('source') or '?'}"]
     if kv.get("note"):
         out.append(f"  {kv['note']}")
