@@ -123,3 +123,36 @@ def test_rule_in_a_decode_loop_matches_the_profile_walk():
     assert rs.position.tolist() == pos
     assert rs.drafted.tolist() == dr and rs.accepted.tolist() == ac and rs.emitted.tolist() == em
     assert max(dr) > 2 and min(x for x in dr if x) == 2   # the rule moved both ways
+
+
+def test_cost_option_sets_the_evidence_policys_cost_and_nothing_else():
+    from samspec_bench.sam.draft_length import parse_length
+    ev = parse_strategy("evidence:k=16:cost=0.05:paths=4@group+history")
+    assert (ev.k, ev.paths, ev.sources) == (16, 4, "group+history")
+    assert parse_length(ev.length).cost == 0.05
+    arctic = parse_strategy("arctic:cost=0.2")   # Arctic's min_token_prob: the rest of its spec is kept
+    base, moved = parse_length(STRATEGIES["arctic"].length), parse_length(arctic.length)
+    assert moved.cost == 0.2 and base.cost == 0.1
+    assert {f: getattr(moved, f) for f in ("cap", "depth", "novelty", "choice", "pooled")} == \
+        {f: getattr(base, f) for f in ("cap", "depth", "novelty", "choice", "pooled")}
+    for bad, match in (("seed:cost=0.1", "drafts without it"), ("das:cost=0.1", "drafts without it"),
+                       ("evidence:cost=1", r"\[0, 1\)"), ("evidence:cost=x", r"\[0, 1\)")):
+        with pytest.raises(ValueError, match=match):
+            parse_strategy(bad)
+
+
+def test_a_lower_cost_drafts_more_in_a_replay():
+    """The option reaches the drafter: on a response that repeats itself with breaks, cost 0
+    drafts more tokens than cost 0.9, and the default (0.215) lies between."""
+    from samspec_bench.bench.draft_config import build_drafter, strategy_config
+    rng = np.random.default_rng(5)
+    motif = rng.integers(10, 60, 20).tolist()
+    resp = (motif * 8)[:150]
+    for i in range(7, 150, 13):
+        resp[i] = 200 + i
+    drafted = {}
+    for spec in ("evidence:k=8:cost=0.0@own", "evidence:k=8@own", "evidence:k=8:cost=0.9@own"):
+        d = build_drafter(strategy_config(spec), None, None)
+        drafted[spec] = int(replay_response(d, motif[:4], resp, 8).drafted.sum())
+    lo, mid, hi = drafted.values()
+    assert lo > mid > hi, drafted

@@ -1,7 +1,9 @@
 """Named drafting strategies, each one module behind one interface (`base.Strategy`): `seed`,
 `evidence`, `histospec`, `seer`, `das`, `arctic`. A spec picks one and may change its most
-draft tokens, its source and its step switch: `NAME[:k=K][:paths=W][:tree_at=R][@SOURCES][/SWITCH]`,
-e.g. `evidence:k=3@own`, `arctic:paths=4` (multi-path drafts of 4 paths where at most R (8)
+draft tokens, its source and its step switch: `NAME[:k=K][:paths=W][:tree_at=R][:cost=C][@SOURCES][/SWITCH]`,
+e.g. `evidence:k=3@own`, `evidence:cost=0.1` (the evidence policy's cost per draft token, for
+the strategies that draft with it: evidence, and histospec and arctic, where it is the
+min_token_prob), `arctic:paths=4` (multi-path drafts of 4 paths where at most R (8)
 requests run and nobody waits: sam/draft_tree.py), `seed/cost`,
 `histospec/schedule:1-32=16;33-1024=0`, `seer/cutoff:8:0.3` (switches.py: always,
 threshold:T, schedule:..., cost, costk, and `enginecutoff:W:T`, TensorRT-LLM's acceptance gate
@@ -32,16 +34,37 @@ def _with_cutoff(base, window: int, threshold: float):
 NAME_OPTIONS = {"k": "k", "paths": "paths", "tree_at": "tree_running"}   # spec option -> Strategy field
 
 
-def _name_options(spec: str, text: str) -> dict[str, int]:
-    """`k=K:paths=W:tree_at=R` of a spec, any of them, as Strategy fields: k the most draft
+def _with_cost(spec: str, s: Strategy, value: str) -> str:
+    """The strategy's length spec with the evidence policy's cost set to `value` (in [0, 1))."""
+    try:
+        cost = float(value)
+    except ValueError:
+        cost = -1.0
+    if not 0.0 <= cost < 1.0:
+        raise ValueError(f"strategy {spec!r}: cost={value}: the cost per draft token is a number in [0, 1)")
+    length = s.length or "evidence"
+    if s.drafter != "sam" or not length.startswith("evidence"):
+        raise ValueError(f"strategy {spec!r}: cost=C sets the evidence policy's cost, and {s.name} drafts without it "
+                         f"({s.drafter}); drop cost=")
+    head, _, params = length.partition(":")
+    kept = [p for p in params.split(",") if p and not p.startswith("cost=")]
+    return f"{head}:" + ",".join([f"cost={cost!r}", *kept])
+
+
+def _name_options(spec: str, text: str, s: Strategy) -> dict:
+    """`k=K:paths=W:tree_at=R:cost=C` of a spec, any of them, as Strategy fields: k the most draft
     tokens a step may verify (>= 1; the suites check their own upper bound), W the paths of a
-    multi-path draft (>= 1), R the most running requests of a step that verifies trees (>= 1)."""
-    out = {}
+    multi-path draft (>= 1), R the most running requests of a step that verifies trees (>= 1), C
+    the evidence policy's cost per draft token (the length spec)."""
+    out: dict = {}
     for part in text.split(":"):
         key, _, val = part.partition("=")
+        if key == "cost":
+            out["length"] = _with_cost(spec, s, val)
+            continue
         if key not in NAME_OPTIONS or not val.isdigit() or int(val) < 1:
             raise ValueError(f"strategy {spec!r}: ':{part}' should be k=K, paths=W or tree_at=R with an "
-                             "integer >= 1, each after a ':'")
+                             "integer >= 1, or cost=C, each after a ':'")
         out[NAME_OPTIONS[key]] = int(val)
     if "tree_running" in out and "paths" not in out:
         raise ValueError(f"strategy {spec!r}: tree_at=R sets where multi-path drafts start; give paths=W too")
@@ -49,7 +72,7 @@ def _name_options(spec: str, text: str) -> dict[str, int]:
 
 
 def parse_strategy(spec: str) -> Strategy:
-    """`NAME[:k=K][:paths=W][:tree_at=R][@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a
+    """`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a
     bad spec)."""
     head, _, switch = spec.strip().partition("/")
     name, _, sources = head.partition("@")
@@ -58,7 +81,7 @@ def parse_strategy(spec: str) -> Strategy:
         raise ValueError(f"strategy {name!r}: choose from {', '.join(STRATEGIES)}")
     s = STRATEGIES[name]
     if k_opt:
-        s = replace(s, **_name_options(spec, k_opt))
+        s = replace(s, **_name_options(spec, k_opt, s))
     if sources:
         canon = "+".join(p for p in sources.split("+") if p != "own") or "own"
         if canon not in STRATEGY_SOURCES:

@@ -59,7 +59,8 @@ from samspec_bench.trace_formats import FORMATS
                    "RL steps' responses to the same prompt (replay; single-step traces: each group split into an "
                    "earlier and a current half), corpus = + a static corpus.")
 @click.option("--strategy", default=None,
-              help="Named strategies too, comma list of NAME[@SOURCES]: seed, evidence, histospec, seer, das, arctic "
+              help="Named strategies too, comma list of NAME[:k=K][:cost=C][@SOURCES]: seed, evidence, histospec, "
+                   "seer, das, arctic "
                    "(each its drafter, k, sources and length rule; docs/drafting.md, 'Strategies').")
 @click.option("--history-window", type=int, default=16, show_default=True,
               help="History source: earlier responses kept per prompt (the newest).")

@@ -252,10 +252,11 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
                    "(earlier RL steps' responses to the prompt: verl dumps' earlier steps, or each single-step "
                    "group's first half), group+history.")
 @click.option("--strategy", default=None,
-              help="Named strategy arms, a comma list of NAME[:k=K][@SOURCES][/SWITCH]: seed, evidence, histospec, "
-                   "seer, das, arctic (each its drafter, sources, k, length rule and switch; SWITCH: always, "
-                   "threshold:T, schedule:LO-HI=K;..., cost, costk (per-step k by the step model), "
-                   "cutoff:WINDOW:THRESHOLD (per request), enginecutoff:WINDOW:THRESHOLD (whole engine, for good)). "
+              help="Named strategy arms, a comma list of NAME[:k=K][:paths=W][:tree_at=R][:cost=C][@SOURCES]"
+                   "[/SWITCH]: seed, evidence, histospec, seer, das, arctic (each its drafter, sources, k, length "
+                   "rule and switch; SWITCH: always, threshold:T, schedule:LO-HI=K;..., cost, costk (per-step k "
+                   "by the step model), cutoff:WINDOW:THRESHOLD (per request), enginecutoff:WINDOW:THRESHOLD "
+                   "(whole engine, for good)). "
                    "docs/drafting.md, 'Strategies'.")
 @click.option("--history-window", type=int, default=16, show_default=True,
               help="History source: earlier responses kept per prompt.")
