@@ -1,10 +1,9 @@
 """Named drafting strategies, each one module behind one interface (`base.Strategy`): `seed`,
 `evidence`, `histospec`, `seer`, `das`, `arctic`. A spec picks one and may change its most
-draft tokens, its source and its step switch:
-`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:tail_cost=C][@SOURCES][/SWITCH]`,
+draft tokens, its source and its step switch: `NAME[:k=K][:paths=W][:tree_at=R][:cost=C][@SOURCES][/SWITCH]`,
 e.g. `evidence:k=3@own`, `evidence:cost=0.1` (the evidence policy's cost per draft token, for
 the strategies that draft with it: evidence, and histospec and arctic, where it is the
-min_token_prob; `tail_cost=C` the cost in the steps that verify trees, with paths=W), `arctic:paths=4` (multi-path drafts of 4 paths where at most R (8)
+min_token_prob), `arctic:paths=4` (multi-path drafts of 4 paths where at most R (8)
 requests run and nobody waits: sam/draft_tree.py), `seed/cost`,
 `histospec/schedule:1-32=16;33-1024=0`, `seer/cutoff:8:0.3` (switches.py: always,
 threshold:T, schedule:..., cost, costk, and `enginecutoff:W:T`, TensorRT-LLM's acceptance gate
@@ -35,18 +34,18 @@ def _with_cutoff(base, window: int, threshold: float):
 NAME_OPTIONS = {"k": "k", "paths": "paths", "tree_at": "tree_running"}   # spec option -> Strategy field
 
 
-def _with_cost(spec: str, s: Strategy, value: str, key: str = "cost") -> str:
-    """The strategy's own length spec with the evidence policy's cost set to `value` (in [0, 1))."""
+def _with_cost(spec: str, s: Strategy, value: str) -> str:
+    """The strategy's length spec with the evidence policy's cost set to `value` (in [0, 1))."""
     try:
         cost = float(value)
     except ValueError:
         cost = -1.0
     if not 0.0 <= cost < 1.0:
-        raise ValueError(f"strategy {spec!r}: {key}={value}: the cost per draft token is a number in [0, 1)")
+        raise ValueError(f"strategy {spec!r}: cost={value}: the cost per draft token is a number in [0, 1)")
     length = s.length or "evidence"
     if s.drafter != "sam" or not length.startswith("evidence"):
-        raise ValueError(f"strategy {spec!r}: {key}=C sets the evidence policy's cost, and {s.name} drafts without "
-                         f"it ({s.drafter}); drop {key}=")
+        raise ValueError(f"strategy {spec!r}: cost=C sets the evidence policy's cost, and {s.name} drafts without it "
+                         f"({s.drafter}); drop cost=")
     head, _, params = length.partition(":")
     kept = [p for p in params.split(",") if p and not p.startswith("cost=")]
     return f"{head}:" + ",".join([f"cost={cost!r}", *kept])
@@ -60,8 +59,8 @@ def _name_options(spec: str, text: str, s: Strategy) -> dict:
     out: dict = {}
     for part in text.split(":"):
         key, _, val = part.partition("=")
-        if key in ("cost", "tail_cost"):
-            out["length" if key == "cost" else "tail_length"] = _with_cost(spec, s, val, key)
+        if key == "cost":
+            out["length"] = _with_cost(spec, s, val)
             continue
         if key not in NAME_OPTIONS or not val.isdigit() or int(val) < 1:
             raise ValueError(f"strategy {spec!r}: ':{part}' should be k=K, paths=W or tree_at=R with an "
@@ -69,14 +68,11 @@ def _name_options(spec: str, text: str, s: Strategy) -> dict:
         out[NAME_OPTIONS[key]] = int(val)
     if "tree_running" in out and "paths" not in out:
         raise ValueError(f"strategy {spec!r}: tree_at=R sets where multi-path drafts start; give paths=W too")
-    if "tail_length" in out and "paths" not in out:
-        raise ValueError(f"strategy {spec!r}: tail_cost=C is the cost where trees are verified; give paths=W too")
-
     return out
 
 
 def parse_strategy(spec: str) -> Strategy:
-    """`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:tail_cost=C][@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a
+    """`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a
     bad spec)."""
     head, _, switch = spec.strip().partition("/")
     name, _, sources = head.partition("@")

@@ -63,7 +63,6 @@ class Strategy:
     options: tuple[tuple[str, Any], ...] = field(default=())   # other drafter keyword options
     paths: int = 0                    # multi-path drafts in the tail: paths per tree (0: one path always)
     tree_running: int = TREE_RUNNING  # a step verifies trees at most this many running, nobody waiting
-    tail_length: str | None = None    # the length spec of the tree steps (`tail_cost=C`; None: `length`)
 
     @property
     def needs(self) -> tuple[str, ...]:
@@ -84,7 +83,6 @@ class Strategy:
                 "rule": self.rule().describe() if self.rule is not None else None,
                 "history_window": self.history_window if "history" in self.sources else None,
                 "paths": self.paths, "tree_running": self.tree_running if self.paths else None,
-                "tail_length": self.tail_length,
                 "needs": list(self.needs), "follows": self.follows, "differs": self.differs}
 
 

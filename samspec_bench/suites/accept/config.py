@@ -228,9 +228,6 @@ def check_strategy(spec: str, engine: str = "replay") -> DraftConfig:
         raise UserError(f"--strategy {spec!r}: a step switch needs a batch; accept replays acceptance only (drop "
                         "'/...', or run it in `rollout --strategy`)")
     try:
-        if parse_strategy(spec).tail_length:
-            raise ValueError("tail_cost=C is modelled in `rollout --strategy` only (an engine here drafts its trees "
-                             "at the strategy's one cost): drop ':tail_cost=C'")
         if parse_strategy(spec).paths and not engine_capabilities(engine).draft_trees:
             raise ValueError(f"multi-path drafts (paths=W): the {engine} engine verifies one path a step; run them "
                              "with --engine reference --model M (a model verifies the trees), or modelled in "

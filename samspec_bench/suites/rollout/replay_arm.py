@@ -127,9 +127,8 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
         if key is None or key in profs:
             continue
         label = f"profiles {key[1]}" + (f" k={key[2]}" if key[0] == "sources" else "")
-        walks = 2 if key[0] == "strategy" and parse_strategy(key[1]).tail_length else 1
         for after in (False, True) if "group" in key_sources(key) else (False,):
-            bar = RequestProgress(len(pairs) * walks, True, label + (" after siblings" if after else ""))
+            bar = RequestProgress(len(pairs), True, label + (" after siblings" if after else ""))   # minutes per arm
             try:
                 got, tree = key_profiles(cfg, key, pairs, base_groups, store, bar.advance, after)
             finally:
@@ -163,20 +162,11 @@ def strategy_profiles(st, pairs, groups, store, done=None, after_siblings: bool 
     (if any) along each response's decode walk, with what it knows at the start
     (sam/strategies/base.rule_context, as in `accept`); and with `paths`, its tree profiles
     from the same walk (the tree's paths at the drafter's own lengths: a rule cuts the single
-    path only), else None. With `tail_cost` the trees come from a second walk at that cost: a
-    drafter that changes its cost where trees start would keep one acceptance record over both,
-    which two walks do not model."""
+    path only), else None."""
     hist = store(st.history_window) if "history" in st.sources else None
-    two_walks = bool(st.paths and st.tail_length)   # `tail_cost`: the trees from a walk at that cost
     profs = profiles_for(pairs, groups, st.k, st.drafter, st.sources, history=hist, options=st.drafter_options(),
-                         paths=0 if two_walks else st.paths, done=done, after_siblings=after_siblings)
-    if two_walks:
-        tail = profiles_for(pairs, groups, st.k, st.drafter, st.sources, history=hist,
-                            options={**st.drafter_options(), "length": st.tail_length}, paths=st.paths, done=done,
-                            after_siblings=after_siblings)
-        trees = [(p[2], p[3]) for p in tail]
-    else:
-        trees = [(p[2], p[3]) for p in profs] if st.paths else None
+                         paths=st.paths, done=done, after_siblings=after_siblings)
+    trees = [(p[2], p[3]) for p in profs] if st.paths else None
     profs = [(p[0], p[1]) for p in profs]
     if st.rule is None:
         return profs, trees

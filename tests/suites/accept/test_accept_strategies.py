@@ -18,8 +18,6 @@ def test_strategy_configs():
         check_strategy("seed/cost")
     with pytest.raises(UserError, match="choose from"):
         check_strategy("medusa")
-    with pytest.raises(UserError, match="tail_cost=C is modelled in `rollout"):   # even where trees are verified
-        check_strategy("evidence:tail_cost=0.1:paths=4", engine="reference")
 
 
 def test_strategies_join_the_sweep():

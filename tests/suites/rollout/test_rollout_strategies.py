@@ -254,20 +254,3 @@ def test_json_on_stdout_stays_clean_while_profiles_show_progress(shared_data, tm
     assert res.exit_code == 0, res.output
     assert res.stdout.startswith("{")
     assert json.loads(res.stdout)["metrics"]["arms"]["arctic:paths=4"]["tree_steps"] > 0
-
-
-def test_tail_cost_takes_the_trees_from_a_walk_at_that_cost(small_items):
-    """`evidence:cost=A:tail_cost=B:paths=4`: the chain profiles are cost A's own walk, the tree
-    profiles cost B's walk (each equal to a strategy run at that one cost, and not cost A's)."""
-    from samspec_bench.suites.rollout.replay_arm import strategy_profiles
-    from samspec_bench.sam.strategies import parse_strategy
-    current, earlier, _ = split_history(small_items)
-    store = history_store(earlier, 16, 1 << 30)
-    pairs = [(it.prompt_ids, it.response_ids) for it in current]
-    run = lambda spec: strategy_profiles(parse_strategy(spec), pairs, None, lambda w: store)  # noqa: E731
-    chain, trees = run("evidence:k=8:cost=0.05:tail_cost=0.6:paths=4@history")
-    low_chain, low_trees = run("evidence:k=8:cost=0.05:paths=4@history")
-    high_chain, high_trees = run("evidence:k=8:cost=0.6:paths=4@history")
-    same = lambda x, y: all(np.array_equal(p, q) for a, b in zip(x, y) for p, q in zip(a, b))  # noqa: E731
-    assert same(chain, low_chain) and same(trees, high_trees)
-    assert not same(trees, low_trees)
