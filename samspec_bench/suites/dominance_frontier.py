@@ -24,10 +24,9 @@ HALVINGS = 8   # the cost to within 0.99 / 2^8 = 0.004 (about 2 % of the default
 
 
 def fixed_cost_config(k: int, sources: str, cost: float, policy: str = "evidence") -> DraftConfig:
-    """The default policy at k on `sources` with its cost fixed at `cost` (exact: repr of the float)."""
-    dc = strategy_config(f"{policy}:k={k}@{sources}")
-    return DraftConfig(drafter="sam", k=k, group=dc.group, history=dc.history, order=dc.order,
-                       options=(("length", f"{policy}:cost={cost!r}"),))
+    """The default policy at k on `sources` with its cost fixed at `cost` (the strategy spec's
+    `:cost=C`, exact: repr of the float)."""
+    return strategy_config(f"{policy}:k={k}:cost={cost!r}@{sources}")
 
 
 def cost_at_spend(replay_at: Callable[[float], dict], spend: float, halvings: int = HALVINGS) -> dict:

@@ -115,11 +115,11 @@ def test_frontier_on_a_trace_slice_and_a_resume_that_adds_it(traces_dir, qwen3_t
     for r in result["rows"]:
         assert r["frontier"]["drafted_per_step"] <= r["anchor_metrics"]["drafted_per_step"]
         assert 0.0 <= r["frontier_cost"] <= MAX_COST
-        # the point is what the default replays at that cost: one replay at it gives the same counts
-        items = anchors.load_items(traces_dir / GRPO, str(qwen3_tokenizer_dir), 1)
-        again = anchors.replay_arm(items, [(frontier.fixed_cost_config(3, r["sources"], r["frontier_cost"]), None)],
-                                   parse_strategy(f"{r['anchor']}:k=3").history_window)
-        assert (again["tokens_per_step"], again["drafted_per_step"]) == \
-            (r["frontier"]["tokens_per_step"], r["frontier"]["drafted_per_step"])
-        break
+    # the point is what the default replays at that cost: one replay at it gives the same counts
+    r = result["rows"][0]
+    items = anchors.load_items(traces_dir / GRPO, str(qwen3_tokenizer_dir), 1)
+    again = anchors.replay_arm(items, [(frontier.fixed_cost_config(3, r["sources"], r["frontier_cost"]), None)],
+                               parse_strategy(f"{r['anchor']}:k=3").history_window)
+    assert (again["tokens_per_step"], again["drafted_per_step"]) == \
+        (r["frontier"]["tokens_per_step"], r["frontier"]["drafted_per_step"])
     assert "at one fixed cost matched to the anchor's pooled" in res.output
