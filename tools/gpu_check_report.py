@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 BOUND_ENV = "SAMSPEC_SAMPLER_BOUND_MS"
-# The sampler's span is host-bound on a GPU (about 260 kernel launches and 11 host syncs a call at
-# the speed point; 0.92 ms of kernels in a 2.3 ms span on an H100: tools/sampler_host_bound.py), so
+# The sampler's span is host-bound on a GPU (129 kernel launches and 11 host syncs a call at the
+# speed point; 0.46 ms of kernels in a 2.9 ms span on an H100: tools/sampler_host_bound.py), so
 # it moves with the host CPU (2.15 to 3.75 ms measured on H100 machines): the bound catches a fall back to host loops (seconds)
 # and stays far below the > 50 ms per step the seed reports for vllm-ascend's original sampler.
 DEFAULT_BOUND_MS = 5.0

@@ -51,16 +51,19 @@ class Hardware:
 
 
 # Per operator class (bench/simulation/roofline_ops.py): fractions of peak FLOP/s or bandwidth,
-# the GEMMs' overlap loss and tile height. A row without them takes `default_op_efficiency`.
-OP_KEYS = ("gemm_compute", "gemm_memory", "gemm_overlap_loss", "gemm_tile_rows", "attention_compute",
-           "attention_memory", "elementwise_memory")
+# the GEMMs' overlap loss and tile height, and the fixed device time of one weight-GEMM kernel
+# (gemm_kernel_us). A row without them takes `default_op_efficiency`.
+OP_KEYS = ("gemm_compute", "gemm_memory", "gemm_overlap_loss", "gemm_tile_rows", "gemm_kernel_us",
+           "attention_compute", "attention_memory", "elementwise_memory")
+NOT_EFFICIENCIES = ("gemm_overlap_loss", "gemm_tile_rows", "gemm_kernel_us")   # OP_KEYS that are not fractions
 
 
 def default_op_efficiency(hw: "Hardware") -> dict[str, float]:
     """A row's per-class efficiencies when it has no calibration: its whole-step compute and
-    memory efficiencies for every class, an ideal roofline (no overlap loss), no tile padding."""
+    memory efficiencies for every class, an ideal roofline (no overlap loss), no tile padding,
+    no fixed time per kernel."""
     return {"gemm_compute": hw.compute_efficiency, "gemm_memory": hw.memory_efficiency, "gemm_overlap_loss": 0.0,
-            "gemm_tile_rows": 1.0, "attention_compute": hw.compute_efficiency,
+            "gemm_tile_rows": 1.0, "gemm_kernel_us": 0.0, "attention_compute": hw.compute_efficiency,
             "attention_memory": hw.memory_efficiency, "elementwise_memory": hw.memory_efficiency}
 
 
@@ -96,15 +99,21 @@ _NV_COMMON = dict(link_latency_s=10e-6, step_overhead_s=1.5e-3, eager_op_s=6e-6,
 _ASCEND_COMMON = dict(link_latency_s=20e-6, step_overhead_s=2e-3, eager_op_s=15e-6, eager_ops_per_layer=15,
                       graph_op_s=1e-6, default_mode="eager", compute_efficiency=0.6, memory_efficiency=0.7)
 
-# Calibrated on the shared H100 measurement (../shared/data/hardware/h100_qwen3-8b_step_physics.jsonl,
-# Qwen3-8B shape, bf16, CUDA graphs, device time) using ONLY its C=1024 rows (15 points), by
-# bench/simulation/roofline_calibration.py; its C=32768 rows (15 points) are held out and checked
-# (tests/bench/simulation/test_roofline_h100.py). The tile height is not fitted: 128 rows, the
-# CTA tile of Hopper's bf16 tensor-core GEMM kernels.
-H100_CALIBRATED = {"gemm_compute": 0.844, "gemm_memory": 0.631, "gemm_overlap_loss": 0.255, "gemm_tile_rows": 128.0,
-                   "attention_compute": 0.530, "attention_memory": 0.798, "elementwise_memory": 0.185}
-H100_CAL_SOURCE = ("calibrated (per operator class) on the C=1024 rows of the shared H100 measurement "
-                   "(data/hardware/h100_qwen3-8b_step_physics.jsonl, tools/step_physics.py); its C=32768 rows held "
+# Calibrated by bench/simulation/roofline_calibration.calibrate_sets on two model sizes measured
+# with the same program (tools/step_physics.py: bf16, CUDA graphs, device time): every row of the
+# shared H100 measurement of the Qwen3-8B shape (../shared/data/hardware/
+# h100_qwen3-8b_step_physics.jsonl, C=1024 and 32768, 30 points) and the C=1024 rows of this
+# project's measurement of the Qwen3-32B shape on an H100 (docs/measurements/h100_step_physics/
+# qwen3-32b.jsonl, 12 points); held out and checked (tests/bench/simulation/test_roofline_h100.py):
+# the C=8192 rows of both shapes and the off-grid 8B rows (q 2 and 17, C 4096 and 16384). Two sizes
+# tell the fixed time per weight-GEMM kernel from the weight stream's efficiency. The tile
+# height is not fitted: 128 rows, the CTA tile of Hopper's bf16 tensor-core GEMM kernels.
+H100_CALIBRATED = {"gemm_compute": 0.982, "gemm_memory": 0.859, "gemm_overlap_loss": 0.229, "gemm_tile_rows": 128.0,
+                   "gemm_kernel_us": 12.2, "attention_compute": 0.141, "attention_memory": 0.750,
+                   "elementwise_memory": 0.176}
+H100_CAL_SOURCE = ("calibrated (per operator class) on the shared H100 measurement of the Qwen3-8B shape "
+                   "(data/hardware/h100_qwen3-8b_step_physics.jsonl, tools/step_physics.py) and the C=1024 rows of "
+                   "one of the Qwen3-32B shape (docs/measurements/h100_step_physics/); C=8192 rows of both held "
                    "out; tile height 128 rows: assumption (Hopper bf16 GEMM CTA tile)")
 
 TABLE: dict[str, Hardware] = {
@@ -295,16 +304,18 @@ def with_overrides(hw: Hardware, **kw) -> Hardware:
 def check_hardware(hw: Hardware, dtype: str) -> None:
     """Refuse a row that could price a step at zero, below zero or not at all: peak, bandwidth
     and every efficiency finite and > 0 (efficiencies at most 1.5: a calibration may beat a
-    datasheet a little, not by half), host costs, overlap loss and tile height finite and >= 0."""
+    datasheet a little, not by half), host costs, overlap loss, tile height and kernel time
+    finite and >= 0."""
     eff = op_efficiencies(hw)
     positive = {"peak_flops": hw.peak_flops.get(dtype, float("nan")), "mem_bw": hw.mem_bw,
-                **{k: v for k, v in eff.items() if k not in ("gemm_overlap_loss", "gemm_tile_rows")}}
+                **{k: v for k, v in eff.items() if k not in NOT_EFFICIENCIES}}
     bad = [f"{k}={v!r}" for k, v in positive.items() if not (math.isfinite(v) and v > 0)]
     bad += [f"{k}={eff[k]!r}" for k in ("gemm_compute", "gemm_memory", "attention_compute", "attention_memory",
                                         "elementwise_memory") if math.isfinite(eff[k]) and eff[k] > 1.5]
     nonneg = {"step_overhead_s": hw.step_overhead_s, "eager_op_s": hw.eager_op_s, "graph_op_s": hw.graph_op_s,
               "link_latency_s": hw.link_latency_s, "link_bw": hw.link_bw,
-              "gemm_overlap_loss": eff["gemm_overlap_loss"], "gemm_tile_rows": eff["gemm_tile_rows"]}
+              "gemm_overlap_loss": eff["gemm_overlap_loss"], "gemm_tile_rows": eff["gemm_tile_rows"],
+              "gemm_kernel_us": eff["gemm_kernel_us"]}
     bad += [f"{k}={v!r}" for k, v in nonneg.items() if not (math.isfinite(v) and v >= 0)]
     if bad:
         raise UserError(f"hardware {hw.name}: {', '.join(bad)} would price steps at zero, below zero or NaN; "

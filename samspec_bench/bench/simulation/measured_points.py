@@ -29,13 +29,14 @@ def is_point_file(path: str | Path) -> bool:
 
 def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any]]:
     """The point rows and the meta line ({} when absent) of a JSONL file; rows with an "error"
-    key (e.g. out of memory when measured) are skipped. Bad lines -> UserError naming them."""
+    key (e.g. out of memory when measured) are skipped and counted (meta
+    `rows_skipped_error`). Bad lines -> UserError naming them."""
     p = Path(path).expanduser()
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except OSError as e:
         raise UserError(f"--steps {path}: cannot read it ({e}); pass a JSONL file of {{B, q, C, ms}} rows") from None
-    rows, meta = [], {}
+    rows, meta, skipped = [], {}, 0
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -49,6 +50,7 @@ def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any
             meta = d.get("meta", d.get("info")) or {}
             continue
         if "error" in d:
+            skipped += 1
             continue
         missing = [k for k in POINT_KEYS if k not in d]
         if missing:
@@ -63,7 +65,30 @@ def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any
         rows.append(row)
     if not rows:
         raise UserError(f"--steps {path}: no {{B, q, C, ms}} rows")
-    return rows, meta
+    return rows, ({**meta, "rows_skipped_error": skipped} if skipped else meta)
+
+
+def measured_shape(meta: Mapping[str, Any]) -> dict[str, int] | None:
+    """The hidden size and layer count a points file says it measured (tools/step_physics.py's
+    info line: model.hidden / layers; or model.hidden_size / num_hidden_layers), else None."""
+    m = meta.get("model") if isinstance(meta, Mapping) else None
+    if not isinstance(m, Mapping):
+        return None
+    hidden, layers = m.get("hidden", m.get("hidden_size")), m.get("layers", m.get("num_hidden_layers"))
+    try:
+        return {"hidden_size": int(hidden), "num_hidden_layers": int(layers)}
+    except (TypeError, ValueError):
+        return None
+
+
+def shape_check(meta: Mapping[str, Any], shape: Any) -> dict[str, Any] | None:
+    """Whether the points were measured on the shape the model prices (None where either is
+    unknown): a roofline of another model size compared with them says nothing about either."""
+    got = measured_shape(meta)
+    if got is None or shape is None:
+        return None
+    priced = {"hidden_size": int(shape.hidden_size), "num_hidden_layers": int(shape.num_hidden_layers)}
+    return {"measured": got, "priced": priced, "priced_model": getattr(shape, "name", ""), "same": got == priced}
 
 
 def point_features(rows: Iterable[Mapping[str, float]]) -> dict[str, np.ndarray]:

@@ -7,7 +7,7 @@ tokens, P prefill tokens, K draft tokens, C context tokens, R requests in the st
 + K query tokens):
 
   device time = the operator classes of roofline_ops.py ADDED, each on its own roofline:
-                weight GEMMs (Q rows), the LM head (D + K + prefilling requests' rows), the MoE
+                weight GEMMs (Q rows), a fixed time per weight-GEMM kernel, the LM head (D + K + prefilling requests' rows), the MoE
                 experts the Q tokens touch, attention over the C context tokens (KV read once,
                 4 * head_dim * heads * layers FLOPs per query/context pair), KV writes of Q
                 tokens, elementwise passes (norms, residuals, rotary, activation) and the TP
@@ -39,7 +39,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from samspec_bench.bench.simulation.hardware import Hardware, check_hardware, op_efficiencies
-from samspec_bench.bench.simulation.roofline_ops import elementwise_elements_per_token, padded, ring_time, roof
+from samspec_bench.bench.simulation.roofline_ops import (elementwise_elements_per_token, padded, ring_time, roof,
+                                                        weight_gemm_kernels)
 from samspec_bench.bench.simulation.fitted_step_model import FEATURES, step_features
 from samspec_bench.errors import UserError
 from samspec_bench.models.shapes import ModelShape, dtype_bytes
@@ -131,6 +132,9 @@ class RooflineStepModel:
                                       s.num_moe_layers * experts_touched * self.w_expert_layer, gemm_peak, gemm_bw, loss)
         else:
             ops["moe_experts"] = roof(0.0 * Q, 0.0 * Q, gemm_peak, gemm_bw)
+        t_kernels = weight_gemm_kernels(s) * e["gemm_kernel_us"] * 1e-6 * (Q > 0)
+        ops["gemm_kernels"] = {"flops": 0.0 * Q, "bytes": 0.0 * Q, "t_compute_s": 0.0 * Q, "t_memory_s": 0.0 * Q,
+                               "t_s": t_kernels}
         pairs_dec = np.where(D > 0, C * (D + K) / np.maximum(D, 1.0), 0.0)
         pairs_pre = np.where(P > 0, P * P / (2.0 * np.maximum(n_pre, 1.0)) + np.where(D > 0, 0.0, P * C / np.maximum(R, 1.0)), 0.0)
         kv_read = C * self.kv_bytes_per_token

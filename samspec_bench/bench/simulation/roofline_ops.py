@@ -19,6 +19,9 @@ its tensor-core work behind the loads, so GEMMs carry a calibrated loss). The cl
 - moe_experts: per MoE layer the distinct experts the step touches, E * (1 - (1 - k/E)^Q)
                (uniform, independent routing), each read once; rows per expert Q*k / touched,
                tile-padded; priced at the GEMM efficiencies;
+- gemm_kernels: a fixed device time per weight-GEMM kernel (`gemm_kernel_us`: the launch gap
+               inside a graph and the kernel's fill and drain, which a small GEMV does not hide
+               behind its weight stream), `weight_gemm_kernels` per step; 0 where not calibrated;
 - attention:   the KV cache read once per step (C tokens) and 4 * head_dim * heads * layers
                FLOPs per (query token, context token) pair;
 - kv_write:    the step's Q new tokens' keys and values written (memory only);
@@ -41,7 +44,7 @@ import numpy as np
 from samspec_bench.bench.simulation.hardware import Hardware
 from samspec_bench.models.shapes import ModelShape
 
-CLASSES = ("gemm", "lm_head", "moe_experts", "attention", "kv_write", "elementwise", "tp_collectives")
+CLASSES = ("gemm", "lm_head", "moe_experts", "gemm_kernels", "attention", "kv_write", "elementwise", "tp_collectives")
 
 
 def padded(rows, tile: float):
@@ -70,6 +73,15 @@ def elementwise_elements_per_token(shape: ModelShape, tp: int) -> float:
     moe_act = (3 * s.num_experts_per_tok * s.moe_intermediate_size + 3 * s.shared_expert_intermediate_size) / tp
     per_layer = 4 * h + 6 * h + rope
     return float(s.num_hidden_layers * per_layer + s.num_dense_layers * dense_act + s.num_moe_layers * moe_act + 2 * h)
+
+
+def weight_gemm_kernels(shape: ModelShape) -> int:
+    """Weight-GEMM kernels of one step: per layer the fused q/k/v and the output projection, and
+    the MLP's fused gate/up and down (a MoE layer: its router, and the grouped experts' two
+    kernels, plus the shared expert's two where it has one); then the LM head."""
+    s = shape
+    moe = 2 + 1 + 2 + (2 if s.shared_expert_intermediate_size else 0)
+    return int(s.num_dense_layers * 4 + s.num_moe_layers * moe + 1)
 
 
 def ring_time(tp: int, hw: Hardware, n_allreduce: int, act_bytes, logit_bytes):

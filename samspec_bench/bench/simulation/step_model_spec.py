@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -33,7 +32,7 @@ import numpy as np
 
 from samspec_bench.bench.simulation.hardware import hardware
 from samspec_bench.bench.simulation.measured_points import (format_points, is_point_file, load_points, point_features,
-                                                             point_report)
+                                                             point_report, shape_check)
 from samspec_bench.bench.simulation.roofline import MODES, RooflineStepModel
 from samspec_bench.bench.simulation.fitted_step_model import FEATURES, PROFILE_FORMAT, StepTimeModel, step_features
 from samspec_bench.errors import UserError
@@ -241,6 +240,15 @@ def format_report(rep: Mapping[str, Any]) -> str:
                      f"predicted {g['median_predicted_s'] * 1e3:8.2f} ms  total error {g['total_error']:+.1%}")
     if rep.get("points"):
         lines.append(format_points(rep["points"]))
+    skipped = (rep.get("points_meta") or {}).get("rows_skipped_error")
+    if skipped:
+        lines.append(f"{skipped} rows of the points file were measurement errors (e.g. out of memory) and are not compared")
+    sc = rep.get("points_shape")
+    if sc and not sc["same"]:
+        m, p = sc["measured"], sc["priced"]
+        lines.append(f"WARNING: the points were measured on hidden {m['hidden_size']}, {m['num_hidden_layers']} layers; "
+                     f"the step model prices {sc['priced_model'] or 'another shape'} (hidden {p['hidden_size']}, "
+                     f"{p['num_hidden_layers']} layers): the errors above compare two model sizes")
     return "\n".join(lines)
 
 
@@ -255,7 +263,8 @@ def check_step_model(spec: str, steps: str | Path) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if is_point_file(steps):
         rows, meta = load_points(steps)
-        extra = {"points": point_report(model, rows), "points_meta": meta}
+        extra = {"points": point_report(model, rows), "points_meta": meta,
+                 "points_shape": shape_check(meta, getattr(model, "shape", None))}
         rep = compare(model, points_as_steps(rows, model))
     else:
         rep = compare(model, load_measured_steps(steps))
