@@ -26,7 +26,7 @@ from samspec_bench.paths import default_data_dir
 
 OnError = Literal["stop", "skip"]
 ChatTemplate = Literal["auto", "always", "never"]
-SKIP_HINT = "fix the line, or pass --on-error skip to skip such lines"
+SKIP_HINT = "fix or remove the line (accept and drafters can skip such lines with --on-error skip)"
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def read_traces(path: str | Path | Iterable[str | Path], on_error: OnError = "st
                 rec = _parse_record(text, file, lineno)
                 if rec.id in first_line:
                     raise _BadLine(f"id {rec.id!r} repeats line {first_line[rec.id]} (each response needs its "
-                                   "own id; with --on-error skip the first is kept)")
+                                   "own id; accept and drafters keep the first with --on-error skip)")
                 first_line[rec.id] = lineno
                 traces.records.append(rec)
             except _BadLine as e:

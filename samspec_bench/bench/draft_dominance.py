@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from samspec_bench.bench.engines.replay import replay_group, replay_response
-from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
+from samspec_bench.data import load_tokenizer, tokenize_traces
+from samspec_bench.trace_formats import read_any
 from samspec_bench.metrics import total_counts
 from samspec_bench.sam.draft_length import EvidenceLength, parse_length
 from samspec_bench.sam.drafters import ArcticSuffixDrafter, SamDrafter
@@ -108,7 +109,7 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
         todo = [(k, s) for k in ks for s in SOURCES if (str(path), k, s) not in skip]
         if not todo:
             continue
-        items = tokenize_traces(read_traces(path), tok)
+        items = tokenize_traces(read_any([path])[0], tok)   # every format accept and rollout read
         sizes = Counter(it.group for it in items if it.group is not None)
         grouped = any(n > 1 for n in sizes.values())
         if not grouped:

@@ -97,6 +97,10 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
         if extra.pool is not None or extra.ceiling is not None:
             raise UserError("--budget-options: pool= and ceiling= are set by --budget-scope; drop them")
     curve = _costs(costs) if figure else None
+    if figure and not Path(figure).expanduser().resolve().parent.is_dir():
+        # checked before the replay: a missing folder would fail only after every cell has run
+        raise UserError(f"--figure {figure}: its folder {Path(figure).expanduser().resolve().parent} does not exist; "
+                        "create it or give another path")
     try:
         SamDrafter(length=sam_length)
     except ValueError as e:
@@ -108,9 +112,9 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
     if not paths:
         raise UserError(f"no traces in {resolve_data_dir(data_dir) / 'traces'}: pass --traces FILE")
     for p in paths:
-        if not (p.is_file() or (anchors and p.is_dir())):   # --anchors reads traces as accept does: a verl folder too
-            raise UserError(f"--traces {p}: no such file; pass a trace JSONL file"
-                            + (" or a folder of verl rollout dumps" if anchors else ""))
+        if not (p.is_file() or p.is_dir()):   # traces are read as accept reads them: a verl folder too
+            raise UserError(f"--traces {p}: no such file or folder; pass a trace JSONL file or a folder of verl "
+                            "rollout dumps")
     tok = tokenizer or str(resolve_data_dir(data_dir) / "tokenizers" / "qwen3")
     return DominanceConfig(traces=tuple(str(p) for p in paths), tokenizer=tok, ks=ks, sam_length=sam_length,
                            limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve,

@@ -13,14 +13,18 @@ on its whole prediction.
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from samspec_bench.bench.simulation.hardware import TABLE
 from samspec_bench.errors import UserError
 
 POINT_KEYS = ("B", "q", "C", "ms")
+MAX_COUNT = 2 ** 53   # the largest integer a float64 (the points are priced in float64) holds exactly
 
 
 def is_point_file(path: str | Path) -> bool:
@@ -48,6 +52,9 @@ def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any
             raise UserError(f"--steps {path}: line {n} is not a JSON object")
         if "meta" in d or "info" in d:
             meta = d.get("meta", d.get("info")) or {}
+            if not isinstance(meta, dict):
+                raise UserError(f"--steps {path}: line {n}: the meta line holds {type(meta).__name__}; write "
+                                "{\"meta\": {...}}, a JSON object")
             continue
         if "error" in d:
             skipped += 1
@@ -56,29 +63,53 @@ def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any
         if missing:
             raise UserError(f"--steps {path}: line {n} has no {', '.join(missing)}; each line is "
                             "{\"B\", \"q\", \"C\", \"ms\"}")
-        try:
-            row = {k: float(d[k]) for k in POINT_KEYS}
-        except (TypeError, ValueError):
-            raise UserError(f"--steps {path}: line {n}: B, q, C and ms must be numbers") from None
-        if not (row["B"] >= 1 and row["q"] >= 1 and row["C"] >= 0 and row["ms"] > 0 and np.isfinite(row["ms"])):
-            raise UserError(f"--steps {path}: line {n}: need B >= 1, q >= 1, C >= 0 and ms > 0")
-        rows.append(row)
+        rows.append({k: _point_value(path, n, k, d[k]) for k in POINT_KEYS})
     if not rows:
         raise UserError(f"--steps {path}: no {{B, q, C, ms}} rows")
     return rows, ({**meta, "rows_skipped_error": skipped} if skipped else meta)
 
 
+def _point_value(path, n: int, key: str, v: Any) -> float:
+    """One cell of a point line as a float: B, q (>= 1) and C (>= 0) whole numbers up to
+    MAX_COUNT (8.0 passes, 8.5, "8", true, Infinity do not), ms a finite number > 0."""
+    if key == "ms":
+        try:
+            ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+        except OverflowError:   # an integer too large for a float
+            ok = False
+        if not ok:
+            raise UserError(f"--steps {path}: line {n}: ms={v!r}; give the measured milliseconds as a finite "
+                            "number > 0")
+        return float(v)
+    lo = 0 if key == "C" else 1
+    whole = not isinstance(v, bool) and (isinstance(v, int) or (isinstance(v, float) and v.is_integer()))
+    if not (whole and lo <= v <= MAX_COUNT):
+        raise UserError(f"--steps {path}: line {n}: {key}={v!r}; need an integer {key} >= {lo} (at most 2**53), "
+                        "written as a JSON number")
+    return float(v)
+
+
 def measured_shape(meta: Mapping[str, Any]) -> dict[str, int] | None:
-    """The hidden size and layer count a points file says it measured (tools/step_physics.py's
-    info line: model.hidden / layers; or model.hidden_size / num_hidden_layers), else None."""
-    m = meta.get("model") if isinstance(meta, Mapping) else None
-    if not isinstance(m, Mapping):
+    """The hidden size and layer count a points file says it measured, else None: its meta's
+    model.hidden / layers or model.hidden_size / num_hidden_layers (tools/step_physics.py's
+    info line), or a "model_shape" text like "Qwen3-8B (hidden 4096, 36 layers, ...)"."""
+    if not isinstance(meta, Mapping):
         return None
-    hidden, layers = m.get("hidden", m.get("hidden_size")), m.get("layers", m.get("num_hidden_layers"))
-    try:
-        return {"hidden_size": int(hidden), "num_hidden_layers": int(layers)}
-    except (TypeError, ValueError):
+    m = meta.get("model")
+    if isinstance(m, Mapping):
+        hidden, layers = m.get("hidden", m.get("hidden_size")), m.get("layers", m.get("num_hidden_layers"))
+        try:
+            return {"hidden_size": int(hidden), "num_hidden_layers": int(layers)}
+        except (TypeError, ValueError, OverflowError):
+            pass
+    text = meta.get("model_shape")
+    if not isinstance(text, str):
         return None
+    hidden = re.search(r"\bhidden(?:_size)?\s*[=:]?\s*(\d+)", text)
+    layers = re.search(r"(\d+)\s*(?:hidden\s+)?layers\b", text) or re.search(r"\blayers\s*[=:]\s*(\d+)", text)
+    if hidden is None or layers is None:
+        return None
+    return {"hidden_size": int(hidden.group(1)), "num_hidden_layers": int(layers.group(1))}
 
 
 def shape_check(meta: Mapping[str, Any], shape: Any) -> dict[str, Any] | None:
@@ -89,6 +120,28 @@ def shape_check(meta: Mapping[str, Any], shape: Any) -> dict[str, Any] | None:
         return None
     priced = {"hidden_size": int(shape.hidden_size), "num_hidden_layers": int(shape.num_hidden_layers)}
     return {"measured": got, "priced": priced, "priced_model": getattr(shape, "name", ""), "same": got == priced}
+
+
+def hardware_key(text: Any) -> str | None:
+    """The hardware table row (bench/simulation/hardware.py) a device name names ("NVIDIA H100
+    80GB HBM3" -> "H100", "H100 SXM 80GB" -> "H100"; "cpu" for a CPU), else None."""
+    up = str(text).upper()
+    for key in TABLE:
+        if re.search(rf"(?<![0-9]){re.escape(key.upper())}(?![0-9A-Z])", up):
+            return key
+    return "cpu" if re.search(r"\bCPU\b", up) else None
+
+
+def device_check(meta: Mapping[str, Any], priced: str | None) -> dict[str, Any] | None:
+    """Whether the points were measured on the hardware the model prices (`priced`: its
+    hardware's name); None where either is unknown (no meta "device", or a name no table row matches)."""
+    dev = meta.get("device") if isinstance(meta, Mapping) else None
+    if not isinstance(dev, str) or priced is None:
+        return None
+    got, want = hardware_key(dev), hardware_key(priced)
+    if got is None or want is None:
+        return None
+    return {"measured": dev, "priced": priced, "measured_hardware": got, "priced_hardware": want, "same": got == want}
 
 
 def point_features(rows: Iterable[Mapping[str, float]]) -> dict[str, np.ndarray]:

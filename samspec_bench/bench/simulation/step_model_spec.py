@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from samspec_bench.bench.simulation.hardware import hardware
-from samspec_bench.bench.simulation.measured_points import (format_points, is_point_file, load_points, point_features,
-                                                             point_report, shape_check)
+from samspec_bench.bench.simulation.measured_points import (device_check, format_points, is_point_file, load_points,
+                                                             point_features, point_report, shape_check)
 from samspec_bench.bench.simulation.roofline import MODES, RooflineStepModel
 from samspec_bench.bench.simulation.fitted_step_model import FEATURES, PROFILE_FORMAT, StepTimeModel, step_features
 from samspec_bench.errors import UserError
@@ -42,6 +43,7 @@ ROOFLINE_KEYS = ("hardware", "model", "tp", "dtype", "mode", "threads")
 ROOFLINE_HELP = "roofline:hardware=NAME,model=ID|config.json,tp=N[,dtype=bfloat16][,mode=eager|graph]"
 STEP_COLUMNS_NEEDED = ("time_s", "num_running", "num_scheduled_tokens", "num_prefill_tokens", "num_drafted",
                        "num_decode_reqs", "speculative")
+PROFILE_STEP_NAMES = ("time_s", "running", "decode_tokens", "prefill_tokens", "draft_tokens", "spec_requests")
 
 
 def parse_roofline(spec: str) -> dict[str, str]:
@@ -109,11 +111,16 @@ def load_step_model(spec: str | None):
 
 # ---------------- measured steps ----------------
 
-def _columns_from_rows(rows: list[dict[str, Any]], where: str) -> dict[str, np.ndarray]:
+def _columns_from_rows(rows: list[dict[str, Any]], where: str, labels: list[str],
+                       needed: tuple[str, ...] = STEP_COLUMNS_NEEDED) -> dict[str, np.ndarray]:
+    """Columns of measured step rows (`labels[i]` names row i in messages: "line 7"). Every
+    needed column must hold finite numbers >= 0 (context_tokens may be empty / NaN: unknown);
+    anything else -> UserError naming the row and column. A zero time passes (a step below the
+    timer's resolution): compare() counts it and leaves it out of the per-step errors."""
     if not rows:
         raise UserError(f"{where}: no measured steps (rows with source == 'measured'); pass a rollout run of a "
                         "measured engine (--engine reference|vllm) or a `rollout profile` JSON (format 3)")
-    missing = [c for c in STEP_COLUMNS_NEEDED if c not in rows[0]]
+    missing = [c for c in needed if c not in rows[0]]
     if missing:
         raise UserError(f"{where}: the step table has no column(s) {', '.join(missing)}")
     out: dict[str, np.ndarray] = {}
@@ -121,11 +128,31 @@ def _columns_from_rows(rows: list[dict[str, Any]], where: str) -> dict[str, np.n
         vals = [r[c] for r in rows]
         if c in ("arm", "source"):
             out[c] = np.asarray(vals, dtype=object)
-            continue
+        elif c in needed or c in ("context_tokens", "speculative"):
+            out[c] = _checked_column(vals, c, where, labels)
+        else:
+            try:
+                out[c] = np.asarray([_num(v) for v in vals], dtype=float)
+            except (TypeError, ValueError, OverflowError):
+                out[c] = np.asarray(vals, dtype=object)
+    if not (out["time_s"] > 0).any():
+        raise UserError(f"{where}: every measured step time is 0; pass steps timed by a finer clock")
+    return out
+
+
+def _checked_column(vals: list[Any], c: str, where: str, labels: list[str]) -> np.ndarray:
+    out = np.empty(len(vals))
+    for i, v in enumerate(vals):
         try:
-            out[c] = np.asarray([_num(v) for v in vals], dtype=float)
-        except (TypeError, ValueError):
-            out[c] = np.asarray(vals, dtype=object)
+            x = _num(v)
+        except (TypeError, ValueError, OverflowError):
+            x = None
+        if x is not None and (math.isnan(x) and c == "context_tokens" or math.isfinite(x) and x >= 0):
+            out[i] = x
+            continue
+        raise UserError(f"{where}: {labels[i]}, column {c}: {v!r} is not a finite number >= 0"
+                        f"{' (empty context_tokens means unknown)' if c == 'context_tokens' else ''}; "
+                        "correct or delete that step's row")
     return out
 
 
@@ -138,9 +165,40 @@ def _num(v) -> float:
     return float(v)
 
 
+def _profile_steps(path: str | Path, ms: dict[str, Any]) -> dict[str, np.ndarray]:
+    """A `rollout profile` JSON's measured_steps: step-table columns (STEP_COLUMNS_NEEDED), or
+    what rollout/profile.py writes, time_s and the step features (PROFILE_STEP_NAMES), mapped
+    to step-table columns so that step_features() gives the features back."""
+    where = str(path)
+    if not isinstance(ms.get("time_s"), list):
+        raise UserError(f"{where}: measured_steps has no time_s list; write the profile again with "
+                        "`samspec-bench rollout profile`")
+    n = len(ms["time_s"])
+    for k, v in ms.items():
+        if not isinstance(v, list) or len(v) != n:
+            got = f"{len(v)} values" if isinstance(v, list) else type(v).__name__
+            raise UserError(f"{where}: measured_steps.{k} has {got}, time_s {n}; every column of measured_steps "
+                            "is a list with one value per step: write the profile again with `samspec-bench rollout profile`")
+    rows = [{k: v[i] for k, v in ms.items()} for i in range(n)]
+    labels = [f"measured step {i + 1}" for i in range(n)]
+    if all(c in ms for c in STEP_COLUMNS_NEEDED) or not any(c in ms for c in PROFILE_STEP_NAMES):
+        return _columns_from_rows(rows, where, labels)
+    f = _columns_from_rows(rows, where + " (measured_steps, step-feature names)", labels, PROFILE_STEP_NAMES)
+    verifies = f["draft_tokens"] > 0
+    out = {"time_s": f["time_s"], "num_running": f["running"], "num_prefill_tokens": f["prefill_tokens"],
+           "num_drafted": f["draft_tokens"],
+           "num_scheduled_tokens": f["decode_tokens"] + f["prefill_tokens"] + f["draft_tokens"],
+           "num_decode_reqs": np.where(verifies, f["spec_requests"], f["decode_tokens"]),
+           "speculative": f["speculative"] if "speculative" in f else verifies.astype(float)}
+    if "context_tokens" in f:
+        out["context_tokens"] = f["context_tokens"]
+    return out
+
+
 def load_measured_steps(path: str | Path) -> dict[str, np.ndarray]:
     """Measured per-step rows (time_s and the step columns) from a `rollout profile` JSON
-    (format 3, "measured_steps"), a rollout run folder, or its steps.csv / steps.parquet."""
+    (format 3, "measured_steps", in step-feature or step-table names), a rollout run folder,
+    or its steps.csv / steps.parquet (its rows with source == "measured")."""
     p = Path(path).expanduser()
     if p.is_dir():
         cand = [p / "steps.csv", p / "steps.parquet"]
@@ -159,20 +217,22 @@ def load_measured_steps(path: str | Path) -> dict[str, np.ndarray]:
             fmt = d.get("format") if isinstance(d, dict) else None
             raise UserError(f"{path}: format {fmt!r} holds no measured_steps; write a format-{PROFILE_FORMAT} profile "
                             "with `samspec-bench rollout profile`, or pass a rollout run folder")
-        cols = {k: np.asarray(v) for k, v in ms.items()}
-        n = len(cols.get("time_s", []))
-        rows = [{k: cols[k][i] for k in cols} for i in range(n)]
-        return _columns_from_rows(rows, str(path))
+        return _profile_steps(path, ms)
     if p.suffix == ".parquet":
         import pandas as pd  # imported here: only parquet tables need it
-        df = pd.read_parquet(p)
-        rows = df.to_dict("records")
+        rows = pd.read_parquet(p).to_dict("records")
+        labels = [f"row {i + 1}" for i in range(len(rows))]
     else:
         with p.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            rows, labels = [], []
+            for r in reader:
+                rows.append(r)
+                labels.append(f"line {reader.line_num}")
     if rows and "source" in rows[0]:
-        rows = [r for r in rows if r["source"] == "measured"]
-    return _columns_from_rows(rows, str(path))
+        keep = [i for i, r in enumerate(rows) if r["source"] == "measured"]
+        rows, labels = [rows[i] for i in keep], [labels[i] for i in keep]
+    return _columns_from_rows(rows, str(path), labels)
 
 
 # ---------------- the check ----------------
@@ -180,7 +240,7 @@ def load_measured_steps(path: str | Path) -> dict[str, np.ndarray]:
 def _err_stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, Any]:
     ok = meas > 0
     rel = pred[ok] / meas[ok] - 1.0
-    return {"steps": int(ok.sum()), "measured_total_s": float(meas.sum()), "predicted_total_s": float(pred.sum()),
+    return {"steps": int(ok.sum()), "zero_time_steps": int((meas == 0).sum()), "measured_total_s": float(meas.sum()), "predicted_total_s": float(pred.sum()),
             "total_error": float(pred.sum() / meas.sum() - 1.0) if meas.sum() > 0 else None,
             "median_abs_rel_error": float(np.median(np.abs(rel))) if rel.size else None,
             "max_abs_rel_error": float(np.max(np.abs(rel))) if rel.size else None,
@@ -199,6 +259,8 @@ def compare(model, steps: Mapping[str, np.ndarray], group_by: tuple[str, ...] = 
                            "overall": _err_stats(pred, meas)}
     feats = step_features(steps)
     out["context_known"] = "context_tokens" in feats
+    if "context_tokens" in steps:   # NaN: a step whose context was not recorded (all then price it as 0)
+        out["context_unknown_steps"] = int(np.isnan(np.asarray(steps["context_tokens"], dtype=float)).sum())
     keys = [g for g in group_by if g in steps]
     if keys:
         combos: dict[tuple, np.ndarray] = {}
@@ -221,13 +283,22 @@ def compare(model, steps: Mapping[str, np.ndarray], group_by: tuple[str, ...] = 
     return out
 
 
+def _pct(x: float | None, spec: str = "+.1%") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
 def format_report(rep: Mapping[str, Any]) -> str:
     o = rep["overall"]
-    lines = [f"step model: {rep['step_model']}  ({rep['units']}; context tokens "
-             f"{'known' if rep['context_known'] else 'UNKNOWN: priced as 0'})",
+    unknown, n = rep.get("context_unknown_steps"), o["steps"] + o.get("zero_time_steps", 0)
+    ctx = ("known" if rep["context_known"] else
+           f"UNKNOWN ({unknown} of {n} steps without): priced as 0" if unknown else "UNKNOWN: priced as 0")
+    lines = [f"step model: {rep['step_model']}  ({rep['units']}; context tokens {ctx})",
              f"steps {o['steps']}: measured {o['measured_total_s']:.3f} s, predicted {o['predicted_total_s']:.3f} s, "
-             f"total error {o['total_error']:+.1%}, per-step |error| median {o['median_abs_rel_error']:.1%} "
-             f"max {o['max_abs_rel_error']:.1%}"]
+             f"total error {_pct(o['total_error'])}, per-step |error| median {_pct(o['median_abs_rel_error'], '.1%')} "
+             f"max {_pct(o['max_abs_rel_error'], '.1%')}"]
+    if o.get("zero_time_steps"):
+        lines.append(f"{o['zero_time_steps']} steps measured 0 s (below the timer's resolution): in the totals, "
+                     "left out of the step count and the per-step errors")
     if rep.get("terms"):
         t = rep["terms"]
         lines.append(f"modelled terms: {t['steps_memory_bound']} steps memory-bound, {t['steps_compute_bound']} "
@@ -237,7 +308,7 @@ def format_report(rep: Mapping[str, Any]) -> str:
         key = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in g.items()
                        if k in ("num_running", "speculative"))
         lines.append(f"  {key:32s} n={g['steps']:4d} measured median {g['median_measured_s'] * 1e3:8.2f} ms  "
-                     f"predicted {g['median_predicted_s'] * 1e3:8.2f} ms  total error {g['total_error']:+.1%}")
+                     f"predicted {g['median_predicted_s'] * 1e3:8.2f} ms  total error {_pct(g['total_error'])}")
     if rep.get("points"):
         lines.append(format_points(rep["points"]))
     skipped = (rep.get("points_meta") or {}).get("rows_skipped_error")
@@ -249,6 +320,10 @@ def format_report(rep: Mapping[str, Any]) -> str:
         lines.append(f"WARNING: the points were measured on hidden {m['hidden_size']}, {m['num_hidden_layers']} layers; "
                      f"the step model prices {sc['priced_model'] or 'another shape'} (hidden {p['hidden_size']}, "
                      f"{p['num_hidden_layers']} layers): the errors above compare two model sizes")
+    dc = rep.get("points_device")
+    if dc and not dc["same"]:
+        lines.append(f"WARNING: the points were measured on {dc['measured']!r} ({dc['measured_hardware']}); the step "
+                     f"model prices {dc['priced']} ({dc['priced_hardware']}): the errors above compare two devices")
     return "\n".join(lines)
 
 
@@ -264,7 +339,8 @@ def check_step_model(spec: str, steps: str | Path) -> dict[str, Any]:
     if is_point_file(steps):
         rows, meta = load_points(steps)
         extra = {"points": point_report(model, rows), "points_meta": meta,
-                 "points_shape": shape_check(meta, getattr(model, "shape", None))}
+                 "points_shape": shape_check(meta, getattr(model, "shape", None)),
+                 "points_device": device_check(meta, getattr(getattr(model, "hw", None), "name", None))}
         rep = compare(model, points_as_steps(rows, model))
     else:
         rep = compare(model, load_measured_steps(steps))

@@ -57,8 +57,12 @@ def _name_options(spec: str, text: str, s: Strategy) -> dict:
     multi-path draft (>= 1), R the most running requests of a step that verifies trees (>= 1), C
     the evidence policy's cost per draft token (the length spec)."""
     out: dict = {}
+    seen: set = set()
     for part in text.split(":"):
         key, _, val = part.partition("=")
+        if key in seen:   # seed:k=3:k=5 would keep one of them silently
+            raise ValueError(f"strategy {spec!r}: {key}= given twice; give each option once")
+        seen.add(key)
         if key == "cost":
             out["length"] = _with_cost(spec, s, val)
             continue

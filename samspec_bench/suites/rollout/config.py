@@ -98,8 +98,8 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
     strategies = strategy_list(strategy) if strategy else list(pre.get("strategies") or [])
     arm_list = ([a.strip() for a in arms.split(",") if a.strip()] if arms is not None
                 else ["off"] if strategies else pick("arms", None))
-    if [a for a in arm_list if a not in ARMS]:
-        raise UserError(f"--arms {arms!r}: use off, always, threshold")
+    if [a for a in arm_list if a not in ARMS] or (arms is not None and not arm_list):
+        raise UserError(f"--arms {arms!r}: use off, always, threshold (a comma list of at least one)")
     cfg = RolloutConfig(engine=engine, model=pick("model", model), traces=traces, tokenizer=tokenizer,
                         prompts=pick("prompts", prompts), group_size=pick("group_size", group_size),
                         temperature=temperature, top_p=top_p,
@@ -146,6 +146,8 @@ def validate(cfg: RolloutConfig) -> None:
     if any("group" in x for x in srcs) and cfg.dp_shard == "rebalance" and cfg.dp > 1:
         raise UserError(f"--sources group with --dp-shard rebalance --dp {cfg.dp}: a group's responses run on different "
                         "instances and cannot share a drafter; use --dp-shard group or --sources own")
+    if cfg.length_dist is not None:
+        check_length_dist(cfg.length_dist)
     if cfg.sensitivity:
         lognormal_params(cfg.length_dist, "--sensitivity")
     if cfg.preset and not cfg.step_model:   # its comparison is in seconds: step counts cannot stand beside them
@@ -174,6 +176,8 @@ def validate(cfg: RolloutConfig) -> None:
 def strategy_list(spec: str | None) -> list[str]:
     """--strategy's comma list, each checked (sam/strategies.parse_strategy)."""
     out = [x.strip() for x in (spec or "").split(",") if x.strip()]
+    if spec is not None and not out:
+        raise UserError(f"--strategy {spec!r}: name at least one strategy (e.g. --strategy seed,arctic)")
     for x in out:
         try:
             st = parse_strategy(x)
@@ -303,11 +307,35 @@ def draw_lengths(spec: str, n: int, seed: int, lo: int, hi: int, trace_lengths: 
     return np.clip(np.round(x), lo, hi).astype(np.int64)
 
 
+LENGTH_KINDS = {"lognormal": "lognormal:MEDIAN:SIGMA (MEDIAN > 0 tokens, SIGMA >= 0)",
+                "pareto": "pareto:MIN:ALPHA (MIN > 0 tokens, ALPHA > 0)", "fixed": "fixed:N (a whole number of tokens >= 1)",
+                "trace": "trace (the traces' own lengths)"}
+
+
+def check_length_dist(spec: str) -> None:
+    """Refuse a --length-dist that would draw nonsense (a NaN, an infinite spread, a length
+    below one token, a fraction of a token) in one line; draw_lengths then only draws."""
+    kind, *args = spec.split(":")
+    try:
+        a = [float(x) for x in args]
+    except ValueError:
+        a = None
+    ok = a is not None and all(math.isfinite(x) for x in a) and {
+        "lognormal": lambda: len(a) == 2 and a[0] > 0 and a[1] >= 0,
+        "pareto": lambda: len(a) == 2 and a[0] > 0 and a[1] > 0,
+        "fixed": lambda: len(a) == 1 and a[0] >= 1 and a[0] == int(a[0]),
+        "trace": lambda: not a}.get(kind, lambda: False)()
+    if not ok:
+        want = LENGTH_KINDS.get(kind, "lognormal:MEDIAN:SIGMA, pareto:MIN:ALPHA, fixed:N or trace")
+        raise UserError(f"--length-dist {spec!r}: use {want}, finite numbers")
+
+
 def lognormal_params(spec: str | None, why: str = "") -> tuple[float, float]:
     """(median, sigma) of a 'lognormal:MEDIAN:SIGMA' length distribution."""
     try:
         kind, med, sig = (spec or "").split(":")
-        if kind == "lognormal" and float(med) > 0 and float(sig) >= 0:
+        if kind == "lognormal" and math.isfinite(float(med)) and math.isfinite(float(sig)) and float(med) > 0 \
+                and float(sig) >= 0:
             return float(med), float(sig)
     except ValueError:
         pass

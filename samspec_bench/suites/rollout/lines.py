@@ -74,6 +74,30 @@ def source_lines(summary: dict[str, Any]) -> list[str]:
         ([f"group source (modelled): {w['group_profiles']}"] if w.get("group_profiles") else [])
 
 
+def workload_lines(summary: dict[str, Any]) -> list[str]:
+    """What the simulated requests replay: how many, from how many distinct trace responses, and
+    what the traces held that no request replays or that was cut (none for a measured run)."""
+    w = summary.get("workload") or {}
+    if "distinct_responses" not in w or "trace_responses" not in w:
+        return []
+    reqs, distinct = w["requests"], w["distinct_responses"]
+    parts = [f"workload: {reqs} requests ({w['prompts']} prompts x {w['group_size']}) replaying {distinct} distinct "
+             f"of the traces' {w['trace_responses']} responses"]
+    if reqs > distinct:
+        parts.append(f"{reqs - distinct} requests repeat a response (more asked for than the traces hold)")
+    if w.get("unused_responses"):
+        parts.append(f"{w['unused_responses']} responses unused (--prompts / --group-size take fewer)")
+    if w.get("empty_responses"):
+        parts.append(f"{w['empty_responses']} empty responses skipped")
+    if w.get("cut_at_max_response_len"):
+        parts.append(f"{w['cut_at_max_response_len']} trace responses cut at --max-response-len {w['max_response_len']}")
+    at_max = w.get("requests_at_max_response_len")
+    if at_max:
+        parts.append(f"{at_max} requests ({100 * at_max / max(reqs, 1):.1f} %) run to --max-response-len "
+                     f"{w['max_response_len']} (lengths {w.get('lengths', '?')})")
+    return ["; ".join(parts)]
+
+
 def kv_lines(summary: dict[str, Any]) -> list[str]:
     """The simulated KV cache: capacity per instance and where it came from, a refusal note, and
     each arm's preemptions (median [min, max] over the draws)."""
@@ -95,7 +119,7 @@ def kv_lines(summary: dict[str, Any]) -> list[str]:
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """Every line `rollout` prints before the results path."""
     units, measured = summary["units"], summary["measured"]
-    lines = [summary["time_basis"]] + draws_line(summary) + source_lines(summary)
+    lines = [summary["time_basis"]] + draws_line(summary) + workload_lines(summary) + source_lines(summary)
     lines += [arm_line(lbl, m, units, measured) for lbl, m in summary["arms"].items()]
     lines += kv_lines(summary)
     for lbl, e in (summary.get("extrapolation") or {}).items():

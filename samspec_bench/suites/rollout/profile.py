@@ -49,8 +49,8 @@ from samspec_bench.bench.engines.factory import engine_capabilities, engine_name
 from samspec_bench.bench.engines.oracle import OracleDrafter
 from samspec_bench.bench.policies import make_policy
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
-from samspec_bench.bench.simulation.fitted_step_model import (FEATURES, StepTimeModel, fit_from_steps, step_features,
-                                                      uncovered_ks)
+from samspec_bench.bench.simulation.fitted_step_model import (FEATURES, MIN_VERIFY_STEPS, StepTimeModel,
+                                                      fit_from_steps, step_features, uncovered_ks)
 from samspec_bench.errors import UserError
 from samspec_bench.suites.rollout.measured import steps_from_generation
 from samspec_bench.workload import PROMPTS, question_ids
@@ -346,10 +346,14 @@ def check_covers(model: StepTimeModel, ks: Sequence[int], path: str) -> None:
     """Refuse a profile that never verified k draft tokens per request for a k the run asks for."""
     missing = uncovered_ks(model, ks)
     if missing:
-        have = sorted(int(w) for w, n in (model.fit.get("verify_widths") or {}).items() if n)
-        raise UserError(f"--step-model {path}: the profile has no verify steps of k={','.join(map(str, missing))} "
-                        f"(measured: {','.join(map(str, have)) or 'none'}); measure them with "
-                        f"`samspec-bench rollout profile -k {','.join(map(str, sorted(set(ks))))}`")
+        widths = model.fit.get("verify_widths") or {}
+        few = [k for k in missing if int(widths.get(str(k), 0)) > 0]   # measured, but too few steps to fit
+        have = ", ".join(f"k={w}: {n} steps" for w, n in sorted(widths.items(), key=lambda x: int(x[0])) if n)
+        what = (f"too few verify steps of k={','.join(map(str, few))} (at least {MIN_VERIFY_STEPS} each)" if few
+                else f"no verify steps of k={','.join(map(str, missing))}")
+        raise UserError(f"--step-model {path}: the profile has {what} (measured: {have or 'none'}); measure them with "
+                        f"`samspec-bench rollout profile -k {','.join(map(str, sorted(set(ks))))}`"
+                        + (" and a larger --tokens" if few else ""))
 
 
 def profile_lines(model: StepTimeModel, meta: dict[str, Any] | None) -> list[str]:

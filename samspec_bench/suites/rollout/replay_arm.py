@@ -88,6 +88,8 @@ class Replay:
     # group-source profile key -> per pair (drafted, accepted, tree drafted, tree accepted) after its siblings
     # finished (profiles.after_siblings_profiles; the tree pair None without trees)
     late: dict[Any, list] = field(default_factory=dict)
+    # what the traces held beside what the requests replay (the workload line says what was left out)
+    coverage: dict[str, int] = field(default_factory=dict)
 
     @property
     def trace_lengths(self) -> np.ndarray:
@@ -109,6 +111,9 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
         hist_info = {"steps": why, "earlier_responses": len(earlier), "stores": {}}
     chosen, base, idx, n_prompts, n = trace_requests(items, cfg.prompts, cfg.group_size, cfg.traces)
     pairs = [(it.prompt_ids, it.response_ids[: cfg.max_response_len]) for it in base]
+    coverage = {"trace_responses": len(items), "empty_responses": sum(1 for it in items if not len(it.response_ids)),
+                "unused_responses": sum(1 for it in items if len(it.response_ids)) - len(base),
+                "cut_at_max_response_len": sum(1 for it in base if len(it.response_ids) > cfg.max_response_len)}
     base_groups: list[Hashable] = [(str(it.source), str(it.group)) for it in base]
     stores: dict[int, Any] = {}
 
@@ -139,7 +144,7 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
                 profs[key] = got
                 if tree is not None:
                     trees[key] = tree
-    return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info, trees, late)
+    return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info, trees, late, coverage)
 
 
 def key_sources(key) -> str:
@@ -298,6 +303,8 @@ def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None
                         "response_len_max": int(lengths.max()), "response_len_median": float(np.median(lengths)),
                         "response_len_mean": float(np.mean(lengths)),
                         "truncated_share": float(np.mean(lengths >= cfg.max_response_len)),
+                        "requests_at_max_response_len": int(np.sum(lengths >= cfg.max_response_len)),
+                        "max_response_len": cfg.max_response_len, **rep.coverage,
                         "sources": cfg.sources,
                         "strategies": {s["label"]: parse_strategy(s["strategy"]).describe() for s in settings
                                        if s["arm"] == "strategy"} or None,

@@ -1,0 +1,64 @@
+"""`rollout`'s inputs refused in one line before anything runs (a length distribution that
+draws nonsense, an empty arm or strategy list, an option given twice in a strategy spec, a
+profile with too few verify steps), and the workload line that says what the requests replay
+and what the traces held beside them (responses unused, repeated, cut)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from samspec_bench.bench.simulation.fitted_step_model import MIN_VERIFY_STEPS, StepTimeModel
+from samspec_bench.errors import UserError
+from samspec_bench.suites import rollout as ro
+from samspec_bench.suites.rollout.profile import check_covers
+
+
+@pytest.fixture
+def small(shared_data, tmp_path):
+    src = shared_data / "traces" / "qwen25math_math_100x8.jsonl"
+    p = tmp_path / "small.jsonl"
+    p.write_text("".join(src.read_text().splitlines(keepends=True)[:16]))   # 2 groups of 8
+    return p
+
+
+def _run(traces, out, *extra):
+    return CliRunner().invoke(ro.command, ["--traces", str(traces), "--draws", "1", "--output", str(out), *extra])
+
+
+@pytest.mark.parametrize("spec", ["lognormal:nan:1", "lognormal:32:inf", "fixed:-3", "fixed:0", "fixed:2.5",
+                                  "pareto:0:1", "pareto:10:0", "lognormal:5", "uniform:1:2", "trace:3"])
+def test_a_length_distribution_that_draws_nonsense_is_refused(small, tmp_path, spec):
+    res = _run(small, tmp_path / "o", "--length-dist", spec)
+    assert isinstance(res.exception, UserError), res.output
+    assert f"--length-dist {spec!r}" in str(res.exception) and "\n" not in str(res.exception)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("args, needle", [(("--arms", ""), "--arms ''"), (("--strategy", ","), "--strategy ','"),
+                                          (("--strategy", "seed:k=3:k=5"), "k= given twice")])
+def test_empty_lists_and_repeated_options_are_refused(small, tmp_path, args, needle):
+    res = _run(small, tmp_path / "o", *args)
+    assert isinstance(res.exception, UserError) and needle in str(res.exception), res.output
+
+
+def test_a_profile_with_too_few_verify_steps_says_so():
+    few = StepTimeModel(0.01, {}, fit={"verify_widths": {"3": MIN_VERIFY_STEPS - 1}})
+    with pytest.raises(UserError, match=f"too few verify steps of k=3 .*k=3: {MIN_VERIFY_STEPS - 1} steps.*--tokens"):
+        check_covers(few, [3], "p.json")
+    with pytest.raises(UserError, match="no verify steps of k=5"):
+        check_covers(few, [5], "p.json")
+
+
+def test_the_workload_line_counts_what_the_requests_leave_out_or_repeat(small, tmp_path):
+    res = _run(small, tmp_path / "a", "--group-size", "3", "--arms", "off", "--json", str(tmp_path / "a.json"))
+    assert res.exit_code == 0, res.output
+    assert "6 requests (2 prompts x 3) replaying 6 distinct of the traces' 16 responses" in res.output
+    assert "10 responses unused" in res.output
+    w = json.loads((tmp_path / "a.json").read_text())["metrics"]["workload"]
+    assert (w["trace_responses"], w["unused_responses"], w["requests"]) == (16, 10, 6)
+    res = _run(small, tmp_path / "b", "--prompts", "5", "--max-response-len", "100", "--arms", "off")
+    assert res.exit_code == 0, res.output
+    assert "24 requests repeat a response" in res.output
+    assert "16 trace responses cut at --max-response-len 100" in res.output
+    assert "40 requests (100.0 %) run to --max-response-len 100" in res.output
