@@ -262,7 +262,7 @@ def test_accept_refuses_a_folder_with_a_file_it_does_not_understand(tmp_path, to
                                      "(nearest: actor/entropy"),
     (["--metric", "nothing/*"], "--metric 'nothing/*': matches no tag"),
     (["--speed-metric", "timing_s/genn"], "(nearest: timing_s/gen"),
-    (["--margin", "rewrd=0.1"], "--margin rewrd=: names no compared family, metric or tag (nearest: reward"),
+    (["--margin", "rewrd=0.1"], "--margin rewrd=0.1: names no compared family, metric or tag (nearest: reward"),
     (["--families", "rewrd"], "(nearest: reward)"),
 ])
 def test_curves_names_that_match_nothing(tmp_path, capsys, extra, needle):

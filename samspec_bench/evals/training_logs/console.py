@@ -44,6 +44,18 @@ def parse_number(text: str) -> float | None:
         return None
 
 
+def split_field(field: str) -> tuple[str, float | None]:
+    """(key, number) of a `key:value` field; number None when the value is not one. The value
+    may hold colons itself (`tensor(0.3, device='cuda:0')`): the first colon after which a
+    number parses splits it, else the first colon (key '' where there is none)."""
+    at = [i for i, ch in enumerate(field) if ch == ":" and field[:i].strip()]
+    for i in at:
+        x = parse_number(field[i + 1:])
+        if x is not None:
+            return field[:i].strip(), x
+    return (field[:at[0]].strip(), None) if at else ("", None)
+
+
 def looks_like_console(head: bytes) -> bool:
     """True when the first bytes hold at least one verl step line."""
     text = ANSI.sub("", head.decode("utf-8", "replace"))
@@ -106,15 +118,13 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
             run.count("truncated_lines")
             run.count("dropped_fields")
         for f in fields:
-            key, sep, val = f.rpartition(":")
-            if not sep or not key.strip():
+            key, x = split_field(f)
+            if not key:
                 run.count("non_numeric_fields")
-                continue
-            x = parse_number(val)
-            if x is None:
-                run.count("non_numeric_fields")
-                continue
-            builder.add(key.strip(), step, x)
+            elif x is None:
+                run.not_numeric(key)
+            else:
+                builder.add(key, step, x)
         for values in pending:
             _fill(builder, step, values)
         pending = []

@@ -42,6 +42,16 @@ def looks_like_csv(head: bytes) -> bool:
     return step_column(header) is not None
 
 
+def csv_has_rows(path: Path) -> bool:
+    """True when a CSV holds a non-empty line after its header (read line by line: cheap)."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
+            next(f, None)
+            return any(line.strip(" ,\t\r\n") for line in f)
+    except OSError:
+        return False
+
+
 def _metric_names(header: list[str], path: Path) -> dict[int, str]:
     """Column index -> metric name for the metric columns."""
     cols = {}
@@ -84,10 +94,12 @@ def read_csv(path: Path, label: str) -> TrainingRun:
         if not row or all(not c.strip() for c in row):
             continue
         rows += 1
-        try:
-            step = int(float(row[si]))
-        except (ValueError, IndexError):
-            run.count("rows_without_step")
+        if len(row) != len(header):        # a ragged row: its cells may sit under the wrong column
+            run.count("malformed_rows")
+            run.count("ignored_cells", max(0, len(row) - len(header)))
+            run.count("missing_cells", max(0, len(header) - len(row)))
+        step = row_step(row[si] if si < len(row) else "", run)
+        if step is None:
             continue
         wall = None
         if wi is not None and wi < len(row):
@@ -104,9 +116,31 @@ def read_csv(path: Path, label: str) -> TrainingRun:
             try:
                 x = float(cell)
             except ValueError:
-                run.count("non_numeric_cells")
+                run.not_numeric(name, "non_numeric_cells")
                 continue
             builder.add(name, step, x, wall)
     builder.build_into(run)
     run.read["rows"] = rows
+    if run.counts.get("malformed_rows"):
+        run.notes.append(f"{run.counts['malformed_rows']} malformed row(s) with more or fewer cells than the header's "
+                         f"{len(header)}: {run.counts.get('ignored_cells', 0)} extra cell(s) ignored, "
+                         f"{run.counts.get('missing_cells', 0)} missing")
+    if run.counts.get("non_integer_steps"):
+        run.notes.append(f"{run.counts['non_integer_steps']} row(s) with a non-integer step (e.g. 3.5): skipped, "
+                         "not rounded onto a real step")
     return run
+
+
+def row_step(cell: str, run: TrainingRun) -> int | None:
+    """The step of a row, or None (counted: rows_without_step, non_integer_steps)."""
+    try:
+        x = float(cell)
+    except ValueError:
+        x = math.nan
+    if not math.isfinite(x):
+        run.count("rows_without_step")
+        return None
+    if x != int(x):                        # 3.5 is no step: truncating it would collide with step 3
+        run.count("non_integer_steps")
+        return None
+    return int(x)

@@ -14,9 +14,11 @@ from collections import Counter
 from typing import Iterable, Mapping
 
 
-def lost_points(tag_steps: Mapping[str, Iterable[int]],
-                windows: Iterable[tuple[int | None, int | None]]) -> dict[int, list[str]]:
-    """step -> the tags that lost that step, for damage between the steps of each window."""
+def lost_points(tag_steps: Mapping[str, Iterable[int]], windows: Iterable[tuple[int | None, int | None]],
+                untold: list | None = None) -> dict[int, list[str]]:
+    """step -> the tags that lost that step, for damage between the steps of each window; each
+    window no point can be pinned on (a record of a sparse tag, of a step every tag still has)
+    goes to `untold`: its cost is unknown, not zero."""
     sets = {tag: set(steps) for tag, steps in tag_steps.items()}
     all_steps = sorted(set().union(*sets.values())) if sets else []
     if not all_steps:
@@ -26,7 +28,10 @@ def lost_points(tag_steps: Mapping[str, Iterable[int]],
     lost: dict[int, set[str]] = {}
     for p, q in windows:
         if p is None and q is None:
+            if untold is not None:
+                untold.append((p, q))
             continue
+        found = 0
         lo = all_steps[0] if p is None else p
         hi = all_steps[-1] if q is None else q
         cands = set(all_steps[bisect.bisect_left(all_steps, lo):bisect.bisect_right(all_steps, hi)])
@@ -41,7 +46,24 @@ def lost_points(tag_steps: Mapping[str, Iterable[int]],
                 continue
             for s in cands - have:
                 lost.setdefault(s, set()).add(tag)
+                found += 1
+        if not found and untold is not None:
+            untold.append((p, q))
     return {s: sorted(tags) for s, tags in sorted(lost.items())}
+
+
+def untold_text(untold: list[tuple[int | None, int | None]], limit: int = 3) -> str:
+    """'points lost: unknown (N damaged spot(s), at step 45, ...: ...)' for damage no point
+    could be pinned on."""
+    def where(p, q) -> str:
+        if p is None and q is None:
+            return "with no intact step either side"
+        if p is None or q is None:
+            return f"before step {q}" if p is None else f"after step {p}"
+        return f"at step {p}" if p == q else f"between steps {p} and {q}"
+    shown = ", ".join(where(p, q) for p, q in untold[:limit]) + (", ..." if len(untold) > limit else "")
+    return (f"points lost: unknown ({len(untold)} damaged spot(s), {shown}: no tag logged at every step lost a "
+            "point there, so the record held a sparser tag's point or none)")
 
 
 def lost_text(lost: dict[int, list[str]], limit: int = 4) -> str:

@@ -66,13 +66,16 @@ def read_file_logger(path: Path, label: str) -> TrainingRun:
             run.count("truncated_lines" if torn_tail and k == len(lines) - 1 else "broken_lines")
             continue
         records += 1
+        if obj["step"] != int(obj["step"]):      # 2.5 is no step: truncating it would collide with step 2
+            run.count("non_integer_steps")
+            continue
         step = int(obj["step"])
         for tag, v in obj["data"].items():
             if v is None:                        # orjson's NaN / inf
                 run.count("null_values")
                 builder.add(str(tag), step, math.nan)
             elif isinstance(v, bool) or not isinstance(v, (int, float)):
-                run.count("non_numeric_fields")
+                run.not_numeric(str(tag))
             else:
                 builder.add(str(tag), step, float(v))
     builder.build_into(run)
@@ -81,6 +84,9 @@ def read_file_logger(path: Path, label: str) -> TrainingRun:
         run.notes.append("the last line is torn (the writer stopped mid-line): its step was not read")
     if run.counts.get("broken_lines"):
         run.notes.append(f"{run.counts['broken_lines']} line(s) not a {{\"step\": N, \"data\": {{...}}}} record: skipped")
+    if run.counts.get("non_integer_steps"):
+        run.notes.append(f"{run.counts['non_integer_steps']} record(s) with a non-integer step (e.g. 2.5): skipped, "
+                         "not rounded onto a real step")
     if run.counts.get("null_values"):
         run.notes.append(f"{run.counts['null_values']} null value(s): verl's orjson writes NaN and inf as null; "
                          "counted as non-finite (shown as NaN)")

@@ -4,7 +4,11 @@ JSONL beside `.hydra/`), and a parent folder of several runs, expanded into them
 
 A parent's runs, in name order: each sub-folder that holds a run (named by the sub-folder), and
 each log file directly in it (named by the file; event files of different runs side by side,
-one file each, named by their prefix). Hidden entries (`.hydra`, `.git`) are passed over.
+one file each, named by their prefix). Event files that all share one prefix are one run
+restarted (verl's SummaryWriter names them events.out.tfevents.{time}.{host}.{pid}.{uid}): the
+folder is that run. Hidden entries (`.hydra`, `.git`) are passed over; every other file that is
+not read as a run (empty, no known format, a CSV without a step column or rows) is listed with
+why, for the command to show.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from samspec_bench.errors import UserError
+from samspec_bench.evals.training_logs.csv_export import STEP_COLUMNS, csv_has_rows
 from samspec_bench.evals.training_logs.formats import KNOWN, file_format
 from samspec_bench.evals.training_logs.tensorboard import event_files
 from samspec_bench.evals.training_logs.wandb_run import is_wandb_folder
@@ -51,31 +56,73 @@ def is_run_folder(folder: Path) -> bool:
     return lone_log(folder) is not None
 
 
-def _children(p: Path) -> list[Path]:
-    """The runs a folder holds: sub-folders holding a run, event files (one per run) and log files."""
-    runs = [sub for sub in sorted(p.iterdir())
-            if sub.is_dir() and _visible(sub) and (is_wandb_folder(sub) or event_files(sub) or lone_log(sub))]
+def why_not_a_log(f: Path) -> str | None:
+    """Why a file in a folder of runs is not read as a run, or None for a log file with data."""
+    try:
+        size = f.stat().st_size
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+    if size == 0:
+        return "empty file"
+    fmt = file_format(f)
+    if fmt is None:
+        if f.suffix.lower() == ".csv":
+            return f"a CSV with no step column (one of {', '.join(STEP_COLUMNS)})"
+        return "not a training log in a known format"
+    if fmt == "csv" and not csv_has_rows(f):
+        return "a CSV header with no data rows"
+    return None
+
+
+def _children(p: Path, ignored: list[str]) -> list[Path]:
+    """The runs a folder holds: sub-folders holding a run, event files (one run per prefix) and
+    log files; what is passed over goes to `ignored` as 'path: why'."""
+    runs = []
+    for sub in sorted(p.iterdir()):
+        if not sub.is_dir() or not _visible(sub):
+            continue
+        if is_wandb_folder(sub) or event_files(sub) or lone_log(sub):
+            runs.append(sub)
+        elif (n := len(log_files(sub))) > 1:       # several runs one level down: not guessed at
+            ignored.append(f"{sub}: a folder holding {n} log files; pass it as its own argument")
     direct = sorted((f for f in p.iterdir() if f.is_file() and "tfevents" in f.name), key=lambda f: f.name)
-    for _, prefix in tensorboard_groups(direct):
+    groups = tensorboard_groups(direct)
+    for _, prefix in groups:
         group = [f for f in direct if f.name.split("events.out.tfevents")[0] == prefix]
-        if len(group) > 1:
-            raise UserError(f"{p}: holds the event files of several runs side by side and {len(group)} of them share "
-                            f"the prefix {prefix or '(none)'}; put each run's files in its own folder")
-        runs.append(group[0])
-    return sorted(runs + log_files(p), key=lambda r: r.name)
+        if len(group) == 1:
+            runs.append(group[0])
+        elif len(groups) == 1:     # one restarted run: its files, read in timestamp order, are the folder
+            runs.append(p)
+        else:
+            raise UserError(f"{p}: holds the event files of {len(groups)} runs side by side and the prefix "
+                            f"{prefix or '(none)'} has {len(group)} files (a restarted run); put each run's files "
+                            "in its own folder")
+    logs = []
+    for f in sorted(p.iterdir()):
+        if not f.is_file() or not _visible(f) or "tfevents" in f.name:
+            continue
+        why = why_not_a_log(f)
+        if why is None:
+            logs.append(f)
+        else:
+            ignored.append(f"{f}: {why}")
+    return sorted(runs + logs, key=lambda r: r.name)
 
 
-def expand_runs(path: str | Path) -> list[Path]:
+def expand_runs(path: str | Path, ignored: list[str] | None = None) -> list[Path]:
     """[path] for a file, a missing path or a folder that is one run; the runs of a parent
-    folder (two or more); a UserError for a folder holding no run."""
+    folder (two or more), the files it passed over added to `ignored` ('path: why'); a
+    UserError for a folder holding no run."""
     p = Path(path)
     if not p.is_dir() or is_wandb_folder(p):
         return [p]
-    runs = _children(p)
-    if len(runs) >= 2:
-        return runs
-    if is_run_folder(p):
+    passed: list[str] = []
+    runs = _children(p, passed)
+    if runs == [p] or (len(runs) < 2 and is_run_folder(p)):
         return [p]
     if runs:
+        if ignored is not None:
+            ignored.extend(passed)
         return runs
-    raise UserError(f"{p}: holds no training log, nor do its sub-folders; pass {KNOWN}")
+    raise UserError(f"{p}: holds no training log, nor do its sub-folders; pass {KNOWN}"
+                    + (f" (passed over: {'; '.join(passed[:3])}{'; ...' if len(passed) > 3 else ''})" if passed else ""))

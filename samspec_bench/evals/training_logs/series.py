@@ -41,6 +41,9 @@ class TrainingRun:
     non_finite: dict[str, dict] = field(default_factory=dict)
     non_finite_steps: dict[str, np.ndarray] = field(default_factory=dict, repr=False)   # tag -> those steps
     setup: dict = field(default_factory=dict)   # what the log says of the setup: gpus, gpus_source (run_setup.py)
+    # tag -> values logged under it that were not numbers: a metric every value of which was
+    # unparseable is "present but not numeric", not absent
+    non_numeric: dict[str, int] = field(default_factory=dict)
 
     @property
     def tags(self) -> list[str]:
@@ -58,13 +61,18 @@ class TrainingRun:
         if n:
             self.counts[kind] = self.counts.get(kind, 0) + n
 
+    def not_numeric(self, tag: str, kind: str = "non_numeric_fields") -> None:
+        """A value logged under `tag` that is not a number: counted as `kind` and per tag."""
+        self.count(kind)
+        self.non_numeric[tag] = self.non_numeric.get(tag, 0) + 1
+
     def summary(self) -> dict:
         """For result.json: where the run came from and what was skipped (no values)."""
         span = self.steps
         return {"path": self.path, "format": self.format, "label": self.label, "tags": len(self.series),
                 "first_step": span[0] if span else None, "last_step": span[1] if span else None,
                 "read": dict(self.read), "skipped": dict(self.counts), "notes": list(self.notes),
-                "setup": dict(self.setup),
+                "setup": dict(self.setup), "non_numeric": dict(sorted(self.non_numeric.items())),
                 "non_finite": {t: dict(v) for t, v in sorted(self.non_finite.items())}}
 
     def non_finite_text(self, tag: str) -> str | None:

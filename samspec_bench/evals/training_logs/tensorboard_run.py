@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from samspec_bench.errors import UserError
-from samspec_bench.evals.training_logs.damage import lost_points, lost_text
+from samspec_bench.evals.training_logs.damage import lost_points, lost_text, untold_text
 from samspec_bench.evals.training_logs.runs_folder import tensorboard_groups
 from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun
 from samspec_bench.evals.training_logs.tensorboard import EventScalars, HeadDamage, event_files, read_event_file
@@ -52,12 +52,21 @@ def read_tensorboard(path: Path, label: str) -> TrainingRun:
     run.count("truncated_records", st.truncated_tail)
     run.count("undecodable_records", st.undecodable)
     run.count("skipped_bytes", st.skipped_bytes)
-    lost = lost_points({t: [p[0] for p in pts] for t, pts in scalars.points.items()}, scalars.windows)
+    untold: list = []
+    lost = lost_points({t: [p[0] for p in pts] for t, pts in scalars.points.items()}, scalars.windows, untold)
     run.count("lost_points", sum(len(t) for t in lost.values()))
     run.count("steps_lost", len(lost))
     run.count("lost_points_at_most", sum(h.points_at_most for h in scalars.head))
+    run.count("damage_cost_unknown", len(untold))
+    if len(files) > 1 and builder.duplicates:
+        run.notes.append(f"{len(files)} event files read as one restarted run, oldest first (by the time in their "
+                         f"names): {builder.duplicates} point(s) logged again at a step already read; the later "
+                         "file's value kept")
     if st.corrupt or st.truncated_tail or st.undecodable:
-        cost = ([lost_text(lost)] if lost or not scalars.head else []) + [_head_note(h) for h in scalars.head]
+        cost = (([lost_text(lost)] if lost else []) + ([untold_text(untold)] if untold else [])
+                + [_head_note(h) for h in scalars.head])
+        if not cost:      # damage with no intact step on either side, and no head damage: nothing to bound it
+            cost = ["points lost: unknown"]
         run.notes.append(f"{st.corrupt} corrupt (CRC mismatch), {st.truncated_tail} truncated and "
                          f"{st.undecodable} undecodable record(s) skipped ({st.skipped_bytes} bytes passed over, "
                          f"reading resumed after each): " + "; ".join(cost))

@@ -41,31 +41,55 @@ def is_wandb_folder(folder: Path) -> bool:
     return folder.is_dir() and any(v is not None for v in run_files(folder).values())
 
 
-def _flatten(prefix: str, value, out: dict) -> None:
+_NOT_JSON = object()      # a value_json that did not parse: not a number (never a null)
+
+
+def _flatten(prefix: str, value, out: dict, run: TrainingRun) -> None:
+    """Numbers under their (nested) keys into `out`; what is not one is counted on the run:
+    a null (null_values), a string, bool or list (non_numeric_fields), a media object
+    (non_scalar_values)."""
     if isinstance(value, dict):
         if "_type" in value:          # a media object (table, image, histogram): not a scalar
+            run.count("non_scalar_values")
             return
         for k, v in value.items():
-            _flatten(f"{prefix}/{k}" if prefix else str(k), v, out)
-    elif isinstance(value, bool):
-        return
-    elif isinstance(value, (int, float)):
+            _flatten(f"{prefix}/{k}" if prefix else str(k), v, out, run)
+    elif value is None:
+        run.not_numeric(prefix, "null_values")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
         out[prefix] = float(value)
+    else:
+        run.not_numeric(prefix)
 
 
 def _add_row(builder: SeriesBuilder, row: dict, run: TrainingRun) -> None:
     step = row.get("_step")
-    if not isinstance(step, (int, float)) or isinstance(step, bool):
+    if not isinstance(step, (int, float)) or isinstance(step, bool) or not math.isfinite(step):
         run.count("history_rows_without_step")
+        return
+    if step != int(step):             # 7.5 is no step: truncating it would collide with step 7
+        run.count("non_integer_steps")
         return
     wall = row.get("_timestamp")
     wall = float(wall) if isinstance(wall, (int, float)) and math.isfinite(wall) else None
     flat: dict[str, float] = {}
     for k, v in row.items():
         if not str(k).startswith("_"):
-            _flatten(str(k), v, flat)
+            _flatten(str(k), v, flat, run)
     for k, x in flat.items():
         builder.add(k, int(step), x, wall)
+
+
+def history_notes(run: TrainingRun) -> None:
+    """What the history rows held that was not a number, said on the run."""
+    c = run.counts
+    if c.get("null_values"):
+        run.notes.append(f"{c['null_values']} null value(s) in the history: no number to read, skipped")
+    if c.get("non_numeric_fields"):
+        run.notes.append(f"{c['non_numeric_fields']} history value(s) not a number (strings, bools, lists): skipped")
+    if c.get("non_integer_steps"):
+        run.notes.append(f"{c['non_integer_steps']} history row(s) with a non-integer _step (e.g. 7.5): skipped, not "
+                         "rounded onto a real step")
 
 
 def read_history_jsonl(path: Path, run: TrainingRun, builder: SeriesBuilder) -> int:
@@ -159,7 +183,7 @@ def _history_row(buf: bytes) -> dict | None:
                     try:
                         value = json.loads(ival)
                     except ValueError:
-                        value = None
+                        value = _NOT_JSON
             name = key or "/".join(nested)
             if name:
                 row[name] = value
@@ -199,12 +223,15 @@ def read_wandb(folder: Path, label: str) -> TrainingRun:
     if rows == 0 and files["history"] is not None:
         rows = read_history_jsonl(files["history"], run, builder)
         run.read["history_rows"] = rows
+    history_notes(run)       # before the console's counts join the same kinds
     builder.build_into(run)
     if files["console"] is not None:
         con = read_console(files["console"], label)
         run.read["step_lines"] = con.read.get("step_lines", 0)
         for kind, n in con.counts.items():
             run.count(kind, n)
+        for tag, n in con.non_numeric.items():
+            run.non_numeric[tag] = run.non_numeric.get(tag, 0) + n
         run.notes.extend(con.notes)
         _merge(run, con)
     if not run.series:

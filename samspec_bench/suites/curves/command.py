@@ -32,7 +32,7 @@ def run(cfg: CurvesConfig, output: str) -> tuple[dict, Path]:
             figures.append(name)
     metrics = {"verdict": outcome["verdict"], "baseline": outcome["baseline"], "comparisons": outcome["comparisons"],
                "metrics": outcome["metrics"]}
-    extra = {"runs": outcome["runs"], "alpha": cfg.alpha,
+    extra = {"runs": outcome["runs"], "alpha": cfg.alpha, "ignored_files": list(cfg.ignored),
              "interval_method": "HAC (Bartlett kernel, bandwidth n/2) with fixed-b critical values simulated for n"}
     run_dir.write_result(cfg.record(), metrics, outcome["tables"], figures, extra)
     result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))
@@ -50,6 +50,11 @@ def metric_text(row: dict) -> str:
     return row["metric"] + (f" ({name})" if name and name != row["metric"] else "")
 
 
+def steps_text(r: dict) -> str:
+    """'40 (1-40)', or '0' where the runs share no step of the metric."""
+    return f"{r['steps']} ({r['first_step']}-{r['last_step']})" if r.get("first_step") is not None else str(r["steps"] or 0)
+
+
 def _run_line(r: dict) -> str:
     span = f"steps {r['first_step']}-{r['last_step']}" if r.get("first_step") is not None else "no steps"
     skipped = ", ".join(f"{k} {v}" for k, v in (r.get("skipped") or {}).items())
@@ -65,6 +70,8 @@ def print_report(result: dict, console) -> None:
     m = result["metrics"]
     for r in result.get("runs") or []:
         console.print(_run_line(r), highlight=False)
+    for entry in result.get("ignored_files") or []:     # files a folder of runs held that were not read
+        console.print(f"ignored {entry}", highlight=False, markup=False)
     t = Table(title=f"curves: learning metrics against {m['baseline']} (mean difference B - A, "
                     f"{int(round((1 - 2 * result.get('alpha', 0.05)) * 100))}% interval, TOST)")
     for col in ("run", "metric (verl tag)", "steps", "mean A", "mean B", "diff [interval]", "margin", "final window",
@@ -75,7 +82,7 @@ def print_report(result: dict, console) -> None:
         unit = f" {r['unit']}" if r["unit"] else ""
         fin = f"{_f(r['final_diff'])} [{_f(r['final_ci_lo'])}, {_f(r['final_ci_hi'])}]" \
             if r.get("final_diff") is not None else "-"
-        t.add_row(r["run"], metric_text(r), f"{r['steps']} ({r['first_step']}-{r['last_step']})", _f(r["mean_a"]) + unit,
+        t.add_row(r["run"], metric_text(r), steps_text(r), _f(r["mean_a"]) + unit,
                   _f(r["mean_b"]) + unit, f"{_f(r['diff'])} [{_f(r['ci_lo'])}, {_f(r['ci_hi'])}]{unit}",
                   f"±{_f(r['margin'])}", fin, _f(r["n_eff"], "{:.1f}"),
                   f"[{style.get(r['verdict'], 'white')}]{r['verdict']}[/]")
@@ -135,9 +142,10 @@ def execute(config: CurvesConfig, *, output: str, resume: str | None = None, jso
 
     if resume is not None:
         raise UserError(f"curves has no --resume (got {resume}): it reads finished logs; start a new run")
-    console = Console(stderr=json_path == "-")
+    # emoji off: a label like 'A:a' followed by ':' is no emoji code
+    console = Console(stderr=json_path == "-", emoji=False)
     if not console.is_terminal:
-        console = Console(stderr=json_path == "-", width=200)
+        console = Console(stderr=json_path == "-", width=200, emoji=False)
     result, _ = run(config, output)
     print_report(result, console)
     emit_json(result, json_path)

@@ -37,9 +37,15 @@ class CurvesConfig:
     smooth: float = 0.6
     fail_on: str = "never"
     gpus: dict[str, int] = field(default_factory=dict)        # run label -> GPU count (--gpus RUN=N)
+    margin_args: dict[str, str] = field(default_factory=dict)  # margin name -> the --margin argument as typed
+    ignored: list[str] = field(default_factory=list)          # 'path: why' of files a folder of runs passed over
+
+    def margin_arg(self, key: str) -> str:
+        """The --margin argument that set `key`, as typed (errors echo it)."""
+        return self.margin_args.get(key) or f"{key}={self.margins[key]}"
 
     def margin_objects(self) -> dict[str, Margin]:
-        return {k: parse_margin(v, f"--margin {k}=") for k, v in self.margins.items()}
+        return {k: check_margin(self.margin_arg(k), v) for k, v in self.margins.items()}
 
     def record(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -61,16 +67,33 @@ def parse_step_range(text: str | None) -> tuple[int | None, int | None] | None:
     return lo, hi
 
 
-def _margins(items) -> dict[str, str]:
+def _shown(arg: str) -> str:
+    """An argument as a shell would need it typed: quoted only where it holds spaces or quotes."""
+    return arg if arg and not any(ch in arg for ch in " \t'\"") else repr(arg)
+
+
+def check_margin(arg: str, value: str) -> Margin:
+    """The margin of --margin `arg` (NAME=VALUE); a UserError echoing `arg` as typed."""
+    try:
+        return parse_margin(value)
+    except UserError:
+        raise UserError(f"--margin {_shown(arg)}: give VALUE > 0 in the metric's unit (reward=0.02) or as a "
+                        "percentage of the baseline's mean (entropy=5%)") from None
+
+
+def _margins(items) -> tuple[dict[str, str], dict[str, str]]:
+    """(name -> value, name -> the argument as typed)."""
     out: dict[str, str] = {}
+    typed: dict[str, str] = {}
     for item in items or ():
         key, sep, value = str(item).partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise UserError(f"--margin {item!r}: give NAME=VALUE, e.g. reward=0.02 or entropy=5% (NAME: a family, "
-                            "a metric or a tag)")
-        parse_margin(value.strip(), f"--margin {key.strip()}=")
+            raise UserError(f"--margin {_shown(str(item))}: give NAME=VALUE, e.g. reward=0.02 or entropy=5% (NAME: a "
+                            "family, a metric or a tag)")
+        check_margin(str(item), value.strip())
         out[key.strip()] = value.strip()
-    return out
+        typed[key.strip()] = str(item)
+    return out, typed
 
 
 def parse_gpus(items) -> dict[str, int]:
@@ -101,7 +124,8 @@ def build_config(*, runs, extra_runs, labels, format, families, metrics, speed_m
     """The command's parameters (by their Python names) as a checked CurvesConfig. Raises
     UserError naming the bad option."""
     given = [str(p) for p in (runs or ())] + [str(p) for p in (extra_runs or ())]
-    paths = [str(r) for p in given for r in expand_runs(p)]
+    ignored: list[str] = []
+    paths = [str(r) for p in given for r in expand_runs(p, ignored)]
     if len(paths) < 2:
         got = f"got {len(paths)}" + (f" ({paths[0]})" if paths else "")
         raise UserError(f"curves compares training runs: give at least two (the baseline first, e.g. "
@@ -129,7 +153,9 @@ def build_config(*, runs, extra_runs, labels, format, families, metrics, speed_m
         raise UserError(f"--smooth {smooth}: give an EMA weight in [0, 1)")
     if fail_on not in FAIL_ON:
         raise UserError(f"--fail-on {fail_on!r}: use one of {', '.join(FAIL_ON)}")
+    margin_values, margin_args = _margins(margins)
     return CurvesConfig(runs=paths, labels=labs, format=fmt, families=fams, metrics=list(metrics or ()),
-                        speed_metrics=list(speed_metrics or ()), margins=_margins(margins), alpha=alpha,
+                        speed_metrics=list(speed_metrics or ()), margins=margin_values, alpha=alpha,
                         min_steps=min_steps, final_fraction=final_fraction, step_range=parse_step_range(step_range),
-                        smooth=smooth, fail_on=fail_on, gpus=parse_gpus(gpus))
+                        smooth=smooth, fail_on=fail_on, gpus=parse_gpus(gpus), margin_args=margin_args,
+                        ignored=ignored)

@@ -186,7 +186,9 @@ def draw_verdicts(result: dict, path: Path) -> bool:
         fin = f"{_fmt(r['final_diff'])} [{_fmt(r['final_ci_lo'])}, {_fmt(r['final_ci_hi'])}]" \
             if r.get("final_diff") is not None else "-"
         unit = f" {r['unit']}" if r["unit"] else ""
-        cells.append([r["run"], r["metric"], f"{r['steps']} ({r['first_step']}-{r['last_step']})", ci + unit,
+        steps = f"{r['steps']} ({r['first_step']}-{r['last_step']})" if r.get("first_step") is not None else \
+            str(r["steps"] or 0)
+        cells.append([r["run"], r["metric"], steps, ci + unit,
                       f"±{_fmt(r['margin'])}", fin, r["verdict"]])
         colors.append(["white"] * 6 + [VERDICT_COLORS.get(r["verdict"], "white")])
     for r in srows:

@@ -221,14 +221,18 @@ def _tags(run: TrainingRun) -> set[str]:
     return set(run.series) | set(run.non_finite)
 
 
-def check_margin_names(margins: dict[str, Margin], metrics: list[Resolved], families: list[str]) -> None:
+def check_margin_names(margins: dict[str, Margin], metrics: list[Resolved], families: list[str],
+                       typed: dict[str, str] | None = None) -> None:
     """Every --margin NAME names something compared: a requested family, a metric or one of
-    its tags; otherwise a UserError listing the nearest."""
+    its tags; otherwise a UserError echoing the argument (`typed`: name -> as typed) and
+    listing the nearest."""
     used = set(families) | {x for m in metrics for x in (m.name, m.spec.family, *m.spec.aliases, *m.tags.values())
                             if x}
     for key in margins:
         if key not in used:
-            raise UserError(f"--margin {key}=: names no compared family, metric or tag{nearest(key, used)}; "
+            arg = (typed or {}).get(key) or f"{key}={margins[key].record()}"
+            shown = arg if not any(ch in arg for ch in " \t'\"") else repr(arg)
+            raise UserError(f"--margin {shown}: names no compared family, metric or tag{nearest(key, used)}; "
                             "give a family (" + ", ".join(families) + "), a metric or a tag compared with --metric")
 
 

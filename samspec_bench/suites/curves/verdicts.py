@@ -3,6 +3,7 @@ baseline (the first run) metric by metric, and lay the outcome out as result.jso
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from samspec_bench.errors import UserError
 from samspec_bench.evals.curve_stats import DIFFERENT, align, combine, compare_curves, compare_ratio
 from samspec_bench.evals.training_logs import Series, TrainingRun, default_label, load_run
+from samspec_bench.evals.training_logs.console import WANDB_LINE_CUT
 from samspec_bench.suites.curves.config import CurvesConfig
 from samspec_bench.suites.curves.metric_families import Resolved, check_margin_names, requested_text, resolve, tag_text
 from samspec_bench.suites.curves.throughput import NOT_NORMALISED, compare_throughput
@@ -119,13 +121,13 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
     """{"metrics": [...resolved...], "comparisons": {label: {...}}, "verdict", "tables"}."""
     margins = cfg.margin_objects()
     metrics = resolve(runs, cfg.families, margins, cfg.metrics, cfg.speed_metrics)
-    check_margin_names(margins, metrics, cfg.families)
+    check_margin_names(margins, metrics, cfg.families, cfg.margin_args)
     for r in runs:
         if not any(m.tags.get(r.label) for m in metrics):
-            sample = ", ".join(r.tags[:5]) + (", ..." if len(r.tags) > 5 else "")
-            raise UserError(f"{r.path}: none of the requested metrics ({requested_text(cfg.families, cfg.metrics, cfg.speed_metrics)}) "
-                            f"with 2+ steps; its tags: {sample or 'none'}; pick some with --metric")
+            raise UserError(no_metric_text(r, requested_text(cfg.families, cfg.metrics, cfg.speed_metrics)))
     base = runs[0]
+    for run in runs[1:]:
+        check_common_steps(base, run, metrics, cfg.step_range)
     comparisons: dict[str, dict] = {}
     verdict_rows, speed_rows = [], []
     gpus = {r.label: (r.setup.get("gpus"), r.setup.get("gpus_source")) for r in runs}
@@ -134,7 +136,7 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
         for m in metrics:
             ta, tb = m.tags.get(base.label), m.tags.get(run.label)
             if not ta or not tb:
-                absent.append(f"{ta or tb} ({m.name}; absent in {base.label if not ta else run.label})")
+                absent.append(absent_text(m, base if not ta else run, ta or tb))
                 continue
             a, b = _series(base, ta), _series(run, tb)
             al = align(a.steps, a.values, b.steps, b.values, cfg.step_range)
@@ -170,6 +172,9 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
                                   "verdict": combine(verdicts) if verdicts else "INCONCLUSIVE",
                                   "counts": {v: verdicts.count(v) for v in ("EQUIVALENT", "DIFFERENT", "INCONCLUSIVE")},
                                   "speed_caveats": caveats, "not_normalised": len(caveats)}
+        if same_file(base.path, run.path):
+            comparisons[run.label]["note"] = (f"same file as the baseline ({run.path}): a self-comparison, every "
+                                              "metric trivially equivalent")
         compared = {t for m in metrics for t in (m.tags.get(base.label), m.tags.get(run.label)) if t}
         elsewhere = uncompared_divergence(base, run, compared, cfg.step_range)
         if elsewhere:
@@ -177,7 +182,7 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
             if comparisons[run.label]["verdict"] == "EQUIVALENT":   # never EQUIVALENT beside a diverged run
                 comparisons[run.label]["verdict"] = "INCONCLUSIVE"
         length = learning.get("length")
-        if speed and length and length["verdict"] != "EQUIVALENT":
+        if speed and length and length["verdict"] != "EQUIVALENT" and length["whole"].get("steps"):   # not on no steps
             rel = length["whole"].get("relative_diff")
             comparisons[run.label]["speed_note"] = (
                 "response lengths are not equivalent" + (f" (B - A: {rel:+.0%} of the baseline)" if rel is not None else "")
@@ -194,6 +199,74 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
                         for m in metrics],
             "comparisons": comparisons, "verdict": overall,
             "tables": {"verdicts": verdict_rows, "speed": speed_rows}}
+
+
+def same_file(a: str, b: str) -> bool:
+    """Two runs read from one file or folder (a path given twice, or a link to it)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def no_metric_text(r: TrainingRun, requested: str) -> str:
+    """Why a run has none of the requested metrics: wandb's line cut where it cut step lines,
+    values that were never numbers, else the tags it has."""
+    sample = ", ".join(r.tags[:5]) + (", ..." if len(r.tags) > 5 else "")
+    head = f"{r.path}: none of the requested metrics ({requested}) with 2+ steps"
+    if r.format == "csv" and r.read.get("rows") == 0:
+        return f"{r.path}: a CSV header with no data rows; export the run's history with its rows"
+    cut = r.counts.get("truncated_lines")
+    if cut:
+        return (f"{head}: {cut} step line(s) cut at {WANDB_LINE_CUT} bytes (of its {r.read.get('step_lines', cut)}; "
+                "wandb's console capture), which drops every key after the cut; read the run's history instead "
+                "(its run-<id>.wandb or files/wandb-history.jsonl, or verl's file-logger JSONL), or compare tags "
+                f"it kept with --metric (e.g. {sample or 'none'})")
+    if r.non_numeric:
+        bad = ", ".join(f"{t} ({n})" for t, n in sorted(r.non_numeric.items())[:4])
+        return f"{head}; values present but not numeric: {bad}; its numeric tags: {sample or 'none'}"
+    return f"{head}; its tags: {sample or 'none'}; pick some with --metric"
+
+
+def absent_text(m: Resolved, missing: TrainingRun, tag: str) -> str:
+    """'tag (metric; absent in RUN)', or why it is not compared where the run logged it."""
+    bad = sum(missing.non_numeric.get(t, 0) for t in {tag, *m.spec.aliases})
+    if bad:
+        return f"{tag} ({m.name}; present but not numeric in {missing.label}: {bad} values)"
+    one = next((t for t in (tag, *m.spec.aliases) if t in missing.series), None)
+    if one:
+        return f"{tag} ({m.name}; logged at only {len(missing.series[one])} step in {missing.label})"
+    return f"{tag} ({m.name}; absent in {missing.label})"
+
+
+def _logged(run: TrainingRun, tag: str) -> np.ndarray:
+    """Every step a tag was logged at, finite or not."""
+    return np.union1d(_series(run, tag).steps, run.non_finite_steps.get(tag, np.zeros(0, dtype=np.int64)))
+
+
+def _span(run: TrainingRun) -> str:
+    return f"steps {run.steps[0]}-{run.steps[1]}" if run.steps else "no steps"
+
+
+def check_common_steps(base: TrainingRun, run: TrainingRun, metrics: list[Resolved],
+                       rng: tuple[int | None, int | None] | None) -> None:
+    """A UserError when the two runs share no step of any metric both log, or none inside
+    --steps: nothing could be compared (every row would be empty)."""
+    common = np.zeros(0, dtype=np.int64)
+    for m in metrics:
+        ta, tb = m.tags.get(base.label), m.tags.get(run.label)
+        if ta and tb:
+            common = np.union1d(common, np.intersect1d(_logged(base, ta), _logged(run, tb)))
+    both = f"{base.label} ({_span(base)}) and {run.label} ({_span(run)})"
+    if not common.size:
+        if any(m.tags.get(base.label) and m.tags.get(run.label) for m in metrics):
+            raise UserError(f"{both} share no step of the metrics both log; compare runs over the same steps")
+        return       # no metric in common: said below, with the metrics each lacks
+    if not _in_range(common, rng).size:
+        lo, hi = rng
+        raise UserError(f"--steps {'' if lo is None else lo}:{'' if hi is None else hi}: selects none of the steps "
+                        f"that {both} both logged ({common.size} common steps, {int(common[0])}-{int(common[-1])}); "
+                        "pick a window inside them")
 
 
 def _pair(m: Resolved, base: TrainingRun, runs: list[TrainingRun]) -> tuple[str | None, str | None]:
