@@ -86,6 +86,9 @@ def test_verl_without_a_step_field_takes_the_file_name(tmp_path):
     ({"input": "q", "score": 1.0, "step": 1}, "'output' is missing"),
     ({"input": 3, "output": "a", "step": 1}, "'input' is int"),
     ({"input": "q", "output": "", "step": 1}, "the response ('output') is empty"),
+    ({"input": "q", "output": "a", "step": 2}, "'step' is 2 but the file is named for step 1"),
+    ({"input": "q", "output": "a", "step": "abc"}, "'step' is 'abc', not an integer"),
+    ({"input": "q", "output": "a", "step": True}, "'step' is True, not an integer"),
 ])
 def test_verl_bad_lines_name_file_line_and_fix(tmp_path, line, reason):
     d = tmp_path / "dump"
@@ -355,3 +358,15 @@ def test_drafters_and_rollout_read_verl_dumps_and_lm_eval_samples(verl_dir, grou
         cli.main(["rollout", "--engine", "replay", "--traces", str(tools), "--tokenizer", str(qwen3_tokenizer_dir),
                   "--prompts", "2", "-k", "3", "--output", str(tmp_path / "r2")])
     assert e.value.code == 2 and "are multi-turn, with tool turns" in capsys.readouterr().err
+
+
+def test_a_verl_folder_with_files_of_another_format_is_refused(tmp_path):
+    d = tmp_path / "dump"
+    d.mkdir()
+    (d / "1.jsonl").write_text(json.dumps({"input": "q", "output": "a b", "score": 1.0, "step": 1}) + "\n")
+    (d / "extra.jsonl").write_text(json.dumps({"id": "x", "group": "g", "prompt": "q", "response": "a"}) + "\n")
+    with pytest.raises(UserError, match="a folder of verl rollout dumps also holds extra.jsonl") as e:
+        read_any(d)
+    assert "\n" not in str(e.value)
+    (d / "extra.jsonl").unlink()
+    assert [r.step for r in read_any(d)[0].records] == [1]

@@ -4,6 +4,7 @@ response's tool output marked (`tool_turns`) and verl's validation generations m
 
 from __future__ import annotations
 
+from collections import Counter
 import dataclasses
 import hashlib
 import json
@@ -33,7 +34,14 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str = "auto",
         raise UserError("no trace files given: pass at least one JSONL file or a directory")
     files: list[tuple[Path, str]] = []
     for x in items:
-        files += expand(x, fmt)
+        got = expand(x, fmt)
+        kinds = {kind for _, kind in got}
+        if Path(x).is_dir() and "verl" in kinds and len(kinds) > 1:
+            # verl's step files beside traces of another format: the others would have no RL step
+            other = next(f for f, kind in got if kind != "verl")
+            raise UserError(f"--traces {x}: a folder of verl rollout dumps also holds {other.name} "
+                            f"({formats_of(got)}); move the other files out, or pass the files one by one")
+        files += got
     formats = {str(f): kind for f, kind in files}
     traces = TraceSet(records=[], on_error=on_error)
     native = [f for f, kind in files if kind == "samspec"]
@@ -128,6 +136,11 @@ def _json_lines(path: Path, traces: TraceSet) -> Iterator[tuple[int, dict]]:
             yield lineno, row
 
 
+def formats_of(files: list[tuple[Path, str]]) -> str:
+    """'verl: 2 files, samspec: 1 file' for a folder's files."""
+    return ", ".join(f"{k}: {n} file{'s' if n > 1 else ''}" for k, n in Counter(k for _, k in files).items())
+
+
 def prompt_group(text: str) -> str:
     """A group name for the responses to one prompt text: the same in every file and step."""
     return "p" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
@@ -147,7 +160,13 @@ def _read_verl(row: dict, file: Path, line: int, _results: dict) -> list[TraceRe
     if not response:
         raise BadLine("the response ('output') is empty")
     m = VERL_STEP_FILE.match(file.name)
-    step = row.get("step") if type(row.get("step")) is int else (int(m.group(1)) if m else None)
+    field, named = row.get("step"), (int(m.group(1)) if m else None)
+    if field is not None and type(field) is not int:
+        raise BadLine(f"'step' is {field!r}, not an integer (verl writes the RL step there)")
+    if field is not None and named is not None and field != named:
+        # verl writes {step}.jsonl with the same step in every line: one of the two was changed
+        raise BadLine(f"'step' is {field} but the file is named for step {named} (verl writes both from one step)")
+    step = field if field is not None else named
     acc = row.get("acc")
     correct = acc if isinstance(acc, bool) else None
     return [TraceRecord(id=f"{step}:{line}", group=prompt_group(prompt), source=file, line=line, prompt=prompt,
