@@ -87,6 +87,10 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
         raise UserError("--budget-options sets the budgeted default of --anchors: add --anchors, or drop it")
     if frontier and not anchors:
         raise UserError("--frontier matches the default's cost to each anchor's spending: add --anchors, or drop it")
+    if budget_scope != anchors_mod.DEFAULT_SCOPE and not anchors:
+        raise UserError(f"--budget-scope {budget_scope} sets the budgeted default of --anchors: add --anchors, or drop it")
+    if costs != CURVE_COSTS and not figure:
+        raise UserError(f"--costs {costs} sets SAM's curve in the --figure picture: add --figure, or drop it")
     if budget_scope not in anchors_mod.BUDGET_SCOPES:
         raise UserError(f"--budget-scope {budget_scope!r}: use {' or '.join(anchors_mod.BUDGET_SCOPES)}")
     if budget_options:

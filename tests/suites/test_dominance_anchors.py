@@ -177,6 +177,10 @@ def test_budget_options_reach_the_budgeted_default_and_bad_ones_are_refused(tmp_
         assert isinstance(res.exception, UserError) and "--budget-scope" in str(res.exception)
     res = CliRunner().invoke(group, ["dominance", "--budget-options", "windup=0.5", "--output", str(tmp_path / "r")])
     assert isinstance(res.exception, UserError) and "add --anchors" in str(res.exception)
+    for extra in (["--budget-scope", "run"], ["--costs", "0.1,0.2"]):   # options that would be ignored
+        res = CliRunner().invoke(group, ["dominance", *extra, "--output", str(tmp_path / "r")])
+        assert isinstance(res.exception, UserError) and "drop it" in str(res.exception), res.output
+        assert ("add --anchors" if extra[0] == "--budget-scope" else "add --figure") in str(res.exception)
 
 
 @pytest.mark.slow

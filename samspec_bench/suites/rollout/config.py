@@ -162,6 +162,9 @@ def validate(cfg: RolloutConfig) -> None:
     if cfg.dev_split is not None and not 0 < cfg.dev_split < 1:
         raise UserError(f"--dev-split {cfg.dev_split:g}: give the dev share of the trace groups, a number between 0 "
                         "and 1 (e.g. 0.5)")
+    if not caps.generates and cfg.repeats != 1:
+        raise UserError(f"--repeats {cfg.repeats} repeats a measured engine's runs; --engine {cfg.engine} simulates "
+                        "(use --draws for the simulation's spread), so drop it")
     if caps.generates:
         if cfg.repeats < 1:
             raise UserError(f"--repeats {cfg.repeats}: give the number of runs per arm, an integer >= 1")

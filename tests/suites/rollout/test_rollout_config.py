@@ -70,8 +70,10 @@ def test_build_config_refuses_bad_options(over, match):
         ro.build_config(**_defaults(**{"engine": "reference", **over}))
 
 
-def test_repeats_matter_only_to_measured_engines(shared_data):
-    assert ro.build_config(**_defaults(data_dir=str(shared_data), repeats=0)).repeats == 0
+def test_repeats_matter_only_to_measured_engines_and_a_replay_refuses_them(shared_data):
+    assert ro.build_config(**_defaults(data_dir=str(shared_data))).repeats == 1
+    with pytest.raises(UserError, match="--repeats 0 repeats a measured engine's runs; --engine replay simulates"):
+        ro.build_config(**_defaults(data_dir=str(shared_data), repeats=0))
 
 
 def test_execute_refuses_resume(tmp_path):
