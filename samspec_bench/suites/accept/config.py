@@ -184,6 +184,12 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
     for s in cfg.sources:
         parse_source(s)
     check_drafters(cfg.drafters)
+    # options that would be ignored: said, not dropped
+    if cfg.corpus and not any(parse_source(s)[2] for s in cfg.sources):
+        raise UserError(f"--corpus is read only for a source with 'corpus' (--sources {','.join(cfg.sources)}): add "
+                        "corpus to --sources (e.g. own,corpus), or drop --corpus")
+    if cfg.verify_cost_ratio is not None and cfg.engine_profile:
+        raise UserError("--verify-cost-ratio and --engine-profile both set the verify cost: give one of them")
     return cfg
 
 

@@ -25,6 +25,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from samspec_bench.errors import UserError
 from samspec_bench.trace_formats import TOOL_SHAPES
 
 PREFILL = ("tool output is prefilled, not decoded: one request per model turn, its prompt everything "
@@ -114,6 +115,10 @@ def split_turns(items: Sequence[Any], mode: str, replays: bool) -> tuple[list, d
     out: list = []
     for it in items:
         out.extend(_turns(it) if getattr(it, "tool_spans", ()) else [it])
+    if not out:   # every response is tool output: nothing generated to draft for
+        raise UserError(f"--traces: all {len(items)} response(s) are tool output "
+                        "(no generated tokens to replay); pass traces with model-generated text, or --tool-output "
+                        "decode to replay the tool output as generated")
     later = [t for t in out if getattr(t, "turn", 0) > 0]
     info.update(handling=PREFILL, requests=len(out), later_turns=len(later),
                 later_turn_tokens=int(sum(t.response_ids.size for t in later)), sources_note=LATER_TURNS)

@@ -1,0 +1,53 @@
+"""`accept` refuses in one line what it would otherwise ignore or run on nothing: --corpus
+without a corpus source, two verify costs at once, traces whose every response is tool output."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from samspec_bench.cli import group
+from samspec_bench.errors import UserError
+
+
+@pytest.fixture
+def small(shared_data, tmp_path):
+    src = shared_data / "traces" / "qwen25math_math_100x8.jsonl"
+    p = tmp_path / "small.jsonl"
+    p.write_text("".join(src.read_text().splitlines(keepends=True)[:4]))
+    return p
+
+
+def _accept(shared_data, tmp_path, *args):
+    return CliRunner().invoke(group, ["accept", "--data-dir", str(shared_data), "-k", "3", "--output",
+                                      str(tmp_path / "out"), *map(str, args)])
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--corpus", "SMALL"], "--corpus is read only for a source with 'corpus' (--sources own)"),
+    (["--verify-cost-ratio", "1.2", "--engine-profile", "PROFILE"], "give one of them"),
+])
+def test_options_that_would_be_ignored_are_refused(shared_data, tmp_path, small, extra, needle):
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps({"verify_cost_ratio": 1.3}))
+    extra = [str(small) if x == "SMALL" else str(prof) if x == "PROFILE" else x for x in extra]
+    res = _accept(shared_data, tmp_path, "--traces", small, *extra)
+    assert isinstance(res.exception, UserError) and needle in str(res.exception), res.output
+    assert not (tmp_path / "out").exists()
+    other = tmp_path / "other.jsonl"   # a corpus must be other traces than the replayed ones
+    other.write_text("".join((shared_data / "traces" / "qwen25math_math_100x8.jsonl").read_text()
+                             .splitlines(keepends=True)[8:12]))
+    ok = _accept(shared_data, tmp_path, "--traces", small, "--sources", "own,corpus", "--corpus", other,
+                 "--verify-cost-ratio", "1.2")
+    assert ok.exit_code == 0, ok.output
+
+
+def test_traces_of_tool_output_only_are_refused(shared_data, tmp_path):
+    p = tmp_path / "tool.jsonl"
+    p.write_text(json.dumps({"id": "a", "group": "g", "prompt": "What is 12*7?",
+                             "response": "\n```output\n84\n```\n"}) + "\n")
+    res = _accept(shared_data, tmp_path, "--traces", p)
+    assert isinstance(res.exception, UserError), res.output
+    assert "all 1 response(s) are tool output" in str(res.exception) and "\n" not in str(res.exception)
+    decoded = _accept(shared_data, tmp_path, "--traces", p, "--tool-output", "decode")
+    assert decoded.exit_code == 0, decoded.output
