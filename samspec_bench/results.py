@@ -283,8 +283,11 @@ def check_resume(resume: str | os.PathLike, suite: str, identity: dict | None = 
         raise UserError(f"--resume {resume}: no such run directory; {again}")
     found, how = found_suite(p)
     if found is None:
-        raise UserError(f"--resume {resume}: not a samspec-bench run folder (no {RUN_MARKER} or result.json; "
-                        f"it holds {_listing(p)}); {again}")
+        if (p / "result.json").is_file():   # one that cannot be read is named as damaged, with what is wrong
+            read_json(p / "result.json", f"--resume {resume}: its result.json is damaged and no {RUN_MARKER} "
+                                         "names the suite; restore it, or leave out --resume to start a new run")
+        raise UserError(f"--resume {resume}: not a samspec-bench run folder (no {RUN_MARKER}, no result.json naming "
+                        f"a suite; it holds {_listing(p)}); {again}")
     if found != suite:
         raise UserError(f"--resume {resume}: a `samspec-bench {found}` run folder ({how} says so), not {suite}; {again}")
     if identity is None:
@@ -427,12 +430,8 @@ def created_mark() -> int:
 
 
 def _holds_work(path: Path) -> bool:
-    if (path / "result.json").exists():
-        return True
-    for f in path.rglob("*.jsonl"):
-        if os.path.abspath(f) not in _WHOLE and f.is_file() and f.stat().st_size > 0:
-            return True
-    return False
+    return (path / "result.json").exists() or any(
+        os.path.abspath(f) not in _WHOLE and f.is_file() and f.stat().st_size > 0 for f in path.rglob("*.jsonl"))
 
 
 def discard_unfinished(since: int = 0) -> list[Path]:
@@ -495,6 +494,6 @@ def load_result(run_dir: str | os.PathLike) -> dict:
         if key in data and not isinstance(data[key], typ) and not (key == "config" and data[key] is None):
             raise UserError(f"{p}: '{key}' is a JSON {type(data[key]).__name__}, not {'an object' if typ is dict else 'a ' + typ.__name__}: "
                             f"the file is damaged; {rerun}")
-    if not isinstance(data.get("suite"), str) or not data["suite"]:
-        raise UserError(f"{p}: no 'suite' name: the file is damaged; {rerun}")
+    for key in (k for k in ("suite", "metrics") if data.get(k) in (None, "")):   # every suite writes both
+        raise UserError(f"{p}: no '{key}'{' name' if key == 'suite' else ''}: the file is damaged; {rerun}")
     return data

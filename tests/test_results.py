@@ -134,6 +134,31 @@ def test_resume_refuses_other_suites_and_damaged_settings(tmp_path):
         check_resume(legacy, "accept")
 
 
+@pytest.mark.parametrize("text, match", [
+    ('{"suite": "accu', r"result.json: not valid JSON .*--resume .*: its result.json is damaged .*leave out --resume"),
+    ("", r"result.json: empty .*its result.json is damaged"),
+    ('{"x": 1}', r"not a samspec-bench run folder \(no samspec_run.json, no result.json naming a suite; it holds result.json"),
+])
+def test_resume_of_a_folder_whose_result_json_is_damaged_says_so(tmp_path, text, match):
+    """Not "no result.json ... it holds result.json": the file there is named as damaged."""
+    from samspec_bench.results import check_resume
+
+    d = tmp_path / "old"
+    d.mkdir()
+    (d / "result.json").write_text(text)
+    with pytest.raises(UserError, match=match) as e:
+        check_resume(d, "accuracy")
+    assert "no samspec_run.json or result.json" not in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("result", [{"suite": "curves", "schema_version": 1}, {"schema_version": 1, "metrics": {}},
+                                    {"suite": "", "schema_version": 1, "metrics": {}}])
+def test_load_result_refuses_a_result_without_suite_or_metrics(tmp_path, result):
+    (tmp_path / "result.json").write_text(json.dumps(result))
+    with pytest.raises(UserError, match=r"result.json: no '(metrics|suite)'.*: the file is damaged"):
+        load_result(tmp_path)
+
+
 def test_failed_commands_leave_no_empty_run_folder_but_keep_samples(tmp_path):
     from samspec_bench.results import created_mark, discard_unfinished
 

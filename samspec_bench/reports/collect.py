@@ -5,7 +5,8 @@ give the same report.
 
 One bad run never blocks the others: a run whose result.json cannot be read (truncated, not
 JSON, a list, another schema, damaged fields) or summarized is left out and listed in
-`Report.unreadable` with the reason, as is a torn run_state.json; only when nothing at all can
+`Report.unreadable` with the reason, as is a result of an unknown suite without the record every
+suite writes (`check_known`) and a torn run_state.json; only when nothing at all can
 be read is that an error. A `samspec-bench run` folder whose steps all failed (a run_state.json,
 no result) is a report of its steps.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from samspec_bench.errors import UserError, one_line
 from samspec_bench.reports.run_comparison import compare_runs
-from samspec_bench.reports.headlines import summarize
+from samspec_bench.reports.headlines import REGISTRY, summarize
 from samspec_bench.reports.model import Figure, Report, Run, SuiteGroup, headline
 from samspec_bench.results import load_result, read_json
 
@@ -75,11 +76,31 @@ def _reason(e: Exception) -> str:
     return one_line(e) if isinstance(e, UserError) else f"cannot be summarized ({type(e).__name__}: {one_line(e)})"
 
 
+# what build_result writes into every result.json besides suite and metrics (load_result checks those)
+RECORD_KEYS = ("created", "config", "environment")
+
+
+def check_known(result: dict, run_dir: Path) -> None:
+    """A result of a suite no summary knows is reported (generic summary) only when it has the
+    record every samspec-bench suite writes; otherwise it is not a samspec-bench result and
+    would show as blanks everywhere."""
+    suite = result["suite"]
+    missing = [k for k in RECORD_KEYS if k not in result]
+    if suite not in REGISTRY and missing:
+        raise UserError(f"{run_dir / 'result.json'}: suite {suite!r} is not one samspec-bench writes "
+                        f"({', '.join(sorted(REGISTRY))}) and it has no {', '.join(missing)}: not a samspec-bench "
+                        "result; leave it out")
+
+
+# `run --resume` refuses a damaged run_state.json (run/state.py: the run's settings are in no other file)
+STATE_LOST = "the run's step list is left out (its steps' results are reported); `run --resume` cannot continue it: " \
+             "start a new run"
+
+
 def _read_state(state_file: Path) -> dict:
-    state = read_json(state_file, "the run's step list is left out; re-run with --resume to rewrite it")
+    state = read_json(state_file, STATE_LOST)
     if not isinstance(state, dict) or not isinstance(state.get("steps", {}), dict):
-        raise UserError(f"{state_file}: not a samspec-bench run state (a JSON {type(state).__name__}); "
-                        "the run's step list is left out")
+        raise UserError(f"{state_file}: not a samspec-bench run state (a JSON {type(state).__name__}); {STATE_LOST}")
     return state
 
 
@@ -109,6 +130,7 @@ def collect(paths: list[str | os.PathLike]) -> Report:
             seen.add(key)
             try:
                 result = load_result(d)
+                check_known(result, d)
                 run = Run(path=d, result=result, name=d.name)
                 run.headlines, run.gates = summarize(result)
                 nf = result.get("non_finite_values")

@@ -207,12 +207,29 @@ def _accuracy(result: dict) -> tuple[list[Headline], list[Gate]]:
         acc = t.get("acceptance") or {}
         if acc.get("tokens_per_step") is not None:
             heads.append(headline(f"{task}: tokens_per_step with SAM", acc["tokens_per_step"]))
+        heads.extend(_accuracy_counts(task, t, (result.get("config") or {}).get("max_gen_toks")))
         alpha = t.get("alpha", 0.05)
         p, d = t.get("p_value"), t.get("diff")
         if is_number(p) and is_number(d):
             gates.append(gate(f"{task}: no significant accuracy drop with SAM", not (d < 0 and p < alpha),
                               d, f"p >= {alpha} or diff >= 0", note=f"p = {fmt(p)}; {t.get('verdict') or ''}".strip()))
     return heads, gates
+
+
+def _accuracy_counts(task: str, t: dict, max_gen_toks) -> list[Headline]:
+    """Responses cut at the token limit (scored unfinished) and failed samples (left out of the
+    pairing), per arm: shown whenever the result counts them, so a zero is seen to be zero."""
+    total = t.get("responses") if isinstance(t.get("responses"), dict) else {}
+    heads = []
+    for key, what, always in (("truncated", f"responses cut at the token limit ({max_gen_toks} tokens)", True),
+                              ("errors", "failed samples (left out of the pairing)", False)):
+        counts = t.get(key)
+        if not isinstance(counts, dict) or not (always or any(counts.values())):
+            continue
+        for arm, label in (("off", "without SAM"), ("on", "with SAM")):
+            heads.append(headline(f"{task}: {what} {label}", counts.get(arm),
+                                  note=f"of {total[arm]} responses" if arm in total else None))
+    return heads
 
 
 @_suite("rollout")

@@ -4,7 +4,6 @@ response's tool output marked (`tool_turns`) and verl's validation generations m
 
 from __future__ import annotations
 
-from collections import Counter
 import dataclasses
 import hashlib
 import json
@@ -34,14 +33,7 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str = "auto",
         raise UserError("no trace files given: pass at least one JSONL file or a directory")
     files: list[tuple[Path, str]] = []
     for x in items:
-        got = expand(x, fmt)
-        kinds = {kind for _, kind in got}
-        if Path(x).is_dir() and "verl" in kinds and len(kinds) > 1:
-            # verl's step files beside traces of another format: the others would have no RL step
-            other = next(f for f, kind in got if kind != "verl")
-            raise UserError(f"--traces {x}: a folder of verl rollout dumps also holds {other.name} "
-                            f"({formats_of(got)}); move the other files out, or pass the files one by one")
-        files += got
+        files += expand(x, fmt)
     formats = {str(f): kind for f, kind in files}
     traces = TraceSet(records=[], on_error=on_error)
     native = [f for f, kind in files if kind == "samspec"]
@@ -134,11 +126,6 @@ def _json_lines(path: Path, traces: TraceSet) -> Iterator[tuple[int, dict]]:
                 _reject(traces, path, lineno, "not a JSON object")
                 continue
             yield lineno, row
-
-
-def formats_of(files: list[tuple[Path, str]]) -> str:
-    """'verl: 2 files, samspec: 1 file' for a folder's files."""
-    return ", ".join(f"{k}: {n} file{'s' if n > 1 else ''}" for k, n in Counter(k for _, k in files).items())
 
 
 def prompt_group(text: str) -> str:

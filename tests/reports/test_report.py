@@ -219,6 +219,56 @@ def test_metadata_lists_environment_and_data_hashes(tmp_path):
     assert "ab" * 32 in html and "git revision" in html and "samspec-bench" in html
 
 
+@pytest.mark.parametrize("result, why", [
+    ({"suite": "frobnicate", "schema_version": 1, "metrics": {}},
+     r"suite 'frobnicate' is not one samspec-bench writes \(accept, .*\) and it has no created, config, environment"),
+    ({"suite": "curves", "schema_version": 1}, r"no 'metrics': the file is damaged"),
+])
+def test_a_foreign_or_metricless_result_is_listed_unreadable_or_alone_exits_2(two_runs, tmp_path, capsys, result,
+                                                                               why):
+    """Not rendered with blanks (None) everywhere, nor summarized as a KeyError: with good runs
+    it is listed under "Runs that could not be read"; alone it is a one-line error, exit 2."""
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "result.json").write_text(json.dumps(result))
+    report = collect([two_runs[0], bad])
+    assert [r.path for r in report.runs] == [two_runs[0]]
+    (u,) = report.unreadable
+    assert u["path"] == str(bad) and re.search(why, u["reason"])
+    md = tmp_path / "r.md"
+    main(["report", "md", str(two_runs[0]), str(bad), "-o", str(md)])
+    text = md.read_text()
+    assert "## Runs that could not be read" in text and "None" not in text and "KeyError" not in text
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["report", "html", str(bad), "-o", str(tmp_path / "r.html")])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "\n" not in err and re.search(why, err)
+
+
+def test_a_suite_without_a_summary_but_with_the_full_record_is_still_reported(two_runs):
+    """The generic summary of a suite no summary knows (a plugin's) stays: it writes the record."""
+    (run,) = collect([two_runs[0]]).runs
+    assert run.suite == "toy" and any(h["name"] == "speed" for h in run.headlines)
+
+
+def test_a_torn_run_state_gives_the_advice_run_resume_gives(tmp_path, two_runs):
+    """`run --resume` refuses a damaged run_state.json (its settings are in no other file): the
+    report must not tell the user to resume it."""
+    from samspec_bench.suites.run.state import read_state
+
+    out = tmp_path / "run-x"
+    out.mkdir()
+    (out / "run_state.json").write_text('{"format": 1, "sett')
+    with pytest.raises(UserError) as e:
+        read_state(out)
+    assert "start a new run" in str(e.value) and "--resume to" not in str(e.value)
+    report = collect([out, two_runs[0]])
+    (u,) = report.unreadable
+    assert "start a new run" in u["reason"] and "re-run with --resume" not in u["reason"]
+    assert "cannot continue it" in u["reason"]
+
+
 # --- Markdown --------------------------------------------------------------------------------------------
 
 def test_markdown_deterministic_with_relative_figure_links(two_runs, tmp_path):
@@ -330,6 +380,26 @@ def test_real_drafters_summary(real_runs):
     step = {r["context_tokens"]: r["ns_per_step"] for r in tables["context_sweep"] if r["drafter"] == "sam"}
     (flat,) = [g for g in run.gates if g["name"].startswith("sam per-step cost flat")]
     assert flat["value"] == pytest.approx(step[4096] / step[256]) and flat["passed"] == (step[4096] / step[256] <= 2)
+
+
+def test_accuracy_section_counts_cut_and_failed_responses_per_arm(tmp_path):
+    """Responses cut at --max-gen-toks are shown per arm (zeros too); failed samples when any."""
+    acc = make_run(tmp_path, "accuracy", {"gsm8k": {
+        "diff": 0.0, "ci95": [0.0, 0.0], "p_value": 1.0, "n": 2, "truncated": {"off": 2, "on": 0},
+        "errors": {"off": 0, "on": 1}, "responses": {"off": 2, "on": 3}}}, config={"max_gen_toks": 16})
+    (run,) = collect([acc]).runs
+    h = {x["name"]: x for x in run.headlines}
+    cut = "gsm8k: responses cut at the token limit (16 tokens)"
+    assert (h[f"{cut} without SAM"]["value"], h[f"{cut} with SAM"]["value"]) == (2, 0)
+    assert h[f"{cut} without SAM"]["note"] == "of 2 responses"
+    failed = "gsm8k: failed samples (left out of the pairing)"
+    assert (h[f"{failed} without SAM"]["value"], h[f"{failed} with SAM"]["value"]) == (0, 1)
+    md = render_markdown(collect([acc]), tmp_path)
+    assert f"{cut} with SAM" in md and f"{failed} with SAM" in md
+    none_failed = make_run(tmp_path, "accuracy", {"gsm8k": {"diff": 0.0, "truncated": {"off": 0, "on": 0},
+                                                            "errors": {"off": 0, "on": 0}}})
+    names = [x["name"] for x in summarize(json.loads((none_failed / "result.json").read_text()))[0]]
+    assert sum("cut at the token limit" in n for n in names) == 2 and not any("failed samples" in n for n in names)
 
 
 def test_accuracy_and_rollout_summaries(tmp_path):

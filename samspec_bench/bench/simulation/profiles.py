@@ -217,6 +217,9 @@ def split_history(items: Sequence[Any]) -> tuple[list[Any], list[Any], str]:
     if has_steps(items):
         last = max(item_step(it) for it in items)
         why = f"RL steps from the traces: step {last} is the rollout, the {len({item_step(i) for i in items}) - 1} earlier the history"
+        stepless = sum(1 for it in items if getattr(it, "step", None) is None)
+        if stepless:   # e.g. a plain JSONL beside verl's step files: read as the earliest step, said here
+            why += f" ({stepless} responses without an RL step, from files of another format, are its earliest part)"
     else:
         items, last, why = emulate_steps(items), 1, EMULATED_STEPS
     earlier = sorted((it for it in items if item_step(it) != last), key=item_step)

@@ -11,6 +11,8 @@ lm-eval's chat-template path (few-shot examples as chat turns unless
 (`samspec_bench.evals.paired.compare`): difference with a paired bootstrap 95% interval, McNemar's exact test (K = 1) or the paired
 sign-flip test (K > 1), the minimum detectable difference at 80% power and a verdict. Greedy
 runs also report the fraction of identical outputs and the first divergence positions.
+Responses cut at `--max-gen-toks` before a stop string are counted per arm (`truncated`: scored
+unfinished); a run in which every sample of an arm failed exits 1.
 
 Tasks: our names (gsm8k, aime24, aime25, math500) or any lm-eval task name. An lm-eval task
 over a set we have locally (gsm8k_cot, gsm8k_cot_zeroshot, hendrycks_math500, minerva_math500,

@@ -15,13 +15,14 @@ from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.results import emit_json
 from samspec_bench.suites.accuracy.config import OUTPUT_PARAMS, AccuracyRun, build_config, engine_choices
 from samspec_bench.suites.accuracy.lm_options import lm_eval_argv
-from samspec_bench.suites.accuracy.report import print_report
+from samspec_bench.suites.accuracy.report import failed_arms, print_report
 from samspec_bench.suites.accuracy.running import run
 
 
 def execute(job: AccuracyRun, *, output, resume=None, json_path=None) -> int:
     """Run both arms, print the table, write the run directory and `json_path` ('-': stdout,
-    the table then goes to stderr). Returns the exit code (0: the comparison has no gate)."""
+    the table then goes to stderr). Returns the exit code: 1 when every sample of an arm failed
+    (one line on stderr; the errors are in samples.jsonl), else 0 (the comparison has no gate)."""
     cfg = job.config
     if all(resolve_task(t).offline for t in cfg.tasks):
         # local task files only (--data-dir or the built-in sets): lm-eval and datasets must not reach for the hub
@@ -34,6 +35,11 @@ def execute(job: AccuracyRun, *, output, resume=None, json_path=None) -> int:
                     output_path=job.output_path, log_samples=job.log_samples)
     print_report(result, console)
     emit_json(result, json_path)
+    failed = failed_arms(result)
+    if failed:
+        click.echo(f"accuracy: every sample of an arm failed ({'; '.join(failed)}); the errors are in "
+                   f"{result.get('run_dir')}/samples.jsonl", err=True)
+        return 1
     return 0
 
 

@@ -8,11 +8,14 @@ import math
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
+from samspec_bench.bench.draft_config import MAX_K
 from samspec_bench.bench.engines.engine_device import engine_device, engine_dtype, engine_options
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, make_engine
-from samspec_bench.errors import UserError, int_at_least, number_in
+from samspec_bench.bench.engines.vllm.engine_args import METHODS
+from samspec_bench.errors import UserError, int_at_least, nearest, number_in
 from samspec_bench.evals.tasks import parse_tasks, resolve_task
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, model_id
+from samspec_bench.sam.drafters import DRAFTERS, arctic_available
 from samspec_bench.suites.accuracy.lm_options import merge_gen_kwargs, merge_model_args, parse_kv, parse_limit
 from samspec_bench.suites.accuracy.tasks import check_builtin_fewshot
 
@@ -70,12 +73,24 @@ class AccuracyConfig:
             parse_limit(self.limit)
         int_at_least(self.num_fewshot, "--num_fewshot", 0, optional=True)
         int_at_least(self.top_k, "--top-k", 0)
-        if self.num_spec_tokens < 1:
-            raise UserError(f"--num-spec-tokens {self.num_spec_tokens}: must be >= 1")
+        self.check_drafting()
         int_at_least(self.max_num_seqs, "--max-num-seqs", 1)
         int_at_least(self.threads, "--threads", 0)
         number_in(self.top_p, "--top-p", 0, 1, lo_open=True)
         number_in(self.alpha, "--alpha", 0, 1, lo_open=True, hi_open=True)
+
+    def check_drafting(self) -> None:
+        """--drafter and -k, named now: the 'with SAM' arm would otherwise fail every sample
+        after the model loaded (an engine built for its method takes vLLM's method names)."""
+        at_build = engine_capabilities(self.engine).method_at_build
+        valid = METHODS if at_build else tuple(DRAFTERS)
+        if self.drafter not in valid:
+            raise UserError(f"--drafter {self.drafter!r}: unknown drafter{nearest(self.drafter, valid)}; the "
+                            f"{self.engine} engine drafts with {', '.join(valid)}")
+        if not at_build and self.drafter == "suffix" and not arctic_available():
+            raise UserError("--drafter suffix: needs arctic-inference (pip install arctic-inference), or use "
+                            "another drafter (sam, ngram)")
+        int_at_least(self.num_spec_tokens, "-k/--num-spec-tokens", 1, MAX_K)
 
 
 def build_engine(cfg: AccuracyConfig):

@@ -12,9 +12,12 @@ are lm-eval's (`hendrycks_math500`, `gsm8k_cot`), not the names of our local tas
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 LM_EVAL_DIR = "lm_eval"
 
@@ -31,6 +34,33 @@ def model_args(cfg, arm: str) -> dict[str, Any]:
     return {"pretrained": cfg.model, "samspec_engine": cfg.engine, "dtype": cfg.dtype,
             "drafter": cfg.drafter if arm == "on" else None,
             "num_spec_tokens": cfg.num_spec_tokens if arm == "on" else None}
+
+
+def git_hash() -> str | None:
+    """lm-eval's `git_hash` record (`git describe --always` in the working directory, else the
+    HEAD file it finds there) with git's stderr kept: outside a checkout git prints
+    "fatal: not a git repository" on the console. None (lm-eval's value for it): no checkout."""
+    try:
+        out = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, timeout=5)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    from lm_eval.loggers.utils import get_commit_from_path  # lazy: imports lm-eval
+    return get_commit_from_path(os.getcwd())
+
+
+@contextlib.contextmanager
+def quiet_git_hash() -> Iterator[None]:
+    """simple_evaluate records the git hash through lm_eval.evaluator.get_git_commit_hash, which
+    lets git write to the console: ours (`git_hash`) stands in for it meanwhile."""
+    import lm_eval.evaluator as evaluator  # lazy: imports lm-eval
+    own = evaluator.get_git_commit_hash
+    evaluator.get_git_commit_hash = git_hash
+    try:
+        yield
+    finally:
+        evaluator.get_git_commit_hash = own
 
 
 def new_tracker(folder: Path):

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from samspec_bench.bench.engines.base import FINISH_LENGTH
 from samspec_bench.bench.engines.engine_device import device_record
 from samspec_bench.errors import UserError
 from samspec_bench.evals.paired import agreement, compare
@@ -21,7 +22,7 @@ from samspec_bench.models.checkpoints import resolve_model
 from samspec_bench.results import RunDir, atomic_write_text, to_jsonable
 from samspec_bench.suites.accuracy.config import ARM_LABEL, ARMS, SUITE, AccuracyConfig, build_engine
 from samspec_bench.suites.accuracy.lm_outputs import LM_EVAL_DIR, arm_dir, copy_out, model_args, new_tracker, \
-    write_arm_files
+    quiet_git_hash, write_arm_files
 from samspec_bench.suites.accuracy.tasks import BUILTIN_DATA, write_builtin_tasks
 
 GENERATIONS = "generations.jsonl"
@@ -170,6 +171,7 @@ class _TaskArms:
     per_doc: dict[str, dict[Any, list]] = field(default_factory=lambda: {arm: {} for arm in ARMS})
     gens: dict[str, dict[Any, dict]] = field(default_factory=lambda: {arm: {} for arm in ARMS})
     timings: dict[str, Any] = field(default_factory=dict)
+    truncated: dict[str, int] = field(default_factory=lambda: {arm: 0 for arm in ARMS})
     metric: str | None = None
     filt: str | None = None
 
@@ -209,13 +211,14 @@ def _evaluate(lm_eval, tm, cfg: AccuracyConfig, engine, lm_task: str, cache: dic
                   on_record=lambda rec: run_dir.append_sample(rec, GENERATIONS), progress=progress)
     root = run_dir.file(LM_EVAL_DIR)
     tracker = new_tracker(root / arm_dir(arm, k, cfg.num_samples))
-    r = lm_eval.simple_evaluate(model=lm, model_args=model_args(cfg, arm), tasks=[lm_task], task_manager=tm,
-                                limit=cfg.limit, num_fewshot=cfg.num_fewshot, gen_kwargs=lm_gen_kwargs(cfg),
-                                bootstrap_iters=cfg.lm_eval_bootstrap_iters, log_samples=True,
-                                evaluation_tracker=tracker, random_seed=cfg.seed, numpy_random_seed=cfg.seed,
-                                torch_random_seed=cfg.seed, fewshot_random_seed=cfg.seed,
-                                apply_chat_template=cfg.apply_chat_template,
-                                fewshot_as_multiturn=cfg.apply_chat_template and cfg.fewshot_as_multiturn)
+    with quiet_git_hash():
+        r = lm_eval.simple_evaluate(model=lm, model_args=model_args(cfg, arm), tasks=[lm_task], task_manager=tm,
+                                    limit=cfg.limit, num_fewshot=cfg.num_fewshot, gen_kwargs=lm_gen_kwargs(cfg),
+                                    bootstrap_iters=cfg.lm_eval_bootstrap_iters, log_samples=True,
+                                    evaluation_tracker=tracker, random_seed=cfg.seed, numpy_random_seed=cfg.seed,
+                                    torch_random_seed=cfg.seed, fewshot_random_seed=cfg.seed,
+                                    apply_chat_template=cfg.apply_chat_template,
+                                    fewshot_as_multiturn=cfg.apply_chat_template and cfg.fewshot_as_multiturn)
     files = write_arm_files(tracker, r, lm_task, resolve_task(task).lm_name)
     copy_out(files, root, output_path, log_samples)
     lm_files.setdefault(task, []).extend(str(f.relative_to(run_dir.path)) for f in files)
@@ -250,6 +253,7 @@ def _run_task(cfg: AccuracyConfig, task: str, lm_task: str, evaluate, scored: li
                 g = by_doc.get(doc, {})
                 score = None if g.get("error") else _score(s.get(arms.metric))
                 arms.per_doc[arm].setdefault(doc, []).append(score)
+                arms.truncated[arm] += cut_at_limit(g)
                 if k == 0:
                     arms.gens[arm][doc] = g
                 scored.append({
@@ -259,11 +263,17 @@ def _run_task(cfg: AccuracyConfig, task: str, lm_task: str, evaluate, scored: li
                     "doc_hash": s.get("doc_hash"), "prompt_hash": s.get("prompt_hash"),
                     "response": g.get("text"), "error": g.get("error"),
                     "num_tokens": g.get("num_tokens"), "kept_tokens": g.get("kept_tokens"),
-                    "finish_reason": g.get("finish_reason"), "drafted": g.get("drafted"),
+                    "finish_reason": g.get("finish_reason"), "stop": g.get("stop"), "drafted": g.get("drafted"),
                     "accepted": g.get("accepted"), "steps": g.get("steps"),
                 })
             _write_samples(run_dir, scored)
     return arms
+
+
+def cut_at_limit(gen: dict) -> bool:
+    """The response ended at the token limit (--max-gen-toks) before any stop string: the scored
+    text is unfinished. (An engine that runs on past a stop string also says "length".)"""
+    return gen.get("finish_reason") == FINISH_LENGTH and not gen.get("stop") and not gen.get("error")
 
 
 def _task_metrics(cfg: AccuracyConfig, task: str, lm_task: str, arms: _TaskArms) -> dict[str, Any]:
@@ -274,6 +284,8 @@ def _task_metrics(cfg: AccuracyConfig, task: str, lm_task: str, arms: _TaskArms)
     m["metric"], m["filter"] = metric, filt
     m["lm_eval_task"] = lm_task
     m["errors"] = {arm: sum(v is None for vs in arms.per_doc[arm].values() for v in vs) for arm in ARMS}
+    m["responses"] = {arm: sum(len(vs) for vs in arms.per_doc[arm].values()) for arm in ARMS}
+    m["truncated"] = dict(arms.truncated)   # scored as cut: a wrong answer may only be unfinished
     for arm in ARMS:
         key = f"{metric},{filt}"
         m[f"lm_eval_{arm}"] = [x["results"][lm_task].get(key) for x in arms.lm_results[arm]]
@@ -316,6 +328,7 @@ def _table_row(task: str, m: dict[str, Any]) -> dict[str, Any]:
             "diff": m["diff"], "ci95_low": m["ci95"][0], "ci95_high": m["ci95"][1],
             "p_value": m["p_value"], "test": (m.get("test") or {}).get("test"),
             "identical_fraction": (m.get("agreement") or {}).get("identical_fraction"),
+            "truncated_without_sam": m["truncated"]["off"], "truncated_with_sam": m["truncated"]["on"],
             "verdict": m["verdict"]}
 
 

@@ -43,6 +43,9 @@ class DraftersConfig:
         for option, value in (("--max-tokens", self.max_tokens), ("--sweep-steps", self.sweep_steps),
                               ("--repeats", self.repeats)):
             int_at_least(value, option, 1)
+        if not self.drafters:
+            raise UserError(f"--drafters {','.join(self.drafters)!r}: give at least one drafter, e.g. --drafters "
+                            f"sam,ngram (choose from {', '.join(DEFAULT_DRAFTERS)})")
         for n in self.drafters:
             if n not in DRAFTERS and n not in BENCH_ONLY:
                 raise UserError(f"--drafters: unknown drafter {n!r}; choose from {', '.join(DEFAULT_DRAFTERS)}")

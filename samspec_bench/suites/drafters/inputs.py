@@ -16,11 +16,12 @@ from samspec_bench.trace_formats import read_any
 
 
 def load_workload(cfg: DraftersConfig):
-    """Tokenized responses, an equal share of max_tokens from each trace file, in file order."""
+    """Tokenized responses, an equal share of max_tokens from each trace file, in file order; the
+    trace lines skipped (--on-error skip) as {"file", "line", "reason"}; the prompt formats."""
     tok = load_tokenizer(cfg.tokenizer)
     files = [Path(t) for t in cfg.traces]
     per_file = max(1, cfg.max_tokens // max(1, len(files)))
-    responses, skipped, formats = [], 0, set()
+    responses, skipped, formats = [], [], set()
     for f in files:
         ts, _ = read_any(f, on_error=cfg.on_error)
         if any(r.sub is not None for r in ts.records):   # its replay names a request by file and line
@@ -28,7 +29,7 @@ def load_workload(cfg: DraftersConfig):
                             "are not read by drafters yet: pass samples of one repeat, verl dumps, samspec or plain "
                             "JSONL traces")
         resp = tokenize_traces(ts, tok, chat_template=cfg.chat_template)
-        skipped += len(ts.skipped)
+        skipped += [{"file": str(sf), "line": ln, "reason": why} for sf, ln, why in ts.skipped]
         used = 0
         for r in resp:
             if used >= per_file:

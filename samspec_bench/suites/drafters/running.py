@@ -26,6 +26,8 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict
         name, why = next(iter(unavailable.items()))
         raise UserError(f"--drafters {','.join(cfg.drafters)}: none of them can run here ({name}: {why})")
     responses, skipped, formats = load_workload(cfg)
+    for s in skipped:   # as accept prints them: on stderr, each with its file, line and reason
+        click.echo(f"skipped {s['file']}:{s['line']}: {s['reason']}", err=True)
     groups = trace_groups(responses)
     stream = token_stream(responses)
     need = max(cfg.sweep) + cfg.sweep_steps if cfg.sweep else 0
@@ -49,7 +51,8 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict
     result = {
         "metrics": metrics,
         "tables": {"replay": rows, "context_sweep": sweep_rows},
-        "extra": {"unavailable_drafters": unavailable, "skipped_trace_lines": skipped,
+        "extra": {"unavailable_drafters": unavailable, "skipped_trace_lines": len(skipped),
+                  "skipped": skipped,
                   "prompt_formats": formats, "responses": len(responses), "groups": len(groups),
                   "data_files": {t: file_sha256(t) for t in cfg.traces}},
     }

@@ -11,7 +11,7 @@ from samspec_bench.bench.engines.engine_device import device_record, engine_devi
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.data import BUILTIN_BENCHMARKS
 from samspec_bench.devices import device_info, resolve_device
-from samspec_bench.errors import UserError, int_at_least, int_list
+from samspec_bench.errors import UserError, int_at_least, int_list, number_in
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id
 
 # --data-dir when none is given: the package directory, whose benchmarks/ holds the built-in sets
@@ -111,6 +111,7 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
         raise UserError("--num-prompts, --max-tokens, --trials and --num-seqs must be >= 1")
     int_at_least(num_heads, "--num-heads", 1)
     int_at_least(threads, "--threads", 0)
+    tolerance = number_in(tolerance, "--tolerance", 0, optional=True)
     bad_gqa = [g for g in int_list(gqa, "--gqa") if num_heads % g]
     if bad_gqa:
         raise UserError(f"--gqa {bad_gqa[0]}: --num-heads {num_heads} is not a multiple of it")

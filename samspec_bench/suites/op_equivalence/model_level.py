@@ -77,12 +77,19 @@ def _prompt_texts(cfg: OpEqConfig) -> tuple[list[str], dict]:
             if p.suffix == ".jsonl":
                 try:
                     row = json.loads(line)
-                    texts.append(next(row[k] for k in ("prompt", "question", "problem", "Problem") if k in row))
+                    key, value = next((k, row[k]) for k in ("prompt", "question", "problem", "Problem") if k in row)
                 except (ValueError, StopIteration, TypeError):
                     raise UserError(f"{p}:{n}: expected a JSON object with a 'prompt', 'question' or 'problem' "
                                     "field") from None
+                if not isinstance(value, str) or not value.strip():
+                    raise UserError(f"{p}:{n}: '{key}' is {json.dumps(value)[:40]}, not a prompt: give it as a "
+                                    "non-empty string")
+                texts.append(value)
             else:
                 texts.append(line)
+        if not texts:
+            raise UserError(f"--prompts {p}: no prompts in it (empty or blank lines only); pass a JSONL file with a "
+                            "'prompt' field per line, or a text file with one prompt per line")
         return texts, {"prompts": str(p)}
     data_dir = Path(cfg.data_dir) if cfg.data_dir else default_data_dir()
     if data_dir is not None and (data_dir / "benchmarks").is_dir():

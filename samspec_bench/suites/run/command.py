@@ -148,8 +148,9 @@ def _print_summary(state: dict, console, html: Path) -> None:
 
 
 def outcome(state: dict, out: Path) -> int:
-    """Exit status: 1 when a step failed or a gate failed, else 0."""
-    if any(st.get("status") == "failed" for st in state["steps"].values()):
+    """Exit status: 1 when a step failed, a suite exited non-zero (a failed check that need not be
+    a gate: accuracy with every sample of an arm failed) or a gate failed, else 0."""
+    if any(st.get("status") == "failed" or st.get("exit_code") for st in state["steps"].values()):
         return 1
     report = collect([out])
     return 1 if any(status(r.gates) == "fail" for r in report.runs) else 0

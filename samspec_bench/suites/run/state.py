@@ -31,7 +31,8 @@ def read_state(run_dir: str | Path) -> dict:
         what = f" (a `samspec-bench {found}` run folder, by {how})" if found else ""
         raise UserError(f"--resume {run_dir}: no {STATE_FILE} there{what}; pass a directory written by "
                         "`samspec-bench run`")
-    state = read_json(p, "delete the run directory and start a new run")
+    # the run's settings are in no other file: it cannot be rebuilt; its step results stay reportable
+    state = read_json(p, "start a new run without --resume (`samspec-bench report` still reads this run's step results)")
     if not isinstance(state, dict):
         raise UserError(f"{p}: holds a JSON {type(state).__name__}, not a run state; start a new run")
     if state.get("format") != STATE_FORMAT:

@@ -157,7 +157,7 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
         st["status"] = "done"
         if code:
             st["exit_code"] = code
-            notes.append(f"the suite exited with code {code} (a failed check; see its gates)")
+            notes.append(f"the suite exited with code {code} (a failed check; see its gates and output)")
     else:
         st["status"] = "failed"
         st["reason"] = error or (f"exit code {code}, no result.json written" if code else "no result.json written")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from samspec_bench.devices import parse_device
-from samspec_bench.errors import UserError, int_list, number_in
+from samspec_bench.errors import UserError, int_at_least, int_list, number_in
 
 SUITE = "sampler"
 
@@ -133,6 +133,9 @@ def check_audit_spec(spec: str) -> str:
     return spec
 
 
+MAX_SEED = 2 ** 63 - 1   # --seed's largest: derived seeds add offsets below torch's 2**64 - 1
+
+
 def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, large_vocab, full, device, speed,
                  speed_batch, speed_k, speed_vocab, speed_reps, speed_min_time, speed_threads,
                  audit_timeout) -> SamplerConfig:
@@ -142,6 +145,10 @@ def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, 
         raise UserError(f"--samples {samples}: need at least 100 trials per case for the tests to mean anything")
     if not (0 < alpha < 1):
         raise UserError(f"--alpha {alpha}: must be in (0, 1), e.g. 0.001")
+    # seeds derived from it (seed + offset, seed * 1000 + case) stay within torch's 64-bit range
+    int_at_least(seed, "--seed", 0, MAX_SEED)
+    int_at_least(speed_reps, "--speed-reps", 1)
+    speed_min_time = number_in(speed_min_time, "--speed-min-time", lo=0)
     if not builtin and not audits and not speed:
         raise UserError("nothing to do: --no-builtin without --audit and with --no-speed; pass --audit mod:fn")
     names = tuple(dict.fromkeys(b.strip() for b in str(builtins).split(",") if b.strip()))
@@ -155,7 +162,7 @@ def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, 
                         large_vocab=parse_vocab(large_vocab, "--large-vocab")[0], full=full, device=device,
                         speed=speed, speed_batches=tuple(int_list(speed_batch, "--speed-batch")),
                         speed_ks=tuple(int_list(speed_k, "--speed-k")), speed_vocabs=parse_vocab(speed_vocab),
-                        speed_reps=speed_reps, speed_min_seconds=max(0.0, speed_min_time),
+                        speed_reps=speed_reps, speed_min_seconds=speed_min_time,
                         speed_threads=speed_threads, audit_timeout=number_in(audit_timeout, "--audit-timeout", lo=0))
     if speed_threads < 1:
         raise UserError(f"--speed-threads {speed_threads}: must be >= 1")

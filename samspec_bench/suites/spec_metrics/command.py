@@ -37,8 +37,10 @@ def metrics_of(reading: Reading) -> dict[str, Any]:
     """result.json's metrics: the pooled figures, how the lines were read, the definitions."""
     return {"format": reading.format, "total": reading.total().figures(), "intervals": len(reading.intervals),
             "lines": dict(reading.lines), "lines_not_understood_examples": list(reading.not_understood),
+            "lines_not_understood_why": list(reading.why_not_understood),
             "counter_resets": reading.resets, "log_lines_inconsistent": list(reading.inconsistent),
-            "vllm_names": VLLM_NAMES}
+            "log_lines_non_finite_not_used": list(reading.non_finite), "series_not_used": dict(reading.not_used),
+            "notes": list(reading.notes), "vllm_names": VLLM_NAMES}
 
 
 def lines(reading: Reading) -> list[str]:
@@ -49,9 +51,16 @@ def lines(reading: Reading) -> list[str]:
     tally = ", ".join(f"{k} {v}" for k, v in reading.lines.items())
     out.append(f"lines: {tally}")
     if reading.lines.get("not_understood"):
-        out.append(f"NOT UNDERSTOOD: {reading.lines['not_understood']} line(s), e.g. {reading.not_understood[0]!r}")
+        why = f" ({reading.why_not_understood[0]})" if reading.why_not_understood else ""
+        out.append(f"NOT UNDERSTOOD: {reading.lines['not_understood']} line(s), e.g. {reading.not_understood[0]!r}{why}")
+    if reading.non_finite:
+        out.append(f"NOT FINITE, not used: {len(reading.non_finite)} log line(s) print a figure that is not a number: "
+                   f"{', '.join(reading.non_finite[:5])}")
+    if reading.not_used:
+        out.append("spec-decode series not used: " + ", ".join(f"{k} ({v})" for k, v in reading.not_used.items()))
+    out.extend(f"note: {n}" for n in reading.notes)
     if reading.resets:
-        out.append(f"counter resets: {reading.resets} (a counter went down between scrapes: the server restarted)")
+        out.append(f"counter resets: {reading.resets} (a counter went down between readings: the server restarted)")
     if reading.inconsistent:
         out.append(f"log lines whose printed acceptance rate disagrees with Accepted / Drafted: "
                    f"{', '.join(reading.inconsistent[:5])}")
@@ -62,10 +71,11 @@ def _line(label: str, iv: Interval) -> str:
     f = iv.figures()
     rate, length = f["spec_decode_acceptance_rate"], f["spec_decode_acceptance_length"]
     pos = ", ".join(f"{p:.3f}" for p in f["spec_decode_per_position_acceptance_rates"]) or "-"
-    est = "" if iv.drafts_exact else " (drafts estimated)"
+    est = "" if iv.drafts_exact or iv.drafts is None else " (drafts estimated)"
+    drafts = "unknown" if f["spec_decode_num_drafts"] is None else f["spec_decode_num_drafts"]
     return (f"{label}: acceptance rate {'-' if rate is None else f'{rate:.1f} %'}  mean acceptance length "
             f"{'-' if length is None else f'{length:.2f}'}{est}  per-position acceptance rate {pos}  "
-            f"drafts {f['spec_decode_num_drafts']}  drafted {iv.draft_tokens}  accepted {iv.accepted}")
+            f"drafts {drafts}  drafted {iv.draft_tokens}  accepted {iv.accepted}")
 
 
 def execute(config: SpecMetricsConfig, *, output: str, resume: str | None = None, json_path: str | None = None) -> int:

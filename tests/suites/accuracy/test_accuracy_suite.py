@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,67 @@ def test_stub_run_pairs_resumes_and_records_failures(tmp_path, data_dir):
     m2 = result2["metrics"]["gsm8k"]
     assert m2["n"] == 3 and m2["errors"] == {"off": 0, "on": 0}
     assert m2["acc_off"] == pytest.approx(1 / 3)
+
+
+class SamArmFails(StubEngine):
+    """Every request with a drafter fails (as an unknown drafter name did inside the engine)."""
+
+    def generate(self, requests, *, drafter=None, **kw):
+        if drafter is not None:
+            raise ValueError("unknown drafter 'nope'")
+        return super().generate(requests, drafter=drafter, **kw)
+
+
+@pytest.mark.usefixtures("needs_lm_eval")
+def test_cut_responses_are_counted_and_an_arm_that_all_failed_exits_1(tmp_path, data_dir, monkeypatch, capsys):
+    """Responses that ran into --max-gen-toks (no stop string) are counted per arm in result.json
+    and the table; an arm whose every sample failed gives exit 1 with one line on stderr."""
+    import functools
+
+    from samspec_bench.suites.accuracy import AccuracyConfig, AccuracyRun, command as acc_command, execute, run
+
+    cmd_module = sys.modules[acc_command.callback.__module__]
+    monkeypatch.setattr(cmd_module, "run", functools.partial(run, engine=SamArmFails(answer=" 3 + 4 is seven and")))
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = AccuracyConfig(tasks=["gsm8k"], data_dir=str(data_dir), max_gen_toks=8, bootstrap_iters=100)
+    json_path = tmp_path / "r.json"
+    code = execute(AccuracyRun(cfg, progress=False), output=str(tmp_path / "o"), json_path=str(json_path))
+    out, err = capsys.readouterr()
+    assert code == 1
+    (line,) = [x for x in err.splitlines() if x.startswith("accuracy:")]   # datasets' progress lines beside it
+    assert "gsm8k: with SAM, 3 of 3 samples failed" in line and "samples.jsonl" in line
+    result = json.loads(json_path.read_text())
+    m = result["metrics"]["gsm8k"]
+    assert m["truncated"] == {"off": 3, "on": 0} and m["responses"] == {"off": 3, "on": 3}
+    assert m["errors"] == {"off": 0, "on": 3}
+    row = result["tables"]["accuracy"][0]
+    assert (row["truncated_without_sam"], row["truncated_with_sam"]) == (3, 0)
+    assert "cut at limit" in out and "responses cut at the token limit (--max-gen-toks 8" in out
+    assert "without SAM 3 of 3, with SAM 0 of 3" in out and "3 / 0" in out
+    samples = _jsonl(Path(result["run_dir"]) / "samples.jsonl")
+    assert sum(s["finish_reason"] == "length" and s["stop"] is None for s in samples) == 3
+
+
+@pytest.mark.usefixtures("needs_lm_eval")
+def test_responses_cut_at_a_stop_string_are_not_counted_as_cut(tmp_path, data_dir):
+    from samspec_bench.suites.accuracy import AccuracyConfig, run
+    from samspec_bench.suites.accuracy.report import failed_arms
+
+    cfg = AccuracyConfig(tasks=["gsm8k"], data_dir=str(data_dir), max_gen_toks=64, limit=2, bootstrap_iters=100)
+    result, _ = run(cfg, output=str(tmp_path), progress=False, engine=StubEngine())   # "length", then "Question:"
+    assert result["metrics"]["gsm8k"]["truncated"] == {"off": 0, "on": 0}
+    assert failed_arms(result) == []
+
+
+def test_failed_arms_names_only_arms_whose_every_sample_failed():
+    from samspec_bench.suites.accuracy.report import failed_arms
+
+    def res(errors, responses):
+        return {"metrics": {"gsm8k": {"errors": errors, "responses": responses}}}
+    assert failed_arms(res({"off": 1, "on": 2}, {"off": 2, "on": 2})) == ["gsm8k: with SAM, 2 of 2 samples failed"]
+    assert failed_arms(res({"off": 1, "on": 1}, {"off": 2, "on": 2})) == []
+    assert failed_arms(res({"off": 0, "on": 0}, {"off": 0, "on": 0})) == []   # no problems: nothing failed
 
 
 @pytest.mark.usefixtures("needs_lm_eval")
@@ -258,6 +320,9 @@ def test_smollm2_structure(smol_run):
     assert len(gens) == 6
     assert all(1 <= g["num_tokens"] <= 40 and g["kept_tokens"] <= g["num_tokens"] for g in gens)
     assert all(g["drafted"] == 0 for g in gens if g["arm"] == "off")
+    cut = {arm: sum(g["finish_reason"] == "length" and not g["stop"] for g in gens if g["arm"] == arm)
+           for arm in ("off", "on")}
+    assert m["truncated"] == cut and m["responses"] == {"off": 3, "on": 3}
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ runs builtin:smollm2-135m end to end through the command line."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,23 @@ def test_a_tasks_repeats_are_distinct_samples():
         assert [r["key"] for r in lm.records] == [f"{arm}|0|t|5", f"{arm}|0|t|5|r1", f"{arm}|0|t|5|r2"]
         seeds[arm] = [r["seed"] for r in lm.records]
     assert seeds["off"] == seeds["on"] and len(set(seeds["off"])) == 3
+
+
+def test_lm_evals_git_hash_outside_a_checkout_writes_nothing_to_the_console(tmp_path, monkeypatch, capfd):
+    """lm-eval records `git describe` of the working directory and lets git print "fatal: not a
+    git repository" outside one; accuracy stands in for its call while simple_evaluate runs."""
+    import lm_eval.evaluator as evaluator
+
+    from samspec_bench.suites.accuracy.lm_outputs import git_hash, quiet_git_hash
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))   # no checkout above tmp_path either
+    own = evaluator.get_git_commit_hash
+    with quiet_git_hash():
+        assert evaluator.get_git_commit_hash() is None
+    assert evaluator.get_git_commit_hash is own
+    assert capfd.readouterr().err == ""
+    if shutil.which("git"):   # lm-eval's own call prints git's complaint (what the stand-in keeps off the console)
+        own()
+        assert "not a git repository" in capfd.readouterr().err
+    assert git_hash() is None

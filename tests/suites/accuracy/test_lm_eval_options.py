@@ -155,6 +155,11 @@ def test_limit_counts_like_lm_eval():
     (["--output_path", "res.json"], "give a directory"),
     (["--batch_size", "eight"], "--batch_size 'eight': give a whole number"),
     (["--write_out"], "pass --log_samples"),
+    # the drafting options, named before the model loads (the 'with SAM' arm would fail every sample)
+    (["--drafter", "nope"], "the reference engine drafts with sam, sam-fixed, ngram"),
+    (["--drafter", "sam-fixd"], "nearest: sam-fixed"),
+    (["-k", "0"], "-k/--num-spec-tokens 0: give an integer in 1.."),
+    (["--num-spec-tokens", "100000"], "-k/--num-spec-tokens 100000: give an integer in 1.."),
 ])
 def test_bad_values_exit_2_on_one_line_with_the_fix(args, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -165,6 +170,13 @@ def test_bad_values_exit_2_on_one_line_with_the_fix(args, needle, capsys, tmp_pa
     err = _exit2(args + ["--output", str(tmp_path / "o")], capsys)
     assert needle in err
     assert not (tmp_path / "o").exists()   # refused before any run folder
+
+
+def test_an_engine_built_for_its_method_takes_only_its_method_names():
+    from samspec_bench.suites.accuracy import AccuracyConfig
+    AccuracyConfig(engine="vllm", drafter="ngram").check_drafting()
+    with pytest.raises(UserError, match=r"^--drafter 'sam-python': .*the vllm engine drafts with sam, ngram, suffix$"):
+        AccuracyConfig(engine="vllm", drafter="sam-python").check_drafting()
 
 
 def test_lm_eval_task_names_resolve_to_the_offline_sets():

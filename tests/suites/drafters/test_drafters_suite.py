@@ -254,3 +254,33 @@ def test_build_speedups_and_step_cost_growth_by_hand():
     assert "build_speedup_vs_sam_python_by_context" not in m   # no sam-python row: no ratio
     assert m["step_cost_growth_longest_vs_shortest_context"] == {
         "sam-fixed": pytest.approx(1.2), "sam-public": pytest.approx(1.1), "ngram": pytest.approx(16.0)}
+
+
+@pytest.mark.parametrize("drafters", ["", " , "])
+def test_no_drafter_given_is_one_line_exit_2(tmp_path, drafters, capfd):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"prompt": "p", "response": "r"}\n')
+    with pytest.raises(UserError, match="give at least one drafter"):
+        suite.build_config(traces=(str(trace),), tokenizer="tok", data_dir=None, drafters=drafters, k=8,
+                           max_tokens=100, sweep=[64], sweep_steps=10, repeats=1, chat_template="auto",
+                           on_error="stop", no_progress=True)
+    with pytest.raises(SystemExit) as exc:
+        main(["drafters", "--traces", str(trace), "--tokenizer", "tok", "--drafters", drafters,
+              "--output", str(tmp_path), "--no-progress"])
+    err = capfd.readouterr().err.strip()
+    assert exc.value.code == 2 and "give at least one drafter" in err and len(err.splitlines()) == 1
+
+
+def test_skipped_trace_lines_are_printed_and_kept(tmp_path, qwen3_tokenizer_dir, capfd):
+    bad = tmp_path / "bad.jsonl"
+    good = [json.dumps({"id": f"r{i}", "group": "g", "prompt": "What is 12 times 13? Think step by step.",
+                        "response": "12 times 13 is 12 times 10 plus 12 times 3, 120 + 36 = 156."}) for i in range(40)]
+    bad.write_text("\n".join(good[:20] + ["{not json"] + good[20:]) + "\n")
+    out = tmp_path / "r.json"
+    main(["drafters", "--traces", str(bad), "--tokenizer", str(qwen3_tokenizer_dir), "--on-error", "skip",
+          "--drafters", "sam", "--max-tokens", "400", "--sweep", "64", "--sweep-steps", "10", "--repeats", "1",
+          "--output", str(tmp_path), "--json", str(out), "--no-progress"])
+    err = capfd.readouterr().err
+    assert f"skipped {bad}:21: " in err
+    extra = json.loads(out.read_text())
+    assert extra["skipped_trace_lines"] == 1 and extra["skipped"][0]["line"] == 21

@@ -165,3 +165,25 @@ def test_execute_returns_the_exit_code_and_refuses_resume(tmp_path, noisy_pair, 
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("op-equivalence: 1 row(s) exceed")
     with pytest.raises(UserError, match="resume"):
         execute(ok, output=str(tmp_path / "results"), resume=str(tmp_path))
+
+
+@pytest.mark.parametrize("content, words", [
+    ('{"prompt": "What is 2 + 2?"}\n{"prompt": 5}\n', "p.jsonl:2: 'prompt' is 5"),
+    ('{"question": ""}\n', "p.jsonl:1: 'question' is \"\""),
+    ("", "--prompts {p}: no prompts in it"),
+    ("\n  \n", "--prompts {p}: no prompts in it")])
+def test_bad_prompts_file_is_one_line_exit_2_naming_it(tmp_path, capsys, content, words):
+    p = tmp_path / "p.jsonl"
+    p.write_text(content)
+    with pytest.raises(SystemExit) as e:
+        main(["op-equivalence", "--output", str(tmp_path), "--no-progress", "--level", "model", "--model",
+              "builtin:tiny-qwen3", "--prompts", str(p)])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and words.format(p=p) in err
+
+
+@pytest.mark.parametrize("value", [float("nan"), -0.5, float("inf")])
+def test_tolerance_must_be_a_finite_number_at_least_0(value):
+    with pytest.raises(UserError, match=r"^--tolerance .*: give a number >= 0$"):
+        build_config(**_click_defaults(tolerance=value))
+    assert build_config(**_click_defaults(tolerance=0.0)).tolerance == 0.0

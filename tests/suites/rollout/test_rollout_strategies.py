@@ -254,3 +254,14 @@ def test_json_on_stdout_stays_clean_while_profiles_show_progress(shared_data, tm
     assert res.exit_code == 0, res.output
     assert res.stdout.startswith("{")
     assert json.loads(res.stdout)["metrics"]["arms"]["arctic:paths=4"]["tree_steps"] > 0
+
+
+def test_responses_without_a_step_beside_stepped_ones_are_said_to_be_the_earliest_history(small_items):
+    from dataclasses import replace
+    stepped = [replace(it, step=2 if i % 2 else 3) for i, it in enumerate(small_items[:8])]
+    stepless = [replace(it, step=None) for it in small_items[8:11]]
+    current, earlier, why = split_history(stepped + stepless)
+    assert all(it.step == 3 for it in current) and len(current) == 4
+    assert [it.step for it in earlier[:3]] == [None] * 3 and len(earlier) == 7
+    assert "3 responses without an RL step" in why
+    assert "without an RL step" not in split_history(stepped)[2]

@@ -246,6 +246,24 @@ def test_exit_code_reflects_failed_gates(fake_steps, tmp_path, monkeypatch, caps
     assert "report:" in capsys.readouterr().out
 
 
+def test_a_suite_exit_code_without_a_failed_gate_fails_the_run(fake_steps, tmp_path, monkeypatch):
+    """accuracy exits 1 when every sample of an arm failed, with no gate to fail: run exits 1 too."""
+    def execute(cfg, *, output, resume=None, json_path=None):
+        RunDir(output, "quiet").write_result({}, {"x": 1})
+        return 1
+
+    @click.command("quiet")
+    @click.option("--output")
+    def quiet(output):
+        execute(None, output=output)
+
+    _register(monkeypatch, {"quiet": _suite("quiet", quiet, lambda: None, execute)},
+              (Step("quiet", "quiet", "exits 1", lambda ctx: Plan()),))
+    state, out = run_all(output=tmp_path)
+    assert state["steps"]["quiet"]["status"] == "done" and state["steps"]["quiet"]["exit_code"] == 1
+    assert outcome(state, out) == 1
+
+
 def test_ctrl_c_exits_130_with_only_the_resume_hint(fake_steps, tmp_path, capsys):
     FAIL_ONCE.add("beta")
     with pytest.raises(SystemExit) as e:

@@ -39,7 +39,7 @@ def test_click_defaults_give_the_config_defaults():
 
 def test_build_config_converts_the_option_strings():
     cfg = build_config(**_defaults(audits=("samspec",), max_vocab="32k", large_vocab="qwen3", speed_batch="1,8",
-                                   speed_k="3", speed_vocab="32k,151k", speed_min_time=-1.0))
+                                   speed_k="3", speed_vocab="32k,151k", speed_min_time=0.0))
     assert cfg.audits == ("samspec",) and cfg.max_vocab == 32000 and cfg.large_vocab == 151936
     assert cfg.speed_batches == (1, 8) and cfg.speed_ks == (3,) and cfg.speed_vocabs == (32000, 151936)
     assert cfg.speed_min_seconds == 0.0
@@ -53,6 +53,9 @@ def test_build_config_converts_the_option_strings():
     ({"speed_batch": "0"}, "--speed-batch"),
     ({"speed_k": "33"}, "--speed-k"),
     ({"speed_threads": 0}, "--speed-threads"),
+    ({"speed_min_time": -1.0}, "--speed-min-time -1.0: give a number >= 0"),
+    ({"speed_reps": 0}, "--speed-reps 0"),
+    ({"seed": -1}, "--seed -1"),
     ({"device": "no-such-device"}, "--device"),
     ({"device": "cuda:x"}, "--device"),
     ({"device": "mps"}, "--device 'mps': not a device; use one of auto, cpu, cuda"),

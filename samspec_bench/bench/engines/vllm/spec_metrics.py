@@ -10,16 +10,29 @@ Two sources, told apart by their content:
   file where a series repeats or `# EOF` ends a scrape) give one interval per pair of
   consecutive scrapes (differences; a counter that went down restarted: its new value is the
   increase, and the reset is counted); one scrape gives one interval, since the server started.
-  Counts are exact.
+  Counts are exact. A counter that is not finite or negative, or accepted tokens above draft
+  tokens, is a one-line error naming the file and line (or the scrapes); a scrape without the
+  num_drafts counter (vLLM V0) leaves the drafts unknown and says so; spec-decode series that are
+  not read (V0's acceptance-rate and efficiency gauges, emitted tokens) are listed as not used.
 - vLLM's log lines "SpecDecoding metrics: Mean acceptance length: ..., Accepted: N tokens,
   Drafted: N tokens, Per-position acceptance rate: r0, r1, ..., Avg Draft acceptance rate: x%"
   (vllm/v1/spec_decode/metrics.py, SpecDecodingLogging.log), one interval per line. Accepted and
   drafted are exact; the number of drafts is not printed: it is estimated as accepted / sum of
   the per-position rates (= accepted / drafts, to 3 decimals), else accepted / (mean length - 1),
-  else (nothing accepted) drafted / k, and marked so (`drafts_exact`).
+  else (nothing accepted) drafted / k, and marked so (`drafts_exact`). vLLM 0.8's shorter lines
+  ("Draft acceptance rate: x%, Accepted: N tokens, Drafted: N tokens") and fields added after the
+  known ones are read too. Accepted or Drafted not finite, negative, or accepted > drafted: a
+  one-line error naming file:line; a printed figure that is not finite (mean length, a
+  per-position rate, the rate in %) is not used, and counted and shown (`non_finite`).
+- vLLM V0's log lines "Speculative metrics: Draft acceptance rate: r, System efficiency: e, Number
+  of speculative tokens: k, Number of accepted tokens: N, Number of draft tokens: N, Number of
+  emitted tokens: N." (vllm/engine/metrics.py): cumulative since the engine started, so one
+  interval per pair of consecutive lines of a file (the first: since the start); drafts are
+  draft tokens / k (marked estimated); no per-position figures.
 
-Lines that are neither are counted and the first few are quoted: nothing is dropped silently.
-A file that holds neither kind is a one-line error. `from_get_metrics` reads the same counters
+Lines that are neither are counted and the first few are quoted (a spec-decode log line not
+understood with the reason): nothing is dropped silently. A file that holds neither kind is a
+one-line error, and so are spec-decode log lines none of which could be read. `from_get_metrics` reads the same counters
 from `LLM.get_metrics()` (the offline engine).
 """
 
@@ -38,11 +51,12 @@ PREFIX = "vllm:spec_decode_"
 DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS = (f"{PREFIX}num_drafts", f"{PREFIX}num_draft_tokens",
                                            f"{PREFIX}num_accepted_tokens", f"{PREFIX}num_accepted_tokens_per_pos")
 LOG_MARK = "SpecDecoding metrics:"
+V0_MARK = "Speculative metrics:"   # vLLM V0's LoggingStatLogger
 EXAMPLES = 3   # lines quoted of each kind not understood
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _SAMPLE = re.compile(rf'^({_NAME})(?:\{{((?:[^"}}]|"(?:[^"\\]|\\.)*")*)\}})?\s+(\S+)(?:\s+-?\d+(?:\.\d+)?)?\s*$')
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-_FIELD_SPLIT = re.compile(r",\s+(?=[A-Z][A-Za-z -]*: )")
+_FIELD_SPLIT = re.compile(r",\s+(?=[A-Za-z][A-Za-z0-9 _-]*: )")
 NEITHER = ("neither a Prometheus scrape of vLLM's spec-decode counters (vllm:spec_decode_*_total, from a server's "
            "/metrics) nor a vLLM log with 'SpecDecoding metrics:' lines; give one of those")
 
@@ -87,6 +101,10 @@ class Reading:
     not_understood: list[str]
     resets: int = 0
     inconsistent: list[str] = field(default_factory=list)   # log lines whose printed rate disagrees
+    why_not_understood: list[str] = field(default_factory=list)   # beside each spec-decode line quoted
+    non_finite: list[str] = field(default_factory=list)   # "file:line (field, ...)": printed, not used
+    not_used: dict[str, int] = field(default_factory=dict)   # spec-decode series read but not used
+    notes: list[str] = field(default_factory=list)   # what the reader could not tell (drafts unknown)
 
     def total(self) -> Interval:
         """Every interval pooled (sums, then ratios); drafts exact only if every interval's is."""
@@ -100,11 +118,12 @@ class Reading:
 
 # --- Prometheus text exposition --------------------------------------------------------------------
 
-def _scrapes(text: str, tally: dict[str, int], bad: list[str]) -> list[dict[tuple, float]]:
+def _scrapes(text: str, tally: dict[str, int], bad: list[str], name: str = "scrape") -> list[dict[tuple, float]]:
     """The scrapes in one file's text: {(name, labels): value}; a series seen again, or `# EOF`,
-    starts the next scrape."""
+    starts the next scrape. A spec-decode counter not finite or negative: a UserError naming
+    name:line."""
     scrapes: list[dict[tuple, float]] = [{}]
-    for line in text.splitlines():
+    for lineno, line in enumerate(text.splitlines(), start=1):
         s = line.strip()
         if not s:
             tally["blank"] += 1
@@ -120,11 +139,23 @@ def _scrapes(text: str, tally: dict[str, int], bad: list[str]) -> list[dict[tupl
         else:
             labels = tuple(sorted(_LABEL.findall(m.group(2) or "")))
             key = (m.group(1), labels)
+            _check_counter(m.group(1), m.group(3), f"{name}:{lineno}")
             if key in scrapes[-1]:
                 scrapes.append({})
             scrapes[-1][key] = float(m.group(3))
             tally["spec_decode" if m.group(1).startswith(PREFIX) else "other_metric"] += 1
     return [sc for sc in scrapes if sc]
+
+
+def _check_counter(series: str, raw: str, where: str) -> None:
+    """A spec-decode counter (`..._total`) is a finite count >= 0; else a UserError naming where."""
+    if not (series.startswith(PREFIX) and series.endswith("_total")):
+        return
+    x = float(raw)
+    if not math.isfinite(x) or x < 0:
+        what = "is not finite" if not math.isfinite(x) else "is negative"
+        raise UserError(f"{where}: {series} value {raw} {what}; a counter is a finite count >= 0: give the scrape "
+                        "as the server wrote it")
 
 
 def _is_float(text: str) -> bool:
@@ -135,23 +166,31 @@ def _is_float(text: str) -> bool:
     return True
 
 
-def scrape_totals(scrape: dict[tuple, float]) -> dict[str, Any] | None:
-    """The spec-decode counters of one scrape, summed over their other labels; None when it has none."""
-    out: dict[str, Any] = {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0, PER_POS: {}}
+def scrape_totals(scrape: dict[tuple, float], not_used: dict[str, int] | None = None) -> dict[str, Any] | None:
+    """The spec-decode counters of one scrape, summed over their other labels (DRAFTS None when
+    the scrape has no num_drafts counter); None when it has none. Spec-decode series not read
+    (gauges, other counters, a per-position series without a numeric position) are counted
+    into `not_used` by name; `_created` timestamps are not."""
+    out: dict[str, Any] = {DRAFTS: None, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0, PER_POS: {}}
     found = False
+    unused = not_used if not_used is not None else {}
     for (name, labels), value in scrape.items():
-        if not name.endswith("_total"):
-            continue   # _created timestamps and the like
-        base = name[: -len("_total")]
+        if not name.startswith(PREFIX) or name.endswith("_created"):
+            continue
+        base = name[: -len("_total")] if name.endswith("_total") else None
         if base == PER_POS:
             pos = dict(labels).get("position")
             if pos is None or not pos.isdigit():
+                key = f'{name}{{position="{pos}"}}' if pos is not None else f"{name} (no position label)"
+                unused[key] = unused.get(key, 0) + 1
                 continue
             out[PER_POS][int(pos)] = out[PER_POS].get(int(pos), 0.0) + value
             found = True
         elif base in (DRAFTS, DRAFT_TOKENS, ACCEPTED):
-            out[base] += value
+            out[base] = (out[base] or 0.0) + value
             found = True
+        else:
+            unused[name] = unused.get(name, 0) + 1
     return out if found else None
 
 
@@ -170,8 +209,13 @@ def _difference(a: dict, b: dict | None, source: str) -> tuple[Interval, int]:
     z = b or {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0, PER_POS: {}}
     k = max([*a[PER_POS], *z[PER_POS], -1]) + 1
     per_pos = [inc(a[PER_POS].get(p, 0.0), z[PER_POS].get(p, 0.0)) for p in range(k)]
-    iv = Interval(source, inc(a[DRAFTS], z[DRAFTS]), int(inc(a[DRAFT_TOKENS], z[DRAFT_TOKENS])),
-                  int(inc(a[ACCEPTED], z[ACCEPTED])), per_pos)
+    drafts = None if a[DRAFTS] is None or z[DRAFTS] is None else inc(a[DRAFTS], z[DRAFTS])
+    iv = Interval(source, drafts, int(inc(a[DRAFT_TOKENS], z[DRAFT_TOKENS])), int(inc(a[ACCEPTED], z[ACCEPTED])),
+                  per_pos)
+    if iv.accepted > iv.draft_tokens:
+        why = ("between these scrapes (a restart the counters did not show?); give scrapes of one server run"
+               if b is not None else "vLLM accepts at most what it drafts; give the scrape as the server wrote it")
+        raise UserError(f"{source}: accepted tokens {iv.accepted} > draft tokens {iv.draft_tokens}, impossible: {why}")
     return iv, resets
 
 
@@ -180,9 +224,10 @@ def read_prometheus(texts: Sequence[tuple[str, str]]) -> Reading:
     tally = {"blank": 0, "comment": 0, "spec_decode": 0, "other_metric": 0, "not_understood": 0}
     bad: list[str] = []
     totals: list[tuple[str, dict]] = []
+    not_used: dict[str, int] = {}
     for name, text in texts:
-        for i, sc in enumerate(_scrapes(text, tally, bad)):
-            t = scrape_totals(sc)
+        for i, sc in enumerate(_scrapes(text, tally, bad, name)):
+            t = scrape_totals(sc, not_used)
             if t is not None:
                 totals.append((f"{name} scrape {i + 1}", t))
     if len(totals) == 1:
@@ -194,89 +239,192 @@ def read_prometheus(texts: Sequence[tuple[str, str]]) -> Reading:
             iv, r = _difference(a, b, f"{nb} -> {na}")
             intervals.append(iv)
             resets += r
-    return Reading("prometheus", intervals, tally, bad, resets)
+    notes = [f"drafts unknown: no {DRAFTS}_total counter in {', '.join(n for n, t in totals if t[DRAFTS] is None)} "
+             "(vLLM V0 has none): no mean acceptance length or per-position rates"] \
+        if any(t[DRAFTS] is None for _, t in totals) else []
+    return Reading("prometheus", intervals, tally, bad, resets, not_used=not_used, notes=notes)
 
 
 # --- vLLM's log lines --------------------------------------------------------------------------------
 
-_UNIT = re.compile(r"^\s*([-+0-9.eE]+|nan|inf)\s*(tokens/s|tokens|%)?\s*$", re.I)
+_UNIT = re.compile(r"^\s*([-+]?(?:nan|inf(?:inity)?|[0-9.]+(?:[eE][-+]?[0-9]+)?))\s*(tokens/s|tokens|%)?\s*$", re.I)
+_KNOWN = {"Accepted", "Drafted", "Mean acceptance length", "Avg Draft acceptance rate", "Draft acceptance rate",
+          "Per-position acceptance rate", "Accepted throughput", "Drafted throughput"}
 
 
 def _value(text: str, unit: str | None) -> float:
     m = _UNIT.match(text)
     if m is None or (m.group(2) or None) != unit:
-        raise ValueError(text)
+        raise ValueError(f"{text!r} is not a number{f' in {unit}' if unit else ''}")
     return float(m.group(1))
 
 
-def parse_log_line(line: str, source: str) -> Interval:
-    """One "SpecDecoding metrics:" line (ValueError when its fields are not vLLM's)."""
-    prefix, _, rest = line.partition(LOG_MARK)
+def _fields(rest: str) -> dict[str, str]:
+    """"Key: value, Key: value" -> {key: value} (a value may hold commas: a list of rates)."""
     fields = {}
-    for part in _FIELD_SPLIT.split(rest.strip()):
+    for part in _FIELD_SPLIT.split(rest.strip().rstrip(".")):
         key, sep, val = part.partition(": ")
         if not sep:
-            raise ValueError(part)
+            raise ValueError(f"{part[:40]!r} is not 'Field: value'")
         fields[key.strip()] = val.strip()
-    accepted = _value(fields["Accepted"], "tokens")
-    drafted = _value(fields["Drafted"], "tokens")
-    length = _value(fields["Mean acceptance length"], None)
+    return fields
+
+
+def _need(fields: dict[str, str], name: str, unit: str | None) -> float:
+    if name not in fields:
+        raise ValueError(f"no '{name}' field")
+    return _value(fields[name], unit)
+
+
+def _counts(accepted: float, drafted: float, source: str, names: tuple[str, str]) -> tuple[int, int]:
+    """Accepted and drafted token counts of a log line: finite, >= 0, accepted <= drafted; else
+    a UserError naming source (file:line)."""
+    for name, x in zip(names, (accepted, drafted)):
+        if not math.isfinite(x) or x < 0:
+            raise UserError(f"{source}: {name} {x:g} is {'not finite' if not math.isfinite(x) else 'negative'}; "
+                            "a token count is a finite number >= 0: give vLLM's log lines unedited")
+    if accepted > drafted:
+        raise UserError(f"{source}: {names[0]} {accepted:g} > {names[1]} {drafted:g}, impossible (vLLM accepts at "
+                        "most what it drafts): give vLLM's log lines unedited")
+    return int(accepted), int(drafted)
+
+
+def _finite(x: float | None, name: str, non_finite: list[str]) -> float | None:
+    if x is not None and not math.isfinite(x):
+        non_finite.append(name)
+        return None
+    return x
+
+
+def parse_log_line(line: str, source: str) -> Interval:
+    """One "SpecDecoding metrics:" line (ValueError saying why when its fields are not vLLM's;
+    UserError when its counts are impossible)."""
+    prefix, _, rest = line.partition(LOG_MARK)
+    fields = _fields(rest)
+    accepted, drafted = _counts(_need(fields, "Accepted", "tokens"), _need(fields, "Drafted", "tokens"), source,
+                                ("Accepted", "Drafted"))
+    bad: list[str] = []
+    length = _finite(_need(fields, "Mean acceptance length", None) if "Mean acceptance length" in fields else None,
+                     "Mean acceptance length", bad)
     rate_text = fields.get("Avg Draft acceptance rate", fields.get("Draft acceptance rate"))
-    rates = [float(x) for x in fields.get("Per-position acceptance rate", "").split(",") if x.strip()]
-    printed = {"mean_acceptance_length": length, "per_position_acceptance_rate": rates,
-               "at": prefix.strip() or None}
+    try:
+        rates = [float(x) for x in fields.get("Per-position acceptance rate", "").split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"Per-position acceptance rate {fields['Per-position acceptance rate'][:40]!r} is not a "
+                         "list of numbers") from None
+    if not all(math.isfinite(r) for r in rates):
+        bad.append("Per-position acceptance rate")
+        rates = []
+    printed: dict[str, Any] = {"mean_acceptance_length": length, "per_position_acceptance_rate": rates,
+                               "at": prefix.strip() or None}
     if rate_text is not None:
-        printed["avg_draft_acceptance_rate_pct"] = _value(rate_text, "%")
+        printed["avg_draft_acceptance_rate_pct"] = _finite(_value(rate_text, "%"), "Draft acceptance rate", bad)
     for name in ("Accepted throughput", "Drafted throughput"):
         if name in fields:
             printed[name.lower().replace(" ", "_") + "_tok_s"] = _value(fields[name], "tokens/s")
-    known = {"Accepted", "Drafted", "Mean acceptance length", "Avg Draft acceptance rate", "Draft acceptance rate",
-             "Per-position acceptance rate", "Accepted throughput", "Drafted throughput"}
-    if set(fields) - known:
-        printed["fields_not_read"] = sorted(set(fields) - known)
+    if set(fields) - _KNOWN:
+        printed["fields_not_read"] = sorted(set(fields) - _KNOWN)
+    if bad:
+        printed["non_finite"] = bad
     if sum(rates) > 0 and accepted > 0:
         drafts = round(accepted / sum(rates))
-    elif length > 1 and accepted > 0:
+    elif length is not None and length > 1 and accepted > 0:
         drafts = round(accepted / (length - 1))
     elif rates and drafted > 0:
         drafts = math.ceil(drafted / len(rates))   # nothing accepted: as if every draft were k long
     else:
         drafts = None if drafted > 0 else 0
     per_pos = [r * drafts for r in rates] if drafts else [0.0] * len(rates)
-    return Interval(source, drafts, int(drafted), int(accepted), per_pos, drafts_exact=False, printed=printed)
+    return Interval(source, drafts, drafted, accepted, per_pos, drafts_exact=False, printed=printed)
+
+
+def parse_v0_line(line: str, source: str) -> dict[str, Any]:
+    """One vLLM V0 "Speculative metrics:" line: its cumulative counts and printed figures
+    (ValueError saying why when its fields are not V0's)."""
+    fields = _fields(line.partition(V0_MARK)[2])
+    accepted, drafted = _counts(_need(fields, "Number of accepted tokens", None),
+                                _need(fields, "Number of draft tokens", None), source,
+                                ("Number of accepted tokens", "Number of draft tokens"))
+    k = _need(fields, "Number of speculative tokens", None)
+    if not (math.isfinite(k) and k >= 1):
+        raise ValueError(f"Number of speculative tokens {k:g} is not >= 1")
+    printed = {name.lower().replace(" ", "_"): _value(fields[name], None)
+               for name in ("Draft acceptance rate", "System efficiency", "Number of emitted tokens") if name in fields}
+    return {"accepted": accepted, "drafted": drafted, "k": int(k), "printed": printed}
+
+
+def _v0_interval(now: dict[str, Any], before: dict[str, Any] | None, source: str) -> tuple[Interval, int]:
+    """The interval between two cumulative V0 lines (before None: since the engine started); a
+    count that went down restarted (its new value is the increase)."""
+    resets = 0
+    acc, dra = now["accepted"], now["drafted"]
+    if before is not None:
+        if acc < before["accepted"] or dra < before["drafted"]:
+            resets = 1
+        else:
+            acc, dra = acc - before["accepted"], dra - before["drafted"]
+    drafts = dra / now["k"]
+    iv = Interval(source, round(drafts), dra, acc, [], drafts_exact=False,
+                  printed={**now["printed"], "cumulative": True, "speculative_tokens": now["k"]})
+    return iv, resets
 
 
 def read_logs(texts: Sequence[tuple[str, str]]) -> Reading:
-    """(name, text) of each log file -> one interval per SpecDecoding line, in order."""
+    """(name, text) of each log file -> one interval per SpecDecoding line, and per pair of
+    consecutive V0 "Speculative metrics:" lines, in order."""
     tally = {"spec_decoding_lines": 0, "other_log_lines": 0, "blank": 0, "not_understood": 0}
     bad: list[str] = []
+    why: list[str] = []
     intervals: list[Interval] = []
     inconsistent: list[str] = []
+    non_finite: list[str] = []
+    resets = 0
     for name, text in texts:
+        v0_before = None
         for lineno, line in enumerate(text.splitlines(), start=1):
-            if LOG_MARK not in line:
+            if LOG_MARK not in line and V0_MARK not in line:
                 tally["blank" if not line.strip() else "other_log_lines"] += 1
                 continue
+            source = f"{name}:{lineno}"
             try:
-                iv = parse_log_line(line, f"{name}:{lineno}")
-            except (KeyError, ValueError):
+                if LOG_MARK in line:
+                    iv = parse_log_line(line, source)
+                else:
+                    v0 = parse_v0_line(line, source)
+                    iv, r = _v0_interval(v0, v0_before, source + " (V0, cumulative)")
+                    v0_before, resets = v0, resets + r
+            except (KeyError, ValueError) as e:
                 tally["not_understood"] += 1
                 if len(bad) < EXAMPLES:
                     bad.append(line.strip()[:200])
+                    why.append(str(e))
                 continue
             tally["spec_decoding_lines"] += 1
+            if iv.printed.get("non_finite"):
+                non_finite.append(f"{source} ({', '.join(iv.printed['non_finite'])})")
             shown = iv.printed.get("avg_draft_acceptance_rate_pct")
             if shown is not None and iv.draft_tokens and abs(100 * iv.accepted / iv.draft_tokens - shown) > 0.051:
                 inconsistent.append(iv.source)
             intervals.append(iv)
-    return Reading("log", intervals, tally, bad, inconsistent=inconsistent)
+    v0 = [i for i in intervals if i.printed.get("cumulative")]
+    if v0 and len(v0) < len(intervals):
+        raise UserError(f"{', '.join(n for n, _ in texts)}: both vLLM V1 '{LOG_MARK}' and V0 '{V0_MARK}' lines "
+                        "(different counts, not to be pooled): give logs of one vLLM version per run")
+    notes = ["vLLM V0 'Speculative metrics:' lines are cumulative since the engine started: read as differences "
+             "between consecutive lines; drafts = draft tokens / k"] if v0 else []
+    unknown = [i.source for i in intervals if i.drafts is None]
+    if unknown:
+        notes.append(f"drafts unknown for {len(unknown)} log line(s), e.g. {unknown[0]}: neither per-position rates "
+                     "nor a mean acceptance length printed (vLLM 0.8's short lines)")
+    return Reading("log", intervals, tally, bad, resets, inconsistent=inconsistent, why_not_understood=why,
+                   non_finite=non_finite, notes=notes)
 
 
 # --- files -------------------------------------------------------------------------------------------
 
 def kind_of(text: str) -> str | None:
     """"prometheus", "log" or None (neither) for one file's text."""
-    if LOG_MARK in text:
+    if LOG_MARK in text or V0_MARK in text:
         return "log"
     if any(_SAMPLE.match(s.strip()) and s.strip().startswith(PREFIX) and "_total" in s.split("{")[0].split()[0]
            for s in text.splitlines()):
@@ -305,6 +453,11 @@ def read_files(paths: Sequence[str]) -> Reading:
         raise UserError(f"{paths[kinds.index('log')]} is a log and {paths[kinds.index('prometheus')]} a Prometheus "
                         "scrape: give files of one kind per run")
     reading = read_logs(texts) if kinds[0] == "log" else read_prometheus(texts)
+    if not reading.intervals and reading.why_not_understood:
+        n, eg = reading.lines["not_understood"], reading.not_understood[0]
+        raise UserError(f"{', '.join(map(str, paths))}: {n} spec-decode log line(s) ('{LOG_MARK}' or '{V0_MARK}') "
+                        f"not understood, none read: {reading.why_not_understood[0]}, e.g. "
+                        f"{eg[:100] + ('...' if len(eg) > 100 else '')!r}; give vLLM's log lines unedited")
     if not reading.intervals:
         raise UserError(f"{', '.join(map(str, paths))}: no complete spec-decode reading (drafts, draft tokens, "
                         f"accepted tokens); {NEITHER}")
