@@ -148,6 +148,12 @@ def validate(cfg: RolloutConfig) -> None:
                         "instances and cannot share a drafter; use --dp-shard group or --sources own")
     if cfg.length_dist is not None:
         check_length_dist(cfg.length_dist)
+    defaults = RolloutConfig.__dataclass_fields__
+    if (cfg.history_window != defaults["history_window"].default
+            or cfg.history_budget_mb != defaults["history_budget_mb"].default) and not needs_history(cfg):
+        # set away from their defaults, they would be ignored without a history source
+        raise UserError(f"--history-window / --history-budget-mb size the history source, and no arm drafts from "
+                        f"history (--sources {cfg.sources}): add history to --sources or a history strategy, or drop them")
     if cfg.sensitivity:
         lognormal_params(cfg.length_dist, "--sensitivity")
     if cfg.preset and not cfg.step_model:   # its comparison is in seconds: step counts cannot stand beside them

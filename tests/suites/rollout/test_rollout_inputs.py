@@ -62,3 +62,10 @@ def test_the_workload_line_counts_what_the_requests_leave_out_or_repeat(small, t
     assert "24 requests repeat a response" in res.output
     assert "16 trace responses cut at --max-response-len 100" in res.output
     assert "40 requests (100.0 %) run to --max-response-len 100" in res.output
+
+
+def test_history_options_without_a_history_source_are_refused(small, tmp_path):
+    res = _run(small, tmp_path / "o", "--history-window", "3")
+    assert isinstance(res.exception, UserError) and "no arm drafts from history" in str(res.exception), res.output
+    ok = _run(small, tmp_path / "p", "--history-window", "3", "--sources", "own,history", "--arms", "off,always")
+    assert ok.exit_code == 0, ok.output
