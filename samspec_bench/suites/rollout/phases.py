@@ -104,6 +104,12 @@ def ratio(a, b):
     return a / b if b and b > 0 else None
 
 
+def tail_ratio(base_tail, arm_tail):
+    """The tail speed-up: None where the baseline has no tail (its longest responses end together
+    at the limit): a 0 there would read as a result."""
+    return ratio(base_tail, arm_tail) if base_tail and base_tail > 0 else None
+
+
 def add_speedups(metrics: dict[str, dict], settings, off_steps, default_T: int) -> None:
     """Speedups of every non-off arm in `metrics` (in place): the off baseline's time over the
     arm's, overall and per phase, the baseline split with the arm's own tail threshold.
@@ -115,7 +121,7 @@ def add_speedups(metrics: dict[str, dict], settings, off_steps, default_T: int) 
         base = phase_split(off_steps, m["tail_threshold"])
         m["speedup_overall"] = ratio(base["total_s"], m["total_s"])
         m["speedup_head"] = ratio(base["head_s"], m["head_s"])
-        m["speedup_tail"] = ratio(base["tail_s"], m["tail_s"])
+        m["speedup_tail"] = tail_ratio(base["tail_s"], m["tail_s"])
         m["baseline_phases"] = base
         m["time_saved_fraction"] = 1 - m["total_s"] / base["total_s"] if base["total_s"] else None
 
@@ -194,11 +200,11 @@ def add_dp_speedups(metrics: dict[str, dict], settings, off_instance_steps) -> N
         d = m["dp"]
         m["speedup_overall"] = ratio(float(b_tot.max()), m["total_s"])
         m["speedup_mean_instance"] = ratio(float(b_tot.mean()), d["mean_instance_makespan_s"])
-        m["speedup_tail"] = ratio(float(b_tail.sum()), d["tail_s_pooled"])
+        m["speedup_tail"] = tail_ratio(float(b_tail.sum()), d["tail_s_pooled"])
         m["speedup_head"] = ratio(float(b_tot.sum() - b_tail.sum()), d["head_s_pooled"])
         m["baseline_phases"] = {"total_s": float(b_tot.max()), "mean_instance_makespan_s": float(b_tot.mean()),
                                 "tail_s_pooled": float(b_tail.sum()), "head_s_pooled": float(b_tot.sum() - b_tail.sum())}
         m["time_saved_fraction"] = 1 - m["total_s"] / float(b_tot.max()) if b_tot.max() > 0 else None
         for row, b in zip(m["instances"], base):
             row["speedup_overall"] = ratio(b["total_s"], row["total_s"])
-            row["speedup_tail"] = ratio(b["tail_s"], row["tail_s"])
+            row["speedup_tail"] = tail_ratio(b["tail_s"], row["tail_s"])

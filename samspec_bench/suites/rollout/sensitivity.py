@@ -34,7 +34,7 @@ import numpy as np
 
 from samspec_bench.suites.rollout.config import RolloutConfig, lognormal_params
 from samspec_bench.suites.rollout.draws import draw_record, draw_seeds
-from samspec_bench.suites.rollout.phases import ratio
+from samspec_bench.suites.rollout.phases import ratio, tail_ratio
 from samspec_bench.suites.rollout.presets import get_preset
 from samspec_bench.suites.rollout.replay_arm import Replay, draw, simulate_arms
 from samspec_bench.suites.rollout.spread import fmt, matched, spread
@@ -126,7 +126,7 @@ def read(rounds: list[tuple[list[dict], list[dict]]], host_s: float = 0.0, readi
         wall_o, wall_a = wall_o + wo, wall_a + wa
     share = ratio(tail_o, den_o)
     return {"tail_share_pct": None if share is None else 100.0 * share,
-            "gain_pct": None if not wall_a else 100.0 * (wall_o / wall_a - 1.0), "speedup_tail": ratio(tail_o, tail_a)}
+            "gain_pct": None if not wall_a else 100.0 * (wall_o / wall_a - 1.0), "speedup_tail": tail_ratio(tail_o, tail_a)}
 
 
 def rounds_of(records: list[dict], label: str) -> list[tuple[list[dict], list[dict]]]:

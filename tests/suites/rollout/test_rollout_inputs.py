@@ -69,3 +69,13 @@ def test_history_options_without_a_history_source_are_refused(small, tmp_path):
     assert isinstance(res.exception, UserError) and "no arm drafts from history" in str(res.exception), res.output
     ok = _run(small, tmp_path / "p", "--history-window", "3", "--sources", "own,history", "--arms", "off,always")
     assert ok.exit_code == 0, ok.output
+
+
+def test_when_every_response_ends_together_the_tail_speedup_is_absent_not_zero(small, tmp_path):
+    # equal lengths: the off arm's requests all end in one step, so it has no tail to speed up
+    res = _run(small, tmp_path / "o", "--length-dist", "fixed:300", "--arms", "off,always", "--json",
+               str(tmp_path / "r.json"))
+    assert res.exit_code == 0, res.output
+    arms = json.loads((tmp_path / "r.json").read_text())["metrics"]["arms"]   # no step model: in decode steps
+    assert arms["off"]["tail_steps"] == 0 and arms["always k=3"]["tail_steps"] > 0
+    assert arms["always k=3"]["step_ratio_tail"] is None and "tail n/a" in res.output

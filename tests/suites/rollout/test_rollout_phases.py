@@ -140,3 +140,9 @@ def test_tokens_per_step_by_phase():
     # a table without per-request decode counts has no per-phase figure
     del st["num_decode_reqs"]
     assert ph.arm_metrics(st, np.ones(4), 2)["tokens_per_step_tail"] is None
+
+
+def test_a_baseline_without_a_tail_gives_no_tail_speedup_not_zero():
+    from samspec_bench.suites.rollout.phases import tail_ratio
+    assert tail_ratio(0.0, 5.0) is None and tail_ratio(None, 5.0) is None
+    assert tail_ratio(10.0, 4.0) == 2.5 and tail_ratio(10.0, 0.0) is None
