@@ -188,6 +188,10 @@ def preset_lines(summary: dict[str, Any]) -> list[str]:
                 f"          acceptance from {inp['traces']} (sources {inp['sources']}); sharding {inp['dp_shard']}",
                 f"          {kv[0] if kv else 'KV cache ' + str(inp['kv_capacity_tokens'])}",
                 f"          step model {inp['step_model']} (MODELLED times: {inp.get('priced_by_kind') or '?'})"]
+        if pre.get("step_model") and inp.get("step_model") and inp["step_model"] != pre["step_model"]:
+            # --step-model replaced the preset's: the published figures were measured on the preset's setting
+            out.append(f"  WARNING: priced by {inp['step_model']}, not the preset's {pre['step_model']}: the comparison "
+                       "below is with another model or hardware than the published run")
         if pre["comparison"]:
             out += comparison_lines(pre["comparison"])
         ro = (sens or {}).get("rests_on") or {}

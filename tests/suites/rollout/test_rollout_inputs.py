@@ -79,3 +79,13 @@ def test_when_every_response_ends_together_the_tail_speedup_is_absent_not_zero(s
     arms = json.loads((tmp_path / "r.json").read_text())["metrics"]["arms"]   # no step model: in decode steps
     assert arms["off"]["tail_steps"] == 0 and arms["always k=3"]["tail_steps"] > 0
     assert arms["always k=3"]["step_ratio_tail"] is None and "tail n/a" in res.output
+
+
+def test_a_preset_priced_by_another_step_model_says_so(small, tmp_path):
+    other = "roofline:hardware=H100,model=Qwen3-8B"
+    res = _run(small, tmp_path / "o", "--preset", "seed-qwen3-32b", "--step-model", other, "--no-sensitivity")
+    assert res.exit_code == 0, res.output
+    assert f"WARNING: priced by {other}, not the preset's roofline:hardware=910C" in res.output
+    own = _run(small, tmp_path / "p", "--preset", "seed-qwen3-32b", "--no-sensitivity")
+    assert own.exit_code == 0, own.output
+    assert "WARNING: priced by" not in own.output
