@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy.optimize import minimize
 
-from samspec_bench.bench.simulation.hardware import Hardware, op_efficiencies
+from samspec_bench.bench.simulation.hardware import NOT_EFFICIENCIES, Hardware, op_efficiencies
 from samspec_bench.bench.simulation.measured_points import point_report
 from samspec_bench.bench.simulation.roofline import RooflineStepModel
 from samspec_bench.models.shapes import ModelShape
@@ -45,7 +45,7 @@ def with_efficiencies(hw: Hardware, eff: Mapping[str, float]) -> Hardware:
 
 
 def _out_of_bounds(eff: Mapping[str, float]) -> bool:
-    fractions = [v for k, v in eff.items() if k not in ("gemm_overlap_loss", "gemm_kernel_us")]
+    fractions = [v for k, v in eff.items() if k not in NOT_EFFICIENCIES]
     return any(not (0.05 < v <= 1.0) for v in fractions) or not (0.0 <= eff["gemm_overlap_loss"] <= 1.0) \
         or not (0.0 <= eff["gemm_kernel_us"] <= KERNEL_US_MAX)
 
