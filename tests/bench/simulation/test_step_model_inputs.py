@@ -3,7 +3,6 @@ huge or non-integer B, q, C or ms; measured step tables with NaN, empty, non-num
 negative or zero cells; `rollout profile` JSON (format 3) whose measured steps use step-feature
 names; the shape and device a points file says it measured against the roofline's."""
 
-import csv
 import json
 
 import numpy as np
