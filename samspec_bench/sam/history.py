@@ -12,17 +12,21 @@ steps, bounded two ways:
   added first (a single prompt over the budget loses its oldest responses, then itself).
 
 Responses are added when a step is over (`add`), never while it runs: the responses of the
-current step are the `group` source, not history. A drafter asks `automaton(prompt_ids)` for
+current step are the `group` source, not history. A prompt not held finds the entry of the
+longest held prompt that begins it (`prefix_hits`): a later turn of a multi-turn rollout is a
+request whose prompt is the conversation so far, and its history is what earlier steps answered
+to the conversation's first prompt. A drafter asks `automaton(prompt_ids)` for
 a corpus automaton over the prompt's entry (one document per earlier response: the prompt,
 then the response, so that a request's prompt already matches and the first response tokens
 can be drafted); automata are built on demand and a few are kept (`cache_size`), outside the
-budget (`lookups`, `hits` and `peak_automaton_bytes` count what this process looked up).
+budget (`lookups`, `hits`, `prefix_hits` and `peak_automaton_bytes` count what this process
+looked up).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from typing import Any, Iterable
 
 import numpy as np
@@ -62,6 +66,7 @@ class HistoryStore:
         self.cache_size = int(cache_size)
         self._entries: OrderedDict[bytes, _Entry] = OrderedDict()  # least recently added first
         self._cache: OrderedDict[bytes, CorpusAutomaton] = OrderedDict()
+        self._lengths: Counter[int] = Counter()   # prompt lengths held (for the prefix lookup)
         self.nbytes = 0
         self.peak_bytes = 0
         self.added = 0
@@ -70,6 +75,7 @@ class HistoryStore:
         self.evicted_prompts = 0
         self.lookups = 0
         self.hits = 0               # lookups that found at least one earlier response
+        self.prefix_hits = 0        # of them, found under a held prompt that begins the asked one
         self.peak_automaton_bytes = 0
 
     def __len__(self) -> int:
@@ -90,6 +96,7 @@ class HistoryStore:
         if entry is None:
             entry = _Entry(prompt.copy(), self.window)
             self.nbytes += entry.nbytes
+            self._lengths[prompt.size] += 1
         if len(entry.responses) == self.window:
             old = entry.responses[0]
             entry.nbytes -= old.nbytes
@@ -105,6 +112,7 @@ class HistoryStore:
             if len(self._entries) > 1 or len(entry.responses) <= 1:   # drop the least recently added prompt
                 old_key, old = self._entries.popitem(last=False)
                 self.nbytes -= old.nbytes
+                self._forget_length(old.prompt.size)
                 self.evicted_budget += len(old.responses)
                 self.evicted_prompts += 1
                 self._cache.pop(old_key, None)
@@ -116,10 +124,29 @@ class HistoryStore:
                 self._cache.pop(key, None)
         self.peak_bytes = max(self.peak_bytes, self.nbytes)
 
+    def _forget_length(self, n: int) -> None:
+        self._lengths[n] -= 1
+        if self._lengths[n] <= 0:
+            del self._lengths[n]
+
+    def _resolve(self, prompt_ids) -> tuple[bytes | None, bool]:
+        """The key of the entry for this prompt: its own, else the longest held prompt that
+        begins it (module docstring), and whether it was such a prefix; (None, False) when
+        neither is held."""
+        prompt = np.asarray(prompt_ids if hasattr(prompt_ids, "__len__") else list(prompt_ids), dtype=np.int32)
+        key = prompt_key(prompt)
+        if key in self._entries:
+            return key, False
+        for n in sorted((n for n in self._lengths if 0 < n < prompt.size), reverse=True):   # an empty prompt begins all
+            key = prompt_key(prompt[:n])
+            if key in self._entries:
+                return key, True
+        return None, False
+
     def responses(self, prompt_ids) -> list[np.ndarray]:
-        """The responses held for this prompt, oldest first."""
-        entry = self._entries.get(prompt_key(prompt_ids))
-        return list(entry.responses) if entry is not None else []
+        """The responses held for this prompt (or the longest held prompt that begins it), oldest first."""
+        key, _ = self._resolve(prompt_ids)
+        return list(self._entries[key].responses) if key is not None else []
 
     def mean_response_lengths(self) -> list[float]:
         """Per prompt held, the mean length of its responses (a length predictor's input)."""
@@ -127,13 +154,15 @@ class HistoryStore:
 
     def automaton(self, prompt_ids) -> CorpusAutomaton | None:
         """A corpus automaton over this prompt's earlier responses (each document: the prompt,
-        then one response); None when there are none."""
+        then one response), or those of the longest held prompt that begins it; None when there
+        are none."""
         self.lookups += 1
-        key = prompt_key(prompt_ids)
-        entry = self._entries.get(key)
+        key, prefix = self._resolve(prompt_ids)
+        entry = self._entries.get(key) if key is not None else None
         if entry is None or not entry.responses:
             return None
         self.hits += 1
+        self.prefix_hits += prefix
         auto = self._cache.get(key)
         if auto is None:
             total = sum(r.size for r in entry.responses) + len(entry.responses) * (entry.prompt.size + 1)

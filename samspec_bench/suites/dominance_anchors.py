@@ -45,7 +45,6 @@ from samspec_bench.metrics import total_counts
 from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.suites.accept.config import AcceptConfig
 from samspec_bench.suites.accept.inputs import load_inputs
-from samspec_bench.suites.accept.turns import engine_run
 from samspec_bench.suites.dominance_frontier import frontier_point
 
 ANCHORS = ("seed", "histospec", "das", "seer", "arctic")
@@ -78,7 +77,7 @@ def replay_arm(items: list, jobs: list[tuple[DraftConfig, int | None]], window: 
     every = list(range(len(items)))
     todo = [(dc, every if step is None else by_step[step]) for dc, step in jobs]
     try:
-        recs = [(i, s) for _, chunk in engine_run(engine, items, todo) for i, s in chunk]
+        recs = [(i, s) for _, chunk in engine.run(items, todo) for i, s in chunk]
     finally:
         engine.close()
     return counts_of([s for _, s in recs]) | {"by_step": {

@@ -64,6 +64,30 @@ def test_one_prompt_over_the_budget_loses_its_oldest_responses():
     assert len(store) == 0 and store.nbytes == 0 and store.peak_bytes <= store.budget_bytes
 
 
+def test_a_conversation_finds_the_history_of_its_first_prompt():
+    """A later turn's prompt is the conversation so far: the longest held prompt that begins it
+    gives its history; a prompt that merely shares a start does not."""
+    store = HistoryStore(window=4)
+    store.add([1, 2], [7])
+    store.add([1, 2, 3], [8, 9])
+    assert [r.tolist() for r in store.responses([1, 2, 3, 50, 60])] == [[8, 9]]   # the longest wins
+    assert [r.tolist() for r in store.responses([1, 2, 4])] == [[7]]
+    assert store.responses([1, 3, 2]) == [] and store.responses([1]) == []
+    assert store.automaton([1, 2, 3, 50]) is not None and store.prefix_hits == 1
+    assert store.automaton([1, 2, 3]) is not None and store.prefix_hits == 1   # its own: no prefix hit
+    store.add([], [5])                        # an empty prompt begins every prompt, and stands for none
+    assert store.responses([9, 9]) == []
+
+
+def test_an_evicted_prompt_no_longer_answers_for_longer_ones():
+    store = HistoryStore(window=8, budget_bytes=4 * 14)
+    store.add([1, 2], [5, 5, 5])              # 20 bytes
+    store.add([3, 4], [6, 6, 6])
+    store.add([5, 6], [7, 7, 7])              # over the budget: [1, 2] goes
+    assert store.evicted_prompts == 1 and store.responses([1, 2, 3]) == []
+    assert len(store.responses([5, 6, 1])) == 1
+
+
 def test_bad_bounds():
     with pytest.raises(ValueError, match="window"):
         HistoryStore(window=0)

@@ -11,7 +11,8 @@ its last token are rejected and a step whose draft covers the rest emits no bonu
 
 Draft sources (`draft_config.DraftConfig`): the response's own prompt and prefix (always), the
 GRPO group's sibling responses generated so far (`group`), earlier RL steps' responses to the
-same prompt (`history`, SAM only: sam/history.py), and a static corpus (`corpus`, SAM only). Group
+same prompt (`history`, SAM only: sam/history.py; a model turn's whole response, `history_entry`),
+and a static corpus (`corpus`, SAM only). Group
 members advance either `concurrent`ly (every round, all live members draft from the state
 after the previous round, then all emitted tokens are added: one batched decode step) or
 `sequential`ly (one member after another, in file order). Groups are keyed by (trace file,
@@ -217,11 +218,27 @@ def emulate_steps(items: Sequence[Any]) -> list[Any]:
     return out
 
 
+def root_prompt(item: Any) -> np.ndarray:
+    """The prompt a response answers: a later model turn's prompt also holds the response's
+    earlier turns (suites/accept/turns.py), its `root_prompt_ids` do not."""
+    root = getattr(item, "root_prompt_ids", None)
+    return item.prompt_ids if root is None else root
+
+
+def history_entry(item: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """What a history store keeps of a finished response: (its prompt, the response); a model
+    turn's response is kept whole with its first turn, nothing with the later ones."""
+    if hasattr(item, "history_response"):
+        return None if item.history_response is None else (root_prompt(item), item.history_response)
+    return item.prompt_ids, item.response_ids
+
+
 def check_group_prompts(items: Sequence[Any], unit: Sequence[int]) -> None:
-    """Group sharing indexes one prompt per group: members must share it."""
-    first = items[unit[0]].prompt_ids
+    """Group sharing indexes one prompt per group: members must answer the same prompt (a later
+    model turn's prompt holds its own earlier turns: its response's prompt counts)."""
+    first = root_prompt(items[unit[0]])
     for i in unit[1:]:
-        p = items[i].prompt_ids
+        p = root_prompt(items[i])
         if p.shape != first.shape or not np.array_equal(p, first):
             it = items[i]
             raise ValueError(f"{it.source}:{it.line}: group {it.group!r} has responses with different prompts; "
@@ -396,7 +413,9 @@ class ReplayEngine:
             if todo:
                 yield from self._execute(items, jobs, self._plan(items, jobs, [(j, todo, members)]), store)
             for i in members:
-                store.add(items[i].prompt_ids, items[i].response_ids)
+                entry = history_entry(items[i])
+                if entry is not None:
+                    store.add(*entry)
         self.history_stats[cfg.label] = {**store.describe(), "replayed_responses": len(indices),
                                          "replayed_with_history": with_history}
 

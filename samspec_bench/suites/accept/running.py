@@ -28,7 +28,6 @@ from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSIT
 from samspec_bench.suites.accept.heldout import SIDES, split_block, split_sides
 from samspec_bench.suites.accept.inputs import Inputs, load_inputs
 from samspec_bench.suites.accept.output import print_table, write_figure, write_pareto_figure
-from samspec_bench.suites.accept.turns import engine_run
 
 RESPONSES_FILE = "responses.jsonl"
 CONFIG_FILE = "config.json"
@@ -233,7 +232,7 @@ def _run_jobs(engine: AcceptanceEngine, items: list, jobs: list, tally: _Tally, 
     with open(resp_path, "a", encoding="utf-8") as out, \
             Progress(*columns, console=err, disable=not progress) as bar:
         task = bar.add_task(label, total=sum(len(todo) for _, todo in jobs))
-        for j, chunk in engine_run(engine, items, jobs):
+        for j, chunk in engine.run(items, jobs):
             dc = jobs[j][0]
             lines = []
             for i, steps in chunk:

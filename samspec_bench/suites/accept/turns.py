@@ -8,12 +8,17 @@ its prompt is the response's prompt plus everything before the turn (tool text i
 drafter indexes it), its response the turn's generated tokens. Drafts are proposed and counted
 over generated tokens only; tool tokens are counted apart (`split_turns`' summary).
 
-The first turn keeps the response's key, group and RL step. A later turn's prompt holds its own
-earlier turns, so no sibling and no earlier step shares it: the group and history sources reach
-first turns only (a later turn is a group of its own, and history finds nothing for it).
-`engine_run` replays first and later turns in two engine passes, so a history store holds what
-a store keyed by the response's prompt would (no later-turn contexts) and results do not depend
-on which other sources are in the sweep.
+The first turn keeps the response's key, group and RL step. The sources reach later turns too,
+as an agent loop's requests would meet them:
+- group: turn t of the responses of one group (trace file, group, RL step) is a group of its
+  own, its members replayed side by side as the siblings' turns t run, each with its own prompt
+  (its own earlier turns and tool output), all of them indexed in the group's automaton; so a
+  turn drafts from what the siblings wrote in their earlier turns and in this one so far. The
+  members share the response's prompt (`root_prompt_ids`), not the turn's.
+- history: a history store keeps each earlier response whole (every turn and its tool output,
+  `history_response`, added once with the first turn) under the response's prompt, and a later
+  turn, whose prompt begins with that prompt, finds it (sam/history.py: the longest held prompt
+  that begins the asked one).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -31,7 +36,8 @@ from samspec_bench.trace_formats import TOOL_SHAPES
 PREFILL = ("tool output is prefilled, not decoded: one request per model turn, its prompt everything "
            "before it (tool text included, the drafter indexes it); drafts over generated tokens only")
 DECODE = "--tool-output decode: tool output replayed as generated tokens (drafted and counted)"
-LATER_TURNS = "group and history sources reach first turns only (a later turn's prompt holds its own earlier turns)"
+LATER_TURNS = ("later turns draft from group and history sources too: turn t of the siblings side by side, and the "
+               "earlier steps' whole responses to the response's prompt")
 MODEL_ENGINE = "the model generates its own responses to the traces' prompts: tool output only counted"
 
 
@@ -49,7 +55,9 @@ class TurnItem:
     sub: Any            # the response's sub, with ".t<turn>" from the second turn on (keys stay unique)
     turn: int           # 0 for the first turn
     logprobs: np.ndarray | None = None
-    response_group: str | None = None   # the response's own group (`group` is unique from the second turn)
+    response_group: str | None = None   # the response's own group (`group` names the turn from the second turn)
+    root_prompt_ids: np.ndarray | None = None    # the response's prompt: what the turn's group members share
+    history_response: np.ndarray | None = None   # what a history store keeps of the response: whole, on turn 0
 
 
 def generated_stretches(n: int, spans: Sequence[tuple[int, int, str]]) -> list[tuple[int, int]]:
@@ -72,11 +80,11 @@ def _turns(it: Any) -> list[TurnItem]:
         sub = (f"{it.sub}.t{turn}" if it.sub is not None else f"t{turn}") if later else it.sub
         out.append(TurnItem(
             id=f"{it.id}.t{turn}" if later else it.id,
-            group=f"{it.group}#{it.line}.{sub}" if later else it.group,
+            group=f"{it.group}#turn{turn}" if later else it.group,
             prompt_ids=np.concatenate([it.prompt_ids, resp[:start]]).astype(np.int32) if start else it.prompt_ids,
             response_ids=resp[start:end], source=it.source, line=it.line, prompt_format=it.prompt_format,
             step=it.step, sub=sub, turn=turn, logprobs=None if it.logprobs is None else it.logprobs[start:end],
-            response_group=it.group))
+            response_group=it.group, root_prompt_ids=it.prompt_ids, history_response=None if later else resp))
     return out
 
 
@@ -123,20 +131,3 @@ def split_turns(items: Sequence[Any], mode: str, replays: bool) -> tuple[list, d
     info.update(handling=PREFILL, requests=len(out), later_turns=len(later),
                 later_turn_tokens=int(sum(t.response_ids.size for t in later)), sources_note=LATER_TURNS)
     return out, info
-
-
-def engine_run(engine, items: Sequence[Any], jobs: list) -> Iterator[tuple[int, list]]:
-    """engine.run(items, jobs), later turns in a pass of their own (module docstring)."""
-    later = [i for i, it in enumerate(items) if getattr(it, "turn", 0) > 0]
-    if not later:
-        yield from engine.run(items, jobs)
-        return
-    skip = set(later)
-    first = [i for i in range(len(items)) if i not in skip]
-    # later turns first: the history statistics the engine keeps are those of the first-turn pass
-    for indices in (later, first):
-        where = {i: n for n, i in enumerate(indices)}
-        part = [items[i] for i in indices]
-        sub_jobs = [(dc, [where[i] for i in todo if i in where]) for dc, todo in jobs]
-        for j, chunk in engine.run(part, sub_jobs):
-            yield j, [(indices[n], steps) for n, steps in chunk]

@@ -7,13 +7,16 @@ emitted), exactly."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from samspec_bench.bench.draft_config import DraftConfig, build_drafter, unsupported_reason
-from samspec_bench.bench.engines.replay import (ReplayEngine, _budget_pool, build_corpus, replay_group, replay_response,
-                                                run_unit)
+from samspec_bench.bench.engines.replay import (ReplayEngine, _budget_pool, build_corpus, check_group_prompts,
+                                                history_entry, replay_group, replay_response, run_unit)
 from samspec_bench.metrics import total_counts
+from samspec_bench.suites.accept.turns import TurnItem
 from samspec_bench.sam import CorpusAutomaton
 from samspec_bench.sam.drafters import NgramDrafter, SamDrafter, arctic_available
 
@@ -315,6 +318,27 @@ def test_group_with_different_prompts_is_refused(items):
     cfg = DraftConfig("sam", 3, group=True)
     with pytest.raises(ValueError, match="different prompts"):
         run_unit(cfg, [a, b], [0, 1])
+
+
+def test_model_turns_of_one_prompt_share_a_group_and_keep_history_whole(items):
+    """Later model turns (suites/accept/turns.py) have prompts of their own: a group of them is
+    checked on the response's prompt, and history keeps a response whole, once."""
+    a, other = items[0], next(x for x in items if x.source != items[0].source)
+
+    def turn(it, extra, history=None):
+        return TurnItem(id="t", group="g#turn1", prompt_ids=np.concatenate([it.prompt_ids, extra]).astype(np.int32),
+                        response_ids=it.response_ids[:3], source=it.source, line=it.line, prompt_format="ids",
+                        step=None, sub="t1", turn=1, root_prompt_ids=it.prompt_ids, history_response=history)
+
+    check_group_prompts([turn(a, [5, 6]), turn(a, [7])], [0, 1])      # the turns' prompts differ, the root not
+    with pytest.raises(ValueError, match="different prompts"):
+        check_group_prompts([turn(a, [5]), turn(other, [5])], [0, 1])
+    assert history_entry(turn(a, [5])) is None                         # a later turn adds nothing
+    first = dataclasses.replace(turn(a, []), prompt_ids=a.prompt_ids, history_response=np.arange(9))
+    p, r = history_entry(first)
+    assert np.array_equal(p, a.prompt_ids) and r.tolist() == list(range(9))
+    p, r = history_entry(a)                                            # a plain response: itself
+    assert np.array_equal(p, a.prompt_ids) and np.array_equal(r, a.response_ids)
 
 
 def test_unsupported_combinations_are_explained():

@@ -119,3 +119,43 @@ def test_the_per_step_table_is_printed(tool_dump, qwen3_tokenizer_dir, tmp_path,
                            str(c["drafted"]), str(c["accepted"]), f"{100 * c['accepted'] / c['drafted']:.1f}",
                            f"{c['tokens'] / c['steps']:.2f}"]
             assert st["responses"] == want["responses"] and st["response_tokens"] == want["generated"]
+
+
+def _turn_accepted(out: Path, config: str, turn: int, step: int | None = None) -> int:
+    return sum(r["accepted"] for r in records(out) if r["config"] == config and r.get("turn", 0) == turn
+               and (step is None or r["step"] == step))
+
+
+def _checksum_tokens(qwen3) -> int:
+    return len(qwen3(" alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima")["input_ids"])
+
+
+def test_later_turns_draft_from_earlier_steps_whole_responses(tmp_path, qwen3, qwen3_tokenizer_dir, capsys):
+    """The second turn repeats words its own context never held (the tool printed others); step 1
+    wrote the same turn to the same prompt. With history, step 2's second turns find step 1's
+    whole responses under the response's prompt, which begins the turn's prompt."""
+    d = tmp_path / "dump"
+    write_tool_dump(d, qwen3, steps=[1, 2], echo=False)
+    result, err = accept(["--traces", str(d), "--sources", "own,history"], qwen3_tokenizer_dir, tmp_path / "o", capsys)
+    own, hist = (_turn_accepted(tmp_path / "o", f"sam k=3 {s}", 1, step=2) for s in ("own", "own+history"))
+    # 4 second turns in step 2, each repeating at least the 12 checksum words (3 of every 4
+    # tokens drafted at k=3): at least half of those tokens more than without history
+    assert hist - own >= 4 * (_checksum_tokens(qwen3) // 2)
+    # step 1 has no earlier step: history adds nothing there
+    assert _turn_accepted(tmp_path / "o", "sam k=3 own+history", 1, step=1) == \
+        _turn_accepted(tmp_path / "o", "sam k=3 own", 1, step=1)
+    assert "later turns draft from group and history sources too" in err
+
+
+def test_later_turns_share_a_group_with_the_siblings_same_turn(tmp_path, qwen3, qwen3_tokenizer_dir, capsys):
+    """Siblings' second turns are one group (each with its own prompt): replayed one after the
+    other, the second sibling drafts the words from the first sibling's second turn."""
+    d = tmp_path / "dump"
+    write_tool_dump(d, qwen3, steps=[1], echo=False)
+    accept(["--traces", str(d), "--sources", "own,group", "--group-order", "sequential"], qwen3_tokenizer_dir,
+           tmp_path / "o", capsys)
+    own, group = (_turn_accepted(tmp_path / "o", f"sam k=3 {s}", 1) for s in ("own", "own+group(sequential)"))
+    # 2 prompts x 2 responses: the second of each pair copies from the first
+    assert group - own >= 2 * (_checksum_tokens(qwen3) // 2)
+    groups = {r["group"] for r in records(tmp_path / "o") if r["config"] == "sam k=3 own+group(sequential)" and r.get("turn") == 1}
+    assert len(groups) == 2   # one per prompt: the siblings' second turns together
