@@ -28,7 +28,7 @@ FIGURES = ("tokens_per_step", "drafted_per_step", "verify_tokens_per_token", "ac
 
 def group_key(item: Any) -> str:
     """The trace group of a request: its responses' prompt group (every RL step and file). A
-    later model turn of a tool-using response has a group of its own (suites/accept/turns.py):
+    later model turn of a tool-using response is in its turn's group (suites/accept/turns.py):
     it stays with its response's group (`response_group`)."""
     return str(getattr(item, "response_group", None) or getattr(item, "group", None) or getattr(item, "id", None)
                or response_key(item))
