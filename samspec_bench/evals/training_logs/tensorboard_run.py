@@ -52,6 +52,7 @@ def read_tensorboard(path: Path, label: str) -> TrainingRun:
     run.count("truncated_records", st.truncated_tail)
     run.count("undecodable_records", st.undecodable)
     run.count("skipped_bytes", st.skipped_bytes)
+    run.count("non_scalar_values", scalars.non_scalar_values)   # text, histograms, images, vectors: not curves
     untold: list = []
     lost = lost_points({t: [p[0] for p in pts] for t, pts in scalars.points.items()}, scalars.windows, untold)
     run.count("lost_points", sum(len(t) for t in lost.values()))
