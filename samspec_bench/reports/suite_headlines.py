@@ -250,7 +250,10 @@ def _rollout(result: dict) -> tuple[list[Headline], list[Gate]]:
         prov = None
     heads = []
     if m.get("best_setting") is not None:
-        heads.append(headline("best setting", m["best_setting"], note=m.get("best_setting_by")))
+        note = m.get("best_setting_by")
+        if m.get("best_setting_beats_off") is False:   # a tie or a loss is no recommendation
+            note = (f"{note}; " if note else "") + "no faster than off: keep speculation off"
+        heads.append(headline("best setting", m["best_setting"], note=note))
     for name, a in arms.items():
         if name == "off" or not isinstance(a, dict):
             continue

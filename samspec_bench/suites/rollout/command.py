@@ -180,7 +180,7 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
     summary = {"units": units, "measured": measured, "time_basis": basis, "priced_by": out["priced_by"],
                "speedup_definition": "time ratio off / arm" if units == "s" else STEP_RATIO,
                "extrapolated": bool(extrap), "extrapolation": extrap or None,
-               "best_setting": best, "best_setting_by": ("chosen on the dev prompts: " + out["split"]["chosen_by"]
+               "best_setting": best, "best_setting_beats_off": beats_off(out["metrics"], best), "best_setting_by": ("chosen on the dev prompts: " + out["split"]["chosen_by"]
                                                           if out.get("split") else "shortest total time" if units == "s"
                                                           else "fewest decode steps"),
                "arms": arms, "workload": out["workload"], "step_tables": step_tables,
@@ -200,6 +200,14 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
 def chosen_best(out: dict[str, Any]) -> str | None:
     """The best setting: the one the dev prompts chose (a --dev-split run), else the shortest total."""
     return (out.get("split") or {}).get("best_setting") or best_setting(out["metrics"])
+
+
+def beats_off(metrics: dict[str, dict], best: str | None) -> bool | None:
+    """Whether the best setting takes less total time than off (None without both): a tie or a
+    loss is said, not named a recommendation."""
+    if best is None or "off" not in metrics or best not in metrics:
+        return None
+    return bool(metrics[best]["total_s"] < metrics["off"]["total_s"])
 
 
 def pre_arm(metrics: dict[str, dict], best: str | None) -> str | None:

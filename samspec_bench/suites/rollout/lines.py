@@ -131,7 +131,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"simulation vs measured (each arm priced by the engine's own profile): worst |error| total "
                      f"{_f(pe.get('max_abs_total'), '.1%')}, tail {_f(pe.get('max_abs_tail'), '.1%')} "
                      f"(goal {pe['goal']:.0%}: {'met' if pe.get('within_goal') else 'not met'})")
-    lines.append(f"best setting ({summary['best_setting_by']}): {summary['best_setting']}")
+    lines.append(f"best setting ({summary['best_setting_by']}): {summary['best_setting']}"
+                 + (" - no faster than off here: keep speculation off" if summary.get("best_setting_beats_off") is False
+                    else ""))
     return lines + split_lines(summary.get("split")) + dp_lines(summary) + preset_lines(summary)
 
 
