@@ -30,17 +30,43 @@ def one_line(text: Any) -> str:
     return "; ".join(parts)
 
 
-def int_list(text: str, option: str, minimum: int = 1, maximum: int | None = None) -> list[int]:
-    """A comma-separated integer option ("4,8,16"), each value in minimum..maximum; else a
-    UserError naming the option."""
+def comma_list(text: Any, option: str, example: str) -> list[str]:
+    """A comma-separated option ("own,group") as its items, stripped, in order. Nothing is
+    dropped: blank text, an empty item ('own,,group', a leading or trailing comma) or an item
+    given twice ('3,3') is a one-line UserError naming the option, the text and the fix."""
+    items = [x.strip() for x in str(text).split(",")]
+    if not any(items):
+        raise UserError(f"{option} {text!r}: empty; give a comma list, e.g. {example}")
+    if "" in items:
+        raise UserError(f"{option} {text!r}: an empty item (a stray comma); give the values separated by single "
+                        f"commas, e.g. {example}")
+    return no_repeats(items, option, text, example)
+
+
+def no_repeats(values, option: str, text: Any, example: str) -> list:
+    """`values` (a comma list's items as they compare: strings, integers, canonical names) as a
+    list; one given twice is a UserError ("-k '3,03': 3 is given twice; ...")."""
+    seen: set = set()
+    for v in values:
+        if v in seen:
+            raise UserError(f"{option} {text!r}: {v} is given twice; give each value once (e.g. {example})")
+        seen.add(v)
+    return list(values)
+
+
+def int_list(text: str, option: str, minimum: int = 1, maximum: int | None = None,
+             example: str = "4,8,16") -> list[int]:
+    """A comma-separated integer option ("4,8,16"), each value in minimum..maximum and none
+    twice (as integers: '3,03' repeats 3); else a UserError naming the option."""
+    items = comma_list(text, option, example)
     try:
-        vals = [int(v) for v in str(text).split(",") if v.strip()]
+        vals = [int(v) for v in items]
     except ValueError:
-        raise UserError(f"{option} {text!r}: give comma-separated integers, e.g. 4,8,16") from None
-    if not vals or min(vals) < minimum or (maximum is not None and max(vals) > maximum):
+        raise UserError(f"{option} {text!r}: give comma-separated integers, e.g. {example}") from None
+    if min(vals) < minimum or (maximum is not None and max(vals) > maximum):
         bound = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
         raise UserError(f"{option} {text!r}: give integers {bound}")
-    return vals
+    return no_repeats(vals, option, text, example)
 
 
 def int_at_least(value: Any, option: str, lo: int = 1, hi: int | None = None, *, optional: bool = False) -> int | None:

@@ -18,7 +18,7 @@ from samspec_bench.bench.engines.factory import engine_capabilities, engine_name
 from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
 from samspec_bench.bench.engines.vllm.platform import vllm_available
 from samspec_bench.data import BENCHMARKS, find_traces, resolve_data_dir
-from samspec_bench.errors import UserError, int_at_least, nearest
+from samspec_bench.errors import UserError, comma_list, int_at_least, nearest, no_repeats
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, model_id, resolve_model, resolve_tokenizer
 from samspec_bench.sam.drafters import DRAFTERS
 from samspec_bench.sam.strategies import parse_strategy
@@ -181,8 +181,12 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
         raise UserError(f"--tool-output {tool_output!r}: use one of {', '.join(TOOL_OUTPUT)}")
     for spec in cfg.strategies:
         check_strategy(spec, cfg.engine)
-    for s in cfg.sources:
-        parse_source(s)
+    source_sets = [parse_source(s) for s in cfg.sources]
+    for i, key in enumerate(source_sets):   # the same source spelled twice ('group', 'own+group')
+        if key in source_sets[:i]:
+            raise UserError(f"--sources {','.join(cfg.sources)!r}: {cfg.sources[i]} is "
+                            f"{cfg.sources[source_sets.index(key)]} again (own is always included); give each "
+                            "source once (e.g. own,group)")
     check_drafters(cfg.drafters)
     # options that would be ignored: said, not dropped
     if cfg.corpus and not any(parse_source(s)[2] for s in cfg.sources):
@@ -195,11 +199,13 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
 
 # ---------- parsing and validation ----------
 
+LIST_EXAMPLES = {"--drafter": "sam,ngram", "--sources": "own,group", "--strategy": "seed,arctic",
+                 "--num-spec-tokens": "3,8"}
+
+
 def parse_list(value: str, option: str) -> list[str]:
-    items = [x.strip() for x in str(value).split(",") if x.strip()]
-    if not items:
-        raise UserError(f"{option} {value!r}: give at least one value (a comma list)")
-    return list(dict.fromkeys(items))
+    """A comma-list option's items; an empty item or one given twice is refused (errors.comma_list)."""
+    return comma_list(value, option, LIST_EXAMPLES.get(option, "a,b"))
 
 
 def parse_ks(value: str | Sequence[int]) -> list[int]:
@@ -213,7 +219,8 @@ def parse_ks(value: str | Sequence[int]) -> list[int]:
         if not 1 <= k <= MAX_K:
             raise UserError(f"--num-spec-tokens {k}: the number of draft tokens must be in 1..{MAX_K}")
         ks.append(k)
-    return list(dict.fromkeys(ks))
+    shown = value if isinstance(value, str) else ",".join(raw)
+    return no_repeats(ks, "--num-spec-tokens", shown, LIST_EXAMPLES["--num-spec-tokens"])   # '3,03' repeats 3
 
 
 def parse_source(spec: str) -> tuple[bool, bool, bool]:

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from samspec_bench.errors import UserError, nearest
+from samspec_bench.errors import UserError, comma_list, nearest
 from samspec_bench.evals.curve_stats import Margin, parse_margin
 from samspec_bench.evals.training_logs import FORMATS, expand_runs
 from samspec_bench.suites.curves.metric_families import FAMILIES
@@ -100,9 +100,7 @@ def parse_gpus(items) -> dict[str, int]:
     """--gpus RUN=N (repeatable, or comma-separated): run label -> GPU count."""
     out: dict[str, int] = {}
     for item in items or ():
-        for part in str(item).split(","):
-            if not part.strip():
-                continue
+        for part in comma_list(item, "--gpus", "sam_off=8,sam_on=8"):
             key, sep, value = part.partition("=")
             try:
                 n = int(value.strip()) if sep and key.strip() else 0
@@ -111,12 +109,16 @@ def parse_gpus(items) -> dict[str, int]:
             if n < 1:
                 raise UserError(f"--gpus {part.strip()!r}: give RUN=N, the run's label and its GPU count (nodes x GPUs "
                                 "per node), e.g. --gpus sam_off=8")
+            if key.strip() in out:   # a later count would silently replace the first
+                raise UserError(f"--gpus {key.strip()}: the run is given twice ({key.strip()}={out[key.strip()]} "
+                                f"and {part}); give each run's GPU count once")
             out[key.strip()] = n
     return out
 
 
-def _list(text: str | None) -> list[str]:
-    return [x.strip() for x in str(text or "").split(",") if x.strip()]
+def _list(text: str | None, option: str, example: str) -> list[str]:
+    """An optional comma list: blank is none; else no empty item and none twice (comma_list)."""
+    return comma_list(text, option, example) if str(text or "").strip() else []
 
 
 def build_config(*, runs, extra_runs, labels, format, families, metrics, speed_metrics, margins, alpha, min_steps,
@@ -130,15 +132,13 @@ def build_config(*, runs, extra_runs, labels, format, families, metrics, speed_m
         got = f"got {len(paths)}" + (f" ({paths[0]})" if paths else "")
         raise UserError(f"curves compares training runs: give at least two (the baseline first, e.g. "
                         f"`samspec-bench curves sam_off/ sam_on/`, or a folder holding them), {got}")
-    labs = _list(labels) or None
+    labs = _list(labels, "--labels", "sam_off,sam_on") or None
     if labs is not None and len(labs) != len(paths):
         raise UserError(f"--labels {labels!r}: {len(labs)} name(s) for {len(paths)} runs; give one per run")
-    if labs is not None and len(set(labs)) != len(labs):
-        raise UserError(f"--labels {labels!r}: the names must differ")
     fmt = None if format in (None, "auto") else format
     if fmt is not None and fmt not in FORMATS:
         raise UserError(f"--format {format!r}: use auto or one of {', '.join(FORMATS)}")
-    fams = _list(families)
+    fams = _list(families, "--families", ",".join(FAMILIES[:2]))
     bad = [f for f in fams if f not in FAMILIES]
     if bad or (not fams and not metrics and not speed_metrics):
         raise UserError(f"--families {families!r}: use a comma list of {', '.join(FAMILIES)}"

@@ -7,18 +7,14 @@ import sys
 
 import click
 
+from samspec_bench.errors import int_list
 from samspec_bench.suites.drafters.config import DEFAULT_DRAFTERS, build_config
 from samspec_bench.suites.drafters.running import execute
 
 
 def _int_list(ctx, param, value: str) -> list[int]:
-    try:
-        out = [int(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{value!r}: give comma-separated integers") from None
-    if any(v < 2 for v in out):
-        raise click.BadParameter(f"{value!r}: context lengths must be >= 2")
-    return out
+    """--sweep: context lengths >= 2, none twice (an empty item or a repeat is refused)."""
+    return int_list(value, "--sweep", minimum=2, example="1024,32768")
 
 
 OUTPUT_PARAMS = ("output", "json_out")   # where results go: execute's keywords, not settings

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from samspec_bench.bench.draft_config import MAX_K
 from samspec_bench.data import find_traces, resolve_data_dir
-from samspec_bench.errors import UserError, int_at_least
+from samspec_bench.errors import UserError, comma_list, int_at_least
 from samspec_bench.sam.drafters import DRAFTERS, SamDrafter, arctic_available, make_drafter
 from samspec_bench.trace_formats import expand
 
@@ -90,7 +90,9 @@ def build_config(*, traces, tokenizer, data_dir, drafters, k, max_tokens, sweep,
         traces = traces or tuple(str(p) for p in find_traces(root))
         tokenizer = tokenizer or str(root / "tokenizers" / "qwen3")
     files = [str(f) for t in traces for f, _ in expand(t)]
-    cfg = DraftersConfig(traces=files, tokenizer=str(tokenizer), drafters=[d.strip() for d in drafters.split(",") if d.strip()],
+    # no drafter at all ('', ' , '): check() says to name one; else no empty item, none twice
+    names = comma_list(drafters, "--drafters", "sam,ngram") if drafters.replace(",", "").strip() else []
+    cfg = DraftersConfig(traces=files, tokenizer=str(tokenizer), drafters=names,
                          k=k, max_tokens=max_tokens, sweep=sweep, sweep_steps=sweep_steps, repeats=repeats,
                          chat_template=chat_template, on_error=on_error)
     cfg.check()

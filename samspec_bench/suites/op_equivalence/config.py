@@ -11,7 +11,7 @@ from samspec_bench.bench.engines.engine_device import device_record, engine_devi
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.data import BUILTIN_BENCHMARKS
 from samspec_bench.devices import device_info, resolve_device
-from samspec_bench.errors import UserError, int_at_least, int_list, number_in
+from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, number_in
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id
 
 # --data-dir when none is given: the package directory, whose benchmarks/ holds the built-in sets
@@ -97,11 +97,11 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
     """The command's parameters (by their Python names, as click converts them; the choices
     already checked by click's types) as a checked OpEqConfig. Raises UserError naming the bad
     option."""
-    lv = [x.strip() for x in levels.split(",") if x.strip()]
-    if not lv or any(x not in LEVELS for x in lv):
+    lv = comma_list(levels, "--level", "kernel,model")
+    if any(x not in LEVELS for x in lv):
         raise UserError(f"--level {levels!r}: use kernel, model or both (comma list)")
-    dts = [x.strip() for x in dtypes.split(",") if x.strip()]
-    if not dts or any(x not in DTYPE_NAMES for x in dts):
+    dts = comma_list(dtypes, "--dtype", "float32,bfloat16")
+    if any(x not in DTYPE_NAMES for x in dts):
         raise UserError(f"--dtype {dtypes!r}: use float32, bfloat16 and/or float16 (comma list)")
     if k < 1 or k > 32:
         raise UserError(f"-k {k}: draft length must be in 1..32")
@@ -125,7 +125,8 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
     lo, hi = seq_range(seq_len)
     if data_dir is None and prompts_file is None:
         data_dir = BUILTIN_DATA_DIR   # model level: the --benchmark prompts of the built-in sets
-    cfg = OpEqConfig(model=model, engine=engine, levels=lv, pairs=[p.strip() for p in pairs.split(",")] if pairs else None,
+    pair_list = comma_list(pairs, "--pairs", "reference,reference-fixed-order") if pairs else None   # none: all
+    cfg = OpEqConfig(model=model, engine=engine, levels=lv, pairs=pair_list,
                      dtypes=dts, k=k, device=device, seed=seed, num_seqs=num_seqs, min_seq_len=lo, max_seq_len=hi,
                      block_sizes=int_list(block_size, "--block-size"), num_heads=num_heads, gqa=int_list(gqa, "--gqa"),
                      head_dims=int_list(head_dim, "--head-dim"), trials=trials, benchmark=benchmark,

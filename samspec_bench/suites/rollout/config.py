@@ -17,7 +17,7 @@ from samspec_bench.bench.engines.factory import engine_capabilities, engine_name
 from samspec_bench.bench.policies import SpecPolicy, make_policy
 from samspec_bench.bench.simulation.dp import SHARD_RULES
 from samspec_bench.data import resolve_data_dir
-from samspec_bench.errors import UserError, int_at_least, int_list, number_in
+from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, number_in
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id, resolve_tokenizer
 from samspec_bench.sam.strategies import STRATEGY_SOURCES, parse_strategy, parse_switch
 from samspec_bench.suites.rollout.presets import get_preset
@@ -96,9 +96,9 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
     # --strategy, else the preset's strategies; named strategies replace the preset's arms (the
     # off baseline still runs) unless --arms is given
     strategies = strategy_list(strategy) if strategy else list(pre.get("strategies") or [])
-    arm_list = ([a.strip() for a in arms.split(",") if a.strip()] if arms is not None
+    arm_list = (comma_list(arms, "--arms", "off,threshold") if arms is not None
                 else ["off"] if strategies else pick("arms", None))
-    if [a for a in arm_list if a not in ARMS] or (arms is not None and not arm_list):
+    if [a for a in arm_list if a not in ARMS]:
         raise UserError(f"--arms {arms!r}: use off, always, threshold (a comma list of at least one)")
     cfg = RolloutConfig(engine=engine, model=pick("model", model), traces=traces, tokenizer=tokenizer,
                         prompts=pick("prompts", prompts), group_size=pick("group_size", group_size),
@@ -184,9 +184,9 @@ def validate(cfg: RolloutConfig) -> None:
 
 def strategy_list(spec: str | None) -> list[str]:
     """--strategy's comma list, each checked (sam/strategies.parse_strategy)."""
-    out = [x.strip() for x in (spec or "").split(",") if x.strip()]
-    if spec is not None and not out:
-        raise UserError(f"--strategy {spec!r}: name at least one strategy (e.g. --strategy seed,arctic)")
+    if spec is None:
+        return []
+    out = comma_list(spec, "--strategy", "seed,arctic")
     for x in out:
         try:
             st = parse_strategy(x)
@@ -194,18 +194,21 @@ def strategy_list(spec: str | None) -> list[str]:
             raise UserError(f"--strategy {x!r}: {e}") from None
         if st.k > MAX_K:
             raise UserError(f"--strategy {x!r}: k={st.k} is more than a step can encode; use k <= {MAX_K}")
-    return list(dict.fromkeys(out))
+    return out
 
 
 def source_list(cfg: RolloutConfig) -> list[str]:
     """--sources as canonical names (own implied: 'own+history' is 'history')."""
-    out = []
-    for x in str(cfg.sources).split(","):
-        canon = "+".join(p for p in x.strip().split("+") if p and p != "own") or "own"
+    out: list[str] = []
+    for x in comma_list(cfg.sources, "--sources", "own,group"):
+        canon = "+".join(p for p in x.split("+") if p and p != "own") or "own"
         if canon not in STRATEGY_SOURCES:
             raise UserError(f"--sources {cfg.sources!r}: use a comma list of own, group, history, group+history")
+        if canon in out:   # the same source spelled twice ('group', 'own+group')
+            raise UserError(f"--sources {cfg.sources!r}: {x} is {canon} again (own is always included); give each "
+                            "source once (e.g. own,group)")
         out.append(canon)
-    return list(dict.fromkeys(out))
+    return out
 
 
 def needs_history(cfg: RolloutConfig) -> bool:

@@ -51,7 +51,7 @@ from samspec_bench.bench.policies import make_policy
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.fitted_step_model import (FEATURES, MIN_VERIFY_STEPS, StepTimeModel,
                                                       fit_from_steps, step_features, uncovered_ks)
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, comma_list, no_repeats
 from samspec_bench.suites.rollout.measured import steps_from_generation
 from samspec_bench.workload import PROMPTS, question_ids
 
@@ -67,14 +67,16 @@ PROFILE_ENGINES = engine_names(generates=True)
 
 
 def parse_prompt_pads(text: str) -> tuple[int, ...]:
-    """--prompt-pad: comma-separated integers >= 0 (empty: 0)."""
+    """--prompt-pad: comma-separated integers >= 0, none twice (blank: 0; an empty item refused)."""
+    if not str(text).strip():
+        return (0,)
     try:
-        pads = [int(x) for x in text.split(",") if x.strip()] or [0]
+        pads = [int(x) for x in comma_list(text, "--prompt-pad", "0,256")]
     except ValueError:
         pads = [-1]
     if any(x < 0 for x in pads):
         raise UserError(f"--prompt-pad {text!r}: give comma-separated integers >= 0, e.g. 0,256")
-    return tuple(pads)
+    return tuple(no_repeats(pads, "--prompt-pad", text, "0,256"))
 
 
 def padded(ids, pad: int) -> list[int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from samspec_bench.devices import parse_device
-from samspec_bench.errors import UserError, int_at_least, int_list, number_in
+from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, no_repeats, number_in
 
 SUITE = "sampler"
 
@@ -104,11 +104,11 @@ class SamplerConfig:
 
 
 def parse_vocab(text: str, what: str = "--speed-vocab") -> tuple:
+    """Vocabulary sizes (32000, 32k or a name); an empty item or a size given twice
+    ('32k,32000') is refused."""
     out = []
-    for v in str(text).split(","):
-        v = v.strip().lower()
-        if not v:
-            continue
+    for v in comma_list(text, what, "32000,151936"):
+        v = v.lower()
         if v in VOCAB_ALIASES:
             out.append(VOCAB_ALIASES[v])
             continue
@@ -120,9 +120,7 @@ def parse_vocab(text: str, what: str = "--speed-vocab") -> tuple:
         if n < 2:
             raise UserError(f"{what} {v!r}: the vocabulary needs at least 2 tokens")
         out.append(n)
-    if not out:
-        raise UserError(f"{what}: empty list; pass e.g. 32000,151936")
-    return tuple(out)
+    return tuple(no_repeats(out, what, text, "32000,151936"))
 
 
 def check_audit_spec(spec: str) -> str:
@@ -151,7 +149,8 @@ def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, 
     speed_min_time = number_in(speed_min_time, "--speed-min-time", lo=0)
     if not builtin and not audits and not speed:
         raise UserError("nothing to do: --no-builtin without --audit and with --no-speed; pass --audit mod:fn")
-    names = tuple(dict.fromkeys(b.strip() for b in str(builtins).split(",") if b.strip()))
+    # blank --builtins is no built-in (refused below unless --no-builtin); else a comma list
+    names = tuple(comma_list(builtins, "--builtins", "samspec,token-rule")) if str(builtins).strip() else ()
     unknown = [b for b in names if b not in BUILTIN_AUDITS]
     if unknown or (builtin and not names):
         raise UserError(f"--builtins {builtins!r}: {'unknown ' + ', '.join(unknown) if unknown else 'empty'}; "

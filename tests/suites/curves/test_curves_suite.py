@@ -75,7 +75,7 @@ def write_console(path: Path, data: dict[str, np.ndarray], old: bool = False) ->
 
 @pytest.mark.parametrize("over, match", [
     ({"runs": ("a",)}, "at least two"), ({"runs": ()}, "at least two"),
-    ({"runs": ("a", "b"), "labels": "x"}, "1 name"), ({"runs": ("a", "b"), "labels": "x,x"}, "must differ"),
+    ({"runs": ("a", "b"), "labels": "x"}, "1 name"), ({"runs": ("a", "b"), "labels": "x,x"}, "x is given twice"),
     ({"runs": ("a", "b"), "margins": ("reward",)}, "NAME=VALUE"), ({"runs": ("a", "b"), "margins": ("reward=-1",)}, "> 0"),
     ({"runs": ("a", "b"), "families": "reward,nope"}, "--families"), ({"runs": ("a", "b"), "step_range": "9:3"}, "END"),
     ({"runs": ("a", "b"), "alpha": 0.7}, "--alpha"),

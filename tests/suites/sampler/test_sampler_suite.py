@@ -163,7 +163,7 @@ def test_a_moved_modules_old_name_still_loads_its_sampler(old, new, fn):
 
 
 def test_parse_vocab():
-    assert parse_vocab("32k,151k,qwen3,1000") == (32000, 151936, 151936, 1000)
+    assert parse_vocab("32k,151k,1000") == (32000, 151936, 1000) and parse_vocab("qwen3") == (151936,)
     for bad in ("foo", "1", ""):
         with pytest.raises(UserError):
             parse_vocab(bad)
