@@ -261,8 +261,12 @@ class Bins:
             if lo < 1 or hi < lo or lo & (lo - 1) or hi & (hi - 1):
                 raise ValueError(f"bins {spec!r}: LO and HI must be powers of two with LO <= HI")
             return cls(tuple(2 ** i for i in range(int(math.log2(lo)), int(math.log2(hi)) + 1)))
+        items = [x.strip() for x in s.split(",")]
+        if "" in items:
+            raise ValueError(f"bins {spec!r}: an empty item (a stray comma); give ascending integers separated by "
+                             "single commas, e.g. 64,512,4096")
         try:
-            edges = tuple(int(x) for x in s.split(",") if x.strip())
+            edges = tuple(int(x) for x in items)
         except ValueError:
             raise ValueError(f"bins {spec!r}: give log2:LO:HI or ascending integers separated by commas") from None
         return cls(edges)

@@ -86,7 +86,7 @@ def test_default_bins_and_edges():
     assert b.index(np.array([0, 63, 64, 127, 128, 32767, 32768, 10 ** 6])).tolist() == [0, 0, 1, 1, 2, 9, 10, 10]
     assert b.label(0) == "[0, 64)" and b.label(10) == "[32768, inf)"
     assert Bins.parse("100, 1000").edges == (100, 1000)
-    for bad in ("log2:60:1024", "log2:64", "10,5", "a,b", "0,4", ""):
+    for bad in ("log2:60:1024", "log2:64", "10,5", "a,b", "0,4", "", "100,,1000", "100,1000,", "100,100"):
         with pytest.raises(ValueError):
             Bins.parse(bad)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, comma_list
 from samspec_bench.evals.tasks.catalog import LmTask, lm_eval_tasks_dir, resolve_task
 from samspec_bench.results import atomic_write_text
 
@@ -55,9 +55,7 @@ def benchmarks_dir(data_dir: str | Path) -> Path:
 def parse_tasks(value: str) -> list[str]:
     """A comma list of task names (ours or lm-eval's), each resolved now: a name that cannot run
     here is a UserError naming the nearest supported one."""
-    names = [t.strip() for t in str(value).split(",") if t.strip()]
-    if not names:
-        raise UserError(f"--tasks {value!r}: give a comma list of tasks, e.g. gsm8k,gsm8k_cot,math500")
+    names = comma_list(value, "--tasks", "gsm8k,gsm8k_cot,math500")   # no empty item, none twice
     if importlib.util.find_spec("lm_eval") is None:   # nothing to resolve against: our names only (the run
         bad = [t for t in names if t not in TASKS]      # itself then says to install lm-eval)
         if bad:
@@ -66,7 +64,7 @@ def parse_tasks(value: str) -> list[str]:
     else:
         for name in names:
             resolve_task(name)
-    return list(dict.fromkeys(names))
+    return names
 
 
 def write_task_dir(out_dir: str | Path, names: list[str], data_dir: str | Path) -> dict[str, str]:
