@@ -39,8 +39,8 @@ def engine_defaults(caps: EngineCapabilities) -> dict[str, Any]:
 class ModelAcceptanceEngine:
     """`base.AcceptanceEngine` over the model engine `engine` (reference | vllm), built on
     first use through `make_engine(engine, model, dtype=dtype, **options)`. `engine_args`:
-    vLLM engine arguments (`--engine-arg`; an engine that takes none ignores them, as
-    `accept` always did). `threads`: torch threads where the model runs in this process.
+    vLLM engine arguments (`--engine-arg`; `accept` refuses them for an engine that takes
+    none, so one that does not simply never reads them). `threads`: torch threads where the model runs in this process.
     `device`: where an engine that runs torch here puts the model (`engine_device.engine_device`
     resolved it; an engine that places itself ignores it)."""
 
