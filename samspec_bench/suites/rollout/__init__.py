@@ -31,7 +31,8 @@ slowest instance's. `--preset` fills the seed's configuration and prints the pre
 its published figures; `--sensitivity` adds the gain versus median length and truncated share.
 
 Modules (each imports only those before it): `presets` (the seed's and the anchors'
-configurations and published figures, the comparison), `config` (RolloutConfig, build_config,
+configurations and published figures, the comparison), `unread_options` (options a run would not
+read, refused: build_config's and `rollout profile`'s), `config` (RolloutConfig, build_config,
 arms, lengths), `phases` (head / tail split, tail metrics, speedups, per-instance metrics, best
 setting: pure functions), `cost_policies` (the cost switch and the per-step k from an arm's
 profiles and the step model), `replay_arm` (simulated arms, sharded or not), `heldout` (the

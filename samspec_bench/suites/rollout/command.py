@@ -37,6 +37,7 @@ from samspec_bench.suites.rollout.replay_arm import prepare, run_replay
 from samspec_bench.suites.rollout.sensitivity import run_sensitivity
 from samspec_bench.suites.rollout.torch_profile import PROFILER as TORCH_PROFILER, torch_profile
 from samspec_bench.suites.rollout.strategy_table import basis as table_basis, strategy_lines, strategy_rows
+from samspec_bench.suites.rollout.unread_options import refuse_other_profiler
 from samspec_bench.suites.rollout.units import STEP_RATIO, priced_by, priced_label, time_basis, to_step_units
 
 DEFINITIONS = {"tail": "steps with no request waiting and running <= the arm's threshold",
@@ -354,11 +355,14 @@ def command(ctx, output, json_path, **params):
                    "q tokens); the rows get tree_ms and the profile its tree / chain ratio. 1: chains only.")
 @click.option("--out-jsonl", default="step_points.jsonl", show_default=True,
               help="--engine torch: where to write the {B, q, C, ms} rows (for `samspec-bench step-model --steps`).")
-def profile_command(engine_name, model, batch_sizes, tokens, ks, prompt_pad, pad_max_batch, threads, dtype, seed,
+@click.pass_context
+def profile_command(ctx, engine_name, model, batch_sizes, tokens, ks, prompt_pad, pad_max_batch, threads, dtype, seed,
                     engine_arg, device, output, grid_batches, grid_q, grid_contexts, layers, repeats, attention,
                     tree_paths, out_jsonl):
     """Measure an engine's step time vs running batch, tokens per request (1 and k + 1) and context; fit a
     step-time model and write the profile JSON (format 3) that `rollout --step-model` prices with."""
+    defaults = ctx.command.make_context(ctx.info_name, [], resilient_parsing=True).params   # click's, converted
+    refuse_other_profiler(engine_name, engine_name == TORCH_PROFILER, ctx.params, defaults)
     if engine_name == TORCH_PROFILER:
         grid = (int_list(grid_batches, "--grid-batches"), int_list(grid_q, "--grid-q"),
                 int_list(grid_contexts, "--grid-contexts", minimum=0))

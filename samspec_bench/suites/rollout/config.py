@@ -21,6 +21,7 @@ from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, 
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id, resolve_tokenizer
 from samspec_bench.sam.strategies import STRATEGY_SOURCES, parse_strategy, parse_switch
 from samspec_bench.suites.rollout.presets import get_preset
+from samspec_bench.suites.rollout.unread_options import check_data_dir, refuse_unread
 
 SUITE = "rollout"
 ENGINES = engine_names()                            # replay (simulated arms), reference, vllm
@@ -88,6 +89,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
     caps = engine_capabilities(engine)
     if preset and caps.generates:
         raise UserError(f"--preset {preset} with --engine {engine}: presets are simulated; use --engine replay")
+    check_data_dir(data_dir)
     base = RolloutConfig()
 
     def pick(name, given):
@@ -126,6 +128,10 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
         cfg.traces = cfg.traces or str(ddir.joinpath(*DEFAULT_TRACES))
         cfg.tokenizer = cfg.tokenizer or str(ddir.joinpath(*DEFAULT_TOKENIZER))
     validate(cfg)
+    # options nothing would read, refused: those a preset may fill count when the user moved them
+    given = {name for name, raw in (("ks", ks), ("thresholds", spec_threshold), ("sources", sources))
+             if raw is not None and getattr(cfg, name) != pick(name, None)}
+    refuse_unread(cfg, given, drawn=random_lengths(cfg))
     cfg.device = engine_device(engine, device)   # a device that is not there stops here, before anything runs
     # --model as every suite takes it (models.model_id / check_model): a short name becomes its
     # id; a measured engine's model is looked for now, so an uncached one offline stops here
@@ -317,6 +323,14 @@ def draw_lengths(spec: str, n: int, seed: int, lo: int, hi: int, trace_lengths: 
     except (ValueError, IndexError):
         raise UserError(f"--length-dist {spec!r}: use lognormal:MEDIAN:SIGMA, pareto:MIN:ALPHA, fixed:N or trace") from None
     return np.clip(np.round(x), lo, hi).astype(np.int64)
+
+
+RANDOM_LENGTHS = ("lognormal", "pareto", "trace")   # --length-dist kinds drawn with the seed
+
+
+def random_lengths(cfg: RolloutConfig) -> bool:
+    """Whether the run's lengths change with the seed (drawn from a distribution)."""
+    return cfg.length_dist is not None and cfg.length_dist.split(":")[0] in RANDOM_LENGTHS
 
 
 LENGTH_KINDS = {"lognormal": "lognormal:MEDIAN:SIGMA (MEDIAN > 0 tokens, SIGMA >= 0)",

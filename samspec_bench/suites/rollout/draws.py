@@ -15,20 +15,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from samspec_bench.suites.rollout.config import RolloutConfig
+from samspec_bench.suites.rollout.config import RolloutConfig, random_lengths
 from samspec_bench.suites.rollout.phases import ratio, tail_mask
 from samspec_bench.suites.rollout.spread import spread
 
 DEFAULT_DRAWS = 5
-RANDOM_LENGTHS = ("lognormal", "pareto", "trace")   # --length-dist kinds drawn with the seed
 ARM_FIGURES = ("total_s", "head_s", "tail_s", "speedup_overall", "speedup_head", "speedup_tail",
                "speedup_mean_instance", "time_saved_fraction", "tokens_per_step", "drafted_per_step",
                "verify_tokens_per_token", "tokens_per_step_head", "tokens_per_step_tail", "preemptions")
-
-
-def random_lengths(cfg: RolloutConfig) -> bool:
-    """Whether the run's lengths change with the seed (drawn from a distribution)."""
-    return cfg.length_dist is not None and cfg.length_dist.split(":")[0] in RANDOM_LENGTHS
 
 
 def draw_seeds(cfg: RolloutConfig) -> list[int]:

@@ -106,10 +106,11 @@ def test_preset_fills_the_config_and_explicit_options_win(shared_data):
     assert cfg.arms == ["off", "threshold"] and cfg.sources == "own" and cfg.preset == "seed-qwen3-32b"
     over = ro.build_config(**_params(data_dir=str(shared_data), preset="seed-qwen3-32b", max_num_seqs=7, dp=2,
                                      spec_threshold="2,3", ks="4", step_model="/x.json", prompts=8,
-                                     length_dist="fixed:100", sensitivity=False, arms="off,always"))
+                                     length_dist="fixed:100", sensitivity=False, arms="off,always,threshold"))
     assert (over.max_num_seqs, over.dp, over.thresholds, over.ks, over.step_model, over.prompts) == \
         (7, 2, [2, 3], [4], "/x.json", 8)
-    assert over.length_dist == "fixed:100" and over.sensitivity is False and over.arms == ["off", "always"]
+    assert over.length_dist == "fixed:100" and over.sensitivity is False
+    assert over.arms == ["off", "always", "threshold"]
     assert over.group_size == 16 and over.max_response_len == 34816     # the rest still the preset's
     # an explicit value equal to the generic default still wins over the preset
     assert ro.build_config(**_params(data_dir=str(shared_data), preset="seed-qwen3-32b", max_num_seqs=64)).max_num_seqs == 64

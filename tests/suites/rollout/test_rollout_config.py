@@ -37,8 +37,10 @@ def test_click_defaults_make_the_dataclass_defaults(shared_data):
     assert cfg.traces == str(shared_data / "traces" / "qwen25math_math_100x8.jsonl")
     assert cfg.tokenizer == str(shared_data / "tokenizers" / "qwen3")
     assert cfg == ro.RolloutConfig(traces=cfg.traces, tokenizer=cfg.tokenizer)
-    # a measured engine needs no data directory
-    assert ro.build_config(**_defaults(engine="reference", data_dir="/no/such/dir")).traces is None
+    # a measured engine needs no data directory (one that is not there is refused: unread_options)
+    assert ro.build_config(**_defaults(engine="reference")).traces is None
+    with pytest.raises(UserError, match="--data-dir /no/such/dir: no such data directory"):
+        ro.build_config(**_defaults(engine="reference", data_dir="/no/such/dir"))
 
 
 def test_replay_with_model_uses_its_tokenizer(shared_data, tmp_path, monkeypatch):
