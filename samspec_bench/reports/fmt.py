@@ -61,6 +61,15 @@ def x2(v: Any) -> str:
     return f"{v:.2f}" if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else "–"
 
 
+def run_setting(settings: dict, key: str, default: str) -> str:
+    """A `samspec-bench run` setting as the report shows it: its value; 'none' where no
+    selected step used it (run_state's `not_used`); else `default`."""
+    value = settings.get(key)
+    if value is None and key in (settings.get("not_used") or {}):
+        return "none (no selected step uses it)"
+    return str(value) if value is not None else default
+
+
 def threads_text(chosen: Any) -> str:
     """`samspec-bench run`'s torch-thread choice (run_state.json "threads") as a clause:
     ", torch threads 1 (2 cores available, load average 7.4 when the run started)"; "" without one."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from samspec_bench.reports.answers import Answer, AnswerSet, answer_sets
-from samspec_bench.reports.fmt import fmt, fmt_headline, threads_text
+from samspec_bench.reports.fmt import fmt, fmt_headline, run_setting, threads_text
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
 from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
@@ -229,8 +229,8 @@ def _steps(report: Report) -> str:
     for rs in report.run_states:
         state = rs["state"]
         settings = state.get("settings") or {}
-        out.append(f"<p class=\"sub\">{esc(rs['path'])}: model <code>{esc(settings.get('model'))}</code>, "
-                   f"engine <code>{esc(settings.get('engine') or 'default')}</code>, data "
+        out.append(f"<p class=\"sub\">{esc(rs['path'])}: model <code>{esc(run_setting(settings, 'model', 'default'))}"
+                   f"</code>, engine <code>{esc(run_setting(settings, 'engine', 'default'))}</code>, data "
                    f"<code>{esc(settings.get('data_dir') or 'built-in workload')}</code>"
                    f"{esc(threads_text(state.get('threads')))}</p>")
         rows = []

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from samspec_bench.reports.answers import Answer, answer_sets
-from samspec_bench.reports.fmt import fmt, fmt_headline, threads_text
+from samspec_bench.reports.fmt import fmt, fmt_headline, run_setting, threads_text
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
 from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
@@ -139,8 +139,8 @@ class _Renderer:
         for rs in self.report.run_states:
             state = rs["state"]
             st = state.get("settings") or {}
-            out.append(f"## Steps of samspec-bench run\n\n`{rs['path']}`: model `{st.get('model')}`, engine "
-                       f"`{st.get('engine') or 'default'}`, data `{st.get('data_dir') or 'built-in workload'}`"
+            out.append(f"## Steps of samspec-bench run\n\n`{rs['path']}`: model `{run_setting(st, 'model', 'default')}`, "
+                       f"engine `{run_setting(st, 'engine', 'default')}`, data `{st.get('data_dir') or 'built-in workload'}`"
                        f"{threads_text(state.get('threads'))}\n\n")
             rows = []
             for name, s in (state.get("steps") or {}).items():

@@ -12,7 +12,7 @@ import samspec_bench
 from samspec_bench.errors import UserError
 from samspec_bench.reports import model, suite_headlines, tool_headlines
 from samspec_bench.reports.collect import SUITE_ORDER, find_run_dirs, load_figures, run_label
-from samspec_bench.reports.fmt import fmt, fmt_headline
+from samspec_bench.reports.fmt import fmt, fmt_headline, run_setting
 from samspec_bench.reports.headlines import REGISTRY, register, summarize
 from samspec_bench.reports.metadata import model_of
 from samspec_bench.reports.model import headline
@@ -172,3 +172,10 @@ def test_reports_imports_point_down_and_sit_at_the_top():
 def test_no_module_of_the_package_is_over_500_lines():
     for p in [*REPORTS.glob("*.py"), PKG / "suites" / "report_cmd.py"]:
         assert p.read_text(encoding="utf-8").count("\n") <= 500, p.name
+
+
+def test_a_run_setting_no_step_used_reads_none_not_the_python_value():
+    settings = {"model": None, "engine": "reference", "not_used": {"model": "HuggingFaceTB/SmolLM2-135M"}}
+    assert run_setting(settings, "model", "default") == "none (no selected step uses it)"
+    assert run_setting(settings, "engine", "default") == "reference"
+    assert run_setting({"model": None}, "model", "default") == "default"     # an older run_state: no not_used

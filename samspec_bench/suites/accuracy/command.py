@@ -31,8 +31,10 @@ def execute(job: AccuracyRun, *, output, resume=None, json_path=None) -> int:
     console = Console(stderr=json_path == "-")
     if not console.is_terminal:
         console = Console(stderr=json_path == "-", width=200)
+    for note in job.notes:
+        console.print(f"note: {note}", highlight=False)
     result, _ = run(cfg, output, resume=resume, progress=job.progress, console=console,
-                    output_path=job.output_path, log_samples=job.log_samples)
+                    output_path=job.output_path, log_samples=job.log_samples, notes=job.notes)
     print_report(result, console)
     emit_json(result, json_path)
     failed = failed_arms(result)
@@ -93,8 +95,8 @@ class LmEvalCommand(click.Command):
 @click.option("--max-num-seqs", default=64, show_default=True, type=int, help="Reference engine batch size.")
 @click.option("--apply-chat-template", is_flag=True, default=False,
               help="Prompt through the model's chat template (lm-eval's apply_chat_template).")
-@click.option("--fewshot-as-multiturn/--no-fewshot-as-multiturn", default=True, show_default=True,
-              help="With --apply-chat-template: few-shot examples as chat turns.")
+@click.option("--fewshot-as-multiturn/--no-fewshot-as-multiturn", default=None,
+              help="With --apply-chat-template only: few-shot examples as chat turns (default: on, as lm-eval's).")
 @click.option("--alpha", default=0.05, show_default=True, type=float, help="Test level.")
 @click.option("--threads", default=1, show_default=True, type=int,
               help="torch threads; 0 = torch's default. 1 because small GEMMs stall with several threads "
@@ -105,7 +107,8 @@ class LmEvalCommand(click.Command):
                    "(sam_off/<model>/, sam_on/<model>/); the run folder always holds them under lm_eval/.")
 @click.option("--log-samples", "log_samples", is_flag=True, default=False,
               help="lm-eval's --log_samples: with --output_path, its samples_<task>_<date>.jsonl too (what "
-                   "`samspec-bench accept --traces` reads).")
+                   "`samspec-bench accept --traces` reads); the run folder always holds them (a note says so "
+                   "without --output_path).")
 @click.option("--resume", default=None, type=click.Path(), help="Continue this run directory (finished samples are kept).")
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
 @click.option("--progress/--no-progress", default=True, show_default=True)

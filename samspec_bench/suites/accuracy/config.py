@@ -56,7 +56,7 @@ class AccuracyConfig:
     bootstrap_iters: int = 10000      # the paired bootstrap
     lm_eval_bootstrap_iters: int = 1000  # lm-eval's own stderr bootstrap (exact_match's stderr is analytic)
     apply_chat_template: bool = False
-    fewshot_as_multiturn: bool = True    # with apply_chat_template (lm-eval's default)
+    fewshot_as_multiturn: bool = True    # read with apply_chat_template only (lm-eval's default there)
     device: str = "cpu"                  # where the model runs (resolved --device; --resume takes this call's)
 
     def check(self) -> None:
@@ -78,6 +78,20 @@ class AccuracyConfig:
         int_at_least(self.threads, "--threads", 0)
         number_in(self.top_p, "--top-p", 0, 1, lo_open=True)
         number_in(self.alpha, "--alpha", 0, 1, lo_open=True, hi_open=True)
+        self.check_greedy()
+
+    def check_greedy(self) -> None:
+        """--top-p / --top-k (or --gen_kwargs top_p / top_k) with temperature 0: greedy decoding takes
+        the most likely token, which top-p and top-k always keep, so they would change nothing."""
+        if self.temperature != 0:
+            return
+        filters = [f"--gen_kwargs {key}={value}" if key in self.gen_kwargs else f"{opt} {value}"
+                   for key, opt in (("top_p", "--top-p"), ("top_k", "--top-k"))
+                   if (value := getattr(self, key)) != getattr(AccuracyConfig, key)]
+        if filters:
+            raise UserError(f"{' and '.join(filters)} with temperature 0: greedy decoding takes the most likely token, "
+                            "which top-p and top-k always keep, so nothing would change; drop "
+                            f"{'them' if len(filters) > 1 else 'it'}, or sample with --temperature > 0")
 
     def check_drafting(self) -> None:
         """--drafter and -k, named now: the 'with SAM' arm would otherwise fail every sample
@@ -124,6 +138,7 @@ class AccuracyRun:
     progress: bool
     output_path: str | None = None
     log_samples: bool = False
+    notes: tuple[str, ...] = ()   # printed before the run and kept in result.json's "notes"
 
 
 def _check_output_path(output_path: str | None) -> str | None:
@@ -160,6 +175,11 @@ def build_config(*, model, engine, device, tasks, data_dir, limit, num_samples, 
     """The command's options (click's values; the click options hold the defaults), checked; a
     device that is not there stops here, before the run folder. lm-eval's --model_args and
     --gen_kwargs are merged into the settings (a contradiction with our own options is refused)."""
+    if fewshot_as_multiturn is not None and not apply_chat_template:
+        # lm-eval reads it only through a chat template (api/task.py); its CLI refuses it set without one
+        given = "--fewshot-as-multiturn" if fewshot_as_multiturn else "--no-fewshot-as-multiturn"
+        raise UserError(f"{given} without --apply-chat-template: few-shot examples become chat turns only in a chat "
+                        f"template; add --apply-chat-template, or drop {given}")
     margs, gargs = parse_kv(model_args, "--model_args"), parse_kv(gen_kwargs, "--gen_kwargs")
     opts = merge_model_args(margs, {"model": model, "engine": engine, "dtype": dtype, "device": device,
                                     "max_num_seqs": max_num_seqs}, OPTION_DEFAULTS)
@@ -182,7 +202,13 @@ def build_config(*, model, engine, device, tasks, data_dir, limit, num_samples, 
                          dtype=opts.get("dtype", dtype), max_num_seqs=opts.get("max_num_seqs", max_num_seqs),
                          threads=threads, alpha=alpha, engine_args=opts.get("engine_args", {}), model_args=margs,
                          gen_kwargs=gargs, apply_chat_template=apply_chat_template,
-                         fewshot_as_multiturn=fewshot_as_multiturn)
+                         fewshot_as_multiturn=True if fewshot_as_multiturn is None else fewshot_as_multiturn)
     cfg = replace(cfg, dtype=engine_dtype(engine, cfg.dtype, cfg.device))   # auto resolved for the record
     cfg.check()
-    return AccuracyRun(cfg, progress, output_path=_check_output_path(output_path), log_samples=bool(log_samples))
+    notes = ()
+    if log_samples and not output_path:
+        # not refused: the samples are written either way (lm-eval itself refuses it without --output_path)
+        notes = ("--log-samples without --output-path changes nothing: lm-eval's samples files are always written "
+                 "to the run folder (lm_eval/sam_off, lm_eval/sam_on); --log-samples copies them to --output-path",)
+    return AccuracyRun(cfg, progress, output_path=_check_output_path(output_path), log_samples=bool(log_samples),
+                       notes=notes)

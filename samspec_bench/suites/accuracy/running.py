@@ -54,10 +54,12 @@ def _score(v) -> float | None:
 
 
 def run(cfg: AccuracyConfig, output: str = "results", resume: str | None = None, progress: bool = True,
-        console=None, engine=None, output_path: str | None = None, log_samples: bool = False) -> tuple[dict, Path]:
+        console=None, engine=None, output_path: str | None = None, log_samples: bool = False,
+        notes: tuple[str, ...] = ()) -> tuple[dict, Path]:
     """Run every task with SAM off and on; write the run directory (lm-eval's own files of each
     arm under lm_eval/, copied to `output_path`: lm_outputs); return (result, path).
-    `engine`: an engine to reuse (tests); otherwise one is built from cfg."""
+    `engine`: an engine to reuse (tests); otherwise one is built from cfg. `notes`: lines about
+    the options (AccuracyRun.notes), kept in result.json's "notes"."""
     cfg.check()
     if engine is None and not cfg.model.startswith("builtin:"):
         resolve_model(cfg.model)   # a checkpoint path: checked before any work (built-ins are built on use)
@@ -67,7 +69,7 @@ def run(cfg: AccuracyConfig, output: str = "results", resume: str | None = None,
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     try:
-        return _run(cfg, output, resume, progress, console, engine, (output_path, log_samples))
+        return _run(cfg, output, resume, progress, console, engine, (output_path, log_samples), notes)
     finally:
         torch.set_num_threads(before)
 
@@ -77,7 +79,7 @@ def _log(console, msg: str) -> None:
         console.print(msg)
 
 
-def _run(cfg, output, resume, progress, console, engine, lm_out) -> tuple[dict, Path]:
+def _run(cfg, output, resume, progress, console, engine, lm_out, notes=()) -> tuple[dict, Path]:
     # a bad --resume is named before lm-eval loads (opening it to resume writes nothing)
     resumed = RunDir(output, SUITE, resume=resume) if resume is not None else None
     try:
@@ -139,6 +141,8 @@ def _run(cfg, output, resume, progress, console, engine, lm_out) -> tuple[dict, 
              "lm_eval_files": {"run": lm_files, "output_path": lm_out[0], "log_samples": lm_out[1]},
              "sampling": "temperature/top_p/top_k/max_gen_toks of this run, handed to lm-eval as gen_kwargs: "
                          "they replace the tasks' own; `until` is the task's unless --gen_kwargs until=... is given"}
+    if notes:
+        extra["notes"] = list(notes)
     run_dir.write_result(cfg, metrics, {"accuracy": [_table_row(t, m) for t, m in metrics.items()]}, extra=extra,
                          device=device_record(cfg.engine, cfg.device))
     result = json.loads(run_dir.file("result.json").read_text(encoding="utf-8"))

@@ -170,7 +170,8 @@ def execute(config: CurvesConfig, *, output: str, resume: str | None = None, jso
 @click.option("--speed-metric", "speed_metrics", multiple=True,
               help="Also report this tag as a speed ratio B/A (repeatable; globs allowed).")
 @click.option("--margin", "margins", multiple=True,
-              help="Equivalence margin NAME=VALUE (repeatable): NAME a family, metric or tag; VALUE in the metric's "
+              help="Equivalence margin NAME=VALUE (repeatable): NAME a learning family, metric or tag (speed ratios "
+                   "take none); VALUE in the metric's "
                    "unit (reward=0.02) or a percentage of the baseline's mean (entropy=5%). Defaults: reward ±0.05, "
                    "length ±10%, clip_ratio ±0.02, entropy ±10%, validation ±0.03, kl ±20%, --metric tags ±10%.")
 @click.option("--alpha", default=0.05, show_default=True, type=float,

@@ -25,7 +25,8 @@ where a few points is what a user would call a change in learning (0.05 on the t
 reward, which is noisier and bigger per step than a validation score, 0.03 on validation);
 length, entropy and KL change by multiples during training, so their margins are relative to
 the baseline's mean over the compared steps (10%, and 20% for KL: it is small and noisy).
-Every margin is overridable (`--margin reward=0.02`, `--margin entropy=5%`, or a tag).
+Every margin is overridable (`--margin reward=0.02`, `--margin entropy=5%`, or a tag); speed
+metrics are ratios with no margin, and a --margin naming one is refused.
 
 Validation: per data source one variable is compared, the first that every run logged at two
 or more steps, in the order acc, reward, score, then others; a run's val-core tag is
@@ -223,17 +224,29 @@ def _tags(run: TrainingRun) -> set[str]:
 
 def check_margin_names(margins: dict[str, Margin], metrics: list[Resolved], families: list[str],
                        typed: dict[str, str] | None = None) -> None:
-    """Every --margin NAME names something compared: a requested family, a metric or one of
-    its tags; otherwise a UserError echoing the argument (`typed`: name -> as typed) and
-    listing the nearest."""
-    used = set(families) | {x for m in metrics for x in (m.name, m.spec.family, *m.spec.aliases, *m.tags.values())
-                            if x}
+    """Every --margin NAME names something compared with an equivalence test: a requested family
+    that has one (not speed: its rows are ratios), a learning metric or one of its tags;
+    otherwise a UserError echoing the argument (`typed`: name -> as typed) and listing the
+    nearest or, for a speed family, metric or tag, the families that take margins."""
+    margined = [f for f in families if f != "speed"]
+    learning = [m for m in metrics if m.spec.kind == "learning"]
+    used = set(margined) | {x for m in learning for x in (m.name, *m.spec.aliases, *m.tags.values()) if x}
+    ratios = {x for m in metrics if m.spec.kind == "speed"
+              for x in (m.name, m.spec.family, *m.spec.aliases, *m.tags.values()) if x} - used
+    ratios |= {"speed", *(a for s in SPECS if s.kind == "speed" for a in (s.name, *s.aliases))} - used
+    takes = ", ".join(margined) if margined else "none requested (--families)"
     for key in margins:
-        if key not in used:
-            arg = (typed or {}).get(key) or f"{key}={margins[key].record()}"
-            shown = arg if not any(ch in arg for ch in " \t'\"") else repr(arg)
-            raise UserError(f"--margin {shown}: names no compared family, metric or tag{nearest(key, used)}; "
-                            "give a family (" + ", ".join(families) + "), a metric or a tag compared with --metric")
+        if key in used:
+            continue
+        arg = (typed or {}).get(key) or f"{key}={margins[key].record()}"
+        shown = arg if not any(ch in arg for ch in " \t'\"") else repr(arg)
+        if key in ratios:
+            what = "the speed family" if key == "speed" else f"{key} (a speed metric)"
+            raise UserError(f"--margin {shown}: {what} is compared as a ratio B/A with an interval, not by an "
+                            f"equivalence test, so no margin applies; margins are for the families {takes} (their "
+                            "metrics and tags) and tags given with --metric")
+        raise UserError(f"--margin {shown}: names no compared family, metric or tag{nearest(key, used)}; "
+                        f"give a family that has a margin ({takes}), a metric or a tag compared with --metric")
 
 
 def _rate_like(tag: str) -> bool:

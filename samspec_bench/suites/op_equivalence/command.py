@@ -157,7 +157,7 @@ def execute(config: OpEqConfig, *, output: str, resume: str | None = None, json_
               help="Draft tokens: the verify path scores k+1 query tokens per request.")
 @click.option("--device", default="auto", show_default=True, help=DEVICE_HELP + " The kernel level runs on it too "
               "(a kernel pair made for another kind of device is skipped, saying so).")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=int, help="Kernel level: seed of the random inputs.")
 @click.option("--num-seqs", default=8, show_default=True, type=int, help="Kernel level: requests per case.")
 @click.option("--seq-len", default="16:1024", show_default=True, help="Kernel level: context lengths MIN:MAX.")
 @click.option("--block-size", default="16", show_default=True, help="Kernel level: KV block sizes (comma list).")
@@ -169,11 +169,14 @@ def execute(config: OpEqConfig, *, output: str, resume: str | None = None, json_
               help="Model level: prompts from this benchmark of the shared data (gsm8k, math500, aime24, aime25).")
 @click.option("--prompts", "prompts_file", default=None, type=click.Path(),
               help="Model level: prompts file instead (JSONL with prompt/question/problem, or one per line).")
-@click.option("--data-dir", default=None, type=click.Path(), help="Shared data directory.")
-@click.option("--num-prompts", default=8, show_default=True, type=int)
+@click.option("--data-dir", default=None, type=click.Path(),
+              help="Model level: shared data directory (its benchmarks/).")
+@click.option("--num-prompts", default=8, show_default=True, type=int, help="Model level: prompts.")
 @click.option("--max-tokens", default=128, show_default=True, type=int, help="Model level: greedy tokens per prompt.")
-@click.option("--chat-template", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
-@click.option("--drafter", default="sam", show_default=True, help="Drafter of the greedy with/without comparison.")
+@click.option("--chat-template", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Model level: prompt through the model's chat template.")
+@click.option("--drafter", default="sam", show_default=True,
+              help="Model level: drafter of the greedy with/without comparison.")
 @click.option("--control/--no-control", default=True, show_default=True,
               help="Model level: also score in batch-invariant mode (shows where differences come from).")
 @click.option("--tolerance", default=None, type=float,
@@ -188,7 +191,8 @@ def execute(config: OpEqConfig, *, output: str, resume: str | None = None, json_
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def command(output, json_path, **params):
     """Are the decode and verify paths numerically equivalent? Kernel pairs on random paged
-    inputs, and (with --model) a model scored token by token vs in chunks of k+1."""
+    inputs, and (with --model) a model scored token by token vs in chunks of k+1. An option of a
+    level that does not run (--level, no --model) is refused."""
     code = execute(build_config(**params), output=output, json_path=json_path)
     if code:
         # SystemExit, not click's Exit: with standalone_mode=False click returns Exit's code

@@ -91,12 +91,51 @@ def check_pairs(names: list[str] | None) -> list[str]:
     return chosen
 
 
+# Options only one level reads (config field -> option): set away from their defaults while that
+# level does not run, they would change nothing, so they are refused. Both levels read -k,
+# --dtype, --device, --tolerance(-metric) and --threads.
+MODEL_LEVEL_OPTIONS = {"model": "--model", "engine": "--engine", "benchmark": "--benchmark",
+                       "prompts_file": "--prompts", "data_dir": "--data-dir", "num_prompts": "--num-prompts",
+                       "max_tokens": "--max-tokens", "chat_template": "--chat-template", "drafter": "--drafter",
+                       "control": "--no-control"}
+KERNEL_LEVEL_OPTIONS = {"pairs": "--pairs", "num_seqs": "--num-seqs", "min_seq_len": "--seq-len",
+                        "max_seq_len": "--seq-len", "block_sizes": "--block-size", "num_heads": "--num-heads",
+                        "gqa": "--gqa", "head_dims": "--head-dim", "trials": "--trials", "seed": "--seed"}
+
+
+def _set_options(cfg: OpEqConfig, options: dict[str, str]) -> list[str]:
+    """The options of `options` whose field in cfg is away from OpEqConfig's default (which the
+    click options share), each named once."""
+    default = OpEqConfig()
+    names = [opt for name, opt in options.items() if getattr(cfg, name) != getattr(default, name)]
+    return list(dict.fromkeys(names))
+
+
+def refuse_unused_level_options(cfg: OpEqConfig) -> None:
+    """A UserError naming the options of a level that does not run (nothing silent): model-level
+    options without the model level (--level kernel, or no --model), kernel-level ones with
+    --level model."""
+    model_runs = "model" in cfg.levels and bool(cfg.model)
+    unused = _set_options(cfg, MODEL_LEVEL_OPTIONS) if not model_runs else []
+    if unused:
+        why = "--level " + ",".join(cfg.levels) if "model" not in cfg.levels else "no --model"
+        fix = (f"add model to --level{'' if cfg.model else ' (with --model)'}" if "model" not in cfg.levels
+               else f"add --model (e.g. {BUILTIN_MODEL})")
+        raise UserError(f"{', '.join(unused)}: model-level option{'s' if len(unused) > 1 else ''}, and the model "
+                        f"level does not run ({why}); {fix}, or drop {'them' if len(unused) > 1 else 'it'}")
+    unused = _set_options(cfg, KERNEL_LEVEL_OPTIONS) if "kernel" not in cfg.levels else []
+    if unused:
+        raise UserError(f"{', '.join(unused)}: kernel-level option{'s' if len(unused) > 1 else ''}, and the kernel "
+                        f"level does not run (--level {','.join(cfg.levels)}); add kernel to --level, or drop "
+                        f"{'them' if len(unused) > 1 else 'it'}")
+
+
 def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_seqs, seq_len, block_size, num_heads,
                  gqa, head_dim, trials, benchmark, prompts_file, data_dir, num_prompts, max_tokens, chat_template,
                  drafter, control, tolerance, tolerance_metric, threads, progress) -> OpEqConfig:
     """The command's parameters (by their Python names, as click converts them; the choices
     already checked by click's types) as a checked OpEqConfig. Raises UserError naming the bad
-    option."""
+    option, or an option of a level that does not run."""
     lv = comma_list(levels, "--level", "kernel,model")
     if any(x not in LEVELS for x in lv):
         raise UserError(f"--level {levels!r}: use kernel, model or both (comma list)")
@@ -115,16 +154,7 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
     bad_gqa = [g for g in int_list(gqa, "--gqa") if num_heads % g]
     if bad_gqa:
         raise UserError(f"--gqa {bad_gqa[0]}: --num-heads {num_heads} is not a multiple of it")
-    # a device that is not there stops here, before any work; an engine that places itself (vLLM)
-    # refuses a device that is not its platform's
-    device = resolve_device(device)
-    if "model" in lv and model:
-        engine_device(engine, device)
-    # a short name (Qwen3-8B) -> its Hugging Face id; the checkpoint looked for before any work
-    model = check_model(model) if "model" in lv else (model_id(model) if model else model)
     lo, hi = seq_range(seq_len)
-    if data_dir is None and prompts_file is None:
-        data_dir = BUILTIN_DATA_DIR   # model level: the --benchmark prompts of the built-in sets
     pair_list = comma_list(pairs, "--pairs", "reference,reference-fixed-order") if pairs else None   # none: all
     cfg = OpEqConfig(model=model, engine=engine, levels=lv, pairs=pair_list,
                      dtypes=dts, k=k, device=device, seed=seed, num_seqs=num_seqs, min_seq_len=lo, max_seq_len=hi,
@@ -133,6 +163,16 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
                      prompts_file=prompts_file, data_dir=data_dir, num_prompts=num_prompts, max_tokens=max_tokens,
                      chat_template=chat_template, drafter=drafter, control=control, tolerance=tolerance,
                      tolerance_metric=tolerance_metric, threads=threads, progress=progress)
+    refuse_unused_level_options(cfg)   # before any device, engine or model lookup
+    # a device that is not there stops here, before any work; an engine that places itself (vLLM)
+    # refuses a device that is not its platform's
+    cfg.device = resolve_device(device)
+    if "model" in lv and model:
+        engine_device(engine, cfg.device)
+    # a short name (Qwen3-8B) -> its Hugging Face id; the checkpoint looked for before any work
+    cfg.model = check_model(model) if "model" in lv else (model_id(model) if model else model)
+    if data_dir is None and prompts_file is None:
+        cfg.data_dir = BUILTIN_DATA_DIR   # model level: the --benchmark prompts of the built-in sets
     check_pairs(cfg.pairs)   # checked whatever the levels, as the command always did
     return cfg
 

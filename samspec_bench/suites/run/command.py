@@ -27,7 +27,7 @@ from samspec_bench.suites.run.config_file import check_sections, load_config, pa
 from samspec_bench.suites.run.config_options import check_engine
 from samspec_bench.suites.run.plan import Ctx
 from samspec_bench.suites.run.state import STATE_FILE, STATE_FORMAT, new_run_dir, now, read_state, write_state
-from samspec_bench.suites.run.steps import run_step
+from samspec_bench.suites.run.steps import globals_used, run_step
 
 DEFAULT_MODEL = BUILTIN_MODEL
 
@@ -47,6 +47,74 @@ def run_device(device: str | None, engine: str | None, where: str = "--device") 
     return device
 
 
+GLOBALS = (("model", "--model"), ("engine", "--engine"), ("device", "--device"))
+
+
+def _check_resume(s: dict, resume, model, engine, device, data_dir, config, steps) -> None:
+    """A resumed run keeps its settings: another --model / --engine / --device / --data-dir,
+    --config or --steps is a UserError. A setting no step of the run used is compared as given."""
+    unused = s.get("not_used") or {}
+    given = {"model": (model, lambda v: model_id(v)), "engine": (engine, lambda v: v),
+             "device": (device, resolve_device),
+             "data_dir": (data_dir, lambda v: str(Path(v).expanduser().resolve()))}
+    for key, (value, norm) in given.items():
+        if value is None:
+            continue
+        mine, saved = (value, unused[key]) if key in unused else (norm(value), s.get(key))
+        if mine != saved:
+            opt = "--" + key.replace("_", "-")
+            raise UserError(f"--resume {resume}: the run used {opt} {saved!r}, this call {mine!r}; "
+                            f"repeat the original options (or none) to continue it")
+    if config is not None:
+        raise UserError(f"--resume {resume}: the run's configuration is saved in its {STATE_FILE}; "
+                        "drop --config to continue it (or start a new run)")
+    if steps is not None and parse_steps(steps, "--steps") != s.get("steps"):
+        raise UserError(f"--resume {resume}: the run used --steps {s.get('steps')}; drop --steps to continue it")
+
+
+def _new_settings(sections: dict, model, engine, device, data_dir, config, steps) -> tuple[dict, list[str]]:
+    """A new run's settings (checked: a bad one is a UserError before the run folder exists) and
+    its notes: a --model / --engine / --device (or the config file's) that no selected step uses
+    is not checked, not recorded as the run's, and said in a note (refusing it would break
+    scripts that always pass it)."""
+    chosen = parse_steps(steps, "--steps") if steps is not None else parse_steps(sections.get("steps"), "steps:")
+    step_sections = {k: v for k, v in sections.items() if k in plan.STEP_NAMES}
+    # fail fast on a bad config section (unknown option, a value of the wrong type) before
+    # the run folder is made or anything runs
+    check_sections(step_sections)
+    engine_arg = engine
+    engine = check_engine(engine, "--engine") if engine else check_engine(sections.get("engine"), "engine:")
+    used = globals_used(chosen or list(plan.STEP_NAMES), step_sections, engine)
+    cli = {"model": model, "engine": engine_arg, "device": device}
+    given = {k: cli[k] if cli[k] is not None else sections.get(k) for k, _ in GLOBALS}
+    not_used = {k: (model_id(v) if k == "model" else v) for k, v in given.items() if v is not None and k not in used}
+    notes = []
+    if not_used:
+        shown = ", ".join(f"{opt} {given[k]}" if cli[k] is not None else f"{k}: {given[k]} (--config)"
+                          for k, opt in GLOBALS if k in not_used)
+        notes.append(f"{shown}: not used by the selected steps ({', '.join(chosen or plan.STEP_NAMES)}), which take "
+                     f"no {'/'.join(k for k, _ in GLOBALS if k in not_used)}; the run records none")
+    # a short name becomes its id; an uncached model offline stops here, before the run folder
+    model = check_model(model or sections.get("model") or DEFAULT_MODEL) if "model" in used else None
+    engine = engine if "engine" in used else None
+    if "device" in used:
+        device = run_device(device, engine) if device else run_device(sections.get("device"), engine, "device:")
+    else:
+        device = None
+    dd = data_dir or sections.get("data-dir") or os.environ.get("SAMSPEC_DATA_DIR") or None
+    if dd is not None:
+        p = Path(dd).expanduser()
+        if not p.is_dir():
+            raise UserError(f"--data-dir {dd}: no such directory; pass the shared data directory "
+                            "(traces/, tokenizers/, benchmarks/), or leave it out for the built-in workload")
+        dd = str(p.resolve())
+    settings = {"model": model, "engine": engine, "device": device, "data_dir": dd,
+                "config_file": str(config) if config else None, "sections": step_sections, "steps": chosen}
+    if not_used:
+        settings["not_used"] = not_used   # as given: a --resume compares them
+    return settings, notes
+
+
 def run_all(output: str | Path = "results", model: str | None = None, engine: str | None = None,
             data_dir: str | Path | None = None, config: str | Path | None = None, steps: str | None = None,
             resume: str | Path | None = None, console=None, device: str | None = None) -> tuple[dict, Path]:
@@ -55,46 +123,19 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
     if resume is not None:
         out = Path(resume)
         state = read_state(out)
-        s = state["settings"]
-        for opt, given, saved in (("--model", model_id(model) if model else None, s.get("model")), ("--engine", engine, s.get("engine")),
-                                  ("--device", resolve_device(device) if device else None, s.get("device")),
-                                  ("--data-dir", str(Path(data_dir).expanduser().resolve()) if data_dir else None,
-                                   s.get("data_dir"))):
-            if given is not None and given != saved:
-                raise UserError(f"--resume {resume}: the run used {opt} {saved!r}, this call {given!r}; "
-                                f"repeat the original options (or none) to continue it")
-        if config is not None:
-            raise UserError(f"--resume {resume}: the run's configuration is saved in its {STATE_FILE}; "
-                            "drop --config to continue it (or start a new run)")
-        if steps is not None and parse_steps(steps, "--steps") != s.get("steps"):
-            raise UserError(f"--resume {resume}: the run used --steps {s.get('steps')}; drop --steps to continue it")
+        _check_resume(state["settings"], resume, model, engine, device, data_dir, config, steps)
         console.print(f"resuming {out}", highlight=False)
     else:
         sections = load_config(config) if config else {}
-        # a short name becomes its id; an uncached model offline stops here, before the run folder
-        model = check_model(model or sections.get("model") or DEFAULT_MODEL)
-        engine = check_engine(engine, "--engine") if engine else check_engine(sections.get("engine"), "engine:")
-        device = run_device(device, engine) if device else run_device(sections.get("device"), engine, "device:")
-        dd = data_dir or sections.get("data-dir") or os.environ.get("SAMSPEC_DATA_DIR") or None
-        if dd is not None:
-            p = Path(dd).expanduser()
-            if not p.is_dir():
-                raise UserError(f"--data-dir {dd}: no such directory; pass the shared data directory "
-                                "(traces/, tokenizers/, benchmarks/), or leave it out for the built-in workload")
-            dd = str(p.resolve())
-        chosen = parse_steps(steps, "--steps") if steps is not None else parse_steps(sections.get("steps"), "steps:")
-        step_sections = {k: v for k, v in sections.items() if k in plan.STEP_NAMES}
-        # fail fast on a bad config section (unknown option, a value of the wrong type) before
-        # the run folder is made or anything runs
-        check_sections(step_sections)
+        settings, notes = _new_settings(sections, model, engine, device, data_dir, config, steps)
         out = new_run_dir(Path(output))
-        state = {"format": STATE_FORMAT, "created": now(),
-                 "settings": {"model": model, "engine": engine, "device": device, "data_dir": dd,
-                              "config_file": str(config) if config else None,
-                              "sections": step_sections, "steps": chosen},
-                 "steps": {}}
+        state = {"format": STATE_FORMAT, "created": now(), "settings": settings, "steps": {}}
+        if notes:
+            state["notes"] = notes
         write_state(out, state)
         click.echo(f"run directory: {out}")
+        for note in notes:
+            click.echo(f"note: {note}")
     s = state["settings"]
     ctx = Ctx(out=out, model=s["model"], engine=s.get("engine"), data_dir=Path(s["data_dir"]) if s.get("data_dir") else None,
               sections=s.get("sections") or {}, state=state, device=s.get("device"))
@@ -112,6 +153,7 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
                               highlight=False)
                 continue
             run_step(step, ctx, console, i, len(todo))
+            _add_notes(state["steps"].get(step.name), state.get("notes") or [])
             write_state(out, state)
     except KeyboardInterrupt:
         write_state(out, state)
@@ -122,6 +164,13 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
     html, md = render_reports(out)
     _print_summary(state, console, html)
     return state, out
+
+
+def _add_notes(st: dict | None, notes: list[str]) -> None:
+    """The run's notes on a step's row too (the summary table and the report show a step's notes)."""
+    if st is not None and notes:
+        have = list(st.get("notes") or [])
+        st["notes"] = have + [n for n in notes if n not in have]
 
 
 def _print_summary(state: dict, console, html: Path) -> None:

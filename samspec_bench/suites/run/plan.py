@@ -71,6 +71,9 @@ class Plan:
     # run before the suite with its final parameters (click names and values), e.g. to measure
     # the step-time profile a rollout replay is priced with
     prepare: Callable[[dict[str, Any]], None] | None = None
+    # the run's global settings (model, engine, data-dir, device) this step is not given: it
+    # would refuse them (an option of a part of the suite that does not run)
+    unused: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -167,24 +170,65 @@ def plan_drafters(ctx: Ctx) -> Plan:
     return Plan(options=opts)
 
 
+def _section_value(sections: dict[str, Any], step: str, *keys: str) -> Any:
+    """The value a step's config-file section gives under any of `keys` (dashed or underscored),
+    or None."""
+    sec = sections.get(step)
+    if not isinstance(sec, dict):
+        return None
+    return next((v for k, v in sec.items() if str(k).replace("_", "-") in keys), None)
+
+
 def plan_sampler(ctx: Ctx) -> Plan:
     threads_for(ctx)   # chosen before this run loads the machine (the first step planned)
     # The default battery and sample count (vocabularies up to 151,936, so the two-level draw
     # real models use; the power statement's 1 % loss at any position), this project's sampler,
     # the exact reference written from the math, vLLM's where it imports and two negative
     # controls (one of them a 1 % loss); the loop reference only in the speed comparison.
-    return Plan(options={"builtins": "samspec,token-rule,vllm,vllm-ascend,block-verify-demo,overaccept-1pct-demo",
-                         "speed-batch": "1,16,64", "speed-k": "3", "speed-vocab": "32000,151936", "speed-reps": 3,
-                         "speed-min-time": 0.1})
+    opts: dict[str, Any] = {"builtins": "samspec,token-rule,vllm,vllm-ascend,block-verify-demo,overaccept-1pct-demo"}
+    # the speed grid, unless the section turns the speed benchmark off (sampler refuses a grid it would not time)
+    if _section_value(ctx.sections, "sampler", "speed", "no-speed") is not False:
+        opts.update({"speed-batch": "1,16,64", "speed-k": "3", "speed-vocab": "32000,151936", "speed-reps": 3,
+                     "speed-min-time": 0.1})
+    return Plan(options=opts)
+
+
+def op_equivalence_levels(sections: dict[str, Any]) -> list[str]:
+    """The levels the op-equivalence step runs: its section's level (a comma list or a YAML list),
+    else both."""
+    value = _section_value(sections, "op-equivalence", "level", "levels")
+    if value is None:
+        return ["kernel", "model"]
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [str(x).strip() for x in items]
+
+
+def unused_globals(step: str, sections: dict[str, Any]) -> tuple[str, ...]:
+    """The run's global settings a step is not given under this config (Plan.unused): the model,
+    engine and data directory of op-equivalence without its model level."""
+    if step == "op-equivalence" and "model" not in op_equivalence_levels(sections):
+        return ("model", "engine", "data-dir")
+    return ()
 
 
 def plan_op_equivalence(ctx: Ctx) -> Plan:
-    """The model-level prompts: the data directory's gsm8k, else the built-in gsm8k set."""
-    opts: dict[str, Any] = {"model": ctx.model, "num-prompts": 2, "max-tokens": 32, "trials": 1,
-                            "seq-len": "16:256", "threads": threads_for(ctx)["threads"]}
-    if ctx.data_dir is not None:
-        opts["data-dir"] = str(ctx.data_dir)
-    return Plan(options=opts, notes=[threads_note(ctx)])
+    """The model-level prompts: the data directory's gsm8k, else the built-in gsm8k set. Only the
+    levels the config section selects get their options (op-equivalence refuses the others')."""
+    levels = op_equivalence_levels(ctx.sections)
+    opts: dict[str, Any] = {}
+    notes = []
+    if "model" in levels:
+        opts.update({"model": ctx.model, "num-prompts": 2, "max-tokens": 32})
+        if ctx.data_dir is not None:
+            opts["data-dir"] = str(ctx.data_dir)
+    else:
+        notes.append(f"level {','.join(levels)} (config file): the run's model, engine and data directory are not "
+                     "passed (the model level does not run)")
+    if "kernel" in levels:
+        opts.update({"trials": 1, "seq-len": "16:256"})
+    opts["threads"] = threads_for(ctx)["threads"]
+    return Plan(options=opts, notes=[*notes, threads_note(ctx)],
+                unused=unused_globals("op-equivalence", ctx.sections))
 
 
 def plan_accuracy(ctx: Ctx) -> Plan:

@@ -24,6 +24,7 @@ from samspec_bench.suites.run import state as run_state
 from samspec_bench.suites.run.config_file import workload_config
 from samspec_bench.suites.run.config_options import (build_args, engine_option, find_option, merge, suite_command,
                                               suite_module, suite_params)
+from samspec_bench.suites.run import plan as plan_mod
 from samspec_bench.suites.run.plan import Ctx, Step
 from samspec_bench.workload import generate_trace
 
@@ -86,14 +87,14 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
     notes = list(plan.notes)
     options = dict(plan.options)
     if cmd is not None:
-        # the run's global settings, for the commands that take them
-        if find_option(cmd, "model") is not None:
+        # the run's global settings, for the commands that take them (and whose plan uses them)
+        if find_option(cmd, "model") is not None and "model" not in plan.unused:
             options.setdefault("model", ctx.model)
-        if ctx.data_dir is not None and find_option(cmd, "data-dir") is not None:
+        if ctx.data_dir is not None and find_option(cmd, "data-dir") is not None and "data-dir" not in plan.unused:
             options.setdefault("data-dir", str(ctx.data_dir))
-        if ctx.device is not None and find_option(cmd, "device") is not None:
+        if ctx.device is not None and find_option(cmd, "device") is not None and "device" not in plan.unused:
             options.setdefault("device", ctx.device)
-        if ctx.engine is not None:
+        if ctx.engine is not None and "engine" not in plan.unused:
             value, note = engine_option(cmd, ctx.engine)
             if note and note.startswith("skip:"):
                 st.update({"status": "skipped", "reason": note[5:], "args": None})
@@ -167,6 +168,28 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
         for d in (step_dir, step_dir.parent):
             if d.is_dir() and not any(d.iterdir()):
                 d.rmdir()
+
+
+def globals_used(steps: list[str], sections: dict[str, Any], engine: str | None) -> set[str]:
+    """Which of the run's --model, --engine and --device some of `steps` uses: a suite whose
+    command takes the option (--engine: one of its engines; the built-in workload step: model and
+    device), less what its plan leaves out under this config (plan.unused_globals)."""
+    used: set[str] = set()
+    for step in plan_mod.STEPS:
+        if step.name not in steps:
+            continue
+        if step.command is None:
+            used |= {"model", "device"}
+            continue
+        cmd = suite_command(step.command)
+        if cmd is None:
+            continue
+        takes = {k for k in ("model", "device") if find_option(cmd, k) is not None}
+        p = find_option(cmd, "engine")
+        if p is not None and (engine is None or engine in (getattr(p.type, "choices", None) or [engine])):
+            takes.add("engine")
+        used |= takes - set(plan_mod.unused_globals(step.name, sections))
+    return used
 
 
 def cpu_seconds() -> float:

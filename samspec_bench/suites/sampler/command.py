@@ -50,8 +50,10 @@ def execute(config: SamplerConfig, *, output: str, resume: Optional[str] = None,
                    "detected with 80 % power at the default).")
 @click.option("--alpha", default=1e-3, show_default=True, type=float, help="Family-wise false-alarm rate per sampler.")
 @click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--max-vocab", default="151936", show_default=True, help="Skip battery cases with a larger vocabulary.")
-@click.option("--large-vocab", default="151936", show_default=True, help="Vocabulary of the large-vocab cases.")
+@click.option("--max-vocab", default="151936", show_default=True,
+              help="Skip battery cases with a larger vocabulary (one size).")
+@click.option("--large-vocab", default="151936", show_default=True,
+              help="Vocabulary of the large-vocab cases (one size).")
 @click.option("--full", is_flag=True, help="Extra cases and 4x the samples (minutes).")
 @click.option("--device", default="auto", show_default=True,
               help="Where the battery, the audits and the speed grid run: auto (CUDA, then NPU, then CPU), cpu, "

@@ -157,8 +157,8 @@ def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, 
                         f"choose from {', '.join(BUILTIN_AUDITS)}")
     audits = tuple(check_audit_spec(a) for a in audits)
     cfg = SamplerConfig(samples=samples, alpha=alpha, seed=seed, audits=audits, builtin=builtin, builtins=names,
-                        max_vocab=parse_vocab(max_vocab, "--max-vocab")[0],
-                        large_vocab=parse_vocab(large_vocab, "--large-vocab")[0], full=full, device=device,
+                        max_vocab=one_vocab(max_vocab, "--max-vocab"),
+                        large_vocab=one_vocab(large_vocab, "--large-vocab"), full=full, device=device,
                         speed=speed, speed_batches=tuple(int_list(speed_batch, "--speed-batch")),
                         speed_ks=tuple(int_list(speed_k, "--speed-k")), speed_vocabs=parse_vocab(speed_vocab),
                         speed_reps=speed_reps, speed_min_seconds=speed_min_time,
@@ -171,4 +171,39 @@ def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, 
     if max(cfg.speed_ks) > 32:
         raise UserError(f"--speed-k {speed_k}: draft lengths above 32 are not realistic; use 1..8")
     parse_device(device)   # the spelling here (no torch); whether it exists when the run starts
+    refuse_unused(cfg)
     return cfg
+
+
+def one_vocab(text: str, what: str) -> int:
+    """--max-vocab / --large-vocab: one vocabulary size; a comma list is refused (only one is used)."""
+    sizes = parse_vocab(text, what)
+    if len(sizes) > 1:
+        raise UserError(f"{what} {text!r}: takes one vocabulary size, got {len(sizes)}; give one (e.g. {what} "
+                        f"{sizes[0]})")
+    return sizes[0]
+
+
+SPEED_OPTIONS = {"speed_batches": "--speed-batch", "speed_ks": "--speed-k", "speed_vocabs": "--speed-vocab",
+                 "speed_reps": "--speed-reps", "speed_min_seconds": "--speed-min-time",
+                 "speed_threads": "--speed-threads"}
+
+
+def refuse_unused(cfg: SamplerConfig) -> None:
+    """Options that would change nothing, set away from their defaults (the click options share
+    SamplerConfig's), are a UserError naming them: the --speed-* grid with --no-speed,
+    --audit-timeout without an --audit module:function (built-ins run in this process, unlimited),
+    --builtins with --no-builtin."""
+    default = SamplerConfig()
+    if not cfg.speed:
+        unused = [opt for name, opt in SPEED_OPTIONS.items() if getattr(cfg, name) != getattr(default, name)]
+        if unused:
+            raise UserError(f"{', '.join(unused)} with --no-speed: the speed benchmark does not run; drop "
+                            f"{'them' if len(unused) > 1 else 'it'} or --no-speed")
+    if cfg.audit_timeout != default.audit_timeout and all(a in BUILTIN_AUDITS for a in cfg.audits):
+        raise UserError(f"--audit-timeout {cfg.audit_timeout:g}: limits a sampler given as --audit module:function "
+                        "(it runs in a worker process), and none is given (built-ins run in this process, without "
+                        "a limit); add --audit module:function or drop --audit-timeout")
+    if not cfg.builtin and cfg.builtins and cfg.builtins != default.builtins:
+        raise UserError(f"--builtins {','.join(cfg.builtins)} with --no-builtin: no built-in is audited; drop "
+                        "--no-builtin to audit them (or give them as --audit NAME), or drop --builtins")

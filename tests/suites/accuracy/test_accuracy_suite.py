@@ -200,7 +200,7 @@ def test_the_device_is_recorded_and_a_resume_runs_on_this_calls_device(tmp_path,
 
     base = dict(model="m", engine="reference", tasks="gsm8k", data_dir=str(data_dir), limit=None, num_samples=1,
                 temperature=0.0, top_p=1.0, max_gen_toks=64, drafter="sam", num_spec_tokens=3, seed=0,
-                dtype="float32", max_num_seqs=8, apply_chat_template=False, fewshot_as_multiturn=True, alpha=0.05,
+                dtype="float32", max_num_seqs=8, apply_chat_template=False, fewshot_as_multiturn=None, alpha=0.05,
                 threads=1, progress=False, **LM_EVAL_OPTIONS)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     cfg = build_config(**base, device="cpu").config
@@ -395,9 +395,9 @@ def test_build_config_converts_and_checks_the_options(tmp_path):
     from samspec_bench.errors import UserError
     from samspec_bench.suites.accuracy import AccuracyConfig, build_config
 
-    opts = dict(model="m", engine="reference", device="cpu", tasks="gsm8k,math500,gsm8k", data_dir=str(tmp_path), limit=None,
+    opts = dict(model="m", engine="reference", device="cpu", tasks="gsm8k,math500", data_dir=str(tmp_path), limit=None,
                 num_samples=1, temperature=0.0, top_p=1.0, max_gen_toks=64, drafter="sam", num_spec_tokens=3, seed=0,
-                dtype="float32", max_num_seqs=8, apply_chat_template=False, fewshot_as_multiturn=True, alpha=0.05,
+                dtype="float32", max_num_seqs=8, apply_chat_template=False, fewshot_as_multiturn=None, alpha=0.05,
                 threads=1, progress=False, **LM_EVAL_OPTIONS)
     job = build_config(**opts)
     assert job.config == AccuracyConfig(model="m", tasks=["gsm8k", "math500"], data_dir=str(tmp_path.resolve()),
@@ -411,6 +411,8 @@ def test_build_config_converts_and_checks_the_options(tmp_path):
         build_config(**{**opts, "num_samples": 2})
     with pytest.raises(UserError, match="gsm9k"):
         build_config(**{**opts, "tasks": "gsm9k"})
+    with pytest.raises(UserError, match="gsm8k is given twice"):   # refused, not dropped (errors.comma_list)
+        build_config(**{**opts, "tasks": "gsm8k,math500,gsm8k"})
 
 
 @pytest.mark.usefixtures("needs_lm_eval")
