@@ -228,7 +228,8 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
                 else None)
         opts = dict(k=s["k"], step_model=step_model, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T,
-                    position_edges=POSITION_EDGES, **kv_options(cfg), **tree_options(s))
+                    position_edges=POSITION_EDGES, **{"block_size": cfg.block_size, **kv_options(cfg)},
+                    **tree_options(s))   # block_size also cuts a capacity from device memory
         made = []   # the arm's switches (one per instance), read back for what they decided
 
         def policy(s=s):

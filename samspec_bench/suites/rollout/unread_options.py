@@ -62,10 +62,13 @@ def refuse_unread(cfg: Any, given: set[str], drawn: bool) -> None:
             raise UserError(f"{' / '.join(traces)} with --engine {cfg.engine}: a measured engine generates from the "
                             f"built-in prompts with its model's tokenizer; use --engine replay, or drop "
                             f"{pronouns(traces)[1]}")
-    if cfg.block_size != DEFAULT_BLOCK_SIZE and cfg.kv_capacity_tokens is None and not cfg.sensitivity:
-        raise UserError(f"--block-size {cfg.block_size} sizes the blocks of --kv-capacity-tokens, and none is given "
-                        f"(a step model's device memory is cut into {DEFAULT_BLOCK_SIZE}-token blocks); give "
-                        "--kv-capacity-tokens, or drop it")
+    # a roofline knows the device memory: its KV capacity is cut into --block-size blocks
+    knows_memory = str(cfg.step_model or "").strip().lower().split(":")[0] == "roofline"
+    if cfg.block_size != DEFAULT_BLOCK_SIZE and cfg.kv_capacity_tokens is None and not cfg.sensitivity \
+            and not knows_memory:
+        raise UserError(f"--block-size {cfg.block_size} sizes the KV cache's blocks, and this run has no KV limit (no "
+                        "--kv-capacity-tokens, and the step model does not know the device memory): give "
+                        "--kv-capacity-tokens or a roofline --step-model, or drop it")
     if not caps.generates:
         lengths_unread(cfg, drawn)
 

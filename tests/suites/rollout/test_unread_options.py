@@ -188,3 +188,21 @@ def test_a_preset_run_with_its_own_thresholds_still_runs(small, tmp_path):
                                           "--output", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert "threshold<=8 k=3" in res.output
+
+
+def test_block_size_cuts_a_roofline_s_device_memory(shared_data, tmp_path):
+    """With a roofline (it knows the device memory) --block-size is read without
+    --kv-capacity-tokens: blocks of 131,072 tokens, a few in the capacity, let only a few requests run at once."""
+    def run(block):
+        out = tmp_path / f"b{block}"
+        res = CliRunner().invoke(ro.command, [
+            "--engine", "replay", "--data-dir", str(shared_data), "--prompts", "4", "--group-size", "4",
+            "--max-num-seqs", "16", "--arms", "off", "--block-size", str(block),
+            "--step-model", "roofline:hardware=H100,model=Qwen/Qwen3-8B,tp=1,mode=graph", "--output", str(out)])
+        assert res.exit_code == 0, res.output
+        return json.loads(next(out.rglob("result.json")).read_text())["metrics"]["arms"]["off"]
+
+    small, big = run(16), run(1 << 17)
+    cap = small["kv"]["capacity_tokens"]
+    assert cap is not None and cap // (1 << 17) < 16          # fewer blocks than requests
+    assert big["total_s"] > 2 * small["total_s"]               # so fewer requests run at once
