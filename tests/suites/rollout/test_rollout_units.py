@@ -145,6 +145,15 @@ def test_profile_without_the_asked_k_is_refused(shared_data, tmp_path, capsys):
     assert not (tmp_path / "d").exists()
 
 
+def test_a_k_no_arm_drafts_with_is_not_asked_of_the_profile(shared_data, tmp_path):
+    # only strategies draft (arms: off): the default -k 3 is nobody's, so a k=8 profile prices the run
+    prof = _profile(tmp_path, k=8)
+    res = CliRunner().invoke(ro.command, ["--engine", "replay", "--data-dir", str(shared_data), "--prompts", "2",
+                                          "--strategy", "seed:k=8", "--step-model", str(prof),
+                                          "--output", str(tmp_path / "d")])
+    assert res.exit_code == 0, res.output
+
+
 def test_read_profile_round_trip(tmp_path):
     prof = _profile(tmp_path)
     model, meta = read_profile(prof)
