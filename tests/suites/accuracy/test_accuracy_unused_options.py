@@ -21,6 +21,7 @@ import pytest
 from samspec_bench.cli import main
 from samspec_bench.errors import UserError
 from samspec_bench.suites.accuracy import OUTPUT_PARAMS, build_config, command
+from accuracy_stubs import StubEngine
 
 BASE = ["--model", "builtin:tiny-qwen3", "--limit", "2", "--max-gen-toks", "4", "--device", "cpu"]
 
@@ -94,45 +95,6 @@ def test_log_samples_without_output_path_is_noted_not_refused(tmp_path):
     assert _job(BASE + ["--log-samples", "--output-path", str(tmp_path / "lm")]).notes == ()
 
 
-class _Stub:
-    """An engine that answers every prompt with the right GSM8K answer, in characters."""
-
-    name = "stub"
-
-    class tokenizer:   # noqa: N801 - an attribute holding a tokenizer, as an engine's
-        eos_token_id = 0
-
-        @staticmethod
-        def encode(text, add_special_tokens=False):
-            return [ord(c) for c in text]
-
-        @staticmethod
-        def decode(ids, skip_special_tokens=True):
-            return "".join(chr(i) for i in ids if i != 0)
-
-    def generate(self, requests, *, on_output=None, **kw):
-        from samspec_bench.bench.engines.base import FINISH_LENGTH, GenerationResult, RequestOutput
-        from samspec_bench.metrics import ResponseSteps
-
-        outs = []
-        for r in requests:
-            ids = self.tokenizer.encode(" 3 + 4 = 7\n#### 7\n\nQuestion:")[: r.params.max_tokens]
-            n = len(ids) - 1
-            steps = ResponseSteps(str(r.req_id), len(r.prompt_ids), len(ids), list(range(1, n + 1)), [0] * n,
-                                  [0] * n, [1] * n)
-            o = RequestOutput(r.req_id, list(r.prompt_ids), ids, [0.0] * len(ids), FINISH_LENGTH, steps)
-            outs.append(o)
-            if on_output:
-                on_output(o)
-        return GenerationResult(outputs=outs, steps=[], wall_time_s=0.0)
-
-    def describe(self):
-        return {"name": "stub"}
-
-    def close(self):
-        pass
-
-
 @pytest.mark.usefixtures("needs_lm_eval")
 def test_the_note_is_printed_and_kept_in_the_result(tmp_path, monkeypatch, capsys):
     """execute prints the note before the run; result.json and --json keep it in "notes"."""
@@ -144,7 +106,7 @@ def test_the_note_is_printed_and_kept_in_the_result(tmp_path, monkeypatch, capsy
         (bench / name).write_text(json.dumps({"question": "Ann has 3 pens and buys 4 more. How many?",
                                               "answer": "3 + 4 = 7\n#### 7"}) + "\n", encoding="utf-8")
     real_run = running.run
-    monkeypatch.setattr(accuracy_command, "run", lambda cfg, output, **kw: real_run(cfg, output, engine=_Stub(), **kw))
+    monkeypatch.setattr(accuracy_command, "run", lambda cfg, output, **kw: real_run(cfg, output, engine=StubEngine(answer=" 3 + 4 = 7\n#### 7\n\nQuestion:"), **kw))
     job = _job(BASE + ["--log-samples", "--data-dir", str(tmp_path / "data"), "--num-fewshot", "0", "--no-progress"])
     out = tmp_path / "r.json"
     assert accuracy_command.execute(job, output=str(tmp_path / "runs"), json_path=str(out)) == 0

@@ -160,12 +160,6 @@ def test_rollout_profile_keeps_its_own_profilers_options(argv):
     refuse_other_profiler(ctx.params["engine_name"], ctx.params["engine_name"] == "torch", ctx.params, defaults)
 
 
-@pytest.fixture
-def small(shared_data, tmp_path):
-    src = shared_data / "traces" / "qwen25math_math_100x8.jsonl"
-    p = tmp_path / "small.jsonl"
-    p.write_text("".join(src.read_text().splitlines(keepends=True)[:16]))   # 2 groups of 8
-    return p
 
 
 @pytest.mark.parametrize("extra, arms", [
