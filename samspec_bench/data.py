@@ -415,13 +415,22 @@ def find_traces(data_dir: str | Path) -> list[Path]:
     return files
 
 
+def check_data_dir(opt: str | Path | None) -> Path | None:
+    """A given --data-dir as a path; one that is not a directory is refused, also where the run
+    would not read it (traces and tokenizer given: nothing is silent)."""
+    if opt is None:
+        return None
+    p = Path(opt).expanduser()
+    if not p.is_dir():
+        raise UserError(f"--data-dir {opt}: no such directory; pass the shared data directory (traces/, tokenizers/, "
+                        "benchmarks/), or drop --data-dir")
+    return p
+
+
 def resolve_data_dir(opt: str | Path | None = None) -> Path:
     """`opt` when given, else SAMSPEC_DATA_DIR or ./shared/data or ../shared/data."""
     if opt is not None:
-        p = Path(opt).expanduser()
-        if not p.is_dir():
-            raise UserError(f"data directory {p} does not exist: pass --data-dir with the shared data directory")
-        return p
+        return check_data_dir(opt)
     p = default_data_dir()
     if p is None or not p.is_dir():
         where = f" ({p} does not exist)" if p is not None else ""

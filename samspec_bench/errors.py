@@ -8,9 +8,10 @@ file that holds the traceback); 130 interrupted.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 EXIT_GATE = 1
 EXIT_USAGE = 2
@@ -67,6 +68,20 @@ def int_list(text: str, option: str, minimum: int = 1, maximum: int | None = Non
         bound = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
         raise UserError(f"{option} {text!r}: give integers {bound}")
     return no_repeats(vals, option, text, example)
+
+
+def field_default(cfg: Any, name: str) -> Any:
+    """The default of field `name` of the dataclass `cfg` (its default_factory's value where it
+    has one): what a run takes when the option is not given."""
+    f = next(f for f in dataclasses.fields(cfg) if f.name == name)
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def options_set(cfg: Any, options: Mapping[str, str] | Iterable[str]) -> list[str]:
+    """Of `options` (field -> option name, or field names), those whose field in the dataclass
+    `cfg` is away from its default, each named once: the options a run would be told it ignores."""
+    named = options if isinstance(options, Mapping) else {n: n for n in options}
+    return list(dict.fromkeys(opt for name, opt in named.items() if getattr(cfg, name) != field_default(cfg, name)))
 
 
 def int_at_least(value: Any, option: str, lo: int = 1, hi: int | None = None, *, optional: bool = False) -> int | None:

@@ -296,7 +296,7 @@ def test_find_traces(shared_data, tmp_path):
 
 def test_resolve_data_dir(tmp_path, monkeypatch):
     assert data.resolve_data_dir(tmp_path) == tmp_path
-    with pytest.raises(UserError, match=re.escape(f"data directory {tmp_path / 'x'} does not exist")):
+    with pytest.raises(UserError, match=re.escape(f"--data-dir {tmp_path / 'x'}: no such directory")):
         data.resolve_data_dir(tmp_path / "x")
     monkeypatch.setenv("SAMSPEC_DATA_DIR", str(tmp_path))
     assert data.resolve_data_dir() == tmp_path

@@ -96,12 +96,18 @@ def roofline_from_spec(spec: str) -> RooflineStepModel:
     return RooflineStepModel(shape, hw, tp=tp, dtype=dtype, mode=mode, spec=spec)
 
 
+def is_roofline_spec(spec: str | None) -> bool:
+    """Whether a `--step-model` value names the roofline ('roofline' or 'roofline:...')."""
+    s = str(spec or "").strip().lower()
+    return s == "roofline" or s.startswith("roofline:")
+
+
 def load_step_model(spec: str | None):
     """The step model a `--step-model` value names (see the module docstring); None for none."""
     if spec is None or not str(spec).strip():
         return None
     spec = str(spec).strip()
-    if spec.lower().startswith("roofline:") or spec.lower() == "roofline":
+    if is_roofline_spec(spec):
         return roofline_from_spec(spec)
     if not Path(spec).expanduser().is_file():
         raise UserError(f"--step-model {spec!r}: no such file; pass a profile JSON from `samspec-bench rollout profile` "

@@ -17,8 +17,8 @@ from samspec_bench.bench.engines.engine_device import engine_device
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names, require_engine
 from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
 from samspec_bench.bench.engines.vllm.platform import vllm_available
-from samspec_bench.data import BENCHMARKS, find_traces, resolve_data_dir
-from samspec_bench.errors import UserError, comma_list, int_at_least, nearest, no_repeats
+from samspec_bench.data import BENCHMARKS, check_data_dir, find_traces, resolve_data_dir
+from samspec_bench.errors import UserError, comma_list, int_at_least, nearest, no_repeats, options_set
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, model_id, resolve_model, resolve_tokenizer
 from samspec_bench.sam.drafters import DRAFTERS
 from samspec_bench.sam.strategies import parse_strategy
@@ -116,9 +116,7 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
     else the built-in benchmark prompts; replay takes the traces of --traces or the data
     directory, and the tokenizer of --model, else the data directory's."""
     choice = None
-    if data_dir is not None and not Path(data_dir).expanduser().is_dir():   # even where traces and tokenizer are given
-        raise UserError(f"--data-dir {data_dir}: no such directory; pass the shared data directory (traces/, "
-                        "tokenizers/), or drop --data-dir")
+    check_data_dir(data_dir)   # even where traces and tokenizer are given
     model = model_id(model) if model else model   # a short name (Qwen3-8B) -> its Hugging Face id
     if engine is None:
         engine, choice = choose_engine(model)
@@ -201,13 +199,6 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
     return cfg
 
 
-def _set(cfg: AcceptConfig, *names: str) -> bool:
-    """Whether any of the fields is away from its default (the dataclass's, which are the
-    command's: tests/suites/accept/test_accept_ignored.py holds them equal)."""
-    fields = AcceptConfig.__dataclass_fields__
-    return any(getattr(cfg, n) != fields[n].default for n in names)
-
-
 def refuse_ignored(cfg: AcceptConfig) -> None:
     """Options that nothing would read in this run, refused in one line (set to their defaults
     they are harmless): each names the option and what would read it."""
@@ -215,7 +206,7 @@ def refuse_ignored(cfg: AcceptConfig) -> None:
     strategies = [parse_strategy(s) for s in cfg.strategies]
     sources = [parse_source(s) for s in cfg.sources]
     engine = f"--engine {cfg.engine}"
-    if _set(cfg, "ngram_min", "ngram_max"):
+    if options_set(cfg, ("ngram_min", "ngram_max")):
         if "ngram" not in cfg.drafters:
             raise UserError(f"--ngram-min/--ngram-max set the ngram drafter, which --drafter {','.join(cfg.drafters)} "
                             "does not run: add ngram to --drafter, or drop them")
@@ -226,22 +217,22 @@ def refuse_ignored(cfg: AcceptConfig) -> None:
     # SAM's l_threshold: the sam / sam-fixed drafters of --drafter (strategies keep their own
     # options); an engine that runs drafters by name passes it to 'sam' only
     readers = ("sam", "sam-fixed") if caps.in_process_drafters else ("sam",)
-    if _set(cfg, "sam_min_match") and not any(d in readers for d in cfg.drafters):
+    if options_set(cfg, ("sam_min_match",)) and not any(d in readers for d in cfg.drafters):
         what = ("the sam / sam-fixed drafters" if caps.in_process_drafters else
                 f"the sam drafter ({engine} runs sam-fixed with its own)")
         raise UserError(f"--sam-min-match sets {what} of --drafter, and --drafter {','.join(cfg.drafters)} runs "
                         "none (strategies keep their own options): add sam to --drafter, or drop it")
-    if _set(cfg, "history_window", "history_budget_mb") and not (
+    if options_set(cfg, ("history_window", "history_budget_mb")) and not (
             any(h for _, h, _ in sources) or any("history" in st.sources for st in strategies)):
         raise UserError(f"--history-window / --history-budget-mb size the history source, and no configuration "
                         f"drafts from history (--sources {','.join(cfg.sources)}): add history to --sources or a "
                         "history strategy, or drop them")
-    if _set(cfg, "group_order") and not (any(g for g, _, _ in sources) or any("group" in st.sources
+    if options_set(cfg, ("group_order",)) and not (any(g for g, _, _ in sources) or any("group" in st.sources
                                                                             for st in strategies)):
         raise UserError(f"--group-order {cfg.group_order} orders a group source, and no configuration drafts from the "
                         f"group (--sources {','.join(cfg.sources)}): add group to --sources or a group strategy, or "
                         "drop --group-order")
-    if _set(cfg, "benchmark", "max_tokens") and cfg.traces:
+    if options_set(cfg, ("benchmark", "max_tokens")) and cfg.traces:
         why = ("replays the traces' recorded responses" if caps.needs_traces else
                "generates from the traces' prompts, each to its recorded length")
         raise UserError(f"--benchmark/--max-tokens choose the built-in prompts a model engine generates without "
@@ -250,7 +241,7 @@ def refuse_ignored(cfg: AcceptConfig) -> None:
     if cfg.engine_args and not caps.engine_args:
         raise UserError(f"--engine-arg: the {cfg.engine} engine takes no vLLM engine arguments; use --engine vllm, "
                         "or drop them")
-    if _set(cfg, "split_seed") and cfg.dev_split is None:
+    if options_set(cfg, ("split_seed",)) and cfg.dev_split is None:
         raise UserError(f"--split-seed {cfg.split_seed} seeds the --dev-split split, and no --dev-split is given: add "
                         "--dev-split F (e.g. 0.5), or drop --split-seed")
     if cfg.any_model and not caps.needs_traces:

@@ -4,10 +4,9 @@ result.json records), and build_config (the suite contract's checked options).""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from samspec_bench.bench.draft_config import MAX_K
-from samspec_bench.data import find_traces, resolve_data_dir
+from samspec_bench.data import check_data_dir, find_traces, resolve_data_dir
 from samspec_bench.errors import UserError, comma_list, int_at_least
 from samspec_bench.sam.drafters import DRAFTERS, SamDrafter, arctic_available, make_drafter
 from samspec_bench.trace_formats import expand
@@ -86,9 +85,7 @@ def build_config(*, traces, tokenizer, data_dir, drafters, k, max_tokens, sweep,
     """The command's options (click's values; the click options hold the defaults), checked.
     Without --traces / --tokenizer, the shared data directory's; a directory stands for its trace
     files as accept lists them (verl step files in step order, lm-eval samples in sub-folders)."""
-    if data_dir is not None and not Path(data_dir).expanduser().is_dir():   # even where traces and tokenizer are given
-        raise UserError(f"--data-dir {data_dir}: no such directory; pass the shared data directory (traces/, "
-                        "tokenizers/), or drop --data-dir")
+    check_data_dir(data_dir)   # even where traces and tokenizer are given
     if not traces or not tokenizer:
         root = resolve_data_dir(data_dir)
         traces = traces or tuple(str(p) for p in find_traces(root))

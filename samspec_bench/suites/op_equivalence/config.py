@@ -11,7 +11,7 @@ from samspec_bench.bench.engines.engine_device import device_record, engine_devi
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.data import BUILTIN_BENCHMARKS
 from samspec_bench.devices import device_info, resolve_device
-from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, number_in
+from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, number_in, options_set
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id
 
 # --data-dir when none is given: the package directory, whose benchmarks/ holds the built-in sets
@@ -103,27 +103,19 @@ KERNEL_LEVEL_OPTIONS = {"pairs": "--pairs", "num_seqs": "--num-seqs", "min_seq_l
                         "gqa": "--gqa", "head_dims": "--head-dim", "trials": "--trials", "seed": "--seed"}
 
 
-def _set_options(cfg: OpEqConfig, options: dict[str, str]) -> list[str]:
-    """The options of `options` whose field in cfg is away from OpEqConfig's default (which the
-    click options share), each named once."""
-    default = OpEqConfig()
-    names = [opt for name, opt in options.items() if getattr(cfg, name) != getattr(default, name)]
-    return list(dict.fromkeys(names))
-
-
 def refuse_unused_level_options(cfg: OpEqConfig) -> None:
     """A UserError naming the options of a level that does not run (nothing silent): model-level
     options without the model level (--level kernel, or no --model), kernel-level ones with
     --level model."""
     model_runs = "model" in cfg.levels and bool(cfg.model)
-    unused = _set_options(cfg, MODEL_LEVEL_OPTIONS) if not model_runs else []
+    unused = options_set(cfg, MODEL_LEVEL_OPTIONS) if not model_runs else []
     if unused:
         why = "--level " + ",".join(cfg.levels) if "model" not in cfg.levels else "no --model"
         fix = (f"add model to --level{'' if cfg.model else ' (with --model)'}" if "model" not in cfg.levels
                else f"add --model (e.g. {BUILTIN_MODEL})")
         raise UserError(f"{', '.join(unused)}: model-level option{'s' if len(unused) > 1 else ''}, and the model "
                         f"level does not run ({why}); {fix}, or drop {'them' if len(unused) > 1 else 'it'}")
-    unused = _set_options(cfg, KERNEL_LEVEL_OPTIONS) if "kernel" not in cfg.levels else []
+    unused = options_set(cfg, KERNEL_LEVEL_OPTIONS) if "kernel" not in cfg.levels else []
     if unused:
         raise UserError(f"{', '.join(unused)}: kernel-level option{'s' if len(unused) > 1 else ''}, and the kernel "
                         f"level does not run (--level {','.join(cfg.levels)}); add kernel to --level, or drop "

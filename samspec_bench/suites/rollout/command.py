@@ -17,7 +17,7 @@ from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
 from samspec_bench.devices import resolve_device
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
-from samspec_bench.bench.simulation.step_model_spec import ROOFLINE_HELP, load_step_model
+from samspec_bench.bench.simulation.step_model_spec import ROOFLINE_HELP, is_roofline_spec, load_step_model
 from samspec_bench.errors import UserError, int_list
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, resolve_dtype
 from samspec_bench.results import RunDir, emit_json
@@ -63,17 +63,13 @@ DEFINITIONS = {"tail": "steps with no request waiting and running <= the arm's t
                      "speedup_tail pooled over instances; speedup_mean_instance = mean instance time off / on"}
 
 
-def is_roofline(spec: str) -> bool:
-    return spec.strip().lower().startswith("roofline")
-
-
 def load_priced(cfg: RolloutConfig) -> tuple[Any, dict[str, Any] | None]:
     """The --step-model and what it is ("priced_by"): a roofline spec (`load_step_model`), or a
     profile JSON (format 3 with its engine and date; older formats read too), refused when it
     never measured the verify steps of a k the run asks for; (None, None) without one."""
     if not cfg.step_model:
         return None, None
-    if is_roofline(cfg.step_model):
+    if is_roofline_spec(cfg.step_model):
         model = load_step_model(cfg.step_model)
         return model, priced_by(model, cfg.step_model)
     model, meta = read_profile(cfg.step_model)

@@ -16,12 +16,12 @@ from samspec_bench.bench.engines.engine_device import engine_device
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names
 from samspec_bench.bench.policies import SpecPolicy, make_policy
 from samspec_bench.bench.simulation.dp import SHARD_RULES
-from samspec_bench.data import resolve_data_dir
+from samspec_bench.data import check_data_dir, resolve_data_dir
 from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, number_in
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id, resolve_tokenizer
 from samspec_bench.sam.strategies import STRATEGY_SOURCES, parse_strategy, parse_switch
 from samspec_bench.suites.rollout.presets import get_preset
-from samspec_bench.suites.rollout.unread_options import check_data_dir, refuse_unread
+from samspec_bench.suites.rollout.unread_options import refuse_unread
 
 SUITE = "rollout"
 ENGINES = engine_names()                            # replay (simulated arms), reference, vllm

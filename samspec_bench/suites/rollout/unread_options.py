@@ -8,7 +8,6 @@ anything runs (nothing is silent): each set away from its default where nothing 
   built-in prompts' traces (--traces, --tokenizer) on a measured engine;
 - --block-size without a KV capacity to cut into blocks;
 - --draws / --seed when the lengths are not drawn;
-- a --data-dir that is not a directory;
 - `rollout profile`: the engine grid's options with --engine torch, the torch grid's without it.
 
 Left alone (read somewhere): --sources naming history with no source arm (every arm then replays
@@ -22,23 +21,14 @@ A leaf module: the config is read by its fields (a suites.rollout.config.Rollout
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from samspec_bench.bench.engines.factory import engine_capabilities
-from samspec_bench.errors import UserError
+from samspec_bench.bench.simulation.step_model_spec import is_roofline_spec
+from samspec_bench.errors import UserError, field_default
 
 SOURCE_ARMS = ("always", "threshold")
-SAMPLING_DEFAULTS = (("temperature", "--temperature", 1.0), ("top_p", "--top-p", 1.0))
-DEFAULT_DRAFTER = "sam-fixed"
-DEFAULT_BLOCK_SIZE = 16
-
-
-def check_data_dir(data_dir: str | None) -> None:
-    """A --data-dir that is not a directory, refused whether or not the run reads it."""
-    if data_dir is not None and not Path(data_dir).expanduser().is_dir():
-        raise UserError(f"--data-dir {data_dir}: no such data directory; give the shared data directory (e.g. "
-                        "../shared/data), or drop it")
+SAMPLING = (("temperature", "--temperature"), ("top_p", "--top-p"))
 
 
 def refuse_unread(cfg: Any, given: set[str], drawn: bool) -> None:
@@ -49,7 +39,7 @@ def refuse_unread(cfg: Any, given: set[str], drawn: bool) -> None:
     arms_unread(cfg, given, caps.generates)
     threshold_unread(cfg, given, caps.generates)
     if not caps.generates:
-        sampling = [f"{opt} {getattr(cfg, f):g}" for f, opt, d in SAMPLING_DEFAULTS if getattr(cfg, f) != d]
+        sampling = [f"{opt} {getattr(cfg, f):g}" for f, opt in SAMPLING if getattr(cfg, f) != field_default(cfg, f)]
         sampling += [] if cfg.ignore_eos else ["--no-ignore-eos"]
         if sampling:
             they, them = pronouns(sampling)
@@ -63,9 +53,8 @@ def refuse_unread(cfg: Any, given: set[str], drawn: bool) -> None:
                             f"built-in prompts with its model's tokenizer; use --engine replay, or drop "
                             f"{pronouns(traces)[1]}")
     # a roofline knows the device memory: its KV capacity is cut into --block-size blocks
-    knows_memory = str(cfg.step_model or "").strip().lower().split(":")[0] == "roofline"
-    if cfg.block_size != DEFAULT_BLOCK_SIZE and cfg.kv_capacity_tokens is None and not cfg.sensitivity \
-            and not knows_memory:
+    if cfg.block_size != field_default(cfg, "block_size") and cfg.kv_capacity_tokens is None and not cfg.sensitivity \
+            and not is_roofline_spec(cfg.step_model):
         raise UserError(f"--block-size {cfg.block_size} sizes the KV cache's blocks, and this run has no KV limit (no "
                         "--kv-capacity-tokens, and the step model does not know the device memory): give "
                         "--kv-capacity-tokens or a roofline --step-model, or drop it")
@@ -82,7 +71,7 @@ def arms_unread(cfg: Any, given: set[str], generates: bool) -> None:
     bad = []
     if "ks" in given and not generates:
         bad.append(f"-k {','.join(map(str, cfg.ks))}")
-    if cfg.drafter != DEFAULT_DRAFTER:
+    if cfg.drafter != field_default(cfg, "drafter"):
         bad.append(f"--drafter {cfg.drafter}")
     if "sources" in given and "history" not in cfg.sources:
         bad.append(f"--sources {cfg.sources}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from samspec_bench.devices import parse_device
-from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, no_repeats, number_in
+from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, no_repeats, number_in, options_set
 
 SUITE = "sampler"
 
@@ -196,7 +196,7 @@ def refuse_unused(cfg: SamplerConfig) -> None:
     --builtins with --no-builtin."""
     default = SamplerConfig()
     if not cfg.speed:
-        unused = [opt for name, opt in SPEED_OPTIONS.items() if getattr(cfg, name) != getattr(default, name)]
+        unused = options_set(cfg, SPEED_OPTIONS)
         if unused:
             raise UserError(f"{', '.join(unused)} with --no-speed: the speed benchmark does not run; drop "
                             f"{'them' if len(unused) > 1 else 'it'} or --no-speed")

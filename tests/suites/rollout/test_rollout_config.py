@@ -39,7 +39,7 @@ def test_click_defaults_make_the_dataclass_defaults(shared_data):
     assert cfg == ro.RolloutConfig(traces=cfg.traces, tokenizer=cfg.tokenizer)
     # a measured engine needs no data directory (one that is not there is refused: unread_options)
     assert ro.build_config(**_defaults(engine="reference")).traces is None
-    with pytest.raises(UserError, match="--data-dir /no/such/dir: no such data directory"):
+    with pytest.raises(UserError, match="--data-dir /no/such/dir: no such directory"):
         ro.build_config(**_defaults(engine="reference", data_dir="/no/such/dir"))
 
 
