@@ -156,3 +156,14 @@ def test_a_lower_cost_drafts_more_in_a_replay():
         drafted[spec] = int(replay_response(d, motif[:4], resp, 8).drafted.sum())
     lo, mid, hi = drafted.values()
     assert lo > mid > hi, drafted
+
+
+def test_sched_option_sets_the_admission_order_and_names_what_it_needs():
+    from samspec_bench.sam.strategies import NEEDS_SCHEDULER
+    st = parse_strategy("seer:k=16:sched=context@group")
+    assert (st.schedule, st.k, st.sources) == ("context", 16, "group")
+    assert NEEDS_SCHEDULER in st.needs and st.describe()["schedule"] == "context"
+    assert parse_strategy("seer").schedule == "fcfs" and NEEDS_SCHEDULER not in parse_strategy("seer").needs
+    for bad, match in (("seer:sched=lifo", "one of fcfs, context"), ("seer:sched=context:sched=fcfs", "twice")):
+        with pytest.raises(ValueError, match=match):
+            parse_strategy(bad)

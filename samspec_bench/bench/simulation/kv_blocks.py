@@ -1,8 +1,11 @@
 """The simulated KV cache: a fixed number of blocks of `block_size` tokens; a request holds
 ceil(KV tokens / block_size) of them. Scheduling with preemption when a step's new blocks do
-not all fit (the reference engine's rule)."""
+not all fit (the reference engine's rule); the capacity itself (`kv_capacity`: given, or from
+device memory)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -74,3 +77,24 @@ def schedule_with_preemption(kv: KvBlocks, run_list: list[int], pending, decodin
     sched_n = np.array([sched.get(j, (0, 0))[0] for j in run], dtype=np.int64)
     sched_d = np.array([sched.get(j, (0, 0))[1] for j in run], dtype=np.int64)
     return run, sched_n, sched_d, budget, reserved, free, victims
+
+
+def kv_capacity(capacity_tokens: int | None, step_model, block_size: int) -> tuple[int | None, dict[str, Any]]:
+    """The KV cache's capacity in tokens and where it came from: the given kv_capacity_tokens;
+    else a step model that knows device memory (the roofline: memory x utilisation - weights per
+    rank); else unlimited. Weights that leave no room are noted (not capped: the engine would not
+    start, and the prediction says so)."""
+    if capacity_tokens is not None:
+        return int(capacity_tokens), {"capacity_tokens": int(capacity_tokens), "source": "given"}
+    mem = getattr(step_model, "memory", None)
+    info = mem() if callable(mem) else {}
+    cap = info.get("kv_capacity_tokens")
+    if cap is None:
+        return None, {"capacity_tokens": None, "source": "unlimited (no capacity given, device memory unknown)"}
+    where = f"device memory ({info.get('rule', '')})"
+    if not info.get("fits_weights") or cap < block_size:
+        return None, {"capacity_tokens": None, "source": where,
+                      "note": f"REFUSED by memory: the weights ({info['weight_bytes'] / 2 ** 30:.1f} GiB per rank) "
+                              f"leave no room for KV in {info['memory_bytes'] / 2 ** 30:.1f} GiB; an engine would not "
+                              "start; simulated with an unlimited KV cache"}
+    return int(cap), {"capacity_tokens": int(cap), "source": where}

@@ -10,7 +10,8 @@ Scheduling (the same rules as `bench.engines.reference.ReferenceEngine._step`):
   pending tokens (the rest of a chunked prefill, or 1 when decoding) plus, when speculating and
   decoding, min(the step's k, its draft length, max_tokens - output - 1, budget - 1) draft tokens; then
   waiting requests are admitted first come first served while budget > 0 and fewer than
-  `max_num_seqs` run, each with min(prompt, budget) prefill tokens;
+  `max_num_seqs` run, each with min(prompt, budget) prefill tokens (`admission`: another
+  order, admission.py: Seer's context-aware order);
 - a request whose prefill completes samples its first token; a decoding request emits its
   accepted drafts plus one token; it finishes when its response length is reached;
 - KV cache (`kv_capacity_tokens`, blocks of `block_size`; default unlimited): a request holds
@@ -74,7 +75,8 @@ import numpy as np
 
 from samspec_bench.bench.policies import AlwaysPolicy, OffPolicy, StepState
 from samspec_bench.bench.simulation import fast_paths
-from samspec_bench.bench.simulation.kv_blocks import KvBlocks, schedule_with_preemption
+from samspec_bench.bench.simulation.admission import make_order
+from samspec_bench.bench.simulation.kv_blocks import KvBlocks, kv_capacity, schedule_with_preemption
 from samspec_bench.bench.simulation.profile_table import (LateProfile, ProfileTable, accepted_at, drafts_at,
                                                           tree_table)
 from samspec_bench.bench.simulation.step_log import STEP_COLUMNS, StepLog, TailAcceptance
@@ -129,6 +131,7 @@ class SimConfig:
     block_size: int = 16
     tree_running: int = 0
     tree_k: int = 0
+    admission: str = "fcfs"
 
 
 @dataclass
@@ -171,7 +174,7 @@ class RolloutSimulation:
         self.max_num_batched_tokens = int(config.max_num_batched_tokens)
         self.fast_forward = config.fast_forward
         self.tail = TailAcceptance(config.tail_threshold, config.position_edges)
-        cap, self.kv_info = kv_capacity(config)
+        cap, self.kv_info = kv_capacity(config.kv_capacity_tokens, config.step_model, config.block_size)
         self.kv = None if cap is None else KvBlocks(cap, config.block_size, self.P + self.L + self.kv_extra,
                                                     what=self.kv_info["source"])
         self.computed = np.zeros(N, dtype=np.int64)   # KV tokens
@@ -180,7 +183,8 @@ class RolloutSimulation:
         self.first = np.full(N, np.nan)
         self.running = np.zeros(0, dtype=np.int64)    # admission order
         self.requeue: list[int] = []                  # preempted requests, at the front of the waiting queue
-        self.next_wait = 0
+        self.next_wait = 0                            # requests admitted from the queue so far
+        self.order = make_order(config.admission, [r.group for r in requests], self.L)   # None: FCFS
         self.clock = 0.0
         self.step = 0
         self.log = StepLog()
@@ -273,7 +277,7 @@ class RolloutSimulation:
             return False
         run = self.running
         budget = self.max_num_batched_tokens - int(run.size)
-        i = self.requeue[0] if self.requeue else self.next_wait
+        i = self._next_waiting()
         n = min(int(self.P[i] + self.pos[i]), budget)
         free = self.kv.num_blocks - int(self.kv.blocks(self.computed[run]).sum())
         return budget <= 0 or int(self.kv.blocks(n)) > free
@@ -295,6 +299,7 @@ class RolloutSimulation:
         self.computed[run] += m
         done = self.pos[run] >= self.L[run]
         self.finish[run[done]] = self.clock
+        self._finished(run[done])
         self.running = run[~done]
         return True
 
@@ -363,14 +368,26 @@ class RolloutSimulation:
         self.running = np.array(run_list, dtype=np.int64)
         return sched_n, sched_d, budget, reserved, free, len(victims)
 
+    def _next_waiting(self) -> int:
+        """The waiting request admitted next: a preempted one first, then the queue's head in
+        the arm's admission order (admission.py; first come first served by default)."""
+        if self.requeue:
+            return self.requeue[0]
+        return self.next_wait if self.order is None else self.order.peek()
+
+    def _finished(self, idx: np.ndarray) -> None:
+        """Requests that just finished (an admission order that learns from them hears of it)."""
+        if self.order is not None:
+            self.order.finished(idx)
+
     def _admit(self, budget: int, room: int) -> tuple[np.ndarray, np.ndarray]:
-        """Waiting requests (preempted ones first, then first come first served) while budget is
+        """Waiting requests (preempted ones first, then in the admission order) while budget is
         left, fewer than max_num_seqs run and, with a KV cache, their prefill's blocks fit in
         `room`. Returns (requests, prefill tokens)."""
         admitted = []
         while ((self.requeue or self.next_wait < self.N) and budget > 0
                and self.running.size + len(admitted) < self.max_num_seqs):
-            i = self.requeue[0] if self.requeue else self.next_wait
+            i = self._next_waiting()
             n = min(int(self.P[i] + self.pos[i]), budget)
             if self.kv is not None:
                 if int(self.kv.blocks(n)) > room:
@@ -382,6 +399,8 @@ class RolloutSimulation:
                 self.requeue.pop(0)
             else:
                 self.next_wait += 1
+                if self.order is not None:
+                    self.order.take(i)
         return (np.array([i for i, _ in admitted], dtype=np.int64),
                 np.array([n for _, n in admitted], dtype=np.int64))
 
@@ -414,6 +433,7 @@ class RolloutSimulation:
         self.pos[idx] += emit
         done = self.pos[idx] >= self.L[idx]
         self.finish[idx[done]] = self.clock
+        self._finished(idx[done])
         self._retire(batch.admitted)
         self.log.add(step=self.step, time_s=t, clock_s=self.clock, num_running=int(idx.size), num_waiting=n_wait_after,
                      num_scheduled_tokens=int(s_n.sum() + s_d.sum()), num_prefill_tokens=prefill_tokens,
@@ -431,32 +451,11 @@ class RolloutSimulation:
         self.running = run_all[self.pos[run_all] < self.L[run_all]]
 
 
-def kv_capacity(config: SimConfig) -> tuple[int | None, dict[str, Any]]:
-    """The KV cache's capacity in tokens and where it came from: the given kv_capacity_tokens;
-    else a step model that knows device memory (the roofline: memory x utilisation - weights per
-    rank); else unlimited. Weights that leave no room are noted (not capped: the engine would not
-    start, and the prediction says so)."""
-    if config.kv_capacity_tokens is not None:
-        return int(config.kv_capacity_tokens), {"capacity_tokens": int(config.kv_capacity_tokens), "source": "given"}
-    mem = getattr(config.step_model, "memory", None)
-    info = mem() if callable(mem) else {}
-    cap = info.get("kv_capacity_tokens")
-    if cap is None:
-        return None, {"capacity_tokens": None, "source": "unlimited (no capacity given, device memory unknown)"}
-    where = f"device memory ({info.get('rule', '')})"
-    if not info.get("fits_weights") or cap < config.block_size:
-        return None, {"capacity_tokens": None, "source": where,
-                      "note": f"REFUSED by memory: the weights ({info['weight_bytes'] / 2 ** 30:.1f} GiB per rank) "
-                              f"leave no room for KV in {info['memory_bytes'] / 2 ** 30:.1f} GiB; an engine would not "
-                              "start; simulated with an unlimited KV cache"}
-    return int(cap), {"capacity_tokens": int(cap), "source": where}
-
-
 def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepState], bool] | None,
              step_model: StepTimeModel, max_num_seqs: int = 64, max_num_batched_tokens: int = 2048,
              tail_threshold: int | None = None, position_edges: Sequence[int] = (),
              fast_forward: bool = True, kv_capacity_tokens: int | None = None,
-             block_size: int = 16, tree_running: int = 0, tree_k: int = 0) -> SimResult:
+             block_size: int = 16, tree_running: int = 0, tree_k: int = 0, admission: str = "fcfs") -> SimResult:
     """Simulate one rollout arm. k = 0 or policy None-like OffPolicy: no speculation.
     kv_capacity_tokens: KV cache size (None = unlimited), in blocks of `block_size` tokens.
     tail_threshold: steps with running <= it and nobody waiting count as the tail for
@@ -464,12 +463,14 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
     fast_forward: compute the stretches the module docstring names in closed form (False:
     step one by one; the results are the same).
     tree_running: a speculating step with nobody waiting and at most this many running verifies
-    draft trees of at most `tree_k` tokens a request (the module docstring; 0: never)."""
+    draft trees of at most `tree_k` tokens a request (the module docstring; 0: never).
+    admission: the order waiting requests are admitted in (admission.py: 'fcfs' or 'context',
+    Seer's context-aware order, which reads every request's `group`)."""
     config = SimConfig(k=k, policy=policy, step_model=step_model, max_num_seqs=max_num_seqs,
                        max_num_batched_tokens=max_num_batched_tokens, tail_threshold=tail_threshold,
                        position_edges=position_edges, fast_forward=fast_forward,
                        kv_capacity_tokens=kv_capacity_tokens, block_size=block_size,
-                       tree_running=tree_running, tree_k=tree_k)
+                       tree_running=tree_running, tree_k=tree_k, admission=admission)
     return RolloutSimulation(requests, config).run()
 
 

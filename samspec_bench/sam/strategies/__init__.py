@@ -1,10 +1,12 @@
 """Named drafting strategies, each one module behind one interface (`base.Strategy`): `seed`,
 `evidence`, `histospec`, `seer`, `das`, `arctic`. A spec picks one and may change its most
-draft tokens, its source and its step switch: `NAME[:k=K][:paths=W][:tree_at=R][:cost=C][@SOURCES][/SWITCH]`,
+draft tokens, its source and its step switch:
+`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:sched=S][@SOURCES][/SWITCH]`,
 e.g. `evidence:k=3@own`, `evidence:cost=0.1` (the evidence policy's cost per draft token, for
 the strategies that draft with it: evidence, and histospec and arctic, where it is the
 min_token_prob), `arctic:paths=4` (multi-path drafts of 4 paths where at most R (8)
-requests run and nobody waits: sam/draft_tree.py), `seed/cost`,
+requests run and nobody waits: sam/draft_tree.py), `seer:sched=context` (the rollout engine admits
+waiting requests in Seer's context-aware order, bench/simulation/admission.py), `seed/cost`,
 `histospec/schedule:1-32=16;33-1024=0`, `seer/cutoff:8:0.3` (switches.py: always,
 threshold:T, schedule:..., cost, costk, and `enginecutoff:W:T`, TensorRT-LLM's acceptance gate
 over the whole engine; `cutoff:W:T` adds the same rolling cut-off per request,
@@ -15,8 +17,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from samspec_bench.sam.strategies import arctic, das, evidence, histospec, seed, seer
-from samspec_bench.sam.strategies.base import (NEEDS_GROUP, NEEDS_HISTORY, NEEDS_SERVER, NEEDS_TREE, LengthRule,
-                                               RuleDrafter, Strategy)
+from samspec_bench.sam.strategies.base import (NEEDS_GROUP, NEEDS_HISTORY, NEEDS_SCHEDULER, NEEDS_SERVER, NEEDS_TREE,
+                                               SCHEDULES, LengthRule, RuleDrafter, Strategy)
 from samspec_bench.sam.strategies.rules import AimdLength, BudgetByLength, RollingCutoff
 from samspec_bench.sam.strategies.switches import parse_switch
 
@@ -24,7 +26,8 @@ STRATEGIES = {m.STRATEGY.name: m.STRATEGY for m in (seed, evidence, histospec, s
 STRATEGY_SOURCES = ("own", "group", "history", "group+history")
 
 __all__ = ["STRATEGIES", "STRATEGY_SOURCES", "Strategy", "LengthRule", "RuleDrafter", "AimdLength", "BudgetByLength",
-           "RollingCutoff", "parse_switch", "parse_strategy", "NEEDS_GROUP", "NEEDS_HISTORY", "NEEDS_SERVER", "NEEDS_TREE"]
+           "RollingCutoff", "parse_switch", "parse_strategy", "NEEDS_GROUP", "NEEDS_HISTORY", "NEEDS_SCHEDULER", "NEEDS_SERVER",
+           "NEEDS_TREE", "SCHEDULES"]
 
 
 def _with_cutoff(base, window: int, threshold: float):
@@ -52,10 +55,11 @@ def _with_cost(spec: str, s: Strategy, value: str) -> str:
 
 
 def _name_options(spec: str, text: str, s: Strategy) -> dict:
-    """`k=K:paths=W:tree_at=R:cost=C` of a spec, any of them, as Strategy fields: k the most draft
-    tokens a step may verify (>= 1; the suites check their own upper bound), W the paths of a
+    """`k=K:paths=W:tree_at=R:cost=C:sched=S` of a spec, any of them, as Strategy fields: k the most
+    draft tokens a step may verify (>= 1; the suites check their own upper bound), W the paths of a
     multi-path draft (>= 1), R the most running requests of a step that verifies trees (>= 1), C
-    the evidence policy's cost per draft token (the length spec)."""
+    the evidence policy's cost per draft token (the length spec), S the rollout engine's admission
+    order (SCHEDULES)."""
     out: dict = {}
     seen: set = set()
     for part in text.split(":"):
@@ -66,9 +70,14 @@ def _name_options(spec: str, text: str, s: Strategy) -> dict:
         if key == "cost":
             out["length"] = _with_cost(spec, s, val)
             continue
+        if key == "sched":
+            if val not in SCHEDULES:
+                raise ValueError(f"strategy {spec!r}: sched={val}: the admission order is one of {', '.join(SCHEDULES)}")
+            out["schedule"] = val
+            continue
         if key not in NAME_OPTIONS or not val.isdigit() or int(val) < 1:
             raise ValueError(f"strategy {spec!r}: ':{part}' should be k=K, paths=W or tree_at=R with an "
-                             "integer >= 1, or cost=C, each after a ':'")
+                             "integer >= 1, cost=C or sched=S, each after a ':'")
         out[NAME_OPTIONS[key]] = int(val)
     if "tree_running" in out and "paths" not in out:
         raise ValueError(f"strategy {spec!r}: tree_at=R sets where multi-path drafts start; give paths=W too")
@@ -76,7 +85,7 @@ def _name_options(spec: str, text: str, s: Strategy) -> dict:
 
 
 def parse_strategy(spec: str) -> Strategy:
-    """`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a
+    """`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:sched=S][@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a
     bad spec)."""
     head, _, switch = spec.strip().partition("/")
     name, _, sources = head.partition("@")

@@ -21,6 +21,9 @@ NEEDS_GROUP = "group sharing (siblings of a GRPO group drafted from one index, i
 NEEDS_SERVER = "a draft index shared across engine instances (a draft server)"
 NEEDS_TREE = ("tree verification of multi-path drafts in the engine (tree attention; vLLM's suffix and ngram "
               "methods and this project's proposer verify one path)")
+NEEDS_SCHEDULER = ("an engine scheduler that admits by the group's estimated length (Seer's context-aware "
+                   "scheduling; vLLM and vllm-ascend admit first come first served)")
+SCHEDULES = ("fcfs", "context")   # admission orders (bench/simulation/admission.py)
 TREE_RUNNING = 8   # trees where at most this many requests run and nobody waits: the seed's switch point
 
 
@@ -63,13 +66,15 @@ class Strategy:
     options: tuple[tuple[str, Any], ...] = field(default=())   # other drafter keyword options
     paths: int = 0                    # multi-path drafts in the tail: paths per tree (0: one path always)
     tree_running: int = TREE_RUNNING  # a step verifies trees at most this many running, nobody waiting
+    schedule: str = "fcfs"            # the engine's admission order (rollout only): fcfs or context
 
     @property
     def needs(self) -> tuple[str, ...]:
         """What the training system must provide, from the sources."""
         return tuple(n for n, on in ((NEEDS_HISTORY, "history" in self.sources),
                                      (NEEDS_GROUP, "group" in self.sources), (NEEDS_SERVER, self.server),
-                                     (NEEDS_TREE, self.paths > 0)) if on)
+                                     (NEEDS_TREE, self.paths > 0), (NEEDS_SCHEDULER, self.schedule != "fcfs"))
+                     if on)
 
     def drafter_options(self) -> dict[str, Any]:
         opts = dict(self.options)
@@ -83,6 +88,7 @@ class Strategy:
                 "rule": self.rule().describe() if self.rule is not None else None,
                 "history_window": self.history_window if "history" in self.sources else None,
                 "paths": self.paths, "tree_running": self.tree_running if self.paths else None,
+                "schedule": self.schedule,
                 "needs": list(self.needs), "follows": self.follows, "differs": self.differs}
 
 

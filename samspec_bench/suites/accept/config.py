@@ -294,6 +294,10 @@ def check_strategy(spec: str, engine: str = "replay") -> DraftConfig:
         raise UserError(f"--strategy {spec!r}: a step switch needs a batch; accept replays acceptance only (drop "
                         "'/...', or run it in `rollout --strategy`)")
     try:
+        if parse_strategy(spec).schedule != "fcfs":
+            raise ValueError("sched=S sets the order a rollout engine admits waiting requests in, and accept "
+                             "replays acceptance without an admission queue: drop ':sched=...', or model it in "
+                             "`rollout --strategy`")
         if parse_strategy(spec).paths and not engine_capabilities(engine).draft_trees:
             raise ValueError(f"multi-path drafts (paths=W): the {engine} engine verifies one path a step; run them "
                              "with --engine reference --model M (a model verifies the trees), or modelled in "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from samspec_bench.suites.rollout.config import (ENGINES, MEASURED_ENGINES, MEAS
                                                  SUITE, RolloutConfig, build_config, kv_options, validate)
 from samspec_bench.suites.rollout.lines import summary_lines
 from samspec_bench.suites.rollout.heldout import run_heldout
+from samspec_bench.suites.rollout.length_share import share_used, traces_share
 from samspec_bench.suites.rollout.measured import run_measured
 from samspec_bench.suites.rollout.outputs import make_figures, write_steps
 from samspec_bench.suites.rollout.phases import best_setting
@@ -115,11 +116,18 @@ def replay(cfg: RolloutConfig, model, priced: dict[str, Any] | None) -> tuple[di
     table and the preset's comparison: (run_replay's output, extra summary keys)."""
     extra: dict[str, Any] = {}
     rep = prepare(cfg)
+    # the traces' share, measured once on every group the run replays (a --dev-split draws on its halves with it)
+    measured_share = traces_share(rep)
+    cfg = replace(cfg, length_group_share=share_used(cfg, rep))
     priced_model = model if model is not None else StepTimeModel.constant(1.0)
     if cfg.dev_split is not None:   # parameters chosen on the dev prompts, figures of the held-out ones
         out, rep = run_heldout(cfg, rep, priced_model)
     else:
         out = run_replay(cfg, priced_model, rep)
+    out["workload"].update(length_group_share=cfg.length_group_share if cfg.length_dist is not None else None,
+                           length_group_share_traces=(measured_share or {}).get("share"),
+                           length_group_share_traces_basis={k: v for k, v in (measured_share or {}).items()
+                                                            if k != "share"} or None)
     out["step_model"] = model.describe() if model is not None else None
     out["step_model_fitted_on"] = cfg.step_model or None
     out["priced_by"] = priced
@@ -251,6 +259,10 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
 @click.option("--length-dist", default=None,
               help="Target lengths: lognormal:MEDIAN:SIGMA, pareto:MIN:ALPHA, fixed:N, trace (reference default "
                    "lognormal:32:0.8; replay default: the traces' own lengths, else profiles are stretched).")
+@click.option("--length-group-share", default=None,
+              help="Drawn lengths: the share of the log-length variance a prompt's responses have in common, 0..1 "
+                   "(Gaussian copula: each length keeps --length-dist's distribution; default 0: independent), or "
+                   "traces: the share measured on the replay's --traces (qwen25math_math_100x8: 0.79).")
 @click.option("--drafter", type=click.Choice(["sam-fixed", "sam"]), default="sam-fixed", show_default=True,
               help="SAM's draft length: sam-fixed (SAM-Decoding's min_endpos, up to k tokens: the seed's SAM, whose "
                    "schedule the simulation reproduces step by step) or sam (the evidence policy: its lengths follow "
@@ -260,12 +272,12 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
                    "(earlier RL steps' responses to the prompt: verl dumps' earlier steps, or each single-step "
                    "group's first half), group+history.")
 @click.option("--strategy", default=None,
-              help="Named strategy arms, a comma list of NAME[:k=K][:paths=W][:tree_at=R][:cost=C][@SOURCES]"
-                   "[/SWITCH]: seed, evidence, histospec, seer, das, arctic (each its drafter, sources, k, length "
-                   "rule and switch; SWITCH: always, threshold:T, schedule:LO-HI=K;..., cost, costk (per-step k "
-                   "by the step model), cutoff:WINDOW:THRESHOLD (per request), enginecutoff:WINDOW:THRESHOLD "
-                   "(whole engine, for good)). "
-                   "docs/drafting.md, 'Strategies'.")
+              help="Named strategy arms, a comma list of NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:sched=S]"
+                   "[@SOURCES][/SWITCH]: seed, evidence, histospec, seer, das, arctic (each its drafter, sources, k, "
+                   "length rule and switch; SWITCH: always, threshold:T, schedule:LO-HI=K;..., cost, costk (per-step "
+                   "k by the step model), cutoff:WINDOW:THRESHOLD (per request), enginecutoff:WINDOW:THRESHOLD "
+                   "(whole engine, for good); sched=context: Seer's admission order, with off:sched=context beside "
+                   "it). docs/drafting.md, 'Strategies'.")
 @click.option("--history-window", type=int, default=16, show_default=True,
               help="History source: earlier responses kept per prompt.")
 @click.option("--history-budget-mb", type=float, default=512.0, show_default=True,

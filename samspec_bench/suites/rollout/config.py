@@ -20,6 +20,7 @@ from samspec_bench.data import check_data_dir, resolve_data_dir
 from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, number_in
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id, resolve_tokenizer
 from samspec_bench.sam.strategies import STRATEGY_SOURCES, parse_strategy, parse_switch
+from samspec_bench.suites.rollout.length_share import TRACES, copula_normals, normal_cdf, unread_text
 from samspec_bench.suites.rollout.presets import get_preset
 from samspec_bench.suites.rollout.unread_options import refuse_unread
 
@@ -48,6 +49,9 @@ class RolloutConfig:
     max_num_batched_tokens: int = 2048
     ignore_eos: bool = True
     length_dist: str | None = None   # reference: default lognormal:32:0.8; replay: None = the traces' lengths
+    # share of the drawn log-length variance a prompt's responses have in common (length_share.py); "traces":
+    # measured on the replay's traces; 0: independent lengths
+    length_group_share: float | str = 0.0
     sources: str = "own"             # replay draft sources, a comma list of own, group, history, group+history
     strategies: list[str] = field(default_factory=list)   # named strategy arms (sam/strategies), NAME[@SRC][/SWITCH]
     history_window: int = 16         # history source: responses kept per prompt
@@ -80,7 +84,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                  max_response_len, max_num_seqs, max_num_batched_tokens, ignore_eos, length_dist, drafter, sources,
                  kv_capacity_tokens, block_size, repeats, spec_threshold, ks, arms, tail_threshold, step_model,
                  seed, threads, dp, dp_shard, preset, sensitivity, device, strategy, history_window,
-                 history_budget_mb, draws, dev_split) -> RolloutConfig:
+                 history_budget_mb, draws, dev_split, length_group_share) -> RolloutConfig:
     """The main command's options (click's values; the click options hold the defaults) as a
     checked RolloutConfig. Replay without --traces / --tokenizer takes the shared data
     directory's (--data-dir, else the default one)."""
@@ -109,6 +113,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                         max_num_seqs=pick("max_num_seqs", max_num_seqs),
                         max_num_batched_tokens=pick("max_num_batched_tokens", max_num_batched_tokens),
                         ignore_eos=ignore_eos, length_dist=pick("length_dist", length_dist),
+                        length_group_share=group_share_option(pick("length_group_share", length_group_share)),
                         drafter=drafter, sources=pick("sources", sources), kv_capacity_tokens=kv_capacity_tokens,
                         block_size=block_size, repeats=repeats,
                         thresholds=(int_list(spec_threshold, "--spec-threshold") if spec_threshold is not None
@@ -154,6 +159,7 @@ def validate(cfg: RolloutConfig) -> None:
                         "instances and cannot share a drafter; use --dp-shard group or --sources own")
     if cfg.length_dist is not None:
         check_length_dist(cfg.length_dist)
+    check_group_share(cfg, caps.generates)
     defaults = RolloutConfig.__dataclass_fields__
     if (cfg.history_window != defaults["history_window"].default
             or cfg.history_budget_mb != defaults["history_budget_mb"].default) and not needs_history(cfg):
@@ -259,7 +265,9 @@ def kv_options(cfg: RolloutConfig) -> dict[str, Any]:
 def arm_settings(cfg: RolloutConfig) -> list[dict[str, Any]]:
     """Every arm of the sweep: {arm, k, threshold, label, source, profile}; the off baseline
     always runs, first; then per source (named in the label when several are swept) the
-    always / threshold arms, then one arm per named strategy (labelled by its spec).
+    always / threshold arms, then one arm per named strategy (labelled by its spec), and where a
+    strategy admits in another order (`sched=S`), that order without speculation
+    (`off:sched=S`), so the table shows what the scheduling alone is worth.
     `profile`: the key of the acceptance profiles the arm reads (replay_arm.Replay)."""
     out = [{"arm": "off", "k": 0, "threshold": None, "label": "off", "source": None, "profile": None}]
     srcs = source_list(cfg)
@@ -273,13 +281,18 @@ def arm_settings(cfg: RolloutConfig) -> list[dict[str, Any]]:
                 for t in cfg.thresholds:
                     out.append({"arm": "threshold", "k": k, "threshold": t, "label": f"threshold<={t} k={k}{tag}",
                                 "source": src, "profile": ("sources", src, k)})
+    orders = []
     for spec in cfg.strategies:
         st = parse_strategy(spec)
         kind, _, arg = st.switch.partition(":")
-        # arms differing only where trees start (tree_at) read the same profiles
+        # arms differing only where trees start (tree_at) or in their admission order read the same profiles
         out.append({"arm": "strategy", "strategy": spec, "k": st.k, "label": spec, "source": st.sources,
                     "threshold": int(arg) if kind == "threshold" else None, "switch": st.switch,
-                    "profile": ("strategy", re.sub(r":tree_at=\d+", "", spec))})
+                    "schedule": st.schedule, "profile": ("strategy", re.sub(r":(tree_at|sched)=\w+", "", spec))})
+        orders += [st.schedule] if st.schedule != "fcfs" and st.schedule not in orders else []
+    for order in orders:
+        out.append({"arm": "schedule", "k": 0, "threshold": None, "label": f"off:sched={order}", "source": None,
+                    "profile": None, "schedule": order})
     return out
 
 
@@ -288,7 +301,7 @@ def arm_policy(setting: dict[str, Any], cost=None) -> SpecPolicy:
     cost switch (it needs the step model and the arm's acceptance)."""
     if setting["arm"] == "strategy":
         return parse_switch(setting["switch"], cost=cost)
-    return make_policy(setting["arm"], setting["threshold"])
+    return make_policy("off" if setting["arm"] == "schedule" else setting["arm"], setting["threshold"])
 
 
 def tail_threshold_for(setting: dict[str, Any], cfg: RolloutConfig) -> int:
@@ -301,23 +314,37 @@ def tail_threshold_for(setting: dict[str, Any], cfg: RolloutConfig) -> int:
 
 # ---------- lengths ----------
 
-def draw_lengths(spec: str, n: int, seed: int, lo: int, hi: int, trace_lengths: np.ndarray | None = None) -> np.ndarray:
+def draw_lengths(spec: str, n: int, seed: int, lo: int, hi: int, trace_lengths: np.ndarray | None = None,
+                 group_size: int = 1, share: float = 0.0) -> np.ndarray:
     """Per-request target lengths: 'lognormal:MEDIAN:SIGMA', 'pareto:MIN:ALPHA', 'fixed:N' or
-    'trace' (lengths resampled from the traces' responses)."""
+    'trace' (lengths resampled from the traces' responses). `share` > 0: the requests of one
+    prompt (q // group_size, prompt-major) have that share of their log-length variance in
+    common, each length still of the named distribution (its quantile at Phi(z) of
+    length_share.copula_normals); 0: independent draws."""
     rng = np.random.default_rng(seed)
     kind, *args = spec.split(":")
+    if share:
+        number_in(share, "--length-group-share", 0, 1)
+        if kind == "fixed":
+            raise UserError(unread_text(share, f"--length-dist {spec}"))
     try:
         a = [float(x) for x in args]
+        z = copula_normals(rng, n, group_size, share) if share else None
         if kind == "lognormal":
-            x = np.exp(rng.normal(math.log(a[0]), a[1], n))
+            x = np.exp(math.log(a[0]) + a[1] * z) if share else np.exp(rng.normal(math.log(a[0]), a[1], n))
         elif kind == "pareto":
-            x = a[0] * (1 + rng.pareto(a[1], n))
+            with np.errstate(divide="ignore", over="ignore"):   # a survival that underflows: clipped to hi
+                x = a[0] * normal_cdf(-z) ** (-1 / a[1]) if share else a[0] * (1 + rng.pareto(a[1], n))
         elif kind == "fixed":
             x = np.full(n, a[0])
         elif kind == "trace":
             if trace_lengths is None or not len(trace_lengths):
                 raise ValueError("no trace lengths")
-            x = rng.choice(trace_lengths, n)
+            if share:   # the empirical quantile: every trace length as likely as with rng.choice
+                srt = np.sort(np.asarray(trace_lengths))
+                x = srt[np.minimum((normal_cdf(z) * len(srt)).astype(np.int64), len(srt) - 1)]
+            else:
+                x = rng.choice(trace_lengths, n)
         else:
             raise ValueError(kind)
     except (ValueError, IndexError):
@@ -326,6 +353,29 @@ def draw_lengths(spec: str, n: int, seed: int, lo: int, hi: int, trace_lengths: 
 
 
 RANDOM_LENGTHS = ("lognormal", "pareto", "trace")   # --length-dist kinds drawn with the seed
+
+
+def group_share_option(value: Any) -> float | str:
+    """--length-group-share as a number in [0, 1], or the word traces; refused in one line otherwise."""
+    if isinstance(value, str) and value.strip().lower() == TRACES:
+        return TRACES
+    try:
+        return number_in(value, "--length-group-share", 0, 1)
+    except UserError as e:
+        raise UserError(f"{e} (the share of the log-length variance a prompt's responses have in common; 0: "
+                        f"independent lengths), or {TRACES} (measured on the replay's --traces)") from None
+
+
+def check_group_share(cfg: RolloutConfig, generates: bool) -> None:
+    """--length-group-share in range; `traces` only where a replay has traces to measure it on."""
+    share = group_share_option(cfg.length_group_share)
+    if share == TRACES and generates:
+        raise UserError(f"--length-group-share traces with --engine {cfg.engine}: traces is the share measured on a "
+                        "replay's --traces, and a measured engine generates from built-in prompts; give a number in "
+                        "[0, 1], or use --engine replay")
+    if share == TRACES and not cfg.traces:
+        raise UserError("--length-group-share traces: no --traces to measure it on; give --traces or a number in "
+                        "[0, 1]")
 
 
 def random_lengths(cfg: RolloutConfig) -> bool:

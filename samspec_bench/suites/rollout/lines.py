@@ -98,6 +98,25 @@ def workload_lines(summary: dict[str, Any]) -> list[str]:
     return ["; ".join(parts)]
 
 
+def length_share_lines(summary: dict[str, Any]) -> list[str]:
+    """How alike a prompt's response lengths are: in the traces (a replay) and as drawn
+    (--length-group-share, length_share.py); a measured run's only when it draws them alike."""
+    w = summary.get("workload") or {}
+    used = w.get("length_group_share")
+    drawn = (f"drawn with {used:.2f} (--length-group-share)" if isinstance(used, (int, float))
+             else "the traces' own lengths replayed")
+    if "length_group_share_traces" not in w:
+        return [f"response lengths {drawn}: a prompt's responses share that much of their log-length variance"] \
+            if isinstance(used, (int, float)) and used > 0 else []
+    got, basis = w["length_group_share_traces"], w.get("length_group_share_traces_basis") or {}
+    if got is None:
+        return [f"responses of one prompt: too few trace groups with 2 or more responses to measure how alike their "
+                f"lengths are; {drawn}"]
+    return [f"responses of one prompt share {got:.2f} of their log-length variance in the traces "
+            f"({basis.get('groups')} groups, {basis.get('responses')} responses, in {basis.get('unit', 'tokens')}); "
+            f"{drawn}"]
+
+
 def kv_lines(summary: dict[str, Any]) -> list[str]:
     """The simulated KV cache: capacity per instance and where it came from, a refusal note, and
     each arm's preemptions (median [min, max] over the draws)."""
@@ -119,7 +138,8 @@ def kv_lines(summary: dict[str, Any]) -> list[str]:
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """Every line `rollout` prints before the results path."""
     units, measured = summary["units"], summary["measured"]
-    lines = [summary["time_basis"]] + draws_line(summary) + workload_lines(summary) + source_lines(summary)
+    lines = [summary["time_basis"]] + draws_line(summary) + workload_lines(summary) + length_share_lines(summary)
+    lines += source_lines(summary)
     lines += [arm_line(lbl, m, units, measured) for lbl, m in summary["arms"].items()]
     lines += kv_lines(summary)
     for lbl, e in (summary.get("extrapolation") or {}).items():

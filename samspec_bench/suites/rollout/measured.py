@@ -187,8 +187,9 @@ def run_measured(cfg: RolloutConfig, step_model: Any = None, priced: dict[str, A
     torch.set_num_threads(cfg.threads)
     engine = make_engine(cfg.engine, cfg.model, **engine_options(cfg))
     n_prompts, n = cfg.prompts or MEASURED_PROMPTS, cfg.group_size or MEASURED_GROUP_SIZE
+    # prompt-major like rollout_requests: request q = i * n + j is prompt i's (--length-group-share's groups)
     lengths = draw_lengths(cfg.length_dist or REFERENCE_LENGTHS, n_prompts * n, cfg.seed, cfg.min_len,
-                           cfg.max_response_len)
+                           cfg.max_response_len, group_size=n, share=float(cfg.length_group_share))
     reqs = rollout_requests(cfg, engine.tokenizer, n_prompts, n, lengths)
     engine.generate(reqs[:2])  # warm-up (allocations, first-call overheads)
     if step_model is None:
@@ -275,4 +276,5 @@ def run_measured(cfg: RolloutConfig, step_model: Any = None, priced: dict[str, A
             "prediction_error": error_summary(metrics),
             "workload": {"requests": len(reqs), "prompts": n_prompts, "group_size": n,
                          "lengths": {"min": int(lengths.min()), "median": float(np.median(lengths)),
-                                     "max": int(lengths.max()), "dist": cfg.length_dist or REFERENCE_LENGTHS}}}
+                                     "max": int(lengths.max()), "dist": cfg.length_dist or REFERENCE_LENGTHS},
+                         "length_group_share": float(cfg.length_group_share)}}

@@ -30,6 +30,7 @@ from samspec_bench.suites.rollout.config import (RolloutConfig, arm_policy, arm_
                                                  needs_history, tail_threshold_for)
 from samspec_bench.suites.rollout.cost_policies import cost_switch
 from samspec_bench.suites.rollout.draws import run_draws
+from samspec_bench.suites.rollout.length_share import share_used
 from samspec_bench.suites.rollout.phases import (POSITION_EDGES, add_dp_speedups, add_speedups, arm_metrics,
                                                  dp_arm_metrics, tail_acceptance_rows)
 from samspec_bench.trace_formats import read_single_turn
@@ -186,7 +187,8 @@ def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool) -> list[S
     lt = rep.late.get(key) if key is not None else None
     after = siblings_longest(np.asarray(lengths), rep.group_size) if lt else None
     return [SimRequest(len(rep.pairs[j][0]), int(lengths[q]), pr[j][0] if pr else None, pr[j][1] if pr else None,
-                       stretch=stretch, tree_drafted=tr[j][0] if tr else None, tree_accepted=tr[j][1] if tr else None,
+                       group=q // rep.group_size, stretch=stretch, tree_drafted=tr[j][0] if tr else None,
+                       tree_accepted=tr[j][1] if tr else None,
                        late=LateProfile(int(after[q]), *lt[j]) if lt and after[q] < lengths[q] else None)
             for q, j in enumerate(rep.idx)]
 
@@ -229,7 +231,7 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
         opts = dict(k=s["k"], step_model=step_model, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T,
                     position_edges=POSITION_EDGES, **{"block_size": cfg.block_size, **kv_options(cfg)},
-                    **tree_options(s))   # block_size also cuts a capacity from device memory
+                    admission=s.get("schedule", "fcfs"), **tree_options(s))   # block_size also cuts a capacity from device memory
         made = []   # the arm's switches (one per instance), read back for what they decided
 
         def policy(s=s):
@@ -270,10 +272,12 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
 
 def draw(cfg: RolloutConfig, rep: Replay) -> tuple[np.ndarray, bool]:
     """Per-request response lengths and whether profiles are stretched to them: drawn from
-    --length-dist, else the traces' own."""
+    --length-dist (a prompt's responses alike by --length-group-share, length_share.py), else
+    the traces' own."""
     if cfg.length_dist is not None:
         return draw_lengths(cfg.length_dist, len(rep.idx), cfg.seed, cfg.min_len, cfg.max_response_len,
-                            trace_lengths=rep.trace_lengths), True
+                            trace_lengths=rep.trace_lengths, group_size=rep.group_size,
+                            share=share_used(cfg, rep)), True
     return np.array([len(rep.pairs[j][1]) for j in rep.idx], dtype=np.int64), False
 
 

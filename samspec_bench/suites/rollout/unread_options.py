@@ -8,6 +8,7 @@ anything runs (nothing is silent): each set away from its default where nothing 
   built-in prompts' traces (--traces, --tokenizer) on a measured engine;
 - --block-size without a KV capacity to cut into blocks;
 - --draws / --seed when the lengths are not drawn;
+- --length-group-share (a share, or traces) when no lengths are drawn (a replay's own lengths, fixed:N);
 - `rollout profile`: the engine grid's options with --engine torch, the torch grid's without it.
 
 Left alone (read somewhere): --sources naming history with no source arm (every arm then replays
@@ -26,6 +27,7 @@ from typing import Any
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.simulation.step_model_spec import is_roofline_spec
 from samspec_bench.errors import UserError, field_default
+from samspec_bench.suites.rollout.length_share import unread_text
 
 SOURCE_ARMS = ("always", "threshold")
 SAMPLING = (("temperature", "--temperature"), ("top_p", "--top-p"))
@@ -58,6 +60,8 @@ def refuse_unread(cfg: Any, given: set[str], drawn: bool) -> None:
         raise UserError(f"--block-size {cfg.block_size} sizes the KV cache's blocks, and this run has no KV limit (no "
                         "--kv-capacity-tokens, and the step model does not know the device memory): give "
                         "--kv-capacity-tokens or a roofline --step-model, or drop it")
+    # a measured engine without --length-dist draws its lognormal default
+    share_unread(cfg, drawn or (caps.generates and cfg.length_dist is None))
     if not caps.generates:
         lengths_unread(cfg, drawn)
 
@@ -113,6 +117,14 @@ def lengths_unread(cfg: Any, drawn: bool) -> None:
     if cfg.seed != 0 and cfg.dev_split is None:
         raise UserError(f"--seed {cfg.seed} seeds drawn lengths and --dev-split's split, and this replay has neither "
                         f"(lengths: {lengths}); give a drawn --length-dist or --dev-split, or drop it")
+
+
+def share_unread(cfg: Any, drawn: bool) -> None:
+    """--length-group-share correlates drawn lengths: refused where none are drawn."""
+    if drawn or cfg.length_group_share == field_default(cfg, "length_group_share"):
+        return
+    raise UserError(unread_text(cfg.length_group_share,
+                                f"--length-dist {cfg.length_dist}" if cfg.length_dist else "the traces' own"))
 
 
 def pronouns(named: list[str]) -> tuple[str, str]:

@@ -265,3 +265,31 @@ def test_responses_without_a_step_beside_stepped_ones_are_said_to_be_the_earlies
     assert [it.step for it in earlier[:3]] == [None] * 3 and len(earlier) == 7
     assert "3 responses without an RL step" in why
     assert "without an RL step" not in split_history(stepped)[2]
+
+
+def test_a_strategy_in_another_admission_order_runs_beside_that_order_without_speculation(shared_data, tmp_path):
+    """`seer:sched=context` runs under Seer's admission order, reads the same profiles as `seer`
+    (the same tokens per step), and `off:sched=context` adds what the order alone is worth."""
+    settings = ro.config.arm_settings(ro.config.RolloutConfig(strategies=["seer", "seer:sched=context"]))
+    by = {s["label"]: s for s in settings}
+    assert by["seer:sched=context"]["profile"] == by["seer"]["profile"]
+    assert (by["off:sched=context"]["arm"], by["off:sched=context"]["schedule"]) == ("schedule", "context")
+    res = CliRunner().invoke(ro.command, ["--data-dir", str(shared_data), "--prompts", "6", "--max-num-seqs", "8",
+                                          "--strategy", "seer@group,seer:sched=context@group", "--output",
+                                          str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    (run,) = list(tmp_path.iterdir())
+    result = json.loads((run / "result.json").read_text())["metrics"]
+    arms = result["arms"]
+    assert set(arms) == {"off", "seer@group", "seer:sched=context@group", "off:sched=context"}
+    assert arms["off:sched=context"]["drafted_per_step"] == 0
+    assert arms["off:sched=context"]["emitted"] == arms["off"]["emitted"]
+    assert any("admits by the group's estimated length" in n
+               for n in result["workload"]["strategies"]["seer:sched=context@group"]["needs"])
+
+
+def test_accept_refuses_an_admission_order():
+    from samspec_bench.errors import UserError
+    from samspec_bench.suites.accept.config import check_strategy
+    with pytest.raises(UserError, match="sched=.*rollout --strategy"):
+        check_strategy("seer:sched=context@group")
