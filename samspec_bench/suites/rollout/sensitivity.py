@@ -8,7 +8,9 @@ The assumptions and the values tried (nothing is fitted to a published figure: v
 tried, the table shows what each does):
 - response lengths (the run's lognormal): median x0.5 / x2; sigma x2/3 / x4/3; the share
   truncated at the maximum 0 % / 20 % (`mixture_lengths`: that share at exactly the maximum,
-  the rest lognormal redrawn below it);
+  the rest lognormal redrawn below it, independent of each other); how alike a prompt's
+  responses are (--length-group-share): independent (0) and the traces' measured share,
+  whichever the run did not draw with;
 - KV capacity: unlimited; a smaller engine memory share (gpu_memory_utilization 0.8, the seed's
   scripts' value, for a preset; 0.6) where the step model knows the device memory; x0.6 of a
   given --kv-capacity-tokens;
@@ -34,6 +36,7 @@ import numpy as np
 
 from samspec_bench.suites.rollout.config import RolloutConfig, lognormal_params
 from samspec_bench.suites.rollout.draws import draw_record, draw_seeds
+from samspec_bench.suites.rollout.length_share import share_used, traces_share
 from samspec_bench.suites.rollout.phases import ratio, tail_ratio
 from samspec_bench.suites.rollout.presets import get_preset
 from samspec_bench.suites.rollout.replay_arm import Replay, draw, simulate_arms
@@ -185,6 +188,25 @@ def length_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
                         simulated(cfg, rep, pick, model, seeds,
                                   lambda seed, share=share: mixture_lengths(med, sigma, share, n, seed, lo, hi)),
                         label, "that share at exactly the maximum, the rest lognormal redrawn below it"))
+    return rows + group_share_rows(cfg, rep, pick, model, seeds, label)
+
+
+def group_share_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
+    """Lengths with a prompt's responses independent, and alike by the traces' measured share:
+    each where the run drew with another share."""
+    used, got = share_used(cfg, rep), traces_share(rep)
+    tries = {0.0: "independent"}
+    if got is not None:
+        tries.setdefault(round(got["share"], 2), f"the traces', {got['groups']} groups")
+    rows = []
+    for share, what in tries.items():
+        if abs(share - used) < 0.005:
+            continue
+        rows.append(row("response lengths: alike in a group", f"{share:.2f} ({what})",
+                        simulated(cfg, rep, pick, model, seeds,
+                                  lambda seed, share=share: draw(replace(cfg, seed=seed, length_group_share=share),
+                                                                 rep)[0]),
+                        label, f"--length-group-share {share:.2f}"))
     return rows
 
 

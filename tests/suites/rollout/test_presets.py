@@ -215,8 +215,13 @@ def test_preset_run_prints_prediction_beside_published(shared_data, tmp_path):
     sens = met["sensitivity"]
     groups = {r["assumption"] for r in sens["rows"]}
     assert groups == {"(the prediction)", "response lengths: median", "response lengths: sigma (spread)",
-                      "response lengths: share at the maximum", "KV capacity", "DAPO generation rounds per step",
-                      "host overhead per step", "tail read as"}
+                      "response lengths: share at the maximum", "response lengths: alike in a group",
+                      "KV capacity", "DAPO generation rounds per step", "host overhead per step", "tail read as"}
+    # drawn independent (the preset's default), so the one alike-row tries the traces' measured share
+    (alike,) = [r for r in sens["rows"] if r["assumption"] == "response lengths: alike in a group"]
+    measured = met["workload"]["length_group_share_traces"]
+    assert met["workload"]["length_group_share"] == 0 and 0 < measured < 1
+    assert alike["value"].startswith(f"{measured:.2f} (the traces'") and alike["how"].endswith(f"{measured:.2f}")
     assert sens["arm"] == "threshold<=8 k=3" and sens["seeds"] == [0, 1, 2]
     assert all(r["tail_share_pct"]["n"] == 3 for r in sens["rows"])
     assert sens["rests_on"]["tail_share"] in groups and sens["rests_on"]["tail_share"] != "tail read as"
