@@ -352,13 +352,17 @@ def _arm_line(a: dict, base: dict, units: str) -> tuple[str, float | None, float
     counts the ratios are recomputed from the counts (whatever the result called them)."""
     so, st = _num(a.get("speedup_overall")), _num(a.get("speedup_tail"))
     bp = a.get("baseline_phases") or {}
+    dp = a.get("dp") or {}
+    pooled = "tail_s_pooled" in dp or "tail_steps_pooled" in dp   # sharded: the tail ratio is of pooled tails
     if units == "s":
         tot, btot = _num(a.get("total_s")), _num(bp.get("total_s", base.get("total_s")))
-        tail, btail = _num(a.get("tail_s")), _num(bp.get("tail_s", base.get("tail_s")))
+        tail, btail = ((_num(dp.get("tail_s_pooled")), _num(bp.get("tail_s_pooled"))) if pooled else
+                       (_num(a.get("tail_s")), _num(bp.get("tail_s", base.get("tail_s")))))
         u, what = " s", "rollout time"
     else:   # step counts: the steps themselves, never a time
         tot, btot = _num(a.get("steps")), _num(base.get("steps"))
-        tail, btail = _num(a.get("tail_steps")), _num(bp.get("tail_steps", base.get("tail_steps")))
+        tail, btail = ((_num(dp.get("tail_steps_pooled")), _num(bp.get("tail_steps_pooled"))) if pooled else
+                       (_num(a.get("tail_steps")), _num(bp.get("tail_steps", base.get("tail_steps")))))
         u, what = " steps", "engine steps"
         so, st = (btot / tot if btot and tot else None), (btail / tail if btail and tail else None)
     if btail == 0:   # no tail in the baseline: a ratio to it (0 / x) would claim a tail speed-up of 0
@@ -369,6 +373,7 @@ def _arm_line(a: dict, base: dict, units: str) -> tuple[str, float | None, float
     thr = a.get("tail_threshold")
     if st is not None:
         t += (f"; {x2(st)}x in the long tail" + (f" (≤{thr} running" if thr is not None else " (")
+              + (f", each of {dp.get('instances')} instances' own tail, summed" if pooled else "")
               + (f": {fmt(btail)} → {fmt(tail)}{u})" if btail is not None else ")"))
     elif btail == 0:
         t += (f"; no long-tail phase in this workload (the off arm never ran with ≤{thr} requests and none "

@@ -175,6 +175,20 @@ def test_no_tail_speedup_is_claimed_when_the_off_arm_has_no_tail(tmp_path):
     assert all("no long-tail phase in this workload" in c.text for c in a.checks)
 
 
+def test_a_sharded_rollouts_tail_line_gives_the_pooled_tails_its_ratio_divides(tmp_path):
+    """--dp 4: the tail speed-up is off's pooled tail (each instance's own tail, summed) over the
+    arm's; the line's seconds are those two, not the slowest instance's tail beside off's."""
+    off = {"total_s": 900.0, "tail_s": 50.0, "steps": 900, "tail_steps": 50}
+    arm = {"total_s": 400.0, "tail_s": 130.0, "steps": 400, "tail_steps": 130, "tail_threshold": 8,
+           "speedup_overall": 2.25, "speedup_tail": 700.0 / 560.0,
+           "dp": {"instances": 4, "tail_s_pooled": 560.0},
+           "baseline_phases": {"total_s": 900.0, "tail_s_pooled": 700.0, "head_s_pooled": 2900.0}}
+    path = rollout(tmp_path, {"arms": {"off": off, "arctic": arm}, "best_setting": "arctic"})
+    words = " ".join(c.text for c in answers_of([path])["rollout"].checks)
+    assert "1.25x in the long tail (≤8 running, each of 4 instances' own tail, summed: 700 → 560 s)" in words, words
+    assert "50 → 130" not in words
+
+
 def test_drawn_lengths_answer_with_the_medians_and_their_range(tmp_path):
     """Lengths drawn several times: the answer gives each figure's median [min, max] over the
     draws (as the rollout prints them) and the off arm's share of time in the tail, not the

@@ -62,12 +62,14 @@ def kv_block(sim) -> dict[str, Any]:
 
 def arm_figures(m: dict[str, Any]) -> dict[str, Any]:
     """The scalar figures of one arm in one draw (ARM_FIGURES, plus the mean instance time, the
-    pooled tail share and, against the off baseline split at the arm's threshold, the baseline's
+    pooled tail and its share and, against the off baseline split at the arm's threshold, the baseline's
     mean instance time and tail share)."""
     out = {k: m.get(k) for k in ARM_FIGURES}
     d = m.get("dp") or {}
     out["mean_instance_s"] = d.get("mean_instance_makespan_s", m.get("total_s"))
     out["tail_share"] = d.get("tail_share_pooled") if d else ratio(m.get("tail_s"), m.get("total_s"))
+    # the tail the tail speed-up divides: every instance's own tail summed (one instance: its tail)
+    out["tail_s_pooled"] = d.get("tail_s_pooled") if d else m.get("tail_s")
     base = m.get("baseline_phases")
     if base:
         if "tail_s_pooled" in base:

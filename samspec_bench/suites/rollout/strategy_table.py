@@ -22,9 +22,11 @@ from samspec_bench.suites.rollout.spread import fmt
 
 COLUMNS = ("tokens/step", "tail tokens/step", "drafted/step", "verify/emitted", "total", "tail", "speed-up",
            "tail speed-up")
-FIGURES = ("tokens_per_step", "tokens_per_step_tail", "drafted_per_step", "verify_tokens_per_token", "total_s", "tail_s",
-           "speedup_overall", "speedup_tail")   # the columns' figures, by their seconds names
-ROW_KEYS = {"total_s": "total", "tail_s": "tail"}   # row keys that differ from the figure's name
+# the columns' figures, by their seconds names; the tail is what the tail speed-up divides: pooled
+# over instances (every instance's own tail summed), the rollout's tail with one instance
+FIGURES = ("tokens_per_step", "tokens_per_step_tail", "drafted_per_step", "verify_tokens_per_token", "total_s",
+           "tail_s_pooled", "speedup_overall", "speedup_tail")
+ROW_KEYS = {"total_s": "total", "tail_s_pooled": "tail"}   # row keys that differ from the figure's name
 
 
 def strategy_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -39,6 +41,7 @@ def strategy_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     for lbl in order:
         m, st = arms[lbl], strategies.get(lbl) or {}
         sps = {f: fig(m, f) for f in FIGURES}
+        sps["tail_s_pooled"] = sps["tail_s_pooled"] or fig(m, "tail_s")   # a result from before the pooled figure
         row = {"arm": lbl, "strategy": bool(st), "sources": st.get("sources"), "k": st.get("k"),
                "switch": st.get("switch"), "needs": st.get("needs", []), "follows": st.get("follows"),
                "split": "held-out" if split else "all", "chosen_on_dev": (lbl in chosen) if split else None}
@@ -119,14 +122,17 @@ def strategy_lines(summary: dict[str, Any]) -> list[str]:
     over = f"median [min, max] over {n} draws" if n > 1 else "one draw"
     split = summary.get("split")
     where = "; HELD-OUT prompts, * = chosen on the dev prompts" if split else ""
-    out = [f"strategies ({basis(summary)}; {over}{where}; total and tail in {unit}, speed-ups over off):",
-           f"  {'arm':28s} " + " ".join(f"{c:>24s}" for c in COLUMNS)]
+    dp = ((summary.get("workload") or {}).get("dp") or {}).get("instances") or 1
+    tail = f"tail summed over the {dp} instances' own tails" if dp > 1 else "tail"
+    w = min(max([28] + [len(r["arm"]) + 2 for r in rows]), 64)   # whole labels: seer:... arms differ at the end
+    out = [f"strategies ({basis(summary)}; {over}{where}; total and {tail} in {unit}, speed-ups over off):",
+           f"  {'arm':{w}s} " + " ".join(f"{c:>24s}" for c in COLUMNS)]
     for r in rows:
         vals = (_cell(r, "tokens_per_step", ".2f"), _cell(r, "tokens_per_step_tail", ".2f"), _cell(r, "drafted_per_step", ".2f"),
                 _cell(r, "verify_tokens_per_token", ".2f"), _cell(r, "total", ".4g"), _cell(r, "tail", ".4g"),
                 _cell(r, "speedup_overall", ".3f", "x"), _cell(r, "speedup_tail", ".3f", "x"))
-        name = (r["arm"][:26] + " *") if r.get("chosen_on_dev") else r["arm"][:28]
-        out.append(f"  {name:28s} " + " ".join(f"{v:>24s}" for v in vals))
+        name = (r["arm"][:w - 2] + " *") if r.get("chosen_on_dev") else r["arm"][:w]
+        out.append(f"  {name:{w}s} " + " ".join(f"{v:>24s}" for v in vals))
     out += gate_lines(summary)
     best = best_strategy(rows, (split or {}).get("best_strategy"))
     if best is not None:

@@ -161,6 +161,24 @@ def test_strategy_table_against_hand_counts():
     assert lines[-1].endswith("needs: history kept between RL steps")
 
 
+def test_a_sharded_runs_tail_column_is_the_pooled_tail_its_speed_up_divides():
+    """--dp 2: the slowest instance's tail (tail_s) is not what the tail speed-up compares; the
+    table's tail column shows the instances' own tails summed, and says so; whole labels."""
+    sp = lambda v: {"median": v, "min": v, "max": v, "n": 1, "values": [v]}  # noqa: E731
+    m = {"decode_request_steps": 10, "drafted": 8, "accepted": 6, "total_s": 5.0, "tail_s": 2.0,
+         "speedup_overall": 2.0, "speedup_tail": 1.5,
+         "spread": {"tail_s": sp(2.0), "tail_s_pooled": sp(7.0), "speedup_tail": sp(1.5)}}
+    label = "seer:k=16:paths=4:sched=context@group+history"
+    summary = {"units": "s", "measured": False, "priced_by": {"kind": "roofline"},
+               "arms": {"off": {"total_s": 10.0}, label: m},
+               "workload": {"dp": {"instances": 2}, "strategies": {label: {"sources": "group+history", "k": 16}}}}
+    (row,) = strategy_rows(summary)
+    assert row["tail"] == 7.0
+    lines = strategy_lines(summary)
+    assert "tail summed over the 2 instances' own tails" in lines[0]
+    assert any(ln.strip().startswith(label + " ") for ln in lines[2:])
+
+
 def test_strategy_table_ranks_by_the_median_over_draws():
     """Three draws: A's totals 10, 12, 9 (median 10), B's 11, 11, 11: A is best by the median
     and fastest in 2 of the 3 draws; a row's figure is the median, its cell median [min, max]."""
