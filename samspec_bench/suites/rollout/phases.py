@@ -41,6 +41,13 @@ def completion_stats(finish) -> dict[str, float]:
             "straggler_ratio": float(f.max() / f.mean()) if f.mean() > 0 else None}
 
 
+def last_decile_s(completion: Mapping[str, Any] | None) -> float | None:
+    """Seer's tail (arXiv 2511.14617: the last 10 % of requests to complete): from the time
+    90 % of the requests had finished to the last one, in the completion's units."""
+    c = completion or {}
+    return c["makespan_s"] - c["p90_s"] if "makespan_s" in c and "p90_s" in c else None
+
+
 def arm_metrics(steps: Mapping[str, np.ndarray], finish, T: int) -> dict[str, Any]:
     """One arm's phases, step counts, drafted / accepted / emitted tokens and their cost
     (`acceptance_cost`), preemptions and completion times."""
@@ -58,6 +65,7 @@ def arm_metrics(steps: Mapping[str, np.ndarray], finish, T: int) -> dict[str, An
     if "num_preempted" in steps:
         m["preemptions"] = int(np.sum(steps["num_preempted"]))
     m["completion"] = completion_stats(finish)
+    m["last10_s"] = last_decile_s(m["completion"])
     return m
 
 
@@ -122,6 +130,7 @@ def add_speedups(metrics: dict[str, dict], settings, off_steps, default_T: int) 
         m["speedup_overall"] = ratio(base["total_s"], m["total_s"])
         m["speedup_head"] = ratio(base["head_s"], m["head_s"])
         m["speedup_tail"] = tail_ratio(base["tail_s"], m["tail_s"])
+        m["speedup_last10"] = tail_ratio(metrics["off"].get("last10_s"), m.get("last10_s"))
         m["baseline_phases"] = base
         m["time_saved_fraction"] = 1 - m["total_s"] / base["total_s"] if base["total_s"] else None
 
@@ -167,7 +176,8 @@ def dp_arm_metrics(instance_steps, instance_finish, T: int, finish_all, requests
     pooled = ({c: np.concatenate([np.asarray(st[c]) for st in instance_steps]) for c in PHASE_COLUMNS}
               if all("num_decode_reqs" in st for st in instance_steps) else {})
     m.update(phase_tokens(pooled, T))   # every instance's own tail steps, together
-    m["completion"] = completion_stats(finish_all)
+    m["completion"] = completion_stats(finish_all)   # every instance's clock starts at the rollout's start
+    m["last10_s"] = last_decile_s(m["completion"])
     tail = np.array([p["tail_s"] for p in per])
     m["dp"] = {"instances": len(per), "slowest_instance": slow, "instance_makespan_s": mk.tolist(),
                "mean_instance_makespan_s": float(mk.mean()),
@@ -201,6 +211,7 @@ def add_dp_speedups(metrics: dict[str, dict], settings, off_instance_steps) -> N
         m["speedup_overall"] = ratio(float(b_tot.max()), m["total_s"])
         m["speedup_mean_instance"] = ratio(float(b_tot.mean()), d["mean_instance_makespan_s"])
         m["speedup_tail"] = tail_ratio(float(b_tail.sum()), d["tail_s_pooled"])
+        m["speedup_last10"] = tail_ratio(metrics["off"].get("last10_s"), m.get("last10_s"))
         m["speedup_head"] = ratio(float(b_tot.sum() - b_tail.sum()), d["head_s_pooled"])
         m["baseline_phases"] = {"total_s": float(b_tot.max()), "mean_instance_makespan_s": float(b_tot.mean()),
                                 "tail_s_pooled": float(b_tail.sum()), "head_s_pooled": float(b_tot.sum() - b_tail.sum())}

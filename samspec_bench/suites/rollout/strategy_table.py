@@ -21,11 +21,11 @@ from samspec_bench.suites.rollout.lines import fig
 from samspec_bench.suites.rollout.spread import fmt
 
 COLUMNS = ("tokens/step", "tail tokens/step", "drafted/step", "verify/emitted", "total", "tail", "speed-up",
-           "tail speed-up")
+           "tail speed-up", "last-10% speed-up")
 # the columns' figures, by their seconds names; the tail is what the tail speed-up divides: pooled
 # over instances (every instance's own tail summed), the rollout's tail with one instance
 FIGURES = ("tokens_per_step", "tokens_per_step_tail", "drafted_per_step", "verify_tokens_per_token", "total_s",
-           "tail_s_pooled", "speedup_overall", "speedup_tail")
+           "tail_s_pooled", "speedup_overall", "speedup_tail", "speedup_last10")
 ROW_KEYS = {"total_s": "total", "tail_s_pooled": "tail"}   # row keys that differ from the figure's name
 
 
@@ -130,9 +130,12 @@ def strategy_lines(summary: dict[str, Any]) -> list[str]:
     for r in rows:
         vals = (_cell(r, "tokens_per_step", ".2f"), _cell(r, "tokens_per_step_tail", ".2f"), _cell(r, "drafted_per_step", ".2f"),
                 _cell(r, "verify_tokens_per_token", ".2f"), _cell(r, "total", ".4g"), _cell(r, "tail", ".4g"),
-                _cell(r, "speedup_overall", ".3f", "x"), _cell(r, "speedup_tail", ".3f", "x"))
+                _cell(r, "speedup_overall", ".3f", "x"), _cell(r, "speedup_tail", ".3f", "x"),
+                _cell(r, "speedup_last10", ".3f", "x"))
         name = (r["arm"][:w - 2] + " *") if r.get("chosen_on_dev") else r["arm"][:w]
         out.append(f"  {name:{w}s} " + " ".join(f"{v:>24s}" for v in vals))
+    out.append("  (tail: the steps with at most T running and nobody waiting, the seed's reading; last 10 %: from when "
+               "90 % of the requests had finished to the last one, Seer's reading of the long tail)")
     out += gate_lines(summary)
     best = best_strategy(rows, (split or {}).get("best_strategy"))
     if best is not None:

@@ -146,3 +146,18 @@ def test_a_baseline_without_a_tail_gives_no_tail_speedup_not_zero():
     from samspec_bench.suites.rollout.phases import tail_ratio
     assert tail_ratio(0.0, 5.0) is None and tail_ratio(None, 5.0) is None
     assert tail_ratio(10.0, 4.0) == 2.5 and tail_ratio(10.0, 0.0) is None
+
+
+def test_the_last_tenth_of_requests_is_seers_tail():
+    """Ten requests each: Seer's tail is from the 90th percentile of the finish times to the
+    last one (off: past 6 to 10; the arm: past 5 to 6), whatever the steps' running counts say."""
+    steps = _steps([2, 1], [0, 0], [1, 1])
+    off_f = np.array([1, 1, 2, 2, 3, 3, 4, 5, 6, 10], float)
+    arm_f = np.array([1, 1, 2, 2, 3, 3, 4, 4, 5, 6], float)
+    settings = [{"arm": "off", "label": "off"}, {"arm": "always", "label": "a"}]
+    metrics = {"off": ph.arm_metrics(steps, off_f, 1), "a": ph.arm_metrics(steps, arm_f, 1)}
+    assert metrics["off"]["last10_s"] == pytest.approx(10 - np.percentile(off_f, 90))
+    ph.add_speedups(metrics, settings, steps, 1)
+    want = (10 - np.percentile(off_f, 90)) / (6 - np.percentile(arm_f, 90))
+    assert metrics["a"]["speedup_last10"] == pytest.approx(want)
+    assert ph.last_decile_s({}) is None
