@@ -39,4 +39,6 @@ def _needs_text(row: dict) -> str:
 
 def _tail_text(row: dict) -> str:
     st = row.get("speedup_tail")   # 0 or none: the baseline had no tail to compare with
-    return f"{x2(st)}x in the tail" if is_number(st) and st > 0 else "no tail"
+    text = f"{x2(st)}x in the tail" if is_number(st) and st > 0 else "no tail"
+    last = row.get("speedup_last10")   # Seer's reading: the last 10 % of requests to finish
+    return text + (f", {x2(last)}x over the last 10 % of requests" if is_number(last) and last > 0 else "")

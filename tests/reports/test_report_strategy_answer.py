@@ -41,3 +41,10 @@ def test_a_tree_best_is_followed_by_the_best_on_one_path():
     assert text.startswith(" Best strategy: arctic:paths=4 (2.50x overall, 1.90x in the tail, modelled; in-sample")
     assert text.endswith(" On one path (no tree verification, as vLLM verifies today): arctic (2.25x overall, "
                          "1.50x in the tail); it needs: nothing beyond the request's own text.")
+
+
+def test_the_answer_gives_seers_reading_of_the_tail_where_the_run_has_it():
+    rows = [{"arm": "arctic:paths=4", "strategy": True, "total": 50.0, "speedup_overall": 2.5, "speedup_tail": 1.2,
+             "speedup_last10": 3.25, "needs": []}]
+    text = best_strategy_text({"strategy_table": {"rows": rows}}, "modelled")
+    assert "(2.50x overall, 1.20x in the tail, 3.25x over the last 10 % of requests, modelled;" in text
