@@ -20,13 +20,12 @@ def test_orders_cannot_matter_when_every_request_runs_at_once(tmp_path, capsys):
     assert "over 2 draws (decode steps, modelled)" in capsys.readouterr().out
 
 
-def test_a_queue_lets_the_oracle_end_at_the_longest_response(tmp_path):
+def test_with_a_queue_longest_first_by_the_true_lengths_is_never_slower(tmp_path):
     out = tmp_path / "o.json"
     assert admission_orders.main(["--draws", "3", "--groups", "6", "--group-size", "4", "--slots", "8",
                                   "--median", "60", "--sigma", "1.0", "--max-len", "400", "--json", str(out)]) == 0
     for d in json.loads(out.read_text())["draws"]:
         assert d["steps"]["longest_first_oracle"] <= d["steps"]["fcfs"]
-        assert d["fcfs_over_oracle"] >= 1.0
 
 
 def test_bad_sizes_exit_2(capsys):

@@ -272,7 +272,8 @@ class RolloutSimulation:
     def _head_blocked_by_kv(self) -> bool:
         """The next waiting request's prefill chunk needs more KV blocks than are free now. While
         the running requests decode and none finishes, free blocks only shrink, so it stays out
-        (admission is first come first served: nobody behind it goes first) until the block ends."""
+        (admission takes the head first, nobody behind it goes first, and the admission order's
+        head changes only when a request finishes) until the block ends."""
         if self.kv is None:
             return False
         run = self.running

@@ -41,7 +41,8 @@ def strategy_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     for lbl in order:
         m, st = arms[lbl], strategies.get(lbl) or {}
         sps = {f: fig(m, f) for f in FIGURES}
-        sps["tail_s_pooled"] = sps["tail_s_pooled"] or fig(m, "tail_s")   # a result from before the pooled figure
+        # no pooled figure (one engine instance measured, or a result from before it): the arm's own tail
+        sps["tail_s_pooled"] = sps["tail_s_pooled"] or fig(m, "tail_s")
         row = {"arm": lbl, "strategy": bool(st), "sources": st.get("sources"), "k": st.get("k"),
                "switch": st.get("switch"), "needs": st.get("needs", []), "follows": st.get("follows"),
                "split": "held-out" if split else "all", "chosen_on_dev": (lbl in chosen) if split else None}
