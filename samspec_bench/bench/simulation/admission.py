@@ -12,11 +12,12 @@
   and at least as long as its running members have got), otherwise the estimate is the
   longest length among its finished members. Ties go first come first served.
 
-  What differs from Seer: Seer also divides each request into chunks and moves them between
-  instances through a global KV pool (divided rollout), so its instances finish together; here
-  each instance keeps its own requests (`--dp-shard`), and a request, once admitted, runs to its
-  end (only KV preemption interrupts it, as in the engine). Preempted requests go back to the
-  front of the queue under both orders, as the engine does.
+  Seer also divides each request into chunks and moves them between instances through a
+  global KV pool (divided rollout, shared_queue.py); there the order ranks one queue for every
+  instance, and a chunk that comes back is ranked by its group's estimate like the rest. Without
+  it each instance keeps its own requests (`--dp-shard`) and a request, once admitted, runs to
+  its end (only KV preemption interrupts it, as in the engine). Preempted requests go back to
+  the front of their instance's queue under both orders, as the engine does.
 
 Online only: the order reads what the engine has seen (which members finished, and their
 lengths), never a waiting request's own length.
@@ -61,6 +62,11 @@ class ContextAwareOrder:
     def take(self, i: int) -> None:
         self.waiting[i] = False
         self.started[self.group[i]] = True
+
+    def rejoin(self, i: int) -> None:
+        """A started request waits again (a divided rollout's chunk): ranked by its group's
+        estimate, first come first served by request index among equals."""
+        self.waiting[i] = True
 
 
 def make_order(name: str, groups: Sequence, lengths: np.ndarray) -> ContextAwareOrder | None:

@@ -40,7 +40,7 @@ order is part of the rule.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -86,6 +86,7 @@ class DPResult:
     shards: list[np.ndarray]         # global request indices per instance (admission order)
     finish_time_s: np.ndarray        # per request, global order (every instance starts at 0)
     first_token_time_s: np.ndarray
+    moves: dict = field(default_factory=dict)   # a divided rollout's chunks (shared_queue.py); {}: fixed shards
 
     @property
     def instance_makespan_s(self) -> np.ndarray:

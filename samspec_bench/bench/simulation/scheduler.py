@@ -68,21 +68,21 @@ requests, log it (step_log.py)). `simulate` is the public entry point.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from samspec_bench.bench.policies import AlwaysPolicy, OffPolicy, StepState
 from samspec_bench.bench.simulation import fast_paths
-from samspec_bench.bench.simulation.admission import make_order
 from samspec_bench.bench.simulation.kv_blocks import KvBlocks, kv_capacity, schedule_with_preemption
 from samspec_bench.bench.simulation.profile_table import (LateProfile, ProfileTable, accepted_at, drafts_at,
                                                           tree_table)
 from samspec_bench.bench.simulation.step_log import STEP_COLUMNS, StepLog, TailAcceptance
+from samspec_bench.bench.simulation.waiting_queue import WaitingQueue
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 
-__all__ = ["STEP_COLUMNS", "RolloutSimulation", "SimConfig", "SimRequest", "SimResult", "reprice", "simulate"]
+__all__ = ["STEP_COLUMNS", "RolloutSimulation", "SimConfig", "SimRequest", "SimResult", "simulate"]
 
 
 @dataclass
@@ -149,9 +149,11 @@ class RolloutSimulation:
     """One arm's rollout, advanced step by step (or a closed-form block of steps at a time)
     until every request has finished. Holds the configuration and the per-request state:
     KV tokens computed, response tokens emitted, finish and first-token times, the running
-    requests in admission order and the waiting queue."""
+    requests in admission order and the waiting queue. `shared` (shared_queue.SharedRollout):
+    the per-request state, profiles and waiting queue of a rollout whose instances pull from one
+    queue, used in place of this instance's own (it then holds every request of the rollout)."""
 
-    def __init__(self, requests: Sequence[SimRequest], config: SimConfig):
+    def __init__(self, requests: Sequence[SimRequest], config: SimConfig, shared=None):
         if config.max_num_seqs < 1 or config.max_num_batched_tokens < 1:
             raise ValueError("max_num_seqs and max_num_batched_tokens must be >= 1")
         self.N = N = len(requests)
@@ -159,13 +161,14 @@ class RolloutSimulation:
         self.L = np.array([r.response_len for r in requests], dtype=np.int64)
         if N and (self.P.min() < 1 or self.L.min() < 1):
             raise ValueError("every request needs a prompt and a response of at least one token")
-        self.profiles = ProfileTable(requests, self.L)
+        self.profiles = ProfileTable(requests, self.L) if shared is None else shared.profiles
         self.k = k = int(config.k)
         self.tree_running, self.tree_k = int(config.tree_running), int(config.tree_k)
         if self.tree_running < 0 or (self.tree_running and self.tree_k < 1):
             raise ValueError(f"tree_running {self.tree_running} with tree_k {self.tree_k}: tree steps need "
                              "tree_running >= 1 and tree_k >= 1 (tree_running 0: none)")
-        self.trees = tree_table(requests, self.L, self.profiles) if self.tree_running else self.profiles
+        self.trees = (shared.trees if shared is not None else
+                      tree_table(requests, self.L, self.profiles) if self.tree_running else self.profiles)
         self.kv_extra = max(k, self.tree_k if self.tree_running else 0)   # most KV tokens beyond P + L
         self.policy = config.policy if config.policy is not None else (AlwaysPolicy() if k else OffPolicy())
         self.observe = getattr(self.policy, "observe_step", None)   # a history-dependent policy's feedback
@@ -177,30 +180,39 @@ class RolloutSimulation:
         cap, self.kv_info = kv_capacity(config.kv_capacity_tokens, config.step_model, config.block_size)
         self.kv = None if cap is None else KvBlocks(cap, config.block_size, self.P + self.L + self.kv_extra,
                                                     what=self.kv_info["source"])
-        self.computed = np.zeros(N, dtype=np.int64)   # KV tokens
-        self.pos = np.zeros(N, dtype=np.int64)        # response tokens emitted
-        self.finish = np.full(N, np.nan)
-        self.first = np.full(N, np.nan)
+        self.shared = shared
+        if shared is None:
+            self.computed = np.zeros(N, dtype=np.int64)   # KV tokens
+            self.pos = np.zeros(N, dtype=np.int64)        # response tokens emitted
+            self.finish = np.full(N, np.nan)
+            self.first = np.full(N, np.nan)
+            self.queue = WaitingQueue(config.admission, [r.group for r in requests], self.L)
+        else:
+            self.computed, self.pos, self.finish, self.first, self.queue = (
+                shared.computed, shared.pos, shared.finish, shared.first, shared.queue)
         self.running = np.zeros(0, dtype=np.int64)    # admission order
         self.requeue: list[int] = []                  # preempted requests, at the front of the waiting queue
-        self.next_wait = 0                            # requests admitted from the queue so far
-        self.order = make_order(config.admission, [r.group for r in requests], self.L)   # None: FCFS
         self.clock = 0.0
         self.step = 0
         self.log = StepLog()
 
     def run(self) -> SimResult:
-        while self.next_wait < self.N or self.running.size or self.requeue:
+        while len(self.queue) or self.running.size or self.requeue:
             self.advance()
+        return self.result()
+
+    def result(self, finish: np.ndarray | None = None, first: np.ndarray | None = None) -> SimResult:
+        """What ran so far (`finish` / `first`: the per-request times to report, default all)."""
         policy = self.policy.describe() if hasattr(self.policy, "describe") else {}
         steps = self.log.arrays()
         kv = {**self.kv_info, "preemptions": int(np.sum(steps.get("num_preempted", 0)))}
-        return SimResult(steps=steps, finish_time_s=self.finish, first_token_time_s=self.first,
+        return SimResult(steps=steps, finish_time_s=self.finish if finish is None else finish,
+                         first_token_time_s=self.first if first is None else first,
                          makespan_s=self.clock, num_steps=self.step, policy=policy, k=self.k,
                          tail_acceptance=self.tail.result(), kv=kv)
 
     def num_waiting(self) -> int:
-        return self.N - self.next_wait + len(self.requeue)
+        return len(self.queue) + len(self.requeue)
 
     def advance(self) -> None:
         """One step, or a block of steps in closed form where one applies."""
@@ -241,7 +253,7 @@ class RolloutSimulation:
         and the KV cache hold every running request's whole speculative rest, and the policy
         speculates at every running count down to 1. None where they could interact."""
         run, n = self.running, int(self.running.size)
-        if n_wait or (self.kv is not None and not self.kv.fits(self.P[run] + self.L[run] + self.kv_extra)):
+        if n_wait or self.shared is not None or (self.kv is not None and not self.kv.fits(self.P[run] + self.L[run] + self.kv_extra)):
             return None
         states = [StepState(self.step, r, 0, r) for r in range(1, n + 1)]
         ks = [self.step_k(s) for s in states]
@@ -267,6 +279,8 @@ class RolloutSimulation:
         run = self.running
         if run.size > self.max_num_batched_tokens:
             return False
+        if self.shared is not None:   # other instances may return chunks to the queue: only a full batch is sure
+            return run.size >= self.max_num_seqs
         return n_wait == 0 or run.size >= self.max_num_seqs or self._head_blocked_by_kv()
 
     def _head_blocked_by_kv(self) -> bool:
@@ -279,9 +293,9 @@ class RolloutSimulation:
         run = self.running
         budget = self.max_num_batched_tokens - int(run.size)
         i = self._next_waiting()
-        n = min(int(self.P[i] + self.pos[i]), budget)
+        n = min(self._pending(i), budget)
         free = self.kv.num_blocks - int(self.kv.blocks(self.computed[run]).sum())
-        return budget <= 0 or int(self.kv.blocks(n)) > free
+        return budget <= 0 or int(self.kv.blocks(int(self.computed[i]) + n)) > free
 
     def _decode_without_speculation(self, n_wait: int) -> bool:
         """Decode without speculation until the first request finishes (or the KV cache would
@@ -289,6 +303,8 @@ class RolloutSimulation:
         run = self.running
         rem = self.L[run] - self.pos[run]
         m = fast_paths.decode_run_length(rem, self.computed[run], self.kv)
+        if self.shared is not None:   # and short of the step where a chunk ends or a request finishes: that
+            m = min(m, self.shared.steps_to_release(run)) - 1   # one other instances see, so it waits its turn
         if m < 2:
             return False
         cols = fast_paths.decode_block(int(run.size), int(self.computed[run].sum()), m, n_wait,
@@ -372,36 +388,37 @@ class RolloutSimulation:
     def _next_waiting(self) -> int:
         """The waiting request admitted next: a preempted one first, then the queue's head in
         the arm's admission order (admission.py; first come first served by default)."""
-        if self.requeue:
-            return self.requeue[0]
-        return self.next_wait if self.order is None else self.order.peek()
+        return self.requeue[0] if self.requeue else self.queue.peek()
+
+    def _pending(self, i: int) -> int:
+        """Tokens request i must compute before it samples: its prompt (and output, when
+        preempted) as a prefill, or 1 for a divided rollout's chunk whose KV it brings along."""
+        return int(self.P[i] + self.pos[i] - self.computed[i])
 
     def _finished(self, idx: np.ndarray) -> None:
         """Requests that just finished (an admission order that learns from them hears of it)."""
-        if self.order is not None:
-            self.order.finished(idx)
+        self.queue.finished(idx)
 
     def _admit(self, budget: int, room: int) -> tuple[np.ndarray, np.ndarray]:
         """Waiting requests (preempted ones first, then in the admission order) while budget is
         left, fewer than max_num_seqs run and, with a KV cache, their prefill's blocks fit in
         `room`. Returns (requests, prefill tokens)."""
         admitted = []
-        while ((self.requeue or self.next_wait < self.N) and budget > 0
+        while ((self.requeue or len(self.queue)) and budget > 0
                and self.running.size + len(admitted) < self.max_num_seqs):
             i = self._next_waiting()
-            n = min(int(self.P[i] + self.pos[i]), budget)
-            if self.kv is not None:
-                if int(self.kv.blocks(n)) > room:
+            n = min(self._pending(i), budget)
+            if self.kv is not None:   # a chunk's KV comes along whole
+                need = int(self.kv.blocks(int(self.computed[i]) + n))
+                if need > room:
                     break
-                room -= int(self.kv.blocks(n))
+                room -= need
             admitted.append((i, n))
             budget -= n
             if self.requeue:
                 self.requeue.pop(0)
             else:
-                self.next_wait += 1
-                if self.order is not None:
-                    self.order.take(i)
+                self.queue.take(i)
         return (np.array([i for i, _ in admitted], dtype=np.int64),
                 np.array([n for _, n in admitted], dtype=np.int64))
 
@@ -473,25 +490,3 @@ def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepSt
                        kv_capacity_tokens=kv_capacity_tokens, block_size=block_size,
                        tree_running=tree_running, tree_k=tree_k, admission=admission)
     return RolloutSimulation(requests, config).run()
-
-
-def reprice(result: SimResult, step_model: StepTimeModel) -> SimResult:
-    """The same schedule timed with another step-time model. Schedules do not depend on step
-    times, so one simulation with `StepTimeModel.constant(1.0)` (clock = step count) can be
-    priced with any model; `result` must come from such a run."""
-    t = step_model.predict_steps(result.steps)
-    clock = np.cumsum(t)
-    steps = dict(result.steps, time_s=t, clock_s=clock)
-
-    def at(step_clock):
-        f = np.asarray(step_clock, dtype=float)
-        out = np.full(f.shape, np.nan)
-        ok = np.isfinite(f)
-        out[ok] = clock[np.round(f[ok]).astype(np.int64) - 1]
-        return out
-
-    if result.num_steps and not np.isclose(result.makespan_s, result.num_steps):
-        raise ValueError("reprice needs a simulation run with StepTimeModel.constant(1.0)")
-    return replace(result, steps=steps, finish_time_s=at(result.finish_time_s),
-                   first_token_time_s=at(result.first_token_time_s),
-                   makespan_s=float(clock[-1]) if clock.size else 0.0)

@@ -1,12 +1,14 @@
 """Named drafting strategies, each one module behind one interface (`base.Strategy`): `seed`,
 `evidence`, `histospec`, `seer`, `das`, `arctic`. A spec picks one and may change its most
 draft tokens, its source and its step switch:
-`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:sched=S][@SOURCES][/SWITCH]`,
+`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:sched=S][:divided=C][@SOURCES][/SWITCH]`,
 e.g. `evidence:k=3@own`, `evidence:cost=0.1` (the evidence policy's cost per draft token, for
 the strategies that draft with it: evidence, and histospec and arctic, where it is the
 min_token_prob), `arctic:paths=4` (multi-path drafts of 4 paths where at most R (8)
 requests run and nobody waits: sam/draft_tree.py), `seer:sched=context` (the rollout engine admits
-waiting requests in Seer's context-aware order, bench/simulation/admission.py), `seed/cost`,
+waiting requests in Seer's context-aware order, bench/simulation/admission.py),
+`seer:divided=8192` (Seer's divided rollout: the instances pull from one queue and a request
+moves on every 8,192 tokens, bench/simulation/shared_queue.py), `seed/cost`,
 `histospec/schedule:1-32=16;33-1024=0`, `seer/cutoff:8:0.3` (switches.py: always,
 threshold:T, schedule:..., cost, costk, and `enginecutoff:W:T`, TensorRT-LLM's acceptance gate
 over the whole engine; `cutoff:W:T` adds the same rolling cut-off per request,
@@ -17,7 +19,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from samspec_bench.sam.strategies import arctic, das, evidence, histospec, seed, seer
-from samspec_bench.sam.strategies.base import (NEEDS_GROUP, NEEDS_HISTORY, NEEDS_SCHEDULER, NEEDS_SERVER, NEEDS_TREE,
+from samspec_bench.sam.strategies.base import (NEEDS_DIVIDED, NEEDS_GROUP, NEEDS_HISTORY, NEEDS_SCHEDULER, NEEDS_SERVER,
+                                               NEEDS_TREE,
                                                SCHEDULES, LengthRule, RuleDrafter, Strategy)
 from samspec_bench.sam.strategies.rules import AimdLength, BudgetByLength, RollingCutoff
 from samspec_bench.sam.strategies.switches import parse_switch
@@ -26,7 +29,7 @@ STRATEGIES = {m.STRATEGY.name: m.STRATEGY for m in (seed, evidence, histospec, s
 STRATEGY_SOURCES = ("own", "group", "history", "group+history")
 
 __all__ = ["STRATEGIES", "STRATEGY_SOURCES", "Strategy", "LengthRule", "RuleDrafter", "AimdLength", "BudgetByLength",
-           "RollingCutoff", "parse_switch", "parse_strategy", "NEEDS_GROUP", "NEEDS_HISTORY", "NEEDS_SCHEDULER", "NEEDS_SERVER",
+           "RollingCutoff", "parse_switch", "parse_strategy", "NEEDS_DIVIDED", "NEEDS_GROUP", "NEEDS_HISTORY", "NEEDS_SCHEDULER", "NEEDS_SERVER",
            "NEEDS_TREE", "SCHEDULES"]
 
 
@@ -34,7 +37,7 @@ def _with_cutoff(base, window: int, threshold: float):
     return lambda: RollingCutoff(base() if base is not None else None, window=window, threshold=threshold)
 
 
-NAME_OPTIONS = {"k": "k", "paths": "paths", "tree_at": "tree_running"}   # spec option -> Strategy field
+NAME_OPTIONS = {"k": "k", "paths": "paths", "tree_at": "tree_running", "divided": "divided"}   # option -> field
 
 
 def _with_cost(spec: str, s: Strategy, value: str) -> str:
@@ -55,11 +58,12 @@ def _with_cost(spec: str, s: Strategy, value: str) -> str:
 
 
 def _name_options(spec: str, text: str, s: Strategy) -> dict:
-    """`k=K:paths=W:tree_at=R:cost=C:sched=S` of a spec, any of them, as Strategy fields: k the most
+    """`k=K:paths=W:tree_at=R:cost=C:sched=S:divided=D` of a spec, any of them, as Strategy fields: k the most
     draft tokens a step may verify (>= 1; the suites check their own upper bound), W the paths of a
     multi-path draft (>= 1), R the most running requests of a step that verifies trees (>= 1), C
     the evidence policy's cost per draft token (the length spec), S the rollout engine's admission
-    order (SCHEDULES)."""
+    order (SCHEDULES), D the response tokens a divided rollout's chunk runs before it may move to
+    another instance."""
     out: dict = {}
     seen: set = set()
     for part in text.split(":"):
@@ -76,8 +80,8 @@ def _name_options(spec: str, text: str, s: Strategy) -> dict:
             out["schedule"] = val
             continue
         if key not in NAME_OPTIONS or not val.isdigit() or int(val) < 1:
-            raise ValueError(f"strategy {spec!r}: ':{part}' should be k=K, paths=W or tree_at=R with an "
-                             "integer >= 1, cost=C or sched=S, each after a ':'")
+            raise ValueError(f"strategy {spec!r}: ':{part}' should be k=K, paths=W, tree_at=R or divided=D with "
+                             "an integer >= 1, cost=C or sched=S, each after a ':'")
         out[NAME_OPTIONS[key]] = int(val)
     if "tree_running" in out and "paths" not in out:
         raise ValueError(f"strategy {spec!r}: tree_at=R sets where multi-path drafts start; give paths=W too")
@@ -85,7 +89,7 @@ def _name_options(spec: str, text: str, s: Strategy) -> dict:
 
 
 def parse_strategy(spec: str) -> Strategy:
-    """`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:sched=S][@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a
+    """`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:sched=S][:divided=D][@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a
     bad spec)."""
     head, _, switch = spec.strip().partition("/")
     name, _, sources = head.partition("@")

@@ -23,6 +23,8 @@ NEEDS_TREE = ("tree verification of multi-path drafts in the engine (tree attent
               "methods and this project's proposer verify one path)")
 NEEDS_SCHEDULER = ("an engine scheduler that admits by the group's estimated length (Seer's context-aware "
                    "scheduling; vLLM and vllm-ascend admit first come first served)")
+NEEDS_DIVIDED = ("one request queue and a KV pool shared by the engine instances, requests moving between them "
+                 "chunk by chunk (Seer's divided rollout; verl gives each instance a fixed shard)")
 SCHEDULES = ("fcfs", "context")   # admission orders (bench/simulation/admission.py)
 TREE_RUNNING = 8   # trees where at most this many requests run and nobody waits: the seed's switch point
 
@@ -67,13 +69,15 @@ class Strategy:
     paths: int = 0                    # multi-path drafts in the tail: paths per tree (0: one path always)
     tree_running: int = TREE_RUNNING  # a step verifies trees at most this many running, nobody waiting
     schedule: str = "fcfs"            # the engine's admission order (rollout only): fcfs or context
+    divided: int = 0                  # divided rollout's chunk in response tokens (rollout only; 0: fixed shards)
 
     @property
     def needs(self) -> tuple[str, ...]:
         """What the training system must provide, from the sources."""
         return tuple(n for n, on in ((NEEDS_HISTORY, "history" in self.sources),
                                      (NEEDS_GROUP, "group" in self.sources), (NEEDS_SERVER, self.server),
-                                     (NEEDS_TREE, self.paths > 0), (NEEDS_SCHEDULER, self.schedule != "fcfs"))
+                                     (NEEDS_TREE, self.paths > 0), (NEEDS_SCHEDULER, self.schedule != "fcfs"),
+                                     (NEEDS_DIVIDED, self.divided > 0))
                      if on)
 
     def drafter_options(self) -> dict[str, Any]:
@@ -88,7 +92,7 @@ class Strategy:
                 "rule": self.rule().describe() if self.rule is not None else None,
                 "history_window": self.history_window if "history" in self.sources else None,
                 "paths": self.paths, "tree_running": self.tree_running if self.paths else None,
-                "schedule": self.schedule,
+                "schedule": self.schedule, "divided": self.divided or None,
                 "needs": list(self.needs), "follows": self.follows, "differs": self.differs}
 
 

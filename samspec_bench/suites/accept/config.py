@@ -294,6 +294,9 @@ def check_strategy(spec: str, engine: str = "replay") -> DraftConfig:
         raise UserError(f"--strategy {spec!r}: a step switch needs a batch; accept replays acceptance only (drop "
                         "'/...', or run it in `rollout --strategy`)")
     try:
+        if parse_strategy(spec).divided:
+            raise ValueError("divided=D moves a rollout's requests between engine instances, and accept replays "
+                             "acceptance without instances: drop ':divided=...', or model it in `rollout --strategy`")
         if parse_strategy(spec).schedule != "fcfs":
             raise ValueError("sched=S sets the order a rollout engine admits waiting requests in, and accept "
                              "replays acceptance without an admission queue: drop ':sched=...', or model it in "

@@ -273,11 +273,13 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
                    "group's first half), group+history.")
 @click.option("--strategy", default=None,
               help="Named strategy arms, a comma list of NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:sched=S]"
-                   "[@SOURCES][/SWITCH]: seed, evidence, histospec, seer, das, arctic (each its drafter, sources, k, "
+                   "[:divided=D][@SOURCES][/SWITCH]: seed, evidence, histospec, seer, das, arctic (each its drafter, sources, k, "
                    "length rule and switch; SWITCH: always, threshold:T, schedule:LO-HI=K;..., cost, costk (per-step "
                    "k by the step model), cutoff:WINDOW:THRESHOLD (per request), enginecutoff:WINDOW:THRESHOLD "
-                   "(whole engine, for good); sched=context: Seer's admission order, with off:sched=context beside "
-                   "it). docs/drafting.md, 'Strategies'.")
+                   "(whole engine, for good); sched=context: Seer's admission order; divided=D: Seer's divided rollout, "
+                   "the --dp instances pulling from one queue and a request moving on every D tokens; each with "
+                   "its scheduling without speculation beside it, e.g. off:sched=context). docs/drafting.md, "
+                   "'Strategies'.")
 @click.option("--history-window", type=int, default=16, show_default=True,
               help="History source: earlier responses kept per prompt.")
 @click.option("--history-budget-mb", type=float, default=512.0, show_default=True,

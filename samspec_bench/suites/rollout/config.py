@@ -266,8 +266,9 @@ def arm_settings(cfg: RolloutConfig) -> list[dict[str, Any]]:
     """Every arm of the sweep: {arm, k, threshold, label, source, profile}; the off baseline
     always runs, first; then per source (named in the label when several are swept) the
     always / threshold arms, then one arm per named strategy (labelled by its spec), and where a
-    strategy admits in another order (`sched=S`), that order without speculation
-    (`off:sched=S`), so the table shows what the scheduling alone is worth.
+    strategy admits in another order (`sched=S`) or divides its rollout (`divided=D`), that
+    scheduling without speculation (`off:sched=S`, `off:divided=D`, ...), so the table shows
+    what the scheduling alone is worth.
     `profile`: the key of the acceptance profiles the arm reads (replay_arm.Replay)."""
     out = [{"arm": "off", "k": 0, "threshold": None, "label": "off", "source": None, "profile": None}]
     srcs = source_list(cfg)
@@ -281,18 +282,21 @@ def arm_settings(cfg: RolloutConfig) -> list[dict[str, Any]]:
                 for t in cfg.thresholds:
                     out.append({"arm": "threshold", "k": k, "threshold": t, "label": f"threshold<={t} k={k}{tag}",
                                 "source": src, "profile": ("sources", src, k)})
-    orders = []
+    scheds = []   # (admission order, divided chunk) of the strategies that schedule otherwise
     for spec in cfg.strategies:
         st = parse_strategy(spec)
         kind, _, arg = st.switch.partition(":")
-        # arms differing only where trees start (tree_at) or in their admission order read the same profiles
+        # arms differing only where trees start (tree_at) or in their scheduling read the same profiles
         out.append({"arm": "strategy", "strategy": spec, "k": st.k, "label": spec, "source": st.sources,
                     "threshold": int(arg) if kind == "threshold" else None, "switch": st.switch,
-                    "schedule": st.schedule, "profile": ("strategy", re.sub(r":(tree_at|sched)=\w+", "", spec))})
-        orders += [st.schedule] if st.schedule != "fcfs" and st.schedule not in orders else []
-    for order in orders:
-        out.append({"arm": "schedule", "k": 0, "threshold": None, "label": f"off:sched={order}", "source": None,
-                    "profile": None, "schedule": order})
+                    "schedule": st.schedule, "divided": st.divided,
+                    "profile": ("strategy", re.sub(r":(tree_at|sched|divided)=\w+", "", spec))})
+        sched = (st.schedule, st.divided)
+        scheds += [sched] if sched != ("fcfs", 0) and sched not in scheds else []
+    for order, divided in scheds:
+        label = "off" + (f":sched={order}" if order != "fcfs" else "") + (f":divided={divided}" if divided else "")
+        out.append({"arm": "schedule", "k": 0, "threshold": None, "label": label, "source": None,
+                    "profile": None, "schedule": order, "divided": divided})
     return out
 
 

@@ -17,7 +17,8 @@ from samspec_bench.bench.engines.base import Request, SamplingParams
 from samspec_bench.bench.engines.engine_device import engine_options as device_options
 from samspec_bench.bench.engines.factory import engine_capabilities, make_engine
 from samspec_bench.bench.simulation.profiles import profiles_for
-from samspec_bench.bench.simulation.scheduler import reprice, simulate
+from samspec_bench.bench.simulation.reprice import reprice
+from samspec_bench.bench.simulation.scheduler import simulate
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, extrapolation, fit_from_steps, step_features
 from samspec_bench.sam import SamDrafter
 from samspec_bench.sam.draft_length import DEFAULT_LENGTH

@@ -161,8 +161,14 @@ def dp_arm_metrics(instance_steps, instance_finish, T: int, finish_all, requests
     """One arm of a rollout sharded over instances. The rollout ends with its slowest instance:
     total_s is that instance's time and head_s / tail_s its phases (head + tail = total);
     step and token counts are sums over instances; `dp` holds the per-instance view and the
-    pooled tail (each instance's own tail steps, summed)."""
+    pooled tail (each instance's own tail steps, summed). An instance that waited idle for work
+    (a shared queue, bench/simulation/shared_queue.py) ends at its clock, its idle time in its head."""
     per = [arm_metrics(st, f, T) for st, f in zip(instance_steps, instance_finish)]
+    for p, st in zip(per, instance_steps):
+        end = float(st["clock_s"][-1]) if "clock_s" in st and len(st["clock_s"]) else p["total_s"]
+        if end > p["total_s"] * (1 + 1e-9):
+            p["idle_s"] = end - p["total_s"]
+            p["total_s"], p["head_s"] = end, end - p["tail_s"]
     mk = np.array([p["total_s"] for p in per], dtype=float)
     slow = int(np.argmax(mk))
     m: dict[str, Any] = {k: per[slow][k] for k in ("total_s", "head_s", "tail_s", "tail_steps", "head_steps")}
@@ -188,7 +194,7 @@ def dp_arm_metrics(instance_steps, instance_finish, T: int, finish_all, requests
     m["instances"] = [{"instance": i, "requests": int(n), "total_s": p["total_s"], "head_s": p["head_s"],
                        "tail_s": p["tail_s"], "tail_share": ratio(p["tail_s"], p["total_s"]), "steps": p["steps"],
                        "spec_steps": p["spec_steps"], "drafted": p["drafted"], "accepted": p["accepted"],
-                       "emitted": p["emitted"], "preemptions": p.get("preemptions", 0)}
+                       "emitted": p["emitted"], "preemptions": p.get("preemptions", 0), "idle_s": p.get("idle_s", 0.0)}
                       for i, (p, n) in enumerate(zip(per, requests_per_instance))]
     return m
 

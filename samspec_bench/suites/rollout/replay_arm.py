@@ -21,6 +21,7 @@ from samspec_bench.bench.simulation.profiles import (RESAMPLE_METHOD, history_st
 from samspec_bench.bench.simulation.dp import SHARD_RULE_TEXT, instance_steps, shard_requests, simulate_dp
 from samspec_bench.bench.simulation.profile_table import NEVER, LateProfile
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
+from samspec_bench.bench.simulation.shared_queue import DIVIDED_ASSUMED, simulate_shared
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, extrapolation
 from samspec_bench.data import load_tokenizer, tokenize_traces
 from samspec_bench.errors import UserError
@@ -238,10 +239,19 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
             made.append(arm_policy(s, cost))
             return made[-1]
         t0 = time.perf_counter()
-        if sharded:
+        divided = s.get("divided", 0)
+        if divided:   # one queue the instances pull from, chunks moving between them (not the shards)
+            r = simulate_shared(reqs, cfg.dp, chunk_tokens=divided, policy=policy, **opts)
+        elif sharded:
             r = simulate_dp(reqs, shards, policy=policy, **opts)
+        else:
+            r = simulate(reqs, policy=policy(), **opts)
+        moves = r.moves if divided else None
+        if divided and not sharded:   # one instance: its result as the engine simulation's
+            r = r.instances[0]
+        if sharded:
             m = dp_arm_metrics([x.steps for x in r.instances], [x.finish_time_s for x in r.instances], T,
-                               r.finish_time_s, [len(x) for x in shards])
+                               r.finish_time_s, [len(x) for x in r.shards])
             for row, x in zip(m["instances"], r.instances):
                 st = x.steps
                 row["kv_peak_tokens"] = int(np.max(st["context_tokens"] + st["num_scheduled_tokens"])) if len(
@@ -251,10 +261,11 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
                   if tails else None)
             steps = instance_steps(r)
         else:
-            r = simulate(reqs, policy=policy(), **opts)
             m = arm_metrics(r.steps, r.finish_time_s, T)
             ta, steps = r.tail_acceptance, r.steps
         m["sim_seconds"] = time.perf_counter() - t0
+        if moves is not None:
+            m["divided"] = {**moves, "assumed": DIVIDED_ASSUMED}
         if any(getattr(p, "gate", False) for p in made):   # a switch that can turn speculation off for good
             trips = [p.off_after_step for p in made]
             m["switch_off_after_step"] = trips if sharded else trips[0]

@@ -7,7 +7,8 @@ from samspec_bench.bench.simulation import fast_paths
 from samspec_bench.bench.simulation.profile_table import ProfileTable
 from samspec_bench.bench.simulation.profiles import (BLOCK, acceptance_profile, group_acceptance_profiles,
                                                      profiles_for, stretch_positions, walk_profile)
-from samspec_bench.bench.simulation.scheduler import SimRequest, reprice, simulate
+from samspec_bench.bench.simulation.reprice import reprice
+from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 from samspec_bench.errors import UserError
 from samspec_bench.sam.strategies.switches import BatchSchedule

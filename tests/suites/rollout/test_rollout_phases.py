@@ -161,3 +161,15 @@ def test_the_last_tenth_of_requests_is_seers_tail():
     want = (10 - np.percentile(off_f, 90)) / (6 - np.percentile(arm_f, 90))
     assert metrics["a"]["speedup_last10"] == pytest.approx(want)
     assert ph.last_decile_s({}) is None
+
+
+def test_an_instance_that_waited_for_work_ends_at_its_clock_with_the_wait_in_its_head():
+    # instance a steps 1 s, 1 s, waits 5 s for a chunk from the shared queue, steps 2 s: its
+    # clock ends at 9 s, 4 s of steps; b steps 3 s, 3 s without a gap
+    a = dict(_steps([4, 4, 1], [1, 0, 0], [1, 1, 2]), clock_s=np.array([1.0, 2.0, 9.0]))
+    b = dict(_steps([4, 1], [1, 0], [3, 3]), clock_s=np.array([3.0, 6.0]))
+    d = ph.dp_arm_metrics([a, b], [np.ones(4), np.ones(4)], 2, np.ones(8), [4, 4])
+    assert d["total_s"] == 9 and d["dp"]["slowest_instance"] == 0
+    assert d["tail_s"] == 2 and d["head_s"] == 7
+    assert [r["idle_s"] for r in d["instances"]] == [5, 0]
+    assert d["dp"]["tail_s_pooled"] == 5 and d["dp"]["head_s_pooled"] == 10

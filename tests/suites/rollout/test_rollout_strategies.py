@@ -311,3 +311,37 @@ def test_accept_refuses_an_admission_order():
     from samspec_bench.suites.accept.config import check_strategy
     with pytest.raises(UserError, match="sched=.*rollout --strategy"):
         check_strategy("seer:sched=context@group")
+
+
+def test_accept_refuses_a_divided_rollout():
+    from samspec_bench.errors import UserError
+    from samspec_bench.suites.accept.config import check_strategy
+    with pytest.raises(UserError, match="divided=.*rollout --strategy"):
+        check_strategy("seer:divided=4096@group")
+
+
+@pytest.mark.parametrize("dp", [1, 2])
+def test_a_divided_strategy_runs_beside_its_scheduling_without_speculation(shared_data, tmp_path, dp):
+    """`seer:divided=D` reads the same profiles as `seer` and runs on one queue the instances pull
+    from; `off:divided=D` is that scheduling alone; the baseline keeps its fixed shards."""
+    settings = ro.config.arm_settings(ro.config.RolloutConfig(strategies=["seer", "seer:divided=64:sched=context"]))
+    by = {s["label"]: s for s in settings}
+    assert by["seer:divided=64:sched=context"]["profile"] == by["seer"]["profile"]
+    off = by["off:sched=context:divided=64"]
+    assert (off["arm"], off["schedule"], off["divided"], off["k"]) == ("schedule", "context", 64, 0)
+    res = CliRunner().invoke(ro.command, ["--data-dir", str(shared_data), "--prompts", "6", "--max-num-seqs", "4",
+                                          "--dp", str(dp), "--strategy", "seer@group,seer:divided=64@group",
+                                          "--output", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    (run,) = list(tmp_path.iterdir())
+    result = json.loads((run / "result.json").read_text())["metrics"]
+    arms = result["arms"]
+    assert set(arms) == {"off", "seer@group", "seer:divided=64@group", "off:divided=64"}
+    div = arms["seer:divided=64@group"]
+    assert div["emitted"] == arms["seer@group"]["emitted"]
+    assert div["divided"]["chunk_tokens"] == 64 and div["divided"]["chunks_released"] > 0
+    assert "shared pool" in div["divided"]["assumed"]
+    assert arms["off:divided=64"]["drafted"] == 0 and arms["off:divided=64"]["emitted"] == arms["off"]["emitted"]
+    if dp > 1:
+        assert div["dp"]["instances"] == dp and "off" not in arms["off"].get("divided", {})
+    assert any("divided rollout" in n for n in result["workload"]["strategies"]["seer:divided=64@group"]["needs"])
