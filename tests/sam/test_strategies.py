@@ -170,11 +170,14 @@ def test_sched_option_sets_the_admission_order_and_names_what_it_needs():
 
 
 def test_divided_option_sets_the_chunk_and_names_what_it_needs():
-    from samspec_bench.sam.strategies import NEEDS_DIVIDED
+    from samspec_bench.sam.strategies import NEEDS_DIVIDED, NEEDS_SERVER
     st = parse_strategy("seer:divided=8192:sched=context@group")
     assert (st.divided, st.schedule, st.sources) == (8192, "context", "group")
     assert NEEDS_DIVIDED in st.needs and st.describe()["divided"] == 8192
     assert parse_strategy("seer").divided == 0 and NEEDS_DIVIDED not in parse_strategy("seer").needs
+    # its siblings' index must serve every instance the group's requests move to; an own-text drafter moves along
+    assert NEEDS_SERVER in st.needs and NEEDS_SERVER not in parse_strategy("seer").needs
+    assert NEEDS_SERVER not in parse_strategy("seed:divided=8192").needs
     for bad, match in (("seer:divided=0", "divided=D"), ("seer:divided=8k", "divided=D"),
                        ("seer:divided=4:divided=8", "twice")):
         with pytest.raises(ValueError, match=match):

@@ -253,7 +253,8 @@ class RolloutSimulation:
         and the KV cache hold every running request's whole speculative rest, and the policy
         speculates at every running count down to 1. None where they could interact."""
         run, n = self.running, int(self.running.size)
-        if n_wait or self.shared is not None or (self.kv is not None and not self.kv.fits(self.P[run] + self.L[run] + self.kv_extra)):
+        if n_wait or self.shared is not None or (
+                self.kv is not None and not self.kv.fits(self.P[run] + self.L[run] + self.kv_extra)):
             return None
         states = [StepState(self.step, r, 0, r) for r in range(1, n + 1)]
         ks = [self.step_k(s) for s in states]

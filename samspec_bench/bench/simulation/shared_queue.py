@@ -9,19 +9,22 @@ happened to hold them.
 How it is simulated: one `RolloutSimulation` per instance over every request of the rollout,
 all sharing the per-request state, the acceptance profiles and the queue (`SharedRollout`);
 the instance whose clock is earliest takes the next step. Of the closed-form blocks
-(scheduler.py) only decoding without speculation in a full batch applies, and only up to the
-next chunk's end: another instance may return a chunk to the queue at any time, so an instance
-with a free slot, or at the speculative end, is stepped one by one. Each instance keeps its own running
-batch, token budget, max_num_seqs, KV cache, preemptions and switch (`policy` is a factory,
-one object per instance).
+(scheduler.py) only decoding without speculation in a full batch applies, and it stops one
+step short of the first finish or chunk end: those are what the other instances see (a chunk
+in the queue, a length the context order learns), so that step waits its turn like any other.
+An instance with a free slot, or at the speculative end, is stepped one by one (a chunk may
+come back to the queue at any time). Each instance keeps its own running batch, token budget,
+max_num_seqs, KV cache, preemptions and switch (`policy` is a factory, one object per
+instance).
 
 Assumptions, stated with every result that uses it:
 - moving a chunk costs nothing: its KV comes along (from the shared pool) without a prefill
   and without transfer time; the readmitted request decodes one token in its first step back
   (no drafts: it was just admitted), as every admission does. Seer loads it from its global
   KV pool (Mooncake); a slow pool would make this optimistic;
-- a busy instance may admit a chunk that rejoined the queue up to one of its steps early (its
-  step began before the chunk left the other instance); an idle instance waits for it;
+- a busy instance may admit a chunk that rejoined the queue, or read a finish, up to one of its
+  steps early (its step began before the other instance's step ended); an idle instance waits
+  for the chunk;
 - `chunk_tokens` 0: one queue, no chunks (requests pulled as slots free up, then kept).
 The queue's order (`admission`) is first come first served in request order (a GRPO group's
 members consecutive, as verl submits them), chunks rejoining at the back, or Seer's
@@ -49,19 +52,22 @@ class ChunkQueue(WaitingQueue):
     """The shared queue, also noting where each request's current chunk began and which
     instance took it (and finished it)."""
 
-    def __init__(self, admission: str, groups: Sequence, lengths: np.ndarray, pos: np.ndarray):
+    def __init__(self, admission: str, groups: Sequence, lengths: np.ndarray, pos: np.ndarray,
+                 computed: np.ndarray):
         super().__init__(admission, groups, lengths)
-        self.pos = pos
+        self.pos, self.computed = pos, computed
         self.chunk_start = np.zeros(len(lengths), dtype=np.int64)   # response position at (re)admission
         self.taken_by = np.full(len(lengths), -1, dtype=np.int64)
         self.finished_on = np.full(len(lengths), -1, dtype=np.int64)
         self.instance = 0          # the instance taking the step now (the driver sets it)
         self.moved = 0             # chunks continued on another instance than the one they left
+        self.kv_moved = 0          # their KV tokens (what the shared pool carried)
 
     def take(self, i: int) -> None:
         super().take(i)
         if self.taken_by[i] >= 0 and self.taken_by[i] != self.instance:
             self.moved += 1
+            self.kv_moved += int(self.computed[i])
         self.taken_by[i] = self.instance
         self.chunk_start[i] = self.pos[i]
 
@@ -94,12 +100,11 @@ class SharedRollout:
 def _shared_state(requests: Sequence[SimRequest], config: SimConfig, chunk_tokens: int) -> SharedRollout:
     L = np.array([r.response_len for r in requests], dtype=np.int64)
     n = len(requests)
-    pos = np.zeros(n, dtype=np.int64)
+    pos, computed = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     profiles = ProfileTable(requests, L)
     trees = tree_table(requests, L, profiles) if config.tree_running else profiles
-    queue = ChunkQueue(config.admission, [r.group for r in requests], L, pos)
-    return SharedRollout(queue, pos, np.zeros(n, dtype=np.int64), np.full(n, np.nan), np.full(n, np.nan),
-                         profiles, trees, chunk_tokens)
+    queue = ChunkQueue(config.admission, [r.group for r in requests], L, pos, computed)
+    return SharedRollout(queue, pos, computed, np.full(n, np.nan), np.full(n, np.nan), profiles, trees, chunk_tokens)
 
 
 def _release_chunks(sim: RolloutSimulation, shared: SharedRollout, chunk_tokens: int) -> None:
@@ -158,5 +163,5 @@ def simulate_shared(requests: Sequence[SimRequest], dp: int, *, chunk_tokens: in
                for j, s in enumerate(sims)]
     shards = [np.flatnonzero(where == j) for j in range(dp)]
     moves = {"chunk_tokens": int(chunk_tokens), "chunks_released": shared.released,
-             "moved_between_instances": queue.moved}
+             "moved_between_instances": queue.moved, "kv_tokens_moved": queue.kv_moved}
     return DPResult(results, shards, shared.finish.copy(), shared.first.copy(), moves=moves)

@@ -29,8 +29,8 @@ STRATEGIES = {m.STRATEGY.name: m.STRATEGY for m in (seed, evidence, histospec, s
 STRATEGY_SOURCES = ("own", "group", "history", "group+history")
 
 __all__ = ["STRATEGIES", "STRATEGY_SOURCES", "Strategy", "LengthRule", "RuleDrafter", "AimdLength", "BudgetByLength",
-           "RollingCutoff", "parse_switch", "parse_strategy", "NEEDS_DIVIDED", "NEEDS_GROUP", "NEEDS_HISTORY", "NEEDS_SCHEDULER", "NEEDS_SERVER",
-           "NEEDS_TREE", "SCHEDULES"]
+           "RollingCutoff", "parse_switch", "parse_strategy", "NEEDS_DIVIDED", "NEEDS_GROUP", "NEEDS_HISTORY",
+           "NEEDS_SCHEDULER", "NEEDS_SERVER", "NEEDS_TREE", "SCHEDULES"]
 
 
 def _with_cutoff(base, window: int, threshold: float):
@@ -89,8 +89,8 @@ def _name_options(spec: str, text: str, s: Strategy) -> dict:
 
 
 def parse_strategy(spec: str) -> Strategy:
-    """`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:sched=S][:divided=D][@SOURCES][/SWITCH]` -> Strategy (ValueError with the choices on a
-    bad spec)."""
+    """`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:sched=S][:divided=D][@SOURCES][/SWITCH]` -> Strategy
+    (ValueError with the choices on a bad spec)."""
     head, _, switch = spec.strip().partition("/")
     name, _, sources = head.partition("@")
     name, _, k_opt = name.partition(":")

@@ -73,9 +73,11 @@ class Strategy:
 
     @property
     def needs(self) -> tuple[str, ...]:
-        """What the training system must provide, from the sources."""
+        """What the training system must provide, from the sources. A divided rollout moves
+        requests between instances, so a group or history index must serve them all."""
         return tuple(n for n, on in ((NEEDS_HISTORY, "history" in self.sources),
-                                     (NEEDS_GROUP, "group" in self.sources), (NEEDS_SERVER, self.server),
+                                     (NEEDS_GROUP, "group" in self.sources),
+                                     (NEEDS_SERVER, self.server or (self.divided > 0 and self.sources != "own")),
                                      (NEEDS_TREE, self.paths > 0), (NEEDS_SCHEDULER, self.schedule != "fcfs"),
                                      (NEEDS_DIVIDED, self.divided > 0))
                      if on)

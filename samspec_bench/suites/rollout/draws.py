@@ -44,8 +44,12 @@ def phase_record(steps: dict[str, np.ndarray], T: int) -> dict[str, float]:
     t = np.asarray(steps["time_s"], dtype=float)
     tail = tail_mask(steps, T)
     first = int(np.argmax(tail)) if tail.any() else len(t)
-    return {"total_s": float(t.sum()), "tail_s": float(t[tail].sum()), "steps": int(len(t)),
-            "tail_steps": int(tail.sum()), "tail_start_step": first, "tail_start_s": float(t[:first].sum())}
+    total, start = float(t.sum()), float(t[:first].sum())
+    clock = np.asarray(steps.get("clock_s", ()), dtype=float)
+    if len(clock) and clock[-1] > total * (1 + 1e-9):   # it waited idle for work (a shared queue): its clock
+        total, start = float(clock[-1]), float(clock[first] - t[first]) if first < len(t) else float(clock[-1])
+    return {"total_s": total, "tail_s": float(t[tail].sum()), "steps": int(len(t)),
+            "tail_steps": int(tail.sum()), "tail_start_step": first, "tail_start_s": start}
 
 
 def kv_block(sim) -> dict[str, Any]:

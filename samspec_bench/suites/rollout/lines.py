@@ -181,12 +181,19 @@ def dp_lines(summary: dict[str, Any]) -> list[str]:
                       else ""))
         out.append(f"    draw{'' if shown is None else f' with seed {shown}'}: slowest instance "
                    f"{d['slowest_instance']}, idle share {100 * (d['idle_share'] or 0):.1f} %")
+        if m.get("divided"):   # one queue: an instance's requests are those it finished
+            v = m["divided"]
+            out.append(f"    divided rollout: {v['chunks_released']:,} chunks of {v['chunk_tokens']:,} tokens left an "
+                       f"instance, {v['moved_between_instances']:,} went on on another, {v['kv_tokens_moved']:,} KV "
+                       f"tokens through the shared pool (assumed: {v['assumed']}); an instance's requests below are "
+                       "those it finished")
         for r in m["instances"]:
             so = t(r, "speedup_overall")
             out.append(f"    instance {r['instance']}: {r['requests']} requests, total {fmt_t(r, 'total_s', units)}, "
                        f"tail {fmt_t(r, 'tail_s', units)} ({100 * (r['tail_share'] or 0):.1f} %)"
                        + (f", {ratio} {so:.3f} (gain {100 * (so - 1):+.2f} %) tail {_f(t(r, 'speedup_tail'))}"
-                          if so else "") + (f", {r['preemptions']} preempted" if r.get("preemptions") else ""))
+                          if so else "") + (f", {r['preemptions']} preempted" if r.get("preemptions") else "")
+                       + (f", idle {fmt_t(r, 'idle_s', units)} waiting for work" if r.get("idle_s") else ""))
     return out
 
 

@@ -133,3 +133,15 @@ def test_weights_that_do_not_fit_are_noted_as_refused():
     assert kv["capacity_tokens"] is None and kv["note"].startswith("REFUSED by memory")
     lines = kv_lines({"arms": {"off": {"kv": kv}}})
     assert "unlimited" in lines[0] and lines[1].strip().startswith("REFUSED by memory")
+
+
+def test_an_instance_that_waited_idle_ends_at_its_clock_and_its_tail_starts_on_it():
+    from samspec_bench.suites.rollout.draws import phase_record
+    # steps of 1 s, 1 s, then a 5 s wait for a chunk, then a 2 s tail step (<= 2 running, nobody waiting)
+    steps = {"time_s": np.array([1.0, 1.0, 2.0]), "clock_s": np.array([1.0, 2.0, 9.0]),
+             "num_running": np.array([4, 4, 1]), "num_waiting": np.array([1, 0, 0])}
+    p = phase_record(steps, 2)
+    assert (p["total_s"], p["tail_s"], p["tail_start_s"], p["tail_start_step"]) == (9.0, 2.0, 7.0, 2)
+    # without a wait the clock and the summed steps agree: the sums, as before
+    steps["clock_s"] = np.array([1.0, 2.0, 4.0])
+    assert (phase_record(steps, 2)["total_s"], phase_record(steps, 2)["tail_start_s"]) == (4.0, 2.0)

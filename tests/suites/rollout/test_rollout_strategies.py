@@ -342,6 +342,7 @@ def test_a_divided_strategy_runs_beside_its_scheduling_without_speculation(share
     assert div["divided"]["chunk_tokens"] == 64 and div["divided"]["chunks_released"] > 0
     assert "shared pool" in div["divided"]["assumed"]
     assert arms["off:divided=64"]["drafted"] == 0 and arms["off:divided=64"]["emitted"] == arms["off"]["emitted"]
-    if dp > 1:
-        assert div["dp"]["instances"] == dp and "off" not in arms["off"].get("divided", {})
+    if dp > 1:   # the terminal says what moved and what was assumed of it
+        assert div["dp"]["instances"] == dp and "divided" not in arms["off"]
+        assert f"{div['divided']['kv_tokens_moved']:,} KV tokens through the shared pool" in res.output
     assert any("divided rollout" in n for n in result["workload"]["strategies"]["seer:divided=64@group"]["needs"])
