@@ -205,7 +205,8 @@ def add_dp_speedups(metrics: dict[str, dict], settings, off_instance_steps) -> N
     speedup_overall = off rollout time (slowest instance) / the arm's;
     speedup_mean_instance = mean instance time off / on (every instance's own finish);
     speedup_tail / speedup_head = pooled over instances (sum of each instance's phase times);
-    per instance, its own overall and tail speedups."""
+    per instance, its own overall and tail speedups, except for a divided rollout (one queue:
+    its instance i does other work than off's instance i, so their ratio means nothing)."""
     for s in settings:
         if s["arm"] == "off":
             continue
@@ -222,6 +223,6 @@ def add_dp_speedups(metrics: dict[str, dict], settings, off_instance_steps) -> N
         m["baseline_phases"] = {"total_s": float(b_tot.max()), "mean_instance_makespan_s": float(b_tot.mean()),
                                 "tail_s_pooled": float(b_tail.sum()), "head_s_pooled": float(b_tot.sum() - b_tail.sum())}
         m["time_saved_fraction"] = 1 - m["total_s"] / float(b_tot.max()) if b_tot.max() > 0 else None
-        for row, b in zip(m["instances"], base):
+        for row, b in zip([] if m.get("divided") else m["instances"], base):
             row["speedup_overall"] = ratio(b["total_s"], row["total_s"])
             row["speedup_tail"] = tail_ratio(b["tail_s"], row["tail_s"])

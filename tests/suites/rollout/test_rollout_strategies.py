@@ -345,4 +345,7 @@ def test_a_divided_strategy_runs_beside_its_scheduling_without_speculation(share
     if dp > 1:   # the terminal says what moved and what was assumed of it
         assert div["dp"]["instances"] == dp and "divided" not in arms["off"]
         assert f"{div['divided']['kv_tokens_moved']:,} KV tokens through the shared pool" in res.output
+        # one queue: an instance does other work than off's instance of the same number, no ratio between them
+        assert all("step_ratio_overall" not in r for r in div["instances"])   # (no step model: step counts)
+        assert all("step_ratio_overall" in r for r in arms["seer@group"]["instances"])
     assert any("divided rollout" in n for n in result["workload"]["strategies"]["seer:divided=64@group"]["needs"])
