@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from samspec_bench.suites.rollout.config import RolloutConfig, random_lengths
-from samspec_bench.suites.rollout.phases import ratio, tail_mask
+from samspec_bench.suites.rollout.phases import idle_end, ratio, tail_mask
 from samspec_bench.suites.rollout.spread import spread
 
 DEFAULT_DRAWS = 5
@@ -45,9 +45,10 @@ def phase_record(steps: dict[str, np.ndarray], T: int) -> dict[str, float]:
     tail = tail_mask(steps, T)
     first = int(np.argmax(tail)) if tail.any() else len(t)
     total, start = float(t.sum()), float(t[:first].sum())
-    clock = np.asarray(steps.get("clock_s", ()), dtype=float)
-    if len(clock) and clock[-1] > total * (1 + 1e-9):   # it waited idle for work (a shared queue): its clock
-        total, start = float(clock[-1]), float(clock[first] - t[first]) if first < len(t) else float(clock[-1])
+    end = idle_end(steps, total)
+    if end is not None:   # it waited idle for work (a shared queue): its clock
+        clock = np.asarray(steps["clock_s"], dtype=float)
+        total, start = end, float(clock[first] - t[first]) if first < len(t) else end
     return {"total_s": total, "tail_s": float(t[tail].sum()), "steps": int(len(t)),
             "tail_steps": int(tail.sum()), "tail_start_step": first, "tail_start_s": start}
 

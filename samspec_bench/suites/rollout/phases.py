@@ -22,6 +22,17 @@ def tail_mask(steps: Mapping[str, np.ndarray], T: int) -> np.ndarray:
     return (np.asarray(steps["num_waiting"]) == 0) & (np.asarray(steps["num_running"]) <= T)
 
 
+def idle_end(steps: Mapping[str, np.ndarray], stepped_s: float) -> float | None:
+    """Where an instance that waited idle for work (a shared queue, bench/simulation/shared_queue.py)
+    ended: its clock, when that is past the `stepped_s` seconds its steps add up to; else None
+    (no wait: the summed steps stand, exactly as before)."""
+    clock = steps.get("clock_s")
+    if clock is None or not len(clock):
+        return None
+    end = float(clock[-1])
+    return end if end > stepped_s * (1 + 1e-9) else None
+
+
 def phase_split(steps: Mapping[str, np.ndarray], T: int) -> dict[str, float]:
     tail = tail_mask(steps, T)
     t = steps["time_s"]
@@ -165,8 +176,8 @@ def dp_arm_metrics(instance_steps, instance_finish, T: int, finish_all, requests
     (a shared queue, bench/simulation/shared_queue.py) ends at its clock, its idle time in its head."""
     per = [arm_metrics(st, f, T) for st, f in zip(instance_steps, instance_finish)]
     for p, st in zip(per, instance_steps):
-        end = float(st["clock_s"][-1]) if "clock_s" in st and len(st["clock_s"]) else p["total_s"]
-        if end > p["total_s"] * (1 + 1e-9):
+        end = idle_end(st, p["total_s"])
+        if end is not None:
             p["idle_s"] = end - p["total_s"]
             p["total_s"], p["head_s"] = end, end - p["tail_s"]
     mk = np.array([p["total_s"] for p in per], dtype=float)
