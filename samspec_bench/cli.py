@@ -27,7 +27,8 @@ from samspec_bench import __version__
 from samspec_bench.commands import COMMANDS
 from samspec_bench.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UserError, one_line
 from samspec_bench.paths import cache_dir
-from samspec_bench.results import check_output_file, check_output_root, created_mark, discard_unfinished
+from samspec_bench.output_paths import check_output_file, check_output_root
+from samspec_bench.results import created_mark, discard_unfinished
 
 
 def _checked_callback(param: click.Parameter, check):

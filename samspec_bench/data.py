@@ -207,12 +207,16 @@ def _side(row: dict, name: str) -> tuple[str | None, list[int] | None]:
 
 def _opt_step(row: dict) -> int | None:
     value = row.get("step")
-    return value if type(value) is int else None
+    if value is not None and type(value) is not int:   # "3" or 3.5 would be dropped: the RL step lost
+        raise _BadLine(f"field 'step' is {type(value).__name__} ({value!r}): the RL step is an integer or null")
+    return value
 
 
 def _opt_str(row: dict, key: str) -> str | None:
     value = row.get(key)
-    return value if isinstance(value, str) else None
+    if value is not None and not isinstance(value, str):   # a system prompt of 5 would vanish unseen
+        raise _BadLine(f"field {key!r} is {type(value).__name__} ({value!r}): use a string or null")
+    return value
 
 
 # --- tokenization -----------------------------------------------------------------------------
@@ -221,7 +225,8 @@ def load_tokenizer(path: str | Path) -> Any:
     """A Hugging Face tokenizer from a local directory (never from a hub)."""
     p = Path(path).expanduser()
     if not p.is_dir():
-        raise UserError(f"tokenizer directory {p} does not exist: pass a directory with tokenizer.json "
+        what = "is a file, not a directory" if p.exists() else "does not exist"
+        raise UserError(f"tokenizer directory {p} {what}: pass a directory with tokenizer.json "
                         "(e.g. shared/data/tokenizers/qwen3 or a model checkpoint)")
     from transformers import AutoTokenizer
 

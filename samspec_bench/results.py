@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from samspec_bench.errors import UserError
+from samspec_bench.output_paths import check_output_file, check_output_root
 
 SCHEMA_VERSION = 1
 RUN_MARKER = "samspec_run.json"
@@ -92,37 +93,6 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 # --- paths and whole files -------------------------------------------------------------------
 
-def _file_ancestor(path: Path) -> Path | None:
-    """The first existing non-directory among `path`'s parents (a file in the way), or None."""
-    for parent in path.parents:
-        if parent.exists():
-            return None if parent.is_dir() else parent
-    return None
-
-
-def check_output_root(path: str | os.PathLike, option: str = "--output") -> Path:
-    """A directory that run folders go into: it may not exist yet, but it is not a file and
-    no file is in its way."""
-    p = Path(path).expanduser()
-    if p.exists() and not p.is_dir():
-        raise UserError(f"{option} {path}: is a file, not a directory; give a directory for the run folders")
-    blocker = _file_ancestor(p)
-    if blocker is not None:
-        raise UserError(f"{option} {path}: {blocker} is a file, not a directory; give a directory for the run folders")
-    return p
-
-
-def check_output_file(path: str | os.PathLike, option: str = "--json", example: str = "result.json") -> Path:
-    """A file to (over)write: not a directory, no file in the way of its folder."""
-    p = Path(path).expanduser()
-    if p.is_dir():
-        raise UserError(f"{option} {path}: is a directory; give a file name (e.g. {Path(path) / example})")
-    blocker = _file_ancestor(p)
-    if blocker is not None:
-        raise UserError(f"{option} {path}: {blocker} is a file, not a directory; give a path in a directory")
-    return p
-
-
 def atomic_write_text(path: str | os.PathLike, text: str, option: str | None = None) -> Path:
     """Write `text` to a temp file unique to this process and thread beside `path`, then rename
     it over `path`: readers see the old file or the new one, never half of one; nothing is left
@@ -140,6 +110,9 @@ def atomic_write_text(path: str | os.PathLike, text: str, option: str | None = N
         os.replace(tmp, p)
     except IsADirectoryError:
         raise UserError(f"{option or 'output'} {path}: is a directory; give a file name") from None
+    except OSError as e:   # named by the path asked for, not by the temp file beside it
+        raise UserError(f"{option or 'output'} {path}: cannot be written ({e.strerror or type(e).__name__}); "
+                        "give a path in a directory you can write in") from None
     finally:
         if tmp.exists():
             tmp.unlink()

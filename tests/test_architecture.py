@@ -23,7 +23,7 @@ MAX_FUNCTION_LINES = 120
 
 # lowest first; a module belongs to the longest prefix listed
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "paths"),
+    ("errors", "paths", "output_paths"),
     ("sam", "metrics", "results", "commands", "devices", "dev_split"),
     ("data", "models", "model_catalog", "rl_models", "trace_formats"),
     ("bench",),

@@ -227,6 +227,7 @@ CASES = [
     C("limits/rollout-tail", f"{RO} --tail-threshold 0", "--tail-threshold"),
     C("limits/rollout-kv", f"{RO} --kv-capacity-tokens -5", "--kv-capacity-tokens"),
     C("limits/rollout-threshold", f"{RO} --spec-threshold 0", "--spec-threshold"),
+    C("limits/rollout-threshold-always", f"{RO} --max-num-seqs 8 --spec-threshold 4,8", "--spec-threshold 8 with --max-num-seqs 8"),
     C("limits/rollout-huge-k", f"{RO} -k 99999999999999999999999", "-k"),
     C("limits/rollout-not-int", f"{RO} --max-num-seqs lots", "--max-num-seqs"),
     C("limits/rollout-repeats", "rollout --engine reference --repeats 0", "--repeats"),

@@ -133,6 +133,9 @@ BAD_LINES = [
     ({"id": "x", "group": "g", "prompt": "p", "response_ids": []}, "the response is empty"),
     ({"id": "x", "group": "g", "prompt_ids": [1, -2], "response": "r"}, "field 'prompt_ids' is not a list of token ids"),
     ([1, 2, 3], "not a JSON object"),
+    ({**GOOD, "id": "x", "system": 5}, "field 'system' is int (5): use a string or null"),
+    ({**GOOD, "id": "x", "model": ["m"]}, "field 'model' is list"),
+    ({**GOOD, "id": "x", "step": "3"}, "field 'step' is str ('3'): the RL step is an integer or null"),
 ]
 
 
@@ -255,6 +258,9 @@ def test_load_tokenizer(qwen3_tokenizer_dir, tmp_path):
     with pytest.raises(UserError, match=re.escape(f"tokenizer directory {tmp_path / 'missing'} does not exist")):
         data.load_tokenizer(tmp_path / "missing")
     (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(UserError, match=re.escape(f"tokenizer directory {tmp_path / 'tokenizer.json'} is a file, not a "
+                                                  "directory: pass a directory with tokenizer.json")):
+        data.load_tokenizer(tmp_path / "tokenizer.json")
     with pytest.raises(UserError, match=re.escape(f"cannot load a tokenizer from {tmp_path}")):
         data.load_tokenizer(tmp_path)
 
@@ -356,7 +362,10 @@ def test_builtin_benchmarks_ship_with_licences_sources_and_package_data():
 
 def test_step_field_reaches_the_tokenized_items(tmp_path, qwen3):
     p = _write(tmp_path / "t.jsonl", [{"id": 1, "group": "g", "prompt": "p", "response": "r", "step": 3},
-                                      {"id": 2, "group": "g", "prompt": "p", "response": "r", "step": True}])
+                                      {"id": 2, "group": "g", "prompt": "p", "response": "r", "step": None}])
     traces = data.read_traces(p)
     assert [r.step for r in traces.records] == [3, None]
     assert [it.step for it in data.tokenize_traces(traces, qwen3)] == [3, None]
+    bad = _write(tmp_path / "b.jsonl", [{"id": 1, "group": "g", "prompt": "p", "response": "r", "step": True}])
+    with pytest.raises(UserError, match=r"b\.jsonl:1: field 'step' is bool \(True\)"):   # a bool is no RL step
+        data.read_traces(bad)

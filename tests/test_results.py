@@ -89,8 +89,10 @@ def test_atomic_write_replaces_whole_and_leaves_no_temp(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError):
-        atomic_write_text(target, "new\n")
+    # the error names the file asked for and why, not the temp file beside it
+    with pytest.raises(UserError, match=r"^--json .*r\.json: cannot be written \(No space left on device\)") as e:
+        atomic_write_text(target, "new\n", option="--json")
+    assert ".tmp" not in str(e.value)
     monkeypatch.setattr(os, "replace", real_replace)
     assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["r.json"]
     (tmp_path / "d").mkdir()

@@ -22,7 +22,8 @@ from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGro
 from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
 from samspec_bench.reports.tables import Table, shape_tables
 from samspec_bench.reports.values import is_number
-from samspec_bench.results import atomic_write_text, check_output_file
+from samspec_bench.output_paths import check_output_file
+from samspec_bench.results import atomic_write_text
 
 MAX_TABLE_ROWS = 300    # longer tables are cut (every row is in the embedded data)
 OPEN_TABLE_ROWS = 8     # tables up to this many rows are shown open, longer ones folded

@@ -19,7 +19,8 @@ from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
 from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
 from samspec_bench.reports.tables import Table, shape_tables
-from samspec_bench.results import atomic_write_text, check_output_file
+from samspec_bench.output_paths import check_output_file
+from samspec_bench.results import atomic_write_text
 
 MAX_TABLE_ROWS = 40
 

@@ -13,13 +13,20 @@ named with --trace-format) and every reader yields `data.TraceRecord`s.
   the decode/encode round trip). The batch is reordered before the dump (`balance_batch`),
   so a group is the lines of one step with the same `input`; its name is a hash of `input`,
   the same in every step, and the step is kept (`TraceRecord.step`). Validation generations
-  (`trainer.validation_data_dir`, the same file naming) are marked (`validation`).
+  (`trainer.validation_data_dir`, the same file naming) are marked (`validation`). Two files
+  for one step (03.jsonl beside 3.jsonl) are refused.
 - `lm-eval`: lm-eval's `--log_samples` files (`samples_<task>_<date>.jsonl`, one line per
   document and filter: doc_id, arguments, resps, ...). A group is one document's responses
-  (`repeats`); the lines of other filters repeat the same responses and are read once. The
-  model is taken from a `results_*.json` beside the samples when there is one.
-- `plain`: JSONL with `prompt` and `response` strings (optional id, group, system, model);
-  without a group, responses to the same prompt form one.
+  (`repeats`) in one samples file: another run of the task (another date) is read too, its
+  groups named `<task>@<date>:<doc_id>`. The lines of other filters repeat the same responses
+  and are read once; a line of a document with other responses, or an empty response, is a bad
+  line. The model is taken from the run's `results_<date>.json` (else the newest `results_*.json`
+  beside the samples) when there is one.
+- `plain`: JSONL with `prompt` and `response` strings (optional id, group, system, model,
+  dataset, step; null or of the right type, else a bad line); without a group, responses to the
+  same prompt form one.
+
+A file is read once: one named twice (or inside a folder also named) is refused.
 
 Every response's tool output (multi-turn tool turns, executor results) is marked in any format
 (`tool_turns`): a rollout engine prefills it, it is not generated.

@@ -62,9 +62,45 @@ def detect_file(path: Path) -> str:
 
 
 def verl_step_files(directory: Path) -> list[Path]:
-    """A verl rollout_data_dir's step files, in step order."""
-    files = [p for p in directory.iterdir() if p.is_file() and VERL_STEP_FILE.match(p.name)]
-    return sorted(files, key=lambda p: int(VERL_STEP_FILE.match(p.name).group(1)))
+    """A verl rollout_data_dir's step files, in step order; two files for one step (03.jsonl
+    beside 3.jsonl) are refused (one_file_per_step)."""
+    files = sorted((p for p in directory.iterdir() if p.is_file() and VERL_STEP_FILE.match(p.name)),
+                   key=lambda p: (_step_of(p), p.name))
+    one_file_per_step(files)
+    return files
+
+
+def _step_of(path: Path) -> int:
+    return int(VERL_STEP_FILE.match(path.name).group(1))
+
+
+def one_file_per_step(files: list[Path]) -> None:
+    """Refuses two verl step files of one folder named for the same step (03.jsonl and 3.jsonl):
+    verl writes one {global_step}.jsonl per step, so one is a copy or another run's, and reading
+    both would merge them into one step."""
+    seen: dict[tuple[Path, int], Path] = {}
+    for f in files:
+        if not VERL_STEP_FILE.match(f.name):
+            continue
+        key = (f.resolve().parent, _step_of(f))
+        if key in seen:
+            raise UserError(f"trace directory {f.parent}: {seen[key].name} and {f.name} are both step {key[1]} (verl "
+                            "writes one {global_step}.jsonl per step, so one is a copy or another run's): keep one "
+                            "of them and move the other out of the folder")
+        seen[key] = f
+
+
+def unique_files(files: list[tuple[Path, str]]) -> None:
+    """Refuses a trace file read twice (named twice, or named beside a folder holding it) and two
+    verl files for one step: either would count responses twice, silently."""
+    seen: dict[Path, Path] = {}
+    for f, _ in files:
+        r = f.resolve()
+        if r in seen:
+            raise UserError(f"trace file {f} is given twice (by name or inside a folder also given): pass each "
+                            "trace file once, or its folder alone")
+        seen[r] = f
+    one_file_per_step([f for f, kind in files if kind == "verl"])
 
 
 def expand(path: str | Path, fmt: str = "auto") -> list[tuple[Path, str]]:

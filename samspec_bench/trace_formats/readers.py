@@ -12,7 +12,7 @@ from typing import Iterable, Iterator
 
 from samspec_bench.data import SKIP_HINT, OnError, TraceRecord, TraceSet, read_traces
 from samspec_bench.errors import UserError
-from samspec_bench.trace_formats.files import FORMAT_FIELDS, VERL_STEP_FILE, expand
+from samspec_bench.trace_formats.files import FORMAT_FIELDS, VERL_STEP_FILE, expand, unique_files
 from samspec_bench.trace_formats.tool_turns import find_tool_spans
 from samspec_bench.trace_formats.validation import SHAPE_REASON, folder_reason, split_validation, validation_row
 
@@ -34,6 +34,7 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str = "auto",
     files: list[tuple[Path, str]] = []
     for x in items:
         files += expand(x, fmt)
+    unique_files(files)
     formats = {str(f): kind for f, kind in files}
     traces = TraceSet(records=[], on_error=on_error)
     native = [f for f, kind in files if kind == "samspec"]
@@ -41,14 +42,14 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str = "auto",
         got = read_traces(native, on_error=on_error)
         traces.records += got.records
         traces.skipped += got.skipped
-    results: dict[str, dict] = {}
+    state: dict[str, dict] = {"lm-eval labels": _lm_eval_labels([f for f, kind in files if kind == "lm-eval"])}
     for f, kind in files:
         if kind == "samspec":
             continue
         reader = READERS[kind]
         for lineno, row in _json_lines(f, traces):
             try:
-                rec = reader(row, f, lineno, results)
+                rec = reader(row, f, lineno, state)
             except BadLine as e:
                 _reject(traces, f, lineno, str(e))
                 continue
@@ -172,23 +173,47 @@ def _lm_eval_prompt(row: dict) -> str | None:
     return None
 
 
-def _lm_eval_model(file: Path, results: dict) -> str | None:
-    key = str(file.parent)
-    if key not in results:
-        model = None
-        for p in sorted(file.parent.glob("results_*.json"), reverse=True):
-            try:
-                model = json.loads(p.read_text(encoding="utf-8")).get("model_name")
-            except (OSError, ValueError, AttributeError):
-                continue
-            if isinstance(model, str) and model:
-                break
-            model = None
-        results[key] = {"model": model, "seen": set()}
-    return results[key]["model"]
+def _task_date(file: Path) -> tuple[str, str]:
+    """(task, date) of lm-eval's samples_<task>_<date>.jsonl; its results file is results_<date>.json."""
+    task, _, date = file.stem.removeprefix("samples_").rpartition("_")
+    return (task, date) if task else (date, "")
 
 
-def _read_lm_eval(row: dict, file: Path, line: int, results: dict) -> list[TraceRecord] | None:
+def _lm_eval_labels(files: list[Path]) -> dict[Path, str]:
+    """The name of each samples file's documents: its task, or where several files hold one task
+    (runs of other dates, other folders) the task and the file's date, so that every run's
+    documents are groups of their own."""
+    by_task: dict[str, list[Path]] = {}
+    for f in files:
+        by_task.setdefault(_task_date(f)[0], []).append(f)
+    labels = {}
+    for task, fs in by_task.items():
+        names = [task] if len(fs) == 1 else [f"{task}@{_task_date(f)[1] or f.parent.name}" for f in fs]
+        labels.update({f: n if names.count(n) == 1 else f"{n}#{i + 1}" for i, (f, n) in enumerate(zip(fs, names))})
+    return labels
+
+
+def _lm_eval_model(file: Path, state: dict) -> str | None:
+    """The model of a samples file: model_name of the results_<date>.json of its run, else of the
+    newest results_*.json beside it."""
+    models = state.setdefault("lm-eval models", {})
+    if file not in models:
+        date = _task_date(file)[1]
+        candidates = [file.parent / f"results_{date}.json"] if date else []
+        models[file] = next((m for p in candidates + sorted(file.parent.glob("results_*.json"), reverse=True)
+                             if (m := _results_model(p))), None)
+    return models[file]
+
+
+def _results_model(path: Path) -> str | None:
+    try:
+        model = json.loads(path.read_text(encoding="utf-8")).get("model_name")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return model if isinstance(model, str) and model else None
+
+
+def _read_lm_eval(row: dict, file: Path, line: int, state: dict) -> list[TraceRecord] | None:
     prompt = _lm_eval_prompt(row)
     if not isinstance(prompt, str) or "doc_id" not in row:
         raise BadLine("an lm-eval samples line needs 'doc_id' and 'arguments' with the prompt (gen_args_0.arg_0); "
@@ -198,31 +223,53 @@ def _read_lm_eval(row: dict, file: Path, line: int, results: dict) -> list[Trace
         resps = resps[0]         # one request per document for generation tasks: its repeats
     if not isinstance(resps, list) or not resps or not all(isinstance(r, str) for r in resps):
         raise BadLine("'resps' is not a list of response strings (a generate_until task's samples)")
-    model = _lm_eval_model(file, results)
-    task = file.stem.removeprefix("samples_").rsplit("_", 1)[0]
-    seen = results[str(file.parent)]["seen"]
-    key = (task, str(row["doc_id"]))
-    if key in seen:              # the same document under another filter: the same responses
-        return None
-    seen.add(key)
-    group = f"{task}:{row['doc_id']}"
+    empty = [i for i, text in enumerate(resps) if not text]
+    if empty:
+        raise BadLine(f"the response is empty ({len(empty)} of the {len(resps)} in 'resps', the first at index "
+                      f"{empty[0]})")
+    doc = str(row["doc_id"])
+    seen = state.setdefault("lm-eval docs", {}).setdefault(file, {})   # doc_id -> (line, what it holds)
+    held = hash((prompt, tuple(resps)))
+    if doc in seen:
+        if seen[doc][1] == held:   # the same document under another filter: the same responses, read once
+            return None
+        raise BadLine(f"doc_id {doc} repeats line {seen[doc][0]} with other responses (lm-eval writes one line per "
+                      "document and filter, each with the document's responses): keep one run per samples file")
+    seen[doc] = (line, held)
+    task = _task_date(file)[0]
+    group = f"{state.get('lm-eval labels', {}).get(file, task)}:{doc}"
+    model = _lm_eval_model(file, state)
     return [TraceRecord(id=f"{group}:{r}", group=group, source=file, line=line, prompt=prompt, response=text,
                         model=model, dataset=task, sub=r if len(resps) > 1 else None)
-            for r, text in enumerate(resps) if text]
+            for r, text in enumerate(resps)]
 
 
-def _read_plain(row: dict, file: Path, line: int, _results: dict) -> list[TraceRecord]:
+def _read_plain(row: dict, file: Path, line: int, _state: dict) -> list[TraceRecord]:
     need = "'prompt' and 'response' strings"
     prompt, response = _text(row, "prompt", "plain", need), _text(row, "response", "plain", need)
     if not response:
         raise BadLine("the response is empty")
-    def opt(key: str) -> str | None:
-        v = row.get(key)
-        return str(v) if isinstance(v, (str, int)) and not isinstance(v, bool) else None
-    return [TraceRecord(id=opt("id") or f"{file.stem}:{line}", group=opt("group") or prompt_group(prompt),
-                        source=file, line=line, prompt=prompt, response=response, model=opt("model"),
-                        dataset=opt("dataset"), system=opt("system"),
-                        step=row.get("step") if type(row.get("step")) is int else None)]
+    name = {k: _plain_field(row, k, (str, int), "a string or an integer") for k in ("id", "group", "model", "dataset")}
+    step = _plain_field(row, "step", (int,), "an integer (the RL step)")
+    return [TraceRecord(id=name["id"] or f"{file.stem}:{line}", group=name["group"] or prompt_group(prompt),
+                        source=file, line=line, prompt=prompt, response=response, model=name["model"],
+                        dataset=name["dataset"], system=_plain_field(row, "system", (str,), "a string or null"),
+                        step=int(step) if step is not None else None)]
+
+
+def _plain_field(row: dict, key: str, kinds: tuple[type, ...], use: str) -> str | None:
+    """An optional field of a plain line as text (None: absent or null); another type is refused,
+    not dropped: a system prompt, group or step left out changes what is measured."""
+    value = row.get(key)
+    if value is None:
+        return None
+    if isinstance(value, kinds) and not isinstance(value, bool):
+        return str(value)
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    if key == "step":
+        raise BadLine(f"'step' is {shown}, not an integer (the RL step, or null)")
+    what = "the system prompt" if key == "system" else f"'{key}'"
+    raise BadLine(f"'{key}' is {type(value).__name__} ({shown}): {what} must be {use}")
 
 
 READERS = {"verl": _read_verl, "lm-eval": _read_lm_eval, "plain": _read_plain}

@@ -32,15 +32,19 @@ def is_point_file(path: str | Path) -> bool:
 
 
 def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any]]:
-    """The point rows and the meta line ({} when absent) of a JSONL file; rows with an "error"
-    key (e.g. out of memory when measured) are skipped and counted (meta
-    `rows_skipped_error`). Bad lines -> UserError naming them."""
+    """The point rows and the meta line ({} when absent) of a JSONL file. Skipped and counted
+    in the meta: rows with an "error" key (e.g. out of memory when measured;
+    `rows_skipped_error`), a point repeated with the same time (`rows_skipped_duplicate`);
+    fields beside B, q, C and ms are counted by name (`fields_ignored`). Bad lines, a second
+    meta line and a point measured twice with two times -> UserError naming them."""
     p = Path(path).expanduser()
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except OSError as e:
         raise UserError(f"--steps {path}: cannot read it ({e}); pass a JSONL file of {{B, q, C, ms}} rows") from None
-    rows, meta, skipped = [], {}, 0
+    rows, meta, meta_line, skipped, dupes = [], {}, 0, 0, 0
+    seen: dict[tuple, tuple[int, float]] = {}
+    ignored: dict[str, int] = {}
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -51,7 +55,10 @@ def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any
         if not isinstance(d, dict):
             raise UserError(f"--steps {path}: line {n} is not a JSON object")
         if "meta" in d or "info" in d:
-            meta = d.get("meta", d.get("info")) or {}
+            if meta_line:   # two files joined: the points would be read as one device's
+                raise UserError(f"--steps {path}: line {n} is a second meta line (the first is line {meta_line}); "
+                                "one file holds one measurement: split it and check each file on its own")
+            meta, meta_line = d.get("meta", d.get("info")) or {}, n
             if not isinstance(meta, dict):
                 raise UserError(f"--steps {path}: line {n}: the meta line holds {type(meta).__name__}; write "
                                 "{\"meta\": {...}}, a JSON object")
@@ -63,10 +70,23 @@ def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any
         if missing:
             raise UserError(f"--steps {path}: line {n} has no {', '.join(missing)}; each line is "
                             "{\"B\", \"q\", \"C\", \"ms\"}")
-        rows.append({k: _point_value(path, n, k, d[k]) for k in POINT_KEYS})
+        row = {k: _point_value(path, n, k, d[k]) for k in POINT_KEYS}
+        for k in d.keys() - set(POINT_KEYS):
+            ignored[k] = ignored.get(k, 0) + 1
+        key = (row["B"], row["q"], row["C"])
+        if key in seen:
+            first, ms = seen[key]
+            if ms != row["ms"]:
+                raise UserError(f"--steps {path}: line {n} measures B={key[0]:g} q={key[1]:g} C={key[2]:g} again "
+                                f"({row['ms']:g} ms; line {first}: {ms:g} ms); keep one time per point")
+            dupes += 1
+            continue
+        seen[key] = (n, row["ms"])
+        rows.append(row)
     if not rows:
         raise UserError(f"--steps {path}: no {{B, q, C, ms}} rows")
-    return rows, ({**meta, "rows_skipped_error": skipped} if skipped else meta)
+    counts = {"rows_skipped_error": skipped, "rows_skipped_duplicate": dupes, "fields_ignored": ignored}
+    return rows, {**meta, **{k: v for k, v in counts.items() if v}}
 
 
 def _point_value(path, n: int, key: str, v: Any) -> float:

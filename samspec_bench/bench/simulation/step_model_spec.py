@@ -317,9 +317,16 @@ def format_report(rep: Mapping[str, Any]) -> str:
                      f"predicted {g['median_predicted_s'] * 1e3:8.2f} ms  total error {_pct(g['total_error'])}")
     if rep.get("points"):
         lines.append(format_points(rep["points"]))
-    skipped = (rep.get("points_meta") or {}).get("rows_skipped_error")
-    if skipped:
-        lines.append(f"{skipped} rows of the points file were measurement errors (e.g. out of memory) and are not compared")
+    pm = rep.get("points_meta") or {}
+    if pm.get("rows_skipped_error"):
+        lines.append(f"{pm['rows_skipped_error']} rows of the points file were measurement errors (e.g. out of memory) "
+                     "and are not compared")
+    if pm.get("rows_skipped_duplicate"):
+        lines.append(f"{pm['rows_skipped_duplicate']} rows of the points file repeat a point with the same time and "
+                     "are compared once")
+    if pm.get("fields_ignored"):
+        lines.append("fields of the point rows not read: " + ", ".join(f"{k} ({v} rows)" for k, v in
+                                                                      sorted(pm["fields_ignored"].items())))
     sc = rep.get("points_shape")
     if sc and not sc["same"]:
         m, p = sc["measured"], sc["priced"]

@@ -8,23 +8,32 @@ Formats read:
   stripped, the keys kept as written (the metric families know both names);
 - lines captured by wandb (files/output.log) are cut at 4096 bytes: on a line of exactly that
   length the last field may be cut mid-value, so it is dropped and the keys after it are absent
-  for that step (counted as truncated_lines);
+  for that step (counted as truncated_lines). A cut line whose colour codes were stripped after
+  the cut is shorter: a line is taken as cut as well, whatever its length, when its last field is
+  visibly so (an unclosed `np.float64(`, no `key:` in it) or it ends unlike the file's whole
+  lines (they end with one key, verl's perf/throughput; a plain number or non-number under
+  another key may be cut mid-value; a closed `np.float64(x)` is whole whichever key it has), or
+  it has the length most visibly cut lines share when that is the file's longest (the cut
+  length, short of 4096 by the colour codes);
 - the `Initial validation metrics: {...}` / `Final validation metrics: {...}` blocks that verl
   pretty-prints: their values fill in what a cut step line lost (only keys the step lacks).
 
 Anything else in the file (progress bars, warnings, tool output) is ignored; a field that does
-not hold a number is counted (non_numeric_fields) and skipped.
+not hold a number is counted (non_numeric_fields) and skipped, a step past int64 too
+(out_of_range_steps).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from pathlib import Path
 
-from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun
+from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun, step_notes, step_problem
 
 WANDB_LINE_CUT = 4096   # bytes: wandb's console capture cuts longer lines here
+STRIPPED_MARGIN = 512   # bytes of colour codes a cut line may have lost after the cut (a Ray prefix's are ~10)
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 STEP_LINE = re.compile(r"(?:^|[\s)\]])step:(\d+) - (.*)$")
 NUMBER = re.compile(r"""^(?:(?:np|numpy|torch)\.\w+\(|tensor\(|\w+\()?\s*
@@ -81,6 +90,67 @@ def _block_text(lines: list[str], i: int) -> tuple[str, int]:
         return src, j
 
 
+def line_shape(lines: list[str], blines: list[bytes]) -> tuple[str | None, int | None]:
+    """(the key whole step lines end with, the byte length lines were cut at short of 4096).
+    The key: verl's last metric (perf/throughput), the most common last key of the step lines
+    not visibly cut, when it ends more than half of all step lines. The length: where colour
+    codes were stripped after wandb's cut, the cut lines share one length, the longest of the
+    file's step lines: the length of most visibly cut lines (2 or more) when it is that longest."""
+    shape = []
+    for b, line in zip(blines, lines):
+        m = STEP_LINE.search(line)
+        if m:
+            shape.append((len(b.rstrip(b"\r")), m.group(2).split(" - ")[-1]))
+    ends = Counter(split_field(last)[0] for n, last in shape if n != WANDB_LINE_CUT and not _visibly_cut(last))
+    ending = None
+    if ends:
+        key, k = ends.most_common(1)[0]
+        ending = key if 2 * k > len(shape) else None
+    cut = Counter(n for n, last in shape if n != WANDB_LINE_CUT and cut_how(n, last, ending) is not None)
+    if not cut:
+        return ending, None
+    n, k = cut.most_common(1)[0]
+    longest = max(n for n, _ in shape if n != WANDB_LINE_CUT)
+    return ending, (n if k >= 2 and 2 * k > sum(cut.values()) and n == longest else None)
+
+
+def _visibly_cut(last: str) -> str | None:
+    if not split_field(last)[0]:
+        return "keyless"
+    return "unclosed" if last.count("(") > last.count(")") else None
+
+
+def cut_how(raw_len: int, last: str, ending: str | None, cut_len: int | None = None) -> str | None:
+    """How a step line shows it was cut (None: whole): at wandb's limit, a last field with no
+    key or an unclosed `(`, a last field that may be cut mid-value under another key than the
+    one whole lines end with (a closed `name(...)` value is whole), or the length the file's
+    visibly cut lines were cut at."""
+    if raw_len == WANDB_LINE_CUT:
+        return "limit"
+    seen = _visibly_cut(last)
+    if seen:
+        return seen
+    if (ending is not None and raw_len >= WANDB_LINE_CUT - STRIPPED_MARGIN and split_field(last)[0] != ending
+            and not last.rstrip().endswith(")")):   # only a line long enough to have met the cut
+        return "ending"
+    return "length" if raw_len == cut_len else None
+
+
+def _cut_note(run: TrainingRun, how: Counter, ending: str | None, cut_len: int | None) -> None:
+    cut = sum(how.values())
+    if not cut:
+        return
+    why = {"unclosed": "with an unclosed `(` in the last field", "keyless": "with a last field holding no `key:`",
+           "ending": f"ending with a field other than {ending} (whole lines end with it)",
+           "length": f"of the same length as the visibly cut ones ({cut_len} bytes)"}
+    short = cut - how["limit"]
+    shown = ", ".join(f"{how[k]} {t}" for k, t in why.items() if how[k])
+    run.notes.append(f"{cut} step line(s) cut at {WANDB_LINE_CUT} bytes (wandb's console capture)"
+                     + (f", {short} shorter than that (colour codes stripped after the cut?) and cut all the same: "
+                        f"{shown}" if short else "")
+                     + ": the cut field was dropped and the keys after it are absent at those steps")
+
+
 def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
     run = TrainingRun(path=str(path), format=fmt, label=label)
     raw = Path(path).read_bytes()
@@ -90,6 +160,8 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
     pending: list[dict[str, float]] = []     # "Initial" blocks waiting for the next step line
     last_step = None
     step_lines = 0
+    ending, cut_len = line_shape(lines, blines)
+    how: Counter = Counter()
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -112,8 +184,14 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
             continue
         step = int(m.group(1))
         step_lines += 1
+        problem = step_problem(step)
+        if problem:                              # 99999999999999999999: no int64 holds it
+            run.count(problem)
+            continue
         fields = m.group(2).split(" - ")
-        if len(blines[i - 1].rstrip(b"\r")) == WANDB_LINE_CUT:
+        cut = cut_how(len(blines[i - 1].rstrip(b"\r")), fields[-1], ending, cut_len)
+        if cut:
+            how[cut] += 1
             fields = fields[:-1]
             run.count("truncated_lines")
             run.count("dropped_fields")
@@ -131,9 +209,8 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
         last_step = step
     builder.build_into(run)
     run.read["step_lines"] = step_lines
-    if run.counts.get("truncated_lines"):
-        run.notes.append(f"{run.counts['truncated_lines']} step line(s) cut at {WANDB_LINE_CUT} bytes (wandb's "
-                         "console capture): the cut field was dropped and the keys after it are absent at those steps")
+    _cut_note(run, how, ending, cut_len)
+    step_notes(run, "step line(s)")
     return run
 
 

@@ -4,7 +4,11 @@ Read: wandb's run-history export (`_step`, `_timestamp`, `_runtime`, metric colu
 chart export (`Step`, `<run> - <metric>`, `<run> - <metric>__MIN`, `__MAX`: the min/max
 columns are dropped and the `<run> - ` prefix removed), TensorBoard's CSV download
 (`Wall time`, `Step`, `Value`: one metric, named after the file) and any table with a step
-column. Empty cells are missing values; a cell that is not a number is counted and skipped.
+column. Empty cells are missing values; a cell that is not a number is counted and skipped. A
+row with more or fewer cells than the header (an unquoted `0,5`) is skipped whole and counted
+(ragged_rows): its cells may sit under the wrong columns; a column named twice in the header is a
+UserError. Counted too: rows whose step is no step (non-integer, negative, past int64) and wall
+times that are not finite numbers (bad_wall_times).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import math
 from pathlib import Path
 
 from samspec_bench.errors import UserError
-from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun
+from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun, step_notes, step_problem
 
 STEP_COLUMNS = ("step", "_step", "global_step", "training/global_step", "trainer/global_step", "train/global_step")
 WALL_COLUMNS = ("_timestamp", "wall time", "wall_time", "timestamp")
@@ -73,6 +77,32 @@ def _metric_names(header: list[str], path: Path) -> dict[int, str]:
     return cols
 
 
+def _no_repeated_column(header: list[str], path: Path) -> None:
+    """A column named twice: which one a value belongs to cannot be told (a UserError)."""
+    seen: dict[str, int] = {}
+    for i, h in enumerate(header):
+        name = h.strip()
+        if name and name in seen:
+            raise UserError(f"{path}:1: column {name!r} appears twice in the header (columns {seen[name] + 1} and "
+                            f"{i + 1}); keep one of them (delete or rename the other) and rerun")
+        seen.setdefault(name, i)
+
+
+def _wall(row: list[str], wi: int | None, run: TrainingRun) -> float | None:
+    """The row's wall time; a cell that is not a finite number is counted (bad_wall_times)."""
+    cell = row[wi].strip() if wi is not None else ""
+    if not cell:
+        return None
+    try:
+        wall = float(cell)
+    except ValueError:
+        wall = math.nan
+    if not math.isfinite(wall):
+        run.count("bad_wall_times")
+        return None
+    return wall
+
+
 def read_csv(path: Path, label: str) -> TrainingRun:
     run = TrainingRun(path=str(path), format="csv", label=label)
     text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
@@ -85,32 +115,29 @@ def read_csv(path: Path, label: str) -> TrainingRun:
     if si is None:
         raise UserError(f"{path}: no step column (one of {', '.join(STEP_COLUMNS)}); add one, or pass --format for "
                         "another log type")
+    _no_repeated_column(header, path)
     low = [h.strip().lower() for h in header]
     wi = next((low.index(w) for w in WALL_COLUMNS if w in low), None)
     cols = _metric_names(header, path)
     builder = SeriesBuilder()
     rows = 0
+    ragged_line = None
     for row in reader:
         if not row or all(not c.strip() for c in row):
             continue
         rows += 1
+        while len(row) > len(header) and not row[-1].strip():     # a trailing comma: nothing misplaced
+            row = row[:-1]
         if len(row) != len(header):        # a ragged row: its cells may sit under the wrong column
-            run.count("malformed_rows")
-            run.count("ignored_cells", max(0, len(row) - len(header)))
-            run.count("missing_cells", max(0, len(header) - len(row)))
-        step = row_step(row[si] if si < len(row) else "", run)
+            run.count("ragged_rows")
+            ragged_line = ragged_line or reader.line_num
+            continue
+        step = row_step(row[si], run)
         if step is None:
             continue
-        wall = None
-        if wi is not None and wi < len(row):
-            try:
-                wall = float(row[wi])
-            except ValueError:
-                wall = None
-            if wall is not None and not math.isfinite(wall):
-                wall = None
+        wall = _wall(row, wi, run)
         for i, name in cols.items():
-            cell = row[i].strip() if i < len(row) else ""
+            cell = row[i].strip()
             if not cell:
                 continue
             try:
@@ -121,18 +148,19 @@ def read_csv(path: Path, label: str) -> TrainingRun:
             builder.add(name, step, x, wall)
     builder.build_into(run)
     run.read["rows"] = rows
-    if run.counts.get("malformed_rows"):
-        run.notes.append(f"{run.counts['malformed_rows']} malformed row(s) with more or fewer cells than the header's "
-                         f"{len(header)}: {run.counts.get('ignored_cells', 0)} extra cell(s) ignored, "
-                         f"{run.counts.get('missing_cells', 0)} missing")
-    if run.counts.get("non_integer_steps"):
-        run.notes.append(f"{run.counts['non_integer_steps']} row(s) with a non-integer step (e.g. 3.5): skipped, "
-                         "not rounded onto a real step")
+    if run.counts.get("ragged_rows"):
+        run.notes.append(f"{run.counts['ragged_rows']} ragged row(s) with more or fewer cells than the header's "
+                         f"{len(header)} (first at line {ragged_line}; an unquoted comma in a cell?): skipped whole, "
+                         "as their cells may sit under the wrong columns")
+    step_notes(run, "row(s)")
+    if run.counts.get("bad_wall_times"):
+        run.notes.append(f"{run.counts['bad_wall_times']} wall time(s) ({header[wi].strip()}) not a finite number "
+                         "(NaN, inf or text): those rows read without a wall time")
     return run
 
 
 def row_step(cell: str, run: TrainingRun) -> int | None:
-    """The step of a row, or None (counted: rows_without_step, non_integer_steps)."""
+    """The step of a row, or None (counted: rows_without_step, or step_problem's kind)."""
     try:
         x = float(cell)
     except ValueError:
@@ -140,7 +168,8 @@ def row_step(cell: str, run: TrainingRun) -> int | None:
     if not math.isfinite(x):
         run.count("rows_without_step")
         return None
-    if x != int(x):                        # 3.5 is no step: truncating it would collide with step 3
-        run.count("non_integer_steps")
+    problem = step_problem(x)
+    if problem:
+        run.count(problem)
         return None
     return int(x)

@@ -15,8 +15,9 @@ volcengine/verl b178a3c, January 2026):
   lost (counted as NaN, and as null_values).
 
 Counted, never silent: a torn last line (truncated_lines), a line that is not such an object
-(broken_lines), a value that is not a number (non_numeric_fields), non-finite values (per tag,
-as every reader does).
+(broken_lines), a step that is no step (non_integer_steps, negative_steps, out_of_range_steps: 2.5,
+-3, 1e20), a value that is not a number (non_numeric_fields), non-finite values (per tag, as every
+reader does).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import json
 import math
 from pathlib import Path
 
-from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun
+from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun, step_notes, step_problem
 
 
 def _record(line: str) -> dict | None:
@@ -66,8 +67,9 @@ def read_file_logger(path: Path, label: str) -> TrainingRun:
             run.count("truncated_lines" if torn_tail and k == len(lines) - 1 else "broken_lines")
             continue
         records += 1
-        if obj["step"] != int(obj["step"]):      # 2.5 is no step: truncating it would collide with step 2
-            run.count("non_integer_steps")
+        problem = step_problem(obj["step"])     # 2.5 truncated would collide with step 2; -3; 1e20
+        if problem:
+            run.count(problem)
             continue
         step = int(obj["step"])
         for tag, v in obj["data"].items():
@@ -84,9 +86,7 @@ def read_file_logger(path: Path, label: str) -> TrainingRun:
         run.notes.append("the last line is torn (the writer stopped mid-line): its step was not read")
     if run.counts.get("broken_lines"):
         run.notes.append(f"{run.counts['broken_lines']} line(s) not a {{\"step\": N, \"data\": {{...}}}} record: skipped")
-    if run.counts.get("non_integer_steps"):
-        run.notes.append(f"{run.counts['non_integer_steps']} record(s) with a non-integer step (e.g. 2.5): skipped, "
-                         "not rounded onto a real step")
+    step_notes(run, "record(s)")
     if run.counts.get("null_values"):
         run.notes.append(f"{run.counts['null_values']} null value(s): verl's orjson writes NaN and inf as null; "
                          "counted as non-finite (shown as NaN)")

@@ -84,6 +84,31 @@ class TrainingRun:
         return f"{nf['count']} of {nf['steps']} steps non-finite ({kinds.replace('nan', 'NaN')}, first at step {nf['first_step']})"
 
 
+MAX_STEP = 2 ** 63 - 1     # a Series' steps are int64
+
+# what each unusable step costs, said on the run: "N <what> <text>"
+STEP_NOTES = {"non_integer_steps": "with a non-integer step (e.g. 3.5): skipped, not rounded onto a real step",
+              "negative_steps": "with a negative step (e.g. -3): skipped, no training step is negative",
+              "out_of_range_steps": "with a step past 2^63-1 (e.g. 1e20): skipped, no training step is that large"}
+
+
+def step_problem(x: int | float) -> str | None:
+    """Why a finite step value is no step (its count kind in STEP_NOTES), None for a usable one:
+    3.5 truncated would collide with step 3, -3 is no step, 1e20 does not fit int64."""
+    if x != int(x):
+        return "non_integer_steps"
+    if x < 0:
+        return "negative_steps"
+    return "out_of_range_steps" if x > MAX_STEP else None
+
+
+def step_notes(run: TrainingRun, what: str) -> None:
+    """The notes of the unusable steps a reader counted ('what': 'row(s)', 'record(s)', ...)."""
+    for kind, text in STEP_NOTES.items():
+        if run.counts.get(kind):
+            run.notes.append(f"{run.counts[kind]} {what} {text}")
+
+
 class SeriesBuilder:
     """Points in the order a log holds them -> sorted Series. A step logged twice (a restarted
     run that re-logs steps after resuming from a checkpoint) keeps the later value; non-finite

@@ -23,7 +23,7 @@ import numpy as np
 from samspec_bench.errors import UserError
 from samspec_bench.evals.training_logs.console import read_console
 from samspec_bench.evals.training_logs.protowire import Bad, fields, signed64, zigzag
-from samspec_bench.evals.training_logs.series import Series, SeriesBuilder, TrainingRun
+from samspec_bench.evals.training_logs.series import Series, SeriesBuilder, TrainingRun, step_notes, step_problem
 
 
 def run_files(folder: Path) -> dict[str, Path | None]:
@@ -67,8 +67,9 @@ def _add_row(builder: SeriesBuilder, row: dict, run: TrainingRun) -> None:
     if not isinstance(step, (int, float)) or isinstance(step, bool) or not math.isfinite(step):
         run.count("history_rows_without_step")
         return
-    if step != int(step):             # 7.5 is no step: truncating it would collide with step 7
-        run.count("non_integer_steps")
+    problem = step_problem(step)      # 7.5 truncated would collide with step 7; -3; 1e20
+    if problem:
+        run.count(problem)
         return
     wall = row.get("_timestamp")
     wall = float(wall) if isinstance(wall, (int, float)) and math.isfinite(wall) else None
@@ -87,9 +88,7 @@ def history_notes(run: TrainingRun) -> None:
         run.notes.append(f"{c['null_values']} null value(s) in the history: no number to read, skipped")
     if c.get("non_numeric_fields"):
         run.notes.append(f"{c['non_numeric_fields']} history value(s) not a number (strings, bools, lists): skipped")
-    if c.get("non_integer_steps"):
-        run.notes.append(f"{c['non_integer_steps']} history row(s) with a non-integer _step (e.g. 7.5): skipped, not "
-                         "rounded onto a real step")
+    step_notes(run, "history row(s)")
 
 
 def read_history_jsonl(path: Path, run: TrainingRun, builder: SeriesBuilder) -> int:

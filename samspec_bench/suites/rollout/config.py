@@ -137,6 +137,8 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
     given = {name for name, raw in (("ks", ks), ("thresholds", spec_threshold), ("sources", sources))
              if raw is not None and getattr(cfg, name) != pick(name, None)}
     refuse_unread(cfg, given, drawn=random_lengths(cfg))
+    if spec_threshold is not None:   # the default (4) stays usable with a smaller --max-num-seqs
+        check_thresholds_below(cfg)
     cfg.device = engine_device(engine, device)   # a device that is not there stops here, before anything runs
     # --model as every suite takes it (models.model_id / check_model): a short name becomes its
     # id; a measured engine's model is looked for now, so an uncached one offline stops here
@@ -248,6 +250,17 @@ def check_limits(cfg: RolloutConfig) -> None:
     number_in(cfg.history_budget_mb, "--history-budget-mb", 0, lo_open=True)
     number_in(cfg.temperature, "--temperature", 0)
     number_in(cfg.top_p, "--top-p", 0, 1, lo_open=True)
+
+
+def check_thresholds_below(cfg: RolloutConfig) -> None:
+    """A given --spec-threshold at or above --max-num-seqs holds in every step (running <= T
+    always): its arm would be the always arm under another name, and its tail every step with
+    nobody waiting."""
+    for t in cfg.thresholds:
+        if t >= cfg.max_num_seqs:
+            raise UserError(f"--spec-threshold {t} with --max-num-seqs {cfg.max_num_seqs}: at most "
+                            f"{cfg.max_num_seqs} requests run a step, so threshold<={t} speculates in every step, as "
+                            f"the always arm does; give thresholds below {cfg.max_num_seqs}")
 
 
 def kv_options(cfg: RolloutConfig) -> dict[str, Any]:

@@ -70,12 +70,14 @@ def lines(reading: Reading) -> list[str]:
 def _line(label: str, iv: Interval) -> str:
     f = iv.figures()
     rate, length = f["spec_decode_acceptance_rate"], f["spec_decode_acceptance_length"]
-    pos = ", ".join(f"{p:.3f}" for p in f["spec_decode_per_position_acceptance_rates"]) or "-"
+    rates = f["spec_decode_per_position_acceptance_rates"]
+    pos = "unknown" if rates is None else ", ".join(f"{p:.3f}" for p in rates) or "-"
     est = "" if iv.drafts_exact or iv.drafts is None else " (drafts estimated)"
-    drafts = "unknown" if f["spec_decode_num_drafts"] is None else f["spec_decode_num_drafts"]
+    drafts, drafted, accepted = ("unknown" if f[k] is None else f[k] for k in
+                                 ("spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens"))
     return (f"{label}: acceptance rate {'-' if rate is None else f'{rate:.1f} %'}  mean acceptance length "
             f"{'-' if length is None else f'{length:.2f}'}{est}  per-position acceptance rate {pos}  "
-            f"drafts {drafts}  drafted {iv.draft_tokens}  accepted {iv.accepted}")
+            f"drafts {drafts}  drafted {drafted}  accepted {accepted}")
 
 
 def execute(config: SpecMetricsConfig, *, output: str, resume: str | None = None, json_path: str | None = None) -> int:

@@ -57,6 +57,37 @@ def test_a_meta_line_that_is_not_an_object_is_refused(tmp_path):
         load_points(p)
 
 
+def test_a_second_meta_line_is_refused_naming_both_lines(tmp_path):
+    # two files joined: the second device's meta would silently replace the first's
+    p = tmp_path / "p.jsonl"
+    p.write_text('{"meta": {"device": "NVIDIA H100 80GB HBM3"}}\n{"B": 1, "q": 1, "C": 64, "ms": 7.0}\n'
+                 '{"meta": {"device": "NVIDIA A100-SXM4-40GB"}}\n{"B": 2, "q": 1, "C": 64, "ms": 9.0}\n')
+    with pytest.raises(UserError, match=r"line 3 is a second meta line \(the first is line 1\)"):
+        load_points(p)
+
+
+def test_a_point_measured_twice_with_two_times_is_refused_and_an_exact_repeat_counted(tmp_path):
+    p = tmp_path / "p.jsonl"
+    p.write_text('{"B": 8, "q": 1, "C": 64, "ms": 8.1}\n{"B": 8, "q": 4, "C": 64, "ms": 8.9}\n'
+                 '{"B": 8, "q": 1, "C": 64, "ms": 99}\n')
+    with pytest.raises(UserError, match=r"line 3 measures B=8 q=1 C=64 again \(99 ms; line 1: 8.1 ms\)"):
+        load_points(p)
+    p.write_text('{"B": 8, "q": 1, "C": 64, "ms": 8.1}\n{"B": 8.0, "q": 1, "C": 64, "ms": 8.1}\n')
+    rows, meta = load_points(p)
+    assert len(rows) == 1 and meta == {"rows_skipped_duplicate": 1}
+
+
+def test_fields_beside_the_point_are_counted_by_name_and_shown(tmp_path):
+    p = tmp_path / "p.jsonl"
+    p.write_text('{"B": 8, "q": 1, "C": 1024, "ms": 8.1, "ms_std": 0.2}\n'
+                 '{"B": 8, "q": 4, "C": 1024, "ms": 8.9, "ms_std": 0.3, "tree_ms": 9.0}\n')
+    rows, meta = load_points(p)
+    assert meta == {"fields_ignored": {"ms_std": 2, "tree_ms": 1}}
+    res = _run(["--step-model", SPEC, "--steps", str(p)], tmp_path)
+    assert res.exit_code == 0, res.output
+    assert "fields of the point rows not read: ms_std (2 rows), tree_ms (1 rows)" in res.output
+
+
 def test_integral_floats_are_whole_numbers_and_the_largest_exact_integer_prices(tmp_path):
     p = tmp_path / "p.jsonl"
     p.write_text('{"B": 8.0, "q": 1, "C": 1024.0, "ms": 7}\n{"B": 9007199254740992, "q": 1, "C": 0, "ms": 7.2}\n')

@@ -10,10 +10,13 @@ Two sources, told apart by their content:
   file where a series repeats or `# EOF` ends a scrape) give one interval per pair of
   consecutive scrapes (differences; a counter that went down restarted: its new value is the
   increase, and the reset is counted); one scrape gives one interval, since the server started.
-  Counts are exact. A counter that is not finite or negative, or accepted tokens above draft
-  tokens, is a one-line error naming the file and line (or the scrapes); a scrape without the
-  num_drafts counter (vLLM V0) leaves the drafts unknown and says so; spec-decode series that are
-  not read (V0's acceptance-rate and efficiency gauges, emitted tokens) are listed as not used.
+  Counts are exact. A counter that is not finite or negative, or counts that contradict each
+  other (accepted tokens above draft tokens, a position accepted more often than there were
+  drafts, positions summing above the accepted tokens: spec_counters.py) are a one-line error
+  naming the file and line (or the scrapes); a counter absent from a scrape (num_drafts: vLLM V0
+  has none) is unknown there, never 0 nor a reset, the figures that need it are unknown, and a
+  note names it; spec-decode series that are not read (V0's acceptance-rate and efficiency
+  gauges, emitted tokens) are listed as not used.
 - vLLM's log lines "SpecDecoding metrics: Mean acceptance length: ..., Accepted: N tokens,
   Drafted: N tokens, Per-position acceptance rate: r0, r1, ..., Avg Draft acceptance rate: x%"
   (vllm/v1/spec_decode/metrics.py, SpecDecodingLogging.log), one interval per line. Accepted and
@@ -28,7 +31,9 @@ Two sources, told apart by their content:
   of speculative tokens: k, Number of accepted tokens: N, Number of draft tokens: N, Number of
   emitted tokens: N." (vllm/engine/metrics.py): cumulative since the engine started, so one
   interval per pair of consecutive lines of a file (the first: since the start); drafts are
-  draft tokens / k (marked estimated); no per-position figures.
+  draft tokens / k (marked estimated); no per-position figures. More accepted than drafted
+  between two lines is a one-line error naming file:line; a change of k between two lines is
+  counted and noted, and (counts not gone down) that interval's drafts are unknown.
 
 Lines that are neither are counted and the first few are quoted (a spec-decode log line not
 understood with the reason): nothing is dropped silently. A file that holds neither kind is a
@@ -44,12 +49,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from samspec_bench.bench.engines.vllm.spec_counters import (ACCEPTED, DRAFT_TOKENS, DRAFTS, PER_POS, PREFIX,
+                                                              check_counter, check_counts, missing_notes, positions)
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import vllm_spec_decode
-
-PREFIX = "vllm:spec_decode_"
-DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS = (f"{PREFIX}num_drafts", f"{PREFIX}num_draft_tokens",
-                                           f"{PREFIX}num_accepted_tokens", f"{PREFIX}num_accepted_tokens_per_pos")
 LOG_MARK = "SpecDecoding metrics:"
 V0_MARK = "Speculative metrics:"   # vLLM V0's LoggingStatLogger
 EXAMPLES = 3   # lines quoted of each kind not understood
@@ -63,22 +66,30 @@ NEITHER = ("neither a Prometheus scrape of vLLM's spec-decode counters (vllm:spe
 
 @dataclass
 class Interval:
-    """The counts of one reading: exact from counters; from a log line, drafts maybe estimated."""
+    """The counts of one reading: exact from counters; from a log line, drafts maybe estimated.
+    None: unknown (a counter absent from a scrape), never taken as 0."""
 
     source: str
     drafts: float | None
-    draft_tokens: int
-    accepted: int
-    accepted_per_pos: list[float]
+    draft_tokens: int | None
+    accepted: int | None
+    accepted_per_pos: list[float] | None
     drafts_exact: bool = True
     printed: dict[str, Any] = field(default_factory=dict)   # a log line's own figures, as printed
 
     def figures(self) -> dict[str, Any]:
         """vLLM's names (metrics.vllm_spec_decode), the project's beside them, and the source."""
         d = self.drafts if self.drafts else 0
-        v = vllm_spec_decode(d, self.draft_tokens, self.accepted, self.accepted_per_pos)
-        v["spec_decode_num_drafts"] = _number(self.drafts)
-        v["spec_decode_per_position_acceptance_rates"] = [p / d for p in self.accepted_per_pos] if d else []
+        v = vllm_spec_decode(d, self.draft_tokens or 0, self.accepted or 0, self.accepted_per_pos or [])
+        if self.accepted is None or self.draft_tokens is None:   # unknown, not 0: so are the figures from it
+            v["spec_decode_acceptance_rate"] = None
+        if self.accepted is None:
+            v["spec_decode_acceptance_length"] = None
+        for key, x in (("num_drafts", self.drafts), ("draft_tokens", self.draft_tokens),
+                       ("accepted_tokens", self.accepted)):
+            v[f"spec_decode_{key}"] = _number(x)
+        v["spec_decode_per_position_acceptance_rates"] = (None if self.accepted_per_pos is None else
+                                                          [p / d for p in self.accepted_per_pos] if d else [])
         ours = {"acceptance_rate": None if v["spec_decode_acceptance_rate"] is None
                 else v["spec_decode_acceptance_rate"] / 100,
                 "acceptance_length": v["spec_decode_acceptance_length"],
@@ -107,13 +118,20 @@ class Reading:
     notes: list[str] = field(default_factory=list)   # what the reader could not tell (drafts unknown)
 
     def total(self) -> Interval:
-        """Every interval pooled (sums, then ratios); drafts exact only if every interval's is."""
+        """Every interval pooled (sums, then ratios); a count unknown in one interval is unknown
+        pooled; drafts exact only if every interval's is."""
         iv = self.intervals
-        k = max((len(i.accepted_per_pos) for i in iv), default=0)
-        drafts = None if any(i.drafts is None for i in iv) else sum(i.drafts for i in iv)
-        per_pos = [sum(i.accepted_per_pos[p] for i in iv if p < len(i.accepted_per_pos)) for p in range(k)]
-        return Interval(f"{len(iv)} interval(s) pooled", drafts, sum(i.draft_tokens for i in iv),
-                        sum(i.accepted for i in iv), per_pos, all(i.drafts_exact for i in iv))
+
+        def pooled(xs: list[Any]) -> Any:
+            return None if any(x is None for x in xs) else sum(xs)
+
+        per_pos = None
+        if all(i.accepted_per_pos is not None for i in iv):
+            k = max((len(i.accepted_per_pos) for i in iv), default=0)
+            per_pos = [sum(i.accepted_per_pos[p] for i in iv if p < len(i.accepted_per_pos)) for p in range(k)]
+        return Interval(f"{len(iv)} interval(s) pooled", pooled([i.drafts for i in iv]),
+                        pooled([i.draft_tokens for i in iv]), pooled([i.accepted for i in iv]), per_pos,
+                        all(i.drafts_exact for i in iv))
 
 
 # --- Prometheus text exposition --------------------------------------------------------------------
@@ -139,23 +157,12 @@ def _scrapes(text: str, tally: dict[str, int], bad: list[str], name: str = "scra
         else:
             labels = tuple(sorted(_LABEL.findall(m.group(2) or "")))
             key = (m.group(1), labels)
-            _check_counter(m.group(1), m.group(3), f"{name}:{lineno}")
+            check_counter(m.group(1), m.group(3), f"{name}:{lineno}")
             if key in scrapes[-1]:
                 scrapes.append({})
             scrapes[-1][key] = float(m.group(3))
             tally["spec_decode" if m.group(1).startswith(PREFIX) else "other_metric"] += 1
     return [sc for sc in scrapes if sc]
-
-
-def _check_counter(series: str, raw: str, where: str) -> None:
-    """A spec-decode counter (`..._total`) is a finite count >= 0; else a UserError naming where."""
-    if not (series.startswith(PREFIX) and series.endswith("_total")):
-        return
-    x = float(raw)
-    if not math.isfinite(x) or x < 0:
-        what = "is not finite" if not math.isfinite(x) else "is negative"
-        raise UserError(f"{where}: {series} value {raw} {what}; a counter is a finite count >= 0: give the scrape "
-                        "as the server wrote it")
 
 
 def _is_float(text: str) -> bool:
@@ -167,11 +174,11 @@ def _is_float(text: str) -> bool:
 
 
 def scrape_totals(scrape: dict[tuple, float], not_used: dict[str, int] | None = None) -> dict[str, Any] | None:
-    """The spec-decode counters of one scrape, summed over their other labels (DRAFTS None when
-    the scrape has no num_drafts counter); None when it has none. Spec-decode series not read
-    (gauges, other counters, a per-position series without a numeric position) are counted
-    into `not_used` by name; `_created` timestamps are not."""
-    out: dict[str, Any] = {DRAFTS: None, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0, PER_POS: {}}
+    """The spec-decode counters of one scrape, summed over their other labels (DRAFTS, DRAFT_TOKENS
+    or ACCEPTED None when the scrape has no such counter: unknown, not 0); None when it has none.
+    Spec-decode series not read (gauges, other counters, a per-position series without a numeric
+    position) are counted into `not_used` by name; `_created` timestamps are not."""
+    out: dict[str, Any] = {DRAFTS: None, DRAFT_TOKENS: None, ACCEPTED: None, PER_POS: {}}
     found = False
     unused = not_used if not_used is not None else {}
     for (name, labels), value in scrape.items():
@@ -196,26 +203,28 @@ def scrape_totals(scrape: dict[tuple, float], not_used: dict[str, int] | None = 
 
 def _difference(a: dict, b: dict | None, source: str) -> tuple[Interval, int]:
     """Interval from scrape b (None: the server's start) to scrape a; a counter that went
-    down restarted (Prometheus' rule: its new value is the increase)."""
+    down restarted (Prometheus' rule: its new value is the increase); a counter absent from
+    either scrape is unknown (None), not a reset. Counts that contradict each other: UserError."""
     resets = 0
 
-    def inc(x: float, y: float) -> float:
+    def inc(x: float | None, y: float | None) -> float | None:
         nonlocal resets
+        if x is None or y is None:
+            return None
         if x < y:
             resets += 1
             return x
         return x - y
 
     z = b or {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0, PER_POS: {}}
-    k = max([*a[PER_POS], *z[PER_POS], -1]) + 1
-    per_pos = [inc(a[PER_POS].get(p, 0.0), z[PER_POS].get(p, 0.0)) for p in range(k)]
-    drafts = None if a[DRAFTS] is None or z[DRAFTS] is None else inc(a[DRAFTS], z[DRAFTS])
-    iv = Interval(source, drafts, int(inc(a[DRAFT_TOKENS], z[DRAFT_TOKENS])), int(inc(a[ACCEPTED], z[ACCEPTED])),
+    pa, pz = positions(a[PER_POS]), positions(z[PER_POS])   # b None: pz == []
+    per_pos = None
+    if pa is not None and pz is not None and (b is None or len(pa) == len(pz)):
+        per_pos = [inc(x, y) for x, y in zip(pa, pz)] if b is not None else pa
+    drafts, tokens, accepted = (inc(a[c], z[c]) for c in (DRAFTS, DRAFT_TOKENS, ACCEPTED))
+    check_counts(source, drafts, tokens, accepted, per_pos, between=b is not None)
+    iv = Interval(source, drafts, None if tokens is None else int(tokens), None if accepted is None else int(accepted),
                   per_pos)
-    if iv.accepted > iv.draft_tokens:
-        why = ("between these scrapes (a restart the counters did not show?); give scrapes of one server run"
-               if b is not None else "vLLM accepts at most what it drafts; give the scrape as the server wrote it")
-        raise UserError(f"{source}: accepted tokens {iv.accepted} > draft tokens {iv.draft_tokens}, impossible: {why}")
     return iv, resets
 
 
@@ -239,10 +248,9 @@ def read_prometheus(texts: Sequence[tuple[str, str]]) -> Reading:
             iv, r = _difference(a, b, f"{nb} -> {na}")
             intervals.append(iv)
             resets += r
-    notes = [f"drafts unknown: no {DRAFTS}_total counter in {', '.join(n for n, t in totals if t[DRAFTS] is None)} "
-             "(vLLM V0 has none): no mean acceptance length or per-position rates"] \
-        if any(t[DRAFTS] is None for _, t in totals) else []
-    return Reading("prometheus", intervals, tally, bad, resets, not_used=not_used, notes=notes)
+        for n, t in totals:   # each scrape on its own: counts since its server started
+            _difference(t, None, n)
+    return Reading("prometheus", intervals, tally, bad, resets, not_used=not_used, notes=missing_notes(totals))
 
 
 # --- vLLM's log lines --------------------------------------------------------------------------------
@@ -355,18 +363,27 @@ def parse_v0_line(line: str, source: str) -> dict[str, Any]:
 
 def _v0_interval(now: dict[str, Any], before: dict[str, Any] | None, source: str) -> tuple[Interval, int]:
     """The interval between two cumulative V0 lines (before None: since the engine started); a
-    count that went down restarted (its new value is the increase)."""
+    count that went down restarted (its new value is the increase). More accepted than drafted
+    between the lines: a UserError naming source (file:line); k changed between them (counts not
+    gone down): drafts unknown (draft tokens / k needs one k); `speculative_tokens_before` says so."""
     resets = 0
     acc, dra = now["accepted"], now["drafted"]
+    k_changed = before is not None and before["k"] != now["k"]
     if before is not None:
         if acc < before["accepted"] or dra < before["drafted"]:
             resets = 1
         else:
             acc, dra = acc - before["accepted"], dra - before["drafted"]
-    drafts = dra / now["k"]
-    iv = Interval(source, round(drafts), dra, acc, [], drafts_exact=False,
-                  printed={**now["printed"], "cumulative": True, "speculative_tokens": now["k"]})
-    return iv, resets
+            if acc > dra:
+                k = f", k {before['k']} -> {now['k']}: a different engine?" if k_changed else ""
+                raise UserError(f"{source}: Number of accepted tokens rose by {acc} but Number of draft tokens by "
+                                f"{dra} since {before['source']}, impossible (vLLM accepts at most what it "
+                                f"drafts{k}): give the lines of one engine run, unedited")
+    printed = {**now["printed"], "cumulative": True, "speculative_tokens": now["k"]}
+    if k_changed:
+        printed["speculative_tokens_before"] = before["k"]
+    drafts = None if k_changed and not resets else round(dra / now["k"])
+    return Interval(source + " (V0, cumulative)", drafts, dra, acc, [], drafts_exact=False, printed=printed), resets
 
 
 def read_logs(texts: Sequence[tuple[str, str]]) -> Reading:
@@ -390,8 +407,8 @@ def read_logs(texts: Sequence[tuple[str, str]]) -> Reading:
                 if LOG_MARK in line:
                     iv = parse_log_line(line, source)
                 else:
-                    v0 = parse_v0_line(line, source)
-                    iv, r = _v0_interval(v0, v0_before, source + " (V0, cumulative)")
+                    v0 = {**parse_v0_line(line, source), "source": source}
+                    iv, r = _v0_interval(v0, v0_before, source)
                     v0_before, resets = v0, resets + r
             except (KeyError, ValueError) as e:
                 tally["not_understood"] += 1
@@ -412,7 +429,13 @@ def read_logs(texts: Sequence[tuple[str, str]]) -> Reading:
                         "(different counts, not to be pooled): give logs of one vLLM version per run")
     notes = ["vLLM V0 'Speculative metrics:' lines are cumulative since the engine started: read as differences "
              "between consecutive lines; drafts = draft tokens / k"] if v0 else []
-    unknown = [i.source for i in intervals if i.drafts is None]
+    k_changes = [f"{i.source.removesuffix(' (V0, cumulative)')} ({i.printed['speculative_tokens_before']} -> "
+                 f"{i.printed['speculative_tokens']})" for i in v0 if "speculative_tokens_before" in i.printed]
+    if k_changes:
+        notes.append(f"Number of speculative tokens changed {len(k_changes)} time(s) between consecutive V0 lines: "
+                     f"{', '.join(k_changes[:5])}; where the counts did not go down, that interval's drafts unknown "
+                     "(a restart the counts did not show?)")
+    unknown = [i.source for i in intervals if i.drafts is None and not i.printed.get("cumulative")]
     if unknown:
         notes.append(f"drafts unknown for {len(unknown)} log line(s), e.g. {unknown[0]}: neither per-position rates "
                      "nor a mean acceptance length printed (vLLM 0.8's short lines)")
