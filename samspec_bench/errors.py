@@ -119,8 +119,8 @@ def number_in(value: Any, option: str, lo: float | None = None, hi: float | None
         x = float(value)
     except (TypeError, ValueError, OverflowError):
         raise UserError(f"{option} {value!r}: give {want}") from None
-    if isinstance(value, bool) or not math.isfinite(x):
-        raise UserError(f"{option} {value!r}: give {want}")
+    if isinstance(value, bool) or not math.isfinite(x):   # inf passes ">= 0": say finite
+        raise UserError(f"{option} {value!r}: give {want.replace('a number', 'a finite number', 1)}")
     if lo is not None and (x < lo or (lo_open and x == lo)):
         raise UserError(f"{option} {value}: give {want}")
     if hi is not None and (x > hi or (hi_open and x == hi)):

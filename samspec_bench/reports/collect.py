@@ -7,8 +7,14 @@ One bad run never blocks the others: a run whose result.json cannot be read (tru
 JSON, a list, another schema, damaged fields) or summarized is left out and listed in
 `Report.unreadable` with the reason, as is a result of an unknown suite without the record every
 suite writes (`check_known`) and a torn run_state.json; only when nothing at all can
-be read is that an error. A `samspec-bench run` folder whose steps all failed (a run_state.json,
-no result) is a report of its steps.
+be read is that an error (a result.json that is a broken link says where it points). A
+`samspec-bench run` folder whose steps all failed (a run_state.json, no result) is a report of
+its steps.
+
+What a run's result.json holds that the report cannot use as it is, is named on the run and
+counted among its headlines: malformed tables and rows (malformed.py), a suite this version does
+not know, figures not embedded. A figure is embedded only when it is a file inside its run
+folder (links followed) whose first bytes are the image type its name says.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pathlib import Path
 from samspec_bench.errors import UserError, one_line
 from samspec_bench.reports.run_comparison import compare_runs
 from samspec_bench.reports.headlines import REGISTRY, summarize
+from samspec_bench.reports.malformed import malformed
 from samspec_bench.reports.model import Figure, Report, Run, SuiteGroup, headline
 from samspec_bench.results import load_result, read_json
 
@@ -33,18 +40,54 @@ def find_run_dirs(path: str | os.PathLike, allow_none: bool = False) -> list[Pat
     """A run directory itself, or every run directory (holding result.json) below a folder
     (none found: a UserError, or [] with allow_none)."""
     p = Path(path)
-    if (p / "result.json").is_file():
+    if (p / "result.json").is_file() or (p / "result.json").is_symlink():   # a broken link: named by collect
         return [p]
     if not p.exists():
         raise UserError(f"{path}: no such directory; pass run directories (holding result.json) or folders "
                         "that contain them")
     if not p.is_dir():
         raise UserError(f"{path}: not a directory; pass run directories (holding result.json)")
-    found = sorted({f.parent for f in p.rglob("result.json") if f.is_file()}, key=lambda d: d.as_posix())
+    # a pattern, not the plain name: pathlib's glob drops a plain name that is a broken link (exists() is
+    # False), and a broken result.json link must be named (collect: check_link), not skipped
+    found = sorted({f.parent for f in p.rglob("result.jso[n]") if f.is_file() or f.is_symlink()},
+                   key=lambda d: d.as_posix())
     if not found and not allow_none:
         raise UserError(f"{path}: no result.json found in it; pass the directory a samspec-bench suite wrote "
                         "(results/<suite>-<timestamp>/) or a folder that holds such directories")
     return found
+
+
+# what an image's first bytes are, by type (a file is embedded only when they match its name's type)
+_MAGIC = {"image/png": ("PNG", lambda b: b.startswith(b"\x89PNG\r\n\x1a\n")),
+          "image/jpeg": ("JPEG", lambda b: b.startswith(b"\xff\xd8\xff")),
+          "image/svg+xml": ("SVG", lambda b: b.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") and b"<svg" in b[:65536])}
+
+
+def _figure(run_dir: Path, name: str) -> Figure:
+    """One figure: embedded only when it is a file inside its run folder (after links are
+    followed) whose first bytes are the image its name says; otherwise a note says why not."""
+    mime = FIGURE_TYPES.get(Path(name).suffix.lower())
+    if mime is None:
+        return Figure(name, None, None, note=f"{name}: not an image type the report inlines", why="not an image type")
+    p = run_dir / name
+    try:
+        root, target = run_dir.resolve(), p.resolve()
+    except (OSError, RuntimeError, ValueError) as e:   # a link loop, a name no file can have
+        return Figure(name, mime, None, why="unreadable", note=f"{name}: cannot be followed ({one_line(e)})")
+    if not target.is_relative_to(root):
+        return Figure(name, mime, None, why="not an image",
+                      note=f"{name}: not an image (it resolves to {target}, outside the run folder {run_dir}); not embedded")
+    if not p.is_file():
+        return Figure(name, mime, None, why="missing", note=f"{name} is listed in result.json but missing from {run_dir}")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        return Figure(name, mime, None, why="unreadable", note=f"{name}: cannot be read ({e.strerror or type(e).__name__})")
+    kind, looks_right = _MAGIC[mime]
+    if not looks_right(data):
+        return Figure(name, mime, None, why="not an image",
+                      note=f"{name}: not an image (its first bytes are not {kind}); not embedded")
+    return Figure(name, mime, data)
 
 
 def load_figures(run_dir: Path, names: list) -> list[Figure]:
@@ -53,19 +96,28 @@ def load_figures(run_dir: Path, names: list) -> list[Figure]:
     for n in names:
         if isinstance(n, str):
             by_stem.setdefault(Path(n).stem, []).append(n)
-    out = []
-    for stem, files in by_stem.items():
-        files = sorted(files, key=lambda n: (Path(n).suffix.lower() != ".svg", n))
-        name = files[0]
-        mime = FIGURE_TYPES.get(Path(name).suffix.lower())
-        p = run_dir / name
-        if mime is None:
-            out.append(Figure(name, None, None, note=f"{name}: not an image type the report inlines"))
-        elif not p.is_file():
-            out.append(Figure(name, mime, None, note=f"{name} is listed in result.json but missing from {run_dir}"))
-        else:
-            out.append(Figure(name, mime, p.read_bytes()))
-    return out
+    return [_figure(run_dir, sorted(files, key=lambda n: (Path(n).suffix.lower() != ".svg", n))[0])
+            for files in by_stem.values()]
+
+
+def figure_headlines(figures: list[Figure]) -> list[dict]:
+    """A count of the figures not embedded, one headline per reason ('not an image', 'missing', ...)."""
+    by: dict[str, list[Figure]] = {}
+    for f in figures:
+        if f.data is None:
+            by.setdefault(f.why or "not available", []).append(f)
+    return [headline(f"figures not embedded: {why}", len(fs), note=", ".join(f.name for f in fs))
+            for why, fs in by.items()]
+
+
+def check_link(run_dir: Path) -> None:
+    """A result.json that is a link to nothing (or to no file) is named with where it points."""
+    p = run_dir / "result.json"
+    if p.is_symlink() and not p.is_file():
+        target = os.readlink(p)
+        what = "a folder" if p.exists() else "nothing (no such file)"
+        raise UserError(f"{p}: a broken link: it points to {target}, which is {what}; restore that file, or pass "
+                        "the run directory it belongs to")
 
 
 def _suite_key(suite: str) -> tuple:
@@ -104,6 +156,28 @@ def _read_state(state_file: Path) -> dict:
     return state
 
 
+def _run(d: Path, result: dict) -> Run:
+    """One run, summarized; what the report cannot use as it is is counted among its headlines
+    and named in its notes (malformed tables, an unknown suite), figures checked."""
+    run = Run(path=d, result=result, name=d.name)
+    run.headlines, run.gates = summarize(result)
+    nf = result.get("non_finite_values")
+    if nf:   # numbers the report shows as missing: say so
+        run.headlines.append(headline("non-finite numbers in result.json (NaN/inf, shown as –)",
+                                      nf["count"], note=", ".join(nf["kinds"])))
+    if result["suite"] not in REGISTRY:
+        run.notes.append(f"suite {result['suite']!r} is not known to this samspec-bench (written by a newer "
+                         "version?); shown with the generic summary")
+    problems = malformed(result)
+    if problems:
+        run.headlines.append(headline("malformed tables / rows in result.json", len(problems),
+                                      note="; ".join(problems) if len(problems) == 1 else "see the run's notes"))
+        run.notes += problems
+    run.figures = load_figures(d, result.get("figures") or [])
+    run.headlines += figure_headlines(run.figures)
+    return run
+
+
 def collect(paths: list[str | os.PathLike]) -> Report:
     """Load every run under `paths` (in the order given; a folder's runs sorted by path).
     Runs that cannot be read are listed in the report's `unreadable` with the reason; a
@@ -129,15 +203,10 @@ def collect(paths: list[str | os.PathLike]) -> Report:
                 continue
             seen.add(key)
             try:
+                check_link(d)
                 result = load_result(d)
                 check_known(result, d)
-                run = Run(path=d, result=result, name=d.name)
-                run.headlines, run.gates = summarize(result)
-                nf = result.get("non_finite_values")
-                if nf:   # numbers the report shows as missing: say so
-                    run.headlines.append(headline("non-finite numbers in result.json (NaN/inf, shown as –)",
-                                                  nf["count"], note=", ".join(nf["kinds"])))
-                run.figures = load_figures(d, result.get("figures") or [])
+                run = _run(d, result)
             except Exception as e:  # noqa: BLE001 - one bad run must not block the report of the others
                 unreadable.append({"path": str(d), "reason": _reason(e)})
                 continue

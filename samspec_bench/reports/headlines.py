@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from samspec_bench.reports.model import Gate, Headline, Summarizer, gate, headline
+from samspec_bench.reports.model import NOT_BOOLEAN, Gate, Headline, Summarizer, gate, headline, unknown_gate
 from samspec_bench.reports.suite_headlines import SUITE_SUMMARIZERS
 from samspec_bench.reports.tool_headlines import TOOL_SUMMARIZERS
 from samspec_bench.reports.values import is_number
 
 REGISTRY: dict[str, Summarizer] = {**SUITE_SUMMARIZERS, **TOOL_SUMMARIZERS}
+# suites whose summary sets pass/fail gates (a summary that cannot read their result leaves an unknown gate)
+GATED_SUITES = frozenset({"accept", "drafters", "sampler", "op-equivalence", "accuracy", "dominance", "compare",
+                          "curves"})
+CHECK_SUFFIXES = ("_pass", "_passed", "_ok", "passed")   # a generic metric named like a check is a gate
 
 
 def register(suite: str) -> Callable[[Summarizer], Summarizer]:
@@ -36,6 +40,9 @@ def summarize(result: dict) -> tuple[list[Headline], list[Gate]]:
         heads, gates = generic(result)
         heads.insert(0, headline("summary", None, note=f"the {suite} summary could not read this result "
                                                        f"({type(e).__name__}: {e}); generic summary shown"))
+        if suite in GATED_SUITES:   # its gates could not be judged: unknown, so the run does not pass
+            gates.append(unknown_gate(f"the {suite} gates", None,
+                                      why=f"unknown (the {suite} summary could not read this result)"))
     own_gates = result.get("gates")
     if isinstance(own_gates, list) and own_gates:
         gates = [_norm_gate(g) for g in own_gates if isinstance(g, dict)]
@@ -78,11 +85,11 @@ def generic(result: dict) -> tuple[list[Headline], list[Gate]]:
                 return
             for k in obj:
                 walk(obj[k], f"{prefix}.{k}" if prefix else str(k))
+        elif prefix.rsplit(".", 1)[-1].endswith(CHECK_SUFFIXES) and not isinstance(obj, (dict, list)):
+            gates.append(gate(prefix, obj, obj, True) if isinstance(obj, bool)
+                         else unknown_gate(prefix, obj, True, why=NOT_BOOLEAN))
         elif isinstance(obj, bool):
-            if prefix.rsplit(".", 1)[-1].endswith(("_pass", "_passed", "_ok", "passed")):
-                gates.append(gate(prefix, obj, obj, True))
-            else:
-                heads.append(headline(prefix, obj))
+            heads.append(headline(prefix, obj))
         elif is_number(obj) or isinstance(obj, str) or obj is None:
             heads.append(headline(prefix, obj))
         elif isinstance(obj, list) and len(obj) <= 8 and all(is_number(v) for v in obj):

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 from samspec_bench.reports.answers import Answer, AnswerSet, answer_sets
 from samspec_bench.reports.fmt import fmt, fmt_headline, run_setting, threads_text
 from samspec_bench.reports.metadata import data_files, metadata_rows
-from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
+from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup, gate_result
 from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
 from samspec_bench.reports.tables import Table, shape_tables
 from samspec_bench.reports.values import is_number
@@ -65,6 +65,7 @@ details { margin: 6px 0 10px; }
 summary { cursor: pointer; color: var(--accent); }
 .kv th { width: 150px; }
 .note { color: var(--muted); font-size: 12px; }
+p.warn { color: var(--warn); background: var(--warn-bg); padding: 3px 8px; border-radius: 4px; font-size: 12.5px; }
 nav.toc a { margin-right: 14px; color: var(--accent); text-decoration: none; }
 .run { border-left: 3px solid var(--line); padding-left: 14px; margin-top: 16px; }
 pre { background: var(--panel); padding: 10px; overflow-x: auto; font-size: 12px; border-radius: 4px; }
@@ -103,7 +104,17 @@ def _badge(status: str) -> str:
 
 
 def _gate_badge(passed: Any) -> str:
+    """A gate's badge from its `passed` (True / False / None), or "unknown" (run_comparison)."""
+    if passed == "unknown":
+        return '<span class="badge fail">unknown</span>'
     return _badge("pass" if passed is True else "fail" if passed is False else "n/a")
+
+
+def _gate_result(g: dict) -> str:
+    """A run's gate: pass / fail / n/a, or its 'unknown (...)' reason (counted as failed)."""
+    if g.get("unknown"):
+        return f'<span class="badge fail">{esc(gate_result(g))}</span>'
+    return _gate_badge(g.get("passed"))
 
 
 def _anchor(suite: str) -> str:
@@ -259,7 +270,7 @@ def _unreadable(report: Report) -> str:
 def _gates_table(run: Run) -> str:
     if not run.gates:
         return '<p class="note">This suite defines no pass/fail gate for this run.</p>'
-    rows = [[f"<td>{esc(g['name'])}</td>", f"<td>{_gate_badge(g.get('passed'))}</td>", _cell(g.get("value")),
+    rows = [[f"<td>{esc(g['name'])}</td>", f"<td>{_gate_result(g)}</td>", _cell(g.get("value")),
              _cell(g.get("threshold")), f"<td>{esc(g.get('note') or '')}</td>"] for g in run.gates]
     return _table(["gate", "result", "value", "threshold", "note"], rows)
 
@@ -334,6 +345,7 @@ def _suite_section(g: SuiteGroup) -> str:
     for run in g.runs:
         title = f"Run {run.label}: {run.name}" if len(g.runs) > 1 else f"Run: {run.name}"
         out.append(f'<div class="run"><h3>{esc(title)} {_badge(run.status)}</h3>')
+        out.extend(f'<p class="warn" data-note>{esc(n)}</p>' for n in run.notes)
         out.append("<h4>Gates</h4>" + _gates_table(run))
         out.append("<h4>Headline numbers</h4>" + _headlines_table(run))
         out.append(_figures(run))

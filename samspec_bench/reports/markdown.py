@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from samspec_bench.reports.answers import Answer, answer_sets
 from samspec_bench.reports.fmt import fmt, fmt_headline, run_setting, threads_text
 from samspec_bench.reports.metadata import data_files, metadata_rows
-from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup
+from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup, gate_result
 from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
 from samspec_bench.reports.tables import Table, shape_tables
 from samspec_bench.output_paths import check_output_file
@@ -43,7 +43,15 @@ def _status(s: str) -> str:
 
 
 def _gate(p: Any) -> str:
+    """A gate's result from its `passed` (True / False / None), or "unknown" (run_comparison)."""
+    if p == "unknown":
+        return "**unknown**"
     return "PASS" if p is True else "**FAIL**" if p is False else "n/a"
+
+
+def _gate_result(g: dict) -> str:
+    """A run's gate: PASS / FAIL / n/a, or its 'unknown (...)' reason (counted as failed)."""
+    return f"**{gate_result(g)}**" if g.get("unknown") else _gate(g.get("passed"))
 
 
 def _delta(d: Any, rel: Any) -> str:
@@ -155,9 +163,10 @@ class _Renderer:
     def run_section(self, g: SuiteGroup, run: Run) -> str:
         title = f"Run {run.label}: {run.name}" if len(g.runs) > 1 else f"Run: {run.name}"
         out = [f"### {title} ({_status(run.status)})\n\n"]
+        out.extend(f"> **Note:** {n}\n\n" for n in run.notes)
         if run.gates:
             out.append(_table(["gate", "result", "value", "threshold", "note"],
-                              [[x["name"], _gate(x.get("passed")), fmt(x.get("value")), fmt(x.get("threshold")),
+                              [[x["name"], _gate_result(x), fmt(x.get("value")), fmt(x.get("threshold")),
                                 x.get("note") or ""] for x in run.gates]) + "\n")
         else:
             out.append("_No pass/fail gate for this run._\n\n")

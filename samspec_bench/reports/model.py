@@ -4,6 +4,7 @@ the HTML and Markdown renderers only read them.
 
     headline = {"name": str, "value": number | str | bool | None, "ci": [lo, hi] | None, "note": str | None}
     gate     = {"name": str, "passed": bool | None, "value": ..., "threshold": ..., "note": str | None}
+               (+ "unknown": True, "result": why, when its value could not be judged: `unknown_gate`)
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import base64
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from samspec_bench.reports.values import is_number
 
 Headline = dict
 Gate = dict
@@ -27,6 +30,48 @@ def gate(name: str, passed: bool | None, value: Any = None, threshold: Any = Non
     return {"name": name, "passed": passed, "value": value, "threshold": threshold, "note": note}
 
 
+NOT_FINITE = "unknown (value not a finite number)"
+NOT_BOOLEAN = "unknown (value not true or false)"
+
+
+def unknown_gate(name: str, value: Any, threshold: Any = None, note: str | None = None, why: str = NOT_FINITE) -> Gate:
+    """A gate whose value cannot be judged (NaN / Infinity, read as null; text such as "50%"):
+    shown as `why` and counted as failed, so that a damaged value never passes --fail-on-gate."""
+    seen = "null in result.json (NaN / Infinity are read as null)" if value is None else f"value {value!r}"
+    g = gate(name, False, value, threshold, seen + (f"; {note}" if note else ""))
+    g.update(unknown=True, result=why)
+    return g
+
+
+def number_gate(name: str, obj: Any, key: str, passes: Callable[[float], bool], threshold: Any,
+                note: str | None = None) -> list[Gate]:
+    """The gate on obj[key] as a list: [] when the key is absent (the bar does not apply), the
+    verdict of `passes` on a finite number, else an unknown gate (failed)."""
+    if not isinstance(obj, dict) or key not in obj:
+        return []
+    v = obj[key]
+    if not is_number(v):
+        return [unknown_gate(name, v, threshold, note)]
+    return [gate(name, bool(passes(v)), v, threshold, note)]
+
+
+def flag_gate(name: str, obj: Any, key: str, note: str | None = None) -> list[Gate]:
+    """The gate on a true/false obj[key]: [] when absent, passed = the value, else unknown (failed)."""
+    if not isinstance(obj, dict) or key not in obj:
+        return []
+    v = obj[key]
+    if not isinstance(v, bool):
+        return [unknown_gate(name, v, True, note, why=NOT_BOOLEAN)]
+    return [gate(name, v, v, True, note)]
+
+
+def gate_result(g: Gate) -> str:
+    """A gate's result as a renderer names it: pass, fail, n/a, or its 'unknown (...)' reason."""
+    if g.get("unknown"):
+        return str(g.get("result") or NOT_FINITE)
+    return "pass" if g.get("passed") is True else "fail" if g.get("passed") is False else "n/a"
+
+
 def status(gates: list[Gate]) -> str:
     """'fail' if a gate failed, 'pass' if all passed, 'no gates' when there are none."""
     if any(g.get("passed") is False for g in gates):
@@ -40,8 +85,9 @@ def status(gates: list[Gate]) -> str:
 class Figure:
     name: str
     mime: str | None
-    data: bytes | None       # None when the file is missing
+    data: bytes | None       # None when not embedded (missing, not an image)
     note: str | None = None
+    why: str | None = None   # why not embedded: "missing", "not an image", "not an image type", "unreadable"
 
     def data_uri(self) -> str | None:
         if self.data is None or self.mime is None:
@@ -58,6 +104,7 @@ class Run:
     headlines: list = field(default_factory=list)
     gates: list = field(default_factory=list)
     figures: list = field(default_factory=list)
+    notes: list = field(default_factory=list)   # what in its result.json the report could not use as it is
 
     @property
     def suite(self) -> str:
@@ -106,7 +153,8 @@ class Report:
             "suites": [{
                 "suite": g.suite, "status": g.status,
                 "runs": [{"label": r.label, "path": str(r.path), "status": r.status, "headlines": r.headlines,
-                          "gates": r.gates, "figures": [f.name for f in r.figures], "result": r.result}
+                          "gates": r.gates, "figures": [f.name for f in r.figures], "notes": r.notes,
+                          "result": r.result}
                          for r in g.runs],
                 "comparison": g.comparison,
             } for g in self.groups],

@@ -64,7 +64,7 @@ def compare_runs(runs: Sequence[Any]) -> dict:
     for row in head_rows:
         row["ci"] = [c.get(row["name"]) for c in cis]
 
-    gates = [{g["name"]: g.get("passed") for g in get(r, "gates")} for r in runs]
+    gates = [{g["name"]: "unknown" if g.get("unknown") else g.get("passed") for g in get(r, "gates")} for r in runs]
     gate_rows = compare_rows(_ordered_union([list(g) for g in gates]), gates)
 
     metrics = [flatten(res.get("metrics") or {}) for res in results]

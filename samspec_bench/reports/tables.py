@@ -65,6 +65,10 @@ def shape_tables(title: str, obj: Any, depth: int = 0) -> list[Table]:
     if isinstance(obj, list):
         if obj and all(isinstance(r, dict) for r in obj):
             return [_rows_table(title, obj)]
+        if any(isinstance(r, dict) for r in obj):   # rows and things that are not rows (malformed.py names them)
+            return [_rows_table(title, [r for r in obj if isinstance(r, dict)]),
+                    Table(f"{title} (not rows)", ["row", "value"], [[i, r] for i, r in enumerate(obj)
+                                                                    if not isinstance(r, dict)])]
         if not obj:
             return [Table(title, ["(empty)"], [])]
         return [Table(title, ["value"], [[v] for v in obj])]

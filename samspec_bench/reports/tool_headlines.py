@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from samspec_bench.reports.fmt import fmt
-from samspec_bench.reports.model import Gate, Headline, Summarizer, gate, headline
+from samspec_bench.reports.model import NOT_BOOLEAN, Gate, Headline, Summarizer, gate, headline, unknown_gate
 
 TOOL_SUMMARIZERS: dict[str, Summarizer] = {}
 
@@ -112,9 +112,11 @@ def _compare(result: dict) -> tuple[list[Headline], list[Gate]]:
                               g.get("identical") == g.get("of"), f"{g.get('identical')}/{g.get('of')}", "all"))
     for arm, goal in (m.get("goal") or {}).items():
         ratios = {k: v.get("ratio") for k, v in goal.items() if isinstance(v, dict)}
-        gates.append(gate(f"{arm}: tok/s >= ngram's and >= 1.15x no speculation, greedy identical",
-                          bool(goal.get("met")), ", ".join(f"{k} {fmt(v)}" for k, v in ratios.items()) or None,
-                          "vs_ngram >= 1, vs_none >= 1.15"))
+        name, value, bar = (f"{arm}: tok/s >= ngram's and >= 1.15x no speculation, greedy identical",
+                            ", ".join(f"{k} {fmt(v)}" for k, v in ratios.items()) or None, "vs_ngram >= 1, vs_none >= 1.15")
+        met = goal.get("met")
+        gates.append(gate(name, met, value, bar) if isinstance(met, bool)
+                     else unknown_gate(name, value, bar, note=f"met {met!r}", why=NOT_BOOLEAN))
     return heads, gates
 
 

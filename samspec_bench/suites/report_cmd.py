@@ -35,6 +35,9 @@ def _finish(report, path: Path, json_path: str | None, fail_on_gate: bool) -> No
                + (f"; {n_fail} with a failed gate" if n_fail else "") + ")")
     for u in report.unreadable:
         click.echo(f"report: left out {u['path']}: {u['reason']}", err=True)
+    for r in report.runs:   # what the page notes about a run it did report
+        for note in [*r.notes, *(f.note for f in r.figures if f.data is None and f.note)]:
+            click.echo(f"report: note on {r.path}: {note}", err=True)
     emit_json(report.data(), json_path)
     if fail_on_gate and n_fail:
         click.echo(f"report: {n_fail} run(s) failed a gate (--fail-on-gate)", err=True)

@@ -152,7 +152,7 @@ def _own_imports(path: Path) -> tuple[set[str], list[str]]:
 
 
 # Each module of the package imports only modules to its left.
-LAYERS = ["values", "fmt", "model", "suite_headlines", "tool_headlines", "headlines", "run_comparison", "tables", "source_tables", "metadata",
+LAYERS = ["values", "fmt", "model", "suite_headlines", "tool_headlines", "headlines", "run_comparison", "tables", "malformed", "source_tables", "metadata",
           "collect", "pricing", "strategy_answer", "answers", "html", "markdown"]
 
 

@@ -100,6 +100,9 @@ def test_strategy_specs_and_their_documentation():
         parse_strategy("medusa")
     with pytest.raises(ValueError, match="sources"):
         parse_strategy("seed@corpus")
+    for spec, bad in (("seed:k=\uff13", "\uff13"), ("seed/cutoff:\uff18:0.3", "\uff18")):   # full-width 3, 8
+        with pytest.raises(ValueError, match=f"{bad!r} is not ASCII"):   # int() would read them as 3 and 8
+            parse_strategy(spec)
     for s in STRATEGIES.values():
         assert s.follows and s.differs
     import importlib

@@ -30,7 +30,9 @@ it) and, for fits on step tables, the verify widths measured (`verify_widths`: s
 steps by draft tokens per request; `uncovered_ks` names the k a profile never verified).
 Saved as JSON (`save` / `load`; format 1 files, with one coefficient
 for all scheduled tokens, load with it copied to the three token kinds; format 3 profile files
-of `rollout profile` load the model they hold under "model").
+of `rollout profile` load the model they hold under "model"). A file is checked when it loads
+(`from_document`): a coefficient name the format does not have, a value that is not a finite
+number, a negative one or a model that prices the smallest step at 0 s is refused, naming it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from samspec_bench.errors import UserError
 FEATURES = ("decode_tokens", "prefill_tokens", "draft_tokens", "context_tokens", "running", "spec_requests",
             "speculative")
 FORMAT = 2
+FORMAT1_COEFS = ("scheduled_tokens", "context_tokens", "running", "speculative")   # format 1's coef
 PROFILE_FORMAT = 3   # `rollout profile` output: {"format": 3, "kind": "step-profile", "engine", "measured_steps", "model"}
 _RANK_TOL = 1e-7   # relative singular value below which a column counts as dependent
 
@@ -110,34 +113,70 @@ class StepTimeModel:
 
     @classmethod
     def load(cls, path: str | Path) -> "StepTimeModel":
+        """A model JSON (format 1 or 2) or a `rollout profile` file (format 3: its "model", the
+        profile's engine copied into the fit), checked as `from_document` checks it."""
         p = Path(path)
         try:
             d = json.loads(p.read_text(encoding="utf-8"))
-            fmt = d.get("format")
-            if fmt == PROFILE_FORMAT:   # a `rollout profile` file: the fitted model is under "model"
-                engine = d.get("engine")
-                d = dict(d["model"])
-                fmt = d.get("format")
-                if engine is not None:
-                    d["fit"] = {**d.get("fit", {}), "engine": engine}
-            if fmt == 1:   # one coefficient for every scheduled token
-                c1 = d["coef"]
-                tok = float(c1.get("scheduled_tokens", 0.0))
-                coef = {"decode_tokens": tok, "prefill_tokens": tok, "draft_tokens": tok,
-                        "context_tokens": float(c1.get("context_tokens", 0.0)),
-                        "running": float(c1.get("running", 0.0)), "spec_requests": 0.0,
-                        "speculative": float(c1.get("speculative", 0.0))}
-            elif fmt == FORMAT:
-                coef = {f: float(d["coef"].get(f, 0.0)) for f in FEATURES}
-            else:
-                raise ValueError(f"format {fmt!r}, expected {FORMAT}")
-            model = cls(float(d["intercept"]), coef, list(d.get("dropped", [])), dict(d.get("fit", {})))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (OSError, ValueError) as e:
             raise UserError(f"--step-model {p}: not a step-time model ({e}); write one with "
                             "`samspec-bench rollout profile`") from None
+        engine = None
+        if isinstance(d, dict) and d.get("format") == PROFILE_FORMAT:   # the fitted model is under "model"
+            engine, d = d.get("engine"), d.get("model")
+        model = cls.from_document(d, f"--step-model {p}")
+        if engine is not None:
+            model.fit = {**model.fit, "engine": engine}
+        return model
+
+    @classmethod
+    def from_document(cls, d: Any, where: str) -> "StepTimeModel":
+        """The model a JSON object holds (`describe()`, format 2; format 1: one coefficient for
+        every scheduled token, copied to the three token kinds), refused (UserError starting with
+        `where`) unless every coefficient is a name of its format and a finite number and no step
+        can cost 0 s or less (`pricing_problem`). A missing coefficient is 0 (a fit leaves out
+        what it cannot identify); the writer never writes the rest, so it is an edit or another
+        version's file."""
+        again = "measure it again with `samspec-bench rollout profile`"
+        fmt = d.get("format") if isinstance(d, dict) else None
+        if fmt not in (1, FORMAT):
+            got = (f"format {fmt!r}" if isinstance(d, dict) else "no model" if d is None
+                   else f"a JSON {type(d).__name__}, not an object")
+            raise UserError(f"{where}: not a step-time model ({got}, expected {FORMAT}); write one with "
+                            "`samspec-bench rollout profile`")
+        raw = d.get("coef")
+        if "intercept" not in d or not isinstance(raw, dict):
+            what = "no intercept" if "intercept" not in d else "coef is not an object"
+            raise UserError(f"{where}: not a step-time model ({what}); {again}")
+        known = FORMAT1_COEFS if fmt == 1 else FEATURES
+        unknown = [k for k in raw if k not in known]
+        if unknown:
+            raise UserError(f"{where}: unknown coefficient(s) {', '.join(map(repr, unknown))} (known: "
+                            f"{', '.join(known)}): the file was edited or written by another version; {again}")
+        vals = {"intercept": d["intercept"], **raw}
+        bad = ([f"{k}={v!r} is not a number" for k, v in vals.items()
+                if isinstance(v, bool) or not isinstance(v, (int, float))]
+               or [f"{k}={v!r} is not a finite number" for k, v in vals.items() if not math.isfinite(v)])
+        if bad:
+            raise UserError(f"{where}: {', '.join(bad)}; {again}")
+        c = {k: float(v) for k, v in raw.items()}
+        if fmt == 1:
+            tok = c.get("scheduled_tokens", 0.0)
+            coef = {"decode_tokens": tok, "prefill_tokens": tok, "draft_tokens": tok,
+                    "context_tokens": c.get("context_tokens", 0.0), "running": c.get("running", 0.0),
+                    "spec_requests": 0.0, "speculative": c.get("speculative", 0.0)}
+        else:
+            coef = {f: c.get(f, 0.0) for f in FEATURES}
+        dropped, fit = d.get("dropped", []), d.get("fit", {})
+        if not isinstance(dropped, list) or not isinstance(fit, dict):
+            raise UserError(f"{where}: not a step-time model (dropped is not a list or fit not an object); {again}")
+        bad = _fit_problems(fit)
+        if bad:
+            raise UserError(f"{where}: fit.{'; fit.'.join(bad)}; {again}")
+        model = cls(float(d["intercept"]), coef, list(dropped), dict(fit))
         problem = model.pricing_problem()
         if problem:
-            raise UserError(f"--step-model {p}: {problem}; refit it with `samspec-bench rollout profile`")
+            raise UserError(f"{where}: {problem}; {again}")
         return model
 
     def pricing_problem(self) -> str | None:
@@ -157,6 +196,36 @@ class StepTimeModel:
             return ("a one-request one-token step would cost 0 s (intercept + running + the cheaper token "
                     "coefficient is 0)")
         return None
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _few(items: list[str], n: int = 3) -> str:
+    return ", ".join(items[:n]) + (f" (and {len(items) - n} more)" if len(items) > n else "")
+
+
+def _fit_problems(fit: Mapping[str, Any]) -> list[str]:
+    """What in a loaded fit the range and coverage checks could not read: feature ranges
+    (`valid_range`, `ranges`: {feature: [lo, hi]}, finite, lo <= hi) and verify widths
+    (`verify_widths`: {"k": steps}, integers >= 0)."""
+    out = []
+    for key in ("valid_range", "ranges"):
+        vr = fit.get(key)
+        if vr is None:
+            continue
+        bad = ([f"{f}={r!r}" for f, r in vr.items() if not isinstance(r, list) or len(r) != 2
+                or not all(map(_is_num, r)) or r[0] > r[1]] if isinstance(vr, dict) else ["is not an object"])
+        if bad:
+            out.append(f"{key} {_few(bad)}: a feature's range is [lo, hi], finite numbers, lo <= hi")
+    vw = fit.get("verify_widths")
+    if vw is not None:
+        bad = ([f"{k!r}: {n!r}" for k, n in vw.items() if not str(k).isdigit() or isinstance(n, bool)
+                or not isinstance(n, int) or n < 0] if isinstance(vw, dict) else ["is not an object"])
+        if bad:
+            out.append(f"verify_widths {_few(bad)}: each is \"k\": verify steps, an integer >= 0")
+    return out
 
 
 def _adds_rank(base: np.ndarray, col: np.ndarray) -> bool:

@@ -91,9 +91,16 @@ def roofline_from_spec(spec: str) -> RooflineStepModel:
     mode = kv.get("mode")
     if mode is not None and mode not in MODES:
         raise UserError(f"--step-model {spec!r}: mode={mode!r}; use eager or graph")
-    shape = load_shape(kv["model"])
-    hw = hardware(kv["hardware"], dtype=dtype, threads=threads)
-    return RooflineStepModel(shape, hw, tp=tp, dtype=dtype, mode=mode, spec=spec)
+    try:   # the model's, the hardware's and the roofline's own checks, named as --step-model's
+        shape = load_shape(kv["model"])
+        hw = hardware(kv["hardware"], dtype=dtype, threads=threads)
+        return RooflineStepModel(shape, hw, tp=tp, dtype=dtype, mode=mode, spec=spec)
+    except UserError as e:
+        if str(e).startswith("--step-model "):
+            raise
+        err = UserError(f"--step-model {spec!r}: {e}")
+        err.exit_code = e.exit_code
+        raise err from None
 
 
 def is_roofline_spec(spec: str | None) -> bool:

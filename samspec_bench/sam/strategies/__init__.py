@@ -91,6 +91,9 @@ def _name_options(spec: str, text: str, s: Strategy) -> dict:
 def parse_strategy(spec: str) -> Strategy:
     """`NAME[:k=K][:paths=W][:tree_at=R][:cost=C][:sched=S][:divided=D][@SOURCES][/SWITCH]` -> Strategy
     (ValueError with the choices on a bad spec)."""
+    if not spec.isascii():   # int("３") is 3: a full-width digit would pass, and label the arm with it
+        bad = next(c for c in spec if not c.isascii())
+        raise ValueError(f"strategy {spec!r}: {bad!r} is not ASCII; write the spec in ASCII, e.g. seed:k=3@own")
     head, _, switch = spec.strip().partition("/")
     name, _, sources = head.partition("@")
     name, _, k_opt = name.partition(":")

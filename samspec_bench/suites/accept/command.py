@@ -9,6 +9,7 @@ import click
 
 from samspec_bench.bench.engines.engine_device import DEVICE_HELP
 from samspec_bench.data import BENCHMARKS
+from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.suites.accept.config import ENGINES, TOOL_OUTPUT, build_config
 from samspec_bench.suites.accept.running import execute
@@ -102,6 +103,14 @@ from samspec_bench.trace_formats import FORMATS
 def command(output, json_path, resume, **params):
     """Acceptance of a drafter on real rollouts: tokens_per_step, acceptance_length and more,
     overall and by position, for every drafter x k x draft source."""
-    code = execute(build_config(**params), output=output, resume=resume, json_path=json_path)
+    try:
+        cfg = build_config(**params)
+    except UserError as e:
+        ctx = click.get_current_context()
+        if resume is None or any(ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT for n in params):
+            raise
+        # only --resume given: it continues a run with the options it started with, not read back from it
+        raise UserError(f"{e} (--resume {resume}: give the run's options again, as its config.json lists them)") from None
+    code = execute(cfg, output=output, resume=resume, json_path=json_path)
     if code:
         sys.exit(code)

@@ -131,6 +131,7 @@ def run_model_level(cfg: OpEqConfig, dtype: str, bar) -> tuple[dict, list[dict],
     model, tokenizer = load_model(cfg.model, dtype=dtype, device=cfg.device)
     timings = {"load_model_s": time.perf_counter() - t}
     prompts, source = load_prompts(cfg, tokenizer)
+    check_fits(cfg, prompts, source, getattr(getattr(model, "config", None), "max_position_embeddings", None))
     engine = make_engine(cfg.engine, model, tokenizer=tokenizer, **reference_sizing(cfg, prompts))
     engine.model_spec = cfg.model
     try:
@@ -138,6 +139,22 @@ def run_model_level(cfg: OpEqConfig, dtype: str, bar) -> tuple[dict, list[dict],
         return rows, greedy, {"prompts": source, "timings": timings, "engine": engine.describe()}
     finally:
         engine.close()
+
+
+def check_fits(cfg: OpEqConfig, prompts: list[list[int]], source: dict, limit: int | None) -> None:
+    """Every prompt with its continuation within the model's positions: reference_sizing would
+    otherwise size the engine past them (RoPE beyond its trained range, and a quadratic prefill
+    that runs for hours on a CPU)."""
+    if not limit:
+        return
+    room = cfg.max_tokens + cfg.k + 2
+    for i, p in enumerate(prompts, start=1):
+        if len(p) + room > limit:
+            where = (f"--prompts {source['prompts']}" if "prompts" in source
+                     else f"--benchmark {source.get('benchmark', 'built-in prompts')}")
+            raise UserError(f"{where}: prompt {i} is {len(p)} tokens, {len(p) + room} positions with --max-tokens "
+                            f"{cfg.max_tokens} and k {cfg.k}, beyond the model's {limit} (max_position_embeddings): "
+                            "shorten the prompt or lower --max-tokens")
 
 
 def reference_sizing(cfg: OpEqConfig, prompts: list[list[int]]) -> dict[str, Any]:

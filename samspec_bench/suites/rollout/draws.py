@@ -123,7 +123,11 @@ def run_draws(cfg: RolloutConfig, sims: dict[str, Any], metrics: dict[str, dict]
     for lbl, sp in spreads(records).items():
         metrics[lbl]["spread"] = sp
         metrics[lbl]["kv"] = {**records[0]["arms"][lbl]["kv"], "preemptions_spread": sp["preemptions"]}
-    varies = (f"response lengths drawn from {cfg.length_dist} with seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1
-              else "nothing: the lengths are not drawn (" + (cfg.length_dist or "the traces' own") + "), one draw")
+    if len(seeds) > 1:
+        varies = f"response lengths drawn from {cfg.length_dist} with seeds {seeds[0]}..{seeds[-1]}"
+    elif random_lengths(cfg):   # drawn, but once: no spread to show
+        varies = f"nothing: one draw of the lengths from {cfg.length_dist} (seed {seeds[0]}; --draws N for a spread)"
+    else:
+        varies = "nothing: the lengths are not drawn (" + (cfg.length_dist or "the traces' own") + "), one draw"
     return {"n": len(seeds), "seeds": seeds, "varies": varies, "shown_seed": seeds[0],
             "statistic": "median [min, max] over the draws", "records": records}

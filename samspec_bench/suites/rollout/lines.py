@@ -95,6 +95,10 @@ def workload_lines(summary: dict[str, Any]) -> list[str]:
     if at_max:
         parts.append(f"{at_max} requests ({100 * at_max / max(reqs, 1):.1f} %) run to --max-response-len "
                      f"{w['max_response_len']} (lengths {w.get('lengths', '?')})")
+    raised = w.get("requests_raised_to_min_len")
+    if raised:   # the simulation's shortest response: a draw below it runs that long
+        parts.append(f"{raised} requests ({100 * raised / max(reqs, 1):.1f} %) drawn shorter than {w.get('min_len')} "
+                     f"tokens run {w.get('min_len')} (the shortest response simulated)")
     return ["; ".join(parts)]
 
 

@@ -325,7 +325,9 @@ def write_profile(path: str | Path, doc: dict[str, Any]) -> Path:
 
 def read_profile(path: str | Path) -> tuple[StepTimeModel, dict[str, Any] | None]:
     """A step-time model from a profile JSON (format 3: the model and the profile's engine /
-    date / grid) or an older model JSON (`StepTimeModel.load`; no profile metadata)."""
+    date / grid) or an older model JSON (`StepTimeModel.load`; no profile metadata). The model
+    is checked as every model file is (`StepTimeModel.from_document`: known coefficient names,
+    finite numbers, no step priced at 0 s or below): a bad one is a UserError naming the file."""
     p = Path(path)
     try:
         d = json.loads(p.read_text(encoding="utf-8"))
@@ -334,13 +336,10 @@ def read_profile(path: str | Path) -> tuple[StepTimeModel, dict[str, Any] | None
                         "`samspec-bench rollout profile`") from None
     if not (isinstance(d, dict) and d.get("format") == PROFILE_FORMAT):
         return StepTimeModel.load(p), None
-    try:
-        md = d["model"]
-        model = StepTimeModel(float(md["intercept"]), {f: float(md["coef"].get(f, 0.0)) for f in FEATURES},
-                              list(md.get("dropped", [])), dict(md.get("fit", {})))
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise UserError(f"--step-model {p}: a format-3 profile without a usable model ({e}); write it again with "
-                        "`samspec-bench rollout profile`") from None
+    if not isinstance(d.get("model"), dict):
+        raise UserError(f"--step-model {p}: a format-3 profile without a model object; write it again with "
+                        "`samspec-bench rollout profile`")
+    model = StepTimeModel.from_document(d["model"], f"--step-model {p}")
     return model, {k: d.get(k) for k in ("kind", "engine", "date", "grid", "note", "device", "timer")}
 
 

@@ -286,10 +286,15 @@ def draw(cfg: RolloutConfig, rep: Replay) -> tuple[np.ndarray, bool]:
     --length-dist (a prompt's responses alike by --length-group-share, length_share.py), else
     the traces' own."""
     if cfg.length_dist is not None:
-        return draw_lengths(cfg.length_dist, len(rep.idx), cfg.seed, cfg.min_len, cfg.max_response_len,
-                            trace_lengths=rep.trace_lengths, group_size=rep.group_size,
-                            share=share_used(cfg, rep)), True
+        return np.maximum(drawn_below(cfg, rep), cfg.min_len), True
     return np.array([len(rep.pairs[j][1]) for j in rep.idx], dtype=np.int64), False
+
+
+def drawn_below(cfg: RolloutConfig, rep: Replay) -> np.ndarray:
+    """The drawn lengths clipped at --max-response-len only: those below cfg.min_len, which `draw`
+    raises to it, stay visible to be counted (the workload's requests_raised_to_min_len)."""
+    return draw_lengths(cfg.length_dist, len(rep.idx), cfg.seed, 0, cfg.max_response_len,
+                        trace_lengths=rep.trace_lengths, group_size=rep.group_size, share=share_used(cfg, rep))
 
 
 def simulate_seed(cfg: RolloutConfig, rep: Replay, settings, seed: int, step_model: StepTimeModel):
@@ -320,6 +325,8 @@ def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None
                         "response_len_mean": float(np.mean(lengths)),
                         "truncated_share": float(np.mean(lengths >= cfg.max_response_len)),
                         "requests_at_max_response_len": int(np.sum(lengths >= cfg.max_response_len)),
+                        "requests_raised_to_min_len": int(np.sum(drawn_below(cfg, rep) < cfg.min_len)) if stretch else 0,
+                        "min_len": cfg.min_len,
                         "max_response_len": cfg.max_response_len, **rep.coverage,
                         "sources": cfg.sources,
                         "strategies": {s["label"]: parse_strategy(s["strategy"]).describe() for s in settings

@@ -22,6 +22,7 @@ steps and resumes a suite that was interrupted and supports it. At the end, repo
 report.md are written into the run directory.
 
 Modules: plan (the steps and what each gets), options (option names -> click parameters),
-config_file (the YAML file), state (run_state.json, step directories), steps (running one
-step), command (the click command, the report, the exit status).
+config_file (the YAML file), config_values (the file's values through each suite's build_config,
+before the run folder is made), state (run_state.json: its shape, step directories, results that read
+back), steps (running one step), command (the click command, the report, the exit status).
 """

@@ -25,8 +25,10 @@ from samspec_bench.reports.model import status
 from samspec_bench.suites.run import plan
 from samspec_bench.suites.run.config_file import check_sections, load_config, parse_steps
 from samspec_bench.suites.run.config_options import check_engine
+from samspec_bench.suites.run.config_values import check_values
 from samspec_bench.suites.run.plan import Ctx
-from samspec_bench.suites.run.state import STATE_FILE, STATE_FORMAT, new_run_dir, now, read_state, write_state
+from samspec_bench.suites.run.state import (STATE_FILE, STATE_FORMAT, check_shape, new_run_dir, now, read_state,
+                                            write_state)
 from samspec_bench.suites.run.steps import globals_used, run_step
 
 DEFAULT_MODEL = BUILTIN_MODEL
@@ -72,7 +74,8 @@ def _check_resume(s: dict, resume, model, engine, device, data_dir, config, step
         raise UserError(f"--resume {resume}: the run used --steps {s.get('steps')}; drop --steps to continue it")
 
 
-def _new_settings(sections: dict, model, engine, device, data_dir, config, steps) -> tuple[dict, list[str]]:
+def _new_settings(sections: dict, model, engine, device, data_dir, config, steps,
+                  output: str | Path = "results") -> tuple[dict, list[str]]:
     """A new run's settings (checked: a bad one is a UserError before the run folder exists) and
     its notes: a --model / --engine / --device (or the config file's) that no selected step uses
     is not checked, not recorded as the run's, and said in a note (refusing it would break
@@ -112,6 +115,8 @@ def _new_settings(sections: dict, model, engine, device, data_dir, config, steps
                 "config_file": str(config) if config else None, "sections": step_sections, "steps": chosen}
     if not_used:
         settings["not_used"] = not_used   # as given: a --resume compares them
+    if config:   # values out of range, by the suites' own checks (build_config), before the run folder
+        check_values(settings, chosen or list(plan.STEP_NAMES), config, output)
     return settings, notes
 
 
@@ -123,11 +128,12 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
     if resume is not None:
         out = Path(resume)
         state = read_state(out)
+        check_shape(state, resume, plan.STEP_NAMES)   # a hand-damaged state stops here, with what is wrong
         _check_resume(state["settings"], resume, model, engine, device, data_dir, config, steps)
         console.print(f"resuming {out}", highlight=False)
     else:
         sections = load_config(config) if config else {}
-        settings, notes = _new_settings(sections, model, engine, device, data_dir, config, steps)
+        settings, notes = _new_settings(sections, model, engine, device, data_dir, config, steps, output)
         out = new_run_dir(Path(output))
         state = {"format": STATE_FORMAT, "created": now(), "settings": settings, "steps": {}}
         if notes:
@@ -148,10 +154,14 @@ def run_all(output: str | Path = "results", model: str | None = None, engine: st
     try:
         for i, step in enumerate(todo, start=1):
             prev = state["steps"].get(step.name) or {}
-            if prev.get("status") == "done" and ctx.run_dir_of(step.name) is not None:
-                console.print(f"[{i}/{len(todo)}] {step.name}: done in an earlier session ({prev['run_dir']})",
-                              highlight=False)
-                continue
+            if prev.get("status") == "done":
+                damage = ctx.done_problem(step.name)
+                if damage is None:
+                    console.print(f"[{i}/{len(todo)}] {step.name}: done in an earlier session ({prev['run_dir']})",
+                                  highlight=False)
+                    continue
+                # never reported as done when its result cannot be read back: run it again
+                click.echo(f"step {step.name}: {damage}: running it again")
             run_step(step, ctx, console, i, len(todo))
             _add_notes(state["steps"].get(step.name), state.get("notes") or [])
             write_state(out, state)
@@ -198,10 +208,16 @@ def _print_summary(state: dict, console, html: Path) -> None:
 
 def outcome(state: dict, out: Path) -> int:
     """Exit status: 1 when a step failed, a suite exited non-zero (a failed check that need not be
-    a gate: accuracy with every sample of an arm failed) or a gate failed, else 0."""
+    a gate: accuracy with every sample of an arm failed), a step recorded done has no result the
+    report reads back, or a gate failed; else 0."""
     if any(st.get("status") == "failed" or st.get("exit_code") for st in state["steps"].values()):
         return 1
     report = collect([out])
+    # a step recorded done whose result the report could not read back has no outcome to trust
+    loaded = {os.path.normpath(os.path.abspath(r.path)) for r in report.runs}
+    done = [out / (st.get("run_dir") or "") for st in state["steps"].values() if st.get("status") == "done"]
+    if any(os.path.normpath(os.path.abspath(d)) not in loaded for d in done):
+        return 1
     return 1 if any(status(r.gates) == "fail" for r in report.runs) else 0
 
 

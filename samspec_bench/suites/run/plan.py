@@ -20,6 +20,7 @@ from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
 from samspec_bench.sam.drafters import arctic_available
 from samspec_bench.suites.run.rollout_plan import RUN_PROFILE, profile_for_replay, shape_plan
+from samspec_bench.suites.run.state import result_problem
 from samspec_bench.workload import choose_threads
 
 # accuracy in the default run: a smoke-sized paired comparison (set accuracy: {limit: ..,
@@ -46,12 +47,23 @@ class Ctx:
         return self.out / "runs" / name
 
     def run_dir_of(self, name: str) -> Path | None:
+        """The run folder of a step recorded done, when its result.json reads back."""
         st = self.state["steps"].get(name) or {}
         if st.get("status") == "done" and st.get("run_dir"):
             p = self.out / st["run_dir"]
-            if (p / "result.json").is_file():
+            if result_problem(p, report=False) is None:
                 return p
         return None
+
+    def done_problem(self, name: str) -> str | None:
+        """Why a step recorded done cannot count as done (None: it can, or it is not recorded
+        done): no run folder recorded, the folder gone, its result.json missing or damaged."""
+        st = self.state["steps"].get(name) or {}
+        if st.get("status") != "done":
+            return None
+        if not st.get("run_dir"):
+            return "no run folder is recorded for it"
+        return result_problem(self.out / st["run_dir"])
 
     def workload(self) -> dict | None:
         """The built-in workload's trace and tokenizer, when that step finished."""

@@ -25,12 +25,12 @@ from samspec_bench.suites.run.config_file import workload_config
 from samspec_bench.suites.run.config_options import (build_args, engine_option, find_option, merge, suite_command,
                                               suite_module, suite_params)
 from samspec_bench.suites.run import plan as plan_mod
-from samspec_bench.suites.run.plan import Ctx, Step
+from samspec_bench.suites.run.plan import Ctx, Plan, Step
 from samspec_bench.workload import generate_trace
 
 
-def _contract_params(module: ModuleType, step: str, params: dict[str, Any], given: dict[str, Any],
-                     cmd: click.Command) -> dict[str, Any]:
+def contract_params(module: ModuleType, step: str, params: dict[str, Any], given: dict[str, Any],
+                    cmd: click.Command) -> dict[str, Any]:
     """The parameters build_config takes: all of them, or (a suite that keeps output-only
     options such as a figure path out of its config) those its signature names. An option the
     plan or the config file gives that build_config does not take cannot reach the suite."""
@@ -52,7 +52,7 @@ def run_suite(module: ModuleType, cmd: click.Command, step: str, options: dict[s
     suite's result.json records how to reproduce the step."""
     if not (callable(getattr(module, "build_config", None)) and callable(getattr(module, "execute", None))):
         raise RuntimeError(f"{module.__name__} does not implement the suite contract (build_config, execute)")
-    params = _contract_params(module, step, suite_params(cmd, step, options), options, cmd)
+    params = contract_params(module, step, suite_params(cmd, step, options), options, cmd)
     saved = sys.argv
     sys.argv = ["samspec-bench", step, *argv, "--output", str(output)] + (["--resume", str(resume)] if resume else [])
     try:
@@ -63,6 +63,30 @@ def run_suite(module: ModuleType, cmd: click.Command, step: str, options: dict[s
     finally:
         sys.argv = saved
     return code if isinstance(code, int) else 0
+
+
+def suite_options(cmd: click.Command, ctx: Ctx, plan: Plan, section: dict[str, Any]
+                  ) -> tuple[dict[str, Any], list[str], str | None]:
+    """(a suite step's options, its notes, why it is skipped or None): the plan's options, the
+    run's global settings for the commands that take them (and whose plan uses them), then the
+    config file's section."""
+    notes = list(plan.notes)
+    options = dict(plan.options)
+    if find_option(cmd, "model") is not None and "model" not in plan.unused:
+        options.setdefault("model", ctx.model)
+    if ctx.data_dir is not None and find_option(cmd, "data-dir") is not None and "data-dir" not in plan.unused:
+        options.setdefault("data-dir", str(ctx.data_dir))
+    if ctx.device is not None and find_option(cmd, "device") is not None and "device" not in plan.unused:
+        options.setdefault("device", ctx.device)
+    if ctx.engine is not None and "engine" not in plan.unused:
+        value, note = engine_option(cmd, ctx.engine)
+        if note and note.startswith("skip:"):
+            return options, notes, note[5:]
+        if note:
+            notes.append(note)
+        if value is not None:
+            options["engine"] = value
+    return merge(cmd, options, section), notes, None
 
 
 def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
@@ -84,28 +108,14 @@ def run_step(step: Step, ctx: Ctx, console, index: int, total: int) -> None:
     if plan.skip:
         st.update({"status": "skipped", "reason": plan.skip, "args": None, "notes": plan.notes})
         return
-    notes = list(plan.notes)
-    options = dict(plan.options)
     if cmd is not None:
-        # the run's global settings, for the commands that take them (and whose plan uses them)
-        if find_option(cmd, "model") is not None and "model" not in plan.unused:
-            options.setdefault("model", ctx.model)
-        if ctx.data_dir is not None and find_option(cmd, "data-dir") is not None and "data-dir" not in plan.unused:
-            options.setdefault("data-dir", str(ctx.data_dir))
-        if ctx.device is not None and find_option(cmd, "device") is not None and "device" not in plan.unused:
-            options.setdefault("device", ctx.device)
-        if ctx.engine is not None and "engine" not in plan.unused:
-            value, note = engine_option(cmd, ctx.engine)
-            if note and note.startswith("skip:"):
-                st.update({"status": "skipped", "reason": note[5:], "args": None})
-                return
-            if note:
-                notes.append(note)
-            if value is not None:
-                options["engine"] = value
-        options = merge(cmd, options, section)
+        options, notes, skip = suite_options(cmd, ctx, plan, section)
+        if skip:
+            st.update({"status": "skipped", "reason": skip, "args": None})
+            return
         args = build_args(cmd, step.name, options)
     else:
+        notes, options = list(plan.notes), dict(plan.options)
         if ctx.device is not None:
             options.setdefault("device", ctx.device)
         options.update(section)

@@ -258,7 +258,8 @@ def test_step_model_command_errors(tmp_path):
     got = subprocess.run([sys.executable, "-m", "samspec_bench.cli", "step-model", "--step-model",
                           "roofline:hardware=XPU,model=Qwen3-8B", "--steps", str(tmp_path / "p.json"),
                           "--output", str(tmp_path / "runs")], capture_output=True, text=True)
-    assert got.returncode == 2 and got.stderr.startswith("error: hardware 'XPU'") and got.stderr.count("\n") == 1
+    assert got.returncode == 2 and got.stderr.count("\n") == 1
+    assert got.stderr.startswith("error: --step-model 'roofline:hardware=XPU,model=Qwen3-8B': hardware 'XPU'")
     assert not (tmp_path / "runs").exists()   # nothing made for a bad input
 
 
@@ -289,7 +290,7 @@ def test_rollout_replay_priced_by_a_roofline_spec(shared_data, tmp_path):
 
 @pytest.mark.parametrize("intercept, coef, needle", [
     (-0.001, {"decode_tokens": -1e-4}, "negative coefficient(s) intercept=-0.001, decode_tokens=-0.0001"),
-    (0.001, {"running": float("nan")}, "running=nan are not finite"),
+    (0.001, {"running": float("nan")}, "running=nan is not a finite number"),
     (0.0, {"draft_tokens": 1e-4}, "would cost 0 s"),
 ])
 def test_a_profile_that_could_price_a_step_at_zero_or_below_is_refused_when_it_loads(tmp_path, intercept, coef,

@@ -184,6 +184,20 @@ def test_resume_continues_and_reproduces(subset, qwen3_tokenizer_dir, tmp_path, 
     assert "num_spec_tokens" in got.err and "--resume" in got.err
 
 
+def test_a_resume_with_options_missing_says_to_give_them_again(subset, qwen3_tokenizer_dir, tmp_path, capsys,
+                                                                monkeypatch):
+    # --resume does not read the run's options back: the error says so beside what is wrong
+    monkeypatch.setenv("SAMSPEC_DATA_DIR", str(tmp_path / "nowhere"))   # no traces to fall back on
+    got = run_cli(["accept", "--resume", str(tmp_path / "run")], capsys, expect_exit=2)
+    (line,) = got.err.strip().splitlines()
+    assert "needs recorded responses" in line
+    assert line.endswith(f"(--resume {tmp_path / 'run'}: give the run's options again, as its config.json lists them)")
+    # an option given and wrong: its own error, no hint
+    got = run_cli(["accept", "--engine", "replay", "--traces", str(subset), "--tokenizer", str(qwen3_tokenizer_dir),
+                   "-k", "0", "--resume", str(tmp_path / "run")], capsys, expect_exit=2)
+    assert "--num-spec-tokens 0" in got.err and "give the run's options again" not in got.err
+
+
 def _bad_traces(traces_dir: Path, tmp: Path) -> Path:
     good = (traces_dir / TORA).read_text(encoding="utf-8").splitlines()[:3]
     row = json.loads(good[0])

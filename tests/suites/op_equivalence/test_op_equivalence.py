@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import json
+import re
 
 import pytest
 import torch
@@ -182,8 +183,22 @@ def test_bad_prompts_file_is_one_line_exit_2_naming_it(tmp_path, capsys, content
     assert e.value.code == 2 and len(err.splitlines()) == 1 and words.format(p=p) in err
 
 
-@pytest.mark.parametrize("value", [float("nan"), -0.5, float("inf")])
-def test_tolerance_must_be_a_finite_number_at_least_0(value):
-    with pytest.raises(UserError, match=r"^--tolerance .*: give a number >= 0$"):
+def test_a_prompt_beyond_the_models_positions_is_refused_before_the_engine_is_sized(tmp_path, capsys):
+    # builtin:tiny-qwen3 has 8,192 positions; the engine would otherwise be sized past them
+    p = tmp_path / "p.txt"
+    p.write_text("short prompt\n" + "word " * 9000 + "\n")
+    with pytest.raises(SystemExit) as e:
+        main(["op-equivalence", "--output", str(tmp_path / "o"), "--no-progress", "--level", "model", "--model",
+              "builtin:tiny-qwen3", "--prompts", str(p), "--no-control", "--max-tokens", "4"])
+    line = capsys.readouterr().err.strip().splitlines()[-1]   # after transformers' weight-loading bar
+    assert e.value.code == 2 and line.startswith("error: ")
+    assert re.search(rf"--prompts {re.escape(str(p))}: prompt 2 is \d+ tokens, \d+ positions with --max-tokens 4 "
+                     r"and k \d+, beyond the model's 8192 \(max_position_embeddings\)", line), line
+
+
+@pytest.mark.parametrize("value, want", [(float("nan"), "a finite number"), (-0.5, "a number"),
+                                         (float("inf"), "a finite number")])
+def test_tolerance_must_be_a_finite_number_at_least_0(value, want):
+    with pytest.raises(UserError, match=rf"^--tolerance .*: give {want} >= 0$"):
         build_config(**_click_defaults(tolerance=value))
     assert build_config(**_click_defaults(tolerance=0.0)).tolerance == 0.0

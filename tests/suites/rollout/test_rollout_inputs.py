@@ -58,6 +58,28 @@ def test_the_workload_line_counts_what_the_requests_leave_out_or_repeat(small, t
     assert "40 requests (100.0 %) run to --max-response-len 100" in res.output
 
 
+def test_lengths_drawn_below_the_shortest_simulated_response_are_counted_and_shown(small, tmp_path):
+    # fixed:2 asks for 2-token responses; the simulation runs 4 at least and must say so
+    res = _run(small, tmp_path / "a", "--group-size", "2", "--arms", "off", "--length-dist", "fixed:2",
+               "--json", str(tmp_path / "a.json"))
+    assert res.exit_code == 0, res.output
+    assert "4 requests (100.0 %) drawn shorter than 4 tokens run 4" in res.output
+    w = json.loads((tmp_path / "a.json").read_text())["metrics"]["workload"]
+    assert (w["requests_raised_to_min_len"], w["min_len"]) == (4, 4)
+    res = _run(small, tmp_path / "b", "--group-size", "2", "--arms", "off", "--length-dist", "fixed:9",
+               "--json", str(tmp_path / "b.json"))
+    assert "drawn shorter" not in res.output
+    assert json.loads((tmp_path / "b.json").read_text())["metrics"]["workload"]["requests_raised_to_min_len"] == 0
+
+
+def test_one_draw_of_drawn_lengths_says_it_was_drawn(small, tmp_path):
+    res = _run(small, tmp_path / "a", "--group-size", "2", "--arms", "off", "--length-dist", "pareto:100:1",
+               "--json", str(tmp_path / "a.json"))
+    assert res.exit_code == 0, res.output
+    varies = json.loads((tmp_path / "a.json").read_text())["metrics"]["workload"]["draws"]["varies"]
+    assert varies.startswith("nothing: one draw of the lengths from pareto:100:1 (seed 0")
+
+
 def test_history_options_without_a_history_source_are_refused(small, tmp_path):
     res = _run(small, tmp_path / "o", "--history-window", "3")
     assert isinstance(res.exception, UserError) and "no arm drafts from history" in str(res.exception), res.output

@@ -351,9 +351,11 @@ def test_run_calls_build_config_with_converted_values_and_defaults(typed_suite, 
     state, out = run_all(output=tmp_path / "res", config=cfg)
     st = state["steps"]["typed"]
     assert st["status"] == "done", st
+    # build_config checks the section's values before the run folder is made, then the step calls it again
+    assert RECEIVED == [RECEIVED[0], RECEIVED[0], RECEIVED[-1]]
     assert RECEIVED[0] == {"build_config": {"count": 7, "ratio": 2.0, "mode": "b", "traces": ("x.jsonl", "y.jsonl"),
                                             "sweep": [64, 256], "progress": False, "fast": True, "name": None}}
-    assert RECEIVED[1] == {"execute": {"output": str(out / "runs" / "typed"), "resume": None, "json_path": None}}
+    assert RECEIVED[-1] == {"execute": {"output": str(out / "runs" / "typed"), "resume": None, "json_path": None}}
     # the equivalent command line is still shown and recorded
     assert st["args"] == ["--count", "7", "--ratio", "2", "--mode", "b", "--trace", "x.jsonl", "--trace", "y.jsonl",
                           "--sweep", "64,256", "--no-progress", "--fast"]
@@ -390,7 +392,7 @@ def test_a_suite_without_the_contract_fails_its_step(typed_suite, tmp_path, monk
 
 def test_an_output_option_build_config_does_not_take_is_refused(tmp_path, monkeypatch):
     """A suite may keep an output-only option out of build_config; run then leaves it out too,
-    and a config section that sets it is told so."""
+    and a config section that sets it is refused before the run starts."""
     RECEIVED.clear()
     mod = _typed_suite()
 
@@ -405,8 +407,9 @@ def test_an_output_option_build_config_does_not_take_is_refused(tmp_path, monkey
     assert state["steps"]["typed"]["status"] == "done" and RECEIVED[0] == {"build_config": {"count": 5}}
     cfg = tmp_path / "c.yaml"
     cfg.write_text("typed:\n  name: x\n", encoding="utf-8")
-    state, _ = run_all(output=tmp_path / "b", config=cfg)
-    assert "--name is an output option" in state["steps"]["typed"]["reason"]
+    with pytest.raises(UserError, match=f"--config {cfg}: config section typed: --name is an output option"):
+        run_all(output=tmp_path / "b", config=cfg)
+    assert not (tmp_path / "b").exists()   # refused before the run folder is made
 
 
 # --- the real steps' plans ---------------------------------------------------------------------------------------

@@ -154,7 +154,7 @@ def test_a_hanging_sampler_is_error_naming_the_case_and_the_others_go_on(tmp_pat
 
 @pytest.mark.parametrize("args, needle", [
     (["--audit", "samspec", "--audit-timeout", "-1"], "--audit-timeout -1.0: give a number >= 0"),
-    (["--audit", "samspec", "--audit-timeout", "nan"], "--audit-timeout nan: give a number >= 0"),
+    (["--audit", "samspec", "--audit-timeout", "nan"], "--audit-timeout nan: give a finite number >= 0"),
     (["--audit", "nocolon"], "--audit nocolon: expected module:function"),
     (["--audit", "planted_broken:verify"], "--audit planted_broken:verify: cannot import 'planted_broken' (ZeroDivisionError"),
 ])

@@ -246,7 +246,7 @@ def test_command_json_to_stdout_and_lossy_audit_exit_code(tmp_path, capsys):
     (["--seed", str(2 ** 64)], f"--seed {2 ** 64}: give an integer in 0.."),
     (["--speed-reps", "0"], "--speed-reps 0: give an integer >= 1"),
     (["--speed-min-time", "-1"], "--speed-min-time -1.0: give a number >= 0"),
-    (["--speed-min-time", "nan"], "--speed-min-time nan: give a number >= 0"),
+    (["--speed-min-time", "nan"], "--speed-min-time nan: give a finite number >= 0"),
 ])
 def test_command_bad_input_exits_2(tmp_path, capsys, args, needle):
     code = _run(["sampler", "--output", str(tmp_path), "--no-speed", *args] if "--no-speed" not in args

@@ -1,0 +1,120 @@
+"""`samspec-bench run --config`: a section's value that its suite refuses (out of range, an output
+option build_config does not take) is one line naming the config file, the section and the option,
+exit 2, before the run folder is made; the suite's own build_config judges it. An input an earlier
+step makes (no traces before the workload step) is not blamed on the config file."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import click
+import pytest
+
+from samspec_bench.cli import main
+from samspec_bench.commands import COMMANDS
+from samspec_bench.errors import UserError
+from samspec_bench.results import RunDir
+from samspec_bench.suites.run import plan
+from samspec_bench.suites.run.command import run_all
+from samspec_bench.suites.run.plan import Plan, Step
+
+CALLS: list[str] = []
+
+
+def _standin(name: str, needs_traces: bool = False) -> types.ModuleType:
+    """A suite whose build_config checks --size's range (after its traces, when it needs them)."""
+    def build_config(*, size, traces):
+        if needs_traces and not traces:
+            raise UserError("no traces: pass --traces or --data-dir")
+        if not 1 <= size <= 10:
+            raise UserError(f"--size {size}: must be in 1..10")
+        return {"size": size}
+
+    def execute(cfg, *, output, resume=None, json_path=None):
+        CALLS.append(name)
+        RunDir(output, name, resume).write_result(cfg, {"size": cfg["size"]})
+        return 0
+
+    @click.command(name)
+    @click.option("--size", "-s", type=int, default=1)
+    @click.option("--traces", default=None)
+    @click.option("--figure", default=None)       # an output option build_config does not take
+    @click.option("--output", default="results")
+    @click.option("--resume", default=None)
+    def cmd(size, traces, figure, output, resume):
+        execute(build_config(size=size, traces=traces), output=output, resume=resume)
+
+    mod = types.ModuleType(f"samspec_values_standin_{name}")
+    mod.SUITE, mod.command, mod.build_config, mod.execute = name, cmd, build_config, execute
+    return mod
+
+
+@pytest.fixture()
+def standins(monkeypatch):
+    CALLS.clear()
+    for mod in (_standin("ranged"), _standin("needy", needs_traces=True)):
+        name = mod.SUITE
+        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+        monkeypatch.setitem(COMMANDS, name, (f"{mod.__name__}:command", f"stand-in {name}"))
+    steps = (Step("ranged", "ranged", "checks its size", lambda ctx: Plan(options={"size": 2})),
+             Step("needy", "needy", "needs traces", lambda ctx: Plan(options={"size": 3})))
+    monkeypatch.setattr(plan, "STEPS", steps)
+    monkeypatch.setattr(plan, "STEP_NAMES", tuple(s.name for s in steps))
+
+
+def _run(args, capsys) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    return e.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("section", ["{size: -5}", "{s: -5}", "{size: 11}"])
+def test_an_out_of_range_value_is_refused_before_the_run_folder(section, standins, tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"ranged: {section}\n", encoding="utf-8")
+    code, err = _run(["run", "--config", cfg, "--output", tmp_path / "res"], capsys)
+    value = section.split(": ")[1].rstrip("}")
+    assert code == 2
+    assert err.strip() == f"error: --config {cfg}: config section ranged: --size {value}: must be in 1..10"
+    assert CALLS == [] and not (tmp_path / "res").exists()
+
+
+def test_an_output_option_build_config_does_not_take_is_refused_before_the_run_folder(standins, tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("ranged: {figure: f.png}\n", encoding="utf-8")
+    code, err = _run(["run", "--config", cfg, "--output", tmp_path / "res"], capsys)
+    assert code == 2
+    assert err.strip() == (f"error: --config {cfg}: config section ranged: --figure is an output option of "
+                           "`samspec-bench ranged`; `samspec-bench run` cannot pass it, remove it")
+    assert CALLS == [] and not (tmp_path / "res").exists()
+
+
+def test_what_an_earlier_step_provides_is_left_to_the_step(standins, tmp_path):
+    """needy refuses for want of traces before it reads --size: the same without the section, so
+    the config file is not blamed; the step records it when it runs."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("ranged: {size: 4}\nneedy: {size: -5}\n", encoding="utf-8")
+    state, out = run_all(output=tmp_path / "res", config=cfg)
+    assert state["steps"]["ranged"]["status"] == "done"
+    assert state["steps"]["needy"] == {**state["steps"]["needy"], "status": "failed",
+                                       "reason": "no traces: pass --traces or --data-dir"}
+    assert CALLS == ["ranged"]
+    result = json.loads((out / state["steps"]["ranged"]["run_dir"] / "result.json").read_text())
+    assert result["config"] == {"size": 4}
+
+
+def test_the_audits_drafters_k_out_of_range(tmp_path, capsys, monkeypatch):
+    """The real drafters suite: `drafters: {k: -5}` with a data directory, as reported."""
+    monkeypatch.delenv("SAMSPEC_DATA_DIR", raising=False)
+    data = tmp_path / "data"
+    (data / "traces").mkdir(parents=True)
+    (data / "traces" / "t.jsonl").write_text('{"prompt": "p", "response": "r"}\n', encoding="utf-8")
+    cfg = tmp_path / "neg.yaml"
+    cfg.write_text("drafters: {k: -5}\nsteps: [drafters]\n", encoding="utf-8")
+    code, err = _run(["run", "--config", cfg, "--data-dir", data, "--output", tmp_path / "runs3"], capsys)
+    assert code == 2
+    assert err.strip() == (f"error: --config {cfg}: config section drafters: -k -5: the number of draft tokens must "
+                           "be in 1..34 (as in accept and rollout)")
+    assert not (tmp_path / "runs3").exists()
