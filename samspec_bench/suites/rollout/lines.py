@@ -78,8 +78,8 @@ def workload_lines(summary: dict[str, Any]) -> list[str]:
     """What the simulated requests replay: how many, from how many distinct trace responses, and
     what the traces held that no request replays or that was cut (none for a measured run)."""
     w = summary.get("workload") or {}
-    if "distinct_responses" not in w or "trace_responses" not in w:
-        return []
+    if "distinct_responses" not in w or "trace_responses" not in w:   # a measured run: only what it raised
+        return [f"workload: {raised_text(w)}"] if w.get("requests_raised_to_min_len") else []
     reqs, distinct = w["requests"], w["distinct_responses"]
     parts = [f"workload: {reqs} requests ({w['prompts']} prompts x {w['group_size']}) replaying {distinct} distinct "
              f"of the traces' {w['trace_responses']} responses"]
@@ -95,11 +95,16 @@ def workload_lines(summary: dict[str, Any]) -> list[str]:
     if at_max:
         parts.append(f"{at_max} requests ({100 * at_max / max(reqs, 1):.1f} %) run to --max-response-len "
                      f"{w['max_response_len']} (lengths {w.get('lengths', '?')})")
-    raised = w.get("requests_raised_to_min_len")
-    if raised:   # the simulation's shortest response: a draw below it runs that long
-        parts.append(f"{raised} requests ({100 * raised / max(reqs, 1):.1f} %) drawn shorter than {w.get('min_len')} "
-                     f"tokens run {w.get('min_len')} (the shortest response simulated)")
+    if w.get("requests_raised_to_min_len"):
+        parts.append(raised_text(w))
     return ["; ".join(parts)]
+
+
+def raised_text(w: dict[str, Any]) -> str:
+    """The requests whose drawn length fell below the shortest response the rollout runs (min_len)."""
+    raised, reqs = w["requests_raised_to_min_len"], w.get("requests") or 1
+    return (f"{raised} requests ({100 * raised / reqs:.1f} %) drawn shorter than {w.get('min_len')} tokens run "
+            f"{w.get('min_len')} (the shortest response generated or simulated)")
 
 
 def length_share_lines(summary: dict[str, Any]) -> list[str]:

@@ -189,8 +189,9 @@ def run_measured(cfg: RolloutConfig, step_model: Any = None, priced: dict[str, A
     engine = make_engine(cfg.engine, cfg.model, **engine_options(cfg))
     n_prompts, n = cfg.prompts or MEASURED_PROMPTS, cfg.group_size or MEASURED_GROUP_SIZE
     # prompt-major like rollout_requests: request q = i * n + j is prompt i's (--length-group-share's groups)
-    lengths = draw_lengths(cfg.length_dist or REFERENCE_LENGTHS, n_prompts * n, cfg.seed, cfg.min_len,
-                           cfg.max_response_len, group_size=n, share=float(cfg.length_group_share))
+    drawn = draw_lengths(cfg.length_dist or REFERENCE_LENGTHS, n_prompts * n, cfg.seed, 0,
+                         cfg.max_response_len, group_size=n, share=float(cfg.length_group_share))
+    lengths = np.maximum(drawn, cfg.min_len)   # the shortest target generated; how many were raised is counted
     reqs = rollout_requests(cfg, engine.tokenizer, n_prompts, n, lengths)
     engine.generate(reqs[:2])  # warm-up (allocations, first-call overheads)
     if step_model is None:
@@ -278,4 +279,5 @@ def run_measured(cfg: RolloutConfig, step_model: Any = None, priced: dict[str, A
             "workload": {"requests": len(reqs), "prompts": n_prompts, "group_size": n,
                          "lengths": {"min": int(lengths.min()), "median": float(np.median(lengths)),
                                      "max": int(lengths.max()), "dist": cfg.length_dist or REFERENCE_LENGTHS},
-                         "length_group_share": float(cfg.length_group_share)}}
+                         "length_group_share": float(cfg.length_group_share),
+                         "requests_raised_to_min_len": int(np.sum(drawn < cfg.min_len)), "min_len": cfg.min_len}}

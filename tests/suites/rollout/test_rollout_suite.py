@@ -8,6 +8,7 @@ from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 from samspec_bench.errors import UserError
 from samspec_bench.suites import rollout as ro
+from samspec_bench.suites.rollout.lines import workload_lines
 from samspec_bench.suites.rollout import measured as rm
 from samspec_bench.suites.rollout import outputs as rollout_outputs
 from samspec_bench.suites.rollout.lines import source_lines
@@ -115,6 +116,19 @@ def test_kv_capacity_option(shared_data, tmp_path):
     res = CliRunner().invoke(ro.command, ["--engine", "replay", "--data-dir", str(shared_data), "--prompts", "2",
                                           "--kv-capacity-tokens", "100", "--output", str(tmp_path / "x")])
     assert res.exit_code != 0 and "--kv-capacity-tokens" in str(res.exception or res.output)
+
+
+@pytest.mark.slow
+def test_a_measured_rollout_counts_the_lengths_it_raised_to_the_shortest(tmp_path):
+    # fixed:2 below min_len 8: the engine generates 8 tokens a request, and says so
+    cfg = ro.RolloutConfig(engine="reference", model="builtin:tiny-qwen3", prompts=2, group_size=2,
+                           temperature=0.0, length_dist="fixed:2", min_len=8, max_response_len=24,
+                           max_num_seqs=4, thresholds=[2], ks=[3], arms=["off", "threshold"])
+    _, summary = ro.run(cfg, str(tmp_path))
+    w = summary["workload"]
+    assert (w["requests_raised_to_min_len"], w["min_len"], w["lengths"]["max"]) == (4, 8, 8)
+    assert workload_lines(summary) == ["workload: 4 requests (100.0 %) drawn shorter than 8 tokens run 8 (the "
+                                       "shortest response generated or simulated)"]
 
 
 @pytest.mark.slow
