@@ -6,8 +6,9 @@ give the same report.
 One bad run never blocks the others: a run whose result.json cannot be read (truncated, not
 JSON, a list, another schema, damaged fields) or summarized is left out and listed in
 `Report.unreadable` with the reason, as is a result of an unknown suite without the record every
-suite writes (`check_known`) and a torn run_state.json; only when nothing at all can
-be read is that an error (a result.json that is a broken link says where it points). A
+suite writes (`check_known`), a torn run_state.json and a symbolic link loop met while
+searching a folder for runs (not followed); only when nothing at all can be read is that an
+error (a result.json that is a broken link says where it points, a loop is named). A
 `samspec-bench run` folder whose steps all failed (a run_state.json, no result) is a report of
 its steps.
 
@@ -19,6 +20,7 @@ folder (links followed) whose first bytes are the image type its name says.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -36,21 +38,63 @@ RUN_STATE_FILE = "run_state.json"
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
 
-def find_run_dirs(path: str | os.PathLike, allow_none: bool = False) -> list[Path]:
+def link_loop(link: Path) -> str | None:
+    """Why `link` is a symbolic link loop ("it points to ., its own folder"), or None when it is
+    no link or no loop: a chain of links that never ends, or a link to the folder holding it or
+    one above it (followed, a search below it would never end)."""
+    if not link.is_symlink():
+        return None
+    target = os.readlink(link)
+    try:
+        real = Path(os.path.realpath(link, strict=True))
+    except OSError as e:   # a dangling link is no loop (a broken result.json link is named by check_link)
+        return f"it points to {target}, a chain of links that never ends" if e.errno == errno.ELOOP else None
+    here = Path(os.path.realpath(link.parent))
+    if real.is_dir() and here.is_relative_to(real):
+        return f"it points to {target}, " + ("its own folder" if real == here else f"{real}, a folder above it")
+    return None
+
+
+LOOP_SKIPPED = "a symbolic link loop ({why}): not followed; remove the link"
+
+
+def _search(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The run directories below `root` (links to folders are not followed, as pathlib's glob
+    does not follow them) and the symbolic link loops met on the way, with why each is one."""
+    found: set[Path] = set()
+    loops: list[tuple[Path, str]] = []
+    for here, dirs, files in os.walk(root):
+        d = Path(here)
+        f = d / "result.json"
+        if f.is_file() or f.is_symlink():   # a broken link too: named by collect (check_link)
+            found.add(d)
+        loops += [(d / n, why) for n in sorted(dirs + files) if (why := link_loop(d / n)) is not None]
+    return sorted(found, key=lambda x: x.as_posix()), sorted(loops, key=lambda x: x[0].as_posix())
+
+
+def find_run_dirs(path: str | os.PathLike, allow_none: bool = False, loops: list[dict] | None = None) -> list[Path]:
     """A run directory itself, or every run directory (holding result.json) below a folder
-    (none found: a UserError, or [] with allow_none)."""
+    (none found: a UserError, or [] with allow_none). The symbolic link loops met below a
+    folder are added to `loops` ({"path", "reason"}: not followed); with no run found, the
+    error names them."""
     p = Path(path)
     if (p / "result.json").is_file() or (p / "result.json").is_symlink():   # a broken link: named by collect
         return [p]
+    why = link_loop(p)
+    if why is not None:
+        raise UserError(f"{path}: a symbolic link loop ({why}); pass the folder that holds the runs")
     if not p.exists():
         raise UserError(f"{path}: no such directory; pass run directories (holding result.json) or folders "
                         "that contain them")
     if not p.is_dir():
         raise UserError(f"{path}: not a directory; pass run directories (holding result.json)")
-    # a pattern, not the plain name: pathlib's glob drops a plain name that is a broken link (exists() is
-    # False), and a broken result.json link must be named (collect: check_link), not skipped
-    found = sorted({f.parent for f in p.rglob("result.jso[n]") if f.is_file() or f.is_symlink()},
-                   key=lambda d: d.as_posix())
+    found, met = _search(p)
+    if loops is not None:
+        loops += [{"path": str(link), "reason": LOOP_SKIPPED.format(why=why)} for link, why in met]
+    if not found and not allow_none and met:
+        more = f" and {len(met) - 1} more loop(s)" if len(met) > 1 else ""
+        raise UserError(f"{path}: no result.json found in it, and {met[0][0]} is a symbolic link loop ({met[0][1]})"
+                        f"{more}, not followed; remove the link, or pass the folder that holds the runs")
     if not found and not allow_none:
         raise UserError(f"{path}: no result.json found in it; pass the directory a samspec-bench suite wrote "
                         "(results/<suite>-<timestamp>/) or a folder that holds such directories")
@@ -113,6 +157,10 @@ def figure_headlines(figures: list[Figure]) -> list[dict]:
 def check_link(run_dir: Path) -> None:
     """A result.json that is a link to nothing (or to no file) is named with where it points."""
     p = run_dir / "result.json"
+    why = link_loop(p)
+    if why is not None and not p.is_file():
+        raise UserError(f"{p}: a symbolic link loop ({why}); restore the file, or pass the run directory it "
+                        "belongs to")
     if p.is_symlink() and not p.is_file():
         target = os.readlink(p)
         what = "a folder" if p.exists() else "nothing (no such file)"
@@ -197,7 +245,8 @@ def collect(paths: list[str | os.PathLike]) -> Report:
                 states.append({"path": str(given_p), "state": _read_state(state_file)})
             except UserError as e:
                 unreadable.append({"path": str(state_file), "reason": _reason(e)})
-        for d in find_run_dirs(given_p, allow_none=has_state):
+        loops: list[dict] = []
+        for d in find_run_dirs(given_p, allow_none=has_state, loops=loops):
             key = os.path.normpath(os.path.abspath(d))
             if key in seen:
                 continue
@@ -211,6 +260,7 @@ def collect(paths: list[str | os.PathLike]) -> Report:
                 unreadable.append({"path": str(d), "reason": _reason(e)})
                 continue
             runs.append(run)
+        unreadable += [u for u in loops if u not in unreadable]   # named, as is every run left out
     if not runs and not states:
         first = unreadable[0]["reason"] if unreadable else "no run found"
         more = f" (and {len(unreadable) - 1} more unreadable)" if len(unreadable) > 1 else ""

@@ -170,11 +170,12 @@ def test_run_passes_its_device_to_the_steps(tmp_path, capsys, no_cuda):
 
 
 def test_run_refuses_a_missing_device_in_the_config_before_the_run_folder(tmp_path, capsys, no_cuda):
+    p = tmp_path / "c.yaml"
     for conf, message in (({"device": "cuda"}, "error: device: cuda: torch sees no CUDA device"),
                           ({"op-equivalence": {"device": "cuda:1"}},
-                           "error: config section op-equivalence: device cuda:1: torch sees no CUDA device"),
-                          ({"workload": {"device": "gpu"}}, "error: workload device 'gpu': not a device")):
-        p = tmp_path / "c.yaml"
+                           f"error: --config {p}: config section op-equivalence: device cuda:1: "
+                           "torch sees no CUDA device"),
+                          ({"workload": {"device": "gpu"}}, f"error: --config {p}: workload device 'gpu': not a device")):
         p.write_text(yaml.safe_dump(conf))
         code, err = cli_exit(["run", "--config", str(p), "--output", str(tmp_path / "out")], capsys)
         assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith(message)

@@ -8,7 +8,9 @@ tag = 1 (string) and either simple_value = 2 (float, TF1 and tensorboardX) or te
 `TensorProto`, TF2 / torch.utils.tensorboard with the "scalars" plugin): dtype = 1,
 tensor_shape = 2, tensor_content = 4 (raw little-endian), float_val = 5, double_val = 6,
 int_val = 7, int64_val = 10, half_val = 13. Only one-element numeric tensors are scalars;
-text, histograms and images are ignored (counted as non-scalar values).
+text, histograms and images are ignored (counted as non-scalar values). A scalar record with a
+negative step (int64 allows it; no training step is negative) is skipped and counted
+(`EventScalars.negative_steps`), as the other readers skip and count such a step.
 
 A record whose data CRC does not match is skipped (its length is sound: reading goes on at the
 next record). A bad length CRC means the framing is lost at that byte: the reader scans forward
@@ -260,6 +262,7 @@ class EventScalars:
     points: dict[str, list[tuple[int, float, float | None]]] = field(default_factory=dict)
     stats: RecordStats = field(default_factory=RecordStats)
     non_scalar_values: int = 0
+    negative_steps: int = 0        # scalar records with a negative step: skipped (series.STEP_NOTES)
     files: list[str] = field(default_factory=list)
     # per damage: the steps of the intact records either side (None: the file's start or end)
     windows: list[tuple[int | None, int | None]] = field(default_factory=list)
@@ -293,16 +296,19 @@ def read_event_file(path: Path, into: EventScalars | None = None) -> EventScalar
             out.stats.undecodable += 1
             steps.append(None)
             continue
-        steps.append(step if values else None)
+        negative = step < 0          # no training step is negative: its scalars are skipped, counted
+        steps.append(step if values and not negative else None)
         scalars = 0
         for tag, v in values:
             if v is None:
                 out.non_scalar_values += 1
             else:
                 scalars += 1
-                out.points.setdefault(tag, []).append((step, float(v), wall))
+                if not negative:
+                    out.points.setdefault(tag, []).append((step, float(v), wall))
         if scalars:
             point_bytes.append((len(data) + 16) / scalars)
+            out.negative_steps += int(negative)
     fewest = min(point_bytes, default=MIN_SCALAR_RECORD)
     new = out.stats.damage_at[first_damage:]
     for k, (at, nbytes) in enumerate(zip(new, out.stats.damage_bytes[first_damage:])):

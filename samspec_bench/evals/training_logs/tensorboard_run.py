@@ -9,7 +9,7 @@ from pathlib import Path
 from samspec_bench.errors import UserError
 from samspec_bench.evals.training_logs.damage import lost_points, lost_text, untold_text
 from samspec_bench.evals.training_logs.runs_folder import tensorboard_groups
-from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun
+from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun, step_notes
 from samspec_bench.evals.training_logs.tensorboard import EventScalars, HeadDamage, event_files, read_event_file
 
 
@@ -53,6 +53,8 @@ def read_tensorboard(path: Path, label: str) -> TrainingRun:
     run.count("undecodable_records", st.undecodable)
     run.count("skipped_bytes", st.skipped_bytes)
     run.count("non_scalar_values", scalars.non_scalar_values)   # text, histograms, images, vectors: not curves
+    run.count("negative_steps", scalars.negative_steps)
+    step_notes(run, "record(s)")
     untold: list = []
     lost = lost_points({t: [p[0] for p in pts] for t, pts in scalars.points.items()}, scalars.windows, untold)
     run.count("lost_points", sum(len(t) for t in lost.values()))

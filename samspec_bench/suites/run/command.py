@@ -84,7 +84,7 @@ def _new_settings(sections: dict, model, engine, device, data_dir, config, steps
     step_sections = {k: v for k, v in sections.items() if k in plan.STEP_NAMES}
     # fail fast on a bad config section (unknown option, a value of the wrong type) before
     # the run folder is made or anything runs
-    check_sections(step_sections)
+    check_sections(step_sections, config)
     engine_arg = engine
     engine = check_engine(engine, "--engine") if engine else check_engine(sections.get("engine"), "engine:")
     used = globals_used(chosen or list(plan.STEP_NAMES), step_sections, engine)

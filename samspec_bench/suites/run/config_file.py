@@ -79,32 +79,43 @@ def workload_config(options: dict) -> WorkloadConfig:
         raise UserError(f"config section workload: {one_line(e)}; give numbers for the numeric settings") from None
 
 
-def check_sections(sections: dict) -> None:
+def check_sections(sections: dict, config: str | Path | None = None) -> None:
     """Every section names options its suite has, with values its click types take (fail
-    fast, before the run folder is made or any step runs)."""
+    fast, before the run folder is made or any step runs). An error names the config file
+    first ("--config FILE: config section STEP: ...") when the sections come from one."""
     for step in plan.STEPS:
         sec = sections.get(step.name)
         if not isinstance(sec, dict):
             continue
-        if "skip" in sec and not isinstance(sec["skip"], bool):
-            raise UserError(f"config section {step.name}: skip must be true or false (got {sec['skip']!r})")
-        options = {k: v for k, v in sec.items() if k != "skip"}
-        for key, value in options.items():
-            if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
-                raise UserError(f"config section {step.name}: {key} must be a value or a list of values "
-                                f"(got {value!r})")
-        if step.command is None:
-            workload_config(options)
-            device_keys = [k for k in options if str(k).replace("-", "_") == "device"]
-        elif (cmd := suite_command(step.command)) is not None:   # None: not in this build
-            build_args(cmd, step.name, options)
-            try:
-                suite_params(cmd, step.name, options)   # each value through its option's click type
-            except click.ClickException as e:
-                raise UserError(f"config section {step.name}: {one_line(e.format_message())}") from None
-            device_keys = [k for k in options if getattr(find_option(cmd, k), "name", None) == "device"]
-        else:
-            device_keys = []
-        for key in device_keys:   # a device that is not there: now, not when its step runs
-            if options[key] is not None:
-                resolve_device(str(options[key]), f"config section {step.name}: {key}")
+        try:
+            _check_section(step, sec)
+        except UserError as e:
+            if config is None:
+                raise
+            raise UserError(f"--config {config}: {one_line(e)}") from None
+
+
+def _check_section(step: plan.Step, sec: dict) -> None:
+    """One step's config section (see check_sections); a UserError naming the section."""
+    if "skip" in sec and not isinstance(sec["skip"], bool):
+        raise UserError(f"config section {step.name}: skip must be true or false (got {sec['skip']!r})")
+    options = {k: v for k, v in sec.items() if k != "skip"}
+    for key, value in options.items():
+        if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
+            raise UserError(f"config section {step.name}: {key} must be a value or a list of values "
+                            f"(got {value!r})")
+    if step.command is None:
+        workload_config(options)
+        device_keys = [k for k in options if str(k).replace("-", "_") == "device"]
+    elif (cmd := suite_command(step.command)) is not None:   # None: not in this build
+        build_args(cmd, step.name, options)
+        try:
+            suite_params(cmd, step.name, options)   # each value through its option's click type
+        except click.ClickException as e:
+            raise UserError(f"config section {step.name}: {one_line(e.format_message())}") from None
+        device_keys = [k for k in options if getattr(find_option(cmd, k), "name", None) == "device"]
+    else:
+        device_keys = []
+    for key in device_keys:   # a device that is not there: now, not when its step runs
+        if options[key] is not None:
+            resolve_device(str(options[key]), f"config section {step.name}: {key}")

@@ -1,0 +1,76 @@
+"""A TensorBoard event file's scalar record with a negative step (an int64 allows it; no training
+step is negative) is skipped and counted as negative_steps, with the note the CSV, file-logger,
+console and wandb readers give, and `curves` shows the count (printed and in result.json)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from samspec_bench.evals.training_logs import detect_format, load_run
+from samspec_bench.evals.training_logs.tensorboard import masked_crc32c
+from samspec_bench.suites import curves
+
+TAGS = ("critic/score/mean", "response_length/mean")
+
+# --- a small TFRecord / Event encoder (as in tests/evals/test_training_logs.py, which a test module
+# cannot import: see test_architecture.test_no_test_module_imports_another) -------------------------
+
+
+def _varint(v: int) -> bytes:
+    v &= (1 << 64) - 1          # a negative int64 is its two's complement, ten bytes
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _ld(num: int, payload: bytes) -> bytes:
+    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _event(step: int, values: dict[str, float], wall: float) -> bytes:
+    """Event{wall_time = 1, step = 2, summary = 5 {value = 1 {tag = 1, simple_value = 2}}}."""
+    vals = b"".join(_ld(1, _ld(1, tag.encode()) + _varint(2 << 3 | 5) + struct.pack("<f", v))
+                    for tag, v in values.items())
+    return _varint(1 << 3 | 1) + struct.pack("<d", wall) + _varint(2 << 3) + _varint(step) + _ld(5, vals)
+
+
+def _record(data: bytes) -> bytes:
+    length = struct.pack("<Q", len(data))
+    return length + struct.pack("<I", masked_crc32c(length)) + data + struct.pack("<I", masked_crc32c(data))
+
+
+def _write(path: Path, steps: list[int], seed: int) -> Path:
+    version = _varint(1 << 3 | 1) + struct.pack("<d", 1.7e9) + _ld(3, b"brain.Event:2")
+    events = [_event(s, {t: 0.5 + 0.01 * ((i * 7 + seed) % 5) for t in TAGS}, 1.7e9 + 60 * i)
+              for i, s in enumerate(steps)]
+    path.mkdir(parents=True)
+    f = path / "events.out.tfevents.1700000000.host.1.0"
+    f.write_bytes(_record(version) + b"".join(_record(e) for e in events))
+    return path
+
+
+def test_tensorboard_negative_step_is_skipped_counted_and_shown_by_curves(tmp_path, capsys):
+    a = _write(tmp_path / "a", list(range(1, 21)), 0)
+    b = _write(tmp_path / "b", [s if s != 5 else -3 for s in range(1, 21)], 1)   # step 5 written as -3
+    f = next(b.iterdir())
+    assert detect_format(f) == "tensorboard"
+    run = load_run(b)
+    assert run.counts.get("negative_steps") == 1, run.counts
+    assert any(n == "1 record(s) with a negative step (e.g. -3): skipped, no training step is negative"
+               for n in run.notes), run.notes
+    steps = run.series["critic/score/mean"].steps.tolist()
+    assert -3 not in steps and 5 not in steps and len(steps) == 19
+    params = curves.command.make_context("curves", [], resilient_parsing=True).params
+    params = {k: v for k, v in params.items() if k not in ("output", "json_path")}
+    params["runs"] = (str(a), str(b))
+    curves.execute(curves.build_config(**params), output=str(tmp_path / "out"), json_path=str(tmp_path / "r.json"))
+    printed = capsys.readouterr().out
+    assert "negative_steps 1" in printed and "negative step" in printed, printed
+    result = json.loads((tmp_path / "r.json").read_text())
+    skipped = next(r for r in result["runs"] if r["label"] == "b")["skipped"]
+    assert skipped.get("negative_steps") == 1, skipped
