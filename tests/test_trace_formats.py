@@ -15,7 +15,7 @@ from samspec_bench import cli
 from samspec_bench.data import load_tokenizer, read_traces, tokenize_traces
 from samspec_bench.errors import UserError
 from samspec_bench.trace_formats import (VALIDATION_FOLDER, check_models, detect_file, expand, find_tool_spans,
-                                          prompt_group, read_any, read_single_turn, same_model, validation_row)
+                                          prompt_group, read_any, read_rl_steps, same_model, validation_row)
 from trace_fixtures import (grouped_rows, tool_rollout, verl_input, write_lm_eval_samples, write_tool_dump,
                             write_verl_dump)
 
@@ -306,30 +306,27 @@ def test_validation_shape(row, val):
     assert validation_row(row) is val
 
 
-def test_single_turn_reading_refuses_what_it_cannot_serve(verl_dir, qwen3, traces_dir, tmp_path):
+def test_rl_step_reading_refuses_validation_beside_rollouts(verl_dir, qwen3, tmp_path):
     d, info = verl_dir
     val = tmp_path / "val"
     write_tool_dump(val, qwen3, steps=[0])
     with pytest.raises(UserError, match=r"^rollout --traces: 4 response\(s\) are verl validation generations .*"
                                         r"beside 32 rollout responses.*pass the rollout_data_dir alone$"):
-        read_single_turn([d, val], "rollout")
-    with pytest.raises(UserError, match=r"^rollout --traces: 4 of 4 response\(s\) are multi-turn.*tool-response"):
-        read_single_turn(val, "rollout")
-    traces, note = read_single_turn(d, "rollout")
+        read_rl_steps([d, val], "rollout")
+    traces, note = read_rl_steps(d, "rollout")
     assert len(traces.records) == 32 and note is None
+    # multi-turn responses are read with their tool turns marked (the rollout prefills them)
+    tools = tmp_path / "tools"
+    write_tool_dump(tools, qwen3, steps=[1])
+    traces, note = read_rl_steps(tools, "rollout")
+    assert note is None and all(any(s == "tool-response" for *_, s in r.tool_spans) for r in traces.records)
     # validation generations alone: read without RL steps, and said
     alone = tmp_path / "validation"
     alone.mkdir()
     shutil.copy(d / "1.jsonl", alone / "1.jsonl")
-    traces, note = read_single_turn(alone, "rollout")
+    traces, note = read_rl_steps(alone, "rollout")
     assert len(traces.records) == info["lines"][1] and {r.step for r in traces.records} == {None}
     assert note.startswith("validation generations only")
-    # ```output blocks: an executor's result or the model's own text; decoded as written, and said
-    tora = tmp_path / "tora.jsonl"
-    with (traces_dir / "tora70b_gsm8k.jsonl").open() as f:
-        tora.write_text("".join(next(f) for _ in range(3)))
-    traces, note = read_single_turn(tora, "rollout")
-    assert len(traces.records) == 3 and note.startswith("3 of 3 response(s) hold ```output blocks")
 
 
 def test_drafters_and_rollout_read_verl_dumps_and_lm_eval_samples(verl_dir, groups, qwen3_tokenizer_dir, qwen3,
@@ -352,10 +349,4 @@ def test_drafters_and_rollout_read_verl_dumps_and_lm_eval_samples(verl_dir, grou
     cli.main(["rollout", "--engine", "replay", "--traces", str(d), "--tokenizer", str(qwen3_tokenizer_dir),
               "--prompts", "2", "-k", "3", "--output", str(tmp_path / "r"), "--json", str(tmp_path / "r.json")])
     assert json.loads((tmp_path / "r.json").read_text())["suite"] == "rollout"
-    tools = tmp_path / "tools"
-    write_tool_dump(tools, qwen3, steps=[1])
-    with pytest.raises(SystemExit) as e:
-        cli.main(["rollout", "--engine", "replay", "--traces", str(tools), "--tokenizer", str(qwen3_tokenizer_dir),
-                  "--prompts", "2", "-k", "3", "--output", str(tmp_path / "r2")])
-    assert e.value.code == 2 and "are multi-turn, with tool turns" in capsys.readouterr().err
 

@@ -38,12 +38,12 @@ Modules: `files` (which files, which format), `readers` (read_any and the reader
 from samspec_bench.trace_formats.files import (FORMAT_FIELDS, FORMATS, LM_EVAL_SAMPLES, SNIFF_LINES, VERL_STEP_FILE,
                                                UnknownTraceFile, detect_file, expand, verl_step_files)
 from samspec_bench.trace_formats.model_check import check_models, same_model, trace_models
-from samspec_bench.trace_formats.readers import READERS, BadLine, prompt_group, read_any, read_single_turn
+from samspec_bench.trace_formats.readers import READERS, BadLine, prompt_group, read_any, read_rl_steps
 from samspec_bench.trace_formats.tool_turns import SHAPES as TOOL_SHAPES
-from samspec_bench.trace_formats.tool_turns import find_tool_spans
+from samspec_bench.trace_formats.tool_turns import TOOL_OUTPUT, find_tool_spans, tool_summary
 from samspec_bench.trace_formats.validation import VALIDATION_FOLDER, split_validation, validation_row
 
 __all__ = ["FORMATS", "FORMAT_FIELDS", "LM_EVAL_SAMPLES", "READERS", "SNIFF_LINES", "TOOL_SHAPES", "VALIDATION_FOLDER",
            "VERL_STEP_FILE", "BadLine", "UnknownTraceFile", "check_models", "detect_file", "expand",
-           "find_tool_spans", "prompt_group", "read_any", "read_single_turn", "same_model", "split_validation",
+           "TOOL_OUTPUT", "find_tool_spans", "tool_summary", "prompt_group", "read_any", "read_rl_steps", "same_model", "split_validation",
            "trace_models", "validation_row", "verl_step_files"]

@@ -62,15 +62,12 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str = "auto",
     return traces, formats
 
 
-def read_single_turn(paths: str | Path | Iterable[str | Path], command: str,
-                     on_error: OnError = "stop") -> tuple[TraceSet, str | None]:
-    """Traces for a command that decodes whole single-turn responses of RL steps (the rollout
-    simulation), read as `read_any` reads them, and a note to print (None: nothing to say).
-    Refused in one line where they cannot serve: verl validation generations beside rollouts
-    (not RL steps; alone they are read without steps), multi-turn responses with chat-template
-    tool turns (a rollout engine prefills those between turns). ```output blocks are decoded as
-    written, and the note says how many: the same text is an executor's result in
-    tool-integrated reasoning and model text in chain-of-thought traces of TIR-trained models."""
+def read_rl_steps(paths: str | Path | Iterable[str | Path], command: str,
+                  on_error: OnError = "stop") -> tuple[TraceSet, str | None]:
+    """Traces for a command that replays the responses of RL steps (the rollout simulation),
+    read as `read_any` reads them (tool output marked), and a note to print (None: nothing to
+    say). verl validation generations beside rollouts are refused in one line (not RL steps);
+    alone they are read without steps."""
     traces, _ = read_any(paths, on_error=on_error)
     traces, val = split_validation(traces, include=False)
     if val and val["excluded"]:
@@ -78,20 +75,7 @@ def read_single_turn(paths: str | Path | Iterable[str | Path], command: str,
         raise UserError(f"{command} --traces: {val['excluded']} response(s) are verl validation generations ({f}: "
                         f"{why}) beside {val['rollout_responses']} rollout responses: validation rounds are not RL "
                         "steps; pass the rollout_data_dir alone")
-    turns = [r for r in traces.records if any(shape != "output-block" for *_, shape in r.tool_spans)]
-    if turns:
-        shape = next(s for *_, s in turns[0].tool_spans if s != "output-block")
-        raise UserError(f"{command} --traces: {len(turns)} of {len(traces.records)} response(s) are multi-turn, with "
-                        f"tool turns (first: {turns[0].source}:{turns[0].line}, {shape}); {command} decodes whole "
-                        "single-turn responses: pass single-turn traces, or measure multi-turn acceptance with "
-                        "`accept` (tool turns prefilled)")
-    notes = [val["handling"]] if val else []   # validation generations alone
-    blocks = [r for r in traces.records if r.tool_spans]
-    if blocks:
-        notes.append(f"{len(blocks)} of {len(traces.records)} response(s) hold ```output blocks (first: "
-                     f"{blocks[0].source}:{blocks[0].line}): decoded here as written; where an executor wrote them "
-                     "(tool-integrated reasoning) `accept` prefills them instead")
-    return traces, "; ".join(notes) or None
+    return traces, val["handling"] if val else None   # validation generations alone
 
 
 def _marked(r: TraceRecord) -> TraceRecord:

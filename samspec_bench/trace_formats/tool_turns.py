@@ -29,6 +29,8 @@ token as generated.
 from __future__ import annotations
 
 import re
+from collections import Counter
+from typing import Any, Sequence
 
 _EMPTY_THINK = r"(?:<think>\n\n</think>\n\n)?"
 _PATTERN = re.compile(
@@ -39,6 +41,8 @@ _PATTERN = re.compile(
     r"|(?P<output_block>\n```output\n.*?\n```(?:\n|\Z)(?:\nReach max function call limit\.)?)",
     re.S)
 _MARKERS = ("<tool_response>", "<|im_start|>", "```output")
+
+TOOL_OUTPUT = ("prefill", "decode")   # tool output in responses: prefilled as a rollout engine does, or decoded
 
 SHAPES = {
     "tool-response": "<tool_response> turns (verl multi-turn, ChatML / Qwen template)",
@@ -53,3 +57,25 @@ def find_tool_spans(text: str) -> tuple[tuple[int, int, str], ...]:
     if not any(m in text for m in _MARKERS):
         return ()
     return tuple((m.start(), m.end(), m.lastgroup.replace("_", "-")) for m in _PATTERN.finditer(text))
+
+
+def tool_summary(items: Sequence[Any]) -> dict[str, Any] | None:
+    """What tool output the responses hold: responses, spans, tokens by shape and by RL step
+    (None when none has any)."""
+    with_tools = [it for it in items if getattr(it, "tool_spans", ())]
+    if not with_tools:
+        return None
+    shapes: Counter = Counter()
+    by_step: Counter = Counter()
+    tool = 0
+    for it in with_tools:
+        n = sum(end - start for start, end, _ in it.tool_spans)
+        tool += n
+        by_step[it.step] += n
+        shapes.update(shape for _, _, shape in it.tool_spans)
+    total = int(sum(it.response_ids.size for it in items))
+    return {"responses": len(with_tools), "spans": sum(shapes.values()), "tool_tokens": tool,
+            "generated_tokens": total - tool, "response_tokens": total,
+            "shapes": {s: {"spans": n, "what": SHAPES.get(s, s)} for s, n in sorted(shapes.items())},
+            "tool_tokens_by_step": {str(k): v for k, v in sorted(by_step.items(), key=lambda kv: -1 if kv[0] is None
+                                                                  else kv[0])}}

@@ -49,7 +49,7 @@ from samspec_bench.bench.engines.paged_decoder import PagedDecoder
 from samspec_bench.bench.engines.reference_options import (ATTENTION_MODES, DEFAULT_KV_CACHE_GB,  # noqa: F401
                                                            LOGPROBS_MODES, REFERENCE_CAPABILITIES, check_options)
 from samspec_bench.bench.engines.reference_requests import (FINISHED, RUNNING, WAITING, Scheduled, SeqState,
-                                                            append_tokens, new_state, request_output, sample_step)
+                                                            append_tokens, decodes, new_state, request_output, sample_step)
 from samspec_bench.bench.engines.tree_verify import chunk_positions, keep_path, propose_tree, settle, tree_option, visible
 from samspec_bench.bench.policies import StepState, describe_policy
 from samspec_bench.devices import step_timers
@@ -415,7 +415,7 @@ class ReferenceEngine(Engine):
                 continue   # it preempted itself; i now points at the next request
             plan.reserved += self.cache.blocks_needed(rid, n + len(drafts))
             samples = s.num_computed + n == len(s.token_ids)
-            plan.sched.append(Scheduled(s, n, drafts, samples, samples and s.num_output > 0, parents or None))
+            plan.sched.append(Scheduled(s, n, drafts, samples, decodes(samples, s, n), parents or None))
             plan.budget -= n + len(drafts)
             i += 1
 
@@ -437,7 +437,7 @@ class ReferenceEngine(Engine):
                 drafter.start(rid, s.req.prompt_ids, s.req.group)
                 s.started = True
             samples = s.num_computed + n == len(s.token_ids)
-            plan.sched.append(Scheduled(s, n, [], samples, samples and s.num_output > 0))
+            plan.sched.append(Scheduled(s, n, [], samples, decodes(samples, s, n)))
             plan.budget -= n
 
     def _verify(self, sched: list[Scheduled], logits, running: list[SeqState], drafter, t0: float, on_output,

@@ -67,6 +67,12 @@ class Scheduled:
     tree_parents: list[int] | None = None   # drafts form a tree: each one's parent (-1: the root)
 
 
+def decodes(samples: bool, seq: SeqState, num_tokens: int) -> bool:
+    """Whether a scheduled chunk is a decode step: one known token that samples, after the first
+    output token. A preempted request's recompute samples too, but is a prefill of many tokens."""
+    return samples and seq.num_output > 0 and num_tokens == 1
+
+
 def new_state(index: int, req: Request, eos_token_ids: frozenset, device) -> SeqState:
     """A request's state before it runs: its stop tokens and, seeded and sampled, its generator."""
     stop = set(req.params.stop_token_ids)

@@ -29,10 +29,19 @@ SPMD rollout the seed's recipe uses, verl v0.6.0):
   contiguous chunking, and reorders the outputs back afterwards; each instance then holds
   n/dp members of every prompt (or one member of P/dp-sized prompt slices). Rule
   "rebalance" below.
-- verl's asynchronous agent loop (verl/experimental/agent_loop/agent_loop.py,
-  `AgentLoopManager.generate_sequences` chunks the rows over agent-loop workers, each worker's
-  `AsyncLLMServerManager._choose_server` sends every request to the server with the fewest
-  requests so far) spreads a group's members over servers; not modelled here.
+- verl's asynchronous agent loop (`rollout.mode: async`, the default since the synchronous mode
+  was deprecated; every multi-turn rollout runs in it): `AgentLoopManager.generate_sequences`
+  (verl/experimental/agent_loop/agent_loop.py) cuts the same prompt-major rows into
+  `rollout.agent.num_workers` contiguous chunks (default 8), and each worker's
+  `AsyncLLMServerManager._choose_server` sends every new sample to the server it has sent the
+  fewest samples so far (a heap of counts, all 0 at first, ties in an order fixed per worker:
+  the servers shuffled at random, then their hash), and every later turn of that sample to the
+  same server (sticky, for the prefix cache). So within a worker's chunk the rows go round the
+  servers in turn, and a group's members land on different servers. Rule "agent-loop[:W]" below
+  (W workers, default 8): row j of worker w's chunk goes to instance (j + w) mod dp (verl's
+  per-worker order is random; starting worker w at instance w spreads the chunks' remainders as
+  a random order does on average). The workers send at once, so an instance admits its rows by
+  their place in their chunk, then by worker.
 
 Each instance admits its requests in that row order (first come, first served), so the
 order is part of the rule.
@@ -48,14 +57,49 @@ import numpy as np
 from samspec_bench.bench.simulation.scheduler import SimRequest, SimResult, simulate
 from samspec_bench.errors import UserError
 
-SHARD_RULES = ("group", "rebalance")
+SHARD_RULES = ("group", "rebalance", "agent-loop")
+AGENT_WORKERS = 8   # verl's rollout.agent.num_workers default
 SHARD_RULE_TEXT = {
     "group": "verl: rows repeated n times interleaved (a prompt's n responses consecutive), cut into dp "
              "contiguous chunks (DataProto.chunk via dispatch_nd_compute_dataproto); a GRPO group stays on one "
              "instance",
     "rebalance": "the seed's verl patch data_rebalance: rows repeated n times without interleave (copy-major), "
                  "cut into dp contiguous chunks; each instance holds members of many groups",
+    "agent-loop": "verl's async agent loop: rows (a prompt's n responses consecutive) cut into W agent-loop worker "
+                  "chunks, each worker sending its samples round the instances in turn (least requests so far, "
+                  "every turn of a sample to the same instance); a group's members run on different instances",
 }
+
+
+def parse_shard_rule(rule: str) -> tuple[str, int]:
+    """(rule, agent-loop workers) of a --dp-shard value: group, rebalance or agent-loop[:W]."""
+    name, _, workers = str(rule).partition(":")
+    if name not in SHARD_RULES or (workers and name != "agent-loop"):
+        raise UserError(f"--dp-shard {rule!r}: use group, rebalance or agent-loop[:WORKERS]")
+    if not workers:
+        return name, AGENT_WORKERS
+    if not workers.isdigit() or int(workers) < 1:
+        raise UserError(f"--dp-shard {rule!r}: WORKERS is verl's rollout.agent.num_workers, an integer >= 1")
+    return name, int(workers)
+
+
+def rule_text(rule: str) -> str:
+    """What a --dp-shard value does, in words (agent-loop with its worker count)."""
+    name, workers = parse_shard_rule(rule)
+    return SHARD_RULE_TEXT[name].replace("W agent-loop", f"{workers} agent-loop") if name == "agent-loop" \
+        else SHARD_RULE_TEXT[name]
+
+
+def agent_loop_shards(n: int, dp: int, workers: int) -> list[np.ndarray]:
+    """Rows 0..n-1 per instance under verl's agent loop (the module docstring), in admission order."""
+    place, inst = [], []
+    for w, chunk in enumerate(np.array_split(np.arange(n), min(workers, n))):
+        j = np.arange(len(chunk))
+        place.append(np.stack([j, np.full(len(chunk), w), chunk], axis=1))
+        inst.append((j + w) % dp)
+    rows, inst = np.concatenate(place), np.concatenate(inst)
+    order = np.lexsort((rows[:, 1], rows[:, 0]))   # by place in the chunk, then by worker
+    return [rows[order][inst[order] == i, 2] for i in range(dp)]
 
 
 def shard_requests(n_prompts: int, group_size: int, dp: int, rule: str = "group") -> list[np.ndarray]:
@@ -63,8 +107,7 @@ def shard_requests(n_prompts: int, group_size: int, dp: int, rule: str = "group"
     prompt-major (request q = prompt q // group_size, member q % group_size)."""
     if dp < 1:
         raise UserError(f"--dp {dp}: give the number of data-parallel engine instances, an integer >= 1")
-    if rule not in SHARD_RULES:
-        raise UserError(f"--dp-shard {rule!r}: use {' or '.join(SHARD_RULES)}")
+    rule, workers = parse_shard_rule(rule)
     if n_prompts < 1 or group_size < 1:
         raise ValueError("sharding needs at least one prompt and one response per prompt")
     n = n_prompts * group_size
@@ -76,6 +119,8 @@ def shard_requests(n_prompts: int, group_size: int, dp: int, rule: str = "group"
                 for p in np.array_split(np.arange(n_prompts), dp)]
     if dp > n:
         raise UserError(f"--dp {dp} with {n} requests: every instance needs at least one request; lower --dp")
+    if rule == "agent-loop":
+        return agent_loop_shards(n, dp, workers)
     rows = (np.arange(group_size)[:, None] + np.arange(n_prompts)[None, :] * group_size).reshape(-1)  # copy-major
     return list(np.array_split(rows, dp))
 

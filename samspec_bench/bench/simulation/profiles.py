@@ -70,7 +70,12 @@ def acceptance_profile(drafter, prompt_ids, response_ids, k: int, req_id=0, grou
     """(drafted[p], accepted[p]) for every response position p (p = 0 is the prefill's token:
     0, 0). The draft at p is the drafter's proposal of up to k tokens after resp[:p]. With
     `paths` > 0 also the tree profile (tree_drafted[p], tree_accepted[p]) of a `paths`-path
-    draft tree at p (sam/draft_tree.py), whose first path is that same draft."""
+    draft tree at p (sam/draft_tree.py), whose first path is that same draft. The drafter's
+    state at p is the same whether p was reached with or without speculation (it is extended
+    with the same tokens), so this is exact for greedy decoding, and for sampling with a
+    deterministic drafter (a draft token is accepted iff the sampled token equals it: rejection
+    re-samples with it removed); walking it with pos += accepted + 1 reproduces
+    `bench.engines.replay.replay_response` step for step (checked in tests)."""
     resp = [int(t) for t in response_ids]
     n = len(resp)
     prof = _empty_profile(n, paths)

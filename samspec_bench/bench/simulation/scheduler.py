@@ -21,18 +21,11 @@ Scheduling (the same rules as `bench.engines.reference.ReferenceEngine._step`):
   a waiting request is admitted only when its chunk's blocks are free. Blocks are reserved as
   the step is scheduled (vLLM's allocate-as-you-go), so a step never over-commits the cache.
 
-Acceptance: `profiles.acceptance_profile` drafts at EVERY response position with a real
-drafter (own prompt + prefix; state at position p is the same whether p was reached with or
-without speculation, because the drafter is always extended with the same tokens) and records
-the draft length and the accepted length (the longest prefix matching the recorded tokens).
-That is exact for greedy decoding, and also for sampled decoding with a deterministic drafter
-(a draft token is accepted iff the sampled token equals it, since rejection re-samples with
-the draft token removed). Walking the profile with pos += accepted + 1 reproduces
-`bench.engines.replay.replay_response` step for step (checked in tests).
-
-Profiles may be shorter or longer than the simulated response (`SimRequest.stretch`): they
-are then read through `profiles.stretch_positions` (block resampling; see there why). A request with a
-`late` profile reads it from `late.from_pos` on (profile_table.LateProfile).
+Acceptance: per response position, what a real drafter proposes and how much the recorded
+response confirms (`profiles.acceptance_profile`, where it says why that is exact for greedy
+decoding and for sampling with deterministic drafts); profiles shorter or longer than the
+simulated response (`SimRequest.stretch`) are read through `profiles.stretch_positions`, and a
+`late` profile from `late.from_pos` on (profile_table.LateProfile).
 
 Tree steps (`tree_running`, `tree_k`): in the tail few requests run and a step is bound by
 reading the weights, so verifying more tokens is nearly free. A step verifies multi-path draft
@@ -45,19 +38,16 @@ deterministic drafts: the emitted tokens are the target's own samples); a reques
 tree profile reads its linear one. The token budget counts tree tokens as it counts drafts.
 
 Long stretches without speculation, admissions or prefills are fast-forwarded in closed form
-(every request emits one token a step until the next one finishes, or, with a KV capacity,
-until the next block would not fit). The speculative end of a rollout is too
-(`fast_paths.speculative_end`): once nobody waits, every running request decodes, the policy
-speculates at every running count from here down to 1, the token budget holds k + 1 tokens
-of every request and the KV cache holds every request's full length, the requests no longer
-interact: each walks its own profile (drafts min(k, draft, tokens left - 1), emits accepted +
-1) and a step's features are sums over the requests still running; with a per-step k or tree
-steps the end is walked band by band of running counts sharing one k and profile table
-(`fast_paths.speculative_end`). So 1536 x 16 requests of
-tens of thousands of tokens simulate in seconds with the threshold switch; an always-on arm
-steps one by one until its last admission. Both closed forms need a policy whose decision
-depends on the counts alone (`counts_only`); a history-dependent one (the engine-wide cut-off,
-fed each step's drafts through `observe_step`) is stepped one by one until its decision is fixed.
+(fast_paths.py: every request emits one token a step until the next one finishes or the next
+KV block would not fit), and so is the speculative end once the requests no longer interact
+(nobody waits, the budget and the KV cache hold every request's rest, the policy speculates
+at every running count down to 1: each request walks its own profile, band by band of running
+counts sharing one k and profile table). Both need a policy whose decision depends on the
+counts alone (`counts_only`); a history-dependent one (`observe_step`) is stepped one by one
+until its decision is fixed, and so is a rollout while a multi-turn request has a turn left.
+
+Multi-turn requests (`SimRequest.turns`, tool_turns.py): a request leaves the engine at the
+end of a turn, comes back after its tool ran, and prefills the tool text as one chunk.
 
 `RolloutSimulation` holds one arm's configuration (`SimConfig`) and state; each `advance` is
 a closed-form block (fast_paths.py) or one step: `schedule` (running requests within the
@@ -79,6 +69,7 @@ from samspec_bench.bench.simulation.kv_blocks import KvBlocks, kv_capacity, sche
 from samspec_bench.bench.simulation.profile_table import (LateProfile, ProfileTable, accepted_at, drafts_at,
                                                           tree_table)
 from samspec_bench.bench.simulation.step_log import STEP_COLUMNS, StepLog, TailAcceptance
+from samspec_bench.bench.simulation.tool_turns import ToolTurns
 from samspec_bench.bench.simulation.waiting_queue import WaitingQueue
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 
@@ -96,6 +87,7 @@ class SimRequest:
     tree_drafted: np.ndarray | None = None   # per position, a draft tree's tokens (tree steps); None: the linear profile
     tree_accepted: np.ndarray | None = None  # the longest candidate the recorded response confirms
     late: LateProfile | None = None          # read from late.from_pos on (a group's, after the siblings finished)
+    turns: Sequence | None = None            # tool spans [start, end) in response positions (tool_turns.py)
 
 
 @dataclass
@@ -109,6 +101,7 @@ class SimResult:
     k: int = 0
     tail_acceptance: dict[str, np.ndarray] | None = None   # by position bin: drafted, accepted, steps
     kv: dict[str, Any] = field(default_factory=dict)        # KV capacity, where it came from, preemptions
+    turns: dict[str, Any] = field(default_factory=dict)     # tool calls and tool tokens (multi-turn requests)
 
     def table(self):
         import pandas as pd  # only for this view; the simulation itself needs numpy alone
@@ -117,7 +110,17 @@ class SimResult:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """One rollout arm's engine settings (`simulate`'s keywords, documented there)."""
+    """One rollout arm's engine settings (`simulate`'s keywords).
+    kv_capacity_tokens: KV cache size (None = unlimited), in blocks of `block_size` tokens.
+    tail_threshold: steps with running <= it and nobody waiting count as the tail for
+    `tail_acceptance` (bins by token position at drafting time, edges `position_edges`).
+    fast_forward: compute the stretches the module docstring names in closed form (False:
+    step one by one; the results are the same).
+    tree_running: a speculating step with nobody waiting and at most this many running verifies
+    draft trees of at most `tree_k` tokens a request (the module docstring; 0: never).
+    admission: the order waiting requests are admitted in (admission.py: 'fcfs' or 'context',
+    Seer's context-aware order, which reads every request's `group`).
+    tool_latency_s: how long a multi-turn request's tool runs between its turns (tool_turns.py)."""
 
     k: int
     policy: Callable[[StepState], bool] | None
@@ -132,6 +135,7 @@ class SimConfig:
     tree_running: int = 0
     tree_k: int = 0
     admission: str = "fcfs"
+    tool_latency_s: float = 0.0
 
 
 @dataclass
@@ -181,6 +185,9 @@ class RolloutSimulation:
         self.kv = None if cap is None else KvBlocks(cap, config.block_size, self.P + self.L + self.kv_extra,
                                                     what=self.kv_info["source"])
         self.shared = shared
+        self.turns = ToolTurns([r.turns for r in requests], self.L, config.tool_latency_s)
+        if shared is not None and self.turns.any:
+            raise ValueError("multi-turn requests (tool turns) cannot run on a shared queue")
         if shared is None:
             self.computed = np.zeros(N, dtype=np.int64)   # KV tokens
             self.pos = np.zeros(N, dtype=np.int64)        # response tokens emitted
@@ -197,7 +204,7 @@ class RolloutSimulation:
         self.log = StepLog()
 
     def run(self) -> SimResult:
-        while len(self.queue) or self.running.size or self.requeue:
+        while len(self.queue) or self.running.size or self.requeue or self.turns.away:
             self.advance()
         return self.result()
 
@@ -209,13 +216,16 @@ class RolloutSimulation:
         return SimResult(steps=steps, finish_time_s=self.finish if finish is None else finish,
                          first_token_time_s=self.first if first is None else first,
                          makespan_s=self.clock, num_steps=self.step, policy=policy, k=self.k,
-                         tail_acceptance=self.tail.result(), kv=kv)
+                         tail_acceptance=self.tail.result(), kv=kv,
+                         turns=self.turns.describe() if self.turns.any else {})
 
     def num_waiting(self) -> int:
         return len(self.queue) + len(self.requeue)
 
     def advance(self) -> None:
         """One step, or a block of steps in closed form where one applies."""
+        if self.turns.away:
+            self._tools_back()
         run = self.running
         n_wait = self.num_waiting()
         pending = self.P[run] + self.pos[run] - self.computed[run]
@@ -227,7 +237,8 @@ class RolloutSimulation:
         # counts_only is read every step: a history-dependent policy (observe_step) turns it on once
         # its decision is fixed, and the closed forms apply from there
         counts_only = bool(getattr(self.policy, "counts_only", False))
-        if self.fast_forward and counts_only and run.size and n_dec == run.size and int(self.pos[run].min()) >= 1:
+        if self.fast_forward and counts_only and run.size and n_dec == run.size and int(self.pos[run].min()) >= 1 \
+                and not (self.turns.any and self.turns.more_turns(run)):
             # every running request decodes (pending 1 at position 0 is a prefill's last token)
             bands = self._end_bands(n_wait) if spec else None
             if bands is not None:
@@ -238,6 +249,14 @@ class RolloutSimulation:
         tree = spec and n_wait == 0 and 0 < run.size <= self.tree_running
         batch, preempted = self.schedule(spec, pending, decoding, self.tree_k if tree else k_now, tree)
         self.execute(batch, spec, preempted)
+
+    def _tools_back(self) -> None:
+        """Requests whose tool returned wait again; an engine with nothing else to do idles
+        until the first returns."""
+        if not (self.running.size or self.num_waiting()):
+            self.clock = max(self.clock, self.turns.next_back_s())
+        for i in self.turns.back(self.clock):
+            self.queue.push(i, self.clock)
 
     def step_k(self, state: StepState) -> int:
         """The step's most draft tokens per request: the arm's k, or a per-step k policy's
@@ -431,9 +450,10 @@ class RolloutSimulation:
         ctx_tokens = int(self.computed[idx].sum())
         s_pos = self.pos[idx]
         samples = self.computed[idx] + s_n == self.P[idx] + s_pos
-        dec_step = samples & (s_pos > 0)
+        # a chunk of several tokens that samples (a recompute, a turn's tool text) is a prefill
+        dec_step = samples & (s_pos > 0) & (s_n == 1)
         table = self.trees if batch.tree else self.profiles
-        acc = np.where(dec_step, accepted_at(table, idx, s_pos, self.L[idx], s_d), 0)
+        acc = np.where(dec_step, accepted_at(table, idx, s_pos, self.turns.end[idx], s_d), 0)
         emit = np.where(samples, np.where(dec_step, np.where(s_pos + acc < self.L[idx], acc + 1, acc), 1), 0)
         prefill_tokens = int(s_n[~dec_step].sum())
         drafted = int(s_d.sum())
@@ -453,7 +473,10 @@ class RolloutSimulation:
         done = self.pos[idx] >= self.L[idx]
         self.finish[idx[done]] = self.clock
         self._finished(idx[done])
-        self._retire(batch.admitted)
+        away = idx[~done & (self.pos[idx] >= self.turns.end[idx])] if self.turns.any else idx[:0]
+        if away.size:   # turns that ended: their tools run off the engine
+            self.turns.pause(away, self.pos, self.clock)
+        self._retire(batch.admitted, away)
         self.log.add(step=self.step, time_s=t, clock_s=self.clock, num_running=int(idx.size), num_waiting=n_wait_after,
                      num_scheduled_tokens=int(s_n.sum() + s_d.sum()), num_prefill_tokens=prefill_tokens,
                      num_decode_reqs=int(dec_step.sum()), context_tokens=ctx_tokens, num_drafted=drafted,
@@ -463,31 +486,15 @@ class RolloutSimulation:
             self.observe(self.step, drafted, int(acc.sum()))
         self.step += 1
 
-    def _retire(self, admitted: np.ndarray) -> None:
+    def _retire(self, admitted: np.ndarray, away: np.ndarray) -> None:
         """The running set after a step: the running requests and the step's admissions, in
-        admission order, less those that finished."""
+        admission order, less those that finished or left for a tool."""
         run_all = np.concatenate([self.running, admitted])
-        self.running = run_all[self.pos[run_all] < self.L[run_all]]
+        keep = self.pos[run_all] < self.L[run_all]
+        self.running = run_all[keep & ~np.isin(run_all, away)] if away.size else run_all[keep]
 
 
-def simulate(requests: Sequence[SimRequest], *, k: int, policy: Callable[[StepState], bool] | None,
-             step_model: StepTimeModel, max_num_seqs: int = 64, max_num_batched_tokens: int = 2048,
-             tail_threshold: int | None = None, position_edges: Sequence[int] = (),
-             fast_forward: bool = True, kv_capacity_tokens: int | None = None,
-             block_size: int = 16, tree_running: int = 0, tree_k: int = 0, admission: str = "fcfs") -> SimResult:
-    """Simulate one rollout arm. k = 0 or policy None-like OffPolicy: no speculation.
-    kv_capacity_tokens: KV cache size (None = unlimited), in blocks of `block_size` tokens.
-    tail_threshold: steps with running <= it and nobody waiting count as the tail for
-    `tail_acceptance` (bins by token position at drafting time, edges `position_edges`).
-    fast_forward: compute the stretches the module docstring names in closed form (False:
-    step one by one; the results are the same).
-    tree_running: a speculating step with nobody waiting and at most this many running verifies
-    draft trees of at most `tree_k` tokens a request (the module docstring; 0: never).
-    admission: the order waiting requests are admitted in (admission.py: 'fcfs' or 'context',
-    Seer's context-aware order, which reads every request's `group`)."""
-    config = SimConfig(k=k, policy=policy, step_model=step_model, max_num_seqs=max_num_seqs,
-                       max_num_batched_tokens=max_num_batched_tokens, tail_threshold=tail_threshold,
-                       position_edges=position_edges, fast_forward=fast_forward,
-                       kv_capacity_tokens=kv_capacity_tokens, block_size=block_size,
-                       tree_running=tree_running, tree_k=tree_k, admission=admission)
-    return RolloutSimulation(requests, config).run()
+def simulate(requests: Sequence[SimRequest], **options) -> SimResult:
+    """Simulate one rollout arm; `options` are SimConfig's fields (k, policy and step_model
+    required; k = 0 or an off policy: no speculation)."""
+    return RolloutSimulation(requests, SimConfig(**options)).run()

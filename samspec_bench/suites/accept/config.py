@@ -22,7 +22,7 @@ from samspec_bench.errors import UserError, comma_list, int_at_least, nearest, n
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, model_id, resolve_model, resolve_tokenizer
 from samspec_bench.sam.drafters import DRAFTERS
 from samspec_bench.sam.strategies import parse_strategy
-from samspec_bench.trace_formats import FORMATS, expand
+from samspec_bench.trace_formats import FORMATS, TOOL_OUTPUT, expand
 
 SUITE = "accept"
 ENGINES = engine_names()  # replay, reference, vllm (needs vLLM installed: samspec_bench.bench.engines.vllm)
@@ -32,7 +32,6 @@ VERIFY_COST_ASSUMPTION = ("assumed: a (k+1)-token verify step costs as much as a
                           "(memory-bound decode at small batch); an upper bound on the speedup. Pass "
                           "--verify-cost-ratio or --engine-profile with a measured value")
 SENSITIVITY_RATIOS = (1.0, 1.1, 1.25, 1.5, 2.0)
-TOOL_OUTPUT = ("prefill", "decode")   # tool output in responses: prefilled as a rollout engine does, or decoded
 MAX_WORKERS = 1024   # --workers: processes; more than any machine's cores is a typo
 
 # Fields that define what a run computes: --resume refuses to continue with other values.

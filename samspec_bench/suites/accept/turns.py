@@ -23,7 +23,6 @@ as an agent loop's requests would meet them:
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -31,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from samspec_bench.errors import UserError
-from samspec_bench.trace_formats import TOOL_SHAPES
+from samspec_bench.trace_formats import tool_summary
 
 PREFILL = ("tool output is prefilled, not decoded: one request per model turn, its prompt everything "
            "before it (tool text included, the drafter indexes it); drafts over generated tokens only")
@@ -86,28 +85,6 @@ def _turns(it: Any) -> list[TurnItem]:
             step=it.step, sub=sub, turn=turn, logprobs=None if it.logprobs is None else it.logprobs[start:end],
             response_group=it.group, root_prompt_ids=it.prompt_ids, history_response=None if later else resp))
     return out
-
-
-def tool_summary(items: Sequence[Any]) -> dict[str, Any] | None:
-    """What tool output the responses hold: responses, spans, tokens by shape and by RL step
-    (None when none has any)."""
-    with_tools = [it for it in items if getattr(it, "tool_spans", ())]
-    if not with_tools:
-        return None
-    shapes: Counter = Counter()
-    by_step: Counter = Counter()
-    tool = 0
-    for it in with_tools:
-        n = sum(end - start for start, end, _ in it.tool_spans)
-        tool += n
-        by_step[it.step] += n
-        shapes.update(shape for _, _, shape in it.tool_spans)
-    total = int(sum(it.response_ids.size for it in items))
-    return {"responses": len(with_tools), "spans": sum(shapes.values()), "tool_tokens": tool,
-            "generated_tokens": total - tool, "response_tokens": total,
-            "shapes": {s: {"spans": n, "what": TOOL_SHAPES.get(s, s)} for s, n in sorted(shapes.items())},
-            "tool_tokens_by_step": {str(k): v for k, v in sorted(by_step.items(), key=lambda kv: -1 if kv[0] is None
-                                                                  else kv[0])}}
 
 
 def split_turns(items: Sequence[Any], mode: str, replays: bool) -> tuple[list, dict[str, Any] | None]:

@@ -37,6 +37,7 @@ from samspec_bench.suites.rollout.profile import (AUTO_PROFILE, auto_batch_sizes
 from samspec_bench.suites.rollout.replay_arm import prepare, run_replay
 from samspec_bench.suites.rollout.sensitivity import run_sensitivity
 from samspec_bench.suites.rollout.torch_profile import PROFILER as TORCH_PROFILER, torch_profile
+from samspec_bench.trace_formats import TOOL_OUTPUT
 from samspec_bench.suites.rollout.strategy_table import basis as table_basis, strategy_lines, strategy_rows
 from samspec_bench.suites.rollout.unread_options import refuse_other_profiler
 from samspec_bench.suites.rollout.units import STEP_RATIO, priced_by, priced_label, time_basis, to_step_units
@@ -284,6 +285,12 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
               help="History source: earlier responses kept per prompt.")
 @click.option("--history-budget-mb", type=float, default=512.0, show_default=True,
               help="History source: memory budget of the stored tokens, MiB.")
+@click.option("--tool-output", type=click.Choice(TOOL_OUTPUT), default="prefill", show_default=True,
+              help="Replay: tool output in the responses (verl tool turns, ```output blocks): prefilled between the "
+                   "model's turns, as the engine serves a multi-turn rollout, or decoded as generated tokens.")
+@click.option("--tool-latency-s", type=float, default=0.0, show_default=True,
+              help="Replay: seconds a tool runs between a multi-turn request's turns (the request is off the engine "
+                   "meanwhile).")
 @click.option("--kv-capacity-tokens", type=int, default=None,
               help="KV cache size in tokens (simulation and reference engine; default: unlimited / engine's).")
 @click.option("--block-size", type=int, default=16, show_default=True, help="KV block size in tokens.")
@@ -300,9 +307,11 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
 @click.option("--dp", type=int, default=None,
               help="Replay: data-parallel engine instances the requests are sharded over (default 1); each has its "
                    "own --max-num-seqs and KV cache, the rollout ends at the slowest.")
-@click.option("--dp-shard", type=click.Choice(["group", "rebalance"]), default=None,
-              help="How requests are sharded: group (verl: a prompt's responses on one instance; default) or "
-                   "rebalance (the seed's data_rebalance patch: copy-major rows).")
+@click.option("--dp-shard", default=None,
+              help="How requests are sharded: group (verl's synchronous rollout: a prompt's responses on one "
+                   "instance; default), rebalance (the seed's data_rebalance patch: copy-major rows) or "
+                   "agent-loop[:WORKERS] (verl's async agent loop, WORKERS its rollout.agent.num_workers, default 8: "
+                   "each worker's samples round the instances, a sample's turns on one).")
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
               help="A published configuration, the seed's or HistoSpec's (model, batch, max_num_seqs, TP/DP, "
                    "threshold / k or strategy, step model); options given explicitly override it. Prints the "

@@ -15,7 +15,7 @@ from samspec_bench.bench.draft_config import MAX_K, SAM_DRAFTERS
 from samspec_bench.bench.engines.engine_device import engine_device
 from samspec_bench.bench.engines.factory import engine_capabilities, engine_names
 from samspec_bench.bench.policies import SpecPolicy, make_policy
-from samspec_bench.bench.simulation.dp import SHARD_RULES
+from samspec_bench.bench.simulation.dp import parse_shard_rule
 from samspec_bench.data import check_data_dir, resolve_data_dir
 from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, number_in
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id, resolve_tokenizer
@@ -23,6 +23,7 @@ from samspec_bench.sam.strategies import STRATEGY_SOURCES, parse_strategy, parse
 from samspec_bench.suites.rollout.length_share import TRACES, copula_normals, normal_cdf, unread_text
 from samspec_bench.suites.rollout.presets import get_preset
 from samspec_bench.suites.rollout.unread_options import refuse_unread
+from samspec_bench.trace_formats import TOOL_OUTPUT
 
 SUITE = "rollout"
 ENGINES = engine_names()                            # replay (simulated arms), reference, vllm
@@ -56,6 +57,8 @@ class RolloutConfig:
     strategies: list[str] = field(default_factory=list)   # named strategy arms (sam/strategies), NAME[@SRC][/SWITCH]
     history_window: int = 16         # history source: responses kept per prompt
     history_budget_mb: float = 512.0  # history source: stored tokens, MiB
+    tool_output: str = "prefill"     # replay: tool output between turns prefilled (turns.py) or decoded
+    tool_latency_s: float = 0.0      # replay: seconds a tool runs between a multi-turn request's turns
     kv_capacity_tokens: int | None = None   # simulated (and reference engine's) KV cache size; None = unlimited
     block_size: int = 16
     min_len: int = 4
@@ -70,7 +73,7 @@ class RolloutConfig:
     dtype: str = "float32"
     repeats: int = 1   # measured engines: runs of every arm (interleaved); per-step median times
     dp: int = 1                      # replay: data-parallel engine instances (bench/simulation/dp.py)
-    dp_shard: str = "group"          # how requests are sharded over them: group (verl) or rebalance (the seed's patch)
+    dp_shard: str = "group"          # how requests are sharded: group (verl sync), rebalance (the seed's patch), agent-loop[:W]
     preset: str | None = None        # suites/rollout/presets.py: the seed's configurations
     sensitivity: bool = False        # replay: what the prediction rests on, assumption by assumption (sensitivity.py)
     draws: int | None = None         # replay: draws of the lengths (None: draws.DEFAULT_DRAWS when they are random)
@@ -84,7 +87,8 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                  max_response_len, max_num_seqs, max_num_batched_tokens, ignore_eos, length_dist, drafter, sources,
                  kv_capacity_tokens, block_size, repeats, spec_threshold, ks, arms, tail_threshold, step_model,
                  seed, threads, dp, dp_shard, preset, sensitivity, device, strategy, history_window,
-                 history_budget_mb, draws, dev_split, length_group_share) -> RolloutConfig:
+                 history_budget_mb, draws, dev_split, length_group_share, tool_output,
+                 tool_latency_s) -> RolloutConfig:
     """The main command's options (click's values; the click options hold the defaults) as a
     checked RolloutConfig. Replay without --traces / --tokenizer takes the shared data
     directory's (--data-dir, else the default one)."""
@@ -123,7 +127,8 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                         threads=threads, dp=pick("dp", dp), dp_shard=pick("dp_shard", dp_shard), preset=preset,
                         sensitivity=bool(preset) if sensitivity is None else bool(sensitivity),
                         strategies=strategies, history_window=history_window, history_budget_mb=history_budget_mb,
-                        draws=draws, dev_split=dev_split)
+                        draws=draws, dev_split=dev_split, tool_output=tool_output,
+                        tool_latency_s=tool_latency_s)
     if caps.needs_traces and model is not None and cfg.tokenizer is None:
         # replay with --model tokenizes with that model's tokenizer, as accept does (a preset's
         # own model only names the shapes its step model prices)
@@ -153,12 +158,11 @@ def validate(cfg: RolloutConfig) -> None:
     kv_options(cfg)
     if cfg.dp < 1:
         raise UserError(f"--dp {cfg.dp}: give the number of data-parallel engine instances, an integer >= 1")
-    if cfg.dp_shard not in SHARD_RULES:
-        raise UserError(f"--dp-shard {cfg.dp_shard!r}: use {' or '.join(SHARD_RULES)}")
+    shard = parse_shard_rule(cfg.dp_shard)[0]
     srcs = source_list(cfg)
-    if any("group" in x for x in srcs) and cfg.dp_shard == "rebalance" and cfg.dp > 1:
-        raise UserError(f"--sources group with --dp-shard rebalance --dp {cfg.dp}: a group's responses run on different "
-                        "instances and cannot share a drafter; use --dp-shard group or --sources own")
+    if any("group" in x for x in srcs) and shard != "group" and cfg.dp > 1:
+        raise UserError(f"--sources group with --dp-shard {cfg.dp_shard} --dp {cfg.dp}: a group's responses run on "
+                        "different instances and cannot share a drafter; use --dp-shard group or --sources own")
     if cfg.length_dist is not None:
         check_length_dist(cfg.length_dist)
     check_group_share(cfg, caps.generates)
@@ -248,6 +252,12 @@ def check_limits(cfg: RolloutConfig) -> None:
         int_at_least(t, "--spec-threshold", 1)
     int_at_least(cfg.history_window, "--history-window", 1)
     number_in(cfg.history_budget_mb, "--history-budget-mb", 0, lo_open=True)
+    number_in(cfg.tool_latency_s, "--tool-latency-s", 0)
+    if cfg.tool_latency_s and cfg.step_model is None and not engine_capabilities(cfg.engine).generates:
+        raise UserError(f"--tool-latency-s {cfg.tool_latency_s:g} prices tool calls in seconds, and without "
+                        "--step-model the replay counts decode steps, not time; give --step-model, or drop it")
+    if cfg.tool_output not in TOOL_OUTPUT:
+        raise UserError(f"--tool-output {cfg.tool_output!r}: use one of {', '.join(TOOL_OUTPUT)}")
     number_in(cfg.temperature, "--temperature", 0)
     number_in(cfg.top_p, "--top-p", 0, 1, lo_open=True)
 

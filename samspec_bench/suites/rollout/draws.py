@@ -23,7 +23,7 @@ DEFAULT_DRAWS = 5
 ARM_FIGURES = ("total_s", "head_s", "tail_s", "speedup_overall", "speedup_head", "speedup_tail",
                "speedup_mean_instance", "time_saved_fraction", "tokens_per_step", "drafted_per_step",
                "verify_tokens_per_token", "tokens_per_step_head", "tokens_per_step_tail", "preemptions", "last10_s",
-               "speedup_last10")
+               "speedup_last10", "idle_s")
 
 
 def draw_seeds(cfg: RolloutConfig) -> list[int]:

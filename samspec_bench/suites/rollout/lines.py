@@ -12,6 +12,7 @@ from samspec_bench.suites.rollout.heldout import split_lines
 from samspec_bench.suites.rollout.presets import comparison_lines
 from samspec_bench.suites.rollout.sensitivity import table_lines
 from samspec_bench.suites.rollout.spread import fmt, mapped, single
+from samspec_bench.suites.rollout.turns import tool_line
 from samspec_bench.suites.rollout.units import fmt_t, step_key, t, unit_tag
 
 
@@ -52,6 +53,8 @@ def arm_line(lbl: str, m: dict[str, Any], units: str, measured: bool) -> str:
             e = m.get("sim_error") or {}
             line += (f"; simulated {m['simulated']['total_s']:.3f} s ({_f(e.get('total'), '+.1%')}), "
                      f"tail {m['simulated']['tail_s']:.3f} s ({_f(e.get('tail'), '+.1%')})")
+        if m.get("idle_s"):   # the engine waited for work: tool calls between turns, a shared queue
+            line += f", idle {fmt(fig(m, 'idle_s'))} s with nothing to run"
         if lbl != "off":
             line += f"  speedup overall {fmt(fig(m, 'speedup_overall'))} tail {fmt(fig(m, 'speedup_tail'))} ({tag})"
     return line + f"  [{cost_text(m)}]"
@@ -97,7 +100,8 @@ def workload_lines(summary: dict[str, Any]) -> list[str]:
                      f"{w['max_response_len']} (lengths {w.get('lengths', '?')})")
     if w.get("requests_raised_to_min_len"):
         parts.append(raised_text(w))
-    return ["; ".join(parts)]
+    tools = tool_line(w.get("tool_output"))
+    return ["; ".join(parts)] + ([tools] if tools else [])
 
 
 def raised_text(w: dict[str, Any]) -> str:
@@ -202,7 +206,7 @@ def dp_lines(summary: dict[str, Any]) -> list[str]:
                        f"tail {fmt_t(r, 'tail_s', units)} ({100 * (r['tail_share'] or 0):.1f} %)"
                        + (f", {ratio} {so:.3f} (gain {100 * (so - 1):+.2f} %) tail {_f(t(r, 'speedup_tail'))}"
                           if so else "") + (f", {r['preemptions']} preempted" if r.get("preemptions") else "")
-                       + (f", idle {fmt_t(r, 'idle_s', units)} waiting for work" if r.get("idle_s") else ""))
+                       + (f", idle {fmt_t(r, 'idle_s', units)} with nothing to run" if r.get("idle_s") else ""))
     return out
 
 

@@ -34,10 +34,18 @@ def idle_end(steps: Mapping[str, np.ndarray], stepped_s: float) -> float | None:
 
 
 def phase_split(steps: Mapping[str, np.ndarray], T: int) -> dict[str, float]:
+    """Time and steps in all, in the head and in the tail. An engine that waited idle (for work
+    from a shared queue, for a multi-turn request's tool) ends at its clock, the wait (`idle_s`)
+    in its head, so head + tail = total still."""
     tail = tail_mask(steps, T)
     t = steps["time_s"]
-    return {"total_s": float(t.sum()), "head_s": float(t[~tail].sum()), "tail_s": float(t[tail].sum()),
-            "tail_steps": int(tail.sum()), "head_steps": int((~tail).sum())}
+    total, tail_s = float(t.sum()), float(t[tail].sum())
+    end = idle_end(steps, total)
+    out = {"total_s": total, "head_s": float(t[~tail].sum()), "tail_s": tail_s,
+           "tail_steps": int(tail.sum()), "head_steps": int((~tail).sum())}
+    if end is not None:
+        out.update(total_s=end, head_s=end - tail_s, idle_s=end - total)
+    return out
 
 
 def completion_stats(finish) -> dict[str, float]:
@@ -174,15 +182,12 @@ def dp_arm_metrics(instance_steps, instance_finish, T: int, finish_all, requests
     step and token counts are sums over instances; `dp` holds the per-instance view and the
     pooled tail (each instance's own tail steps, summed). An instance that waited idle for work
     (a shared queue, bench/simulation/shared_queue.py) ends at its clock, its idle time in its head."""
-    per = [arm_metrics(st, f, T) for st, f in zip(instance_steps, instance_finish)]
-    for p, st in zip(per, instance_steps):
-        end = idle_end(st, p["total_s"])
-        if end is not None:
-            p["idle_s"] = end - p["total_s"]
-            p["total_s"], p["head_s"] = end, end - p["tail_s"]
+    per = [arm_metrics(st, f, T) for st, f in zip(instance_steps, instance_finish)]   # idle in their head
     mk = np.array([p["total_s"] for p in per], dtype=float)
     slow = int(np.argmax(mk))
     m: dict[str, Any] = {k: per[slow][k] for k in ("total_s", "head_s", "tail_s", "tail_steps", "head_steps")}
+    if per[slow].get("idle_s"):   # the slowest instance waited idle (for work, for a tool)
+        m["idle_s"] = per[slow]["idle_s"]
     m["tail_threshold"] = T
     for k in ("steps", "spec_steps", "drafted", "accepted", "emitted", "preemptions", "decode_request_steps"):
         m[k] = int(sum(p.get(k) or 0 for p in per))

@@ -18,10 +18,11 @@ import numpy as np
 from samspec_bench.bench.engines.base import RequestProgress
 from samspec_bench.bench.simulation.profiles import (RESAMPLE_METHOD, history_store, profiles_for, rule_profile,
                                                     split_history)
-from samspec_bench.bench.simulation.dp import SHARD_RULE_TEXT, instance_steps, shard_requests, simulate_dp
+from samspec_bench.bench.simulation.dp import instance_steps, rule_text, shard_requests, simulate_dp
 from samspec_bench.bench.simulation.profile_table import NEVER, LateProfile
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.shared_queue import DIVIDED_ASSUMED, simulate_shared
+from samspec_bench.bench.simulation.tool_turns import turn_profile
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, extrapolation
 from samspec_bench.data import load_tokenizer, tokenize_traces
 from samspec_bench.errors import UserError
@@ -34,7 +35,8 @@ from samspec_bench.suites.rollout.draws import run_draws
 from samspec_bench.suites.rollout.length_share import share_used
 from samspec_bench.suites.rollout.phases import (POSITION_EDGES, add_dp_speedups, add_speedups, arm_metrics,
                                                  dp_arm_metrics, tail_acceptance_rows)
-from samspec_bench.trace_formats import read_single_turn
+from samspec_bench.suites.rollout.turns import stretched_turns, turn_pairs
+from samspec_bench.trace_formats import read_rl_steps
 
 
 GROUP_PROFILES = ("lockstep: a member drafting at position p sees each sibling's first p tokens (the trace "
@@ -92,6 +94,9 @@ class Replay:
     late: dict[Any, list] = field(default_factory=dict)
     # what the traces held beside what the requests replay (the workload line says what was left out)
     coverage: dict[str, int] = field(default_factory=dict)
+    turns: list = field(default_factory=list)   # per pair, its tool spans between turns (None: single-turn)
+    tools: dict[str, Any] | None = None         # the traces' tool output and how it is replayed (turns.py)
+    turns_at: dict = field(default_factory=dict)   # (pair, length) -> its turns at that length, memo
 
     @property
     def trace_lengths(self) -> np.ndarray:
@@ -103,7 +108,7 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
     or a strategy's) the rollout is the traces' last RL step and the earlier steps its history
     (`profiles.split_history`; single-step traces: each group's first half), for every arm.
     `profiles=False`: the requests alone, quietly (what a run plans its profile grid from)."""
-    traces, note = read_single_turn(cfg.traces, "rollout")
+    traces, note = read_rl_steps(cfg.traces, "rollout")
     if note and profiles:
         click.echo(f"rollout --traces: {note}", err=True)
     items = tokenize_traces(traces, load_tokenizer(cfg.tokenizer))
@@ -112,7 +117,10 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
         items, earlier, why = split_history(items)
         hist_info = {"steps": why, "earlier_responses": len(earlier), "stores": {}}
     chosen, base, idx, n_prompts, n = trace_requests(items, cfg.prompts, cfg.group_size, cfg.traces)
-    pairs = [(it.prompt_ids, it.response_ids[: cfg.max_response_len]) for it in base]
+    pairs, turns, tools = turn_pairs(base, cfg.max_response_len, cfg.tool_output)
+    check_turns(cfg, tools, turns)
+    if tools:
+        tools["tool_latency_s"] = cfg.tool_latency_s
     coverage = {"trace_responses": len(items), "empty_responses": sum(1 for it in items if not len(it.response_ids)),
                 "unused_responses": sum(1 for it in items if len(it.response_ids)) - len(base),
                 "cut_at_max_response_len": sum(1 for it in base if len(it.response_ids) > cfg.max_response_len)}
@@ -137,7 +145,7 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
         for after in (False, True) if "group" in key_sources(key) else (False,):
             bar = RequestProgress(len(pairs), True, label + (" after siblings" if after else ""))   # minutes per arm
             try:
-                got, tree = key_profiles(cfg, key, pairs, base_groups, store, bar.advance, after)
+                got, tree = key_profiles(cfg, key, pairs, base_groups, store, bar.advance, after, turns)
             finally:
                 bar.close()
             if after:
@@ -146,7 +154,25 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
                 profs[key] = got
                 if tree is not None:
                     trees[key] = tree
-    return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info, trees, late, coverage)
+    return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info, trees, late, coverage,
+                  turns, tools)
+
+
+def check_turns(cfg: RolloutConfig, tools: dict[str, Any] | None, turns: list) -> None:
+    """Refuse tool options the traces give nothing to read, and a divided rollout of multi-turn
+    requests (its chunks would move between instances while a tool runs: not modelled)."""
+    multi = any(t for t in turns)
+    if cfg.tool_latency_s and not multi:
+        raise UserError(f"--tool-latency-s {cfg.tool_latency_s:g} prices the tool calls between turns, and no "
+                        f"response the run replays from --traces {cfg.traces} has a turn after tool output; drop it")
+    if cfg.tool_output == "decode" and not tools:
+        raise UserError(f"--tool-output decode replays tool output as generated, and no response the run replays "
+                        f"from --traces {cfg.traces} holds any; drop it")
+    divided = [s["label"] for s in arm_settings(cfg) if s.get("divided")]
+    if multi and divided:
+        raise UserError(f"--strategy {divided[0]}: a divided rollout moves requests between instances, and "
+                        f"{sum(bool(t) for t in turns)} of the responses it replays are multi-turn (tool calls between "
+                        "turns are not modelled there); drop :divided=, or pass --tool-output decode")
 
 
 def key_sources(key) -> str:
@@ -154,17 +180,22 @@ def key_sources(key) -> str:
     return key[1] if key[0] == "sources" else parse_strategy(key[1]).sources
 
 
-def key_profiles(cfg: RolloutConfig, key, pairs, groups, store, done, after_siblings: bool) -> tuple[list, list | None]:
+def key_profiles(cfg: RolloutConfig, key, pairs, groups, store, done, after_siblings: bool,
+                 turns: Sequence | None = None) -> tuple[list, list | None]:
     """(profiles, tree profiles or None) of one profile key; `after_siblings`: each response
-    drafted after its group's siblings finished (group sources only)."""
+    drafted after its group's siblings finished (group sources only); `turns`: per pair, its
+    tool spans (tool_turns.turn_profile: nothing drafted in tool text, drafts kept to the turn's end)."""
     if key[0] == "sources":
         src, k = key[1], key[2]
-        return profiles_for(pairs, groups, k, cfg.drafter, src, history=store(cfg.history_window) if "history" in src
-                            else None, done=done, after_siblings=after_siblings), None
-    return strategy_profiles(parse_strategy(key[1]), pairs, groups, store, done=done, after_siblings=after_siblings)
+        profs = profiles_for(pairs, groups, k, cfg.drafter, src, history=store(cfg.history_window) if "history" in src
+                             else None, done=done, after_siblings=after_siblings)
+        return [turn_profile(p, t) for p, t in zip(profs, turns or [None] * len(profs))], None
+    return strategy_profiles(parse_strategy(key[1]), pairs, groups, store, done=done, after_siblings=after_siblings,
+                             turns=turns)
 
 
-def strategy_profiles(st, pairs, groups, store, done=None, after_siblings: bool = False) -> tuple[list, list | None]:
+def strategy_profiles(st, pairs, groups, store, done=None, after_siblings: bool = False,
+                      turns: Sequence | None = None) -> tuple[list, list | None]:
     """A strategy's profiles: its drafter's at its k over its sources, cut by its length rule
     (if any) along each response's decode walk, with what it knows at the start
     (sam/strategies/base.rule_context, as in `accept`); and with `paths`, its tree profiles
@@ -173,6 +204,7 @@ def strategy_profiles(st, pairs, groups, store, done=None, after_siblings: bool 
     hist = store(st.history_window) if "history" in st.sources else None
     profs = profiles_for(pairs, groups, st.k, st.drafter, st.sources, history=hist, options=st.drafter_options(),
                          paths=st.paths, done=done, after_siblings=after_siblings)
+    profs = [turn_profile(p, t) for p, t in zip(profs, turns or [None] * len(profs))]
     trees = [(p[2], p[3]) for p in profs] if st.paths else None
     profs = [(p[0], p[1]) for p in profs]
     if st.rule is None:
@@ -187,11 +219,27 @@ def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool) -> list[S
     tr = rep.trees.get(key) if key is not None else None
     lt = rep.late.get(key) if key is not None else None
     after = siblings_longest(np.asarray(lengths), rep.group_size) if lt else None
-    return [SimRequest(len(rep.pairs[j][0]), int(lengths[q]), pr[j][0] if pr else None, pr[j][1] if pr else None,
-                       group=q // rep.group_size, stretch=stretch, tree_drafted=tr[j][0] if tr else None,
-                       tree_accepted=tr[j][1] if tr else None,
-                       late=LateProfile(int(after[q]), *lt[j]) if lt and after[q] < lengths[q] else None)
-            for q, j in enumerate(rep.idx)]
+    out = []
+    for q, j in enumerate(rep.idx):
+        turns, n = turns_at(rep, j, int(lengths[q]))
+        out.append(SimRequest(len(rep.pairs[j][0]), n, pr[j][0] if pr else None, pr[j][1] if pr else None,
+                              group=q // rep.group_size, stretch=stretch, tree_drafted=tr[j][0] if tr else None,
+                              tree_accepted=tr[j][1] if tr else None,
+                              late=LateProfile(int(after[q]), *lt[j]) if lt and after[q] < lengths[q] else None,
+                              turns=turns))
+    return out
+
+
+def turns_at(rep: Replay, j: int, n: int) -> tuple[list | None, int]:
+    """Pair j's tool spans at response length n (turns.stretched_turns), and the length the
+    engine generates to."""
+    spans = rep.turns[j] if rep.turns else None
+    if not spans:
+        return None, n
+    key = (j, n)
+    if key not in rep.turns_at:
+        rep.turns_at[key] = stretched_turns(spans, len(rep.pairs[j][1]), n)
+    return rep.turns_at[key]
 
 
 def siblings_longest(lengths: np.ndarray, group_size: int) -> np.ndarray:
@@ -232,7 +280,7 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
         opts = dict(k=s["k"], step_model=step_model, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens, tail_threshold=T,
                     position_edges=POSITION_EDGES, **{"block_size": cfg.block_size, **kv_options(cfg)},
-                    admission=s.get("schedule", "fcfs"), **tree_options(s))   # block_size also cuts a capacity from device memory
+                    admission=s.get("schedule", "fcfs"), tool_latency_s=cfg.tool_latency_s, **tree_options(s))   # block_size also cuts a capacity from device memory
         made = []   # the arm's switches (one per instance), read back for what they decided
 
         def policy(s=s):
@@ -264,6 +312,11 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
             m = arm_metrics(r.steps, r.finish_time_s, T)
             ta, steps = r.tail_acceptance, r.steps
         m["sim_seconds"] = time.perf_counter() - t0
+        turns = [x.turns for x in r.instances] if sharded else [r.turns]
+        if any(turns):   # multi-turn requests: tool calls made, tool tokens prefilled, in all instances
+            m["turns"] = {"tool_calls": sum(t.get("tool_calls", 0) for t in turns),
+                          "tool_tokens_prefilled": sum(t.get("tool_tokens_prefilled", 0) for t in turns),
+                          "tool_latency_s": cfg.tool_latency_s}
         if moves is not None:
             m["divided"] = {**moves, "assumed": DIVIDED_ASSUMED}
         if any(getattr(p, "gate", False) for p in made):   # a switch that can turn speculation off for good
@@ -332,6 +385,7 @@ def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None
                         "strategies": {s["label"]: parse_strategy(s["strategy"]).describe() for s in settings
                                        if s["arm"] == "strategy"} or None,
                         "history": rep.history,
+                        "tool_output": rep.tools,
                         "group_profiles": GROUP_PROFILES if rep.late else None,
                         "lengths": (f"drawn from {cfg.length_dist}, clipped to [{cfg.min_len}, {cfg.max_response_len}]"
                                     if stretch else "the traces' responses"),
@@ -343,6 +397,6 @@ def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None
     if sharded:
         out["instance_tables"] = {lbl: [x.steps for x in r.instances] for lbl, r in sims.items()}
         out["slowest"] = {lbl: r.slowest for lbl, r in sims.items()}
-        out["workload"]["dp"] = {"instances": cfg.dp, "rule": cfg.dp_shard, "rule_text": SHARD_RULE_TEXT[cfg.dp_shard],
+        out["workload"]["dp"] = {"instances": cfg.dp, "rule": cfg.dp_shard, "rule_text": rule_text(cfg.dp_shard),
                                  "requests_per_instance": [int(len(x)) for x in sims["off"].shards]}
     return out

@@ -5,7 +5,8 @@ anything runs (nothing is silent): each set away from its default where nothing 
   strategy names its own k, drafter and sources); --spec-threshold without a threshold arm where
   it is not the tail's definition either;
 - a measured engine's sampling (--temperature, --top-p, --no-ignore-eos) on a replay, and its
-  built-in prompts' traces (--traces, --tokenizer) on a measured engine;
+  built-in prompts' traces (--traces, --tokenizer, and how their tool output is replayed:
+  --tool-output, --tool-latency-s) on a measured engine;
 - --block-size without a KV capacity to cut into blocks;
 - --draws / --seed when the lengths are not drawn;
 - --length-group-share (a share, or traces) when no lengths are drawn (a replay's own lengths, fixed:N);
@@ -50,6 +51,9 @@ def refuse_unread(cfg: Any, given: set[str], drawn: bool) -> None:
                             f"{them}")
     else:
         traces = [f"{opt} {v}" for opt, v in (("--traces", cfg.traces), ("--tokenizer", cfg.tokenizer)) if v]
+        traces += [f"{opt} {v:g}" if isinstance(v, float) else f"{opt} {v}"
+                   for f, opt in (("tool_output", "--tool-output"), ("tool_latency_s", "--tool-latency-s"))
+                   if (v := getattr(cfg, f)) != field_default(cfg, f)]
         if traces:
             raise UserError(f"{' / '.join(traces)} with --engine {cfg.engine}: a measured engine generates from the "
                             f"built-in prompts with its model's tokenizer; use --engine replay, or drop "

@@ -60,8 +60,25 @@ def test_rebalance_rule_spreads_groups_copy_major():
     assert sorted(np.concatenate(shards).tolist()) == list(range(24))
 
 
+def test_agent_loop_rule_sends_each_workers_samples_round_the_instances():
+    # verl's async agent loop: 12 rows (3 prompts x 4) cut into 2 worker chunks (rows 0-5, 6-11);
+    # worker 0 sends row j to instance j mod 2, worker 1 to (j + 1) mod 2; an instance admits
+    # rows by their place in their chunk, then by worker
+    shards = shard_requests(3, 4, 2, "agent-loop:2")
+    assert shards[0].tolist() == [0, 7, 2, 9, 4, 11]
+    assert shards[1].tolist() == [6, 1, 8, 3, 10, 5]
+    # verl's default 8 workers over 96 x 16 rows and 4 instances: balanced, every group spread
+    big = shard_requests(96, 16, 4, "agent-loop")
+    assert [len(x) for x in big] == [384] * 4
+    for x in big:
+        assert np.bincount(x // 16, minlength=96).tolist() == [4] * 96
+    assert sorted(np.concatenate(big).tolist()) == list(range(96 * 16))
+
+
 @pytest.mark.parametrize("args, match", [((4, 2, 0), "--dp 0"), ((4, 2, -1), "--dp -1"),
-                                         ((3, 4, 4), "every instance needs"), ((4, 2, 2, "round"), "--dp-shard")])
+                                         ((3, 4, 4), "every instance needs"), ((4, 2, 2, "round"), "--dp-shard"),
+                                         ((4, 2, 2, "agent-loop:0"), "an integer >= 1"),
+                                         ((4, 2, 2, "group:2"), "agent-loop\\[:WORKERS\\]")])
 def test_bad_sharding_is_a_user_error(args, match):
     with pytest.raises(UserError, match=match):
         shard_requests(*args)

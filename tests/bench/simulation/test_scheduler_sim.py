@@ -135,6 +135,8 @@ def test_kv_preemption_by_hand():
         assert r.steps["num_preempted"].sum() == 1 and r.steps["num_preempted"][5] == 1
         assert list(r.steps["num_running"][5:9]) == [1, 1, 1, 1]
         assert r.steps["num_scheduled_tokens"][8] == 9      # the recompute prefill
+        # priced as a prefill of 9 tokens, not as a decode step (it samples, like a prompt's last chunk)
+        assert r.steps["num_prefill_tokens"][8] == 9 and r.steps["num_decode_reqs"][8] == 0
         assert r.steps["num_emitted"].sum() == 16
 
 
