@@ -224,8 +224,8 @@ class RolloutSimulation:
 
     def advance(self) -> None:
         """One step, or a block of steps in closed form where one applies."""
-        if self.turns.away:
-            self._tools_back()
+        if self.turns.away:   # tools that returned: their requests wait again (an idle engine waits for them)
+            self.clock = self.turns.rejoin(self.queue, self.clock, bool(self.running.size or self.num_waiting()))
         run = self.running
         n_wait = self.num_waiting()
         pending = self.P[run] + self.pos[run] - self.computed[run]
@@ -237,8 +237,7 @@ class RolloutSimulation:
         # counts_only is read every step: a history-dependent policy (observe_step) turns it on once
         # its decision is fixed, and the closed forms apply from there
         counts_only = bool(getattr(self.policy, "counts_only", False))
-        if self.fast_forward and counts_only and run.size and n_dec == run.size and int(self.pos[run].min()) >= 1 \
-                and not (self.turns.any and self.turns.more_turns(run)):
+        if self.fast_forward and counts_only and run.size and n_dec == run.size and int(self.pos[run].min()) >= 1:
             # every running request decodes (pending 1 at position 0 is a prefill's last token)
             bands = self._end_bands(n_wait) if spec else None
             if bands is not None:
@@ -249,14 +248,6 @@ class RolloutSimulation:
         tree = spec and n_wait == 0 and 0 < run.size <= self.tree_running
         batch, preempted = self.schedule(spec, pending, decoding, self.tree_k if tree else k_now, tree)
         self.execute(batch, spec, preempted)
-
-    def _tools_back(self) -> None:
-        """Requests whose tool returned wait again; an engine with nothing else to do idles
-        until the first returns."""
-        if not (self.running.size or self.num_waiting()):
-            self.clock = max(self.clock, self.turns.next_back_s())
-        for i in self.turns.back(self.clock):
-            self.queue.push(i, self.clock)
 
     def step_k(self, state: StepState) -> int:
         """The step's most draft tokens per request: the arm's k, or a per-step k policy's
@@ -272,7 +263,7 @@ class RolloutSimulation:
         and the KV cache hold every running request's whole speculative rest, and the policy
         speculates at every running count down to 1. None where they could interact."""
         run, n = self.running, int(self.running.size)
-        if n_wait or self.shared is not None or (
+        if n_wait or self.shared is not None or self.turns.more_turns(run) or (
                 self.kv is not None and not self.kv.fits(self.P[run] + self.L[run] + self.kv_extra)):
             return None
         states = [StepState(self.step, r, 0, r) for r in range(1, n + 1)]
@@ -321,14 +312,21 @@ class RolloutSimulation:
         """Decode without speculation until the first request finishes (or the KV cache would
         overflow); False where that is under two steps (stepped one by one instead)."""
         run = self.running
-        rem = self.L[run] - self.pos[run]
+        rem = self.turns.end[run] - self.pos[run]   # to the turn's end: the response's without turns
         m = fast_paths.decode_run_length(rem, self.computed[run], self.kv)
         if self.shared is not None:   # and short of the step where a chunk ends or a request finishes: that
             m = min(m, self.shared.steps_to_release(run)) - 1   # one other instances see, so it waits its turn
-        if m < 2:
+
+        def block(m):
+            return fast_paths.decode_block(int(run.size), int(self.computed[run].sum()), m, n_wait,
+                                           int(((rem == m) & (self.turns.end[run] == self.L[run])).sum()),
+                                           self.step_model, self.clock, self.step)
+        cols = block(m) if m >= 2 else None
+        if cols is not None and self.turns.away:   # up to the step a tool returns in: it waits from there
+            m = min(m, int(np.searchsorted(cols["clock_s"], self.turns.next_back_s())) + 1)
+            cols = block(m) if m >= 2 else None
+        if cols is None:
             return False
-        cols = fast_paths.decode_block(int(run.size), int(self.computed[run].sum()), m, n_wait,
-                                       int((rem == m).sum()), self.step_model, self.clock, self.step)
         self.log.add(**cols)
         self.clock = float(cols["clock_s"][-1])
         self.step += m
@@ -337,7 +335,8 @@ class RolloutSimulation:
         done = self.pos[run] >= self.L[run]
         self.finish[run[done]] = self.clock
         self._finished(run[done])
-        self.running = run[~done]
+        away = self.turns.leave(run, self.pos, self.clock)
+        self.running = run[~done & ~np.isin(run, away)]
         return True
 
     # ---------- one step ----------
@@ -473,10 +472,7 @@ class RolloutSimulation:
         done = self.pos[idx] >= self.L[idx]
         self.finish[idx[done]] = self.clock
         self._finished(idx[done])
-        away = idx[~done & (self.pos[idx] >= self.turns.end[idx])] if self.turns.any else idx[:0]
-        if away.size:   # turns that ended: their tools run off the engine
-            self.turns.pause(away, self.pos, self.clock)
-        self._retire(batch.admitted, away)
+        self._retire(batch.admitted, self.turns.leave(idx, self.pos, self.clock))
         self.log.add(step=self.step, time_s=t, clock_s=self.clock, num_running=int(idx.size), num_waiting=n_wait_after,
                      num_scheduled_tokens=int(s_n.sum() + s_d.sum()), num_prefill_tokens=prefill_tokens,
                      num_decode_reqs=int(dec_step.sum()), context_tokens=ctx_tokens, num_drafted=drafted,

@@ -105,6 +105,25 @@ class ToolTurns:
         """Whether any of `idx` has a turn after its current one, or a request is away."""
         return bool(self.away) or bool(np.any(self.end[idx] < self.L[idx]))
 
+    def leave(self, idx: np.ndarray, pos: np.ndarray, clock: float) -> np.ndarray:
+        """Those of `idx` at the end of a turn, not of their response, leave for their tool
+        (`pause`); returns them."""
+        if not self.any:
+            return idx[:0]
+        away = idx[(pos[idx] < self.L[idx]) & (pos[idx] >= self.end[idx])]
+        if away.size:
+            self.pause(away, pos, clock)
+        return away
+
+    def rejoin(self, queue, clock: float, busy: bool) -> float:
+        """Requests whose tool returned by `clock` wait again at the back of `queue`; an engine
+        with nothing else to do (`busy` False) idles until the first returns. Returns the clock."""
+        if not busy:
+            clock = max(clock, self.next_back_s())
+        for i in self.back(clock):
+            queue.push(i, clock)
+        return clock
+
     def pause(self, idx: np.ndarray, pos: np.ndarray, clock: float) -> None:
         """Requests `idx` reached their turn's end: each skips its tool span (pos jumps to its
         end: tool text is prefilled, never emitted) and is away until `clock` + latency."""

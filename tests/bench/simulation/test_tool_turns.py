@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import pytest
 
@@ -83,10 +85,12 @@ def test_turns_with_and_without_closed_forms_agree():
         turns = [(s, s + int(rng.integers(1, 15)))] if i % 3 else None
         d = rng.integers(0, 4, n).astype(np.int16)
         reqs.append(SimRequest(int(rng.integers(5, 50)), n, d, np.minimum(d, rng.integers(0, 4, n)), turns=turns))
-    for pol, k in ((None, 0), (AlwaysPolicy(), 3)):
-        a = simulate(reqs, k=k, policy=pol, step_model=ONE, max_num_seqs=8, tool_latency_s=2.5, fast_forward=True)
-        b = simulate(reqs, k=k, policy=pol, step_model=ONE, max_num_seqs=8, tool_latency_s=2.5, fast_forward=False)
+    # 32 slots: every request runs at once, so decode blocks run up to turn ends and returning tools
+    for (pol, k), seqs, lat in itertools.product(((None, 0), (AlwaysPolicy(), 3)), (8, 32), (0.0, 2.5)):
+        opts = dict(k=k, policy=pol, step_model=ONE, max_num_seqs=seqs, tool_latency_s=lat)
+        a, b = simulate(reqs, fast_forward=True, **opts), simulate(reqs, fast_forward=False, **opts)
         assert np.array_equal(a.finish_time_s, b.finish_time_s) and a.num_steps == b.num_steps
+        assert np.array_equal(a.steps["num_prefill_tokens"], b.steps["num_prefill_tokens"])
         assert a.turns["tool_calls"] == 16 and np.isfinite(a.finish_time_s).all()
 
 
