@@ -288,9 +288,10 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
 @click.option("--tool-output", type=click.Choice(TOOL_OUTPUT), default="prefill", show_default=True,
               help="Replay: tool output in the responses (verl tool turns, ```output blocks): prefilled between the "
                    "model's turns, as the engine serves a multi-turn rollout, or decoded as generated tokens.")
-@click.option("--tool-latency-s", type=float, default=0.0, show_default=True,
-              help="Replay: seconds a tool runs between a multi-turn request's turns (the request is off the engine "
-                   "meanwhile).")
+@click.option("--tool-latency-s", default="0", show_default=True,
+              help="Replay: seconds a tool round runs between a multi-turn request's turns (the request is off the "
+                   "engine meanwhile), or from:LOG: measured by verl's agent loop in your run's training log "
+                   "(timing_s/agent_loop/tool_calls/mean over the rounds num_turns/mean implies).")
 @click.option("--kv-capacity-tokens", type=int, default=None,
               help="KV cache size in tokens (simulation and reference engine; default: unlimited / engine's).")
 @click.option("--block-size", type=int, default=16, show_default=True, help="KV block size in tokens.")

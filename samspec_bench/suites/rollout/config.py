@@ -22,6 +22,7 @@ from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_i
 from samspec_bench.sam.strategies import STRATEGY_SOURCES, parse_strategy, parse_switch
 from samspec_bench.suites.rollout.length_share import TRACES, copula_normals, normal_cdf, unread_text
 from samspec_bench.suites.rollout.presets import get_preset
+from samspec_bench.suites.rollout.tool_latency import tool_latency_option
 from samspec_bench.suites.rollout.unread_options import refuse_unread
 from samspec_bench.trace_formats import TOOL_OUTPUT
 
@@ -59,6 +60,7 @@ class RolloutConfig:
     history_budget_mb: float = 512.0  # history source: stored tokens, MiB
     tool_output: str = "prefill"     # replay: tool output between turns prefilled (turns.py) or decoded
     tool_latency_s: float = 0.0      # replay: seconds a tool runs between a multi-turn request's turns
+    tool_latency_from: dict | None = None   # where they were measured (--tool-latency-s from:LOG; tool_latency.py)
     kv_capacity_tokens: int | None = None   # simulated (and reference engine's) KV cache size; None = unlimited
     block_size: int = 16
     min_len: int = 4
@@ -128,7 +130,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                         sensitivity=bool(preset) if sensitivity is None else bool(sensitivity),
                         strategies=strategies, history_window=history_window, history_budget_mb=history_budget_mb,
                         draws=draws, dev_split=dev_split, tool_output=tool_output,
-                        tool_latency_s=tool_latency_s)
+                        **dict(zip(("tool_latency_s", "tool_latency_from"), tool_latency_option(tool_latency_s))))
     if caps.needs_traces and model is not None and cfg.tokenizer is None:
         # replay with --model tokenizes with that model's tokenizer, as accept does (a preset's
         # own model only names the shapes its step model prices)

@@ -120,7 +120,7 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
     pairs, turns, tools = turn_pairs(base, cfg.max_response_len, cfg.tool_output)
     check_turns(cfg, tools, turns)
     if tools:
-        tools["tool_latency_s"] = cfg.tool_latency_s
+        tools.update(tool_latency_s=cfg.tool_latency_s, tool_latency_from=cfg.tool_latency_from)
     coverage = {"trace_responses": len(items), "empty_responses": sum(1 for it in items if not len(it.response_ids)),
                 "unused_responses": sum(1 for it in items if len(it.response_ids)) - len(base),
                 "cut_at_max_response_len": sum(1 for it in base if len(it.response_ids) > cfg.max_response_len)}

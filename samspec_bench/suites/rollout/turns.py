@@ -21,6 +21,7 @@ import numpy as np
 
 from samspec_bench.bench.simulation.profiles import stretch_positions
 from samspec_bench.bench.simulation.tool_turns import engine_spans, mask_spans, span_mask
+from samspec_bench.suites.rollout.tool_latency import latency_text
 from samspec_bench.trace_formats import tool_summary
 
 PREFILLED = ("prefilled between turns: a request leaves the engine at its turn's end, its tool runs for "
@@ -81,5 +82,5 @@ def tool_line(info: dict[str, Any] | None) -> str | None:
                                                    ("tool_tokens_after_last_turn", "after the last turn, cut off"))
              if info[k]]
     return (f"{line}: {info['tool_calls']:,} tool call(s) in {info['multi_turn_requests']:,} response(s) prefilled "
-            f"between turns, each tool taking {info.get('tool_latency_s', 0):g} s (--tool-latency-s)"
+            f"between turns, each tool round taking {latency_text(info.get('tool_latency_s', 0), info.get('tool_latency_from'))}"
             + (f"; {', '.join(edges)}" if edges else ""))

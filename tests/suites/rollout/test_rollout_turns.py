@@ -116,3 +116,15 @@ def test_multi_turn_rollout_sharded_by_verls_agent_loop(dump, qwen3_tokenizer_di
     with pytest.raises(SystemExit) as e:
         _run(tmp_path / "g", d, qwen3_tokenizer_dir, "--dp", "2", "--dp-shard", "agent-loop", "--sources", "group")
     assert e.value.code == 2 and "cannot share a drafter" in capsys.readouterr().err
+
+
+def test_tool_latency_measured_in_the_users_verl_log(dump, qwen3_tokenizer_dir, shared_data, tmp_path, capsys):
+    d, _, _ = dump
+    log = tmp_path / "console.log"   # two steps: 1.2 s over 1 round, 2.0 s over 3 rounds -> 0.8 s a round
+    log.write_text("step:1 - timing_s/agent_loop/tool_calls/mean:np.float64(1.2) - num_turns/mean:np.float64(4.0)\n"
+                   "step:2 - timing_s/agent_loop/tool_calls/mean:np.float64(2.0) - num_turns/mean:np.float64(8.0)\n")
+    res = _run(tmp_path, d, qwen3_tokenizer_dir, "--step-model", ROOFLINE, "--tool-latency-s", f"from:{log}")
+    assert res["config"]["tool_latency_s"] == pytest.approx(0.8)
+    assert res["config"]["tool_latency_from"]["steps"] == 2
+    assert res["metrics"]["arms"]["off"]["idle_s"] >= 0.8
+    assert "each tool round taking 0.800 s (MEASURED by verl's agent loop in" in capsys.readouterr().out
