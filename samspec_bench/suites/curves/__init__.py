@@ -28,7 +28,7 @@ verdicts and speed) and curves_verdicts.png, curves_learning.png, curves_speed.p
     samspec-bench curves wandb/run-A wandb/run-B --fail-on different     # a CI gate
 
 Modules: config (CurvesConfig, build_config), metric_families (families, aliases, units, margins,
-resolution), verdicts (the comparisons and result tables), throughput, figures, command (run,
+resolution), verdicts (the comparisons and result tables), throughput, rollout_tail, figures, command (run,
 execute, the click command). The package's `command` is the click command, which shadows the submodule of that
 name: reach the module through `importlib.import_module("samspec_bench.suites.curves.command")`.
 """

@@ -16,6 +16,7 @@ from samspec_bench.suites.curves.config import (FAIL_ON, FIGURE_LEARNING, FIGURE
                                                 CurvesConfig, build_config)
 from samspec_bench.suites.curves.figures import draw_learning, draw_speed, draw_verdicts
 from samspec_bench.suites.curves.metric_families import FAMILIES
+from samspec_bench.suites.curves.rollout_tail import share_text
 
 
 def run(cfg: CurvesConfig, output: str) -> tuple[dict, Path]:
@@ -60,8 +61,8 @@ def _run_line(r: dict) -> str:
     skipped = ", ".join(f"{k} {v}" for k, v in (r.get("skipped") or {}).items())
     setup = r.get("setup") or {}
     gpus = f", {setup['gpus']} GPUs ({setup['gpus_source']})" if setup.get("gpus") else ", GPUs unknown"
-    return (f"[bold]{r['label']}[/] ({r['format']}, {r['tags']} tags, {span}{gpus}): {r['path']}"
-            + (f"  skipped: {skipped}" if skipped else ""))
+    return (f"[bold]{r['label']}[/] ({r['format']}, {r['tags']} tags, {span}{gpus}{share_text(r.get('slowest_sample_share'))}): "
+            f"{r['path']}" + (f"  skipped: {skipped}" if skipped else ""))
 
 
 def print_report(result: dict, console) -> None:

@@ -13,6 +13,8 @@ default equivalence margin of each, and the resolution of a family to one tag pe
 | speed           | gen_time      | timing_s/gen, timing/gen (older verl)                | s        | ratio B/A      |
 |                 | gen_time_per_token | timing_per_token_ms/gen                         | ms/token | ratio B/A      |
 |                 | step_time     | timing_s/step, timing/step, perf/time_per_step       | s        | ratio B/A      |
+|                 | slowest_sample_time | timing_s/agent_loop/slowest/generate_sequences | s        | ratio B/A      |
+|                 |               | (verl's agent loop: the step's slowest sample)       |          |                |
 |                 | throughput    | perf/throughput (per GPU: compared as total, see     | tokens/s | ratio B/A      |
 |                 |               | throughput.py)                                       | /GPU     |                |
 
@@ -77,6 +79,10 @@ SPECS: tuple[MetricSpec, ...] = (
                what="rollout generation time per token (verl's timer / tokens): not confounded by response length"),
     MetricSpec("step_time", "speed", ("timing_s/step", "timing/step", "perf/time_per_step"), "s", None, "speed",
                what="training step time (verl's timer)"),
+    MetricSpec("slowest_sample_time", "speed", ("timing_s/agent_loop/slowest/generate_sequences",
+                                                "agent_loop/slowest/generate_sequences"), "s", None, "speed",
+               what="the step's slowest sample's generation time (verl's agent loop): the long tail the rollout "
+                    "waits on"),
     MetricSpec("throughput", "speed", ("perf/throughput",), "tokens/s/GPU", None, "speed", higher_is_faster=True,
                what="tokens per second per GPU (verl's perf/throughput)"),
 )

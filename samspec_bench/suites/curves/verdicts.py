@@ -15,6 +15,7 @@ from samspec_bench.evals.training_logs.console import WANDB_LINE_CUT
 from samspec_bench.suites.curves.config import CurvesConfig
 from samspec_bench.suites.curves.metric_families import Resolved, check_margin_names, requested_text, resolve, tag_text
 from samspec_bench.suites.curves.throughput import NOT_NORMALISED, compare_throughput
+from samspec_bench.suites.curves.rollout_tail import slowest_share
 
 MEASURED = {"s": "measured: wall seconds from the trainer's timers",
             "ms/token": "measured: the trainer's timer over the tokens generated",
@@ -192,7 +193,7 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
                             f"({', '.join(absent) or 'none requested'}); compare runs that log the same metrics, "
                             "or name one both have with --metric")
     overall = combine([c["verdict"] for c in comparisons.values()])
-    return {"baseline": base.label, "runs": [r.summary() for r in runs],
+    return {"baseline": base.label, "runs": [{**r.summary(), "slowest_sample_share": slowest_share(r)} for r in runs],
             "metrics": [{"name": m.name, "metric": tag_text(*_pair(m, base, runs)), "family": m.spec.family,
                          "kind": m.spec.kind, "unit": m.spec.unit,
                          "margin": m.spec.margin.describe() if m.spec.margin else None, "tags": m.tags}
