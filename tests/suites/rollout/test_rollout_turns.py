@@ -128,3 +128,16 @@ def test_tool_latency_measured_in_the_users_verl_log(dump, qwen3_tokenizer_dir, 
     assert res["config"]["tool_latency_from"]["steps"] == 2
     assert res["metrics"]["arms"]["off"]["idle_s"] >= 0.8
     assert "each tool round taking 0.800 s (MEASURED by verl's agent loop in" in capsys.readouterr().out
+
+
+def test_rollout_keeps_the_tokens_per_step_accept_replays_turn_by_turn(dump, qwen3_tokenizer_dir, tmp_path):
+    # accept replays each model turn as its own request (suites/accept/turns.py); the rollout walks
+    # whole responses with tool text skipped (tool_turns.py): two implementations, one answer
+    d, _, _ = dump
+    rolled = _run(tmp_path / "r", d, qwen3_tokenizer_dir)["metrics"]["arms"]["always k=3"]
+    out = tmp_path / "a.json"
+    cli.main(["accept", "--engine", "replay", "--traces", str(d), "--tokenizer", str(qwen3_tokenizer_dir),
+              "--drafter", "sam-fixed", "-k", "3", "--sources", "own", "--output", str(tmp_path / "a"),
+              "--json", str(out)])
+    accepted = json.loads(out.read_text())["metrics"]["sam-fixed k=3 own"]
+    assert rolled["tokens_per_step"] == pytest.approx(accepted["tokens_per_step"], abs=1e-12)
