@@ -56,6 +56,14 @@ def mask_spans(mask: np.ndarray) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
 
 
+def turn_segments(spans: Sequence[tuple[int, int]] | None, n: int) -> list[tuple[int, int]]:
+    """The model's turns of a response of n tokens as [start, end) stretches: from the start (or
+    a tool span's end, the turn's first token) to the next tool span's start (or n)."""
+    starts = [0] + [e for _, e in spans or ()]
+    ends = [s for s, _ in spans or ()] + [n]
+    return list(zip(starts, ends))
+
+
 def turn_profile(prof: tuple, spans: Sequence[tuple[int, int]]) -> tuple:
     """A response's profile (drafted, accepted[, tree drafted, tree accepted]) as its turns read
     it: nothing drafted inside tool text nor at a turn's first token (the prefill samples it), a

@@ -22,7 +22,7 @@ from samspec_bench.bench.simulation.dp import instance_steps, rule_text, shard_r
 from samspec_bench.bench.simulation.profile_table import NEVER, LateProfile
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.shared_queue import DIVIDED_ASSUMED, simulate_shared
-from samspec_bench.bench.simulation.tool_turns import turn_profile
+from samspec_bench.bench.simulation.tool_turns import turn_profile, turn_segments
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, extrapolation
 from samspec_bench.data import load_tokenizer, tokenize_traces
 from samspec_bench.errors import UserError
@@ -209,7 +209,20 @@ def strategy_profiles(st, pairs, groups, store, done=None, after_siblings: bool 
     profs = [(p[0], p[1]) for p in profs]
     if st.rule is None:
         return profs, trees
-    return [rule_profile(d, a, st.rule(), rule_context(hist, p)) for (d, a), (p, _) in zip(profs, pairs)], trees
+    return [rule_by_turn(d, a, st, rule_context(hist, p), t)
+            for (d, a), (p, _), t in zip(profs, pairs, turns or [None] * len(profs))], trees
+
+
+def rule_by_turn(drafted, accepted, st, context, spans) -> tuple[np.ndarray, np.ndarray]:
+    """A length rule's profile (profiles.rule_profile), started afresh at every model turn: verl's
+    agent loop sends each turn as a new engine request (a new request id), whose rule state
+    (AIMD's length, a rolling cut-off) starts over."""
+    if not spans:
+        return rule_profile(drafted, accepted, st.rule(), context)
+    d_out, a_out = np.zeros_like(drafted), np.zeros_like(accepted)
+    for lo, hi in turn_segments(spans, len(drafted)):
+        d_out[lo:hi], a_out[lo:hi] = rule_profile(drafted[lo:hi], accepted[lo:hi], st.rule(), context)
+    return d_out, a_out
 
 
 def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool) -> list[SimRequest]:

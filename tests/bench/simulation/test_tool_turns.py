@@ -6,7 +6,7 @@ import pytest
 from samspec_bench.bench.policies import AlwaysPolicy
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
-from samspec_bench.bench.simulation.tool_turns import engine_spans, mask_spans, span_mask, turn_profile
+from samspec_bench.bench.simulation.tool_turns import engine_spans, mask_spans, span_mask, turn_profile, turn_segments
 
 ONE = StepTimeModel.constant(1.0)
 
@@ -97,3 +97,28 @@ def test_turns_with_and_without_closed_forms_agree():
 def test_tool_spans_outside_the_response_are_refused():
     with pytest.raises(ValueError, match="tool spans"):
         simulate([SimRequest(4, 10, turns=[(0, 3)])], k=0, policy=None, step_model=ONE)
+
+
+def test_turn_segments_are_the_models_turns():
+    assert turn_segments([(5, 9), (12, 15)], 20) == [(0, 5), (9, 12), (15, 20)]
+    assert turn_segments(None, 7) == [(0, 7)]
+
+
+def test_a_length_rule_starts_afresh_at_every_turn():
+    # AIMD (HistoSpec: start 2, x2 after a whole accept, within [2, 16]) on a profile that accepts
+    # every draft of 16: the length grows 2, 4, 8, 16 in turn 1; the agent loop sends turn 2 as a
+    # new request, so its first draft is 2 again
+    from samspec_bench.sam.strategies import parse_strategy
+    from samspec_bench.suites.rollout.replay_arm import rule_by_turn
+
+    n = 120
+    d = np.full(n, 16, np.int16)
+    d, a = turn_profile((d, d.copy()), [(60, 70)])
+    st = parse_strategy("histospec")
+    got_d, _ = rule_by_turn(d, a, st, None, [(60, 70)])
+    # the walk of turn 2 starts at 71 (70 is sampled by the prefill)
+    assert got_d[1] == 2 and got_d[71] == 2
+    # one request throughout (no restart): the length carries over, halved once by the draft the
+    # turn's end cut (16 -> 8)
+    whole_d, _ = rule_by_turn(d, a, st, None, None)
+    assert whole_d[71] == 8
