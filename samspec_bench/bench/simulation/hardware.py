@@ -51,11 +51,11 @@ class Hardware:
 
 
 # Per operator class (bench/simulation/roofline_ops.py): fractions of peak FLOP/s or bandwidth,
-# the GEMMs' overlap loss and tile height, and the fixed device time of one weight-GEMM kernel
+# the GEMMs' overlap loss and tile height, attention's tile height (query rows), and the fixed device time of one weight-GEMM kernel
 # (gemm_kernel_us). A row without them takes `default_op_efficiency`.
 OP_KEYS = ("gemm_compute", "gemm_memory", "gemm_overlap_loss", "gemm_tile_rows", "gemm_kernel_us",
-           "attention_compute", "attention_memory", "elementwise_memory")
-NOT_EFFICIENCIES = ("gemm_overlap_loss", "gemm_tile_rows", "gemm_kernel_us")   # OP_KEYS that are not fractions
+           "attention_compute", "attention_memory", "attention_tile_rows", "elementwise_memory")
+NOT_EFFICIENCIES = ("gemm_overlap_loss", "gemm_tile_rows", "gemm_kernel_us", "attention_tile_rows")   # OP_KEYS that are not fractions
 
 
 def default_op_efficiency(hw: "Hardware") -> dict[str, float]:
@@ -64,7 +64,8 @@ def default_op_efficiency(hw: "Hardware") -> dict[str, float]:
     no fixed time per kernel."""
     return {"gemm_compute": hw.compute_efficiency, "gemm_memory": hw.memory_efficiency, "gemm_overlap_loss": 0.0,
             "gemm_tile_rows": 1.0, "gemm_kernel_us": 0.0, "attention_compute": hw.compute_efficiency,
-            "attention_memory": hw.memory_efficiency, "elementwise_memory": hw.memory_efficiency}
+            "attention_memory": hw.memory_efficiency, "attention_tile_rows": 1.0,
+            "elementwise_memory": hw.memory_efficiency}
 
 
 def op_efficiencies(hw: "Hardware") -> dict[str, float]:
@@ -107,14 +108,20 @@ _ASCEND_COMMON = dict(link_latency_s=20e-6, step_overhead_s=2e-3, eager_op_s=15e
 # qwen3-32b.jsonl, 12 points); held out and checked (tests/bench/simulation/test_roofline_h100.py):
 # the C=8192 rows of both shapes and the off-grid 8B rows (q 2 and 17, C 4096 and 16384). Two sizes
 # tell the fixed time per weight-GEMM kernel from the weight stream's efficiency. The tile
-# height is not fitted: 128 rows, the CTA tile of Hopper's bf16 tensor-core GEMM kernels.
+# heights are not fitted: 128 rows, the CTA tile of Hopper's bf16 tensor-core GEMM kernels, and
+# 64 query rows for attention, the tile of flash attention 2's split-KV forward kernel (its
+# decode path, which the measuring program runs; kBlockM = 64). The fitted rows cannot tell
+# attention tiles of 1, 16 or 64 apart (same loss): only verifies wider than q=9 can, and those
+# are held out (docs/measurements/h100_step_physics/README.md). attention_compute = 0.141 x 64 / 36:
+# the 8B's q=9 rows (36 query rows, one tile) that fixed it price as before the tile.
 H100_CALIBRATED = {"gemm_compute": 0.982, "gemm_memory": 0.859, "gemm_overlap_loss": 0.229, "gemm_tile_rows": 128.0,
-                   "gemm_kernel_us": 12.2, "attention_compute": 0.141, "attention_memory": 0.750,
-                   "elementwise_memory": 0.176}
+                   "gemm_kernel_us": 12.2, "attention_compute": 0.2507, "attention_memory": 0.750,
+                   "attention_tile_rows": 64.0, "elementwise_memory": 0.176}
 H100_CAL_SOURCE = ("calibrated (per operator class) on the shared H100 measurement of the Qwen3-8B shape "
                    "(data/hardware/h100_qwen3-8b_step_physics.jsonl, tools/step_physics.py) and the C=1024 rows of "
                    "one of the Qwen3-32B shape (docs/measurements/h100_step_physics/); C=8192 rows of both held "
-                   "out; tile height 128 rows: assumption (Hopper bf16 GEMM CTA tile)")
+                   "out; tile heights 128 rows for GEMMs and 64 query rows for attention: assumptions (Hopper bf16 GEMM CTA tile, "
+                   "flash attention 2's split-KV kernel)")
 
 TABLE: dict[str, Hardware] = {
     "H100": Hardware(
@@ -315,7 +322,7 @@ def check_hardware(hw: Hardware, dtype: str) -> None:
     nonneg = {"step_overhead_s": hw.step_overhead_s, "eager_op_s": hw.eager_op_s, "graph_op_s": hw.graph_op_s,
               "link_latency_s": hw.link_latency_s, "link_bw": hw.link_bw,
               "gemm_overlap_loss": eff["gemm_overlap_loss"], "gemm_tile_rows": eff["gemm_tile_rows"],
-              "gemm_kernel_us": eff["gemm_kernel_us"]}
+              "gemm_kernel_us": eff["gemm_kernel_us"], "attention_tile_rows": eff["attention_tile_rows"]}
     bad += [f"{k}={v!r}" for k, v in nonneg.items() if not (math.isfinite(v) and v >= 0)]
     if bad:
         raise UserError(f"hardware {hw.name}: {', '.join(bad)} would price steps at zero, below zero or NaN; "

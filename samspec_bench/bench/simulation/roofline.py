@@ -101,6 +101,16 @@ class RooflineStepModel:
         self.host_s = hw.step_overhead_s + s.num_hidden_layers * hw.eager_ops_per_layer * op_s
         self.n_allreduce = 2 * s.num_hidden_layers + 1 if tp > 1 else 0
 
+    def _attention_rows(self, q):
+        """Query tokens per decoding request that attention's tensor cores work on: a kernel
+        packs the G query heads of a KV head into one tile of query rows (q x G rows), padded
+        up to whole tiles of `attention_tile_rows` (1: no padding, the tokens themselves)."""
+        tile = self.eff["attention_tile_rows"]
+        if tile <= 1.0:
+            return q
+        g = self.shape.num_attention_heads / self.shape.num_key_value_heads
+        return padded(np.asarray(q, dtype=float) * g, tile) / g
+
     # ---------------- the formula ----------------
     def components(self, **features) -> dict[str, Any]:
         """Every term for the given FEATURES (scalars or arrays; missing = 0): per operator class
@@ -135,7 +145,7 @@ class RooflineStepModel:
         t_kernels = weight_gemm_kernels(s) * e["gemm_kernel_us"] * 1e-6 * (Q > 0)
         ops["gemm_kernels"] = {"flops": 0.0 * Q, "bytes": 0.0 * Q, "t_compute_s": 0.0 * Q, "t_memory_s": 0.0 * Q,
                                "t_s": t_kernels}
-        pairs_dec = np.where(D > 0, C * (D + K) / np.maximum(D, 1.0), 0.0)
+        pairs_dec = np.where(D > 0, C * self._attention_rows((D + K) / np.maximum(D, 1.0)), 0.0)
         pairs_pre = np.where(P > 0, P * P / (2.0 * np.maximum(n_pre, 1.0)) + np.where(D > 0, 0.0, P * C / np.maximum(R, 1.0)), 0.0)
         kv_read = C * self.kv_bytes_per_token
         ops["attention"] = roof(self.flops_per_pair * (pairs_dec + pairs_pre), kv_read,
@@ -221,7 +231,10 @@ class RooflineStepModel:
             f"memory: {self.memory().get('rule', 'device memory unknown: KV capacity not limited')}",
             f"KV heads per rank {self.kv_heads_per_rank}" + (" (replicated: tp > KV heads)" if self.kv_replicated else ""),
             "attention: decoding requests hold the step's context (mean field over requests); prefill chunks attend "
-            "causally within themselves",
+            "causally within themselves; a decoding request's query rows (its query tokens x "
+            f"{s.num_attention_heads // s.num_key_value_heads} query heads per KV head) "
+            + (f"padded to tiles of {self.eff['attention_tile_rows']:g} rows" if self.eff["attention_tile_rows"] > 1
+               else "not padded (no attention tile)"),
         ]
         if s.is_moe:
             out.append(f"MoE: {s.num_experts} experts, top-{s.num_experts_per_tok}, uniform independent routing: a step "

@@ -6,7 +6,7 @@ H100 row's were obtained (hardware.H100_CALIBRATED):
 
 Fitted: the GEMMs' compute and memory efficiency, overlap loss and fixed time per kernel,
 attention's compute and memory efficiency, the elementwise passes' memory efficiency (seven
-numbers for a whole family of steps and model sizes, not one per point); the tile height stays
+numbers for a whole family of steps and model sizes, not one per point); the tile heights stay
 the row's (not fitted). Two model sizes are needed to tell the per-kernel time from the weight
 streaming's efficiency: one size alone fits either. The loss is the squared relative error of
 every point's device time plus 10 x the squared error of every verify/decode ratio (the ratio

@@ -23,7 +23,11 @@ its tensor-core work behind the loads, so GEMMs carry a calibrated loss). The cl
                inside a graph and the kernel's fill and drain, which a small GEMV does not hide
                behind its weight stream), `weight_gemm_kernels` per step; 0 where not calibrated;
 - attention:   the KV cache read once per step (C tokens) and 4 * head_dim * heads * layers
-               FLOPs per (query token, context token) pair;
+               FLOPs per (query token, context token) pair; a decoding request's query rows
+               (its tokens x the query heads sharing a KV head, packed as vLLM's and flash
+               attention's kernels pack GQA) padded up to the kernel's tile height
+               (`attention_tile_rows`; 1: no padding), so verifying up to a tile's worth of
+               tokens costs no more tensor-core time than decoding one;
 - kv_write:    the step's Q new tokens' keys and values written (memory only);
 - elementwise: norms, residual adds, rotary embedding and the SwiGLU activation on the
                activations of Q tokens (memory only; a fused engine's passes: two norms read and

@@ -4,10 +4,12 @@ A step model is anything with `predict(**FEATURES) -> seconds`, `predict_steps(t
 `describe()` (with "kind" and "units") and `valid_range()`:
 
 - a profile JSON path (`rollout profile` output, formats 1-3) -> StepTimeModel (fitted-profile);
-- `roofline:hardware=H100,model=Qwen/Qwen3-32B,tp=8[,dtype=bfloat16][,mode=eager|graph][,threads=N]`
+- `roofline:hardware=H100,model=Qwen/Qwen3-32B,tp=8[,dtype=bfloat16][,mode=eager|graph][,threads=N][,attention_tile=R]`
   -> RooflineStepModel (model: a catalogue id or short name, builtin:<name>, or a config.json
   path; hardware: bench/simulation/hardware.py's names, `cpu` measured here; threads: cpu only,
-  default 1, the thread count the measured engine runs with);
+  default 1, the thread count the measured engine runs with; attention_tile: the query rows of
+  the engine's attention tile, replacing the hardware row's, e.g. 128 for a kernel with 128-row
+  tiles, 1 for none);
 - None or "" -> None (the caller reports step counts, not time).
 
 `compare(model, steps)` prices measured steps with a model and reports its errors;
@@ -26,6 +28,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -39,8 +42,8 @@ from samspec_bench.bench.simulation.fitted_step_model import FEATURES, PROFILE_F
 from samspec_bench.errors import UserError
 from samspec_bench.models.shapes import DTYPE_BYTES, load_shape
 
-ROOFLINE_KEYS = ("hardware", "model", "tp", "dtype", "mode", "threads")
-ROOFLINE_HELP = "roofline:hardware=NAME,model=ID|config.json,tp=N[,dtype=bfloat16][,mode=eager|graph]"
+ROOFLINE_KEYS = ("hardware", "model", "tp", "dtype", "mode", "threads", "attention_tile")
+ROOFLINE_HELP = "roofline:hardware=NAME,model=ID|config.json,tp=N[,dtype=bfloat16][,mode=eager|graph][,attention_tile=ROWS]"
 STEP_COLUMNS_NEEDED = ("time_s", "num_running", "num_scheduled_tokens", "num_prefill_tokens", "num_drafted",
                        "num_decode_reqs", "speculative")
 PROFILE_STEP_NAMES = ("time_s", "running", "decode_tokens", "prefill_tokens", "draft_tokens", "spec_requests")
@@ -94,6 +97,12 @@ def roofline_from_spec(spec: str) -> RooflineStepModel:
     try:   # the model's, the hardware's and the roofline's own checks, named as --step-model's
         shape = load_shape(kv["model"])
         hw = hardware(kv["hardware"], dtype=dtype, threads=threads)
+        if "attention_tile" in kv:
+            rows = _int(spec, "attention_tile", kv["attention_tile"])
+            given = f"attention tile {rows} query rows: given in --step-model"
+            hw = replace(hw, op_efficiency={**hw.op_efficiency, "attention_tile_rows": float(rows)},
+                         sources={**hw.sources, "op_efficiency": "; ".join(
+                             x for x in (hw.sources.get("op_efficiency"), given) if x)})
         return RooflineStepModel(shape, hw, tp=tp, dtype=dtype, mode=mode, spec=spec)
     except UserError as e:
         if str(e).startswith("--step-model "):

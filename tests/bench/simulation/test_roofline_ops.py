@@ -1,5 +1,5 @@
 """The per-operator roofline on hand-computed steps: a pure memory-bound decode, a compute-bound
-prefill, attention added at long context, tile padding; device and host time apart; memory
+prefill, attention added at long context, GEMM and attention tile padding; device and host time apart; memory
 (KV capacity per rank) and refusal of hardware rows that would price a step at 0 or NaN."""
 
 import math
@@ -66,6 +66,26 @@ def test_gemm_rows_are_padded_to_tiles_except_a_single_row():
     assert t(1) == pytest.approx(t(128) / 128)          # one row: a GEMV, no tile
 
 
+def test_attention_query_rows_are_padded_to_the_attention_tile():
+    # Qwen3-8B packs 4 query heads per KV head: a 64-row tile holds 16 query tokens a request
+    hw = ideal(mem_bw=1e18, op_efficiency={**IDEAL, "attention_tile_rows": 64.0})
+    m = RooflineStepModel(S, hw)
+    B, C = 8, 8 * 4096
+    t = lambda q: m.components(decode_tokens=B, draft_tokens=B * (q - 1), running=B,  # noqa: E731
+                               context_tokens=C)["ops"]["attention"]["t_s"]
+    tile_flops = 4 * 128 * 36 * 8 * 64 * C              # per KV head and layer: 64 rows x every context token
+    assert t(1) == pytest.approx(tile_flops / 989.5e12, rel=1e-9)
+    assert t(16) == pytest.approx(t(1)) and t(17) == pytest.approx(2 * t(1)) and t(65) == pytest.approx(5 * t(1))
+
+
+def test_without_an_attention_tile_attention_flops_follow_the_query_tokens():
+    m = RooflineStepModel(S, ideal(mem_bw=1e18))            # IDEAL has no attention tile: 1 row, no padding
+    B, C = 8, 8 * 4096
+    t = m.components(decode_tokens=B, draft_tokens=B * 3, running=B, context_tokens=C)["ops"]["attention"]["t_s"]
+    assert t == pytest.approx(4 * 128 * 32 * 36 * 4 * C / 989.5e12, rel=1e-9)   # 4 query tokens per request
+    assert "not padded" in " ".join(m.assumptions())
+
+
 def test_overlap_loss_adds_a_share_of_the_smaller_side():
     base = RooflineStepModel(S, ideal())
     lossy = RooflineStepModel(S, ideal(op_efficiency={**IDEAL, "gemm_overlap_loss": 0.5}))
@@ -104,6 +124,7 @@ def test_kv_capacity_is_memory_times_utilisation_less_the_weights_per_rank():
     ({"op_efficiency": {"gemm_memory": -0.5}}, "gemm_memory=-0.5"),
     ({"op_efficiency": {"attention_memory": 3.0}}, "attention_memory=3.0"),
     ({"step_overhead_s": -1e-3}, "step_overhead_s=-0.001"),
+    ({"op_efficiency": {"attention_tile_rows": -64.0}}, "attention_tile_rows=-64.0"),
 ])
 def test_a_row_that_would_price_a_step_at_zero_or_nan_is_refused(over, needle):
     with pytest.raises(UserError, match="would price steps at zero") as e:

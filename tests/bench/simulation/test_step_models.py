@@ -60,6 +60,25 @@ def test_roofline_spec_defaults():
     assert c.dtype == "float32" and "2 thread" in c.hw.name
 
 
+def test_attention_tile_in_the_spec_replaces_the_rows_and_says_so():
+    shipped = load_step_model("roofline:hardware=H100,model=Qwen3-8B")
+    fa3 = load_step_model("roofline:hardware=H100,model=Qwen3-8B,attention_tile=128")
+    assert shipped.eff["attention_tile_rows"] == 64 and fa3.eff["attention_tile_rows"] == 128
+    # the other calibrated classes stay; the source keeps the calibration and names the override
+    assert fa3.eff["attention_compute"] == shipped.eff["attention_compute"]
+    src = fa3.hw.sources["op_efficiency"]
+    assert "calibrated" in src and "attention tile 128 query rows: given in --step-model" in src
+    # Qwen3-8B packs 4 query heads per KV head: q=17 is 68 rows, two 64-row tiles or one of 128
+    step = dict(decode_tokens=8, draft_tokens=8 * 16, running=8, context_tokens=8 * 32768)
+    a64, a128 = (m.components(**step)["ops"]["attention"]["t_compute_s"] for m in (shipped, fa3))
+    assert float(a128) == pytest.approx(float(a64))
+    step["draft_tokens"] = 8 * 32                     # q=33: 132 rows, three 64-row tiles or two of 128
+    a64, a128 = (m.components(**step)["ops"]["attention"]["t_compute_s"] for m in (shipped, fa3))
+    assert float(a128) / float(a64) == pytest.approx(256 / 192)
+    none = load_step_model("roofline:hardware=910C,model=Qwen3-8B,attention_tile=1")
+    assert none.eff["attention_tile_rows"] == 1
+
+
 def test_roofline_spec_takes_a_config_json(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(CATALOGUE["Qwen/Qwen3-8B"]))
     m = load_step_model(f"roofline:hardware=A100,model={tmp_path / 'config.json'},tp=2")
@@ -78,6 +97,8 @@ def test_roofline_spec_takes_a_config_json(tmp_path):
     ("roofline:hardware=H100,model=Qwen3-8B,tp=2,tp=4", "tp given twice"),
     ("roofline:hardware=H100,model", "not key=value"),
     ("roofline:hardware=H100,model=Qwen3-8B,threads=2", "threads applies to hardware=cpu only"),
+    ("roofline:hardware=H100,model=Qwen3-8B,attention_tile=0", "attention_tile='0'"),
+    ("roofline:hardware=H100,model=Qwen3-8B,attention_tile=wide", "attention_tile='wide'"),
     ("roofline:hardware=B300,model=Qwen3-8B", "H100, H200, A100, H20, 910B, 910C, cpu"),
     ("roofline:hardware=H100,model=Qwen9-1T", "not in the catalogue"),
     ("roofline:hardware=cpu,model=Qwen3-8B,tp=2", "tp=2"),
