@@ -248,6 +248,21 @@ static PyObject *EvidenceBatch_add(EvidenceBatch *self, PyObject *const *args, P
     return (PyObject *)r;
 }
 
+/* Judge the request's pending draft by the tokens emitted after it: the accepted prefix is the
+ * common prefix of the two. Returns -1 with an exception set on failure. */
+static int ev_judge(EvidenceBatch *self, EvRequest *r, const TokenVec *tv) {
+    if (!r->npending) return 0;
+    Py_ssize_t a = 0, m = r->npending < tv->n ? r->npending : tv->n;
+    while (a < m && tv->buf[a] == r->pending[a]) a++;
+    r->predicted = self->P.decay * r->predicted + r->pending_pred;
+    r->accepted = self->P.decay * r->accepted + (double)a;
+    AccStats *A = ev_corrections(self);
+    /* the record now in use learns (a drafter's record may have been replaced since the draft) */
+    int err = A && r->has_est && acc_update(A, r->pending, r->pending_est, r->npending, a);
+    r->npending = 0;
+    return err ? -1 : 0;
+}
+
 /* extend(req_id, token_ids): append to the request's document, then judge its pending draft:
  * the accepted prefix is the common prefix of the draft and the tokens emitted after it. */
 static PyObject *EvidenceBatch_extend(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -262,23 +277,29 @@ static PyObject *EvidenceBatch_extend(EvidenceBatch *self, PyObject *const *args
     TokenVec tv;
     if (read_tokens(args[1], &tv)) return NULL;
     if (append_tokens(s, r->doc, &tv)) { tv_free(&tv); return NULL; }
-    if (r->npending) {
-        Py_ssize_t a = 0, m = r->npending < tv.n ? r->npending : tv.n;
-        while (a < m && tv.buf[a] == r->pending[a]) a++;
-        r->predicted = self->P.decay * r->predicted + r->pending_pred;
-        r->accepted = self->P.decay * r->accepted + (double)a;
-        AccStats *A = ev_corrections(self);
-        /* the record now in use learns (a drafter's record may have been replaced since the draft) */
-        int err = A && r->has_est && acc_update(A, r->pending, r->pending_est, r->npending, a);
-        r->npending = 0;
-        if (err) { tv_free(&tv); return NULL; }
-    }
+    int err = ev_judge(self, r, &tv);
     tv_free(&tv);
+    if (err) return NULL;
     Py_RETURN_NONE;
 }
 
-/* propose / choose: (req_id, k, cost=None). keep: remember the draft to judge it. */
-static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs, int keep) {
+/* settle(req_id, token_ids): judge the pending draft by the tokens its step emits, without
+ * appending them (a profile appends them one at a time; extend then has nothing to judge). */
+static PyObject *EvidenceBatch_settle(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "settle(req_id, token_ids)"); return NULL; }
+    EvRequest *r = ev_lookup(self, args[0]);
+    if (!r) return NULL;
+    TokenVec tv;
+    if (read_tokens(args[1], &tv)) return NULL;
+    int err = ev_judge(self, r, &tv);
+    tv_free(&tv);
+    if (err) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* propose / choose / peek: (req_id, k, cost=None). keep: remember the draft to judge it;
+ * peek: neither remember it nor fade the pooled prior (no side effect at all). */
+static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs, int keep, int peek) {
     if (nargs < 2 || nargs > 3) {
         PyErr_SetString(PyExc_TypeError, keep ? "propose(req_id, k, cost=None)" : "choose(req_id, k, cost=None)");
         return NULL;
@@ -325,7 +346,7 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
         int silenced = 0;
         n = ev_choose(s, q, L, k, &self->P, cost, scale, buf, buf + k, &expected, A, est, A ? est + k : NULL,
                       &silenced);
-        if (silenced) acc_relax_pooled(A, self->P.decay);   /* EvidenceLength.choose says why */
+        if (silenced && !peek) acc_relax_pooled(A, self->P.decay);   /* EvidenceLength.choose says why */
     }
     PyObject *out = PyList_New(n);
     for (Py_ssize_t i = 0; out && i < n; i++) {
@@ -352,18 +373,23 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
 done:
     if (buf != stack) free(buf);
     if (est != est_stack) free(est);
-    if (!out || keep) return out;
+    if (!out || keep || peek) return out;
     return Py_BuildValue("(Nd)", out, expected);
 }
 
 /* propose(req_id, k, cost=None) -> the draft (as EvidenceLength.choose picks it) */
 static PyObject *EvidenceBatch_propose(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs) {
-    return ev_draft(self, args, nargs, 1);
+    return ev_draft(self, args, nargs, 1, 0);
 }
 
 /* choose(req_id, k, cost=None) -> (draft, expected accepted tokens), nothing remembered */
 static PyObject *EvidenceBatch_choose(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs) {
-    return ev_draft(self, args, nargs, 0);
+    return ev_draft(self, args, nargs, 0, 0);
+}
+
+/* peek(req_id, k, cost=None) -> the draft propose would give, with no side effect */
+static PyObject *EvidenceBatch_peek(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    return ev_draft(self, args, nargs, 0, 1);
 }
 
 static PyObject *EvidenceBatch_get_requests(EvidenceBatch *self, void *c) { Py_INCREF(self->reqs); return self->reqs; }
@@ -396,6 +422,10 @@ static PyMethodDef EvidenceBatch_methods[] = {
      "propose(req_id, k, cost=None) -> list[int]"},
     {"choose", (PyCFunction)(void (*)(void))EvidenceBatch_choose, METH_FASTCALL,
      "choose(req_id, k, cost=None) -> (draft, expected): propose without remembering the draft"},
+    {"peek", (PyCFunction)(void (*)(void))EvidenceBatch_peek, METH_FASTCALL,
+     "peek(req_id, k, cost=None) -> list[int]: the draft propose would give, with no side effect"},
+    {"settle", (PyCFunction)(void (*)(void))EvidenceBatch_settle, METH_FASTCALL,
+     "settle(req_id, token_ids): judge the pending draft by these emitted tokens, not appending them"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef EvidenceBatch_getset[] = {

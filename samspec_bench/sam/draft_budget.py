@@ -59,14 +59,26 @@ class DraftBudget:
         self.drafted = 0
         self.ceiling: RunCeiling | None = None   # a run-wide cap over this and other budgets (set by the drafter)
 
+    def _offer(self, credit: float, k: int) -> tuple[int, float]:
+        """(most tokens, price) a step with this credit may draft at."""
+        price = max(0.0, self.cost - self.spenddown * max(0.0, credit - k)) if self.spenddown else self.cost
+        return min(int(k), int(credit)), price
+
+    def peek(self, k: int, propose: Callable[[int, float], list]) -> list:
+        """The draft a step would get now, with nothing credited, spent or learnt."""
+        credit = min(self.credit + self.budget, max(self.burst, float(k)))
+        most, price = self._offer(credit, k)
+        if self.ceiling is not None:
+            most = min(most, int(self.ceiling.credit + self.ceiling.rate))
+        return propose(most, price) if most > 0 else []
+
     def spend(self, k: int, propose: Callable[[int, float], list]) -> list:
         """One step: credit B, ask `propose(most tokens, cost)` for a draft of at most the credit
         (not called when the credit is under one token), debit it, move the multiplier."""
         self.credit = min(self.credit + self.budget, max(self.burst, float(k)))
-        most = min(int(k), int(self.credit))
+        most, price = self._offer(self.credit, k)
         if self.ceiling is not None:
             most = min(most, self.ceiling.credit_step())
-        price = max(0.0, self.cost - self.spenddown * max(0.0, self.credit - k)) if self.spenddown else self.cost
         draft = propose(most, price) if most > 0 else []
         d = len(draft)
         if d > most:

@@ -318,14 +318,15 @@ class EvidenceLength:
         return float(self.cost(k)) if callable(self.cost) else float(self.cost)
 
     def choose(self, state: RequestEvidence | None, k: int, candidates, at_end: bool = True,
-               token_stats: TokenAcceptance | None = None, cost: float | None = None) -> tuple[list[int], float]:
+               token_stats: TokenAcceptance | None = None, cost: float | None = None,
+               relax: bool = True) -> tuple[list[int], float]:
         """(draft, expected accepted tokens) from `candidates`, the automaton's evidence_chain:
         (match length, draft, counts) per candidate, counts[0] the occurrences of the match,
         counts[j] of the match followed by draft[:j]. `at_end`: the match's own current
         occurrence is among counts[0] (a dynamic source), so it is not a continuation.
         `token_stats` (with tokens > 0): the per-token correction; the estimates it is
         judged against are left in state.pending_q. `cost`: this draft's cost (a budget's
-        multiplier) instead of the policy's."""
+        multiplier) instead of the policy's. `relax` False: no side effect on the record (a peek)."""
         cost = self.threshold(k) if cost is None else cost
         scale = 1.0
         if state is not None:
@@ -372,7 +373,7 @@ class EvidenceLength:
             # The pooled prior is a guess about shapes; drafts alone can confirm or refute it. When
             # it alone keeps the drafter silent, it fades by the policy's decay, so a record that
             # started unlucky cannot stop drafting for good (it would never be judged again).
-            if unpooled_pass:
+            if unpooled_pass and relax:
                 per_token.relax_pooled(self.decay)
             return [], 0.0
         if state is not None:

@@ -71,14 +71,16 @@ def add_path(paths: list[list[int]], draft: Sequence[int]) -> bool:
     return True
 
 
-def propose_paths(drafter, req_id: Hashable, k: int, width: int) -> tuple[list[int], list[list[int]]]:
+def propose_paths(drafter, req_id: Hashable, k: int, width: int, peek: bool = False
+                  ) -> tuple[list[int], list[list[int]]]:
     """(the drafter's own draft, the tree's paths): up to `width` paths of at most k tokens,
     the own draft's first (none where it drafts nothing: the tree then holds the alternatives
     alone), then the best candidates that add tokens (a path a later one extends is replaced
-    by it, so the own draft may end up inside a longer path)."""
+    by it, so the own draft may end up inside a longer path). `peek`: the own draft without
+    side effects (Drafter.peek)."""
     if width < 1:
         raise ValueError(f"width = {width}: a tree has at least one path")
-    own = list(drafter.propose(req_id, k))
+    own = list(drafter.peek(req_id, k) if peek else drafter.propose(req_id, k))
     paths: list[list[int]] = []
     add_path(paths, own)
     for _, _, draft in candidates(drafter.evidence_sources(req_id), k):

@@ -26,6 +26,17 @@ class Drafter(ABC):
     @abstractmethod
     def stop(self, req_id: Hashable) -> None: ...
 
+    def peek(self, req_id: Hashable, k: int) -> list[int]:
+        """The draft `propose` would give now, with no side effect: nothing learnt from it, no
+        budget spent (a profile reads drafts at positions a decode walk skips). A drafter whose
+        proposals change its state overrides it."""
+        return self.propose(req_id, k)
+
+    def settle(self, req_id: Hashable, emitted: Iterable[int]) -> None:
+        """Judge the last proposal by the tokens its step emits (the accepted prefix and the
+        target's token after it) before they are appended, possibly one at a time; `extend`
+        then judges nothing more. For drafters that learn from acceptance; others keep none."""
+
     def memory_bytes(self) -> int:
         """Bytes held for the requests currently started (0 where unknown)."""
         return 0

@@ -29,7 +29,7 @@ from samspec_bench.sam.draft_length import (FIXED_LENGTH, AdaptiveLength, Eviden
                                             TokenAcceptance, parse_length)
 from samspec_bench.sam.drafter_base import Drafter, check_k  # noqa: F401 - public here too
 from samspec_bench.sam.history import HistoryStore
-from samspec_bench.sam.python_automaton import ObjectSam, ReferenceSam, heap_bytes
+from samspec_bench.sam.python_drafters import ObjectSamDrafter, ReferenceSamDrafter  # noqa: F401 - public here too
 
 try:   # an extension built before the compiled evidence path (or its corrections): the policy runs in Python
     from samspec_bench.sam._samcore import AcceptanceStats, EvidenceBatch
@@ -245,7 +245,7 @@ class SamDrafter(Drafter):
             self.token_stats.update(draft, state.pending_q, a, self.length.pairs > 0)
         state.pending = None
 
-    def _propose_evidence(self, req_id, k, cost=None):
+    def _propose_evidence(self, req_id, k, cost=None, relax: bool = True):
         policy = self.length
         choice, depth = policy.choice_code, policy.depth
         cands = self._reqs[req_id].evidence_chain(k, choice, depth)
@@ -259,10 +259,32 @@ class SamDrafter(Drafter):
         if dyn_len < self.l_threshold:
             return []
         state = self._ev[req_id]
-        draft, expected = policy.choose(state, check_k(k), cands, at_end, self.token_stats, cost)
+        draft, expected = policy.choose(state, check_k(k), cands, at_end, self.token_stats, cost, relax)
         if draft:
             state.pending, state.pending_pred = draft, expected
         return draft
+
+    def peek(self, req_id, k):
+        if not self._evidence:
+            return self.propose(req_id, k)
+        if self._c_batch is not None:
+            if self._budget is not None:
+                return self._budget.peek(k, lambda most, cost: self._c_batch.peek(req_id, most, cost))
+            return self._c_batch.peek(req_id, k, self.length.threshold(k) if callable(self.length.cost) else None)
+        state = self._ev[req_id]
+        kept = state.pending, state.pending_pred, state.pending_q
+        try:
+            if self._budget is not None:
+                return self._budget.peek(k, lambda most, cost: self._propose_evidence(req_id, most, cost, False))
+            return self._propose_evidence(req_id, k, relax=False)
+        finally:
+            state.pending, state.pending_pred, state.pending_q = kept
+
+    def settle(self, req_id, emitted):
+        if self._c_batch is not None:
+            self._c_batch.settle(req_id, list(emitted))
+        elif self._evidence:
+            self._judge(req_id, list(emitted))
 
     def propose(self, req_id, k):
         if self._budget is not None:
@@ -309,49 +331,6 @@ class SamDrafter(Drafter):
                 "l_threshold": self.l_threshold, "l_bias": self.l_bias,
                 "length": self.length.describe(), "policy_path": self.policy_path,
                 **({"budget": self._budget.describe()} if self._budget is not None else {})}
-
-
-class ReferenceSamDrafter(Drafter):
-    """The pure-Python automaton behind the same interface: the speed baseline."""
-
-    name = "sam-python"
-
-    def __init__(self):
-        self._reqs: dict[Hashable, ReferenceSam] = {}
-
-    def start(self, req_id, prompt_ids, group=None):
-        sam = ReferenceSam()
-        sam.new_doc()
-        prompt = list(np.asarray(prompt_ids).tolist()) if hasattr(prompt_ids, "__array__") else list(prompt_ids)
-        if prompt:
-            sam.extend(prompt)
-        self._reqs[req_id] = sam
-
-    def extend(self, req_id, token_ids):
-        self._reqs[req_id].extend(token_ids)
-
-    def propose(self, req_id, k):
-        return self._reqs[req_id].draft(k)
-
-    def stop(self, req_id):
-        del self._reqs[req_id]
-
-    def memory_bytes(self):
-        return sum(heap_bytes(s) for s in self._reqs.values())
-
-
-class ObjectSamDrafter(ReferenceSamDrafter):
-    """The public pure-Python SAM design (objects, deep-copied clones): today's baseline."""
-
-    name = "sam-public"
-
-    def start(self, req_id, prompt_ids, group=None):
-        sam = ObjectSam()
-        prompt = np.asarray(prompt_ids).tolist()
-        if prompt:
-            sam.extend(prompt)
-        self._reqs[req_id] = sam
-
 
 
 class NgramDrafter(Drafter):

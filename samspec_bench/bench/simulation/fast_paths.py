@@ -19,9 +19,10 @@ from samspec_bench.bench.simulation.step_log import TailAcceptance
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 
 
-def speculative_walks(idx: np.ndarray, pos: np.ndarray, L: np.ndarray, k: int, profiles: ProfileTable,
+def speculative_walks(idx: np.ndarray, pos: np.ndarray, L: np.ndarray, M: np.ndarray, k: int, profiles: ProfileTable,
                       tree: bool = False):
-    """Requests `idx` (at positions `pos`, all decoding) each walking its own profile,
+    """Requests `idx` (at positions `pos`, all decoding; response lengths L, the engine's limits
+    M) each walking its own profile,
     speculating every step: drafts `profile_table.drafts_at` (linear, or a tree's node count),
     emits accepted + 1. Returns per request-step (request slot, step j, position, drafted,
     accepted) arrays and each request's number of steps."""
@@ -29,7 +30,7 @@ def speculative_walks(idx: np.ndarray, pos: np.ndarray, L: np.ndarray, k: int, p
     for r, (i, p0) in enumerate(zip(idx.tolist(), pos.tolist())):
         ps = np.arange(p0, int(L[i]), dtype=np.int64)
         one = np.full(len(ps), i)
-        d = drafts_at(profiles, one, ps, L[i], k, tree)
+        d = drafts_at(profiles, one, ps, M[i], k, tree)
         a = accepted_at(profiles, one, ps, L[i], d)
         inc = (a + 1).tolist()
         q, n, visit = 0, len(inc), []
@@ -47,7 +48,7 @@ def speculative_walks(idx: np.ndarray, pos: np.ndarray, L: np.ndarray, k: int, p
     return cat(slot), cat(jj), cat(pp), cat(dd), cat(aa), np.array(nsteps, dtype=np.int64)
 
 
-def speculative_end(running: np.ndarray, pos: np.ndarray, P: np.ndarray, L: np.ndarray, band_at: Sequence,
+def speculative_end(running: np.ndarray, pos: np.ndarray, P: np.ndarray, L: np.ndarray, M: np.ndarray, band_at: Sequence,
                     step_model: StepTimeModel, clock: float, step: int,
                     tail: TailAcceptance) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The rest of the rollout once the running requests no longer interact: their steps'
@@ -65,7 +66,7 @@ def speculative_end(running: np.ndarray, pos: np.ndarray, P: np.ndarray, L: np.n
         lo = n
         while lo > 1 and band_at[lo - 1] == band_at[n]:
             lo -= 1
-        cols, done, fin, p_next = _segment(idx, p, P, L, band_at[n], step_model, clock, step, tail, lo)
+        cols, done, fin, p_next = _segment(idx, p, P, L, M, band_at[n], step_model, clock, step, tail, lo)
         parts.append(cols)
         finish[where[done]] = fin
         clock, step = float(cols["clock_s"][-1]), step + len(cols["step"])
@@ -74,13 +75,13 @@ def speculative_end(running: np.ndarray, pos: np.ndarray, P: np.ndarray, L: np.n
     return cols, finish
 
 
-def _segment(idx: np.ndarray, p0: np.ndarray, P: np.ndarray, L: np.ndarray, band: tuple,
+def _segment(idx: np.ndarray, p0: np.ndarray, P: np.ndarray, L: np.ndarray, M: np.ndarray, band: tuple,
              step_model: StepTimeModel, clock: float, step: int, tail: TailAcceptance, lo: int):
     """Requests `idx` at positions `p0` walking with band (k, table, tree) until fewer than
     `lo` run: (the steps' columns, which requests finished, their finish times, every
     request's position after the segment)."""
     k, profiles, tree = band
-    slot, jj, pp, dd, aa, nst = speculative_walks(idx, p0, L, k, profiles, tree)
+    slot, jj, pp, dd, aa, nst = speculative_walks(idx, p0, L, M, k, profiles, tree)
     r_all = np.bincount(jj)
     below = np.nonzero(r_all < lo)[0]
     m = int(below[0]) if below.size else len(r_all)

@@ -132,12 +132,14 @@ def tree_table(requests: Sequence, response_lens: np.ndarray, linear: ProfileTab
     return ProfileTable(views, response_lens)
 
 
-def drafts_at(table: ProfileTable, idx: np.ndarray, p: np.ndarray, L: np.ndarray, k: int,
+def drafts_at(table: ProfileTable, idx: np.ndarray, p: np.ndarray, M: np.ndarray, k: int,
               tree: bool) -> np.ndarray:
-    """Draft tokens requests `idx` (response lengths `L`, decoding at positions `p`) verify with
-    at most k: a linear draft min(k, profile's, tokens left - 1); a tree min(k, profile's) node
-    count, not capped by the tokens left (a node count is not a depth), none at the last token."""
-    left = L - 1 - p
+    """Draft tokens requests `idx` (decoding at positions `p`, the engine's limits `M`: max_tokens,
+    the response length where the engine knows the end) verify with at most k: a linear draft
+    min(k, profile's, M - p - 1), vLLM's max_tokens cap; a tree min(k, profile's) node count, not
+    capped by that (a node count is not a depth), none at the limit's last token. Before an EOS
+    end the engine cannot see it and drafts on (the accepted count stops at the end)."""
+    left = M - 1 - p
     d = np.minimum(table.drafted(idx, p), k)
     return np.where(left > 0, d, 0) if tree else np.maximum(np.minimum(d, left), 0)
 

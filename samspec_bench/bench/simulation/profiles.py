@@ -42,7 +42,7 @@ tile (acceptance grows with position as the context fills with reusable text), a
 per-position stretching, which would repeat each position's value several times in a row
 and lengthen the runs of accepted drafts that decide tokens per step. Blocks keep the local
 run structure of real drafts and the position trend of acceptance; the accepted length at
-the end of the target is capped by the simulation's max_tokens rule.
+the end of the target is capped at the response's end (profile_table.accepted_at).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ import numpy as np
 
 from samspec_bench.bench.draft_config import SAM_DRAFTERS, DraftConfig, build_drafter, unsupported_reason
 from samspec_bench.bench.engines.replay import EMULATED_STEPS, emulate_steps, has_steps, item_step
+from samspec_bench.bench.simulation.profile_walk import DecodeWalk
 from samspec_bench.errors import UserError
 from samspec_bench.sam import make_drafter
 from samspec_bench.sam.draft_tree import propose_paths, tree_accepted, tree_size
@@ -65,8 +66,8 @@ RESAMPLE_METHOD = (f"block resampling: target position p reads source position "
                    "and the position trend of acceptance (tiling would repeat a response's low-acceptance opening)")
 
 
-def acceptance_profile(drafter, prompt_ids, response_ids, k: int, req_id=0, group=None, paths: int = 0
-                       ) -> tuple[np.ndarray, ...]:
+def acceptance_profile(drafter, prompt_ids, response_ids, k: int, req_id=0, group=None, paths: int = 0,
+                       spans: Sequence[tuple[int, int]] | None = None) -> tuple[np.ndarray, ...]:
     """(drafted[p], accepted[p]) for every response position p (p = 0 is the prefill's token:
     0, 0). The draft at p is the drafter's proposal of up to k tokens after resp[:p]. With
     `paths` > 0 also the tree profile (tree_drafted[p], tree_accepted[p]) of a `paths`-path
@@ -75,16 +76,23 @@ def acceptance_profile(drafter, prompt_ids, response_ids, k: int, req_id=0, grou
     with the same tokens), so this is exact for greedy decoding, and for sampling with a
     deterministic drafter (a draft token is accepted iff the sampled token equals it: rejection
     re-samples with it removed); walking it with pos += accepted + 1 reproduces
-    `bench.engines.replay.replay_response` step for step (checked in tests)."""
+    `bench.engines.replay.replay_response` step for step (checked in tests). A drafter that
+    learns from acceptance learns along that walk (profile_walk.py). `spans`: the response's
+    tool text between turns, prefilled (profile_walk.py); each turn restarts the request with
+    everything before it as its prompt."""
     resp = [int(t) for t in response_ids]
     n = len(resp)
     prof = _empty_profile(n, paths)
+    walk = DecodeWalk(n, spans)
     drafter.start(req_id, prompt_ids, group=group)
     try:
         if n:
             drafter.extend(req_id, resp[:1])
         for p in range(1, n):
-            _judge_at(drafter, req_id, k, paths, resp, p, prof)
+            if p in walk.restarts:   # a new turn: a new request over everything before it
+                drafter.stop(req_id)
+                drafter.start(req_id, [int(t) for t in prompt_ids] + resp[:p], group=group)
+            _judge_at(drafter, req_id, k, paths, resp, p, prof, walk)
             drafter.extend(req_id, resp[p:p + 1])
     finally:
         drafter.stop(req_id)
@@ -102,16 +110,23 @@ def _matched(draft, resp: list[int], p: int) -> int:
     return a
 
 
-def _judge_at(drafter, req_id, k: int, paths: int, resp: list[int], p: int, prof) -> None:
-    """Position p of a profile: the draft (and with `paths`, the tree) and what resp confirms."""
-    if not paths:
-        d = drafter.propose(req_id, k)
-        prof[0][p], prof[1][p] = len(d), _matched(d, resp, p)
+def _judge_at(drafter, req_id, k: int, paths: int, resp: list[int], p: int, prof, walk: DecodeWalk) -> None:
+    """Position p of a profile: the draft (and with `paths`, the tree) and what resp confirms.
+    On the decode walk the drafter proposes and is judged by the tokens that step emits
+    (`settle`); off it, it only peeks; in prefilled text nothing is drafted (profile_walk.py)."""
+    on = walk.on(p)
+    if walk.skip[p]:
         return
-    own, tree = propose_paths(drafter, req_id, k, paths)
-    prof[0][p], prof[1][p] = len(own), _matched(own, resp, p)
-    prof[2][p] = min(tree_size(tree), np.iinfo(np.int16).max)
-    prof[3][p] = tree_accepted(tree, resp[p:p + k])
+    if not paths:
+        own = drafter.propose(req_id, k) if on else drafter.peek(req_id, k)
+        prof[0][p], prof[1][p] = len(own), _matched(own, resp, p)
+    else:
+        own, tree = propose_paths(drafter, req_id, k, paths, peek=not on)
+        prof[0][p], prof[1][p] = len(own), _matched(own, resp, p)
+        prof[2][p] = min(tree_size(tree), np.iinfo(np.int16).max)
+        prof[3][p] = tree_accepted(tree, resp[p:p + k])
+    if on:
+        drafter.settle(req_id, resp[p:p + walk.step(p, int(prof[1][p]))])
 
 
 def walk_profile(drafted: np.ndarray, accepted: np.ndarray, k: int) -> tuple[list[int], list[int], list[int], list[int]]:
@@ -141,12 +156,15 @@ def stretch_positions(p, n_src, n_tgt, block: int = BLOCK) -> np.ndarray:
 
 
 def group_acceptance_profiles(drafter, prompt_ids, responses: Sequence[Sequence[int]], k: int,
-                              group: Hashable = 0, paths: int = 0) -> list[tuple[np.ndarray, ...]]:
+                              group: Hashable = 0, paths: int = 0, spans: Sequence | None = None
+                              ) -> list[tuple[np.ndarray, ...]]:
     """Lockstep profiles of one group's responses drafting from a shared (group) drafter (with
-    `paths` > 0, each with its tree profile, as `acceptance_profile`)."""
+    `paths` > 0, each with its tree profile, as `acceptance_profile`). `spans`: per response,
+    its tool text (nothing drafted there; a member keeps its request across turns here)."""
     resps = [[int(t) for t in r] for r in responses]
     n = [len(r) for r in resps]
     prof = [_empty_profile(m, paths) for m in n]
+    walks = [DecodeWalk(m, spans[i] if spans else None) for i, m in enumerate(n)]
     ids = [(group, i) for i in range(len(resps))]
     live: list[int] = []
     try:
@@ -164,7 +182,7 @@ def group_acceptance_profiles(drafter, prompt_ids, responses: Sequence[Sequence[
             if not live:
                 break
             for i in live:
-                _judge_at(drafter, ids[i], k, paths, resps[i], p, prof[i])
+                _judge_at(drafter, ids[i], k, paths, resps[i], p, prof[i], walks[i])
             for i in live:
                 drafter.extend(ids[i], resps[i][p:p + 1])
             p += 1
@@ -175,10 +193,12 @@ def group_acceptance_profiles(drafter, prompt_ids, responses: Sequence[Sequence[
 
 
 def after_siblings_profiles(make, prompt_ids, responses: Sequence[Sequence[int]], k: int,
-                            group: Hashable = 0, paths: int = 0) -> list[tuple[np.ndarray, ...]]:
+                            group: Hashable = 0, paths: int = 0, spans: Sequence | None = None
+                            ) -> list[tuple[np.ndarray, ...]]:
     """Each response's profile drafted after its siblings finished: a fresh drafter (`make()`)
     holding every other response of the group whole (finished: stopped once the response
-    itself has started, so they stay indexed), then the response's own walk."""
+    itself has started, so they stay indexed), then the response's own walk (`spans` as for
+    group_acceptance_profiles)."""
     resps = [[int(t) for t in r] for r in responses]
     out = []
     for i, resp in enumerate(resps):
@@ -194,8 +214,9 @@ def after_siblings_profiles(make, prompt_ids, responses: Sequence[Sequence[int]]
                 drafter.stop(sid)
             if resp:
                 drafter.extend(me, resp[:1])
+            walk = DecodeWalk(len(resp), spans[i] if spans else None)
             for p in range(1, len(resp)):
-                _judge_at(drafter, me, k, paths, resp, p, prof)
+                _judge_at(drafter, me, k, paths, resp, p, prof, walk)
                 drafter.extend(me, resp[p:p + 1])
         finally:
             drafter.stop(me)
@@ -269,8 +290,8 @@ def parse_sources(sources: str) -> tuple[bool, bool]:
 def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | None, k: int, drafter: str,
                  sources: str = "own", history: HistoryStore | None = None,
                  options: dict[str, Any] | None = None, paths: int = 0,
-                 done: Callable[[int], None] | None = None, after_siblings: bool = False
-                 ) -> list[tuple[np.ndarray, ...]]:
+                 done: Callable[[int], None] | None = None, after_siblings: bool = False,
+                 turns: Sequence | None = None) -> list[tuple[np.ndarray, ...]]:
     """Profiles of (prompt_ids, response_ids) pairs: each from its own context (`own`), its
     group's siblings as well (`group`; `groups[i]` = pair i's group, members in order), the
     prompt's earlier responses in `history` (`history`), or both. `options`: the drafter's
@@ -279,7 +300,8 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
     carries its `paths`-path tree profile (`acceptance_profile`); SAM drafters only, their
     automata then keep counts. `done(n)`: called as every n more pairs are profiled (progress).
     `after_siblings` (group sources): each response drafted after its siblings finished
-    (`after_siblings_profiles`) instead of in lockstep with them."""
+    (`after_siblings_profiles`) instead of in lockstep with them. `turns`: per pair, its tool
+    spans (prefilled text, profile_walk.py)."""
     group, hist = parse_sources(sources)
     if after_siblings and not group:
         raise ValueError(f"after_siblings needs a group source, not {sources!r}")
@@ -288,7 +310,7 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
     def each(d):   # one drafter over every pair, in order
         out = []
         for i, (p, r) in enumerate(pairs):
-            out.append(acceptance_profile(d, p, r, k, req_id=i, paths=paths))
+            out.append(acceptance_profile(d, p, r, k, req_id=i, paths=paths, spans=turns[i] if turns else None))
             tick(1)
         return out
 
@@ -321,10 +343,11 @@ def profiles_for(pairs: Sequence[tuple[Any, Any]], groups: Sequence[Hashable] | 
                 raise UserError(f"--sources group: group {g!r} has responses with different prompts; fix the "
                                 "traces' group field or use --sources own")
         resps = [pairs[i][1] for i in idx]
+        spans = [turns[i] for i in idx] if turns else None
         profs = (after_siblings_profiles(_record_sharing(cfg, history), prompt, resps, k, group=g,
-                                         paths=paths) if after_siblings else
+                                         paths=paths, spans=spans) if after_siblings else
                  group_acceptance_profiles(build_drafter(cfg, history=history), prompt, resps, k, group=g,
-                                           paths=paths))
+                                           paths=paths, spans=spans))
         for i, pr in zip(idx, profs):
             out[i] = pr
         tick(len(idx))

@@ -8,7 +8,8 @@ Scheduling (the same rules as `bench.engines.reference.ReferenceEngine._step`):
   most how many draft tokens a request verifies this step (capped by the arm's k);
 - token budget `max_num_batched_tokens`; running requests first, oldest first: each takes its
   pending tokens (the rest of a chunked prefill, or 1 when decoding) plus, when speculating and
-  decoding, min(the step's k, its draft length, max_tokens - output - 1, budget - 1) draft tokens; then
+  decoding, min(the step's k, its draft length, max_tokens - output - 1, budget - 1) draft tokens (max_tokens:
+  the engine's limit, which an EOS end lies before: the engine drafts past an end it cannot see); then
   waiting requests are admitted first come first served while budget > 0 and fewer than
   `max_num_seqs` run, each with min(prompt, budget) prefill tokens (`admission`: another
   order, admission.py: Seer's context-aware order);
@@ -88,6 +89,7 @@ class SimRequest:
     tree_accepted: np.ndarray | None = None  # the longest candidate the recorded response confirms
     late: LateProfile | None = None          # read from late.from_pos on (a group's, after the siblings finished)
     turns: Sequence | None = None            # tool spans [start, end) in response positions (tool_turns.py)
+    max_tokens: int | None = None   # the engine's limit (drafts capped by it); None: response_len, the end known
 
 
 @dataclass
@@ -163,8 +165,9 @@ class RolloutSimulation:
         self.N = N = len(requests)
         self.P = np.array([r.prompt_len for r in requests], dtype=np.int64)
         self.L = np.array([r.response_len for r in requests], dtype=np.int64)
-        if N and (self.P.min() < 1 or self.L.min() < 1):
-            raise ValueError("every request needs a prompt and a response of at least one token")
+        self.M = np.array([r.max_tokens or r.response_len for r in requests], dtype=np.int64)   # an EOS end: M > L
+        if N and (self.P.min() < 1 or self.L.min() < 1 or bool((self.M < self.L).any())):
+            raise ValueError("every request needs a prompt and a response of 1 to max_tokens tokens")
         self.profiles = ProfileTable(requests, self.L) if shared is None else shared.profiles
         self.k = k = int(config.k)
         self.tree_running, self.tree_k = int(config.tree_running), int(config.tree_k)
@@ -275,7 +278,7 @@ class RolloutSimulation:
 
     def _finish_speculatively(self, bands: list) -> None:
         run = self.running
-        cols, finish = fast_paths.speculative_end(run, self.pos, self.P, self.L, bands, self.step_model,
+        cols, finish = fast_paths.speculative_end(run, self.pos, self.P, self.L, self.M, bands, self.step_model,
                                                   self.clock, self.step, self.tail)
         self.log.add(**cols)
         self.finish[run] = finish
@@ -376,7 +379,7 @@ class RolloutSimulation:
         d = np.zeros(run.size, dtype=np.int64)
         if spec and run.size:
             table = self.trees if tree else self.profiles
-            d = np.where(decoding, drafts_at(table, run, self.pos[run], self.L[run], k, tree), 0)
+            d = np.where(decoding, drafts_at(table, run, self.pos[run], self.M[run], k, tree), 0)
         cs = np.cumsum(n_tok + d)
         full = cs <= B
         sched_n = np.where(full, n_tok, 0)

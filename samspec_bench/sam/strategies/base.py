@@ -135,12 +135,7 @@ class RuleDrafter(Drafter):
 
     def extend(self, req_id, token_ids):
         toks = list(token_ids.tolist() if hasattr(token_ids, "tolist") else token_ids)
-        draft = self._pending.pop(req_id, None)
-        if draft:
-            a = 0
-            while a < min(len(draft), len(toks)) and toks[a] == draft[a]:
-                a += 1
-            self.rule.update(self._state[req_id], len(draft), a)
+        self._judge_pending(req_id, toks)
         self.inner.extend(req_id, toks)
 
     def propose(self, req_id, k):
@@ -149,6 +144,24 @@ class RuleDrafter(Drafter):
         if draft:
             self._pending[req_id] = draft
         return draft
+
+    def peek(self, req_id, k):
+        n = min(int(k), self.rule.length(self._state[req_id], int(k)))
+        return list(self.inner.peek(req_id, k))[:max(n, 0)] if n > 0 else []
+
+    def settle(self, req_id, emitted):
+        toks = list(emitted)
+        self._judge_pending(req_id, toks)
+        self.inner.settle(req_id, toks)
+
+    def _judge_pending(self, req_id, toks) -> None:
+        """The rule learns how much of its pending draft `toks` accepted."""
+        draft = self._pending.pop(req_id, None)
+        if draft:
+            a = 0
+            while a < min(len(draft), len(toks)) and toks[a] == draft[a]:
+                a += 1
+            self.rule.update(self._state[req_id], len(draft), a)
 
     def stop(self, req_id):
         self.inner.stop(req_id)

@@ -188,7 +188,7 @@ def key_profiles(cfg: RolloutConfig, key, pairs, groups, store, done, after_sibl
     if key[0] == "sources":
         src, k = key[1], key[2]
         profs = profiles_for(pairs, groups, k, cfg.drafter, src, history=store(cfg.history_window) if "history" in src
-                             else None, done=done, after_siblings=after_siblings)
+                             else None, done=done, after_siblings=after_siblings, turns=turns)
         return [turn_profile(p, t) for p, t in zip(profs, turns or [None] * len(profs))], None
     return strategy_profiles(parse_strategy(key[1]), pairs, groups, store, done=done, after_siblings=after_siblings,
                              turns=turns)
@@ -203,7 +203,7 @@ def strategy_profiles(st, pairs, groups, store, done=None, after_siblings: bool 
     path only), else None."""
     hist = store(st.history_window) if "history" in st.sources else None
     profs = profiles_for(pairs, groups, st.k, st.drafter, st.sources, history=hist, options=st.drafter_options(),
-                         paths=st.paths, done=done, after_siblings=after_siblings)
+                         paths=st.paths, done=done, after_siblings=after_siblings, turns=turns)
     profs = [turn_profile(p, t) for p, t in zip(profs, turns or [None] * len(profs))]
     trees = [(p[2], p[3]) for p in profs] if st.paths else None
     profs = [(p[0], p[1]) for p in profs]
@@ -225,9 +225,12 @@ def rule_by_turn(drafted, accepted, st, context, spans) -> tuple[np.ndarray, np.
     return d_out, a_out
 
 
-def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool) -> list[SimRequest]:
+def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool, max_tokens: int | None = None
+                 ) -> list[SimRequest]:
     """The simulated requests of one arm at these lengths; with a group source, each also reads
-    its after-siblings profile from the longest of its simulated siblings' lengths on."""
+    its after-siblings profile from the longest of its simulated siblings' lengths on.
+    `max_tokens` (the rollout's max response length) is the engine's limit: a response that ends
+    before it ends at an EOS the engine cannot see, so its drafts are not cut at its end."""
     pr = rep.profiles[key] if key is not None else None
     tr = rep.trees.get(key) if key is not None else None
     lt = rep.late.get(key) if key is not None else None
@@ -239,7 +242,7 @@ def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool) -> list[S
                               group=q // rep.group_size, stretch=stretch, tree_drafted=tr[j][0] if tr else None,
                               tree_accepted=tr[j][1] if tr else None,
                               late=LateProfile(int(after[q]), *lt[j]) if lt and after[q] < lengths[q] else None,
-                              turns=turns))
+                              turns=turns, max_tokens=max(max_tokens, n) if max_tokens else None))
     return out
 
 
@@ -287,7 +290,7 @@ def simulate_arms(cfg: RolloutConfig, rep: Replay, settings, lengths: np.ndarray
     sims, metrics = {}, {}
     for s in settings:
         T = tail_threshold_for(s, cfg)
-        reqs = requests_for(rep, lengths, s.get("profile"), stretch)
+        reqs = requests_for(rep, lengths, s.get("profile"), stretch, cfg.max_response_len)
         cost = (cost_switch(rep, s["profile"], lengths, step_model, cfg.max_num_seqs, s["k"]) if s.get("profile")
                 else None)
         opts = dict(k=s["k"], step_model=step_model, max_num_seqs=cfg.max_num_seqs,

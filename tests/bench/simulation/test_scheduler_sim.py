@@ -47,6 +47,26 @@ def test_perfect_drafts_cut_steps():
     assert on.steps["num_accepted"].sum() == 9 and on.steps["num_emitted"].sum() == n
 
 
+@pytest.mark.parametrize("n, max_tokens, drafted, emitted_last", [
+    (12, None, 3 + 3 + 2, 3),    # the engine's limit is the end: the draft at p=9 is cut to 2 tokens left - 1
+    (12, 20, 3 + 3 + 3, 3),      # an EOS end before max_tokens: it drafts 3 past it, 2 are kept
+    (10, None, 3 + 3 + 0, 1),    # at the limit's last token nothing is drafted
+    (10, 20, 3 + 3 + 3, 1),      # before an EOS it cannot see, the engine drafts k and keeps none
+])
+def test_drafts_are_cut_at_the_engines_limit_not_at_an_eos_end(n, max_tokens, drafted, emitted_last):
+    prof = (np.full(n, 3, np.int16), np.full(n, 3, np.int16))
+    for ff in (True, False):     # the closed-form end and the step-by-step walk
+        r = simulate([SimRequest(4, n, *prof, max_tokens=max_tokens)], k=3, policy=AlwaysPolicy(),
+                     step_model=ONE, fast_forward=ff)
+        assert r.num_steps == 1 + 3 and r.steps["num_emitted"].sum() == n
+        assert r.steps["num_drafted"].sum() == drafted and r.steps["num_emitted"][-1] == emitted_last
+
+
+def test_a_response_longer_than_its_max_tokens_is_refused():
+    with pytest.raises(ValueError, match="1 to max_tokens tokens"):
+        simulate([SimRequest(4, 12, max_tokens=8)], k=0, policy=None, step_model=ONE)
+
+
 def test_threshold_policy_speculates_only_in_small_batches():
     prof = lambda n: (np.full(n, 2, np.int16), np.full(n, 1, np.int16))  # noqa: E731
     reqs = [SimRequest(3, n, *prof(n)) for n in (5, 5, 5, 40)]
@@ -72,6 +92,27 @@ def test_profile_walk_equals_replay():
         rs = replay_response(SamDrafter(length="fixed"), prompt, resp, k)
         assert list(rs.position) == pos and list(rs.drafted) == dr
         assert list(rs.accepted) == ac and list(rs.emitted) == em
+
+
+@pytest.mark.parametrize("length, compiled", [
+    (None, True), (None, False),                    # the evidence policy (sam's default), C and Python
+    ("evidence:budget=0.7", True), ("evidence:budget=0.7", False),   # with a draft budget
+])
+def test_a_drafter_that_learns_from_acceptance_learns_along_the_decode_walk(length, compiled):
+    # the evidence policy's record and per-request scale, and a budget, learn from each step's
+    # emitted tokens: the profile judges its drafts along the walk a replay decodes, so walking
+    # the profile is the replay step for step (judged one token at a time, every draft would look
+    # accepted for at most one token, and the drafter would learn to draft less)
+    rng = np.random.default_rng(3)
+    resp = np.concatenate([rng.integers(0, 6, 150), np.tile(rng.integers(0, 6, 40), 6)])
+    prompt = [0, 1, 2, 3]
+    for k in (3, 8):
+        d, a = acceptance_profile(SamDrafter(length=length, compiled=compiled), prompt, resp, k)
+        pos, dr, ac, em = walk_profile(d, a, k)
+        rs = replay_response(SamDrafter(length=length, compiled=compiled), prompt, resp, k)
+        assert list(rs.position) == pos and list(rs.drafted) == dr
+        assert list(rs.accepted) == ac and list(rs.emitted) == em
+        assert sum(rs.drafted) > 0 and max(rs.accepted) >= 2
 
 
 def test_simulation_acceptance_matches_replay_for_single_request():

@@ -130,14 +130,21 @@ def test_tool_latency_measured_in_the_users_verl_log(dump, qwen3_tokenizer_dir, 
     assert "each tool round taking 0.800 s (MEASURED by verl's agent loop in" in capsys.readouterr().out
 
 
-def test_rollout_keeps_the_tokens_per_step_accept_replays_turn_by_turn(dump, qwen3_tokenizer_dir, tmp_path):
+@pytest.mark.parametrize("drafter", ["sam-fixed", "sam"])
+def test_rollout_keeps_the_tokens_per_step_accept_replays_turn_by_turn(dump, qwen3_tokenizer_dir, tmp_path, drafter):
     # accept replays each model turn as its own request (suites/accept/turns.py); the rollout walks
-    # whole responses with tool text skipped (tool_turns.py): two implementations, one answer
+    # whole responses with tool text skipped (tool_turns.py, profile_walk.py): two implementations,
+    # one answer. `sam` (the evidence policy) learns from each step's emitted tokens, so its
+    # profile has to learn along the same walk, turn by turn, to give accept's drafts
     d, _, _ = dump
-    rolled = _run(tmp_path / "r", d, qwen3_tokenizer_dir)["metrics"]["arms"]["always k=3"]
+    rolled = _run(tmp_path / "r", d, qwen3_tokenizer_dir, "--drafter", drafter)["metrics"]["arms"]["always k=3"]
     out = tmp_path / "a.json"
     cli.main(["accept", "--engine", "replay", "--traces", str(d), "--tokenizer", str(qwen3_tokenizer_dir),
-              "--drafter", "sam-fixed", "-k", "3", "--sources", "own", "--output", str(tmp_path / "a"),
+              "--drafter", drafter, "-k", "3", "--sources", "own", "--output", str(tmp_path / "a"),
               "--json", str(out)])
-    accepted = json.loads(out.read_text())["metrics"]["sam-fixed k=3 own"]
+    accepted = json.loads(out.read_text())["metrics"][f"{drafter} k=3 own"]
+    assert accepted["drafted_per_step"] > 0.5
     assert rolled["tokens_per_step"] == pytest.approx(accepted["tokens_per_step"], abs=1e-12)
+    # and the drafted tokens: no response reaches --max-response-len, so the engine never knows
+    # where one ends and drafts k at a turn's last tokens too, as accept's replay does
+    assert rolled["drafted_per_step"] == pytest.approx(accepted["drafted_per_step"], abs=1e-12)
