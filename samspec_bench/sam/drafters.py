@@ -37,6 +37,8 @@ except ImportError:
     AcceptanceStats = EvidenceBatch = None
 if AcceptanceStats is not None and not hasattr(AcceptanceStats, "relax_pooled"):
     AcceptanceStats = EvidenceBatch = None   # built before the pooled shape prior's fading: rebuild it (README)
+if EvidenceBatch is not None and not hasattr(EvidenceBatch, "settle"):
+    EvidenceBatch = None   # built before peek / settle (rollout profiles): the policy runs in Python
 
 
 class SamDrafter(Drafter):
