@@ -86,6 +86,10 @@ def test_a_rule_drafter_peeks_within_its_rule_and_settles_its_rule():
     r.extend(0, resp[:120])
     before = r.peek(0, 16)
     assert before == list(r.propose(0, 16))[:len(before)]
-    r.settle(0, resp[120:120 + len(before) + 1])
-    r.extend(0, resp[120:120 + len(before) + 1])
-    assert len(r.peek(0, 16)) >= len(before)   # a wholly accepted draft doubles AIMD's length
+    emitted = resp[120:120 + len(before) + 1]
+    assert emitted[:len(before)] == before     # the draft is wholly accepted
+    r.settle(0, emitted)
+    for t in emitted:                          # appended one at a time, as a profile does
+        r.extend(0, [t])
+    # judged by the whole step, AIMD doubles; judged by one appended token, it would halve
+    assert len(r.peek(0, 16)) == 2 * len(before)
