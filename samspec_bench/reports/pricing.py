@@ -73,7 +73,9 @@ def config_line(result: dict) -> str:
             f"trace {Path(str(cfg['traces'])).name}" if cfg.get("engine") == "replay" and cfg.get("traces") else None,
             f"lengths {cfg['length_dist']}" + (f" (a prompt's responses sharing {w['length_group_share']:.2f} of their "
                                                "log-length variance)" if is_number(w.get("length_group_share"))
-                                               else "") if cfg.get("length_dist") else None]
+                                               else "")
+            + (f", {w['length_rank_share']:g} of each length's rank from its recorded response"
+               if w.get("length_rank_share") else "") if cfg.get("length_dist") else None]
     bits = [b for b in bits if b]
     for key, label in (("max_num_seqs", "max_num_seqs"), ("dp", "DP"), ("max_response_len", "max response")):
         if is_number(cfg.get(key)):

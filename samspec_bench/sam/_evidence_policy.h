@@ -301,7 +301,8 @@ static PyObject *EvidenceBatch_settle(EvidenceBatch *self, PyObject *const *args
  * peek: neither remember it nor fade the pooled prior (no side effect at all). */
 static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t nargs, int keep, int peek) {
     if (nargs < 2 || nargs > 3) {
-        PyErr_SetString(PyExc_TypeError, keep ? "propose(req_id, k, cost=None)" : "choose(req_id, k, cost=None)");
+        PyErr_SetString(PyExc_TypeError, keep ? "propose(req_id, k, cost=None)"
+                                              : peek ? "peek(req_id, k, cost=None)" : "choose(req_id, k, cost=None)");
         return NULL;
     }
     EvRequest *r = ev_lookup(self, args[0]);

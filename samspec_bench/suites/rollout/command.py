@@ -264,6 +264,10 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
               help="Drawn lengths: the share of the log-length variance a prompt's responses have in common, 0..1 "
                    "(Gaussian copula: each length keeps --length-dist's distribution; default 0: independent), or "
                    "traces: the share measured on the replay's --traces (qwen25math_math_100x8: 0.79).")
+@click.option("--length-rank-share", type=float, default=None,
+              help="Drawn lengths on a replay: the share, 0..1, of each length's normal score taken from the recorded "
+                   "length of the response it replays (1: the drawn lengths in the recorded order, so the longest "
+                   "requests draft as the longest recorded responses; default 0: independent of it).")
 @click.option("--drafter", type=click.Choice(["sam-fixed", "sam"]), default="sam-fixed", show_default=True,
               help="SAM's draft length: sam-fixed (SAM-Decoding's min_endpos, up to k tokens: the seed's SAM, whose "
                    "schedule the simulation reproduces step by step) or sam (the evidence policy: its lengths follow "

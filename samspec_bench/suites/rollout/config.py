@@ -54,6 +54,8 @@ class RolloutConfig:
     # share of the drawn log-length variance a prompt's responses have in common (length_share.py); "traces":
     # measured on the replay's traces; 0: independent lengths
     length_group_share: float | str = 0.0
+    # share of each drawn length's normal score taken from its replayed response's recorded length (length_order.py)
+    length_rank_share: float = 0.0
     sources: str = "own"             # replay draft sources, a comma list of own, group, history, group+history
     strategies: list[str] = field(default_factory=list)   # named strategy arms (sam/strategies), NAME[@SRC][/SWITCH]
     history_window: int = 16         # history source: responses kept per prompt
@@ -90,7 +92,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                  kv_capacity_tokens, block_size, repeats, spec_threshold, ks, arms, tail_threshold, step_model,
                  seed, threads, dp, dp_shard, preset, sensitivity, device, strategy, history_window,
                  history_budget_mb, draws, dev_split, length_group_share, tool_output,
-                 tool_latency_s) -> RolloutConfig:
+                 tool_latency_s, length_rank_share) -> RolloutConfig:
     """The main command's options (click's values; the click options hold the defaults) as a
     checked RolloutConfig. Replay without --traces / --tokenizer takes the shared data
     directory's (--data-dir, else the default one)."""
@@ -120,6 +122,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                         max_num_batched_tokens=pick("max_num_batched_tokens", max_num_batched_tokens),
                         ignore_eos=ignore_eos, length_dist=pick("length_dist", length_dist),
                         length_group_share=group_share_option(pick("length_group_share", length_group_share)),
+                        length_rank_share=rank_share_option(length_rank_share),
                         drafter=drafter, sources=pick("sources", sources), kv_capacity_tokens=kv_capacity_tokens,
                         block_size=block_size, repeats=repeats,
                         thresholds=(int_list(spec_threshold, "--spec-threshold") if spec_threshold is not None
@@ -168,6 +171,10 @@ def validate(cfg: RolloutConfig) -> None:
     if cfg.length_dist is not None:
         check_length_dist(cfg.length_dist)
     check_group_share(cfg, caps.generates)
+    if cfg.length_rank_share and caps.generates:
+        raise UserError(f"--length-rank-share {cfg.length_rank_share:g} with --engine {cfg.engine}: it orders drawn "
+                        "lengths by the replayed responses' recorded lengths, and a measured engine generates its "
+                        "own; use --engine replay, or drop it")
     defaults = RolloutConfig.__dataclass_fields__
     if (cfg.history_window != defaults["history_window"].default
             or cfg.history_budget_mb != defaults["history_budget_mb"].default) and not needs_history(cfg):
@@ -344,32 +351,38 @@ def tail_threshold_for(setting: dict[str, Any], cfg: RolloutConfig) -> int:
 # ---------- lengths ----------
 
 def draw_lengths(spec: str, n: int, seed: int, lo: int, hi: int, trace_lengths: np.ndarray | None = None,
-                 group_size: int = 1, share: float = 0.0) -> np.ndarray:
+                 group_size: int = 1, share: float = 0.0, rank_scores: np.ndarray | None = None,
+                 rank_share: float = 0.0) -> np.ndarray:
     """Per-request target lengths: 'lognormal:MEDIAN:SIGMA', 'pareto:MIN:ALPHA', 'fixed:N' or
     'trace' (lengths resampled from the traces' responses). `share` > 0: the requests of one
     prompt (q // group_size, prompt-major) have that share of their log-length variance in
     common, each length still of the named distribution (its quantile at Phi(z) of
-    length_share.copula_normals); 0: independent draws."""
+    length_share.copula_normals); 0: independent draws. `rank_share` > 0: that share of each
+    request's z is `rank_scores[q]` (its recorded response's normal score, length_order.py)."""
     rng = np.random.default_rng(seed)
     kind, *args = spec.split(":")
-    if share:
-        number_in(share, "--length-group-share", 0, 1)
-        if kind == "fixed":
-            raise UserError(unread_text(share, f"--length-dist {spec}"))
+    for value, option in ((share, "--length-group-share"), (rank_share, "--length-rank-share")):
+        if value:
+            number_in(value, option, 0, 1)
+            if kind == "fixed":
+                raise UserError(unread_text(value, f"--length-dist {spec}", option))
     try:
         a = [float(x) for x in args]
         z = copula_normals(rng, n, group_size, share) if share else None
+        if rank_share:
+            rest = z if z is not None else rng.standard_normal(n)
+            z = math.sqrt(rank_share) * np.asarray(rank_scores, dtype=float) + math.sqrt(1.0 - rank_share) * rest
         if kind == "lognormal":
-            x = np.exp(math.log(a[0]) + a[1] * z) if share else np.exp(rng.normal(math.log(a[0]), a[1], n))
+            x = np.exp(math.log(a[0]) + a[1] * z) if z is not None else np.exp(rng.normal(math.log(a[0]), a[1], n))
         elif kind == "pareto":
             with np.errstate(divide="ignore", over="ignore"):   # a survival that underflows: clipped to hi
-                x = a[0] * normal_cdf(-z) ** (-1 / a[1]) if share else a[0] * (1 + rng.pareto(a[1], n))
+                x = a[0] * normal_cdf(-z) ** (-1 / a[1]) if z is not None else a[0] * (1 + rng.pareto(a[1], n))
         elif kind == "fixed":
             x = np.full(n, a[0])
         elif kind == "trace":
             if trace_lengths is None or not len(trace_lengths):
                 raise ValueError("no trace lengths")
-            if share:   # the empirical quantile: every trace length as likely as with rng.choice
+            if z is not None:   # the empirical quantile: every trace length as likely as with rng.choice
                 srt = np.sort(np.asarray(trace_lengths))
                 x = srt[np.minimum((normal_cdf(z) * len(srt)).astype(np.int64), len(srt) - 1)]
             else:
@@ -393,6 +406,17 @@ def group_share_option(value: Any) -> float | str:
     except UserError as e:
         raise UserError(f"{e} (the share of the log-length variance a prompt's responses have in common; 0: "
                         f"independent lengths), or {TRACES} (measured on the replay's --traces)") from None
+
+
+def rank_share_option(value: Any) -> float:
+    """--length-rank-share as a number in [0, 1] (None: 0); refused in one line otherwise."""
+    if value is None:
+        return 0.0
+    try:
+        return number_in(value, "--length-rank-share", 0, 1)
+    except UserError as e:
+        raise UserError(f"{e} (the share of each drawn length's normal score taken from its recorded response's "
+                        "length; 0: independent of it), or drop it") from None
 
 
 def check_group_share(cfg: RolloutConfig, generates: bool) -> None:

@@ -91,8 +91,11 @@ def normal_cdf(z: np.ndarray) -> np.ndarray:
     return 0.5 * np.vectorize(math.erfc, otypes=[float])(-np.asarray(z, dtype=float) / math.sqrt(2.0))
 
 
-def unread_text(share: Any, lengths: str) -> str:
-    """The refusal of a --length-group-share where no lengths are drawn (config, unread_options)."""
-    return (f"--length-group-share {share}: it correlates the drawn lengths of a prompt's responses, and this run "
+def unread_text(share: Any, lengths: str, option: str = "--length-group-share") -> str:
+    """The refusal of a --length-group-share (or --length-rank-share) where no lengths are drawn
+    (config, unread_options)."""
+    what = ("a prompt's responses" if option == "--length-group-share"
+            else "the requests with their recorded responses' lengths")
+    return (f"{option} {share}: it correlates the drawn lengths of {what}, and this run "
             f"draws none (lengths: {lengths}), so there is nothing to correlate; give a drawn --length-dist "
             "(lognormal:MEDIAN:SIGMA, pareto:MIN:ALPHA or trace), or drop it")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from samspec_bench.suites.rollout.heldout import split_lines
+from samspec_bench.suites.rollout.length_order import drafting_line
 from samspec_bench.suites.rollout.presets import comparison_lines
 from samspec_bench.suites.rollout.sensitivity import table_lines
 from samspec_bench.suites.rollout.spread import fmt, mapped, single
@@ -130,6 +131,18 @@ def length_share_lines(summary: dict[str, Any]) -> list[str]:
             f"{drawn}"]
 
 
+def length_order_lines(summary: dict[str, Any]) -> list[str]:
+    """How the best arm's drafting changes with a recorded response's length (length_order.py), on
+    a replay with drawn lengths, where the draw decides which responses run long."""
+    w = summary.get("workload") or {}
+    if w.get("length_rank_share") is None:
+        return []
+    by_arm = w.get("drafting_by_length") or {}
+    best = summary.get("best_setting")
+    line = drafting_line(by_arm, best if best in by_arm else next(iter(by_arm), None), w["length_rank_share"])
+    return [line] if line else []
+
+
 def kv_lines(summary: dict[str, Any]) -> list[str]:
     """The simulated KV cache: capacity per instance and where it came from, a refusal note, and
     each arm's preemptions (median [min, max] over the draws)."""
@@ -152,6 +165,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     """Every line `rollout` prints before the results path."""
     units, measured = summary["units"], summary["measured"]
     lines = [summary["time_basis"]] + draws_line(summary) + workload_lines(summary) + length_share_lines(summary)
+    lines += length_order_lines(summary)
     lines += source_lines(summary)
     lines += [arm_line(lbl, m, units, measured) for lbl, m in summary["arms"].items()]
     lines += kv_lines(summary)

@@ -32,6 +32,7 @@ from samspec_bench.suites.rollout.config import (RolloutConfig, arm_policy, arm_
                                                  needs_history, tail_threshold_for)
 from samspec_bench.suites.rollout.cost_policies import cost_switch
 from samspec_bench.suites.rollout.draws import run_draws
+from samspec_bench.suites.rollout.length_order import drafting_by_length, recorded_scores
 from samspec_bench.suites.rollout.length_share import share_used
 from samspec_bench.suites.rollout.phases import (POSITION_EDGES, add_dp_speedups, add_speedups, arm_metrics,
                                                  dp_arm_metrics, tail_acceptance_rows)
@@ -189,7 +190,7 @@ def key_profiles(cfg: RolloutConfig, key, pairs, groups, store, done, after_sibl
         src, k = key[1], key[2]
         profs = profiles_for(pairs, groups, k, cfg.drafter, src, history=store(cfg.history_window) if "history" in src
                              else None, done=done, after_siblings=after_siblings, turns=turns)
-        return [turn_profile(p, t) for p, t in zip(profs, turns or [None] * len(profs))], None
+        return [turn_profile(p, t) for p, t in zip(profs, per_pair(turns, len(profs)))], None
     return strategy_profiles(parse_strategy(key[1]), pairs, groups, store, done=done, after_siblings=after_siblings,
                              turns=turns)
 
@@ -204,13 +205,18 @@ def strategy_profiles(st, pairs, groups, store, done=None, after_siblings: bool 
     hist = store(st.history_window) if "history" in st.sources else None
     profs = profiles_for(pairs, groups, st.k, st.drafter, st.sources, history=hist, options=st.drafter_options(),
                          paths=st.paths, done=done, after_siblings=after_siblings, turns=turns)
-    profs = [turn_profile(p, t) for p, t in zip(profs, turns or [None] * len(profs))]
+    profs = [turn_profile(p, t) for p, t in zip(profs, per_pair(turns, len(profs)))]
     trees = [(p[2], p[3]) for p in profs] if st.paths else None
     profs = [(p[0], p[1]) for p in profs]
     if st.rule is None:
         return profs, trees
     return [rule_by_turn(d, a, st, rule_context(hist, p), t)
-            for (d, a), (p, _), t in zip(profs, pairs, turns or [None] * len(profs))], trees
+            for (d, a), (p, _), t in zip(profs, pairs, per_pair(turns, len(profs)))], trees
+
+
+def per_pair(turns: Sequence | None, n: int) -> Sequence:
+    """Each pair's tool spans, or None for every pair of a single-turn replay."""
+    return turns or [None] * n
 
 
 def rule_by_turn(drafted, accepted, st, context, spans) -> tuple[np.ndarray, np.ndarray]:
@@ -242,6 +248,7 @@ def requests_for(rep: Replay, lengths: np.ndarray, key, stretch: bool, max_token
                               group=q // rep.group_size, stretch=stretch, tree_drafted=tr[j][0] if tr else None,
                               tree_accepted=tr[j][1] if tr else None,
                               late=LateProfile(int(after[q]), *lt[j]) if lt and after[q] < lengths[q] else None,
+                              # a length raised to min_len may pass a --max-response-len below it
                               turns=turns, max_tokens=max(max_tokens, n) if max_tokens else None))
     return out
 
@@ -362,8 +369,10 @@ def draw(cfg: RolloutConfig, rep: Replay) -> tuple[np.ndarray, bool]:
 def drawn_below(cfg: RolloutConfig, rep: Replay) -> np.ndarray:
     """The drawn lengths clipped at --max-response-len only: those below cfg.min_len, which `draw`
     raises to it, stay visible to be counted (the workload's requests_raised_to_min_len)."""
+    rank = cfg.length_rank_share
     return draw_lengths(cfg.length_dist, len(rep.idx), cfg.seed, 0, cfg.max_response_len,
-                        trace_lengths=rep.trace_lengths, group_size=rep.group_size, share=share_used(cfg, rep))
+                        trace_lengths=rep.trace_lengths, group_size=rep.group_size, share=share_used(cfg, rep),
+                        rank_scores=recorded_scores(rep) if rank else None, rank_share=rank)
 
 
 def simulate_seed(cfg: RolloutConfig, rep: Replay, settings, seed: int, step_model: StepTimeModel):
@@ -404,7 +413,11 @@ def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None
                         "tool_output": rep.tools,
                         "group_profiles": GROUP_PROFILES if rep.late else None,
                         "lengths": (f"drawn from {cfg.length_dist}, clipped to [{cfg.min_len}, {cfg.max_response_len}]"
+                                    + (f", {cfg.length_rank_share:g} of each normal score from its recorded "
+                                       "response's length (--length-rank-share)" if cfg.length_rank_share else "")
                                     if stretch else "the traces' responses"),
+                        "length_rank_share": cfg.length_rank_share if stretch else None,
+                        "drafting_by_length": drafting_by_length(rep, settings) or None,
                         "profile_resampling": RESAMPLE_METHOD if stretch else None,
                         "profile_seconds": rep.profile_s,
                         "sim_seconds_total": float(sum(m["sim_seconds"] for m in metrics.values())),

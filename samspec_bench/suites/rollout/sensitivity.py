@@ -10,6 +10,8 @@ tried, the table shows what each does):
   truncated at the maximum 0 % / 20 % (`mixture_lengths`: that share at exactly the maximum,
   the rest lognormal redrawn below it, independent of each other); how alike a prompt's
   responses are (--length-group-share): independent (0) and the traces' measured share,
+  whichever the run did not draw with; which requests run long (--length-rank-share,
+  length_order.py): independent of the recorded response (0) and in the recorded order (1),
   whichever the run did not draw with;
 - KV capacity: unlimited; a smaller engine memory share (gpu_memory_utilization 0.8, the seed's
   scripts' value, for a preset; 0.6) where the step model knows the device memory; x0.6 of a
@@ -188,7 +190,8 @@ def length_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
                         simulated(cfg, rep, pick, model, seeds,
                                   lambda seed, share=share: mixture_lengths(med, sigma, share, n, seed, lo, hi)),
                         label, "that share at exactly the maximum, the rest lognormal redrawn below it"))
-    return rows + group_share_rows(cfg, rep, pick, model, seeds, label)
+    return rows + group_share_rows(cfg, rep, pick, model, seeds, label) + rank_share_rows(cfg, rep, pick, model,
+                                                                                           seeds, label)
 
 
 def group_share_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
@@ -198,16 +201,25 @@ def group_share_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
     tries = {0.0: "independent"}
     if got is not None:
         tries.setdefault(round(got["share"], 2), f"the traces', {got['groups']} groups")
-    rows = []
-    for share, what in tries.items():
-        if abs(share - used) < 0.005:
-            continue
-        rows.append(row("response lengths: alike in a group", f"{share:.2f} ({what})",
-                        simulated(cfg, rep, pick, model, seeds,
-                                  lambda seed, share=share: draw(replace(cfg, seed=seed, length_group_share=share),
-                                                                 rep)[0]),
-                        label, f"--length-group-share {share:.2f}"))
-    return rows
+    return [redrawn_row(cfg, rep, pick, model, seeds, label, "response lengths: alike in a group",
+                        f"{share:.2f} ({what})", f"--length-group-share {share:.2f}", length_group_share=share)
+            for share, what in tries.items() if abs(share - used) >= 0.005]
+
+
+def rank_share_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
+    """Lengths drawn apart from the replayed responses, and in their recorded order: each where
+    the run drew otherwise."""
+    tries = ((0.0, "independent of the recorded response"), (1.0, "in the recorded order"))
+    return [redrawn_row(cfg, rep, pick, model, seeds, label, "response lengths: which requests run long",
+                        f"{share:g} ({what})", f"--length-rank-share {share:g}", length_rank_share=share)
+            for share, what in tries if abs(share - cfg.length_rank_share) >= 1e-9]
+
+
+def redrawn_row(cfg, rep, pick, model, seeds, label, assumption: str, value: str, how: str, **changed) -> dict:
+    """One row whose lengths are drawn as the run draws them with the config `changed`."""
+    return row(assumption, value, simulated(cfg, rep, pick, model, seeds,
+                                            lambda seed: draw(replace(cfg, seed=seed, **changed), rep)[0]),
+               label, how)
 
 
 def kv_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:

@@ -9,7 +9,8 @@ anything runs (nothing is silent): each set away from its default where nothing 
   --tool-output, --tool-latency-s) on a measured engine;
 - --block-size without a KV capacity to cut into blocks;
 - --draws / --seed when the lengths are not drawn;
-- --length-group-share (a share, or traces) when no lengths are drawn (a replay's own lengths, fixed:N);
+- --length-group-share (a share, or traces) and --length-rank-share when no lengths are drawn (a
+  replay's own lengths, fixed:N);
 - `rollout profile`: the engine grid's options with --engine torch, the torch grid's without it.
 
 Left alone (read somewhere): --sources naming history with no source arm (every arm then replays
@@ -124,11 +125,12 @@ def lengths_unread(cfg: Any, drawn: bool) -> None:
 
 
 def share_unread(cfg: Any, drawn: bool) -> None:
-    """--length-group-share correlates drawn lengths: refused where none are drawn."""
-    if drawn or cfg.length_group_share == field_default(cfg, "length_group_share"):
-        return
-    raise UserError(unread_text(cfg.length_group_share,
-                                f"--length-dist {cfg.length_dist}" if cfg.length_dist else "the traces' own"))
+    """--length-group-share and --length-rank-share correlate drawn lengths: refused where none are drawn."""
+    lengths = f"--length-dist {cfg.length_dist}" if cfg.length_dist else "the traces' own"
+    if not drawn and cfg.length_group_share != field_default(cfg, "length_group_share"):
+        raise UserError(unread_text(cfg.length_group_share, lengths))
+    if not drawn and cfg.length_rank_share != field_default(cfg, "length_rank_share"):
+        raise UserError(unread_text(cfg.length_rank_share, lengths, "--length-rank-share"))
 
 
 def pronouns(named: list[str]) -> tuple[str, str]:

@@ -170,6 +170,13 @@ _WRAPPER = click.Command("samspec-bench", add_help_option=False, context_setting
      "--length-group-share traces with --engine reference"),
     (["--engine", "reference", "--length-dist", "fixed:9", "--length-group-share", "0.2"],
      "--length-group-share 0.2: it correlates"),
+    # --length-rank-share (length_order.py), refused alike
+    (["--length-dist", "lognormal:300:0.8", "--length-rank-share", "1.5"], "--length-rank-share 1.5: give a number"),
+    (["--length-dist", "lognormal:300:0.8", "--length-rank-share", "nan"], "--length-rank-share nan: give"),
+    (["--length-rank-share", "0.5"], "--length-rank-share 0.5: it correlates the drawn lengths"),
+    (["--length-dist", "fixed:50", "--length-rank-share", "0.3"], "--length-rank-share 0.3: it correlates"),
+    (["--engine", "reference", "--length-dist", "lognormal:32:0.8", "--length-rank-share", "0.5"],
+     "--length-rank-share 0.5 with --engine reference"),
 ])
 def test_the_cli_refuses_a_share_in_one_line_with_exit_2(shared_data, tmp_path, args, needle):
     res = CliRunner().invoke(_WRAPPER, ["rollout", "--data-dir", str(shared_data), "--output", str(tmp_path / "o"),

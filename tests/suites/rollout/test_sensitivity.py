@@ -82,3 +82,25 @@ def test_planted_changes_move_the_rows_the_expected_way():
     steps = run_sensitivity(cfg, rep, settings, "threshold<=2 k=3", model, None)
     assert steps["units"] == "steps" and not [r for r in steps["rows"] if r["assumption"].startswith("host")]
     assert "DECODE STEPS, not time" in table_lines(steps)[0]
+
+
+def test_lengths_in_the_recorded_order_move_the_tail_where_long_responses_draft_worse():
+    """Planted: the longer a recorded response, the worse it drafts (the shortest accepts 3 of 3,
+    the longest nothing). Drawn in the recorded order, the last requests are the ones that draft
+    worst, so the arm's tail gains less than with lengths drawn apart from the response."""
+    cfg = RolloutConfig(prompts=4, group_size=8, max_num_seqs=8, max_num_batched_tokens=512, max_response_len=400,
+                        length_dist="lognormal:100:0.6", thresholds=[4], ks=[3], arms=["off", "always"],
+                        sensitivity=True, draws=3)
+    settings = arm_settings(cfg)
+    rec = [20 + 10 * j for j in range(8)]   # recorded lengths 20..90; response j accepts 3 - j * 3 // 7
+    pairs = [(list(range(8)), list(range(n))) for n in rec]
+    prof = [(np.full(n, 3, dtype=np.int16), np.full(n, 3 - (j * 3) // 7, dtype=np.int16)) for j, n in enumerate(rec)]
+    rep = Replay(pairs=pairs, idx=[q % 8 for q in range(32)], n_prompts=4, group_size=8,
+                 profiles={s["profile"]: prof for s in settings if s["profile"] is not None}, profile_s=0.0)
+    model = StepTimeModel(0.001, {f: 0.0 for f in FEATURES})
+    model.coef.update(decode_tokens=1e-4, draft_tokens=5e-5)
+    block = run_sensitivity(cfg, rep, settings, "always k=3", model, "test model")
+    (ordered,) = [r for r in block["rows"] if r["assumption"] == "response lengths: which requests run long"]
+    assert ordered["value"].startswith("1 (in the recorded order)") and ordered["how"] == "--length-rank-share 1"
+    base = block["rows"][0]
+    assert ordered["speedup_tail"]["median"] < base["speedup_tail"]["median"]
