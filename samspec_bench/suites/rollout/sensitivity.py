@@ -210,7 +210,7 @@ def rank_share_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
     """Lengths drawn apart from the replayed responses, and in their recorded order: each where
     the run drew otherwise."""
     tries = ((0.0, "independent of the recorded response"), (1.0, "in the recorded order"))
-    return [redrawn_row(cfg, rep, pick, model, seeds, label, "response lengths: which requests run long",
+    return [redrawn_row(cfg, rep, pick, model, seeds, label, "response lengths: which run long",
                         f"{share:g} ({what})", f"--length-rank-share {share:g}", length_rank_share=share)
             for share, what in tries if abs(share - cfg.length_rank_share) >= 1e-9]
 

@@ -216,7 +216,7 @@ def test_preset_run_prints_prediction_beside_published(shared_data, tmp_path):
     groups = {r["assumption"] for r in sens["rows"]}
     assert groups == {"(the prediction)", "response lengths: median", "response lengths: sigma (spread)",
                       "response lengths: share at the maximum", "response lengths: alike in a group",
-                      "response lengths: which requests run long",
+                      "response lengths: which run long",
                       "KV capacity", "DAPO generation rounds per step", "host overhead per step", "tail read as"}
     # drawn independent (the preset's default), so the one alike-row tries the traces' measured share
     (alike,) = [r for r in sens["rows"] if r["assumption"] == "response lengths: alike in a group"]

@@ -100,7 +100,7 @@ def test_lengths_in_the_recorded_order_move_the_tail_where_long_responses_draft_
     model = StepTimeModel(0.001, {f: 0.0 for f in FEATURES})
     model.coef.update(decode_tokens=1e-4, draft_tokens=5e-5)
     block = run_sensitivity(cfg, rep, settings, "always k=3", model, "test model")
-    (ordered,) = [r for r in block["rows"] if r["assumption"] == "response lengths: which requests run long"]
+    (ordered,) = [r for r in block["rows"] if r["assumption"] == "response lengths: which run long"]
     assert ordered["value"].startswith("1 (in the recorded order)") and ordered["how"] == "--length-rank-share 1"
     base = block["rows"][0]
     assert ordered["speedup_tail"]["median"] < base["speedup_tail"]["median"]
