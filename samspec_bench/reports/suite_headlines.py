@@ -292,6 +292,19 @@ def _rollout(result: dict) -> tuple[list[Headline], list[Gate]]:
     return heads, []
 
 
+def _length_order(w: dict) -> list[Headline]:
+    """Per arm, how its drafting changes with a recorded response's length, where lengths were
+    drawn (suites/rollout/length_order.py): the draw decides which responses run long."""
+    if w.get("length_rank_share") is None:
+        return []
+    share = w["length_rank_share"]
+    how = (f"drawn lengths take {share:g} of their rank from it (--length-rank-share)" if share
+           else "drawn lengths independent of it")
+    return [headline(f"{name}: Spearman(recorded response length, tokens per step)", f.get("spearman"),
+                     note=f"{f.get('responses')} responses; negative: longer responses draft worse; {how}")
+            for name, f in (w.get("drafting_by_length") or {}).items()]
+
+
 def _rollout_detail(m: dict, arms: dict, units: str, prov: str | None) -> list[Headline]:
     """The cost of each arm's acceptance, the data-parallel instances and the preset's
     prediction beside the published figures, in the run's units."""
@@ -303,6 +316,7 @@ def _rollout_detail(m: dict, arms: dict, units: str, prov: str | None) -> list[H
                               f"{fmt(a.get('tokens_per_step'))} / {fmt(a.get('drafted_per_step'))} / "
                               f"{fmt(a.get('verify_tokens_per_token'))}",
                               note="per decode step of a request; counts, not time"))
+    heads += _length_order(m.get("workload") or {})
     dp = (m.get("workload") or {}).get("dp")
     if dp:
         tag = "decode steps, not time" if units == "steps" else prov

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from samspec_bench.reports.suite_headlines import SUITE_SUMMARIZERS
 from samspec_bench.suites import rollout as ro
 from samspec_bench.suites.rollout.length_order import (drafting_by_length, drafting_line, mid_ranks, normal_scores,
                                                        spearman, tokens_per_step)
@@ -106,3 +107,8 @@ def test_the_replay_reports_the_figure_and_draws_in_order(shared_data, tmp_path)
     assert "between a response's recorded length and its tokens per step" in res.output
     assert "drawn lengths take 1 of their rank from it" in res.output
     assert "1 of each normal score from its recorded response's length" in w["lengths"]
+    # the report reads it too
+    (run,) = (tmp_path / "o").glob("rollout-*")
+    heads = {h["name"]: h for h in SUITE_SUMMARIZERS["rollout"](json.loads((run / "result.json").read_text()))[0]}
+    head = heads["always k=3: Spearman(recorded response length, tokens per step)"]
+    assert head["value"] == fig["spearman"] and "take 1 of their rank from it" in head["note"]
