@@ -14,7 +14,8 @@ normal score of its recorded length among the run's requests (`normal_scores`). 
 keeps --length-dist's distribution over the workload; R = 1 puts the drawn lengths in the
 recorded order (equal recorded lengths draw equal lengths), R = 0 draws as without it.
 
-A leaf module: a replay is read by its fields (replay_arm.Replay: pairs, idx, profiles)."""
+A replay is read by its fields (replay_arm.Replay: pairs, idx, profiles); no suite module is
+imported."""
 
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from samspec_bench.bench.simulation.profiles import walk_profile
+
 MIN_RESPONSES = 3   # a rank correlation of fewer is not reported
+UNCAPPED = 1 << 30  # the walk's k: the profile's drafts as drafted
 
 
 def mid_ranks(x: Sequence[float]) -> np.ndarray:
@@ -60,14 +64,10 @@ def recorded_scores(rep: Any) -> np.ndarray:
 
 
 def tokens_per_step(drafted: np.ndarray, accepted: np.ndarray) -> float | None:
-    """Tokens per decode step of a response's always-speculating walk (profile_walk's rule: a
-    step emits its accepted tokens and one more, none past the end); None for an empty one."""
-    n, pos, steps = len(accepted), 1, 0
-    while pos < n:
-        a = min(int(accepted[pos]), int(drafted[pos]))
-        pos += a + 1 if pos + a < n else a
-        steps += 1
-    return (n - 1) / steps if steps else None
+    """Tokens per decode step of a response's always-speculating walk (profiles.walk_profile, at
+    the profile's own draft lengths); None for an empty one."""
+    emitted = walk_profile(drafted, accepted, UNCAPPED)[3]
+    return sum(emitted) / len(emitted) if emitted else None
 
 
 def drafting_by_length(rep: Any, settings: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:

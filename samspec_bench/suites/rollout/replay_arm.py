@@ -417,7 +417,8 @@ def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None
                                        "response's length (--length-rank-share)" if cfg.length_rank_share else "")
                                     if stretch else "the traces' responses"),
                         "length_rank_share": cfg.length_rank_share if stretch else None,
-                        "drafting_by_length": drafting_by_length(rep, settings) or None,
+                        # read only where lengths are drawn: there the draw decides who runs long
+                        "drafting_by_length": (drafting_by_length(rep, settings) or None) if stretch else None,
                         "profile_resampling": RESAMPLE_METHOD if stretch else None,
                         "profile_seconds": rep.profile_s,
                         "sim_seconds_total": float(sum(m["sim_seconds"] for m in metrics.values())),
