@@ -52,10 +52,16 @@ class Hardware:
 
 # Per operator class (bench/simulation/roofline_ops.py): fractions of peak FLOP/s or bandwidth,
 # the GEMMs' overlap loss and tile height, attention's tile height (query rows), and the fixed device time of one weight-GEMM kernel
-# (gemm_kernel_us). A row without them takes `default_op_efficiency`.
+# (gemm_kernel_us). Attention's two kernels (roofline_ops.attention_tile): a step of fewer
+# than attention_split_below work blocks runs the split-KV kernel, tiles of attention_tile_rows
+# query rows; a step of more runs the standard kernel, tiles of attention_unsplit_tile_rows
+# (attention_split_below 0: one kernel, attention_tile_rows for every step).
+# A row without them takes `default_op_efficiency`.
 OP_KEYS = ("gemm_compute", "gemm_memory", "gemm_overlap_loss", "gemm_tile_rows", "gemm_kernel_us",
-           "attention_compute", "attention_memory", "attention_tile_rows", "elementwise_memory")
-NOT_EFFICIENCIES = ("gemm_overlap_loss", "gemm_tile_rows", "gemm_kernel_us", "attention_tile_rows")   # OP_KEYS that are not fractions
+           "attention_compute", "attention_memory", "attention_tile_rows", "attention_split_below",
+           "attention_unsplit_tile_rows", "elementwise_memory")
+NOT_EFFICIENCIES = ("gemm_overlap_loss", "gemm_tile_rows", "gemm_kernel_us", "attention_tile_rows",
+                    "attention_split_below", "attention_unsplit_tile_rows")   # OP_KEYS that are not fractions
 
 
 def default_op_efficiency(hw: "Hardware") -> dict[str, float]:
@@ -64,8 +70,8 @@ def default_op_efficiency(hw: "Hardware") -> dict[str, float]:
     no fixed time per kernel."""
     return {"gemm_compute": hw.compute_efficiency, "gemm_memory": hw.memory_efficiency, "gemm_overlap_loss": 0.0,
             "gemm_tile_rows": 1.0, "gemm_kernel_us": 0.0, "attention_compute": hw.compute_efficiency,
-            "attention_memory": hw.memory_efficiency, "attention_tile_rows": 1.0,
-            "elementwise_memory": hw.memory_efficiency}
+            "attention_memory": hw.memory_efficiency, "attention_tile_rows": 1.0, "attention_split_below": 0.0,
+            "attention_unsplit_tile_rows": 1.0, "elementwise_memory": hw.memory_efficiency}
 
 
 def op_efficiencies(hw: "Hardware") -> dict[str, float]:
@@ -106,22 +112,29 @@ _ASCEND_COMMON = dict(link_latency_s=20e-6, step_overhead_s=2e-3, eager_op_s=15e
 # h100_qwen3-8b_step_physics.jsonl, C=1024 and 32768, 30 points) and the C=1024 rows of this
 # project's measurement of the Qwen3-32B shape on an H100 (docs/measurements/h100_step_physics/
 # qwen3-32b.jsonl, 12 points); held out and checked (tests/bench/simulation/test_roofline_h100.py):
-# the C=8192 rows of both shapes and the off-grid 8B rows (q 2 and 17, C 4096 and 16384). Two sizes
-# tell the fixed time per weight-GEMM kernel from the weight stream's efficiency. The tile
-# heights are not fitted: 128 rows, the CTA tile of Hopper's bf16 tensor-core GEMM kernels, and
-# 64 query rows for attention, the tile of flash attention 2's split-KV forward kernel (its
-# decode path, which the measuring program runs; kBlockM = 64). The fitted rows cannot tell
-# attention tiles of 1, 16 or 64 apart (same loss): only verifies wider than q=9 can, and those
-# are held out (docs/measurements/h100_step_physics/README.md). attention_compute = 0.141 x 64 / 36:
-# the 8B's q=9 rows (36 query rows, one tile) that fixed it price as before the tile.
-H100_CALIBRATED = {"gemm_compute": 0.982, "gemm_memory": 0.859, "gemm_overlap_loss": 0.229, "gemm_tile_rows": 128.0,
-                   "gemm_kernel_us": 12.2, "attention_compute": 0.2507, "attention_memory": 0.750,
-                   "attention_tile_rows": 64.0, "elementwise_memory": 0.176}
+# the C=8192 rows of both shapes, the off-grid 8B rows, the wide verifies and the 32B at C=32768.
+# Two sizes tell the fixed time per weight-GEMM kernel from the weight stream's efficiency. Not
+# fitted, read off the kernels: 128-row GEMM tiles (the CTA tile of Hopper's bf16 tensor-core
+# GEMMs) and attention's two kernels as flash attention 2 chooses them (num_splits_heuristic,
+# set_params_splitkv): fewer than 0.8 x 2 x 132 SMs = 211.2 work blocks (request x KV head x
+# 64-row query block) run the split-KV kernel (kBlockM 64), more run the standard forward
+# kernel (kBlockM 128 for head_dim 128). Without the switch one attention efficiency had to
+# price both kernels and missed the 8B's B=8 steps at C=32768 by 14 %
+# (docs/measurements/h100_step_physics/README.md).
+H100_CALIBRATED = {"gemm_compute": 0.966, "gemm_memory": 0.881, "gemm_overlap_loss": 0.224, "gemm_tile_rows": 128.0,
+                   "gemm_kernel_us": 14.1, "attention_compute": 0.316, "attention_memory": 0.901,
+                   "attention_tile_rows": 64.0, "attention_split_below": 211.2, "attention_unsplit_tile_rows": 128.0,
+                   "elementwise_memory": 0.174}
 H100_CAL_SOURCE = ("calibrated (per operator class) on the shared H100 measurement of the Qwen3-8B shape "
                    "(data/hardware/h100_qwen3-8b_step_physics.jsonl, tools/step_physics.py) and the C=1024 rows of "
                    "one of the Qwen3-32B shape (docs/measurements/h100_step_physics/); C=8192 rows of both held "
-                   "out; tile heights 128 rows for GEMMs and 64 query rows for attention: assumptions (Hopper bf16 GEMM CTA tile, "
-                   "flash attention 2's split-KV kernel)")
+                   "out; tile heights and attention's kernel switch read off the kernels, not fitted: 128 rows for "
+                   "GEMMs (Hopper bf16 GEMM CTA tile); attention 64 query rows below 211.2 work blocks (flash "
+                   "attention 2's split-KV kernel) and 128 above (its standard kernel), 211.2 = 0.8 x 2 x 132 SMs")
+# The H200 has the H100's SMs (132, datasheets; max SM clock 1,980 MHz by nvidia-smi on the
+# measured H200, the H100 SXM's boost clock) and more bandwidth; its row takes the H100's calibration. Checked, not fitted, on 105 steps measured on
+# an H200 with the same program (docs/measurements/h200_step_physics/,
+# tests/bench/simulation/test_roofline_h200.py).
 
 TABLE: dict[str, Hardware] = {
     "H100": Hardware(
@@ -135,7 +148,9 @@ TABLE: dict[str, Hardware] = {
     "H200": Hardware(
         "H200 SXM 141GB", {"bfloat16": 989.5 * T, "float16": 989.5 * T, "float32": 67 * T}, 4.8e12, 450 * G,
         memory_gb=141, op_efficiency=H100_CALIBRATED, **_NV_COMMON, sources={
-            "op_efficiency": "assumption: the H100's calibration (same Hopper SMs and kernels); " + H100_CAL_SOURCE,
+            "op_efficiency": "assumption: the H100's calibration (the same 132 Hopper SMs and kernels); checked on 105 "
+                             "H200 steps measured with the same program, none fitted "
+                             "(docs/measurements/h200_step_physics/); " + H100_CAL_SOURCE,
             "peak_flops": "NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 1,979 TFLOPS with sparsity -> 989.5 "
                           "dense; FP32 67 TFLOPS",
             "mem_bw": "NVIDIA H200 datasheet: 4.8 TB/s HBM3e",
@@ -322,7 +337,8 @@ def check_hardware(hw: Hardware, dtype: str) -> None:
     nonneg = {"step_overhead_s": hw.step_overhead_s, "eager_op_s": hw.eager_op_s, "graph_op_s": hw.graph_op_s,
               "link_latency_s": hw.link_latency_s, "link_bw": hw.link_bw,
               "gemm_overlap_loss": eff["gemm_overlap_loss"], "gemm_tile_rows": eff["gemm_tile_rows"],
-              "gemm_kernel_us": eff["gemm_kernel_us"], "attention_tile_rows": eff["attention_tile_rows"]}
+              "gemm_kernel_us": eff["gemm_kernel_us"], "attention_tile_rows": eff["attention_tile_rows"],
+              "attention_split_below": eff["attention_split_below"], "attention_unsplit_tile_rows": eff["attention_unsplit_tile_rows"]}
     bad += [f"{k}={v!r}" for k, v in nonneg.items() if not (math.isfinite(v) and v >= 0)]
     if bad:
         raise UserError(f"hardware {hw.name}: {', '.join(bad)} would price steps at zero, below zero or NaN; "

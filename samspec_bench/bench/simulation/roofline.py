@@ -39,7 +39,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from samspec_bench.bench.simulation.hardware import Hardware, check_hardware, op_efficiencies
-from samspec_bench.bench.simulation.roofline_ops import (elementwise_elements_per_token, padded, ring_time, roof,
+from samspec_bench.bench.simulation.roofline_ops import (attention_blocks, attention_tile,
+                                                        elementwise_elements_per_token, padded, ring_time, roof,
                                                         weight_gemm_kernels)
 from samspec_bench.bench.simulation.fitted_step_model import FEATURES, step_features
 from samspec_bench.errors import UserError
@@ -101,15 +102,13 @@ class RooflineStepModel:
         self.host_s = hw.step_overhead_s + s.num_hidden_layers * hw.eager_ops_per_layer * op_s
         self.n_allreduce = 2 * s.num_hidden_layers + 1 if tp > 1 else 0
 
-    def _attention_rows(self, q):
+    def _attention_rows(self, q, tile):
         """Query tokens per decoding request that attention's tensor cores work on: a kernel
         packs the G query heads of a KV head into one tile of query rows (q x G rows), padded
-        up to whole tiles of `attention_tile_rows` (1: no padding, the tokens themselves)."""
-        tile = self.eff["attention_tile_rows"]
-        if tile <= 1.0:
-            return q
+        up to whole tiles of `tile` rows (1: no padding, the tokens themselves)."""
         g = self.shape.num_attention_heads / self.shape.num_key_value_heads
-        return padded(np.asarray(q, dtype=float) * g, tile) / g
+        q = np.asarray(q, dtype=float)
+        return np.where(np.asarray(tile) <= 1.0, q, padded(q * g, tile) / g)
 
     # ---------------- the formula ----------------
     def components(self, **features) -> dict[str, Any]:
@@ -145,11 +144,16 @@ class RooflineStepModel:
         t_kernels = weight_gemm_kernels(s) * e["gemm_kernel_us"] * 1e-6 * (Q > 0)
         ops["gemm_kernels"] = {"flops": 0.0 * Q, "bytes": 0.0 * Q, "t_compute_s": 0.0 * Q, "t_memory_s": 0.0 * Q,
                                "t_s": t_kernels}
-        pairs_dec = np.where(D > 0, C * self._attention_rows((D + K) / np.maximum(D, 1.0)), 0.0)
+        q_dec = (D + K) / np.maximum(D, 1.0)
+        g = s.num_attention_heads / s.num_key_value_heads
+        blocks = (attention_blocks(D, q_dec, self.kv_heads_per_rank, g) * (D > 0)
+                  + attention_blocks(n_pre, P / np.maximum(n_pre, 1.0), self.kv_heads_per_rank, g) * (P > 0))
+        pairs_dec = np.where(D > 0, C * self._attention_rows(q_dec, attention_tile(blocks, e)), 0.0)
         pairs_pre = np.where(P > 0, P * P / (2.0 * np.maximum(n_pre, 1.0)) + np.where(D > 0, 0.0, P * C / np.maximum(R, 1.0)), 0.0)
         kv_read = C * self.kv_bytes_per_token
         ops["attention"] = roof(self.flops_per_pair * (pairs_dec + pairs_pre), kv_read,
                                 self.peak_raw * e["attention_compute"], self.bw_raw * e["attention_memory"])
+        ops["attention"]["blocks"] = blocks
         ops["kv_write"] = roof(0.0 * Q, Q * self.kv_bytes_per_token, 1.0, self.bw_raw * e["elementwise_memory"])
         ops["elementwise"] = roof(0.0 * Q, Q * self.act_bytes_per_token, 1.0, self.bw_raw * e["elementwise_memory"])
         t_comm = ring_time(self.tp, self.hw, self.n_allreduce, Q * s.hidden_size * self.bytes_per_el,
@@ -234,7 +238,10 @@ class RooflineStepModel:
             "causally within themselves; a decoding request's query rows (its query tokens x "
             f"{s.num_attention_heads // s.num_key_value_heads} query heads per KV head) "
             + (f"padded to tiles of {self.eff['attention_tile_rows']:g} rows" if self.eff["attention_tile_rows"] > 1
-               else "not padded (no attention tile)"),
+               else "not padded (no attention tile)")
+            + (f"; from {self.eff['attention_split_below']:g} work blocks (requests x KV heads x 64-row query "
+               f"blocks) on, the standard kernel's tiles of {self.eff['attention_unsplit_tile_rows']:g} rows (flash "
+               "attention's split heuristic)" if self.eff["attention_split_below"] > 0 else ""),
         ]
         if s.is_moe:
             out.append(f"MoE: {s.num_experts} experts, top-{s.num_experts_per_tok}, uniform independent routing: a step "

@@ -6,9 +6,10 @@ H100 row's were obtained (hardware.H100_CALIBRATED):
 
 Fitted: the GEMMs' compute and memory efficiency, overlap loss and fixed time per kernel,
 attention's compute and memory efficiency, the elementwise passes' memory efficiency (seven
-numbers for a whole family of steps and model sizes, not one per point); the tile heights stay
-the row's (not fitted). Two model sizes are needed to tell the per-kernel time from the weight
-streaming's efficiency: one size alone fits either. The loss is the squared relative error of
+numbers for a whole family of steps and model sizes, not one per point); the tile heights and
+attention's kernel switch stay the row's (read off the kernels, not fitted). Two model sizes
+are needed to tell the per-kernel time from the weight streaming's efficiency: one size alone
+fits either. The loss is the squared relative error of
 every point's device time plus 10 x the squared error of every verify/decode ratio (the ratio
 is what the model is used for), plus 300 x the squared excess of a ratio error over 4 %.
 Nelder-Mead, restarted from its own optimum until it stops improving, from the row's current

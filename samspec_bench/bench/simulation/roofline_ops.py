@@ -27,7 +27,9 @@ its tensor-core work behind the loads, so GEMMs carry a calibrated loss). The cl
                (its tokens x the query heads sharing a KV head, packed as vLLM's and flash
                attention's kernels pack GQA) padded up to the kernel's tile height
                (`attention_tile_rows`; 1: no padding), so verifying up to a tile's worth of
-               tokens costs no more tensor-core time than decoding one;
+               tokens costs no more tensor-core time than decoding one; the tile is the
+               kernel's the step runs (`attention_tile`): few work blocks run flash
+               attention's split-KV kernel, many its standard kernel with taller tiles;
 - kv_write:    the step's Q new tokens' keys and values written (memory only);
 - elementwise: norms, residual adds, rotary embedding and the SwiGLU activation on the
                activations of Q tokens (memory only; a fused engine's passes: two norms read and
@@ -54,7 +56,7 @@ CLASSES = ("gemm", "lm_head", "moe_experts", "gemm_kernels", "attention", "kv_wr
 def padded(rows, tile: float):
     """Rows rounded up to whole GEMM tiles; 0 and 1 stay (a one-row product runs as a GEMV
     kernel, which has no tensor-core tile)."""
-    t = max(float(tile), 1.0)
+    t = np.maximum(np.asarray(tile, dtype=float), 1.0)
     r = np.asarray(rows, dtype=float)
     return np.where(r <= 1.0, r, np.ceil(r / t) * t)
 
@@ -86,6 +88,28 @@ def weight_gemm_kernels(shape: ModelShape) -> int:
     s = shape
     moe = 2 + 1 + 2 + (2 if s.shared_expert_intermediate_size else 0)
     return int(s.num_dense_layers * 4 + s.num_moe_layers * moe + 1)
+
+
+def attention_blocks(requests, rows_per_request, kv_heads: int, g: float):
+    """Work blocks of flash attention's forward kernel, as its split heuristic counts them:
+    requests x KV heads x ceil(query rows / 64), the rows being a request's query tokens x the
+    g query heads packed per KV head (flash-attention 2's set_params_splitkv; 64 whatever the
+    kernel's own tile)."""
+    rows = np.asarray(rows_per_request, dtype=float) * g
+    return np.asarray(requests, dtype=float) * kv_heads * np.ceil(np.maximum(rows, 1.0) / 64.0)
+
+
+def attention_tile(blocks, eff: dict[str, float]):
+    """Query rows per tile of the attention kernel a step runs. Flash attention splits the KV of
+    every block over the idle cores when the blocks would not fill the GPU (num_splits_heuristic:
+    fewer than 0.8 x its 2 x SM slots), in its split-KV kernel (`attention_tile_rows`, 64 rows);
+    otherwise its standard kernel runs a block a tile of `attention_unsplit_tile_rows` (128 for
+    head_dim 128), and the padded rows cost tensor-core time. `attention_split_below` 0: one
+    kernel, `attention_tile_rows` for every step."""
+    b = np.asarray(blocks, dtype=float)
+    if eff["attention_split_below"] <= 0:
+        return eff["attention_tile_rows"] + 0.0 * b
+    return np.where(b < eff["attention_split_below"], eff["attention_tile_rows"], eff["attention_unsplit_tile_rows"])
 
 
 def ring_time(tp: int, hw: Hardware, n_allreduce: int, act_bytes, logit_bytes):

@@ -8,8 +8,8 @@ A step model is anything with `predict(**FEATURES) -> seconds`, `predict_steps(t
   -> RooflineStepModel (model: a catalogue id or short name, builtin:<name>, or a config.json
   path; hardware: bench/simulation/hardware.py's names, `cpu` measured here; threads: cpu only,
   default 1, the thread count the measured engine runs with; attention_tile: the query rows of
-  the engine's attention tile, replacing the hardware row's, e.g. 128 for a kernel with 128-row
-  tiles, 1 for none);
+  the engine's attention tile for every step, replacing the hardware row's tiles and its
+  switch between two kernels, e.g. 128 for a kernel with 128-row tiles, 1 for none);
 - None or "" -> None (the caller reports step counts, not time).
 
 `compare(model, steps)` prices measured steps with a model and reports its errors;
@@ -99,8 +99,9 @@ def roofline_from_spec(spec: str) -> RooflineStepModel:
         hw = hardware(kv["hardware"], dtype=dtype, threads=threads)
         if "attention_tile" in kv:
             rows = _int(spec, "attention_tile", kv["attention_tile"])
-            given = f"attention tile {rows} query rows: given in --step-model"
-            hw = replace(hw, op_efficiency={**hw.op_efficiency, "attention_tile_rows": float(rows)},
+            given = f"attention tile {rows} query rows for every step (one kernel): given in --step-model"
+            hw = replace(hw, op_efficiency={**hw.op_efficiency, "attention_tile_rows": float(rows),
+                                            "attention_split_below": 0.0},
                          sources={**hw.sources, "op_efficiency": "; ".join(
                              x for x in (hw.sources.get("op_efficiency"), given) if x)})
         return RooflineStepModel(shape, hw, tp=tp, dtype=dtype, mode=mode, spec=spec)

@@ -2,10 +2,11 @@
 time). The H100 row was calibrated on the shared measurement of the Qwen3-8B shape
 (../shared/data/hardware/h100_qwen3-8b_step_physics.jsonl) and the C=1024 rows of this project's
 measurement of the Qwen3-32B shape (docs/measurements/h100_step_physics/); held out: the C=8192
-rows of both sizes and the off-grid 8B rows (q 2 and 17, C 4096 and 16384). Every 8B point
-within 15 % and every 8B verify/decode ratio within 5 %; 32B points within 15 % and ratios
-within 10 % (the calibration on the 8B alone priced them 20 % high). A fresh calibration from
-an uncalibrated row finds the shipped values. The `step-model` command reads the same files (a
+rows of both sizes, the off-grid 8B rows (q 2 and 17, C 4096 and 16384), the wide verifies and
+the 32B at C=32768. Every point within 8 % and every verify/decode ratio within 7 % (the
+calibration on the 8B alone priced the 32B 20 % high; one attention kernel for every step
+missed the 8B's B=8 steps at C=32768 by 14 % and the wide verifies by 13 %). A fresh
+calibration from an uncalibrated row finds the shipped values. The `step-model` command reads the same files (a
 meta first line) and prints the table."""
 
 import json
@@ -49,9 +50,7 @@ def test_every_shared_h100_point_within_15_percent_and_every_ratio_within_5(h100
     assert rep["basis"] == "device"
     worst, worst_ratio, n_ratios = _bounds(rep)
     assert len(rows) == 30 and n_ratios == 20
-    assert worst < 0.15 and worst_ratio < 0.05
-    held_out = point_report(load_step_model(SPEC), [r for r in rows if r["C"] == 32768])
-    assert _bounds(held_out)[0] < 0.15 and _bounds(held_out)[1] < 0.05
+    assert worst < 0.08 and worst_ratio < 0.05
 
 
 MEASURED = Path(__file__).resolve().parents[3] / "docs" / "measurements" / "h100_step_physics"
@@ -65,7 +64,8 @@ def _ours(name: str, C: int | None = None) -> list:
 
 def test_a_fresh_two_size_calibration_finds_the_shipped_values(h100_rows):
     _, rows = h100_rows
-    uncalibrated = replace(hardware("H100"), op_efficiency={"gemm_tile_rows": 128.0, "attention_tile_rows": 64.0})
+    kernels = ("gemm_tile_rows", "attention_tile_rows", "attention_split_below", "attention_unsplit_tile_rows")
+    uncalibrated = replace(hardware("H100"), op_efficiency={k: hardware("H100").op_efficiency[k] for k in kernels})
     eff = calibrate_sets([(load_shape("Qwen3-8B"), rows), (load_shape("Qwen3-32B"), _ours("qwen3-32b.jsonl", 1024))],
                          uncalibrated)
     shipped = hardware("H100").op_efficiency
@@ -75,15 +75,15 @@ def test_a_fresh_two_size_calibration_finds_the_shipped_values(h100_rows):
 
 
 @pytest.mark.parametrize("name, model, C, bound, ratio_bound, n, n_ratios", [
-    ("qwen3-8b.jsonl", "Qwen3-8B", 8192, 0.15, 0.05, 15, 10),
-    ("qwen3-8b_offgrid.jsonl", "Qwen3-8B", None, 0.15, None, 8, 0),   # no q = 1 row: no ratio
-    ("qwen3-32b.jsonl", "Qwen3-32B", 8192, 0.15, 0.10, 12, 8),
-    ("qwen3-32b.jsonl", "Qwen3-32B", 1024, 0.15, 0.10, 12, 8),
+    ("qwen3-8b.jsonl", "Qwen3-8B", 8192, 0.08, 0.05, 15, 10),
+    ("qwen3-8b_offgrid.jsonl", "Qwen3-8B", None, 0.08, None, 8, 0),   # no q = 1 row: no ratio
+    ("qwen3-32b.jsonl", "Qwen3-32B", 8192, 0.08, 0.07, 12, 8),
+    ("qwen3-32b.jsonl", "Qwen3-32B", 1024, 0.08, 0.05, 12, 8),
     # measured after the fit, beyond every fitted row (q up to 65; the 32B at C=32768): without
-    # the attention tile the roofline priced them up to 21 % and 33 % high, the 8B's ratios up
-    # to 22 % (docs/measurements/h100_step_physics)
-    ("qwen3-8b_wide.jsonl", "Qwen3-8B", None, 0.14, 0.12, 16, 12),
-    ("qwen3-32b_long.jsonl", "Qwen3-32B", None, 0.16, 0.17, 12, 9),
+    # the attention tile the roofline priced them up to 21 % and 33 % high, with one tile for
+    # both kernels 13 % and 15 % (docs/measurements/h100_step_physics)
+    ("qwen3-8b_wide.jsonl", "Qwen3-8B", None, 0.08, 0.07, 16, 12),
+    ("qwen3-32b_long.jsonl", "Qwen3-32B", None, 0.08, 0.07, 12, 9),
 ])
 def test_the_shipped_row_prices_the_other_measured_points(name, model, C, bound, ratio_bound, n, n_ratios):
     rows = _ours(name, C)

@@ -9,6 +9,7 @@ import pytest
 
 from samspec_bench.bench.simulation.hardware import hardware, with_overrides
 from samspec_bench.bench.simulation.roofline import RooflineStepModel
+from samspec_bench.bench.simulation.roofline_ops import attention_blocks, attention_tile
 from samspec_bench.errors import UserError
 from samspec_bench.models.shapes import load_shape
 
@@ -76,6 +77,36 @@ def test_attention_query_rows_are_padded_to_the_attention_tile():
     tile_flops = 4 * 128 * 36 * 8 * 64 * C              # per KV head and layer: 64 rows x every context token
     assert t(1) == pytest.approx(tile_flops / 989.5e12, rel=1e-9)
     assert t(16) == pytest.approx(t(1)) and t(17) == pytest.approx(2 * t(1)) and t(65) == pytest.approx(5 * t(1))
+
+
+def test_attention_work_blocks_are_counted_as_flash_attention_counts_them():
+    # requests x KV heads x 64-row query blocks; Qwen3-8B: q tokens x 4 query heads a KV head
+    assert attention_blocks(8, 1, 8, 4.0) == 64
+    assert attention_blocks(16, 16, 8, 4.0) == 128 and attention_blocks(16, 17, 8, 4.0) == 256
+    assert attention_blocks(8, 65, 1, 8.0) == 8 * 9          # 520 rows: nine 64-row blocks
+
+
+@pytest.mark.parametrize("B, q, tile", [(8, 1, 64), (52, 1, 64), (53, 1, 128), (27, 16, 64), (27, 17, 128),
+                                        (11, 49, 64), (11, 65, 128)])
+def test_few_blocks_run_the_split_kernel_and_many_the_standard_one(B, q, tile):
+    # at tp=2 a rank holds 4 of the 8 KV heads: B x 4 x ceil(4q / 64) blocks against 211.2
+    # (0.8 x 2 x 132 SMs): 52 one-token requests make 208, 53 make 212; 27 requests of q=17 make
+    # 216 (two 64-row blocks each), of q=16 108; 11 of q=65 make 220, of q=49 176
+    hw = ideal(mem_bw=1e18, op_efficiency={**IDEAL, "attention_tile_rows": 64.0, "attention_split_below": 211.2,
+                                           "attention_unsplit_tile_rows": 128.0})
+    m = RooflineStepModel(S, hw, tp=2)
+    step = dict(decode_tokens=B, draft_tokens=B * (q - 1), running=B, context_tokens=B * 4096)
+    c = m.components(**step)["ops"]["attention"]
+    assert float(c["blocks"]) == attention_blocks(B, q, 4, 4.0)
+    rows = math.ceil(q * 4 / tile) * tile                 # query rows a request's tiles hold
+    pairs = B * 4096 * rows / 4
+    assert float(c["t_s"]) == pytest.approx(4 * 128 * 16 * 36 * pairs / 989.5e12, rel=1e-9)
+    assert attention_tile(float(c["blocks"]), hw.op_efficiency) == tile
+
+
+def test_without_a_split_threshold_one_tile_prices_every_step():
+    eff = {**IDEAL, "attention_tile_rows": 64.0, "attention_split_below": 0.0, "attention_unsplit_tile_rows": 128.0}
+    assert list(attention_tile(np.array([1.0, 1e6]), eff)) == [64.0, 64.0]
 
 
 def test_without_an_attention_tile_attention_flops_follow_the_query_tokens():

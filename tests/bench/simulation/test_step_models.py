@@ -67,7 +67,8 @@ def test_attention_tile_in_the_spec_replaces_the_rows_and_says_so():
     # the other calibrated classes stay; the source keeps the calibration and names the override
     assert fa3.eff["attention_compute"] == shipped.eff["attention_compute"]
     src = fa3.hw.sources["op_efficiency"]
-    assert "calibrated" in src and "attention tile 128 query rows: given in --step-model" in src
+    assert "calibrated" in src and "attention tile 128 query rows for every step (one kernel): given in --step-model" in src
+    assert shipped.eff["attention_split_below"] > 0 and fa3.eff["attention_split_below"] == 0   # no kernel switch
     # Qwen3-8B packs 4 query heads per KV head: q=17 is 68 rows, two 64-row tiles or one of 128
     step = dict(decode_tokens=8, draft_tokens=8 * 16, running=8, context_tokens=8 * 32768)
     a64, a128 = (m.components(**step)["ops"]["attention"]["t_compute_s"] for m in (shipped, fa3))
