@@ -323,6 +323,15 @@ def with_overrides(hw: Hardware, **kw) -> Hardware:
     return replace(hw, **kw, sources={**hw.sources, **{k: "override" for k in kw}})
 
 
+def one_attention_kernel(hw: Hardware, rows: float, given: str) -> Hardware:
+    """A copy of `hw` whose attention runs one kernel of `rows`-row query tiles for every step
+    (no switch between split-KV and standard kernels); `given` says who set it, in the source."""
+    return replace(hw, op_efficiency={**hw.op_efficiency, "attention_tile_rows": float(rows),
+                                      "attention_split_below": 0.0},
+                   sources={**hw.sources, "op_efficiency": "; ".join(
+                       x for x in (hw.sources.get("op_efficiency"), given) if x)})
+
+
 def check_hardware(hw: Hardware, dtype: str) -> None:
     """Refuse a row that could price a step at zero, below zero or not at all: peak, bandwidth
     and every efficiency finite and > 0 (efficiencies at most 1.5: a calibration may beat a

@@ -102,6 +102,11 @@ class RooflineStepModel:
         self.host_s = hw.step_overhead_s + s.num_hidden_layers * hw.eager_ops_per_layer * op_s
         self.n_allreduce = 2 * s.num_hidden_layers + 1 if tp > 1 else 0
 
+    def with_hardware(self, hw: Hardware) -> "RooflineStepModel":
+        """The same model, tensor parallelism, dtype, mode and memory share on another row."""
+        return RooflineStepModel(self.shape, hw, tp=self.tp, dtype=self.dtype, mode=self.mode, spec=self.spec,
+                                 memory_utilization=self.memory_utilization)
+
     def _attention_rows(self, q, tile):
         """Query tokens per decoding request that attention's tensor cores work on: a kernel
         packs the G query heads of a KV head into one tile of query rows (q x G rows), padded

@@ -28,13 +28,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from samspec_bench.bench.simulation.hardware import hardware
+from samspec_bench.bench.simulation.hardware import hardware, one_attention_kernel
 from samspec_bench.bench.simulation.measured_points import (device_check, format_points, is_point_file, load_points,
                                                              point_features, point_report, shape_check)
 from samspec_bench.bench.simulation.roofline import MODES, RooflineStepModel
@@ -99,11 +98,8 @@ def roofline_from_spec(spec: str) -> RooflineStepModel:
         hw = hardware(kv["hardware"], dtype=dtype, threads=threads)
         if "attention_tile" in kv:
             rows = _int(spec, "attention_tile", kv["attention_tile"])
-            given = f"attention tile {rows} query rows for every step (one kernel): given in --step-model"
-            hw = replace(hw, op_efficiency={**hw.op_efficiency, "attention_tile_rows": float(rows),
-                                            "attention_split_below": 0.0},
-                         sources={**hw.sources, "op_efficiency": "; ".join(
-                             x for x in (hw.sources.get("op_efficiency"), given) if x)})
+            hw = one_attention_kernel(hw, rows, f"attention tile {rows} query rows for every step (one kernel): "
+                                                "given in --step-model")
         return RooflineStepModel(shape, hw, tp=tp, dtype=dtype, mode=mode, spec=spec)
     except UserError as e:
         if str(e).startswith("--step-model "):

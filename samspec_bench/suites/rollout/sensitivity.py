@@ -16,6 +16,10 @@ tried, the table shows what each does):
 - KV capacity: unlimited; a smaller engine memory share (gpu_memory_utilization 0.8, the seed's
   scripts' value, for a preset; 0.6) where the step model knows the device memory; x0.6 of a
   given --kv-capacity-tokens;
+- attention's kernel, where the roofline switches kernels (the H100 / H200 rows: split-KV on
+  64-row tiles below its block count, the standard kernel's 128-row tiles above): one kernel of
+  64-row tiles, and one of 128-row tiles, for every step (a serving engine's kernel has its own
+  rule);
 - DAPO's generation rounds: a training step of 2 rounds (draws taken two at a time, cyclically,
   from the run's draws); for a preset whose train batch is smaller than its generation batch,
   the generation batch made of rounds of train-batch prompts (the seed's scripts set
@@ -36,6 +40,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from samspec_bench.bench.simulation.hardware import one_attention_kernel
 from samspec_bench.suites.rollout.config import RolloutConfig, lognormal_params
 from samspec_bench.suites.rollout.draws import draw_record, draw_seeds
 from samspec_bench.suites.rollout.length_share import share_used, traces_share
@@ -240,6 +245,20 @@ def kv_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
     return rows
 
 
+def kernel_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
+    """Where the roofline switches attention kernels (flash attention's split-KV below its block
+    count, the standard kernel above), the same run with one kernel for every step: a serving
+    engine's kernel chooses by its own rule, which the calibration did not measure."""
+    eff = getattr(model, "eff", None) or {}
+    if eff.get("attention_split_below", 0) <= 0 or not hasattr(model, "with_hardware"):
+        return []
+    return [row("attention kernel", f"one kernel, {rows}-row tiles",
+                simulated(cfg, rep, pick, model.with_hardware(one_attention_kernel(
+                    model.hw, rows, f"sensitivity: one attention kernel of {rows}-row tiles")), seeds, None), label,
+                f"every step on one attention kernel of {rows}-row query tiles, no split-KV switch at "
+                f"{eff['attention_split_below']:g} blocks; the calibrated efficiencies kept") for rows in (64, 128)]
+
+
 def round_rows(cfg, rep, pick, model, seeds, label, records) -> list[dict]:
     n = len(records)
     rows = [row("DAPO generation rounds per step", "2 rounds of the generation batch",
@@ -273,6 +292,7 @@ def run_sensitivity(cfg: RolloutConfig, rep: Replay, settings, label: str, step_
                 "the run's own draws and assumptions", modelled=True)]
     rows += length_rows(cfg, rep, pick, step_model, seeds, label)
     rows += kv_rows(cfg, rep, pick, step_model, seeds, label)
+    rows += kernel_rows(cfg, rep, pick, step_model, seeds, label)
     rows += round_rows(cfg, rep, pick, step_model, seeds, label, records)
     if not steps:
         rows += [row("host overhead per step", f"+{1e3 * x:g} ms", [[r] for r in records], label,

@@ -104,3 +104,20 @@ def test_lengths_in_the_recorded_order_move_the_tail_where_long_responses_draft_
     assert ordered["value"].startswith("1 (in the recorded order)") and ordered["how"] == "--length-rank-share 1"
     base = block["rows"][0]
     assert ordered["speedup_tail"]["median"] < base["speedup_tail"]["median"]
+
+
+def test_a_roofline_that_switches_attention_kernels_is_tried_with_one_kernel():
+    from samspec_bench.bench.simulation.step_model_spec import load_step_model
+    cfg, rep, settings, _ = _synthetic(600)
+    label = "threshold<=2 k=3"
+    block = run_sensitivity(cfg, rep, settings, label, load_step_model("roofline:hardware=H100,model=Qwen3-8B"),
+                            "roofline H100")
+    rows = {(r["assumption"], r["value"]): r for r in block["rows"]}
+    pred = rows[("(the prediction)", "as modelled")]
+    # 8 requests of q <= 4 are 64 work blocks, below the switch: every step already runs the
+    # split-KV kernel's 64-row tiles, so that row repeats the prediction; 128-row tiles cost more
+    same, tall = rows[("attention kernel", "one kernel, 64-row tiles")], rows[("attention kernel", "one kernel, 128-row tiles")]
+    assert same["gain_pct"] == pred["gain_pct"] and same["tail_share_pct"] == pred["tail_share_pct"]
+    assert tall["gain_pct"]["median"] != pytest.approx(pred["gain_pct"]["median"], rel=1e-6)
+    ascend = run_sensitivity(cfg, rep, settings, label, load_step_model("roofline:hardware=910C,model=Qwen3-8B"), "910C")
+    assert not any(r["assumption"] == "attention kernel" for r in ascend["rows"])   # one kernel there already
