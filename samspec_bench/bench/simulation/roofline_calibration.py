@@ -25,10 +25,12 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy.optimize import minimize
 
+from samspec_bench.bench.simulation.calibration_file import write_calibration
 from samspec_bench.bench.simulation.hardware import NOT_EFFICIENCIES, Hardware, op_efficiencies
-from samspec_bench.bench.simulation.measured_points import point_report
+from samspec_bench.bench.simulation.measured_points import is_point_file, load_points, point_report
 from samspec_bench.bench.simulation.roofline import RooflineStepModel
-from samspec_bench.models.shapes import ModelShape
+from samspec_bench.errors import UserError
+from samspec_bench.models.shapes import ModelShape, load_shape
 
 FITTED = ("gemm_compute", "gemm_memory", "gemm_overlap_loss", "gemm_kernel_us", "attention_compute",
           "attention_memory", "elementwise_memory")
@@ -99,3 +101,35 @@ def _search(x0, sets, hw, dtype):
             break
         best, x0 = res, list(res.x)
     return best
+
+
+def calibrate_to_file(model: RooflineStepModel, steps: str, also: Sequence[str], out: str) -> dict:
+    """Fit `model`'s hardware row on measured points (`steps` priced with its shape; each of
+    `also`, MODEL=POINTS.jsonl, with that model's) and write the calibration file `out`
+    (calibration_file.py). Points of one GPU: a tp > 1 spec is refused."""
+    if not isinstance(model, RooflineStepModel):
+        raise UserError("--calibrate fits a roofline: give --step-model roofline:hardware=...,model=...")
+    if model.tp != 1:
+        raise UserError(f"--calibrate: tp={model.tp}; fit on one GPU's points with tp=1, then price any tp with the file")
+    files = [(model.shape, steps)]
+    for item in also:
+        name, eq, path = str(item).partition("=")
+        if not eq or not name.strip() or not path.strip():
+            raise UserError(f"--also {item!r}: give MODEL=POINTS.jsonl (a model id or config.json, then its points)")
+        files.append((load_shape(name.strip()), path.strip()))
+    sets, fitted_on, devices = [], [], []
+    for shape, path in files:
+        if not is_point_file(path):
+            raise UserError(f"--calibrate fits measured points: {path} is not a .jsonl file of {{B, q, C, ms}} rows")
+        rows, meta = load_points(path)
+        sets.append((shape, rows))
+        fitted_on.append({"file": str(path), "model": shape.name, "points": len(rows)})
+        if isinstance(meta.get("device"), str) and meta["device"] not in devices:
+            devices.append(meta["device"])
+    hw = with_efficiencies(model.hw, calibrate_sets(sets, model.hw, model.dtype))
+    reps = [point_report(RooflineStepModel(shape, hw, dtype=model.dtype, mode="graph"), rows) for shape, rows in sets]
+    err = np.abs([p["error"] for r in reps for p in r["points"]])
+    rerr = np.abs([p["ratio_error"] for r in reps for p in r["points"] if p["ratio_error"] is not None])
+    fit = {"points": int(err.size), "median_abs_error": float(np.median(err)), "max_abs_error": float(err.max()),
+           "max_abs_ratio_error": float(rerr.max()) if rerr.size else None, "held_out": False}
+    return write_calibration(out, hw, FITTED, fitted_on, fit, devices)

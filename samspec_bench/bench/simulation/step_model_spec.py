@@ -4,12 +4,14 @@ A step model is anything with `predict(**FEATURES) -> seconds`, `predict_steps(t
 `describe()` (with "kind" and "units") and `valid_range()`:
 
 - a profile JSON path (`rollout profile` output, formats 1-3) -> StepTimeModel (fitted-profile);
-- `roofline:hardware=H100,model=Qwen/Qwen3-32B,tp=8[,dtype=bfloat16][,mode=eager|graph][,threads=N][,attention_tile=R]`
+- `roofline:hardware=H100,model=Qwen/Qwen3-32B,tp=8[,dtype=bfloat16][,mode=eager|graph][,threads=N][,attention_tile=R][,calibration=F]`
   -> RooflineStepModel (model: a catalogue id or short name, builtin:<name>, or a config.json
   path; hardware: bench/simulation/hardware.py's names, `cpu` measured here; threads: cpu only,
   default 1, the thread count the measured engine runs with; attention_tile: the query rows of
   the engine's attention tile for every step, replacing the hardware row's tiles and its
-  switch between two kernels, e.g. 128 for a kernel with 128-row tiles, 1 for none);
+  switch between two kernels, e.g. 128 for a kernel with 128-row tiles, 1 for none;
+  calibration: a file `samspec-bench step-model --calibrate` wrote from your measured points,
+  whose per-operator-class parameters replace the row's; calibration_file.py);
 - None or "" -> None (the caller reports step counts, not time).
 
 `compare(model, steps)` prices measured steps with a model and reports its errors;
@@ -33,6 +35,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from samspec_bench.bench.simulation.calibration_file import with_calibration
 from samspec_bench.bench.simulation.hardware import hardware, one_attention_kernel
 from samspec_bench.bench.simulation.measured_points import (device_check, format_points, is_point_file, load_points,
                                                              point_features, point_report, shape_check)
@@ -41,8 +44,9 @@ from samspec_bench.bench.simulation.fitted_step_model import FEATURES, PROFILE_F
 from samspec_bench.errors import UserError
 from samspec_bench.models.shapes import DTYPE_BYTES, load_shape
 
-ROOFLINE_KEYS = ("hardware", "model", "tp", "dtype", "mode", "threads", "attention_tile")
-ROOFLINE_HELP = "roofline:hardware=NAME,model=ID|config.json,tp=N[,dtype=bfloat16][,mode=eager|graph][,attention_tile=ROWS]"
+ROOFLINE_KEYS = ("hardware", "model", "tp", "dtype", "mode", "threads", "attention_tile", "calibration")
+ROOFLINE_HELP = ("roofline:hardware=NAME,model=ID|config.json,tp=N[,dtype=bfloat16][,mode=eager|graph][,attention_tile=ROWS]"
+                 "[,calibration=FILE.json]")
 STEP_COLUMNS_NEEDED = ("time_s", "num_running", "num_scheduled_tokens", "num_prefill_tokens", "num_drafted",
                        "num_decode_reqs", "speculative")
 PROFILE_STEP_NAMES = ("time_s", "running", "decode_tokens", "prefill_tokens", "draft_tokens", "spec_requests")
@@ -68,6 +72,12 @@ def parse_roofline(spec: str) -> dict[str, str]:
     if missing:
         raise UserError(f"--step-model {spec!r}: missing {', '.join(missing)}; use {ROOFLINE_HELP}")
     return out
+
+
+def spec_with(spec: str, key: str, value: str) -> str:
+    """The roofline spec with `key` set to `value` (replacing it where given)."""
+    kept = [p for p in spec.split(":", 1)[1].split(",") if p.strip() and p.partition("=")[0].strip().lower() != key]
+    return "roofline:" + ",".join(kept + [f"{key}={value}"])
 
 
 def _int(spec: str, key: str, val: str) -> int:
@@ -96,6 +106,8 @@ def roofline_from_spec(spec: str) -> RooflineStepModel:
     try:   # the model's, the hardware's and the roofline's own checks, named as --step-model's
         shape = load_shape(kv["model"])
         hw = hardware(kv["hardware"], dtype=dtype, threads=threads)
+        if "calibration" in kv:
+            hw = with_calibration(hw, kv["calibration"])
         if "attention_tile" in kv:
             rows = _int(spec, "attention_tile", kv["attention_tile"])
             hw = one_attention_kernel(hw, rows, f"attention tile {rows} query rows for every step (one kernel): "

@@ -257,7 +257,8 @@ def test_check_step_model_and_the_command(tmp_path):
     assert "total error" in res.output
     (run,) = list((tmp_path / "runs").iterdir())
     result = load_result(run)
-    assert result["suite"] == "step-model" and result["config"] == {"step_model": spec, "steps": str(tmp_path / "p.json")}
+    assert result["suite"] == "step-model" and result["config"] == {"step_model": spec, "steps": str(tmp_path / "p.json"),
+                                                                 "calibrate": None, "also": []}
     assert result["metrics"]["overall"] == pytest.approx(rep["overall"])
     # the groups table: one row per batch size seen in the table
     assert sorted(g["num_running"] for g in result["tables"]["groups"]) == sorted(set(tab["num_running"].tolist()))

@@ -1,0 +1,82 @@
+"""A roofline calibration fitted on a user's own measured steps, as a file: written by
+`samspec-bench step-model --calibrate OUT.json` (roofline_calibration.calibrate_sets on their
+{B, q, C, ms} points), read back by `--step-model roofline:...,calibration=OUT.json`, which then
+prices every step of that hardware row with the file's per-operator-class parameters.
+
+The file (JSON, format 1): kind, format, hardware (the row it was fitted on), measured_on (the
+points files' device names), op_efficiency (every hardware.OP_KEYS key), fitted (the keys the
+fit moved; the rest are the row's: tile heights, attention's kernel switch), fitted_on (per
+points file: path, model, points), fit (the fitted points' |error| median and max, the
+verify/decode ratio |error| max: fitted, not held out) and made (UTC time).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from samspec_bench.bench.simulation.hardware import OP_KEYS, Hardware, op_efficiencies
+from samspec_bench.errors import UserError
+
+KIND = "samspec-bench roofline calibration"
+FORMAT = 1
+MAKE = "make one with `samspec-bench step-model --step-model roofline:... --steps POINTS.jsonl --calibrate OUT.json`"
+
+
+def write_calibration(path: str | Path, hw: Hardware, fitted: Sequence[str], fitted_on: list[dict[str, Any]],
+                      fit: dict[str, Any], measured_on: list[str]) -> dict[str, Any]:
+    """Write the calibrated row `hw`'s parameters to `path` (folders made); returns what was written."""
+    doc = {"kind": KIND, "format": FORMAT, "hardware": hw.name, "measured_on": measured_on,
+           "op_efficiency": {k: float(v) for k, v in op_efficiencies(hw).items()}, "fitted": list(fitted),
+           "fitted_on": fitted_on, "fit": fit, "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    p = Path(path).expanduser()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"--calibrate {path}: cannot write it ({e}); give a writable path") from None
+    return doc
+
+
+def load_calibration(path: str | Path) -> dict[str, Any]:
+    """The calibration file at `path`, checked: its kind and format, every op_efficiency value a
+    finite number >= 0 under a known key. Anything else -> UserError naming the file and the fix."""
+    where = f"calibration={path}"
+    p = Path(path).expanduser()
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UserError(f"{where}: cannot read it ({e.strerror or e}); {MAKE}") from None
+    except ValueError:
+        raise UserError(f"{where}: not JSON; {MAKE}") from None
+    if not isinstance(doc, dict) or doc.get("kind") != KIND:
+        raise UserError(f"{where}: not a roofline calibration (its kind is not {KIND!r}); {MAKE}")
+    if doc.get("format") != FORMAT:
+        raise UserError(f"{where}: format {doc.get('format')!r}, this version reads format {FORMAT}; {MAKE}")
+    eff = doc.get("op_efficiency")
+    if not isinstance(eff, dict) or not eff:
+        raise UserError(f"{where}: no op_efficiency object; {MAKE}")
+    unknown = sorted(set(eff) - set(OP_KEYS))
+    if unknown:
+        raise UserError(f"{where}: unknown op_efficiency keys {', '.join(unknown)}; known: {', '.join(OP_KEYS)}")
+    bad = [f"{k}={v!r}" for k, v in eff.items()
+           if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0]
+    if bad:
+        raise UserError(f"{where}: {', '.join(bad)}: every op_efficiency value is a finite number >= 0; {MAKE}")
+    return doc
+
+
+def with_calibration(hw: Hardware, path: str | Path) -> Hardware:
+    """The row `hw` priced with the calibration file at `path` (its source names the file, the
+    device its points were measured on and how many)."""
+    doc = load_calibration(path)
+    n = sum(int(f.get("points", 0)) for f in doc.get("fitted_on", []) if isinstance(f, dict))
+    on = ", ".join(str(d) for d in doc.get("measured_on") or []) or "a device not named in the points"
+    source = (f"calibrated by `samspec-bench step-model --calibrate` on {n} measured points ({on}; fitted on "
+              f"row {doc.get('hardware')!r}, {doc.get('made')}): {path}")
+    return replace(hw, op_efficiency={**hw.op_efficiency, **{k: float(v) for k, v in doc["op_efficiency"].items()}},
+                   sources={**hw.sources, "op_efficiency": source})
