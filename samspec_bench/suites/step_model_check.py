@@ -62,7 +62,8 @@ def execute(config: StepModelConfig, *, output: str, resume: str | None = None, 
     spec, calibration, lines = config.step_model, None, []
     if config.calibrate:   # fit, write the file, then check the calibrated model on the same points
         from samspec_bench.bench.simulation.roofline_calibration import calibrate_to_file
-        calibration = calibrate_to_file(load_step_model(spec), config.steps, config.also, config.calibrate)
+        calibration = calibrate_to_file(load_step_model(spec), config.steps, config.also, config.calibrate,
+                                        say=lambda s: click.echo(s, err=True))
         spec = spec_with(spec, "calibration", config.calibrate)
         fit = calibration["fit"]
         lines.append(f"calibration written: {config.calibrate} ({', '.join(calibration['fitted'])} fitted on "

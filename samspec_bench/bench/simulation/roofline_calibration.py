@@ -103,10 +103,11 @@ def _search(x0, sets, hw, dtype):
     return best
 
 
-def calibrate_to_file(model: RooflineStepModel, steps: str, also: Sequence[str], out: str) -> dict:
+def calibrate_to_file(model: RooflineStepModel, steps: str, also: Sequence[str], out: str, say=None) -> dict:
     """Fit `model`'s hardware row on measured points (`steps` priced with its shape; each of
     `also`, MODEL=POINTS.jsonl, with that model's) and write the calibration file `out`
-    (calibration_file.py). Points of one GPU: a tp > 1 spec is refused."""
+    (calibration_file.py). Points of one GPU: a tp > 1 spec is refused. `say(text)`: told once
+    the inputs are read, before the fit (tens of seconds)."""
     if not isinstance(model, RooflineStepModel):
         raise UserError("--calibrate fits a roofline: give --step-model roofline:hardware=...,model=...")
     if model.tp != 1:
@@ -126,6 +127,9 @@ def calibrate_to_file(model: RooflineStepModel, steps: str, also: Sequence[str],
         fitted_on.append({"file": str(path), "model": shape.name, "points": len(rows)})
         if isinstance(meta.get("device"), str) and meta["device"] not in devices:
             devices.append(meta["device"])
+    if say is not None:
+        say(f"fitting {model.hw.name} on {sum(f['points'] for f in fitted_on)} points of {len(sets)} file(s): "
+            "a local search from 3 starts, tens of seconds")
     hw = with_efficiencies(model.hw, calibrate_sets(sets, model.hw, model.dtype))
     reps = [point_report(RooflineStepModel(shape, hw, dtype=model.dtype, mode="graph"), rows) for shape, rows in sets]
     err = np.abs([p["error"] for r in reps for p in r["points"]])
