@@ -136,6 +136,18 @@ H100_CAL_SOURCE = ("calibrated (per operator class) on the shared H100 measureme
 # an H200 with the same program (docs/measurements/h200_step_physics/,
 # tests/bench/simulation/test_roofline_h200.py).
 
+# The A100 row is not calibrated (its efficiencies are _NV_COMMON's assumptions), but its
+# kernels are read off like the H100's: 128-row GEMM tiles, and flash attention 2's switch at
+# 0.8 x 2 x 108 SMs = 172.8 work blocks between its split-KV kernel (64-row tiles) and its
+# standard kernel (on sm80, not an "sm8x" part: kBlockM 128 for head_dim 128), so that a fit on
+# A100 points (`step-model --calibrate`) keeps them.
+A100_KERNELS = {"gemm_tile_rows": 128.0, "attention_tile_rows": 64.0, "attention_split_below": 172.8,
+                "attention_unsplit_tile_rows": 128.0}
+A100_KERNELS_SOURCE = ("assumption: the whole-step efficiencies for every operator class (not calibrated); tile heights "
+                       "and attention's kernel switch read off the kernels: 128-row GEMM tiles, attention 64 query rows "
+                       "below 172.8 work blocks (flash attention 2's split-KV kernel) and 128 above (its standard "
+                       "kernel on sm80), 172.8 = 0.8 x 2 x 108 SMs (A100 datasheet)")
+
 TABLE: dict[str, Hardware] = {
     "H100": Hardware(
         "H100 SXM 80GB", {"bfloat16": 989.5 * T, "float16": 989.5 * T, "float32": 67 * T}, 3.35e12, 450 * G,
@@ -157,7 +169,8 @@ TABLE: dict[str, Hardware] = {
             "link_bw": "NVIDIA H200 datasheet: NVLink 900 GB/s (both directions) -> 450 GB/s one way", **_NV_ASSUME}),
     "A100": Hardware(
         "A100 SXM 80GB", {"bfloat16": 312 * T, "float16": 312 * T, "float32": 19.5 * T}, 2.039e12, 300 * G,
-        memory_gb=80, **_NV_COMMON, sources={
+        memory_gb=80, op_efficiency=A100_KERNELS, **_NV_COMMON, sources={
+            "op_efficiency": A100_KERNELS_SOURCE,
             "peak_flops": "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM): BF16 312 TFLOPS dense (624 with "
                           "sparsity); FP32 19.5 TFLOPS",
             "mem_bw": "NVIDIA A100 datasheet (80GB SXM): 2,039 GB/s HBM2e",

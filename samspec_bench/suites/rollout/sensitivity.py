@@ -16,7 +16,7 @@ tried, the table shows what each does):
 - KV capacity: unlimited; a smaller engine memory share (gpu_memory_utilization 0.8, the seed's
   scripts' value, for a preset; 0.6) where the step model knows the device memory; x0.6 of a
   given --kv-capacity-tokens;
-- attention's kernel, where the roofline switches kernels (the H100 / H200 rows: split-KV on
+- attention's kernel, where the roofline switches kernels (the H100 / H200 / A100 rows: split-KV on
   64-row tiles below its block count, the standard kernel's 128-row tiles above): one kernel of
   64-row tiles, and one of 128-row tiles, for every step (a serving engine's kernel has its own
   rule);
