@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import click
 
+from samspec_bench.bench.simulation.roofline_calibration import calibrate_to_file
 from samspec_bench.bench.simulation.step_model_spec import (ROOFLINE_HELP, check_step_model, format_report,
                                                             load_step_model, spec_with)
 from samspec_bench.errors import UserError
@@ -61,7 +62,6 @@ def execute(config: StepModelConfig, *, output: str, resume: str | None = None, 
                         "run it again")
     spec, calibration, lines = config.step_model, None, []
     if config.calibrate:   # fit, write the file, then check the calibrated model on the same points
-        from samspec_bench.bench.simulation.roofline_calibration import calibrate_to_file
         calibration = calibrate_to_file(load_step_model(spec), config.steps, config.also, config.calibrate,
                                         say=lambda s: click.echo(s, err=True))
         spec = spec_with(spec, "calibration", config.calibrate)
