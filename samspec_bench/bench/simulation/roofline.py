@@ -82,6 +82,7 @@ class RooflineStepModel:
         s = shape
         self.bytes_per_el = b
         self.kv_heads_per_rank = max(kvh // tp, 1)
+        self.q_per_kv = s.num_attention_heads / kvh   # query heads packed per KV head (attention's rows)
         self.kv_replicated = tp > kvh
         self.kv_bytes_per_token = s.kv_bytes_per_token(dtype, self.kv_heads_per_rank)   # this rank, all layers
         dense_layers = s.num_dense_layers * s.dense_mlp_params
@@ -111,8 +112,7 @@ class RooflineStepModel:
         """Query tokens per decoding request that attention's tensor cores work on: a kernel
         packs the G query heads of a KV head into one tile of query rows (q x G rows), padded
         up to whole tiles of `tile` rows (1: no padding, the tokens themselves)."""
-        g = self.shape.num_attention_heads / self.shape.num_key_value_heads
-        q = np.asarray(q, dtype=float)
+        g, q = self.q_per_kv, np.asarray(q, dtype=float)
         return np.where(np.asarray(tile) <= 1.0, q, padded(q * g, tile) / g)
 
     # ---------------- the formula ----------------
@@ -150,9 +150,8 @@ class RooflineStepModel:
         ops["gemm_kernels"] = {"flops": 0.0 * Q, "bytes": 0.0 * Q, "t_compute_s": 0.0 * Q, "t_memory_s": 0.0 * Q,
                                "t_s": t_kernels}
         q_dec = (D + K) / np.maximum(D, 1.0)
-        g = s.num_attention_heads / s.num_key_value_heads
-        blocks = (attention_blocks(D, q_dec, self.kv_heads_per_rank, g) * (D > 0)
-                  + attention_blocks(n_pre, P / np.maximum(n_pre, 1.0), self.kv_heads_per_rank, g) * (P > 0))
+        blocks = (attention_blocks(D, q_dec, self.kv_heads_per_rank, self.q_per_kv) * (D > 0)
+                  + attention_blocks(n_pre, P / np.maximum(n_pre, 1.0), self.kv_heads_per_rank, self.q_per_kv) * (P > 0))
         pairs_dec = np.where(D > 0, C * self._attention_rows(q_dec, attention_tile(blocks, e)), 0.0)
         pairs_pre = np.where(P > 0, P * P / (2.0 * np.maximum(n_pre, 1.0)) + np.where(D > 0, 0.0, P * C / np.maximum(R, 1.0)), 0.0)
         kv_read = C * self.kv_bytes_per_token

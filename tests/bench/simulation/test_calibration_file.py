@@ -7,7 +7,6 @@ import json
 from dataclasses import replace
 
 import click
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -127,4 +126,3 @@ def test_spec_with_sets_or_replaces_one_key():
         "roofline:hardware=H100,model=Qwen3-8B,calibration=a.json"
     assert spec_with("roofline:hardware=H100,calibration=old.json,model=X", "calibration", "b.json") == \
         "roofline:hardware=H100,model=X,calibration=b.json"
-    assert np.isfinite(hardware("H100").op_efficiency["gemm_memory"])
