@@ -68,6 +68,55 @@ def guard_outputs(cmd: click.Command) -> click.Command:
     return cmd
 
 
+def repeated_single_options(cmd: click.Command, args) -> list[tuple[str, int]]:
+    """Options of `cmd` that take one value but appear more than once in `args` (click keeps
+    the last silently, so `--traces A --traces B` would drop A). Values are skipped as click
+    parses them; scanning stops at `--` and, for a group, at its subcommand's name."""
+    single = {}
+    for p in cmd.params:
+        if isinstance(p, click.Option) and not p.multiple and not p.count:
+            for opt in (*p.opts, *p.secondary_opts):
+                single[opt] = p
+    seen: dict[str, list[str]] = {}
+    i = 0
+    while i < len(args):
+        tok = str(args[i])
+        if tok == "--" or (isinstance(cmd, click.Group) and not tok.startswith("-")):
+            break
+        if not tok.startswith("-") or tok == "-":
+            i += 1
+            continue
+        name, has_value = (tok.split("=", 1)[0], True) if "=" in tok else (tok, False)
+        if name not in single and len(name) > 2 and not name.startswith("--") and name[:2] in single:
+            name, has_value = name[:2], True          # -k3: a short option with its value
+        p = single.get(name)
+        i += 1
+        if p is None:
+            continue
+        seen.setdefault(p.name, []).append(name)
+        if not p.is_flag and not has_value:
+            i += max(p.nargs, 1)
+    return [(" / ".join(dict.fromkeys(opts)), len(opts)) for opts in seen.values() if len(opts) > 1]
+
+
+def refuse_repeated_options(cmd: click.Command) -> click.Command:
+    """One-line usage error, exit 2, for an option given twice that takes one value."""
+    if getattr(cmd, "_samspec_repeats_refused", False):
+        return cmd
+    cmd._samspec_repeats_refused = True
+    parse = cmd.parse_args
+
+    def parse_args(ctx, args):
+        for opt, n in repeated_single_options(cmd, args):
+            raise click.UsageError(f"{opt} given {n} times, but it takes one value and only the last "
+                                   "would count: give it once", ctx=ctx)
+        return parse(ctx, args)
+    cmd.parse_args = parse_args
+    for sub in getattr(cmd, "commands", {}).values():
+        refuse_repeated_options(sub)
+    return cmd
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return sorted(COMMANDS)
@@ -77,7 +126,7 @@ class LazyGroup(click.Group):
             return None
         target, _ = COMMANDS[name]
         module, attr = target.split(":")
-        return guard_outputs(getattr(importlib.import_module(module), attr))
+        return refuse_repeated_options(guard_outputs(getattr(importlib.import_module(module), attr)))
 
     def format_commands(self, ctx, formatter):
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]

@@ -26,7 +26,8 @@ from samspec_bench.paths import default_data_dir
 
 OnError = Literal["stop", "skip"]
 ChatTemplate = Literal["auto", "always", "never"]
-SKIP_HINT = "fix or remove the line (accept and drafters can skip such lines with --on-error skip)"
+SKIP_HINT = ("fix or remove the line (accept and drafters can skip such lines with --on-error skip, counted and "
+             "shown; rollout and dominance replay every line and stop at it)")
 
 
 @dataclass(frozen=True)

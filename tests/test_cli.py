@@ -55,6 +55,31 @@ def test_unknown_command_is_one_line_exit_2():
     assert proc.stderr.strip().count("\n") == 0 and "frobnicate" in proc.stderr
 
 
+@pytest.mark.parametrize("argv, shown", [
+    (["rollout", "--engine", "replay", "--traces", "a.jsonl", "--traces", "b.jsonl"], "--traces given 2 times"),
+    (["rollout", "--draws", "2", "--draws=3"], "--draws given 2 times"),
+    (["rollout", "--no-sensitivity", "--sensitivity"], "given 2 times"),
+    (["accept", "-k", "3", "-k5"], "-k given 2 times"),
+    (["rollout", "profile", "--engine", "torch", "--engine", "reference"], "--engine given 2 times"),
+])
+def test_an_option_of_one_value_given_twice_is_refused(argv, shown, tmp_path):
+    # click would keep the last value and drop the first without a word
+    proc = subprocess.run([sys.executable, "-m", "samspec_bench.cli", *argv], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and shown in proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_repeatable_options_and_option_like_values_pass_the_repeat_check():
+    from samspec_bench.cli import repeated_single_options
+    accept = group.get_command(None, "accept")
+    assert repeated_single_options(accept, ["--traces", "a", "--traces", "b", "--on-error", "skip"]) == []
+    # a value that looks like an option is the option's value, not a second use of it
+    assert repeated_single_options(accept, ["--output", "-k", "-k", "3"]) == []
+    assert repeated_single_options(accept, ["-k", "3", "--", "-k", "4"]) == []
+
+
 # --- --model through one resolution path, from any directory -----------------------------------------
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samspec_bench.reports.fmt import fmt, pct, pts, x2
+from samspec_bench.reports.fmt import accept_setting as _setting, fmt, pct, pts, x2
 from samspec_bench.reports.metadata import model_of
 from samspec_bench.reports.model import Report, Run
 from samspec_bench.reports.pricing import config_line, extrapolated, extrapolation, hardware, pricing
@@ -28,7 +28,7 @@ DEFAULT_ACCEPT = {"drafter": "sam", "k": 3, "sources": "own"}
 # points, the size of a real regression; with fewer problems the check is inconclusive.
 ACCURACY_MDD_BAR = 0.05
 CAVEATS = {"kernels": "kernels equal only up to float rounding", "accuracy": "accuracy on some tasks only"}
-SAM_DRAFTERS = ("sam", "sam-python", "sam-public")   # one algorithm, three implementations
+SAM_DRAFTERS = ("sam", "sam-python", "sam-public", "sam-fixed")   # one algorithm (sam-fixed: SAM-Decoding's drafts)
 
 
 @dataclass
@@ -261,12 +261,6 @@ def lossless(by_suite: dict[str, Run], state: dict | None) -> Answer:
 
 # --- 2. acceptance -----------------------------------------------------------------------------------------
 
-def _setting(m: dict) -> str:
-    src = str(m.get("sources") or "own")
-    src = {"own": "own context", "own+group": "own context + GRPO siblings"}.get(src.split("(")[0], src)
-    return f"{m.get('drafter')} k={m.get('k')}, {src}"
-
-
 def _held_out_best(result: dict) -> Check | None:
     """The configuration an `accept --dev-split` run chose on its dev groups, with its held-out
     figures (None without a split)."""
@@ -295,8 +289,10 @@ def acceptance(by_suite: dict[str, Run], state: dict | None) -> Answer:
         badge, text = _not_checked("accept", state, "run `samspec-bench accept` on your traces")
         return Answer("accept", q, UNKNOWN, badge, text)
     r = run.result
-    rows = [m for m in (r.get("metrics") or {}).values() if isinstance(m, dict) and is_number(m.get("tokens_per_step"))]
+    every = [m for m in (r.get("metrics") or {}).values() if isinstance(m, dict)]
+    rows = [m for m in every if is_number(m.get("tokens_per_step"))]
     sam = [m for m in rows if m.get("drafter") in SAM_DRAFTERS]
+    n_lost = sum(1 for m in every if m.get("drafter") in SAM_DRAFTERS) - len(sam)   # NaN / Infinity: null
     cfg, inputs = r.get("config") or {}, r.get("inputs") or {}
     eng = r.get("engine") if isinstance(r.get("engine"), dict) else {}
     traces = [Path(str(t.get("file") if isinstance(t, dict) else t)).name for t in inputs.get("traces") or []] \
@@ -307,8 +303,10 @@ def acceptance(by_suite: dict[str, Run], state: dict | None) -> Answer:
                   f"{inputs['responses']:,} responses, {inputs.get('response_tokens', 0):,} tokens"
                   if is_number(inputs.get("responses")) else None,
                   f"first {cfg['limit_groups']} groups per file" if cfg.get("limit_groups") else None, how)
+    lost = f"{n_lost} SAM configuration(s) without a finite tokens_per_step in result.json (NaN / Infinity: null)"
     if not sam:
-        return Answer("accept", q, UNKNOWN, "no SAM run", "The accept run measured no SAM drafter.", [], source)
+        return Answer("accept", q, UNKNOWN, "unknown" if n_lost else "no SAM run", f"{lost}; nothing to answer with."
+                      if n_lost else "The accept run measured no SAM drafter.", [], source)
     default = next((m for m in sam if m.get("drafter") == DEFAULT_ACCEPT["drafter"] and m.get("k") == DEFAULT_ACCEPT["k"]
                     and str(m.get("sources")) == DEFAULT_ACCEPT["sources"]), None)
     best = max(sam, key=lambda m: m["tokens_per_step"])
@@ -341,7 +339,8 @@ def acceptance(by_suite: dict[str, Run], state: dict | None) -> Answer:
                 f"({_setting(best)}; {x2(dps)} drafted per step)")
     if held is not None:
         head += f" in this run; chosen on dev trace groups and measured on held-out ones: {held.text.rstrip('.')}"
-    head += ". 1.00 = no gain; not a time speedup (a verify step costs more than a decode step)."
+    head += ". 1.00 = no gain; not a time speedup (a verify step costs more than a decode step)." + \
+        (f" Left out: {lost}." if n_lost else "")
     return Answer("accept", q, YES, f"{x2(tps)} tok/step", head, checks, source)
 
 

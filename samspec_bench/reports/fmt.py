@@ -79,3 +79,10 @@ def threads_text(chosen: Any) -> str:
         return f", torch threads {chosen['threads']}"
     return (f", torch threads {chosen['threads']} ({chosen['cores']} cores available, load average "
             f"{fmt(chosen.get('load_avg_1m'))} when the run started)")
+
+
+def accept_setting(m: dict) -> str:
+    """An accept configuration in words: "sam k=3, own context"."""
+    src = str(m.get("sources") or "own")
+    src = {"own": "own context", "own+group": "own context + GRPO siblings"}.get(src.split("(")[0], src)
+    return f"{m.get('drafter')} k={m.get('k')}, {src}"

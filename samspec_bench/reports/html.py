@@ -19,6 +19,7 @@ from samspec_bench.reports.answers import Answer, AnswerSet, answer_sets
 from samspec_bench.reports.fmt import fmt, fmt_headline, run_setting, threads_text
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup, gate_result
+from samspec_bench.reports.pricing import figure_basis
 from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
 from samspec_bench.reports.tables import Table, shape_tables
 from samspec_bench.reports.values import is_number
@@ -291,7 +292,8 @@ def _figures(run: Run) -> str:
             out.append(f'<p class="note">figure {esc(f.name)}: {esc(f.note or "not available")}</p>')
             continue
         out.append(f'<figure class="figure"><img src="{uri}" alt="{esc(f.name)}" data-figure="{esc(f.name)}">'
-                   f'<figcaption class="cap">{esc(run.suite)} {esc(run.label)}: {esc(f.name)}</figcaption></figure>')
+                   f'<figcaption class="cap">{esc(run.suite)} {esc(run.label)}: {esc(f.name)} ({esc(figure_basis(run))})'
+                   '</figcaption></figure>')
     return "".join(out)
 
 

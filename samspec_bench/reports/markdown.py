@@ -17,6 +17,7 @@ from samspec_bench.reports.answers import Answer, answer_sets
 from samspec_bench.reports.fmt import fmt, fmt_headline, run_setting, threads_text
 from samspec_bench.reports.metadata import data_files, metadata_rows
 from samspec_bench.reports.model import SUMMARY_HEADLINES, Report, Run, SuiteGroup, gate_result
+from samspec_bench.reports.pricing import figure_basis
 from samspec_bench.reports.source_tables import SHOWN_KEYS, draft_source_tables
 from samspec_bench.reports.tables import Table, shape_tables
 from samspec_bench.output_paths import check_output_file
@@ -180,6 +181,8 @@ class _Renderer:
                 out.append(f"![{run.suite} {run.label}: {f.name}]({f.data_uri()})\n\n")
             else:
                 out.append(f"![{run.suite} {run.label}: {f.name}]({self.figure_ref(run, f.name)})\n\n")
+            if f.data is not None:
+                out.append(f"_{run.suite} {run.label}: {f.name} ({figure_basis(run)})_\n\n")
         sources = draft_source_tables(run.result)
         out.extend(_render_table(t) for t in sources)
         if self.tables:

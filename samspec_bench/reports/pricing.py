@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from samspec_bench.reports.metadata import device_text
+from samspec_bench.reports.model import Run
 from samspec_bench.reports.values import is_number
 
 
@@ -91,3 +93,20 @@ def extrapolation(a: dict):
 def extrapolated(a: dict) -> str:
     x = extrapolation(a)
     return "EXTRAPOLATED beyond the profiled range" + (f" ({', '.join(map(str, x))})" if isinstance(x, dict) else "")
+
+
+def figure_basis(run: Run) -> str:
+    """What a run's figures stand for, for their captions: measured (on which device), modelled
+    (by which step model), or step counts; or that the run used no device of this machine."""
+    r = run.result
+    env = r.get("environment") if isinstance(r.get("environment"), dict) else {}
+    dev = env.get("device")
+    if run.suite == "rollout":
+        p = pricing(r)
+        if p["units"] == "steps":
+            return "simulated: decode-step counts, not time (no step model)"
+        if not p["measured"]:
+            return hardware(r, p)   # "modelled by ..."
+    if isinstance(dev, dict) and dev.get("used") is False:
+        return f"no device of this machine used: {dev.get('why') or 'nothing ran on it'}"
+    return f"measured on {device_text(dev)}" if dev else "measured; device not recorded"

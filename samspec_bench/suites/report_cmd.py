@@ -29,15 +29,26 @@ def command():
     Both take --json PATH (the report's data as JSON) and --fail-on-gate."""
 
 
+def _non_finite_note(result: dict) -> str | None:
+    """What the page says of the NaN / Infinity that load_result read as null (None: none)."""
+    nf = result.get("non_finite_values")
+    if not isinstance(nf, dict) or not nf.get("count"):
+        return None
+    return (f"{nf['count']} non-finite number(s) in result.json ({', '.join(map(str, nf.get('kinds') or []))}), "
+            "shown as –")
+
+
 def _finish(report, path: Path, json_path: str | None, fail_on_gate: bool) -> None:
     n_fail = sum(1 for r in report.runs if status(r.gates) == "fail")
+    # with --json -, stdout holds the JSON alone
     click.echo(f"report: {path} ({len(report.runs)} runs of {len(report.groups)} suites"
-               + (f"; {n_fail} with a failed gate" if n_fail else "") + ")")
+               + (f"; {n_fail} with a failed gate" if n_fail else "") + ")", err=json_path == "-")
     for u in report.unreadable:
         click.echo(f"report: left out {u['path']}: {u['reason']}", err=True)
     for r in report.runs:   # what the page notes about a run it did report
-        for note in [*r.notes, *(f.note for f in r.figures if f.data is None and f.note)]:
-            click.echo(f"report: note on {r.path}: {note}", err=True)
+        for note in [*r.notes, _non_finite_note(r.result), *(f.note for f in r.figures if f.data is None and f.note)]:
+            if note:
+                click.echo(f"report: note on {r.path}: {note}", err=True)
     emit_json(report.data(), json_path)
     if fail_on_gate and n_fail:
         click.echo(f"report: {n_fail} run(s) failed a gate (--fail-on-gate)", err=True)

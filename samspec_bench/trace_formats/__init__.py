@@ -18,15 +18,18 @@ named with --trace-format) and every reader yields `data.TraceRecord`s.
 - `lm-eval`: lm-eval's `--log_samples` files (`samples_<task>_<date>.jsonl`, one line per
   document and filter: doc_id, arguments, resps, ...). A group is one document's responses
   (`repeats`) in one samples file: another run of the task (another date) is read too, its
-  groups named `<task>@<date>:<doc_id>`. The lines of other filters repeat the same responses
-  and are read once; a line of a document with other responses, or an empty response, is a bad
-  line. The model is taken from the run's `results_<date>.json` (else the newest `results_*.json`
-  beside the samples) when there is one.
+  groups named `<task>@<date>:<doc_id>`. Only generate_until lines (arguments: prompt and
+  generation kwargs) hold responses; a perplexity task's log-likelihoods are bad lines. The
+  lines of other filters repeat the same responses and are read once; a line of a document with
+  other responses, or an empty response, is a bad line. The model is taken from the run's
+  `results_<date>.json` (else the newest `results_*.json` beside the samples) when there is one.
 - `plain`: JSONL with `prompt` and `response` strings (optional id, group, system, model,
   dataset, step; null or of the right type, else a bad line); without a group, responses to the
   same prompt form one.
 
-A file is read once: one named twice (or inside a folder also named) is refused.
+A file is read once: one named twice (or inside a folder also named) is refused. Compressed trace
+files in a folder (3.jsonl.gz beside 4.jsonl) are refused, not left out; a file that is empty,
+compressed, UTF-16 or one JSON array is named with what it is.
 
 Every response's tool output (multi-turn tool turns, executor results) is marked in any format
 (`tool_turns`): a rollout engine prefills it, it is not generated.

@@ -46,6 +46,9 @@ def detect_file(path: Path) -> str:
         why = f"cannot be read ({e.strerror or type(e).__name__})"
         raise UnknownTraceFile(f"trace file {path} {why}: pass a readable JSONL file", why) from None
     if keys is None:
+        why = _not_text(path)
+        if why:
+            raise UnknownTraceFile(f"trace file {path}: {why}", why)
         why = f"no JSON object in its first {SNIFF_LINES} lines"
         raise UnknownTraceFile(f"trace file {path}: {why}: pass JSONL traces: {FORMAT_FIELDS}", why)
     if {"doc_id", "resps"} <= keys:
@@ -59,6 +62,53 @@ def detect_file(path: Path) -> str:
     why = f"keys {', '.join(sorted(keys)[:6])}{', ...' if len(keys) > 6 else ''}"
     raise UnknownTraceFile(f"trace file {path}: not a known trace format (its first object has the keys "
                            f"{', '.join(sorted(keys)[:12])}): use {FORMAT_FIELDS}, or pass --trace-format", why)
+
+
+def _not_text(path: Path) -> str | None:
+    """Why a file without a JSON object is no UTF-8 JSONL, where its first bytes say it: empty,
+    compressed (a .jsonl.gz), UTF-16 text (Windows' PowerShell redirection) or one JSON array
+    (json.dump of a list); else None."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if not head:
+        return f"no JSON object in its first {SNIFF_LINES} lines (the file is empty): leave it out"
+    for magic, kind in _COMPRESSED_MAGIC.items():
+        if head.startswith(magic):
+            return f"{kind}-compressed, not JSONL text: decompress it and pass the .jsonl"
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") and _utf16_json(head):
+        return "UTF-16 text: convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)"
+    if head.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"["):
+        return "one JSON array, not JSON lines: write one object a line (e.g. jq -c '.[]' FILE)"
+    return None
+
+
+def _utf16_json(head: bytes) -> bool:
+    """Whether bytes after a UTF-16 byte-order mark read as JSON text (not bytes that merely start so)."""
+    try:
+        text = head[: len(head) // 2 * 2].decode("utf-16")
+    except UnicodeDecodeError:
+        return False
+    return text.lstrip().startswith(("{", "["))
+
+
+_COMPRESSED_MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bzip2", b"\xfd7zXZ": "xz"}
+COMPRESSED = ("*.jsonl.gz", "*.jsonl.zst", "*.jsonl.bz2", "*.jsonl.xz")
+
+
+def refuse_compressed(directory: Path) -> None:
+    """Refuses a folder holding compressed trace files (3.jsonl.gz beside 4.jsonl): they are
+    not read, and leaving them out silently would drop their steps' responses."""
+    found = [directory.glob(pattern) for pattern in COMPRESSED]   # beside the *.jsonl read, and lm-eval's below
+    found += [directory.rglob(pattern.replace("*", "samples_*", 1)) for pattern in COMPRESSED]
+    packed = sorted({f for files in found for f in files if f.is_file()})
+    if packed:
+        names = ", ".join(f.relative_to(directory).as_posix() for f in packed[:6])
+        more = f" and {len(packed) - 6} more" if len(packed) > 6 else ""
+        raise UserError(f"trace directory {directory} holds {len(packed)} compressed trace file(s) ({names}{more}), "
+                        "which are not read: decompress them in place (e.g. gunzip *.jsonl.gz) or move them out")
 
 
 def verl_step_files(directory: Path) -> list[Path]:
@@ -113,6 +163,7 @@ def expand(path: str | Path, fmt: str = "auto") -> list[tuple[Path, str]]:
         return [(p, detect_file(p) if fmt == "auto" else fmt)]
     if not p.is_dir():
         raise UserError(f"trace file {p} does not exist: pass an existing JSONL file or a directory of them")
+    refuse_compressed(p)
     if fmt == "auto":
         return _detect_folder(p)
     if fmt == "verl":

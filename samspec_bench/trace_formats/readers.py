@@ -148,13 +148,17 @@ def _read_verl(row: dict, file: Path, line: int, _results: dict) -> list[TraceRe
 
 
 def _lm_eval_prompt(row: dict) -> str | None:
+    """The prompt of a generate_until request: its arguments are (prompt, generation kwargs);
+    a loglikelihood_rolling request's (text,) holds no prompt, its 'resps' a log-likelihood."""
     args = row.get("arguments")
     if isinstance(args, dict):   # lm-eval >= 0.4.3: {"gen_args_0": {"arg_0": prompt, "arg_1": gen_kwargs}}
         first = args.get("gen_args_0")
-        return first.get("arg_0") if isinstance(first, dict) else None
-    if isinstance(args, list) and args and isinstance(args[0], list) and args[0]:
-        return args[0][0]        # older versions: [[prompt, gen_kwargs], ...]
-    return None
+        first = [first.get("arg_0"), first.get("arg_1")] if isinstance(first, dict) else None
+    else:                        # older versions: [[prompt, gen_kwargs], ...]
+        first = args[0] if isinstance(args, list) and args and isinstance(args[0], list) else None
+    if not first or len(first) < 2 or not isinstance(first[1], dict):
+        return None
+    return first[0]
 
 
 def _task_date(file: Path) -> tuple[str, str]:
@@ -200,8 +204,9 @@ def _results_model(path: Path) -> str | None:
 def _read_lm_eval(row: dict, file: Path, line: int, state: dict) -> list[TraceRecord] | None:
     prompt = _lm_eval_prompt(row)
     if not isinstance(prompt, str) or "doc_id" not in row:
-        raise BadLine("an lm-eval samples line needs 'doc_id' and 'arguments' with the prompt (gen_args_0.arg_0); "
-                      "generation tasks only (--log_samples of generate_until)")
+        raise BadLine("an lm-eval samples line needs 'doc_id' and 'arguments' with the prompt and the generation "
+                      "kwargs (gen_args_0.arg_0, arg_1); generation tasks only (--log_samples of generate_until, not "
+                      "loglikelihood or perplexity tasks)")
     resps = row.get("resps")
     if isinstance(resps, list) and resps and isinstance(resps[0], list):
         resps = resps[0]         # one request per document for generation tasks: its repeats

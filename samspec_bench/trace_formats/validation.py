@@ -18,6 +18,7 @@ beside rollouts they are left out and counted; alone they are replayed without R
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ def validation_row(row: dict) -> bool:
     """Whether a verl dump line has the validation shape ('reward' equal to 'score')."""
     r, s = row.get("reward"), row.get("score")
     numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (r, s))
-    return numbers and r == s
+    return numbers and (r == s or (math.isnan(r) and math.isnan(s)))   # a NaN score is stored twice too
 
 
 def split_validation(traces: TraceSet, include: bool) -> tuple[TraceSet, dict[str, Any] | None]:

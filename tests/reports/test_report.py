@@ -423,3 +423,30 @@ def test_accuracy_and_rollout_summaries(tmp_path):
     h = {x["name"]: x["value"] for x in heads}
     assert h["always k=3: speedup_makespan (rollout time off / on)"] == 1.25
     assert h["always k=3: speedup in the long tail"] == 1.5 and gates == []
+
+
+def test_every_figure_caption_says_measured_modelled_or_counted_and_where(tmp_path):
+    """A figure's caption (HTML and Markdown) says what it stands for: measured on which device,
+    modelled by which step model, step counts, or that the run used no device of this machine."""
+    from report_runs import rollout
+
+    def with_figure(d: Path, device: dict | None) -> Path:
+        (d / "fig.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>', encoding="utf-8")
+        r = json.loads((d / "result.json").read_text())
+        r["figures"] = ["fig.svg"]
+        r["environment"]["device"] = device
+        (d / "result.json").write_text(json.dumps(r))
+        return d
+
+    sampler = with_figure(make_run(tmp_path / "s", "sampler", {"verdicts": {}}),
+                          {"device": "cuda:0", "name": "NVIDIA H200", "type": "cuda"})
+    replay = {"device": "cpu", "used": False, "why": "the replay engine runs no model"}
+    steps = with_figure(rollout(tmp_path / "c", constant=True), replay)
+    priced = with_figure(rollout(tmp_path / "p", extra_metrics={"priced_by": {"kind": "roofline", "hardware": "H100 SXM",
+                                                                              "spec": "roofline:hardware=h100"}}), replay)
+    report = collect([sampler, steps, priced])
+    html, md = render_html(report), render_markdown(report)
+    for text in ("sampler A: fig.svg (measured on cuda:0 (NVIDIA H200))",
+                 "rollout A: fig.svg (simulated: decode-step counts, not time (no step model))",
+                 "rollout B: fig.svg (modelled by the roofline step model: H100 SXM)"):
+        assert text in html and f"_{text}_" in md, text

@@ -280,3 +280,25 @@ def test_the_acceptance_answer_names_the_dev_chosen_setting_with_its_held_out_fi
     assert held.badge == "1.38 tok/step" and "3 dev trace groups" in held.text and "4 held-out" in held.text
     assert not any(c.name == "best" for c in a.checks)   # the in-sample maximum (k=5) is not offered as best
     assert "held-out ones: sam k=3 own" in a.text
+
+
+def test_a_sam_fixed_accept_run_answers_with_sam_fixed(tmp_path):
+    """`accept --drafter sam-fixed` (SAM-Decoding's SAM) is a SAM run, not "no SAM drafter"."""
+    path = accept(tmp_path, {"sam-fixed k=3 own": accept_row("sam-fixed", 3, "own", 9000, 5000, 12000, 4000),
+                             "ngram k=3 own": accept_row("ngram", 3, "own", 9000, 7000, 6000, 2000)})
+    a = answers_of([path])["accept"]
+    assert a.badge == f"{9000 / 5000:.2f} tok/step" and "sam-fixed k=3" in a.text
+    assert [c.name for c in a.checks] == ["best", "other drafter"]
+
+
+def test_sam_figures_that_are_not_finite_are_named_not_called_no_sam_run(tmp_path):
+    """SAM rows whose tokens_per_step was NaN / Infinity (read as null) are counted in the
+    answer; with none left it is unknown, never "measured no SAM drafter"."""
+    nan_row = {**accept_row("sam", 5, "own", 9000, 4000, 15000, 5000), "tokens_per_step": float("nan")}
+    some = accept(tmp_path / "some", {**ACCEPT, "sam k=5 own+group(concurrent)": nan_row})
+    a = answers_of([some])["accept"]
+    assert a.badge == "1.50 tok/step" and "Left out: 1 SAM configuration(s) without a finite tokens_per_step" in a.text
+    none = accept(tmp_path / "none", {"sam k=5 own": nan_row, "ngram k=3 own": ACCEPT["ngram k=3 own"]})
+    a = answers_of([none])["accept"]
+    assert a.status == UNKNOWN and a.badge == "unknown" and "no SAM drafter" not in a.text
+    assert "1 SAM configuration(s) without a finite tokens_per_step" in a.text

@@ -261,3 +261,19 @@ def test_a_dangling_link_beside_good_runs_is_listed_unreadable(tmp_path, capsys)
     assert [r.path for r in report.runs] == [good]
     (u,) = report.unreadable
     assert "a broken link" in u["reason"] and "/nonexistent/x" in u["reason"]
+
+
+# --- 6. the terminal and --json - ------------------------------------------------------------------------------
+
+def test_json_to_stdout_is_json_alone_and_non_finite_values_are_said_in_the_terminal(tmp_path, capsys):
+    """`report ... --json -`: stdout holds the JSON alone (the 'report:' line goes to stderr);
+    NaN / Infinity read as null are named in the terminal, as on the page."""
+    d = _patch(_drafters(tmp_path), lambda r: r["metrics"].update(sam_ns_per_token=float("nan"),
+                                                                  sam_ns_per_draft=float("inf")))
+    capsys.readouterr()
+    main(["report", "md", str(d), "-o", str(tmp_path / "r.md"), "--json", "-"])
+    io = capsys.readouterr()
+    data = json.loads(io.out)
+    assert data["format"] == "samspec-bench-report/1"
+    assert "report: " in io.err and str(tmp_path / "r.md") in io.err
+    assert "2 non-finite number(s) in result.json (Infinity, NaN)" in io.err

@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from samspec_bench.bench.simulation.hardware import OP_KEYS, Hardware, op_efficiencies
+from samspec_bench.bench.simulation.measured_points import hardware_key
 from samspec_bench.errors import UserError
 
 KIND = "samspec-bench roofline calibration"
 FORMAT = 1
 MAKE = "make one with `samspec-bench step-model --step-model roofline:... --steps POINTS.jsonl --calibrate OUT.json`"
+KERNEL_US_MAX = 100.0   # the fit's bound on the fixed time per weight-GEMM kernel (roofline_calibration.py)
 
 
 def write_calibration(path: str | Path, hw: Hardware, fitted: Sequence[str], fitted_on: list[dict[str, Any]],
@@ -67,6 +69,13 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0]
     if bad:
         raise UserError(f"{where}: {', '.join(bad)}: every op_efficiency value is a finite number >= 0; {MAKE}")
+    over = [f"{k}={eff[k]!r}" for k, hi in (("gemm_overlap_loss", 1.0), ("gemm_kernel_us", KERNEL_US_MAX))
+            if k in eff and eff[k] > hi]
+    if over:
+        raise UserError(f"{where}: {', '.join(over)}: beyond what a fit writes (gemm_overlap_loss at most 1, "
+                        f"gemm_kernel_us at most {KERNEL_US_MAX:g}); {MAKE}")
+    if not isinstance(doc.get("hardware"), str) or hardware_key(doc["hardware"]) is None:
+        raise UserError(f"{where}: hardware {doc.get('hardware')!r} names no hardware row the file was fitted on; {MAKE}")
     return doc
 
 
@@ -74,8 +83,17 @@ def with_calibration(hw: Hardware, path: str | Path) -> Hardware:
     """The row `hw` priced with the calibration file at `path` (its source names the file, the
     device its points were measured on and how many)."""
     doc = load_calibration(path)
-    n = sum(int(f.get("points", 0)) for f in doc.get("fitted_on", []) if isinstance(f, dict))
-    on = ", ".join(str(d) for d in doc.get("measured_on") or []) or "a device not named in the points"
+    fitted_row, row = hardware_key(doc["hardware"]), hardware_key(hw.name)
+    if fitted_row != row:   # another GPU's efficiencies on this one's datasheet: neither device's times
+        raise UserError(f"calibration={path}: fitted on the {doc['hardware']} row ({fitted_row}), priced here on "
+                        f"{hw.name} ({row}); give hardware={fitted_row} with this file, or calibrate the {row} row on "
+                        "points measured on it")
+    fitted_on = doc.get("fitted_on") if isinstance(doc.get("fitted_on"), list) else []
+    counts = [f.get("points") for f in fitted_on if isinstance(f, dict)]
+    n = sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool) and c > 0)
+    measured_on = doc.get("measured_on")
+    devices = [measured_on] if isinstance(measured_on, str) else measured_on if isinstance(measured_on, list) else []
+    on = ", ".join(str(d) for d in devices) or "a device not named in the points"
     source = (f"calibrated by `samspec-bench step-model --calibrate` on {n} measured points ({on}; fitted on "
               f"row {doc.get('hardware')!r}, {doc.get('made')}): {path}")
     return replace(hw, op_efficiency={**hw.op_efficiency, **{k: float(v) for k, v in doc["op_efficiency"].items()}},

@@ -28,7 +28,7 @@ MAX_COUNT = 2 ** 53   # the largest integer a float64 (the points are priced in 
 
 
 def is_point_file(path: str | Path) -> bool:
-    return Path(path).suffix.lower() == ".jsonl"
+    return Path(path).suffix.lower() in (".jsonl", ".ndjson")
 
 
 def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any]]:
@@ -39,7 +39,7 @@ def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any
     meta line and a point measured twice with two times -> UserError naming them."""
     p = Path(path).expanduser()
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        lines = p.read_text(encoding="utf-8-sig").splitlines()   # -sig: a byte-order mark (Windows tools) is not data
     except OSError as e:
         raise UserError(f"--steps {path}: cannot read it ({e}); pass a JSONL file of {{B, q, C, ms}} rows") from None
     rows, meta, meta_line, skipped, dupes = [], {}, 0, 0, 0
@@ -51,13 +51,17 @@ def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any
         try:
             d = json.loads(line)
         except ValueError:
-            raise UserError(f"--steps {path}: line {n} is not JSON; each line is {{\"B\", \"q\", \"C\", \"ms\"}}") from None
+            cut = " (the last line, cut off: delete it or measure that point again)" if n == len(lines) else ""
+            raise UserError(f"--steps {path}: line {n} is not JSON{cut}; each line is {{\"B\", \"q\", \"C\", \"ms\"}}") from None
         if not isinstance(d, dict):
             raise UserError(f"--steps {path}: line {n} is not a JSON object")
         if "meta" in d or "info" in d:
             if meta_line:   # two files joined: the points would be read as one device's
                 raise UserError(f"--steps {path}: line {n} is a second meta line (the first is line {meta_line}); "
                                 "one file holds one measurement: split it and check each file on its own")
+            if rows or skipped or dupes:   # points before it: two files joined, or a meta that does not lead them
+                raise UserError(f"--steps {path}: line {n} is a meta line after point rows; the meta line is the "
+                                "first line of a file: move it there, or split the file where it joins two measurements")
             meta, meta_line = d.get("meta", d.get("info")) or {}, n
             if not isinstance(meta, dict):
                 raise UserError(f"--steps {path}: line {n}: the meta line holds {type(meta).__name__}; write "
@@ -132,14 +136,59 @@ def measured_shape(meta: Mapping[str, Any]) -> dict[str, int] | None:
     return {"hidden_size": int(hidden.group(1)), "num_hidden_layers": int(layers.group(1))}
 
 
+# dimensions beside hidden size and layers a points file may name: the shape's field -> the names
+# meta.model uses for it (config.json's, tools/step_physics.py's) and the model_shape text's pattern
+OTHER_DIMS = {"num_attention_heads": (("num_attention_heads", "q_heads"), r"(\d+)\s*q(?:uery)?\s+heads\b"),
+              "num_key_value_heads": (("num_key_value_heads", "kv_heads"), r"(\d+)\s*kv\s+heads\b"),
+              "head_dim": (("head_dim",), r"\bhead_dim\s*[=:]?\s*(\d+)"),
+              "intermediate_size": (("intermediate_size", "inter"), r"\bintermediate(?:_size)?\s*[=:]?\s*(\d+)"),
+              "vocab_size": (("vocab_size", "vocab"), r"\bvocab(?:_size)?\s*[=:]?\s*(\d+)")}
+
+
+def measured_dims(meta: Mapping[str, Any]) -> dict[str, int]:
+    """The OTHER_DIMS a points file's meta names (meta.model's keys, else its model_shape text)."""
+    if not isinstance(meta, Mapping):
+        return {}
+    m, text = meta.get("model"), meta.get("model_shape")
+    out: dict[str, int] = {}
+    for dim, (keys, pattern) in OTHER_DIMS.items():
+        v = next((m[k] for k in keys if k in m), None) if isinstance(m, Mapping) else None
+        if v is None and isinstance(text, str):
+            hit = re.search(pattern, text)
+            v = hit.group(1) if hit else None
+        try:
+            if v is not None and not isinstance(v, bool):
+                out[dim] = int(v)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return out
+
+
 def shape_check(meta: Mapping[str, Any], shape: Any) -> dict[str, Any] | None:
     """Whether the points were measured on the shape the model prices (None where either is
-    unknown): a roofline of another model size compared with them says nothing about either."""
+    unknown): a roofline of another model size compared with them says nothing about either.
+    Beside hidden size and layers, every OTHER_DIMS the meta names is compared (`differs`: the
+    ones that do not match): Qwen2.5-32B and Qwen3-32B share hidden size and layers, not heads."""
     got = measured_shape(meta)
     if got is None or shape is None:
         return None
     priced = {"hidden_size": int(shape.hidden_size), "num_hidden_layers": int(shape.num_hidden_layers)}
-    return {"measured": got, "priced": priced, "priced_model": getattr(shape, "name", ""), "same": got == priced}
+    differs = {k: {"measured": v, "priced": int(getattr(shape, k))} for k, v in measured_dims(meta).items()
+               if hasattr(shape, k) and v != int(getattr(shape, k))}
+    return {"measured": got, "priced": priced, "priced_model": getattr(shape, "name", ""),
+            "same": got == priced and not differs, "differs": differs}
+
+
+def shape_warning(sc: Mapping[str, Any] | None) -> str | None:
+    """One line saying the points were measured on another shape than the priced one, or None."""
+    if not sc or sc["same"]:
+        return None
+    m, p, name = sc["measured"], sc["priced"], sc["priced_model"] or "another shape"
+    if m != p:
+        return (f"the points were measured on hidden {m['hidden_size']}, {m['num_hidden_layers']} layers; the step "
+                f"model prices {name} (hidden {p['hidden_size']}, {p['num_hidden_layers']} layers)")
+    dims = ", ".join(f"{k} {d['measured']} (priced {d['priced']})" for k, d in sc.get("differs", {}).items())
+    return f"the points were measured on a shape with {dims}; the step model prices {name}"
 
 
 def hardware_key(text: Any) -> str | None:
@@ -152,16 +201,42 @@ def hardware_key(text: Any) -> str | None:
     return "cpu" if re.search(r"\bCPU\b", up) else None
 
 
+def _variant(text: str) -> dict[str, str]:
+    """The form factor (PCIe, NVL, SXM) and memory size ("80GB") a device name states."""
+    up, out = text.upper(), {}
+    form = re.search(r"\b(PCIE|NVL|SXM)", up)
+    if form:
+        out["form factor"] = form.group(1).replace("PCIE", "PCIe")
+    mem = re.search(r"(?<![0-9.])(\d+)\s*GB\b", up)
+    if mem:
+        out["memory"] = f"{mem.group(1)} GB"
+    return out
+
+
 def device_check(meta: Mapping[str, Any], priced: str | None) -> dict[str, Any] | None:
     """Whether the points were measured on the hardware the model prices (`priced`: its
-    hardware's name); None where either is unknown (no meta "device", or a name no table row matches)."""
+    hardware's name); None where either is unknown (no meta "device", or a name no table row
+    matches). A variant of the row's GPU (H100 PCIe or NVL against the SXM row, an A100 40GB
+    against the 80GB one: other bandwidth and clocks) is not the same (`variant`)."""
     dev = meta.get("device") if isinstance(meta, Mapping) else None
     if not isinstance(dev, str) or priced is None:
         return None
     got, want = hardware_key(dev), hardware_key(priced)
     if got is None or want is None:
         return None
-    return {"measured": dev, "priced": priced, "measured_hardware": got, "priced_hardware": want, "same": got == want}
+    a, b = _variant(dev), _variant(priced)
+    variant = "; ".join(f"{k} {a[k]} (priced {b[k]})" for k in a if k in b and a[k] != b[k]) or None
+    return {"measured": dev, "priced": priced, "measured_hardware": got, "priced_hardware": want,
+            "same": got == want and variant is None, "variant": variant}
+
+
+def device_warning(dc: Mapping[str, Any] | None) -> str | None:
+    """One line saying the points were measured on another device than the priced one, or None."""
+    if not dc or dc["same"]:
+        return None
+    what = f" ({dc['variant']})" if dc.get("variant") else ""
+    return (f"the points were measured on {dc['measured']!r} ({dc['measured_hardware']}); the step model prices "
+            f"{dc['priced']} ({dc['priced_hardware']}){what}")
 
 
 def point_features(rows: Iterable[Mapping[str, float]]) -> dict[str, np.ndarray]:

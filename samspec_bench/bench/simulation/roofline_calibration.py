@@ -20,21 +20,22 @@ values; efficiencies kept in (0.05, 1], the overlap loss in [0, 1], the kernel t
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 from scipy.optimize import minimize
 
-from samspec_bench.bench.simulation.calibration_file import write_calibration
+from samspec_bench.bench.simulation.calibration_file import KERNEL_US_MAX, write_calibration
 from samspec_bench.bench.simulation.hardware import NOT_EFFICIENCIES, Hardware, op_efficiencies
-from samspec_bench.bench.simulation.measured_points import is_point_file, load_points, point_report
+from samspec_bench.bench.simulation.measured_points import (hardware_key, is_point_file, load_points, point_report,
+                                                             shape_check, shape_warning)
 from samspec_bench.bench.simulation.roofline import RooflineStepModel
 from samspec_bench.errors import UserError
 from samspec_bench.models.shapes import ModelShape, load_shape
 
 FITTED = ("gemm_compute", "gemm_memory", "gemm_overlap_loss", "gemm_kernel_us", "attention_compute",
           "attention_memory", "elementwise_memory")
-KERNEL_US_MAX = 100.0
 # more starting points of the search (every FITTED key): mid-range efficiencies with a low and a
 # high attention compute efficiency
 STARTS = tuple({"gemm_compute": 0.8, "gemm_memory": 0.8, "gemm_overlap_loss": 0.3, "gemm_kernel_us": 5.0,
@@ -103,11 +104,41 @@ def _search(x0, sets, hw, dtype):
     return best
 
 
+def _out_path_problem(out: str, inputs: Sequence[str]) -> str | None:
+    """Why `out` cannot take the calibration, checked before the fit: a comma would split the
+    spec it is passed in (`calibration=OUT`), and an input's path would be overwritten."""
+    if "," in str(out):
+        return "a comma in the path would split the --step-model spec that reads it (calibration=PATH); choose a path without one"
+    target = Path(out).expanduser().resolve()
+    if any(Path(p).expanduser().resolve() == target for p in inputs):
+        return "it is one of the points files the fit reads, which writing it would overwrite; choose another path"
+    return None
+
+
+def _checked_set(shape: ModelShape, path: str, row: str | None) -> tuple[list, dict]:
+    """The points of one file, refused where its meta says they were measured on another model
+    shape than `shape` or on another GPU than the row `row` (hardware_key) the fit calibrates."""
+    if not is_point_file(path):
+        raise UserError(f"--calibrate fits measured points: {path} is not a .jsonl file of {{B, q, C, ms}} rows")
+    rows, meta = load_points(path)
+    warn = shape_warning(shape_check(meta, shape))
+    if warn:
+        raise UserError(f"--calibrate: {path}: {warn}; fit each file as the model it measured (--step-model "
+                        "model=... for --steps, MODEL=POINTS.jsonl for --also)")
+    dev = meta.get("device") if isinstance(meta.get("device"), str) else None
+    if dev is not None and hardware_key(dev) not in (None, row):
+        raise UserError(f"--calibrate: {path} was measured on {dev!r} ({hardware_key(dev)}), the spec fits the {row} "
+                        f"row; give hardware={hardware_key(dev)} in --step-model")
+    return rows, meta
+
+
 def calibrate_to_file(model: RooflineStepModel, steps: str, also: Sequence[str], out: str, say=None) -> dict:
     """Fit `model`'s hardware row on measured points (`steps` priced with its shape; each of
     `also`, MODEL=POINTS.jsonl, with that model's) and write the calibration file `out`
-    (calibration_file.py). Points of one GPU: a tp > 1 spec is refused. `say(text)`: told once
-    the inputs are read, before the fit (tens of seconds)."""
+    (calibration_file.py). Points of one GPU: a tp > 1 spec is refused, and so are points whose
+    meta names another shape or another GPU than the row, fewer points than parameters fitted and
+    an `out` the spec cannot name or that is an input. `say(text)`: told once the inputs are
+    read, before the fit (tens of seconds)."""
     if not isinstance(model, RooflineStepModel):
         raise UserError("--calibrate fits a roofline: give --step-model roofline:hardware=...,model=...")
     if model.tp != 1:
@@ -118,18 +149,23 @@ def calibrate_to_file(model: RooflineStepModel, steps: str, also: Sequence[str],
         if not eq or not name.strip() or not path.strip():
             raise UserError(f"--also {item!r}: give MODEL=POINTS.jsonl (a model id or config.json, then its points)")
         files.append((load_shape(name.strip()), path.strip()))
-    sets, fitted_on, devices = [], [], []
+    problem = _out_path_problem(out, [p for _, p in files])
+    if problem:
+        raise UserError(f"--calibrate {out}: {problem}")
+    sets, fitted_on, devices, row = [], [], [], hardware_key(model.hw.name)
     for shape, path in files:
-        if not is_point_file(path):
-            raise UserError(f"--calibrate fits measured points: {path} is not a .jsonl file of {{B, q, C, ms}} rows")
-        rows, meta = load_points(path)
+        rows, meta = _checked_set(shape, path, row)
         sets.append((shape, rows))
         fitted_on.append({"file": str(path), "model": shape.name, "points": len(rows)})
         if isinstance(meta.get("device"), str) and meta["device"] not in devices:
             devices.append(meta["device"])
+    n = sum(f["points"] for f in fitted_on)
+    if n <= len(FITTED):
+        raise UserError(f"--calibrate: {n} point(s) for {len(FITTED)} fitted parameters ({', '.join(FITTED)}); a fit "
+                        "needs more points than parameters: measure a grid (e.g. B 1, 8, 32, 128 x q 1, 4, 9 x C 1024, "
+                        "32768 with tools/step_physics.py)")
     if say is not None:
-        say(f"fitting {model.hw.name} on {sum(f['points'] for f in fitted_on)} points of {len(sets)} file(s): "
-            "a local search from 3 starts, tens of seconds")
+        say(f"fitting {model.hw.name} on {n} points of {len(sets)} file(s): a local search from 3 starts, tens of seconds")
     hw = with_efficiencies(model.hw, calibrate_sets(sets, model.hw, model.dtype))
     reps = [point_report(RooflineStepModel(shape, hw, dtype=model.dtype, mode="graph"), rows) for shape, rows in sets]
     err = np.abs([p["error"] for r in reps for p in r["points"]])

@@ -37,8 +37,9 @@ import numpy as np
 
 from samspec_bench.bench.simulation.calibration_file import with_calibration
 from samspec_bench.bench.simulation.hardware import hardware, one_attention_kernel
-from samspec_bench.bench.simulation.measured_points import (device_check, format_points, is_point_file, load_points,
-                                                             point_features, point_report, shape_check)
+from samspec_bench.bench.simulation.measured_points import (device_check, device_warning, format_points, is_point_file,
+                                                             load_points, point_features, point_report, shape_check,
+                                                             shape_warning)
 from samspec_bench.bench.simulation.roofline import MODES, RooflineStepModel
 from samspec_bench.bench.simulation.fitted_step_model import FEATURES, PROFILE_FORMAT, StepTimeModel, step_features
 from samspec_bench.errors import UserError
@@ -323,8 +324,11 @@ def format_report(rep: Mapping[str, Any]) -> str:
     unknown, n = rep.get("context_unknown_steps"), o["steps"] + o.get("zero_time_steps", 0)
     ctx = ("known" if rep["context_known"] else
            f"UNKNOWN ({unknown} of {n} steps without): priced as 0" if unknown else "UNKNOWN: priced as 0")
+    host = o.get("modelled_host_in_measured_s")   # points (device time) with the model's host time added
+    measured = (f"measured {o['measured_total_s'] - host:.3f} s device + {host:.3f} s modelled host = "
+                f"{o['measured_total_s']:.3f} s" if host is not None else f"measured {o['measured_total_s']:.3f} s")
     lines = [f"step model: {rep['step_model']}  ({rep['units']}; context tokens {ctx})",
-             f"steps {o['steps']}: measured {o['measured_total_s']:.3f} s, predicted {o['predicted_total_s']:.3f} s, "
+             f"steps {o['steps']}: {measured}, predicted {o['predicted_total_s']:.3f} s, "
              f"total error {_pct(o['total_error'])}, per-step |error| median {_pct(o['median_abs_rel_error'], '.1%')} "
              f"max {_pct(o['max_abs_rel_error'], '.1%')}"]
     if o.get("zero_time_steps"):
@@ -338,7 +342,8 @@ def format_report(rep: Mapping[str, Any]) -> str:
     for g in rep.get("groups", []):
         key = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in g.items()
                        if k in ("num_running", "speculative"))
-        lines.append(f"  {key:32s} n={g['steps']:4d} measured median {g['median_measured_s'] * 1e3:8.2f} ms  "
+        lines.append(f"  {key:32s} n={g['steps']:4d} {'measured + host' if host is not None else 'measured'} median "
+                     f"{g['median_measured_s'] * 1e3:8.2f} ms  "
                      f"predicted {g['median_predicted_s'] * 1e3:8.2f} ms  total error {_pct(g['total_error'])}")
     if rep.get("points"):
         lines.append(format_points(rep["points"]))
@@ -352,16 +357,10 @@ def format_report(rep: Mapping[str, Any]) -> str:
     if pm.get("fields_ignored"):
         lines.append("fields of the point rows not read: " + ", ".join(f"{k} ({v} rows)" for k, v in
                                                                       sorted(pm["fields_ignored"].items())))
-    sc = rep.get("points_shape")
-    if sc and not sc["same"]:
-        m, p = sc["measured"], sc["priced"]
-        lines.append(f"WARNING: the points were measured on hidden {m['hidden_size']}, {m['num_hidden_layers']} layers; "
-                     f"the step model prices {sc['priced_model'] or 'another shape'} (hidden {p['hidden_size']}, "
-                     f"{p['num_hidden_layers']} layers): the errors above compare two model sizes")
-    dc = rep.get("points_device")
-    if dc and not dc["same"]:
-        lines.append(f"WARNING: the points were measured on {dc['measured']!r} ({dc['measured_hardware']}); the step "
-                     f"model prices {dc['priced']} ({dc['priced_hardware']}): the errors above compare two devices")
+    for warn, what in ((shape_warning(rep.get("points_shape")), "two model shapes"),
+                       (device_warning(rep.get("points_device")), "two devices")):
+        if warn:
+            lines.append(f"WARNING: {warn}: the errors above compare {what}")
     return "\n".join(lines)
 
 
@@ -380,6 +379,10 @@ def check_step_model(spec: str, steps: str | Path) -> dict[str, Any]:
                  "points_shape": shape_check(meta, getattr(model, "shape", None)),
                  "points_device": device_check(meta, getattr(getattr(model, "hw", None), "name", None))}
         rep = compare(model, points_as_steps(rows, model))
+        if hasattr(model, "device_time"):   # the points' device time plus the model's host time: say which is which
+            device_s = float(sum(r["ms"] for r in rows)) / 1e3
+            rep["overall"]["modelled_host_in_measured_s"] = rep["overall"]["measured_total_s"] - device_s
+            rep["units"] = "seconds (measured device time plus the model's host time, vs modelled)"
     else:
         rep = compare(model, load_measured_steps(steps))
     return {**rep, **extra, "step_model_spec": spec, "steps_from": str(steps), "describe": model.describe()}

@@ -33,6 +33,7 @@ from pathlib import Path
 from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun, step_notes, step_problem
 
 WANDB_LINE_CUT = 4096   # bytes: wandb's console capture cuts longer lines here
+STEP_LINE_TAIL = 1 << 16   # bytes of an unended line kept between blocks when scanning a file for step lines
 STRIPPED_MARGIN = 512   # bytes of colour codes a cut line may have lost after the cut (a Ray prefix's are ~10)
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 STEP_LINE = re.compile(r"(?:^|[\s)\]])step:(\d+) - (.*)$")
@@ -69,6 +70,25 @@ def looks_like_console(head: bytes) -> bool:
     """True when the first bytes hold at least one verl step line."""
     text = ANSI.sub("", head.decode("utf-8", "replace"))
     return any(STEP_LINE.search(line) for line in text.splitlines())
+
+
+def step_line_in_file(path: Path, block: int = 1 << 22) -> bool:
+    """True when a step line appears anywhere in the file: a verl console log
+    may hold megabytes of start-up output (config dump, model load, vLLM stats, validation
+    samples) before its first step line. Read in blocks; only lines holding `step:` are decoded."""
+    carry = b""
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(block):
+                buf = carry + chunk
+                body, sep, carry = buf.rpartition(b"\n")
+                if not sep:                        # no line end yet: keep the line, bounded
+                    body, carry = b"", buf[-STEP_LINE_TAIL:]
+                if b"step:" in body and looks_like_console(body):
+                    return True
+    except OSError:
+        return False
+    return b"step:" in carry and looks_like_console(carry)
 
 
 def _block_text(lines: list[str], i: int) -> tuple[str, int]:

@@ -3,7 +3,8 @@
 Read: wandb's run-history export (`_step`, `_timestamp`, `_runtime`, metric columns), wandb's
 chart export (`Step`, `<run> - <metric>`, `<run> - <metric>__MIN`, `__MAX`: the min/max
 columns are dropped and the `<run> - ` prefix removed), TensorBoard's CSV download
-(`Wall time`, `Step`, `Value`: one metric, named after the file) and any table with a step
+(`Wall time`, `Step`, `Value`: one metric, named after the file: the tag part of its
+`run-<run>-tag-<tag>.csv` name, so two runs' downloads of a tag compare) and any table with a step
 column. Empty cells are missing values; a cell that is not a number is counted and skipped. A
 row with more or fewer cells than the header (an unquoted `0,5`) is skipped whole and counted
 (ragged_rows): its cells may sit under the wrong columns; a column named twice in the header is a
@@ -16,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from pathlib import Path
 
 from samspec_bench.errors import UserError
@@ -73,8 +75,18 @@ def _metric_names(header: list[str], path: Path) -> dict[int, str]:
                             f"...): export one run per file and pass each file")
         cols = {i: n.split(" - ", 1)[1] for i, n in cols.items()}
     if list(cols.values()) == ["Value"]:          # TensorBoard's download: one tag, named by the file
-        cols = {i: path.stem for i in cols}
+        cols = {i: tensorboard_download(path)[1] for i in cols}
     return cols
+
+
+TB_DOWNLOAD = re.compile(r"^run-(.+?)-tag-(.+)$")
+
+
+def tensorboard_download(path: Path) -> tuple[str | None, str]:
+    """(run, tag) of TensorBoard's CSV download `run-<run>-tag-<tag>.csv` (a `/` in either became
+    `_`): two runs' downloads of one tag share the tag; another file: (None, its stem)."""
+    m = TB_DOWNLOAD.match(path.stem)
+    return (m.group(1), m.group(2)) if m else (None, path.stem)
 
 
 def _no_repeated_column(header: list[str], path: Path) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from samspec_bench.evals.training_logs.console import looks_like_console
-from samspec_bench.evals.training_logs.csv_export import looks_like_csv
+from samspec_bench.evals.training_logs.console import looks_like_console, step_line_in_file
+from samspec_bench.evals.training_logs.csv_export import looks_like_csv, tensorboard_download
 from samspec_bench.evals.training_logs.file_logger import looks_like_file_logger
 from samspec_bench.evals.training_logs.tensorboard import looks_like_event_file
 
@@ -23,6 +23,10 @@ def default_label(path: Path) -> str:
         return prefix or path.parent.name or name
     if path.is_dir() and path.name == "files":
         return path.parent.name
+    if name.endswith(".csv") and name.startswith("run-"):
+        run, _ = tensorboard_download(path)     # TensorBoard's download: run-<run>-tag-<tag>.csv
+        if run:
+            return run
     for suffix in (".output.log", ".log", ".csv", ".txt", ".jsonl", ".wandb"):
         if name.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
@@ -50,4 +54,6 @@ def file_format(path: Path) -> str | None:
         return "csv"
     if looks_like_console(head):
         return "console"
+    if len(head) == SNIFF_BYTES and step_line_in_file(path):
+        return "console"           # a console log with long start-up output before its first step line
     return None

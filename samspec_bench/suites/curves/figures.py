@@ -77,7 +77,7 @@ def draw_learning(result: dict, runs: list[TrainingRun], path: Path, smooth: flo
         tag = first["tag_a"] if all(c["tag_a"] == c["tag_b"] for c in comps.values()) else \
             f"{first['tag_a']} | {first['tag_b']}"
         ax.set_title(f"{tag} ({name})\n{verdicts}" if tag != name else f"{tag}\n{verdicts}", fontsize=8)
-        if row == 0:
+        if row == 0 and ax.get_legend_handles_labels()[0]:   # none where no run has a finite step
             ax.legend(fontsize=7, loc="best")
         ax = axes[row][1]
         ax.axhline(0, color="black", lw=0.6)
@@ -112,7 +112,7 @@ def draw_learning(result: dict, runs: list[TrainingRun], path: Path, smooth: flo
         ax.set_ylabel(f"B - A ({unit})" if unit else "B - A", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.25)
-        if row == 0:
+        if row == 0 and ax.get_legend_handles_labels()[0]:   # none where no run has a finite step
             ax.legend(fontsize=7, loc="best")
     for ax in axes[-1]:
         ax.set_xlabel("training step", fontsize=8)
@@ -148,7 +148,8 @@ def draw_speed(result: dict, runs: list[TrainingRun], path: Path, smooth: float)
         ax.set_title(f"{tag}" + (f" ({name})" if name != tag else "") + f" [{first['unit']}], ratio B/A:\n"
                      + "\n".join(lines), fontsize=8)
         ax.set_xlabel("training step", fontsize=8)
-    axes.flat[0].legend(fontsize=7)
+    if axes.flat[0].get_legend_handles_labels()[0]:
+        axes.flat[0].legend(fontsize=7)
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
     level = int(round((1 - result.get("alpha", 0.05)) * 100))

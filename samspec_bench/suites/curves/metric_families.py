@@ -134,6 +134,17 @@ def _has(run: TrainingRun, tag: str) -> bool:
     return (s is not None and len(s) >= MIN_POINTS) or tag in run.non_finite
 
 
+def _alias_in(run: TrainingRun, aliases: tuple[str, ...]) -> str | None:
+    """The first alias a run logged; else the first logged with its `/` as `_` (TensorBoard's CSV
+    download names its one metric run-<run>-tag-critic_score_mean.csv)."""
+    return next((t for t in (*aliases, *(a.replace("/", "_") for a in aliases)) if _has(run, t)), None)
+
+
+def is_validation_tag(tag: str) -> bool:
+    """A validation tag the validation family reads (val-core/..., val-aux/..., val/test_score/...)."""
+    return bool(_VAL.match(tag) or _VAL_OLD.match(tag))
+
+
 def _val_candidates(run: TrainingRun) -> dict[str, dict[str, list[tuple[int, int, str]]]]:
     """source -> var -> [(tier, -N, tag)] for the validation tags of a run (tier 0 core, 1 aux, 2 old)."""
     out: dict[str, dict[str, list]] = {}
@@ -190,7 +201,7 @@ def resolve(runs: list[TrainingRun], families: list[str], margins: dict[str, Mar
             continue
         spec = MetricSpec(spec.name, spec.family, spec.aliases, spec.unit, margin_for(spec), spec.kind,
                           spec.higher_is_faster, spec.what)
-        res = Resolved(spec, {r.label: next((a for a in spec.aliases if _has(r, a)), None) for r in runs})
+        res = Resolved(spec, {r.label: _alias_in(r, spec.aliases) for r in runs})
         out.append(res)
     if "validation" in families:
         vm = margins.get("validation", VALIDATION_MARGIN)

@@ -12,8 +12,11 @@ from samspec_bench.errors import UserError
 from samspec_bench.evals.curve_stats import DIFFERENT, align, combine, compare_curves, compare_ratio
 from samspec_bench.evals.training_logs import Series, TrainingRun, default_label, load_run
 from samspec_bench.evals.training_logs.console import WANDB_LINE_CUT
+from samspec_bench.evals.training_logs.runs_folder import lone_log
+from samspec_bench.evals.training_logs.tensorboard import event_files
 from samspec_bench.suites.curves.config import CurvesConfig
-from samspec_bench.suites.curves.metric_families import Resolved, check_margin_names, requested_text, resolve, tag_text
+from samspec_bench.suites.curves.metric_families import (Resolved, check_margin_names, is_validation_tag, requested_text,
+                                                         resolve, tag_text)
 from samspec_bench.suites.curves.throughput import NOT_NORMALISED, compare_throughput
 from samspec_bench.suites.curves.rollout_tail import slowest_share
 
@@ -202,10 +205,19 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
             "tables": {"verdicts": verdict_rows, "speed": speed_rows}}
 
 
+def _read_files(path: str) -> set[tuple[int, int]]:
+    """(device, inode) of the files a run is read from: a TensorBoard folder's event files, the
+    one log a folder holds, else the path itself."""
+    p = Path(path)
+    files = (event_files(p) or [lone_log(p) or p]) if p.is_dir() else [p]
+    return {(st.st_dev, st.st_ino) for st in (os.stat(f) for f in files)}
+
+
 def same_file(a: str, b: str) -> bool:
-    """Two runs read from one file or folder (a path given twice, or a link to it)."""
+    """Two runs read from one file or folder (a path given twice, a link to it, or a folder and
+    the file in it that the folder is read from)."""
     try:
-        return os.path.samefile(a, b)
+        return os.path.samefile(a, b) or _read_files(a) == _read_files(b)
     except OSError:
         return False
 
@@ -217,12 +229,22 @@ def no_metric_text(r: TrainingRun, requested: str) -> str:
     head = f"{r.path}: none of the requested metrics ({requested}) with 2+ steps"
     if r.format == "csv" and r.read.get("rows") == 0:
         return f"{r.path}: a CSV header with no data rows; export the run's history with its rows"
+    if not r.series and not r.non_finite and not r.non_numeric:
+        read = ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in r.read.items())
+        other = r.counts.get("non_scalar_values")
+        return (f"{r.path}: holds no scalar metric (read: {read or 'nothing'}"
+                + (f"; {other} non-scalar value(s): text, histograms, images" if other else "")
+                + "); pass a run that logged its metrics as scalars (verl's trainer.logger)")
     cut = r.counts.get("truncated_lines")
     if cut:
         return (f"{head}: {cut} step line(s) cut at {WANDB_LINE_CUT} bytes (of its {r.read.get('step_lines', cut)}; "
                 "wandb's console capture), which drops every key after the cut; read the run's history instead "
                 "(its run-<id>.wandb or files/wandb-history.jsonl, or verl's file-logger JSONL), or compare tags "
                 f"it kept with --metric (e.g. {sample or 'none'})")
+    val = sorted(t for t in r.tags if is_validation_tag(t))
+    if val:
+        return (f"{head}; its validation metrics ({', '.join(val[:2])}{', ...' if len(val) > 2 else ''}) are logged by "
+                "no other run at 2+ steps; compare it with runs that validate on the same data sources")
     if r.non_numeric:
         bad = ", ".join(f"{t} ({n})" for t, n in sorted(r.non_numeric.items())[:4])
         return f"{head}; values present but not numeric: {bad}; its numeric tags: {sample or 'none'}"

@@ -4,6 +4,7 @@ and exit 1 when a step or a gate failed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from samspec_bench.reports.collect import collect
 from samspec_bench.reports.html import write_html
 from samspec_bench.reports.markdown import write_markdown
 from samspec_bench.reports.model import status
+from samspec_bench.results import emit_json
 from samspec_bench.suites.run import plan
 from samspec_bench.suites.run.config_file import check_sections, load_config, parse_steps
 from samspec_bench.suites.run.config_options import check_engine
@@ -80,13 +82,14 @@ def _new_settings(sections: dict, model, engine, device, data_dir, config, steps
     its notes: a --model / --engine / --device (or the config file's) that no selected step uses
     is not checked, not recorded as the run's, and said in a note (refusing it would break
     scripts that always pass it)."""
-    chosen = parse_steps(steps, "--steps") if steps is not None else parse_steps(sections.get("steps"), "steps:")
+    cf = f"--config {config}: " if config else ""   # a value from the config file names the file
+    chosen = parse_steps(steps, "--steps") if steps is not None else parse_steps(sections.get("steps"), f"{cf}steps:")
     step_sections = {k: v for k, v in sections.items() if k in plan.STEP_NAMES}
     # fail fast on a bad config section (unknown option, a value of the wrong type) before
     # the run folder is made or anything runs
     check_sections(step_sections, config)
     engine_arg = engine
-    engine = check_engine(engine, "--engine") if engine else check_engine(sections.get("engine"), "engine:")
+    engine = check_engine(engine, "--engine") if engine else check_engine(sections.get("engine"), f"{cf}engine:")
     used = globals_used(chosen or list(plan.STEP_NAMES), step_sections, engine)
     cli = {"model": model, "engine": engine_arg, "device": device}
     given = {k: cli[k] if cli[k] is not None else sections.get(k) for k, _ in GLOBALS}
@@ -98,17 +101,21 @@ def _new_settings(sections: dict, model, engine, device, data_dir, config, steps
         notes.append(f"{shown}: not used by the selected steps ({', '.join(chosen or plan.STEP_NAMES)}), which take "
                      f"no {'/'.join(k for k, _ in GLOBALS if k in not_used)}; the run records none")
     # a short name becomes its id; an uncached model offline stops here, before the run folder
-    model = check_model(model or sections.get("model") or DEFAULT_MODEL) if "model" in used else None
+    try:
+        model = check_model(model or sections.get("model") or DEFAULT_MODEL) if "model" in used else None
+    except UserError as e:
+        raise (UserError(f"{cf}model: {e}") if not model and sections.get("model") else e) from None
     engine = engine if "engine" in used else None
     if "device" in used:
-        device = run_device(device, engine) if device else run_device(sections.get("device"), engine, "device:")
+        device = run_device(device, engine) if device else run_device(sections.get("device"), engine, f"{cf}device:")
     else:
         device = None
     dd = data_dir or sections.get("data-dir") or os.environ.get("SAMSPEC_DATA_DIR") or None
     if dd is not None:
         p = Path(dd).expanduser()
         if not p.is_dir():
-            raise UserError(f"--data-dir {dd}: no such directory; pass the shared data directory "
+            opt = "--data-dir" if data_dir else f"{cf}data-dir:" if sections.get("data-dir") else "SAMSPEC_DATA_DIR"
+            raise UserError(f"{opt} {dd}: no such directory; pass the shared data directory "
                             "(traces/, tokenizers/, benchmarks/), or leave it out for the built-in workload")
         dd = str(p.resolve())
     settings = {"model": model, "engine": engine, "device": device, "data_dir": dd,
@@ -237,17 +244,26 @@ def outcome(state: dict, out: Path) -> int:
 @click.option("--output", default="results", show_default=True, type=click.Path(),
               help="Root directory: the run goes to <output>/run-<timestamp>/.")
 @click.option("--resume", default=None, type=click.Path(), help="Continue an interrupted run in this directory.")
-def command(model, engine, device, data_dir, config, steps, output, resume):
+@click.option("--json", "json_out", default=None,
+              help="Also write the run's summary (run folder, exit code, every step's status, command and result "
+                   "folder, the reports) as JSON to this file ('-' for stdout: the run's own output then goes to stderr).")
+def command(model, engine, device, data_dir, config, steps, output, resume, json_out):
     """Run every suite that can run here with small defaults and render one report.
 
     With no options: the built-in model and a built-in workload, about ten minutes on a
     laptop CPU. With --model, --engine and --data-dir: the real run."""
+    to_stderr = json_out == "-"   # stdout then holds the JSON alone
     try:
-        state, out = run_all(output=output, model=model, engine=engine, data_dir=data_dir, config=config,
-                             steps=steps, resume=resume, device=device)
+        with contextlib.redirect_stdout(sys.stderr) if to_stderr else contextlib.nullcontext():
+            state, out = run_all(output=output, model=model, engine=engine, data_dir=data_dir, config=config,
+                                 steps=steps, resume=resume, device=device,
+                                 console=Console(file=sys.stderr) if to_stderr else None)
     except KeyboardInterrupt:
         sys.exit(130)   # the resume hint is already printed; click would add "aborted"
     code = outcome(state, out)
+    emit_json({"suite": "run", "run_dir": str(out), "exit_code": code, "settings": state["settings"],
+               "steps": state["steps"], "notes": state.get("notes") or [],
+               "report": {k: str(out / v) for k, v in (state.get("report") or {}).items()}}, json_out)
     if code:
         click.echo("run: a step or a gate failed (see the report)", err=True)
         sys.exit(code)

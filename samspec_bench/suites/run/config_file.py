@@ -18,6 +18,33 @@ from samspec_bench.suites.run.config_options import build_args, find_option, sui
 from samspec_bench.workload import WorkloadConfig
 
 GLOBAL_KEYS = ("model", "engine", "device", "data-dir", "steps")
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class DuplicateKey(yaml.YAMLError):
+    """A key given twice in one mapping of the config file (PyYAML would keep the last one silently)."""
+
+    def __init__(self, key: Any, line: int):
+        super().__init__(f"key {key!r} given twice")
+        self.key, self.line = key, line
+
+
+class _Loader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (`<<` merges may be overridden)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():
+            if key_node.tag == MERGE_TAG:
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    raise DuplicateKey(key, key_node.start_mark.line + 1)
+                seen.add(key)
+            except TypeError:   # an unhashable key: the constructor names it
+                pass
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_config(path: str | Path) -> dict:
@@ -26,7 +53,9 @@ def load_config(path: str | Path) -> dict:
     if not p.is_file():
         raise UserError(f"--config {path}: no such file; pass a YAML file with one section per suite")
     try:
-        data = yaml.safe_load(p.read_bytes().decode("utf-8")) or {}
+        data = yaml.load(p.read_bytes().decode("utf-8"), Loader=_Loader) or {}   # a SafeLoader
+    except DuplicateKey as e:
+        raise UserError(f"--config {path}: {e.key!r} is given twice (line {e.line}); keep one") from None
     except UnicodeDecodeError as e:
         raise UserError(f"--config {path}: not UTF-8 text (byte {e.start}); pass a YAML text file") from None
     except OSError as e:

@@ -60,7 +60,8 @@ def lines(reading: Reading) -> list[str]:
         out.append("spec-decode series not used: " + ", ".join(f"{k} ({v})" for k, v in reading.not_used.items()))
     out.extend(f"note: {n}" for n in reading.notes)
     if reading.resets:
-        out.append(f"counter resets: {reading.resets} (a counter went down between readings: the server restarted)")
+        out.append(f"counter resets: {reading.resets} (an engine's counters went down between readings: it "
+                   "restarted; its new values are counted as the increase)")
     if reading.inconsistent:
         out.append(f"log lines whose printed acceptance rate disagrees with Accepted / Drafted: "
                    f"{', '.join(reading.inconsistent[:5])}")

@@ -89,7 +89,7 @@ def test_a_bad_calibration_file_is_one_line_naming_it(tmp_path, text, needle):
 
 def test_a_zero_efficiency_in_a_file_is_refused_by_the_rows_own_check(tmp_path):
     p = tmp_path / "c.json"
-    p.write_text(json.dumps({"kind": "samspec-bench roofline calibration", "format": 1,
+    p.write_text(json.dumps({"kind": "samspec-bench roofline calibration", "format": 1, "hardware": "H100 SXM 80GB",
                              "op_efficiency": {"gemm_memory": 0.0}}))
     with pytest.raises(UserError, match="gemm_memory=0.0 would price steps at zero"):
         load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,calibration={p}")
@@ -126,3 +126,36 @@ def test_spec_with_sets_or_replaces_one_key():
         "roofline:hardware=H100,model=Qwen3-8B,calibration=a.json"
     assert spec_with("roofline:hardware=H100,calibration=old.json,model=X", "calibration", "b.json") == \
         "roofline:hardware=H100,model=X,calibration=b.json"
+
+
+def _file(tmp_path, **kw):
+    doc = {"kind": "samspec-bench roofline calibration", "format": 1, "hardware": "H100 SXM 80GB",
+           "measured_on": ["NVIDIA H100 80GB HBM3"], "op_efficiency": {"gemm_memory": 0.8},
+           "fitted_on": [{"file": "p.jsonl", "model": "Qwen/Qwen3-8B", "points": 30}], **kw}
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_a_file_fitted_on_another_row_is_refused_naming_both(tmp_path):
+    p = _file(tmp_path, hardware="H200 SXM 141GB")
+    with pytest.raises(UserError, match=r"fitted on the H200 SXM 141GB row \(H200\), priced here on A100 SXM 80GB "
+                                        r"\(A100\); give hardware=H200"):
+        load_step_model(f"roofline:hardware=A100,model=Qwen3-8B,calibration={p}")
+    assert load_step_model(f"roofline:hardware=H200,model=Qwen3-8B,calibration={p}").eff["gemm_memory"] == 0.8
+    with pytest.raises(UserError, match="names no hardware row"):
+        load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,calibration={_file(tmp_path, hardware=None)}")
+
+
+@pytest.mark.parametrize("kw, needle", [({"fitted_on": [{"points": "many"}, {"points": 12}]}, "on 12 measured points ("),
+                                        ({"measured_on": "NVIDIA H100 80GB HBM3"}, "points (NVIDIA H100 80GB HBM3;"),
+                                        ({"fitted_on": "p.jsonl", "measured_on": 7}, "on 0 measured points (a device")])
+def test_damaged_bookkeeping_fields_are_read_without_a_traceback(tmp_path, kw, needle):
+    m = load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,calibration={_file(tmp_path, **kw)}")
+    assert needle in m.hw.sources["op_efficiency"]
+
+
+@pytest.mark.parametrize("key, value", [("gemm_kernel_us", 1e9), ("gemm_overlap_loss", 3.0)])
+def test_values_beyond_what_a_fit_writes_are_refused(tmp_path, key, value):
+    with pytest.raises(UserError, match=f"{key}={value!r}: beyond what a fit writes"):
+        load_calibration(_file(tmp_path, op_efficiency={key: value}))

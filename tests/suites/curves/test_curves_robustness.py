@@ -310,3 +310,39 @@ def test_a_metric_with_no_common_step_beside_others_shows_0_steps_not_none():
     from samspec_bench.suites.curves.command import steps_text
     assert steps_text({"steps": 0, "first_step": None, "last_step": None}) == "0"
     assert steps_text({"steps": 40, "first_step": 1, "last_step": 40}) == "40 (1-40)"
+
+
+def test_a_run_with_no_scalars_is_said_so_not_pointed_at_metric(tmp_path):
+    (tmp_path / "a").mkdir()
+    a = write_events(tmp_path / "a" / "events.out.tfevents.1700000000.h.1.0", _tb_points(range(1, 21)))
+    empty = tmp_path / "b"
+    empty.mkdir()
+    write_events(empty / "events.out.tfevents.1700000000.h.2.0", [])       # the version record only
+    cfg = build_config(**params(runs=(str(a.parent), str(empty))))
+    with pytest.raises(UserError) as e:
+        compare_runs(cfg, load_runs(cfg))
+    assert "holds no scalar metric" in str(e.value) and "records 1" in str(e.value)
+    assert "--metric" not in str(e.value)
+
+
+def test_validation_logged_by_one_run_only_is_named_as_such(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = write_events(tmp_path / "a" / "events.out.tfevents.1700000000.h.1.0", _tb_points(range(1, 21)))
+    val = write_events(tmp_path / "b" / "events.out.tfevents.1700000000.h.2.0",
+                       [(s, "val-core/gsm8k/acc/mean@1", 0.5) for s in range(0, 21, 5)])
+    cfg = build_config(**params(runs=(str(a.parent), str(val.parent))))
+    with pytest.raises(UserError, match=r"validation metrics \(val-core/gsm8k/acc/mean@1\) are logged by no other run"):
+        compare_runs(cfg, load_runs(cfg))
+
+
+def test_a_run_folder_and_the_file_it_is_read_from_are_a_self_comparison(tmp_path):
+    (tmp_path / "a").mkdir()
+    ev = write_events(tmp_path / "a" / "events.out.tfevents.1700000000.h.1.0", _tb_points(range(1, 21)))
+    (tmp_path / "c").mkdir()
+    log = write_console(tmp_path / "c" / "console.log", range(1, 21))
+    other = write_console(tmp_path / "other.log", range(1, 21))
+    for first, second, same in ((ev.parent, ev, True), (log.parent, log, True), (log, other, False)):
+        cfg = build_config(**params(runs=(str(first), str(second))))
+        comp = next(iter(compare_runs(cfg, load_runs(cfg))["comparisons"].values()))
+        assert ("self-comparison" in (comp.get("note") or "")) is same

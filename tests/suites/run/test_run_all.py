@@ -246,6 +246,18 @@ def test_exit_code_reflects_failed_gates(fake_steps, tmp_path, monkeypatch, caps
     assert "report:" in capsys.readouterr().out
 
 
+def test_json_to_stdout_is_the_summary_alone(fake_steps, tmp_path, monkeypatch, capsys):
+    _register(monkeypatch, {}, (Step("gamma", "gamma", "a failing gate", lambda ctx: Plan()),
+                                Step("never", "alpha", "cannot run here", lambda ctx: Plan(skip="no device"))))
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--output", str(tmp_path), "--json", "-"])
+    out = capsys.readouterr()
+    doc = json.loads(out.out)   # the run's own lines went to stderr
+    assert e.value.code == 1 and doc["exit_code"] == 1 and "report:" in out.err
+    assert doc["steps"]["gamma"]["status"] == "done" and doc["steps"]["never"]["reason"] == "no device"
+    assert doc["report"]["html"].endswith("report.html") and (tmp_path / doc["run_dir"]).is_dir()
+
+
 def test_a_suite_exit_code_without_a_failed_gate_fails_the_run(fake_steps, tmp_path, monkeypatch):
     """accuracy exits 1 when every sample of an arm failed, with no gate to fail: run exits 1 too."""
     def execute(cfg, *, output, resume=None, json_path=None):

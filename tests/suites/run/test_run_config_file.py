@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from samspec_bench.cli import main
+from samspec_bench.errors import UserError
+from samspec_bench.suites.run.config_file import load_config
 
 
 def _run(tmp_path, capsys, text: str) -> tuple[int, str, str]:
@@ -32,6 +34,38 @@ def test_unknown_option_in_a_suite_section_names_the_config_file(tmp_path, capsy
     ("sampler:\n  samples: many\n", "config section sampler: "),
 ])
 def test_other_section_errors_name_the_config_file(tmp_path, capsys, text, rest):
+    code, err, cfg = _run(tmp_path, capsys, text)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"error: --config {cfg}: {rest}"), err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("text, rest", [
+    ("sampler:\n  samples: 300\n  samples: 200\n", "'samples' is given twice (line 3); keep one"),
+    ("sampler:\n  samples: 300\nsampler: false\n", "'sampler' is given twice (line 3); keep one"),
+])
+def test_a_key_given_twice_is_refused_not_silently_overridden(tmp_path, text, rest):
+    cfg = tmp_path / "conf.yaml"
+    cfg.write_text(text, encoding="utf-8")
+    with pytest.raises(UserError) as e:
+        load_config(cfg)
+    assert str(e.value) == f"--config {cfg}: {rest}"
+    merged = tmp_path / "merge.yaml"   # a YAML merge key may still be overridden
+    merged.write_text("sampler: &s\n  samples: 300\naccept:\n  <<: *s\n  samples: 400\n", encoding="utf-8")
+    assert load_config(merged)["accept"] == {"samples": 400}
+
+
+@pytest.mark.parametrize("text, rest", [
+    ("engine: vlm\n", "engine: 'vlm'"),
+    ("steps: [sampler, nope]\n", "steps: ['sampler', 'nope']"),
+    ("data-dir: /nonexistent/data\n", "data-dir: /nonexistent/data: no such directory"),
+    ("device: cuda:7\nsteps: sampler\n", "device: cuda:7"),
+])
+def test_top_level_errors_name_the_config_file(tmp_path, capsys, monkeypatch, text, rest):
+    """A bad top-level value of the file says it comes from the file (not as a --data-dir the
+    user never passed)."""
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.delenv("SAMSPEC_DATA_DIR", raising=False)
     code, err, cfg = _run(tmp_path, capsys, text)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert err.startswith(f"error: --config {cfg}: {rest}"), err

@@ -6,6 +6,7 @@ difference of two scrapes) holds is possible, read by spec_metrics.py.
   (accepted at position i <= drafts); the per-position counts sum to at most the accepted
   tokens (vLLM adds one to each position up to the accepted length: they sum to it). Strict: no
   tolerance; a failed check is a one-line UserError naming the file, the scrape(s) and the counters.
+- Between two scrapes each series is differenced on its own (`series_increase`), then summed.
 - A counter absent from a scrape is unknown there (never 0): `missing_notes` names it and the
   scrapes without it, and the figures that need it are unknown.
 """
@@ -91,3 +92,22 @@ def missing_notes(totals: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
         notes.append(f"per-position acceptance unknown (not 0) between {len(pairs)} pair(s) of scrapes with different "
                      f"positions (k changed: a restart?): {', '.join(f'{x} -> {y}' for x, y in pairs[:5])}")
     return notes
+
+
+def series_increase(a: dict[tuple, float], b: dict[tuple, float]) -> tuple[dict[tuple, float], int]:
+    """Each spec-decode counter series' increase from scrape b to scrape a, as Prometheus'
+    increase() takes it per series before any sum: a series that went down restarted (its new
+    value is the increase), a series b lacks started after b (one engine of several restarted
+    or joined). A counter b lacks altogether is left out: unknown there, not a restart. Also the
+    restarts: the label sets (one an engine) with a series that went down."""
+    names_before = {name for name, _ in b}
+    out, restarted = {}, set()
+    for key, x in a.items():
+        name, labels = key
+        if not name.startswith(PREFIX) or name not in names_before:
+            continue
+        y = b.get(key)
+        if y is not None and x < y:
+            restarted.add(tuple(lab for lab in labels if lab[0] != "position"))
+        out[key] = x if y is None or x < y else x - y
+    return out, len(restarted)

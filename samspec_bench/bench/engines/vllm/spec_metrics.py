@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from samspec_bench.bench.engines.vllm.spec_counters import (ACCEPTED, DRAFT_TOKENS, DRAFTS, PER_POS, PREFIX,
-                                                              check_counter, check_counts, missing_notes, positions)
+                                                              check_counter, check_counts, missing_notes, positions,
+                                                              series_increase)
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import vllm_spec_decode
 LOG_MARK = "SpecDecoding metrics:"
@@ -117,16 +118,25 @@ class Reading:
     not_used: dict[str, int] = field(default_factory=dict)   # spec-decode series read but not used
     notes: list[str] = field(default_factory=list)   # what the reader could not tell (drafts unknown)
 
+    def __post_init__(self):
+        if len(self.k_values()) > 1:
+            self.notes.append(f"the intervals draft {' or '.join(map(str, self.k_values()))} positions (k changed: a "
+                              "restart?): pooled per-position rates unknown; each interval's are its own")
+
+    def k_values(self) -> list[int]:
+        return sorted({len(i.accepted_per_pos) for i in self.intervals if i.accepted_per_pos})
+
     def total(self) -> Interval:
         """Every interval pooled (sums, then ratios); a count unknown in one interval is unknown
-        pooled; drafts exact only if every interval's is."""
+        pooled; drafts exact only if every interval's is. Per-position counts pool only where
+        every interval has them for one k: a position k lacks has fewer drafts than the pool."""
         iv = self.intervals
 
         def pooled(xs: list[Any]) -> Any:
             return None if any(x is None for x in xs) else sum(xs)
 
         per_pos = None
-        if all(i.accepted_per_pos is not None for i in iv):
+        if all(i.accepted_per_pos is not None for i in iv) and len(self.k_values()) <= 1:
             k = max((len(i.accepted_per_pos) for i in iv), default=0)
             per_pos = [sum(i.accepted_per_pos[p] for i in iv if p < len(i.accepted_per_pos)) for p in range(k)]
         return Interval(f"{len(iv)} interval(s) pooled", pooled([i.drafts for i in iv]),
@@ -201,56 +211,44 @@ def scrape_totals(scrape: dict[tuple, float], not_used: dict[str, int] | None = 
     return out if found else None
 
 
-def _difference(a: dict, b: dict | None, source: str) -> tuple[Interval, int]:
-    """Interval from scrape b (None: the server's start) to scrape a; a counter that went
-    down restarted (Prometheus' rule: its new value is the increase); a counter absent from
-    either scrape is unknown (None), not a reset. Counts that contradict each other: UserError."""
-    resets = 0
-
-    def inc(x: float | None, y: float | None) -> float | None:
-        nonlocal resets
-        if x is None or y is None:
-            return None
-        if x < y:
-            resets += 1
-            return x
-        return x - y
-
-    z = b or {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0, PER_POS: {}}
-    pa, pz = positions(a[PER_POS]), positions(z[PER_POS])   # b None: pz == []
-    per_pos = None
-    if pa is not None and pz is not None and (b is None or len(pa) == len(pz)):
-        per_pos = [inc(x, y) for x, y in zip(pa, pz)] if b is not None else pa
-    drafts, tokens, accepted = (inc(a[c], z[c]) for c in (DRAFTS, DRAFT_TOKENS, ACCEPTED))
-    check_counts(source, drafts, tokens, accepted, per_pos, between=b is not None)
-    iv = Interval(source, drafts, None if tokens is None else int(tokens), None if accepted is None else int(accepted),
-                  per_pos)
-    return iv, resets
+def _interval(t: dict, source: str, between: bool, positions_before: list[float] | None = None) -> Interval:
+    """The interval of the counts `t` (scrape_totals of one scrape, or of an increase): checked;
+    per-position counts unknown where a position is missing, or where the scrape before had
+    other positions (k changed)."""
+    pa = positions(t[PER_POS])
+    per_pos = pa if pa is not None and (not between or (positions_before is not None
+                                                        and len(positions_before) == len(pa))) else None
+    drafts, tokens, accepted = (t[c] for c in (DRAFTS, DRAFT_TOKENS, ACCEPTED))
+    check_counts(source, drafts, tokens, accepted, per_pos, between=between)
+    return Interval(source, drafts, None if tokens is None else int(tokens),
+                    None if accepted is None else int(accepted), per_pos)
 
 
 def read_prometheus(texts: Sequence[tuple[str, str]]) -> Reading:
-    """(name, text) of each scrape file, in order -> the intervals between consecutive scrapes."""
+    """(name, text) of each scrape file, in order -> the intervals between consecutive scrapes,
+    each series differenced on its own and then summed over engines."""
     tally = {"blank": 0, "comment": 0, "spec_decode": 0, "other_metric": 0, "not_understood": 0}
     bad: list[str] = []
-    totals: list[tuple[str, dict]] = []
+    scrapes: list[tuple[str, dict, dict]] = []   # (name, raw series, totals)
     not_used: dict[str, int] = {}
     for name, text in texts:
         for i, sc in enumerate(_scrapes(text, tally, bad, name)):
             t = scrape_totals(sc, not_used)
             if t is not None:
-                totals.append((f"{name} scrape {i + 1}", t))
-    if len(totals) == 1:
-        iv, resets = _difference(totals[0][1], None, f"{totals[0][0]} (since the server started)")
-        intervals = [iv]
+                scrapes.append((f"{name} scrape {i + 1}", sc, t))
+    if len(scrapes) == 1:
+        intervals, resets = [_interval(scrapes[0][2], f"{scrapes[0][0]} (since the server started)", False)], 0
     else:
         intervals, resets = [], 0
-        for (na, a), (nb, b) in zip(totals[1:], totals[:-1]):
-            iv, r = _difference(a, b, f"{nb} -> {na}")
-            intervals.append(iv)
+        for (nb, sb, tb), (na, sa, _) in zip(scrapes[:-1], scrapes[1:]):
+            inc, r = series_increase(sa, sb)
+            t = scrape_totals(inc) or {DRAFTS: None, DRAFT_TOKENS: None, ACCEPTED: None, PER_POS: {}}
+            intervals.append(_interval(t, f"{nb} -> {na}", True, positions(tb[PER_POS])))
             resets += r
-        for n, t in totals:   # each scrape on its own: counts since its server started
-            _difference(t, None, n)
-    return Reading("prometheus", intervals, tally, bad, resets, not_used=not_used, notes=missing_notes(totals))
+        for n, _, t in scrapes:   # each scrape on its own: counts since its server started
+            _interval(t, n, between=False)
+    return Reading("prometheus", intervals, tally, bad, resets, not_used=not_used,
+                   notes=missing_notes([(n, t) for n, _, t in scrapes]))
 
 
 # --- vLLM's log lines --------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ def test_scrapes_give_differences_with_a_reset(tmp_path):
     f = tmp_path / "watch.prom"
     f.write_text(text)
     r = sm.read_files([str(f)])
-    assert len(r.intervals) == 2 and r.resets == 6   # every counter of the third scrape restarted
+    assert len(r.intervals) == 2 and r.resets == 1   # the one engine's counters went down: one restart
     a, b = (iv.figures() for iv in r.intervals)
     # 10 -> 20 drafts, 30 -> 60 tokens, 12 -> 30 accepted: 10, 30, 18; 60 %, 1 + 18/10
     assert (a["spec_decode_num_drafts"], a["spec_decode_draft_tokens"], a["spec_decode_accepted_tokens"]) == (10, 30, 18)
@@ -74,6 +74,24 @@ def test_scrapes_give_differences_with_a_reset(tmp_path):
     assert (b["spec_decode_num_drafts"], b["spec_decode_accepted_tokens"]) == (4, 2)
     t = r.total().figures()   # 14 drafts, 42 tokens, 20 accepted
     assert t["spec_decode_acceptance_length"] == pytest.approx(1 + 20 / 14)
+
+
+def test_one_engine_of_two_restarting_is_differenced_per_series(tmp_path):
+    # engines 0 and 1 at 1000 drafts each; then engine 0 at 3000 and engine 1 restarted at 100:
+    # 2000 + 100 drafts happened (summing first would show 3100 - 2000 = 1100 and no restart)
+    before, after = tmp_path / "a.prom", tmp_path / "b.prom"
+    before.write_text(_scrape(1000, 3000, 1200, [700, 400, 100]) + _scrape(1000, 3000, 1200, [700, 400, 100], engine="1"))
+    after.write_text(_scrape(3000, 9000, 3600, [2100, 1200, 300]) + _scrape(100, 300, 30, [20, 10, 0], engine="1"))
+    r = sm.read_files([str(before), str(after)])
+    (iv,) = r.intervals
+    assert (iv.drafts, iv.draft_tokens, iv.accepted) == (2100, 6300, 2430) and r.resets == 1
+    assert iv.accepted_per_pos == [1420, 810, 200]
+    # an engine that joins after the first scrape counts from 0
+    joined = tmp_path / "c.prom"
+    joined.write_text(_scrape(3000, 9000, 3600, [2100, 1200, 300]) + _scrape(1000, 3000, 1200, [700, 400, 100], engine="1")
+                      + _scrape(50, 150, 20, [15, 5, 0], engine="2"))
+    (iv,) = sm.read_files([str(after), str(joined)]).intervals
+    assert (iv.drafts, iv.accepted) == (0 + 900 + 50, 0 + 1170 + 20)
 
 
 def test_scrape_files_in_order(tmp_path):
@@ -115,6 +133,23 @@ def test_log_lines_pooled(tmp_path):
     assert t["spec_decode_acceptance_length"] == pytest.approx(1 + 15 / 18)
     assert t["spec_decode_per_position_acceptance_rates"] == pytest.approx([9 / 18, 5 / 18, 1 / 18])
     assert r.inconsistent == []
+
+
+def test_log_lines_of_two_ks_pool_no_per_position_rates(tmp_path):
+    # k=3 then (a restart) k=5: positions 3 and 4 were drafted only in the second interval, so
+    # dividing their counts by every interval's drafts would understate them
+    five = ("SpecDecoding metrics: Mean acceptance length: 3.00, Accepted throughput: 1.00 tokens/s, Drafted "
+            "throughput: 2.50 tokens/s, Accepted: 10 tokens, Drafted: 25 tokens, Per-position acceptance rate: 0.800, "
+            "0.600, 0.400, 0.200, 0.000, Avg Draft acceptance rate: 40.0%")
+    f = tmp_path / "k.log"
+    f.write_text(LINE + "\n" + five + "\n")
+    r = sm.read_files([str(f)])
+    assert [len(i.accepted_per_pos) for i in r.intervals] == [3, 5]
+    assert r.total().accepted_per_pos is None and r.total().accepted == 22
+    assert any("3 or 5 positions" in n for n in r.notes)
+    f.write_text(LINE + "\n" + LINE2 + "\n")   # one k: pooled as before, no note
+    r = sm.read_files([str(f)])
+    assert r.total().accepted_per_pos is not None and not any("positions (k changed" in n for n in r.notes)
 
 
 def test_log_line_whose_rate_disagrees_is_reported(tmp_path):

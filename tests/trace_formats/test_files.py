@@ -1,0 +1,55 @@
+"""Which files a --traces value stands for: files that are not UTF-8 JSONL are named with what
+they are and the fix, and compressed trace files in a folder are refused, not silently left out."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from samspec_bench.errors import UserError
+from samspec_bench.trace_formats import expand, read_any
+
+ROW = {"input": "user\nQ: 1+1?\nassistant\n", "output": "the answer is 2. the answer is 2.", "score": 1.0}
+
+
+def step_file(d: Path, step: int, n: int = 2) -> bytes:
+    data = "".join(json.dumps(dict(ROW, step=step)) + "\n" for _ in range(n)).encode()
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"{step}.jsonl").write_bytes(data)
+    return data
+
+
+def test_a_gzipped_step_beside_plain_steps_is_refused_not_dropped(tmp_path):
+    d = tmp_path / "rollout_data_dir"
+    step_file(d, 1)
+    (d / "2.jsonl.gz").write_bytes(gzip.compress(step_file(d, 2)))
+    (d / "2.jsonl").unlink()
+    for fmt in ("auto", "verl"):
+        with pytest.raises(UserError, match=r"1 compressed trace file\(s\) \(2\.jsonl\.gz\).*decompress"):
+            read_any(d, fmt)
+
+
+def test_a_gzipped_lm_eval_samples_file_below_the_folder_is_refused(tmp_path):
+    sub = tmp_path / "org__model"
+    sub.mkdir()
+    (sub / "samples_gsm8k_2025-01-01T00-00-00.jsonl.gz").write_bytes(gzip.compress(b"{}\n"))
+    with pytest.raises(UserError, match=r"org__model/samples_gsm8k_2025-01-01T00-00-00\.jsonl\.gz"):
+        expand(tmp_path)
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", r"no JSON object in its first 20 lines \(the file is empty\): leave it out"),
+    (gzip.compress(b'{"prompt": "a", "response": "b"}\n'), "gzip-compressed"),
+    ('{"prompt": "a", "response": "b"}\n'.encode("utf-16"), "UTF-16 text: convert it to UTF-8"),
+    (b'[\n  {\n    "prompt": "a",\n    "response": "b"\n  }\n]\n', "one JSON array, not JSON lines"),
+], ids=["empty", "gzip", "utf-16", "json-array"])
+def test_a_file_that_is_not_utf8_jsonl_is_named_with_what_it_is(tmp_path, content, why):
+    f = tmp_path / "traces.jsonl"
+    f.write_bytes(content)
+    with pytest.raises(UserError, match=f"trace file {f}: {why}"):
+        expand(f)
+    with pytest.raises(UserError, match=f"traces.jsonl \\({why}"):
+        expand(tmp_path)

@@ -1,0 +1,46 @@
+"""The readers of users' rollouts: lines that are no generated responses are refused or skipped
+and counted, never read as responses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from samspec_bench.errors import UserError
+from samspec_bench.trace_formats import read_any
+
+DATE = "2025-03-01T10-20-30.123456"
+
+
+def samples(d: Path, task: str, rows: list[dict]) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    f = d / f"samples_{task}_{DATE}.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return f
+
+
+def generation(doc_id: int) -> dict:
+    return {"doc_id": doc_id, "doc": {}, "target": "2", "filter": "none", "resps": [["the answer is 2.", "2."]],
+            "arguments": {"gen_args_0": {"arg_0": f"Q{doc_id}: 1+1?\nA:", "arg_1": {"until": ["Q:"]}}}}
+
+
+def perplexity(doc_id: int, old: bool = False) -> dict:
+    """A loglikelihood_rolling line (wikitext) as lm-eval writes it: arguments (text,), and
+    'resps' the log-likelihood, stringified by sanitize_list."""
+    args = [["Some page of text."]] if old else {"gen_args_0": {"arg_0": "Some page of text."}}
+    return {"doc_id": doc_id, "doc": {"page": "x"}, "target": "", "filter": "none", "arguments": args,
+            "resps": [["-1234.5678"]], "filtered_resps": ["-1234.5678"], "word_perplexity": [-1234.5678, 4]}
+
+
+@pytest.mark.parametrize("old", [False, True])
+def test_a_perplexity_tasks_log_likelihoods_are_not_read_as_responses(tmp_path, old):
+    samples(tmp_path, "gsm8k", [generation(0), generation(1)])
+    wiki = samples(tmp_path, "wikitext", [perplexity(0, old), perplexity(1, old)])
+    traces, _ = read_any(tmp_path, on_error="skip")
+    assert len(traces.records) == 4 and {r.dataset for r in traces.records} == {"gsm8k"}
+    assert [(f, line) for f, line, _ in traces.skipped] == [(wiki, 1), (wiki, 2)]
+    assert "generate_until" in traces.skipped[0][2]
+    with pytest.raises(UserError, match=r"samples_wikitext_.*\.jsonl:1: .*generation tasks only"):
+        read_any(tmp_path)
