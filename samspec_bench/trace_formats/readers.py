@@ -14,7 +14,8 @@ from samspec_bench.data import SKIP_HINT, OnError, TraceRecord, TraceSet, read_t
 from samspec_bench.errors import UserError
 from samspec_bench.trace_formats.files import FORMAT_FIELDS, VERL_STEP_FILE, expand, unique_files
 from samspec_bench.trace_formats.tool_turns import find_tool_spans
-from samspec_bench.trace_formats.validation import SHAPE_REASON, folder_reason, split_validation, validation_row
+from samspec_bench.trace_formats.validation import (SHAPE_REASON, folder_reason, has_reward, split_validation,
+                                                    validation_file, validation_row)
 
 
 class BadLine(Exception):
@@ -58,7 +59,8 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str = "auto",
     if not traces.records:
         detail = f" ({len(traces.skipped)} bad lines skipped)" if traces.skipped else ""
         raise UserError(f"no usable traces in {', '.join(str(x) for x in items)}{detail}: pass {FORMAT_FIELDS}")
-    traces.records = [_marked(r) for r in traces.records]
+    whole = {f for f, counts in state.get("verl lines", {}).items() if validation_file(*counts)}
+    traces.records = [_marked(r, r.source in whole) for r in traces.records]
     return traces, formats
 
 
@@ -78,10 +80,11 @@ def read_rl_steps(paths: str | Path | Iterable[str | Path], command: str,
     return traces, val["handling"] if val else None   # validation generations alone
 
 
-def _marked(r: TraceRecord) -> TraceRecord:
-    """The record with its tool output spans and its folder's validation verdict added."""
+def _marked(r: TraceRecord, validation_file: bool = False) -> TraceRecord:
+    """The record with its tool output spans and its file's or folder's validation verdict added
+    (validation_file: its verl dump file is validation generations whole)."""
     spans = find_tool_spans(r.response) if r.response else ()
-    why = r.validation or folder_reason(r.source)
+    why = r.validation or (SHAPE_REASON if validation_file else None) or folder_reason(r.source)
     if not spans and why == r.validation:
         return r
     return dataclasses.replace(r, tool_spans=spans, validation=why)
@@ -126,7 +129,10 @@ def _text(row: dict, key: str, fmt: str, need: str) -> str:
     return value
 
 
-def _read_verl(row: dict, file: Path, line: int, _results: dict) -> list[TraceRecord]:
+def _read_verl(row: dict, file: Path, line: int, state: dict) -> list[TraceRecord]:
+    shaped = validation_row(row)
+    counts = state.setdefault("verl lines", {}).setdefault(file, [0, 0, 0])   # lines, with a 'reward', shaped
+    counts[0], counts[1], counts[2] = counts[0] + 1, counts[1] + has_reward(row), counts[2] + shaped
     need = "'input' and 'output' strings (verl's rollout dump)"
     prompt, response = _text(row, "input", "verl", need), _text(row, "output", "verl", need)
     if not response:
@@ -144,7 +150,7 @@ def _read_verl(row: dict, file: Path, line: int, _results: dict) -> list[TraceRe
     return [TraceRecord(id=f"{step}:{line}", group=prompt_group(prompt), source=file, line=line, prompt=prompt,
                         response=response, dataset=row.get("data_source") if isinstance(row.get("data_source"), str)
                         else None, correct=correct, step=step,
-                        validation=SHAPE_REASON if validation_row(row) else None)]
+                        validation=SHAPE_REASON if shaped else None)]
 
 
 def _lm_eval_prompt(row: dict) -> str | None:
@@ -182,12 +188,13 @@ def _lm_eval_labels(files: list[Path]) -> dict[Path, str]:
 
 
 def _lm_eval_model(file: Path, state: dict) -> str | None:
-    """The model of a samples file: model_name of the results_<date>.json of its run, else of the
-    newest results_*.json beside it."""
+    """The model of a samples file: model_name of the results file of its run (results_<date>.json,
+    or <name>_<date>.json where --output_path named a .json file: lm-eval >= 0.4.9,
+    EvaluationTracker.save_results_aggregated), else of the newest results_*.json beside it."""
     models = state.setdefault("lm-eval models", {})
     if file not in models:
         date = _task_date(file)[1]
-        candidates = [file.parent / f"results_{date}.json"] if date else []
+        candidates = [file.parent / f"results_{date}.json", *sorted(file.parent.glob(f"*_{date}.json"))] if date else []
         models[file] = next((m for p in candidates + sorted(file.parent.glob("results_*.json"), reverse=True)
                              if (m := _results_model(p))), None)
     return models[file]

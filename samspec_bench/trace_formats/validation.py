@@ -9,7 +9,12 @@ sampling settings, no update between them. A record is a validation generation w
   `validation_data`; not `values`), or
 - its line has verl's validation shape: `_validate` also stores the score under
   reward_extra_infos_dict["reward"], so its dump lines carry a "reward" equal to "score"; the
-  rollout dumps of `fit` hold only the reward function's own extra keys.
+  rollout dumps of `fit` hold only the reward function's own extra keys. "reward" is the float32
+  token-level score summed, "score" the reward function's own where it returns a dict (it
+  overwrites verl's), so the two agree to float32 precision only (0.1 beside 0.10000000149011612)
+  and differ where the reward manager adds a penalty (DAPO's overlong buffer: reward = score +
+  overlong_reward). verl writes a file per `_dump_generations` call, so a file with lines of
+  the shape whose every line carries a numeric "reward" is validation whole (`validation_file`).
 
 `split_validation` keeps them out of the RL steps unless asked (history_includes_validation):
 beside rollouts they are left out and counted; alone they are replayed without RL steps.
@@ -27,6 +32,7 @@ from samspec_bench.data import TraceSet
 
 VALIDATION_FOLDER = re.compile(r"^(val|valid|validation)([^a-z].*)?$", re.I)
 SHAPE_REASON = "verl's validation shape ('reward' equal to 'score')"
+F32_TOL = 1e-6   # float32 keeps 24 bits: a relative error of 6e-8 at most
 
 
 def folder_reason(file: Path) -> str | None:
@@ -36,10 +42,28 @@ def folder_reason(file: Path) -> str | None:
 
 
 def validation_row(row: dict) -> bool:
-    """Whether a verl dump line has the validation shape ('reward' equal to 'score')."""
+    """Whether a verl dump line has the validation shape ('reward' equal to 'score' to float32
+    precision: the reward is a float32 tensor's sum)."""
     r, s = row.get("reward"), row.get("score")
-    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (r, s))
-    return numbers and (r == s or (math.isnan(r) and math.isnan(s)))   # a NaN score is stored twice too
+    if not (_number(r) and _number(s)):
+        return False
+    return math.isclose(r, s, rel_tol=F32_TOL, abs_tol=F32_TOL) or (math.isnan(r) and math.isnan(s))   # NaN twice too
+
+
+def has_reward(row: dict) -> bool:
+    """Whether a verl dump line carries a numeric 'reward' (every line of a validation dump does)."""
+    return _number(row.get("reward"))
+
+
+def validation_file(lines: int, with_reward: int, shaped: int) -> bool:
+    """Whether a verl dump file is validation generations whole: some of its `lines` have the
+    validation shape and all of them a 'reward' (one that differs from 'score' by a penalty is
+    still a validation line: verl dumps one validation round per file)."""
+    return shaped > 0 and with_reward == lines
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def split_validation(traces: TraceSet, include: bool) -> tuple[TraceSet, dict[str, Any] | None]:

@@ -44,3 +44,15 @@ def test_a_perplexity_tasks_log_likelihoods_are_not_read_as_responses(tmp_path, 
     assert "generate_until" in traces.skipped[0][2]
     with pytest.raises(UserError, match=r"samples_wikitext_.*\.jsonl:1: .*generation tasks only"):
         read_any(tmp_path)
+
+
+def test_the_model_is_read_from_the_results_file_of_a_json_output_path(tmp_path):
+    # lm-eval >= 0.4.9 with --output_path run.json writes run_<date>.json (not results_<date>.json) and the
+    # samples beside it (EvaluationTracker.save_results_aggregated / save_results_samples)
+    samples(tmp_path, "gsm8k", [generation(0)])
+    (tmp_path / f"run_{DATE}.json").write_text(json.dumps({"model_name": "Qwen/Qwen2.5-Math-7B-Instruct"}),
+                                              encoding="utf-8")
+    (tmp_path / "results_2024-01-01T00-00-00.000000.json").write_text(json.dumps({"model_name": "other/model"}),
+                                                                      encoding="utf-8")
+    traces, _ = read_any(tmp_path)
+    assert {r.model for r in traces.records} == {"Qwen/Qwen2.5-Math-7B-Instruct"}

@@ -16,3 +16,34 @@ def test_a_validation_line_with_a_nan_score_is_still_a_validation_line(tmp_path)
     (tmp_path / "0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     traces, _ = read_any(tmp_path)
     assert [bool(r.validation) for r in traces.records] == [True, True]
+
+
+def test_a_validation_score_of_a_reward_function_matches_its_float32_reward():
+    # _validate's "reward" is the float32 token_level_scores summed; a reward function returning {"score": 0.1}
+    # overwrites verl's "score" with its own Python float
+    assert validation_row({"score": 0.1, "reward": 0.10000000149011612})
+    assert not validation_row({"score": 0.1, "reward": 0.2})
+
+
+def _dapo_dump(path, val: bool):
+    # DAPORewardManager with math_dapo's dict score and the overlong buffer logged: validation lines carry
+    # "reward" = score + overlong_reward (the token-level sum), "score" is the reward function's own
+    rows = []
+    for i, penalty in enumerate((0, 0, -0.25, 0)):
+        row = {"input": f"Q{i % 2}: 1+1?", "output": f"2 (try {i})", "gts": "2", "score": 1.0 + penalty, "step": 0}
+        if val:
+            row["reward"] = 1.0 + penalty
+        row |= {"score": 1.0, "acc": True, "pred": "2", "overlong_reward": penalty, "overlong": penalty < 0}
+        rows.append(row)
+    path.mkdir()
+    (path / "0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def test_a_validation_dump_with_an_overlong_penalty_is_validation_whole(tmp_path):
+    # a validation line whose reward differs from score by DAPO's overlong penalty is not an RL rollout
+    _dapo_dump(tmp_path / "eval_dumps", val=True)
+    _dapo_dump(tmp_path / "rollouts", val=False)
+    traces, _ = read_any([tmp_path / "eval_dumps", tmp_path / "rollouts"])
+    marked = {(r.source.parent.name, bool(r.validation)) for r in traces.records}
+    assert marked == {("eval_dumps", True), ("rollouts", False)}
+    assert len(traces.records) == 8

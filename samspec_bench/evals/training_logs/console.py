@@ -5,7 +5,12 @@ Formats read:
   `np.int32(x)`; plain ints and floats otherwise;
 - older verl: the line comes through Ray with a `(main_task pid=N)` prefix, often in ANSI
   colours, and timings are `timing/*` (now `timing_s/*`): the prefix and colour codes are
-  stripped, the keys kept as written (the metric families know both names);
+  stripped (current verl's `(TaskRunner pid=N)` too, on every line of a validation block), the
+  keys kept as written (the metric families know both names). verl <= 0.4
+  printed every value with 3 decimals (`f"{k}:{v:.3f}"`, volcengine/verl
+  verl/utils/logger/aggregate_logger.py `concat_dict_to_str`; repr from 0.5 on): a file whose
+  every value has 3 decimals is said to be rounded, with the tags under 0.1 where that is coarse
+  (a KL of 0.0002 reads 0.000) (`read["decimals"]`);
 - lines captured by wandb (files/output.log) are cut at 4096 bytes: on a line of exactly that
   length the last field may be cut mid-value, so it is dropped and the keys after it are absent
   for that step (counted as truncated_lines). A cut line whose colour codes were stripped after
@@ -36,11 +41,15 @@ WANDB_LINE_CUT = 4096   # bytes: wandb's console capture cuts longer lines here
 STEP_LINE_TAIL = 1 << 16   # bytes of an unended line kept between blocks when scanning a file for step lines
 STRIPPED_MARGIN = 512   # bytes of colour codes a cut line may have lost after the cut (a Ray prefix's are ~10)
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+RAY_PREFIX = re.compile(r"^\(\w+ pid=\d+[^)]*\)\s?", re.M)   # (TaskRunner pid=812): each line a Ray actor prints
 STEP_LINE = re.compile(r"(?:^|[\s)\]])step:(\d+) - (.*)$")
 NUMBER = re.compile(r"""^(?:(?:np|numpy|torch)\.\w+\(|tensor\(|\w+\()?\s*
                         ([-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity))
                         \s*(?:,[^()]*)?\)?$""", re.X | re.I)
 VAL_BLOCK = re.compile(r"(Initial|Final) validation metrics: \{")
+ROUNDED = re.compile(r"^[-+]?(?:\d+\.\d{3}|nan|inf)$", re.I)   # verl <= 0.4: f"{v:.3f}"
+ROUNDED_MIN_FIELDS = 10   # fields a file needs, all with 3 decimals, to be taken as rounded (an int reads 5.000)
+COARSE = 0.1   # a tag under this at every step loses over 0.5 % to the rounding
 DICT_ITEM = re.compile(r"""'([^']+)':\s*(?:(?:np|numpy)\.\w+\()?\s*([-+]?[\w.+-]+)\s*\)?""")
 
 
@@ -175,13 +184,16 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
     run = TrainingRun(path=str(path), format=fmt, label=label)
     raw = Path(path).read_bytes()
     blines = raw.split(b"\n")
-    lines = [ANSI.sub("", b.rstrip(b"\r").decode("utf-8", "replace")) for b in blines]
+    # Ray's prefix is on every line of a pretty-printed validation block too: without it the block parses whole
+    lines = [RAY_PREFIX.sub("", ANSI.sub("", b.rstrip(b"\r").decode("utf-8", "replace")), count=1) for b in blines]
     builder = SeriesBuilder()
     pending: list[dict[str, float]] = []     # "Initial" blocks waiting for the next step line
     last_step = None
     step_lines = 0
     ending, cut_len = line_shape(lines, blines)
     how: Counter = Counter()
+    printed = Counter()   # step-line values: "fields", "3 decimals"
+    largest: dict[str, float] = {}   # tag -> largest finite |value|
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -223,6 +235,9 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
                 run.not_numeric(key)
             else:
                 builder.add(key, step, x)
+                printed.update(["fields"] + (["3 decimals"] if ROUNDED.match(f.rpartition(":")[2].strip()) else []))
+                if abs(x) < float("inf"):
+                    largest[key] = max(largest.get(key, 0.0), abs(x))
         for values in pending:
             _fill(builder, step, values)
         pending = []
@@ -230,8 +245,25 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
     builder.build_into(run)
     run.read["step_lines"] = step_lines
     _cut_note(run, how, ending, cut_len)
+    _rounded_note(run, printed, largest)
     step_notes(run, "step line(s)")
     return run
+
+
+def _rounded_note(run: TrainingRun, printed: Counter, largest: dict[str, float]) -> None:
+    """Says that the file's values were printed with 3 decimals (verl <= 0.4), and which tags
+    stay under COARSE, where the rounding is coarse, or read 0 at every step."""
+    if printed["fields"] < ROUNDED_MIN_FIELDS or printed["3 decimals"] != printed["fields"]:
+        return
+    run.read["decimals"] = 3
+    coarse = sorted(k for k, v in largest.items() if v < COARSE)
+    zero = [k for k in coarse if largest[k] == 0]
+    shown = ", ".join(f"{k} (0 at every step)" if k in zero else k for k in coarse[:6])
+    more = f" and {len(coarse) - 6} more" if len(coarse) > 6 else ""
+    run.notes.append("values printed with 3 decimals (verl <= 0.4's console format), so each is known to +-0.0005 "
+                     "only" + (f"; {len(coarse)} tag(s) stay under {COARSE} at every step, where that is coarse: "
+                               f"{shown}{more}: compare them from TensorBoard or the file logger"
+                               if coarse else ""))
 
 
 def _fill(builder: SeriesBuilder, step: int, values: dict[str, float]) -> None:

@@ -22,12 +22,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from samspec_bench.evals.training_logs.console import ANSI
+from samspec_bench.evals.training_logs.console import ANSI, RAY_PREFIX
 from samspec_bench.evals.training_logs.series import TrainingRun
 
 PERF = ("perf/total_num_tokens", "perf/time_per_step", "perf/throughput")
 WHOLE = 0.01          # derived counts within 1% of a whole number at every step
-RAY_PREFIX = re.compile(r"^\(\w+ pid=\d+[^)]*\)\s?", re.M)
 TRAINER_DICT = re.compile(r"'trainer':\s*\{")
 TOP_KEY = re.compile(r"'(n_gpus_per_node|nnodes)':\s*(\d+)")
 CONSOLE_HEAD = 4 << 20     # the config is printed at start-up: the first 4 MiB are searched

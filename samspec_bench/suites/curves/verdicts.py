@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from samspec_bench.errors import UserError
-from samspec_bench.evals.curve_stats import DIFFERENT, align, combine, compare_curves, compare_ratio
+from samspec_bench.evals.curve_stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, align, combine, compare_curves, compare_ratio
 from samspec_bench.evals.training_logs import Series, TrainingRun, default_label, load_run
 from samspec_bench.evals.training_logs.console import WANDB_LINE_CUT
 from samspec_bench.evals.training_logs.runs_folder import lone_log
@@ -64,6 +64,22 @@ def speed_change(ratio: float | None, ci: list | None, higher_is_faster: bool) -
 
 
 _NO_STEPS = Series(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+
+
+def _resolution_limited(res: dict, *runs) -> dict:
+    """EQUIVALENT only where the logs resolve the margin: a console log that printed 3 decimals
+    (verl <= 0.4) knows each value to +-0.0005, so two runs may differ by up to one print step
+    (0.001) and read the same; a margin below that cannot be shown to hold."""
+    places = [r.read.get("decimals") for r in runs if isinstance(r.read.get("decimals"), int)]
+    if res.get("verdict") != EQUIVALENT or not places:
+        return res
+    step = 10.0 ** -min(places)
+    margin = (res.get("whole") or {}).get("margin")   # absolute, as the test used it
+    if isinstance(margin, (int, float)) and margin < step:
+        return {**res, "verdict": INCONCLUSIVE, "resolution": step,
+                "reason": f"the log prints {min(places)} decimals: values known to +-{step / 2:g}, finer than the "
+                          f"margin {margin:g} can show; compare logs that print more digits (verl >= 0.5)"}
+    return res
 
 
 def _series(run: TrainingRun, tag: str) -> Series:
@@ -153,6 +169,7 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
                                      final_fraction=cfg.final_fraction)
                 if diverged:   # a diverged run is a finding, whatever its finite steps say
                     res = {**res, "verdict": DIFFERENT, "reason": diverged, "diverged": True}
+                res = _resolution_limited(res, base, run)
                 learning[m.name] = {**info, "margin": m.spec.margin.describe(), **res}
                 verdict_rows.append(_verdict_row(run.label, m, learning[m.name]))
             else:

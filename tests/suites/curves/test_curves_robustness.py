@@ -346,3 +346,19 @@ def test_a_run_folder_and_the_file_it_is_read_from_are_a_self_comparison(tmp_pat
         cfg = build_config(**params(runs=(str(first), str(second))))
         comp = next(iter(compare_runs(cfg, load_runs(cfg))["comparisons"].values()))
         assert ("self-comparison" in (comp.get("note") or "")) is same
+
+
+def test_a_margin_finer_than_a_rounded_logs_print_step_is_not_called_equivalent():
+    # verl <= 0.4 printed 3 decimals: a KL of 0.0002 and one of 0.0004 both read 0.000
+    from types import SimpleNamespace
+
+    from samspec_bench.suites.curves.verdicts import _resolution_limited
+    rounded, exact = SimpleNamespace(read={"decimals": 3}), SimpleNamespace(read={})
+    equivalent = {"verdict": "EQUIVALENT", "reason": "inside the margin", "whole": {"margin": 0.0001}}
+    out = _resolution_limited(equivalent, exact, rounded)
+    assert out["verdict"] == "INCONCLUSIVE" and "3 decimals" in out["reason"] and out["resolution"] == 0.001
+    wide = {**equivalent, "whole": {"margin": 0.02}}
+    assert _resolution_limited(wide, exact, rounded)["verdict"] == "EQUIVALENT"
+    assert _resolution_limited(equivalent, exact, exact)["verdict"] == "EQUIVALENT"   # logs print every digit
+    different = {**equivalent, "verdict": "DIFFERENT"}
+    assert _resolution_limited(different, rounded, rounded)["verdict"] == "DIFFERENT"
