@@ -107,7 +107,11 @@ def _drafters(result: dict) -> tuple[list[Headline], list[Gate]]:
     gates += public
     gates += number_gate("sam appends faster than the lean pure-Python reference", m, "append_speedup_vs_sam_python",
                          lambda v: v > 1.0, 1.0)
-    gates += number_gate("sam drafts k tokens in under 1 µs", m, "sam_ns_per_draft", lambda v: v < 1000.0, 1000.0)
+    if m.get("sam_ns_per_draft") is None and is_number(m.get("sam_ns_per_draft_at_most")):   # below the noise
+        gates += number_gate("sam drafts k tokens in under 1 µs", m, "sam_ns_per_draft_at_most", lambda v: v < 1000.0,
+                             1000.0, note="an upper bound: the drafting cost was below this run's timing noise")
+    else:
+        gates += number_gate("sam drafts k tokens in under 1 µs", m, "sam_ns_per_draft", lambda v: v < 1000.0, 1000.0)
     gates += number_gate("sam holds at most 64 bytes per indexed token", m, "sam_bytes_per_token",
                          lambda v: v <= 64.0, 64.0)
     return heads, gates

@@ -79,6 +79,19 @@ def test_a_string_in_a_passing_gate_is_not_dropped(tmp_path, capsys):
     assert "| drafters | **FAIL** | 1 | 1/2 |" in md   # the bytes gate passes, the draft gate is unknown
 
 
+def test_a_drafting_cost_below_the_noise_is_gated_by_its_bound(tmp_path):
+    # ns/draft unresolved (the draft pass was not slower): the gate judges the noise bound and says so
+    for bound, passed in ((120.0, True), (4000.0, False)):
+        d = _drafters(tmp_path / str(bound), sam_ns_per_draft=None, sam_ns_per_draft_at_most=bound)
+        _, gates = summarize(json.loads((d / "result.json").read_text()))
+        g = next(x for x in gates if x["name"] == DRAFT_GATE)
+        assert g["passed"] is passed and g["value"] == bound and "upper bound" in g["note"]
+    d = _drafters(tmp_path / "none", sam_ns_per_draft=None)   # no bound either: unknown, failed
+    _, gates = summarize(json.loads((d / "result.json").read_text()))
+    g = next(x for x in gates if x["name"] == DRAFT_GATE)
+    assert g["passed"] is False and g["unknown"] is True
+
+
 def test_a_nan_in_the_context_growth_gate_keeps_the_other_gates(tmp_path):
     d = _patch(make_run(tmp_path, "drafters", {"sam_ns_per_draft": 306.0, "sam_bytes_per_token": 40.0,
                                                "step_cost_growth_longest_vs_shortest_context": {"sam": 1.0}},

@@ -14,7 +14,8 @@ from samspec_bench.sam.history import HistoryStore
 from samspec_bench.sam.strategies import STRATEGIES, RuleDrafter, parse_strategy
 from samspec_bench.sam.strategies.base import rule_context
 from samspec_bench.sam.strategies.rules import AimdLength, BudgetByLength, RollingCutoff
-from samspec_bench.sam.strategies.switches import BatchSchedule, CostSwitch, Threshold, parse_switch
+from samspec_bench.sam.strategies.switches import (BatchSchedule, CostSwitch, Threshold, needs_cost, parse_switch,
+                                                   switch_threshold)
 
 
 def running(n):
@@ -86,6 +87,32 @@ def test_switches():
         parse_switch("cost")
     with pytest.raises(ValueError, match="use always"):
         parse_switch("sometimes")
+
+
+@pytest.mark.parametrize("spec, msg", [
+    ("schedule:1-8", "band '1-8': use schedule:LO-HI=K"),        # was Python's 'not enough values to unpack'
+    ("schedule:1-8=3;", "band '': use schedule:LO-HI=K"),
+    ("schedule:1-x=3", "band '1-x=3': use schedule:LO-HI=K"),
+    ("schedule:1-8=3;5-10=2", "bands 1-8 and 5-10 overlap"),      # running 5..8 would take 3 silently
+    ("threshold:abc", "use threshold:T"),                           # was 'invalid literal for int()'
+])
+def test_malformed_switches_name_their_form(spec, msg):
+    with pytest.raises(ValueError, match=msg) as e:
+        parse_switch(spec)
+    assert "unpack" not in str(e.value) and "literal" not in str(e.value)
+
+
+def test_switch_threshold_and_cost_of_combined_switches():
+    assert switch_threshold("threshold:4+enginecutoff:8:0.3") == 4
+    assert switch_threshold("threshold:8+threshold:4") == 4 and switch_threshold("threshold:6") == 6
+    assert switch_threshold("schedule:1-8=3") is None and switch_threshold("always") is None
+    assert needs_cost("cost") and needs_cost("threshold:4+costk") and not needs_cost("schedule:1-8=3")
+
+
+@pytest.mark.parametrize("spec, sep", [("seed:", ":"), ("seed@", "@"), ("seed/", "/"), ("seed:k=3@/always", "@")])
+def test_a_separator_with_nothing_after_it_is_refused(spec, sep):
+    with pytest.raises(ValueError, match=f"nothing after '{sep}'"):   # it ran as seed, labelled 'seed/'
+        parse_strategy(spec)
 
 
 def test_strategy_specs_and_their_documentation():

@@ -171,7 +171,7 @@ def test_run_passes_its_device_to_the_steps(tmp_path, capsys, no_cuda):
 
 def test_run_refuses_a_missing_device_in_the_config_before_the_run_folder(tmp_path, capsys, no_cuda):
     p = tmp_path / "c.yaml"
-    for conf, message in (({"device": "cuda"}, "error: device: cuda: torch sees no CUDA device"),
+    for conf, message in (({"device": "cuda"}, f"error: --config {p}: device: cuda: torch sees no CUDA device"),
                           ({"op-equivalence": {"device": "cuda:1"}},
                            f"error: --config {p}: config section op-equivalence: device cuda:1: "
                            "torch sees no CUDA device"),

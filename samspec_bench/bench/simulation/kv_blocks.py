@@ -31,7 +31,8 @@ class KvBlocks:
                 head = (f"--kv-capacity-tokens {capacity_tokens}" if what == "given"
                         else f"KV capacity {capacity_tokens} tokens from {what}")
                 raise UserError(f"{head}: request {i} needs up to {worst} KV tokens ({self.blocks(worst)} blocks of "
-                                f"{bs}), refused; raise the capacity (or tp) or lower --max-response-len")
+                                f"{bs}: its prompt and its longest response together), refused; raise the capacity (or tp), "
+                                "or lower --max-response-len, or leave out the prompts longer than the cache")
 
     def blocks(self, tokens):
         """Blocks that hold `tokens` KV tokens (scalar or array)."""

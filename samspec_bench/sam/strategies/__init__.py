@@ -23,14 +23,14 @@ from samspec_bench.sam.strategies.base import (NEEDS_DIVIDED, NEEDS_GROUP, NEEDS
                                                NEEDS_TREE,
                                                SCHEDULES, LengthRule, RuleDrafter, Strategy)
 from samspec_bench.sam.strategies.rules import AimdLength, BudgetByLength, RollingCutoff
-from samspec_bench.sam.strategies.switches import parse_switch
+from samspec_bench.sam.strategies.switches import needs_cost, parse_switch, switch_threshold
 
 STRATEGIES = {m.STRATEGY.name: m.STRATEGY for m in (seed, evidence, histospec, seer, das, arctic)}
 STRATEGY_SOURCES = ("own", "group", "history", "group+history")
 
 __all__ = ["STRATEGIES", "STRATEGY_SOURCES", "Strategy", "LengthRule", "RuleDrafter", "AimdLength", "BudgetByLength",
-           "RollingCutoff", "parse_switch", "parse_strategy", "NEEDS_DIVIDED", "NEEDS_GROUP", "NEEDS_HISTORY",
-           "NEEDS_SCHEDULER", "NEEDS_SERVER", "NEEDS_TREE", "SCHEDULES"]
+           "RollingCutoff", "parse_switch", "parse_strategy", "switch_threshold", "needs_cost", "NEEDS_DIVIDED",
+           "NEEDS_GROUP", "NEEDS_HISTORY", "NEEDS_SCHEDULER", "NEEDS_SERVER", "NEEDS_TREE", "SCHEDULES"]
 
 
 def _with_cutoff(base, window: int, threshold: float):
@@ -94,9 +94,13 @@ def parse_strategy(spec: str) -> Strategy:
     if not spec.isascii():   # int("３") is 3: a full-width digit would pass, and label the arm with it
         bad = next(c for c in spec if not c.isascii())
         raise ValueError(f"strategy {spec!r}: {bad!r} is not ASCII; write the spec in ASCII, e.g. seed:k=3@own")
-    head, _, switch = spec.strip().partition("/")
-    name, _, sources = head.partition("@")
-    name, _, k_opt = name.partition(":")
+    head, slash, switch = spec.strip().partition("/")
+    name, at, sources = head.partition("@")
+    name, colon, k_opt = name.partition(":")
+    for sep, text, what in ((colon, k_opt, "an option (k=K, ...)"), (at, sources, "the sources"),
+                            (slash, switch, "the switch")):
+        if sep and not text:   # 'seed/' would run as seed under another label
+            raise ValueError(f"strategy {spec!r}: nothing after '{sep}'; give {what} after it, or drop the '{sep}'")
     if name not in STRATEGIES:
         raise ValueError(f"strategy {name!r}: choose from {', '.join(STRATEGIES)}")
     s = STRATEGIES[name]

@@ -58,6 +58,10 @@ class BatchSchedule:
         for lo, hi, k in self.bands:
             if not (1 <= lo <= hi) or k < 0:
                 raise ValueError(f"schedule band {lo}-{hi}={k}: need 1 <= lo <= hi and k >= 0")
+        ordered = sorted(self.bands)
+        for (lo, hi, _), (lo2, hi2, _) in zip(ordered, ordered[1:]):
+            if lo2 <= hi:   # a running count in two bands would take the first band's k silently
+                raise ValueError(f"schedule bands {lo}-{hi} and {lo2}-{hi2} overlap; give each running count one band")
 
     def k_for(self, running: int) -> int:
         return next((k for lo, hi, k in self.bands if lo <= running <= hi), 0)
@@ -227,13 +231,42 @@ class Both:
 
 
 def parse_schedule(text: str) -> list[tuple[int, int, int]]:
-    """'1-8=3;9-64=0' -> [(1, 8, 3), (9, 64, 0)]."""
+    """'1-8=3;9-64=0' -> [(1, 8, 3), (9, 64, 0)]; anything else names the form."""
     bands = []
     for part in text.split(";"):
-        rng, k = part.split("=")
-        lo, hi = rng.split("-")
-        bands.append((int(lo), int(hi), int(k)))
+        try:
+            rng, k = part.split("=")
+            lo, hi = rng.split("-")
+            bands.append((int(lo), int(hi), int(k)))
+        except ValueError:
+            raise _FormError(f"switch 'schedule:{text}': band {part!r}: use schedule:LO-HI=K;..., whole numbers, "
+                             "e.g. schedule:1-8=3;9-64=0") from None
     return bands
+
+
+def switch_parts(spec: str) -> list[str]:
+    """The parts of a (possibly combined, `A+B`) switch spec."""
+    return [part.strip() for part in spec.split("+")]
+
+
+def switch_threshold(spec: str) -> int | None:
+    """The running count at or below which a switch spec may speculate by its `threshold:T`
+    parts (the smallest where several are combined, as all must agree); None without one."""
+    ts = [int(p.partition(":")[2]) for p in switch_parts(spec) if p.partition(":")[0] == "threshold"]
+    return min(ts) if ts else None
+
+
+def needs_cost(spec: str) -> bool:
+    """Whether a switch spec prices its steps (`cost`, `costk`): it needs a step model."""
+    return any(p in ("cost", "costk") for p in switch_parts(spec))
+
+
+def _threshold(spec: str, arg: str) -> int:
+    try:
+        return int(arg)
+    except ValueError:
+        raise _FormError(f"switch {spec!r}: use threshold:T, T a whole number of running requests, e.g. "
+                         "threshold:8") from None
 
 
 def _window_threshold(spec: str, arg: str) -> tuple[int, float]:
@@ -253,7 +286,7 @@ def parse_switch(spec: str, cost: Callable[[str], Any] | None = None):
     """A fresh switch for a spec (see the module docstring); `cost(kind)` builds the cost
     switches, kind 'cost' or 'costk' (they need the step model and the arm's acceptance)."""
     if "+" in spec:
-        parts = [parse_switch(part.strip(), cost) for part in spec.split("+")]
+        parts = [parse_switch(part, cost) for part in switch_parts(spec)]
         try:
             return Both(parts)
         except ValueError as e:
@@ -263,7 +296,7 @@ def parse_switch(spec: str, cost: Callable[[str], Any] | None = None):
         if kind == "always":
             return Always()
         if kind == "threshold":
-            return Threshold(int(arg))
+            return Threshold(_threshold(spec, arg))
         if kind == "schedule":
             return BatchSchedule(parse_schedule(arg))
         if kind == "enginecutoff":

@@ -162,6 +162,10 @@ def _check_fewshot(names: list[str], num_fewshot: int | None, builtin: bool) -> 
     for name in names:
         task = resolve_task(name)
         fc = task.config.get("fewshot_config") or {}
+        inline = fc.get("samples") if isinstance(fc, dict) else None
+        if isinstance(inline, list) and num_fewshot > len(inline):   # lm-eval asserts mid-run (exit 3)
+            raise UserError(f"--num_fewshot {num_fewshot}: {name} has {len(inline)} few-shot examples (in its YAML); "
+                            f"use --num_fewshot {len(inline)} or less")
         if task.config.get("num_fewshot") != 0 and task.fewshot_pool_split() is None and \
                 not (isinstance(fc, dict) and fc.get("samples") is not None):
             raise UserError(f"--num_fewshot {num_fewshot}: {name} has no few-shot examples (no train split, none "

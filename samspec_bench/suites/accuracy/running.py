@@ -89,6 +89,18 @@ def _run(cfg, output, resume, progress, console, engine, lm_out, notes=()) -> tu
         raise UserError(f"accuracy: lm-eval does not import here ({e.name}); pip install 'lm-eval>=0.4.13'") from None
 
     run_dir = resumed or RunDir(output, SUITE)
+    try:
+        return _run_in(run_dir, cfg, resume, progress, console, engine, lm_out, lm_eval, TaskManager, notes)
+    except Exception:
+        # a new run that stopped before any response was generated leaves nothing half-made (its
+        # folder holds settings, task files and links to the built-in sets, none of it work)
+        if resumed is None and not any(True for _ in run_dir.samples(GENERATIONS)):
+            shutil.rmtree(run_dir.path, ignore_errors=True)
+        raise
+
+
+def _run_in(run_dir: RunDir, cfg, resume, progress, console, engine, lm_out, lm_eval, TaskManager,
+            notes) -> tuple[dict, Path]:
     cfg = _saved_config(cfg, run_dir, resume, console)
     run_dir.write_json("config.json", asdict(cfg))
     # resume: reuse every response generated before (failed ones are generated again)
@@ -162,8 +174,11 @@ def _saved_config(cfg: AccuracyConfig, run_dir: RunDir, resume, console) -> Accu
         raise UserError(f"--resume {resume}: its config.json holds other settings than this version's "
                         f"({', '.join(sorted(set(saved) - set(asdict(cfg))) or ['fields missing'])}); "
                         "start a new run") from None
-    if asdict(saved_cfg) != asdict(cfg):
-        _log(console, f"resuming {run_dir.path}: using the run's saved configuration (the options given differ)")
+    given, used = asdict(cfg), asdict(saved_cfg)
+    differ = [f"{k} {given[k]!r} (the run's: {used[k]!r})" for k in given if given[k] != used.get(k)]
+    if differ:   # each setting given here and not used, named
+        _log(console, f"resuming {run_dir.path}: using the run's saved configuration; not used from this call: "
+                      f"{', '.join(differ)} (start a new run to change them)")
     return saved_cfg
 
 

@@ -87,7 +87,11 @@ def build_config(*, traces, tokenizer, data_dir, drafters, k, max_tokens, sweep,
     files as accept lists them (verl step files in step order, lm-eval samples in sub-folders)."""
     check_data_dir(data_dir)   # even where traces and tokenizer are given
     if not traces or not tokenizer:
-        root = resolve_data_dir(data_dir)
+        try:
+            root = resolve_data_dir(data_dir)
+        except UserError as e:   # name what the data directory stands in for
+            missing = " and ".join(o for o, v in (("--traces", traces), ("--tokenizer", tokenizer)) if not v)
+            raise UserError(f"{missing} not given, and {e} (or pass {missing})") from None
         traces = traces or tuple(str(p) for p in find_traces(root))
         tokenizer = tokenizer or str(root / "tokenizers" / "qwen3")
     files = [str(f) for t in traces for f, _ in expand(t)]

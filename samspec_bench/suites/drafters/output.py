@@ -11,6 +11,8 @@ from rich.table import Table
 
 from samspec_bench.suites.drafters.config import LIBRARY, PYTHON_BASELINES, DraftersConfig
 
+NOISE = "< noise"   # a drafting cost the timing could not resolve (ns_per_draft None)
+
 
 def summarize(rows: list[dict], sweep_rows: list[dict], cfg: DraftersConfig) -> dict:
     """Headline figures: SAM's ratios against the baselines measured in this run, and the
@@ -23,6 +25,8 @@ def summarize(rows: list[dict], sweep_rows: list[dict], cfg: DraftersConfig) -> 
         m["sam_library_drafter"] = lib
         m["sam_ns_per_token"] = sam["ns_per_token"]
         m["sam_ns_per_draft"] = sam["ns_per_draft"]
+        if sam["ns_per_draft"] is None and sam.get("ns_per_draft_at_most") is not None:
+            m["sam_ns_per_draft_at_most"] = sam["ns_per_draft_at_most"]   # below the timing noise: a bound
         m["sam_bytes_per_token"] = sam["bytes_per_token"]
         for base in PYTHON_BASELINES:
             if base in by:
@@ -30,18 +34,19 @@ def summarize(rows: list[dict], sweep_rows: list[dict], cfg: DraftersConfig) -> 
                 m[f"append_stream_speedup_vs_{base.replace('-', '_')}"] = (
                     by[base]["ns_per_token_stream"] / sam["ns_per_token_stream"])
                 m[f"draft_speedup_vs_{base.replace('-', '_')}"] = (
-                    by[base]["ns_per_draft"] / sam["ns_per_draft"] if sam["ns_per_draft"] > 0 else None)
+                    by[base]["ns_per_draft"] / sam["ns_per_draft"]
+                    if sam["ns_per_draft"] and by[base]["ns_per_draft"] is not None else None)
     ev = by.get("sam")
     if ev and lib != "sam":   # the evidence policy's own cost, beside the library's
         m["evidence_ns_per_draft"] = ev["ns_per_draft"]
         m["evidence_bytes_per_token"] = ev["bytes_per_token"]
         m["evidence_policy_path"] = ev.get("policy_path")
-        if sam["ns_per_draft"] > 0:   # what the policy costs on top of the fixed lookup
+        if sam["ns_per_draft"] and ev["ns_per_draft"] is not None:   # the policy's cost on top of the fixed lookup
             m["evidence_draft_cost_vs_fixed_lookup"] = ev["ns_per_draft"] / sam["ns_per_draft"]
     ref = by.get("sam-evidence-py")
     if ref:   # the policy chosen by its Python specification, measured in the same run
         m["evidence_python_ns_per_draft"] = ref["ns_per_draft"]
-        if ev and ev["ns_per_draft"] > 0:
+        if ev and ev["ns_per_draft"] and ref["ns_per_draft"] is not None:
             m["evidence_draft_speedup_vs_python_policy"] = ref["ns_per_draft"] / ev["ns_per_draft"]
     if sweep_rows and sam:
         # building a long context in one call (a long prompt, or a response thousands of tokens
@@ -74,7 +79,8 @@ def plot(rows: list[dict], sweep_rows: list[dict], path: Path) -> Path:
     y = np.arange(len(rows))
     ax1.barh(y - 0.27, [r["ns_per_token"] for r in rows], 0.27, label="append, bulk (ns/token)")
     ax1.barh(y, [r["ns_per_token_stream"] for r in rows], 0.27, label="append, 1 per call (ns/token)")
-    ax1.barh(y + 0.27, [max(r["ns_per_draft"], 1e-3) for r in rows], 0.27, label="draft k (ns/draft)")
+    ax1.barh(y + 0.27, [np.nan if r["ns_per_draft"] is None else max(r["ns_per_draft"], 1e-3) for r in rows], 0.27,
+             label="draft k (ns/draft; none: below the timing noise)")
     ax1.set_yticks(y, names)
     ax1.set_xscale("log")
     ax1.invert_yaxis()
@@ -98,14 +104,24 @@ def plot(rows: list[dict], sweep_rows: list[dict], path: Path) -> Path:
     return path
 
 
+def _ns_per_draft(row: dict) -> str:
+    if row["ns_per_draft"] is not None:
+        return f"{row['ns_per_draft']:.0f}"
+    bound = row.get("ns_per_draft_at_most")
+    return NOISE if bound is None else f"{NOISE} (<= {bound:.0f})"
+
+
 def print_table(result: dict) -> None:
-    t = Table(title=f"Drafters (k={result['config']['k']})")
+    dev = (result.get("environment") or {}).get("device") or {}
+    on = f", measured on {dev.get('device')} ({dev.get('name')}), wall clock, one thread" if dev.get("device") else ""
+    t = Table(title=f"Drafters (k={result['config']['k']}){on}")
     for col in ("drafter", "tokens", "ns/token (bulk)", "ns/token (1 per call)", "ns/draft", "bytes/token", "policy path"):
         t.add_column(col, justify="right" if col != "drafter" else "left")
     for r in result["tables"]["replay"]:
         bpt = r["bytes_per_token"]
         t.add_row(r["drafter"], f"{r['tokens']:,}", f"{r['ns_per_token']:.0f}", f"{r['ns_per_token_stream']:.0f}",
-                  f"{r['ns_per_draft']:.0f}", f"{bpt:.1f}" if bpt else "-", r.get("policy_path") or "-")
+                  _ns_per_draft(r), f"{bpt:.1f}" if bpt else "-",
+                  r.get("policy_path") or "-")
     s = Table(title="Per-step cost (ns) versus context length")
     lengths = sorted({r["context_tokens"] for r in result["tables"]["context_sweep"]})
     s.add_column("drafter")
@@ -116,11 +132,14 @@ def print_table(result: dict) -> None:
         s.add_row(name, *[f"{pts[n]:,.0f}" if n in pts else "-" for n in lengths])
     console = Console()
     console.print(t)
+    if any(r["ns_per_draft"] is None for r in result["tables"]["replay"]):
+        console.print(f"ns/draft {NOISE}: the pass that drafts after every token was not slower than the one that does "
+                      "not (its cost is below the timing noise); raise --max-tokens or --repeats")
     console.print(s)
     m = result["metrics"]
     for key, val in m.items():
         if key.startswith(("append_speedup", "append_stream_speedup", "draft_speedup")) and val:
-            console.print(f"{key}: {val:.0f}x")
+            console.print(f"{key}: {val:.0f}x" if val >= 10 else f"{key}: {val:.2g}x")   # 0.33x is not 0x
     if m.get("evidence_ns_per_draft") is not None:
         line = (f"evidence policy ('sam', {m.get('evidence_policy_path') or '?'} path): "
                 f"{m['evidence_ns_per_draft']:.0f} ns/draft, {m.get('evidence_bytes_per_token') or 0:.1f} bytes/token")

@@ -4,11 +4,13 @@ folder (`run`), and the suite contract's `execute`."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
 from rich.progress import Progress
 
+from samspec_bench.devices import _cpu_name, timer_label
 from samspec_bench.errors import UserError
 from samspec_bench.results import RunDir, emit_json, file_sha256
 from samspec_bench.suites.drafters.config import SUITE, DraftersConfig, DraftersRun, available
@@ -56,8 +58,14 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict
                   "prompt_formats": formats, "responses": len(responses), "groups": len(groups),
                   "data_files": {t: file_sha256(t) for t in cfg.traces}},
     }
-    run_dir.write_result(cfg, metrics, result["tables"], [figure.name], result["extra"])
+    run_dir.write_result(cfg, metrics, result["tables"], [figure.name], result["extra"], device=cpu_record())
     return json.loads(run_dir.file("result.json").read_text()), run_dir.path
+
+
+def cpu_record() -> dict:
+    """environment.device: the drafters run on this CPU, timed by its wall clock on one thread."""
+    return {"device": "cpu", "type": "cpu", "name": _cpu_name(), "cores": os.cpu_count(), "timer": timer_label("cpu"),
+            "used": True}
 
 
 def execute(job: DraftersRun, *, output, resume=None, json_path=None) -> int:

@@ -95,7 +95,9 @@ def print_report(result: dict, console) -> None:
             return ""
         return spec.format(v) if isinstance(v, (int, float)) else str(v)
 
-    t = Table(title="op-equivalence: decode path (a) vs verify path (b)")
+    dev = (result.get("environment") or {}).get("device") or {}
+    on = f" on {dev.get('device')}" + (f" ({dev['name']})" if dev.get("name") else "") if dev.get("device") else ""
+    t = Table(title=f"op-equivalence{on}: decode path (a) vs verify path (b), measured")
     for col in ("level/pair/dtype", "positions", "logprob diff max", "mean", "p99", "exact 0",
                 "argmax flips", "KL mean", "KL max", "probs diff max", "pearson", "output diff max"):
         t.add_column(col, justify="right" if col != "level/pair/dtype" else "left")
@@ -118,7 +120,10 @@ def print_report(result: dict, console) -> None:
         console.print(f"skipped pair {name}: {why}")
     gate = result["metrics"].get("gate")
     if gate:
-        console.print(f"gate: {gate['metric']} <= {gate['tolerance']}: {'PASSED' if gate['passed'] else 'FAILED'}")
+        unmeasured = gate.get("not_measured") or []
+        console.print(f"gate: {gate['metric']} <= {gate['tolerance']}: {'PASSED' if gate['passed'] else 'FAILED'} "
+                      f"({gate.get('measured', len(rows))} row(s) measured"
+                      + (f"; not measured on {', '.join(unmeasured)}" if unmeasured else "") + ")")
     console.print(f"run directory: {result.get('run_dir')}")
 
 
@@ -136,6 +141,10 @@ def execute(config: OpEqConfig, *, output: str, resume: str | None = None, json_
     print_report(result, console)
     emit_json(result, json_path)
     gate = result["metrics"].get("gate")
+    if gate and not gate["passed"] and not gate["failed"]:
+        click.echo(f"op-equivalence: the --tolerance gate measured {gate['metric']} on no row (every kernel pair "
+                   "skipped, see above); run a pair that works here (--pairs) or drop --tolerance", err=True)
+        return 1
     if gate and not gate["passed"]:
         worst = max(gate["failed"], key=lambda r: r["value"])
         click.echo(f"op-equivalence: {len(gate['failed'])} row(s) exceed {gate['metric']} <= {gate['tolerance']} "

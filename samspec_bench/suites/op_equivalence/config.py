@@ -103,6 +103,9 @@ KERNEL_LEVEL_OPTIONS = {"pairs": "--pairs", "num_seqs": "--num-seqs", "min_seq_l
                         "gqa": "--gqa", "head_dims": "--head-dim", "trials": "--trials", "seed": "--seed"}
 
 
+KERNEL_ONLY_METRICS = ("output_diff_max",)   # the attention outputs; the model level compares logprobs
+
+
 def refuse_unused_level_options(cfg: OpEqConfig) -> None:
     """A UserError naming the options of a level that does not run (nothing silent): model-level
     options without the model level (--level kernel, or no --model), kernel-level ones with
@@ -143,6 +146,12 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
     int_at_least(num_heads, "--num-heads", 1)
     int_at_least(threads, "--threads", 0)
     tolerance = number_in(tolerance, "--tolerance", 0, optional=True)
+    if tolerance is None and tolerance_metric != OpEqConfig.tolerance_metric:
+        raise UserError(f"--tolerance-metric {tolerance_metric} without --tolerance: no gate runs; add --tolerance "
+                        "X, or drop --tolerance-metric")
+    if tolerance_metric in KERNEL_ONLY_METRICS and "kernel" not in lv:
+        raise UserError(f"--tolerance-metric {tolerance_metric}: measured at the kernel level only, and it does not "
+                        f"run (--level {','.join(lv)}); pick another metric or add kernel to --level")
     bad_gqa = [g for g in int_list(gqa, "--gqa") if num_heads % g]
     if bad_gqa:
         raise UserError(f"--gqa {bad_gqa[0]}: --num-heads {num_heads} is not a multiple of it")

@@ -157,13 +157,18 @@ class Accumulator:
 
 
 def apply_gate(cfg: Any, rows: dict[str, dict]) -> dict[str, Any] | None:
-    """--tolerance: the rows whose cfg.tolerance_metric exceeds cfg.tolerance (a missing value
-    passes, NaN fails). None without a tolerance."""
+    """--tolerance: the rows whose cfg.tolerance_metric exceeds cfg.tolerance (NaN fails; a row
+    without the metric is listed in not_measured, and a gate that measured no row at all, every
+    pair skipped, does not pass). None without a tolerance."""
     if cfg.tolerance is None:
         return None
-    failed = []
+    failed, not_measured = [], []
     for key, r in rows.items():
         v = r.get(cfg.tolerance_metric)
-        if v is not None and not (v <= cfg.tolerance):
+        if v is None:
+            not_measured.append(key)
+        elif not (v <= cfg.tolerance):
             failed.append({"row": key, "value": v})
-    return {"metric": cfg.tolerance_metric, "tolerance": cfg.tolerance, "passed": not failed, "failed": failed}
+    measured = len(rows) - len(not_measured)
+    return {"metric": cfg.tolerance_metric, "tolerance": cfg.tolerance, "passed": not failed and measured > 0,
+            "failed": failed, "measured": measured, "not_measured": not_measured}

@@ -19,7 +19,7 @@ from samspec_bench.bench.simulation.dp import parse_shard_rule
 from samspec_bench.data import check_data_dir, resolve_data_dir
 from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, number_in
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id, resolve_tokenizer
-from samspec_bench.sam.strategies import STRATEGY_SOURCES, parse_strategy, parse_switch
+from samspec_bench.sam.strategies import STRATEGY_SOURCES, needs_cost, parse_strategy, parse_switch, switch_threshold
 from samspec_bench.suites.rollout.length_share import TRACES, copula_normals, normal_cdf, unread_text
 from samspec_bench.suites.rollout.presets import get_preset
 from samspec_bench.suites.rollout.tool_latency import tool_latency_option
@@ -149,6 +149,11 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
     refuse_unread(cfg, given, drawn=random_lengths(cfg))
     if spec_threshold is not None:   # the default (4) stays usable with a smaller --max-num-seqs
         check_thresholds_below(cfg)
+    for spec in strategy_list(strategy):   # a threshold written into --strategy, as --spec-threshold
+        t = switch_threshold(spec.partition("/")[2]) if "/" in spec else None
+        if t is not None and t >= cfg.max_num_seqs:
+            raise UserError(f"--strategy {spec!r} with --max-num-seqs {cfg.max_num_seqs}: threshold:{t} speculates in "
+                            f"every step, as /always does; give a threshold below {cfg.max_num_seqs}")
     cfg.device = engine_device(engine, device)   # a device that is not there stops here, before anything runs
     # --model as every suite takes it (models.model_id / check_model): a short name becomes its
     # id; a measured engine's model is looked for now, so an uncached one offline stops here
@@ -168,6 +173,12 @@ def validate(cfg: RolloutConfig) -> None:
     if any("group" in x for x in srcs) and shard != "group" and cfg.dp > 1:
         raise UserError(f"--sources group with --dp-shard {cfg.dp_shard} --dp {cfg.dp}: a group's responses run on "
                         "different instances and cannot share a drafter; use --dp-shard group or --sources own")
+    # a strategy drafting from its group on those shards too (a divided one pulls from one queue, no shards)
+    grouped = [x for x in cfg.strategies if "group" in parse_strategy(x).sources and not parse_strategy(x).divided]
+    if grouped and shard != "group" and cfg.dp > 1:
+        raise UserError(f"--strategy {grouped[0]!r} drafts from its group ({parse_strategy(grouped[0]).sources}), and "
+                        f"--dp-shard {cfg.dp_shard} --dp {cfg.dp} runs a group's responses on different instances; use "
+                        "--dp-shard group or the strategy @own")
     if cfg.length_dist is not None:
         check_length_dist(cfg.length_dist)
     check_group_share(cfg, caps.generates)
@@ -183,6 +194,10 @@ def validate(cfg: RolloutConfig) -> None:
                         f"history (--sources {cfg.sources}): add history to --sources or a history strategy, or drop them")
     if cfg.sensitivity:
         lognormal_params(cfg.length_dist, "--sensitivity")
+    priced = [x for x in cfg.strategies if needs_cost(parse_strategy(x).switch)]
+    if priced and not cfg.step_model and not caps.generates:   # every step would cost 1: cost = always
+        raise UserError(f"--strategy {priced[0]!r}: the cost switches weigh a step's time, and without --step-model "
+                        "the replay counts decode steps, not time; give --step-model, or drop /cost, /costk")
     if cfg.preset and not cfg.step_model:   # its comparison is in seconds: step counts cannot stand beside them
         raise UserError(f"--preset {cfg.preset} with an empty --step-model: the published figures are times; leave "
                         "--step-model out (the preset's roofline model) or give a profile JSON")
@@ -317,10 +332,9 @@ def arm_settings(cfg: RolloutConfig) -> list[dict[str, Any]]:
     scheds = []   # (admission order, divided chunk) of the strategies that schedule otherwise
     for spec in cfg.strategies:
         st = parse_strategy(spec)
-        kind, _, arg = st.switch.partition(":")
         # arms differing only where trees start (tree_at) or in their scheduling read the same profiles
         out.append({"arm": "strategy", "strategy": spec, "k": st.k, "label": spec, "source": st.sources,
-                    "threshold": int(arg) if kind == "threshold" else None, "switch": st.switch,
+                    "threshold": switch_threshold(st.switch), "switch": st.switch,
                     "schedule": st.schedule, "divided": st.divided,
                     "profile": ("strategy", re.sub(r":(tree_at|sched|divided)=\w+", "", spec))})
         sched = (st.schedule, st.divided)

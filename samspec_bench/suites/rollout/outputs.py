@@ -47,7 +47,7 @@ def steps_frame(tables: dict[str, tuple[str, dict]]):
 def _save(fig, run, name: str) -> str:
     import matplotlib.pyplot as plt
     fig.tight_layout()
-    fig.savefig(run.file(name), dpi=110)
+    fig.savefig(run.file(name), dpi=110, bbox_inches="tight")   # long subtitles are not cut at the edge
     plt.close(fig)
     return name
 

@@ -79,6 +79,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import os
+import sys
 import types
 from typing import Callable, Optional
 
@@ -89,12 +91,22 @@ from samspec_bench.suites.sampler.config import BUILTIN_AUDITS, LOGITS_LEVEL, mo
 from samspec_bench.suites.sampler.vllm import register_cpu_kernels
 
 
+def _cwd_importable() -> None:
+    """The working directory on sys.path (last, shadowing nothing installed), as `python -m`
+    has it: `--audit mysampler:verify` finds ./mysampler.py, as the README's example runs it
+    (a console script's sys.path holds its own folder, not the working directory)."""
+    cwd = os.getcwd()
+    if not any(p in ("", ".", cwd) for p in sys.path):
+        sys.path.append(cwd)
+
+
 def _resolve_target(spec: str):
     """'module:function' -> the function. UserError naming the input when that fails."""
     if ":" not in spec:
         raise UserError(f"--audit {spec}: expected module:function or one of the built-in names "
                         f"({', '.join(BUILTIN_AUDITS)})")
     mod_name, fn_name = spec.split(":", 1)
+    _cwd_importable()
     try:
         mod = importlib.import_module(mod_name)
     except Exception as e:  # noqa: BLE001 - any import failure is the user's input problem

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Optional
@@ -58,7 +59,9 @@ def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = Non
     power = planned_power(cases, cfg)
     workers: dict = {}
     try:
-        with _sigterm_as_interrupt():
+        # a sampler's prints (in-process: built-ins, --audit-timeout 0) to stderr, as a worker's: stdout
+        # may carry --json -
+        with _sigterm_as_interrupt(), contextlib.redirect_stdout(sys.stderr):
             loaded = _load([(s, e) for s, e in specs if s not in done_audits], cfg, cases, workers)
             with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                           TimeElapsedColumn(), console=console, transient=True) as progress:
@@ -177,6 +180,7 @@ def _audit_row(r: dict) -> dict:
             "greedy_mismatches": (r.get("greedy") or {}).get("mismatches"),
             "acceptance_matches_token_rule": r.get("acceptance_matches_token_rule"), "shape": r.get("shape"),
             "seeded_reproducible": (r.get("seeded") or {}).get("reproducible"),
+            "mutated_inputs": list(r.get("mutated_inputs") or []),
             "note": "; ".join(filter(None, [r.get("reason") or r.get("error"),
                                             (r.get("platform_check") or {}).get("finding"),
                                             "no logits battery: probabilities in" if r.get("not_applicable") else None]))
@@ -228,6 +232,10 @@ def print_report(result: dict, console) -> None:
                   ("per-token" if r["acceptance_matches_token_rule"] else "differs"),
                   "" if r["seeded_reproducible"] is None else ("yes" if r["seeded_reproducible"] else "no"))
     console.print(t)
+    for r in result["tables"]["audits"]:
+        if r.get("mutated_inputs"):   # not a verdict (the outputs decide that), but the caller's tensors change
+            console.print(f"{r['sampler']} wrote into its input tensors (case(s) {', '.join(r['mutated_inputs'])}): "
+                          "a caller reusing them (vLLM's logprobs) sees the changed values", soft_wrap=True)
     print_power(result.get("power"), console)
     speed = result["tables"].get("speed") or []
     if speed:

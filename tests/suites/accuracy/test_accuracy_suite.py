@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from samspec_bench.errors import UserError
 from samspec_bench.evals.paired import agreement
 from accuracy_stubs import StubEngine
 
@@ -169,6 +170,47 @@ def test_the_device_is_recorded_and_a_resume_runs_on_this_calls_device(tmp_path,
                      engine=StubEngine())
     assert result2["config"]["max_gen_toks"] == 64 and result2["config"]["device"] == "cuda:0"
     assert result2["environment"]["device"]["name"] == "Stand-in GPU" and result2["reused_generations"] == 4
+
+
+@pytest.mark.usefixtures("needs_lm_eval")
+def test_a_resume_names_each_setting_it_does_not_use(tmp_path, data_dir):
+    """--resume continues with the run's saved settings; the ones given differently in this call
+    are named (they used to be summed up as 'the options given differ')."""
+    import io
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from samspec_bench.suites.accuracy import build_config, run
+
+    cfg = build_config(model="m", engine="reference", tasks="gsm8k", data_dir=str(data_dir), limit="2", num_samples=1,
+                       temperature=0.0, top_p=1.0, max_gen_toks=64, drafter="sam", num_spec_tokens=3, seed=0,
+                       dtype="float32", max_num_seqs=8, apply_chat_template=False, fewshot_as_multiturn=None,
+                       alpha=0.05, threads=1, progress=False, device="cpu", **LM_EVAL_OPTIONS).config
+    cfg = replace(cfg, bootstrap_iters=200)
+    _, path = run(cfg, output=str(tmp_path), progress=False, engine=StubEngine())
+    said = io.StringIO()
+    result, _ = run(replace(cfg, limit=3, max_gen_toks=32), output=str(tmp_path), resume=str(path), progress=False,
+                    engine=StubEngine(), console=Console(file=said, width=400))
+    assert result["config"]["limit"] == 2 and result["config"]["max_gen_toks"] == 64
+    text = said.getvalue()
+    assert "not used from this call: limit 3 (the run's: 2), max_gen_toks 32 (the run's: 64)" in text, text
+
+
+@pytest.mark.usefixtures("needs_lm_eval")
+def test_a_run_that_stops_before_generating_leaves_no_folder(tmp_path, data_dir):
+    """A new run that fails before any response (here: --apply-chat-template on a tokenizer
+    without a chat template) removes its folder: settings, task files and links to the built-in
+    sets are no work to resume (the links read as samples, so the CLI's clean-up kept it)."""
+    from samspec_bench.suites.accuracy import build_config, run
+
+    cfg = build_config(model="m", engine="reference", tasks="gsm8k", data_dir=None, limit="1", num_samples=1,
+                       temperature=0.0, top_p=1.0, max_gen_toks=8, drafter="sam", num_spec_tokens=3, seed=0,
+                       dtype="float32", max_num_seqs=8, apply_chat_template=True, fewshot_as_multiturn=None,
+                       alpha=0.05, threads=1, progress=False, device="cpu", **LM_EVAL_OPTIONS).config
+    with pytest.raises(UserError, match="has no chat template"):
+        run(cfg, output=str(tmp_path / "out"), progress=False, engine=StubEngine())
+    assert not list((tmp_path / "out").glob("accuracy-*"))
 
 
 class TokenizerStub(StubEngine):

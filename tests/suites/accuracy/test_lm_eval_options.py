@@ -152,6 +152,8 @@ def test_limit_counts_like_lm_eval():
     (["--model", "sglang", "--model_args", "pretrained=a"], "lm-eval's sglang backend"),
     (["--num_fewshot", "9"], "--num_fewshot 8 or less"),
     (["--num_fewshot", "2", "--tasks", "math500"], "has no few-shot examples"),
+    # the 8 examples of gsm8k_cot's YAML: more was lm-eval's AssertionError mid-run (exit 3, a folder left)
+    (["--num_fewshot", "999", "--tasks", "gsm8k_cot"], "gsm8k_cot has 8 few-shot examples (in its YAML)"),
     (["--output_path", "res.json"], "give a directory"),
     (["--batch_size", "eight"], "--batch_size 'eight': give a whole number"),
     (["--write_out"], "pass --log_samples"),

@@ -425,7 +425,7 @@ def test_command_run_folder_resume_and_report(monkeypatch, tmp_path, shared_data
     # nothing runs a second time once every call is there
     fake.params.clear()
     assert CliRunner().invoke(group, [*args, "--resume", str(run)]).exit_code == 0 and fake.params == []
-    res = CliRunner().invoke(group, [*args[:-4], "--max-tokens", "9", "--repeats", "2", "--data-dir",
+    res = CliRunner().invoke(group, [*args[:-6], "--max-tokens", "9", "--repeats", "2", "--data-dir",
                                      str(shared_data), "--resume", str(run)])
     assert isinstance(res.exception, UserError) and "max_tokens = 8, this call 9" in str(res.exception)
 

@@ -284,3 +284,54 @@ def test_skipped_trace_lines_are_printed_and_kept(tmp_path, qwen3_tokenizer_dir,
     assert f"skipped {bad}:21: " in err
     extra = json.loads(out.read_text())
     assert extra["skipped_trace_lines"] == 1 and extra["skipped"][0]["line"] == 21
+
+
+def test_a_drafting_cost_below_the_timing_noise_is_none_and_said_never_0_ns(monkeypatch, capsys):
+    """ns/draft is the draft pass less the stream pass; when the draft pass was not slower, the
+    cost is not resolved: None in the row, '< noise' in the table, no ratio made of it (a clamped
+    0 ns read as free drafting and made a 0x speedup)."""
+    secs = {"bulk": 0.30, "stream": 0.50, "draft": 0.49}   # the draft pass measured faster
+    monkeypatch.setattr(timing, "timed_pass", lambda name, groups, k, mode, on_group=None: (secs[mode], 100, 10, 800, 1))
+    monkeypatch.setattr(timing, "replay_pass", lambda *a, **kw: (0.0, 100, 10, 800))
+    cfg = DraftersConfig(traces=[], tokenizer="t", drafters=["ngram"], repeats=1, sweep=[64])
+    (row,) = timing.measure_replay(["ngram"], [], cfg)
+    assert row["ns_per_draft"] is None
+    m = summarize([_row("sam-fixed", 500.0, 60.0), _row("sam-python", None, 900.0)], [], cfg)
+    assert m["draft_speedup_vs_sam_python"] is None
+    suite.print_table({"config": {"k": 8}, "environment": {"device": {"device": "cpu", "name": "Test CPU"}},
+                       "tables": {"replay": [dict(row, tokens=100, policy_path=None)], "context_sweep": []},
+                       "metrics": {"draft_speedup_vs_x": 0.33}})
+    out = " ".join(capsys.readouterr().out.split())
+    assert "< noise" in out and "below the timing noise" in out
+    assert "measured on cpu (Test CPU)" in out
+    assert "draft_speedup_vs_x: 0.33x" in out     # not rounded to 0x
+
+
+def test_an_unresolved_drafting_cost_is_bounded_by_the_stream_passes_spread(monkeypatch):
+    # stream passes of 0.50 and 0.53 s, draft passes of 0.49 and 0.52 s over 10 drafts: the cost is
+    # not resolved, and it is at most the stream pass's own spread, 0.03 s / 10 drafts = 3e6 ns
+    times = iter([0.30, 0.50, 0.49, 0.31, 0.53, 0.52])
+    monkeypatch.setattr(timing, "MODES", ("bulk", "stream", "draft"))
+    monkeypatch.setattr(timing, "timed_pass", lambda name, groups, k, mode, on_group=None: (next(times), 100, 10, 800, 1))
+    monkeypatch.setattr(timing, "replay_pass", lambda *a, **kw: (0.0, 100, 10, 800))
+    cfg = DraftersConfig(traces=[], tokenizer="t", drafters=["ngram"], repeats=2, sweep=[64])
+    (row,) = timing.measure_replay(["ngram"], [], cfg)
+    assert row["ns_per_draft"] is None and row["ns_per_draft_at_most"] == pytest.approx(3e6)
+    m = summarize([dict(_row("sam-fixed", None, 60.0), ns_per_draft_at_most=250.0)], [], cfg)
+    assert m["sam_ns_per_draft"] is None and m["sam_ns_per_draft_at_most"] == 250.0
+
+
+def test_the_run_records_the_cpu_it_was_timed_on(small_result):
+    result, _ = small_result
+    dev = result["environment"]["device"]
+    assert dev["device"] == "cpu" and dev["used"] is True and dev["name"] and "wall clock" in dev["timer"]
+
+
+def test_without_a_tokenizer_or_a_data_dir_the_error_names_tokenizer(tmp_path, monkeypatch):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"id": "a", "group": "g", "prompt": "1+1=", "response": "2"}\n')
+    monkeypatch.setenv("SAMSPEC_DATA_DIR", str(tmp_path / "none"))
+    with pytest.raises(UserError, match=r"^--tokenizer not given, and no data directory found .*\(or pass --tokenizer\)$"):
+        suite.build_config(traces=(str(trace),), tokenizer=None, data_dir=None, drafters="sam", k=8, max_tokens=100,
+                           sweep=[64], sweep_steps=10, repeats=1, chat_template="auto", on_error="stop",
+                           no_progress=True)

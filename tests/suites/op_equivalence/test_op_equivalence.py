@@ -87,6 +87,30 @@ def test_tolerance_gate_fails_with_exit_code_1(tmp_path, noisy_pair, capsys):
     assert [f["row"] for f in gate["failed"]] == ["kernel/test-noisy/float32"]
 
 
+class _Unavailable(_Noisy):
+    """A pair that does not run here (as torch-npu's or vLLM's where they are not installed)."""
+
+    name = "test-unavailable"
+
+    @classmethod
+    def availability(cls):
+        return "its library is not installed"
+
+
+def test_a_gate_over_pairs_that_all_skipped_does_not_pass(tmp_path, capsys):
+    register_pair(_Unavailable)
+    try:
+        code, res = _run(tmp_path, "--pairs", "test-unavailable", "--tolerance", "0")
+    finally:
+        del PAIRS[_Unavailable.name]
+    assert code == 1
+    assert res["metrics"]["pairs"] == {} and not res["metrics"]["gate"]["passed"]
+    out, err = capsys.readouterr()
+    assert "gate: logprob_diff_max <= 0.0: FAILED (0 row(s) measured)" in out
+    assert err.strip().splitlines()[-1].startswith("op-equivalence: the --tolerance gate measured logprob_diff_max "
+                                                   "on no row")
+
+
 def test_bad_options_are_one_line_errors(tmp_path, capsys):
     for args, words in ((["--dtype", "float64"], "--dtype"), (["--pairs", "nope"], "unknown kernel pair"),
                         (["--level", "model"], "--model"), (["-k", "0"], "-k"), (["--seq-len", "9:3"], "--seq-len")):

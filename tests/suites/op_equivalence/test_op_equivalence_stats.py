@@ -176,3 +176,11 @@ def test_gate_skips_missing_values_and_fails_nan():
     rows = {"x": {"kl_max": None}, "y": {}, "z": {"kl_max": float("nan")}}
     g = apply_gate(OpEqConfig(tolerance=1.0, tolerance_metric="kl_max"), rows)
     assert g["metric"] == "kl_max" and [f["row"] for f in g["failed"]] == ["z"]
+    assert g["measured"] == 1 and g["not_measured"] == ["x", "y"]
+
+
+def test_a_gate_that_measured_no_row_does_not_pass():
+    # output_diff_max exists at the kernel level only: model rows, or no row at all, measured nothing
+    for rows in ({"model/reference/float32": {"logprob_diff_max": 0.0}}, {}):
+        g = apply_gate(OpEqConfig(tolerance=0.0, tolerance_metric="output_diff_max"), rows)
+        assert not g["passed"] and g["failed"] == [] and g["measured"] == 0

@@ -99,3 +99,12 @@ def test_the_base_kernel_command_still_runs(tmp_path, capsys):
     main(["op-equivalence", *KERNEL, "--pairs", "reference", "--output", str(tmp_path / "res"), "--json", str(out)])
     res = json.loads(out.read_text())
     assert set(res["metrics"]["pairs"]) == {"kernel/reference/float32"} and res["config"]["model"] is None
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (KERNEL + ["--tolerance-metric", "kl_max"], "--tolerance-metric kl_max without --tolerance: no gate runs"),
+    (MODEL + ["--tolerance", "0", "--tolerance-metric", "output_diff_max"],
+     "--tolerance-metric output_diff_max: measured at the kernel level only, and it does not run (--level model)"),
+])
+def test_a_gate_metric_that_nothing_would_check_is_refused(argv, needle, tmp_path, capsys):
+    assert needle in _exit2(argv, tmp_path, capsys)

@@ -100,6 +100,33 @@ def test_arm_settings_and_tail_thresholds():
     assert rc.arm_policy({"arm": "threshold", "threshold": 8}).describe() == {"name": "threshold", "threshold": 8}
 
 
+def test_a_combined_switch_with_a_threshold_part_is_an_arm_with_that_tail():
+    cfg = ro.RolloutConfig(arms=["off"], strategies=["seed/threshold:4+enginecutoff:8:0.3", "seer/enginecutoff:8:0.3"])
+    by = {s["label"]: s for s in ro.arm_settings(cfg)}   # int('4+enginecutoff:8:0.3') stopped the run, exit 3
+    assert by["seed/threshold:4+enginecutoff:8:0.3"]["threshold"] == 4
+    assert by["seer/enginecutoff:8:0.3"]["threshold"] is None
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"strategy": "seer/cost"}, "without --step-model the replay counts decode steps"),   # ran as always
+    ({"strategy": "seer/threshold:2+costk"}, "without --step-model"),
+    ({"strategy": "seed/threshold:64"}, "threshold:64 speculates in every step"),
+    ({"strategy": "seed/threshold:100+enginecutoff:8:0.3", "max_num_seqs": 16}, "threshold:100 speculates"),
+    # seer drafts from its group, as --sources group, which these shards refuse (it ran as one index per group)
+    ({"strategy": "seed,seer", "dp": 2, "dp_shard": "rebalance"}, "'seer' drafts from its group"),
+    ({"strategy": "arctic@group+history", "dp": 2, "dp_shard": "agent-loop"}, "--dp-shard agent-loop --dp 2"),
+])
+def test_strategy_switches_that_would_run_as_another_arm_are_refused(shared_data, over, match):
+    with pytest.raises(UserError, match=match):
+        ro.build_config(**_defaults(data_dir=str(shared_data), **over))
+    ok = ro.build_config(**_defaults(data_dir=str(shared_data), strategy="seer/cost,seed/threshold:63",
+                                     step_model="roofline:hardware=H100,model=Qwen3-8B"))
+    assert ok.strategies == ["seer/cost", "seed/threshold:63"]
+    divided = ro.build_config(**_defaults(data_dir=str(shared_data), strategy="seer:divided=64,seer@own", dp=2,
+                                          dp_shard="rebalance"))   # one queue, no shards; or no group
+    assert divided.strategies == ["seer:divided=64", "seer@own"]
+
+
 def test_kv_options_for_the_simulation_and_the_engines():
     assert rc.kv_options(ro.RolloutConfig()) == {}
     cfg = ro.RolloutConfig(kv_capacity_tokens=100, block_size=16)

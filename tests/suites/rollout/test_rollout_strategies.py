@@ -81,7 +81,8 @@ def test_strategy_in_accept_matches_rollout_profile(small_items):
 def test_rollout_strategy_arms(shared_data, tmp_path):
     res = CliRunner().invoke(ro.command, ["--data-dir", str(shared_data), "--prompts", "4", "--max-num-seqs", "8",
                                           "--sources", "own,history", "--arms", "off,always",
-                                          "--strategy", "seed,histospec,seer/cost", "--output", str(tmp_path)])
+                                          "--strategy", "seed,histospec,seer/cost", "--output", str(tmp_path),
+                                          "--step-model", "roofline:hardware=H100,model=Qwen3-8B"])
     assert res.exit_code == 0, res.output
     (run,) = list(tmp_path.iterdir())
     result = json.loads((run / "result.json").read_text())["metrics"]

@@ -131,7 +131,8 @@ def _cli(argv, capsys) -> tuple[int, str]:
     (["--data-dir", "/no/such/dir"], "--data-dir /no/such/dir"),
 ])
 def test_the_command_exits_2_naming_the_option(shared_data, tmp_path, capsys, extra, needle):
-    argv = ["rollout", "--data-dir", str(shared_data), "--prompts", "4", "--output", tmp_path / "o", *extra]
+    base = [] if "--data-dir" in extra else ["--data-dir", str(shared_data)]   # an option is given once
+    argv = ["rollout", *base, "--prompts", "4", "--output", tmp_path / "o", *extra]
     code, err = _cli(argv, capsys)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o").exists()

@@ -22,7 +22,7 @@ import torch
 
 from samspec_bench.bench.rejection import samspec_sampler
 from samspec_bench.cli import main
-from samspec_bench.suites.sampler.adapters import Audited
+from samspec_bench.suites.sampler.adapters import Audited, resolve_audit
 from samspec_bench.suites.sampler.audit import audit
 from samspec_bench.suites.sampler.battery import build_battery
 from samspec_bench.suites.sampler.config import SamplerConfig
@@ -266,3 +266,53 @@ def test_ids_as_a_list_or_integral_floats_are_token_ids():
     for given in ([[1, -1]], torch.tensor([[1.0, -1.0]])):
         t = checked_tokens(given, 1, 2, 5, "x")
         assert t.dtype == torch.int64 and t.tolist() == [[1, -1]]
+
+
+# ------------------------------------------------------------------------- where a sampler lives, what it prints
+
+
+def test_a_sampler_module_in_the_working_directory_loads_as_the_readme_runs_it(tmp_path, monkeypatch):
+    (tmp_path / "cwd_planted_sampler.py").write_text(PLANTED["good_sampler"])
+    monkeypatch.chdir(tmp_path)
+    # a console script's sys.path: its own folder, not the working directory
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "cwd_planted_sampler", raising=False)
+    a = resolve_audit("cwd_planted_sampler:verify", True)
+    assert a.fn is not None and a.skipped is None
+
+
+def test_an_in_process_sampler_that_prints_leaves_json_on_stdout_clean(tmp_path, monkeypatch, capsys):
+    (tmp_path / "printing_sampler.py").write_text(textwrap.dedent("""
+        from samspec_bench.bench.rejection import samspec_sampler
+        print("loaded")
+
+        def verify(inp):
+            print("called")
+            return samspec_sampler(inp)
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = _run(["sampler", "--output", str(tmp_path / "res"), *SMALL, "--audit-timeout", "0",
+                 "--audit", "printing_sampler:verify", "--json", "-"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert json.loads(out)["metrics"]["verdicts"] == {"printing_sampler:verify": "EXACT"}
+    assert "loaded" in err and "called" in err
+
+
+def test_a_sampler_writing_into_its_inputs_is_said_in_the_terminal_and_the_table(tmp_path, monkeypatch, capsys):
+    (tmp_path / "clamping_sampler.py").write_text(textwrap.dedent("""
+        from samspec_bench.bench.rejection import samspec_sampler
+
+        def verify(inp):
+            out = samspec_sampler(inp)
+            inp.target_probs.clamp_(min=1e-12)     # zeros become 1e-12 in the caller's tensor
+            return out
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "res"
+    assert _run(["sampler", "--output", str(out), *SMALL, "--audit-timeout", "0",
+                 "--audit", "clamping_sampler:verify"]) == 0
+    (row,) = json.loads(next(out.glob("sampler-*/result.json")).read_text())["tables"]["audits"]
+    assert row["verdict"] == "EXACT" and "mixed-layout-v20" in row["mutated_inputs"]
+    text = " ".join(capsys.readouterr().out.split())
+    assert "clamping_sampler:verify wrote into its input tensors (case(s) mixed-layout-v20" in text

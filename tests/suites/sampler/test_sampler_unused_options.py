@@ -19,6 +19,18 @@ from samspec_bench.suites.sampler import build_config, command
 BASE = ["--builtins", "samspec", "--samples", "100", "--max-vocab", "64", "--no-speed", "--device", "cpu"]
 
 
+def _over(extra: list[str]) -> list[str]:
+    """BASE with the options `extra` gives again left out (an option given twice is refused)."""
+    given = {a for a in extra if a.startswith("--")}
+    out, i = [], 0
+    while i < len(BASE):
+        n = 1 if BASE[i] == "--no-speed" else 2
+        if BASE[i] not in given:
+            out += BASE[i:i + n]
+        i += n
+    return out + extra
+
+
 def _config(argv: list[str]):
     ctx = command.make_context("sampler", list(argv))
     return build_config(**{k: v for k, v in ctx.params.items() if k not in ("output", "json_path", "resume")})
@@ -52,14 +64,14 @@ def test_audit_timeout_without_a_module_function_audit_is_refused(audits):
 
 def test_builtins_with_no_builtin_is_refused():
     with pytest.raises(UserError, match=r"^--builtins token-rule with --no-builtin: no built-in is audited"):
-        _config(BASE + ["--no-builtin", "--audit", "samspec", "--builtins", "token-rule"])
+        _config(_over(["--no-builtin", "--audit", "samspec", "--builtins", "token-rule"]))
 
 
 @pytest.mark.parametrize("option", ["--max-vocab", "--large-vocab"])
 def test_a_vocabulary_list_where_one_size_is_used_is_refused(option):
     with pytest.raises(UserError, match=rf"^{option} '151936,32k': takes one vocabulary size, got 2; give one "
                                         rf"\(e.g. {option} 151936\)$"):
-        _config(BASE + [option, "151936,32k"])
+        _config(_over([option, "151936,32k"]))
 
 
 def test_the_legitimate_combinations_still_build():
@@ -75,7 +87,7 @@ def test_the_legitimate_combinations_still_build():
     assert _config(BASE[2:] + ["--no-builtin", "--audit", "samspec"]).builtin is False
     assert _config(BASE[2:] + ["--no-builtin", "--builtins", "", "--audit", "samspec"]).builtins == ()
     # one vocabulary, by name too
-    assert (_config(BASE + ["--large-vocab", "qwen3"]).large_vocab, _config(BASE + ["--max-vocab", "32k"]).max_vocab) \
+    assert (_config(BASE + ["--large-vocab", "qwen3"]).large_vocab, _config(_over(["--max-vocab", "32k"])).max_vocab) \
         == (151936, 32000)
 
 
