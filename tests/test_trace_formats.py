@@ -175,7 +175,7 @@ def test_unknown_format_names_the_keys_and_the_formats(tmp_path):
     p = tmp_path / "x.jsonl"
     p.write_text(json.dumps({"question": "q", "completion": "a"}) + "\n")
     with pytest.raises(UserError) as e:
-        read_any(p)
+        read_any(p, "auto")   # as accept reads (its --trace-format): the message names the option
     msg = str(e.value)
     assert "completion, question" in msg and "verl rollout dumps (input, output, score, step)" in msg
     assert "--trace-format" in msg and "\n" not in msg

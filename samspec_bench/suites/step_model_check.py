@@ -35,7 +35,8 @@ from samspec_bench.suites.run_output import print_and_emit
 
 SUITE = "step-model"
 METRIC_KEYS = ("step_model", "units", "overall", "context_known", "terms", "describe", "step_model_spec", "steps_from",
-               "points_meta", "points_shape", "points_device", "context_unknown_steps")
+               "points_meta", "points_shape", "points_device", "points_tp", "calibration_keys",
+               "context_unknown_steps")
 
 
 @dataclass(frozen=True)

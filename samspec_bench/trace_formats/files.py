@@ -1,5 +1,6 @@
 """Which files a --traces value stands for, and the format of each (from the keys of its first
-JSON object, or named with --trace-format)."""
+JSON object, or named with --trace-format where the command has that option: `fmt` None says
+it has not, and then no message names it)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,11 @@ class UnknownTraceFile(UserError):
         self.why = why
 
 
-def detect_file(path: Path) -> str:
+def detect_file(path: Path, format_option: bool = False) -> str:
     """The format of one JSONL file, from the keys of its first JSON object. A file without one
     in its first lines (empty, not text, not JSON objects) or one that cannot be read is named
-    now, before anything is tokenized (UnknownTraceFile)."""
+    now, before anything is tokenized (UnknownTraceFile); format_option: the command has
+    --trace-format, and an unknown format's message says to pass it."""
     keys = None
     try:
         with path.open("rb") as f:
@@ -61,7 +63,8 @@ def detect_file(path: Path) -> str:
         return "plain"
     why = f"keys {', '.join(sorted(keys)[:6])}{', ...' if len(keys) > 6 else ''}"
     raise UnknownTraceFile(f"trace file {path}: not a known trace format (its first object has the keys "
-                           f"{', '.join(sorted(keys)[:12])}): use {FORMAT_FIELDS}, or pass --trace-format", why)
+                           f"{', '.join(sorted(keys)[:12])}): use {FORMAT_FIELDS}"
+                           f"{', or pass --trace-format' if format_option else ''}", why)
 
 
 def _not_text(path: Path) -> str | None:
@@ -153,19 +156,23 @@ def unique_files(files: list[tuple[Path, str]]) -> None:
     one_file_per_step([f for f, kind in files if kind == "verl"])
 
 
-def expand(path: str | Path, fmt: str = "auto") -> list[tuple[Path, str]]:
+def expand(path: str | Path, fmt: str | None = None) -> list[tuple[Path, str]]:
     """The (file, format) pairs a --traces value stands for: a file, or a directory (a verl
-    rollout_data_dir, a folder of lm-eval samples, or *.jsonl files)."""
+    rollout_data_dir, a folder of lm-eval samples, or *.jsonl files). fmt: the command's
+    --trace-format ('auto': each file's detected); None for a command without that option (each
+    file's detected, and no message tells the user to pass it)."""
+    option = fmt is not None
+    fmt = "auto" if fmt is None else fmt
     if fmt not in FORMATS:
         raise UserError(f"--trace-format {fmt!r}: use one of {', '.join(FORMATS)}")
     p = Path(path).expanduser()
     if p.is_file():
-        return [(p, detect_file(p) if fmt == "auto" else fmt)]
+        return [(p, detect_file(p, option) if fmt == "auto" else fmt)]
     if not p.is_dir():
         raise UserError(f"trace file {p} does not exist: pass an existing JSONL file or a directory of them")
     refuse_compressed(p)
     if fmt == "auto":
-        return _detect_folder(p)
+        return _detect_folder(p, option)
     if fmt == "verl":
         steps = verl_step_files(p)
         if steps:
@@ -185,10 +192,11 @@ def expand(path: str | Path, fmt: str = "auto") -> list[tuple[Path, str]]:
     return [(f, fmt) for f in files]
 
 
-def _detect_folder(p: Path) -> list[tuple[Path, str]]:
+def _detect_folder(p: Path, format_option: bool) -> list[tuple[Path, str]]:
     """Every trace file of a folder, each in its own detected format: its *.jsonl (verl step
     files first, in step order) and lm-eval samples files below it. A folder is read whole or
-    refused: files in no known format are listed in one UserError."""
+    refused: files in no known format are listed in one UserError (naming --trace-format where
+    the command has it: format_option)."""
     steps = verl_step_files(p)
     rest = sorted((set(p.glob("*.jsonl")) | set(p.rglob(LM_EVAL_SAMPLES))) - set(steps))
     if not steps and not rest:
@@ -197,12 +205,13 @@ def _detect_folder(p: Path) -> list[tuple[Path, str]]:
     found, unknown = [], []
     for f in [*steps, *rest]:
         try:
-            found.append((f, detect_file(f)))
+            found.append((f, detect_file(f, format_option)))
         except UnknownTraceFile as e:
             unknown.append(f"{f.relative_to(p).as_posix()} ({e.why})")
     if unknown:
         more = f", and {len(unknown) - 6} more" if len(unknown) > 6 else ""
+        fix = ("move them out, pass the trace files themselves, or name the format with --trace-format"
+               if format_option else "move them out or pass the trace files themselves")
         raise UserError(f"trace directory {p}: {len(unknown)} of {len(found) + len(unknown)} file(s) not understood "
-                        f"as traces: {'; '.join(unknown[:6])}{more}; move them out, pass the trace files "
-                        f"themselves, or name the format with --trace-format; known: {FORMAT_FIELDS}")
+                        f"as traces: {'; '.join(unknown[:6])}{more}; {fix}; known: {FORMAT_FIELDS}")
     return found

@@ -22,9 +22,10 @@ class BadLine(Exception):
     """A line a reader cannot use; the message says why."""
 
 
-def read_any(paths: str | Path | Iterable[str | Path], fmt: str = "auto",
+def read_any(paths: str | Path | Iterable[str | Path], fmt: str | None = None,
              on_error: OnError = "stop") -> tuple[TraceSet, dict[str, str]]:
     """Every record of `paths` (files or directories) in one TraceSet, and each file's format.
+    fmt: the command's --trace-format, or None where it has no such option (`files.expand`).
     Records carry the character spans of their responses' tool output (`TraceRecord.tool_spans`)
     and why they are validation generations (`TraceRecord.validation`), where they are."""
     if on_error not in ("stop", "skip"):

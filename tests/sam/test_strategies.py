@@ -102,6 +102,22 @@ def test_malformed_switches_name_their_form(spec, msg):
     assert "unpack" not in str(e.value) and "literal" not in str(e.value)
 
 
+@pytest.mark.parametrize("switch, msg", [
+    ("cutoff:abc", "'cutoff:abc' has 1 value(s) after 'cutoff', not 2"),
+    ("cutoff:8:0.3:1", "has 3 value(s) after 'cutoff', not 2"),
+    ("cutoff:0:0.3", "WINDOW '0' is not a whole number >= 1"),
+    ("cutoff:x:0.3", "WINDOW 'x' is not a whole number >= 1"),
+    ("cutoff:8:abc", "THRESHOLD 'abc' is not a number in [0, 1]"),
+    ("cutoff:8:1.5", "THRESHOLD '1.5' is not a number in [0, 1]"),
+    ("cutoff:8:nan", "THRESHOLD 'nan' is not a number in [0, 1]"),
+])
+def test_a_bad_rolling_cutoff_names_the_value_and_the_form(switch, msg):
+    with pytest.raises(ValueError) as e:   # was 'cutoff:WINDOW:THRESHOLD' alone, whatever was wrong
+        parse_strategy(f"seed/{switch}")
+    assert msg in str(e.value) and str(e.value).endswith("e.g. cutoff:8:0.3"), e.value
+    assert parse_strategy("seed/cutoff:8:1").rule().describe()["threshold"] == 1.0
+
+
 def test_switch_threshold_and_cost_of_combined_switches():
     assert switch_threshold("threshold:4+enginecutoff:8:0.3") == 4
     assert switch_threshold("threshold:8+threshold:4") == 4 and switch_threshold("threshold:6") == 6

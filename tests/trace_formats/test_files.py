@@ -53,3 +53,18 @@ def test_a_file_that_is_not_utf8_jsonl_is_named_with_what_it_is(tmp_path, conten
         expand(f)
     with pytest.raises(UserError, match=f"traces.jsonl \\({why}"):
         expand(tmp_path)
+
+
+def test_the_unknown_format_hint_names_trace_format_only_for_a_command_that_has_it(tmp_path):
+    """accept passes its --trace-format value ('auto' by default) and is told to use it; drafters,
+    rollout and dominance (no such option) pass none and are not."""
+    f = tmp_path / "qa.jsonl"
+    f.write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n")
+    for call in (lambda: expand(f), lambda: expand(tmp_path), lambda: read_any(f), lambda: read_any([tmp_path])):
+        with pytest.raises(UserError) as e:
+            call()
+        assert "--trace-format" not in str(e.value) and "answer, question" in str(e.value)
+    for call in (lambda: expand(f, "auto"), lambda: expand(tmp_path, "auto"), lambda: read_any(f, "auto")):
+        with pytest.raises(UserError, match="--trace-format"):
+            call()
+

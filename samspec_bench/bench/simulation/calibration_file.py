@@ -79,6 +79,24 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
     return doc
 
 
+def key_sources(doc: dict[str, Any], path: str | Path, row: str) -> dict[str, Any]:
+    """Which op_efficiency keys (hardware.OP_KEYS) the calibration file `doc` gives and which the
+    hardware row `row` keeps (a file written by hand, or cut down, may hold only some)."""
+    eff = doc.get("op_efficiency") or {}
+    return {"file": str(path), "row": row, "from_file": [k for k in OP_KEYS if k in eff],
+            "from_row": [k for k in OP_KEYS if k not in eff]}
+
+
+def key_sources_text(keys: dict[str, Any]) -> str:
+    """One line: the keys the file gave and the ones the row kept."""
+    n = len(keys["from_file"]) + len(keys["from_row"])
+    if not keys["from_row"]:
+        return f"calibration={keys['file']}: all {n} op_efficiency keys from the file"
+    return (f"calibration={keys['file']} holds {len(keys['from_file'])} of the {n} op_efficiency keys: from the file "
+            f"{', '.join(keys['from_file'])}; from the {keys['row']} row {', '.join(keys['from_row'])} (not fitted on "
+            f"your points; {MAKE} to fit them)")
+
+
 def with_calibration(hw: Hardware, path: str | Path) -> Hardware:
     """The row `hw` priced with the calibration file at `path` (its source names the file, the
     device its points were measured on and how many)."""
@@ -94,7 +112,10 @@ def with_calibration(hw: Hardware, path: str | Path) -> Hardware:
     measured_on = doc.get("measured_on")
     devices = [measured_on] if isinstance(measured_on, str) else measured_on if isinstance(measured_on, list) else []
     on = ", ".join(str(d) for d in devices) or "a device not named in the points"
+    keys = key_sources(doc, path, hw.name)
+    rest = (f"; only {', '.join(keys['from_file'])} from the file, {', '.join(keys['from_row'])} the row's"
+            if keys["from_row"] else "")
     source = (f"calibrated by `samspec-bench step-model --calibrate` on {n} measured points ({on}; fitted on "
-              f"row {doc.get('hardware')!r}, {doc.get('made')}): {path}")
+              f"row {doc.get('hardware')!r}, {doc.get('made')}): {path}{rest}")
     return replace(hw, op_efficiency={**hw.op_efficiency, **{k: float(v) for k, v in doc["op_efficiency"].items()}},
                    sources={**hw.sources, "op_efficiency": source})

@@ -239,6 +239,46 @@ def device_warning(dc: Mapping[str, Any] | None) -> str | None:
             f"{dc['priced']} ({dc['priced_hardware']}){what}")
 
 
+# the meta keys a points file may state its tensor-parallel size under (vLLM's and torch's names)
+TP_KEYS = ("tp", "tp_size", "tensor_parallel_size", "world_size")
+ONE_DEVICE = "their meta records no tp; tools/step_physics.py and `rollout profile --engine torch` time one device"
+
+
+def measured_tp(meta: Mapping[str, Any]) -> tuple[int | None, str]:
+    """The GPUs one measured step ran on, as a points file's meta states it (a TP_KEYS key, at
+    the top or under meta.model), and where that came from; (None, why) where it states none."""
+    for where in (meta, meta.get("model") if isinstance(meta, Mapping) else None):
+        if not isinstance(where, Mapping):
+            continue
+        for k in TP_KEYS:
+            v = where.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 1 and v == int(v):
+                return int(v), f"meta {'model.' if where is not meta else ''}{k}"
+    return None, ONE_DEVICE
+
+
+def tp_check(meta: Mapping[str, Any], priced_tp: Any) -> dict[str, Any] | None:
+    """Whether the points were measured at the tp the model prices (None for a model without
+    one): `measured` is the meta's tp, else None (unknown, taken as one GPU: what the writers
+    measure); `same` False where a tp > 1 model meets one-GPU or unknown points, or the tps differ."""
+    if not isinstance(priced_tp, (int, np.integer)):
+        return None
+    got, source = measured_tp(meta if isinstance(meta, Mapping) else {})
+    out = {"measured": got, "priced": int(priced_tp), "source": source,
+           "same": (got if got is not None else 1) == int(priced_tp)}
+    return {**out, "warning": tp_warning(out)}
+
+
+def tp_warning(tc: Mapping[str, Any] | None) -> str | None:
+    """One line saying the points and the model are two tp configurations, or None."""
+    if not tc or tc["same"]:
+        return None
+    got = (f"tp={tc['measured']} ({tc['source']})" if tc["measured"] is not None
+           else f"single-GPU measurements, tp unknown ({tc['source']})")
+    return (f"the points are {got}; the step model prices tp={tc['priced']} ({tc['priced']} GPUs, with their "
+            "all-reduce), a different configuration")
+
+
 def point_features(rows: Iterable[Mapping[str, float]]) -> dict[str, np.ndarray]:
     """Step FEATURES of the points: B decoding requests verifying q - 1 drafts each over C context tokens."""
     B = np.array([r["B"] for r in rows], dtype=float)

@@ -28,8 +28,8 @@ from scipy.optimize import minimize
 
 from samspec_bench.bench.simulation.calibration_file import KERNEL_US_MAX, write_calibration
 from samspec_bench.bench.simulation.hardware import NOT_EFFICIENCIES, Hardware, op_efficiencies
-from samspec_bench.bench.simulation.measured_points import (hardware_key, is_point_file, load_points, point_report,
-                                                             shape_check, shape_warning)
+from samspec_bench.bench.simulation.measured_points import (hardware_key, is_point_file, load_points, measured_tp,
+                                                             point_report, shape_check, shape_warning)
 from samspec_bench.bench.simulation.roofline import RooflineStepModel
 from samspec_bench.errors import UserError
 from samspec_bench.models.shapes import ModelShape, load_shape
@@ -125,6 +125,10 @@ def _checked_set(shape: ModelShape, path: str, row: str | None) -> tuple[list, d
     if warn:
         raise UserError(f"--calibrate: {path}: {warn}; fit each file as the model it measured (--step-model "
                         "model=... for --steps, MODEL=POINTS.jsonl for --also)")
+    tp, source = measured_tp(meta)
+    if tp is not None and tp > 1:
+        raise UserError(f"--calibrate: {path} was measured at tp={tp} ({source}); the fit prices one GPU: give "
+                        "points measured at tp=1 (tools/step_physics.py), then price any tp with the file")
     dev = meta.get("device") if isinstance(meta.get("device"), str) else None
     if dev is not None and hardware_key(dev) not in (None, row):
         raise UserError(f"--calibrate: {path} was measured on {dev!r} ({hardware_key(dev)}), the spec fits the {row} "

@@ -35,11 +35,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from samspec_bench.bench.simulation.calibration_file import with_calibration
+from samspec_bench.bench.simulation.calibration_file import (key_sources, key_sources_text, load_calibration,
+                                                              with_calibration)
 from samspec_bench.bench.simulation.hardware import hardware, one_attention_kernel
 from samspec_bench.bench.simulation.measured_points import (device_check, device_warning, format_points, is_point_file,
                                                              load_points, point_features, point_report, shape_check,
-                                                             shape_warning)
+                                                             shape_warning, tp_check, tp_warning)
 from samspec_bench.bench.simulation.roofline import MODES, RooflineStepModel
 from samspec_bench.bench.simulation.fitted_step_model import FEATURES, PROFILE_FORMAT, StepTimeModel, step_features
 from samspec_bench.errors import UserError
@@ -345,6 +346,9 @@ def format_report(rep: Mapping[str, Any]) -> str:
         lines.append(f"  {key:32s} n={g['steps']:4d} {'measured + host' if host is not None else 'measured'} median "
                      f"{g['median_measured_s'] * 1e3:8.2f} ms  "
                      f"predicted {g['median_predicted_s'] * 1e3:8.2f} ms  total error {_pct(g['total_error'])}")
+    if rep.get("calibration_keys"):
+        keys = rep["calibration_keys"]
+        lines.append(("WARNING: " if keys["from_row"] else "") + key_sources_text(keys))
     if rep.get("points"):
         lines.append(format_points(rep["points"]))
     pm = rep.get("points_meta") or {}
@@ -358,7 +362,8 @@ def format_report(rep: Mapping[str, Any]) -> str:
         lines.append("fields of the point rows not read: " + ", ".join(f"{k} ({v} rows)" for k, v in
                                                                       sorted(pm["fields_ignored"].items())))
     for warn, what in ((shape_warning(rep.get("points_shape")), "two model shapes"),
-                       (device_warning(rep.get("points_device")), "two devices")):
+                       (device_warning(rep.get("points_device")), "two devices"),
+                       (tp_warning(rep.get("points_tp")), "two tensor-parallel sizes")):
         if warn:
             lines.append(f"WARNING: {warn}: the errors above compare {what}")
     return "\n".join(lines)
@@ -373,11 +378,15 @@ def check_step_model(spec: str, steps: str | Path) -> dict[str, Any]:
     if model is None:
         raise UserError("--step-model: give a profile JSON or a roofline: spec")
     extra: dict[str, Any] = {}
+    cal = parse_roofline(spec).get("calibration") if is_roofline_spec(spec) else None
+    if cal is not None:   # which keys the file gave, which the hardware row kept
+        extra["calibration_keys"] = key_sources(load_calibration(cal), cal, model.hw.name)
     if is_point_file(steps):
         rows, meta = load_points(steps)
-        extra = {"points": point_report(model, rows), "points_meta": meta,
-                 "points_shape": shape_check(meta, getattr(model, "shape", None)),
-                 "points_device": device_check(meta, getattr(getattr(model, "hw", None), "name", None))}
+        extra |= {"points": point_report(model, rows), "points_meta": meta,
+                  "points_shape": shape_check(meta, getattr(model, "shape", None)),
+                  "points_device": device_check(meta, getattr(getattr(model, "hw", None), "name", None)),
+                  "points_tp": tp_check(meta, getattr(model, "tp", None))}
         rep = compare(model, points_as_steps(rows, model))
         if hasattr(model, "device_time"):   # the points' device time plus the model's host time: say which is which
             device_s = float(sum(r["ms"] for r in rows)) / 1e3

@@ -37,6 +37,26 @@ def _with_cutoff(base, window: int, threshold: float):
     return lambda: RollingCutoff(base() if base is not None else None, window=window, threshold=threshold)
 
 
+def _cutoff_values(spec: str, switch: str) -> tuple[int, float]:
+    """(window, threshold) of a `cutoff:WINDOW:THRESHOLD` switch; a ValueError naming the bad
+    value and the form otherwise."""
+    form = ("give cutoff:WINDOW:THRESHOLD, WINDOW a whole number >= 1 of a request's drafting steps and THRESHOLD "
+            "its mean acceptance (accepted / drafted) in [0, 1] below which it stops drafting, e.g. cutoff:8:0.3")
+    parts = switch.split(":")
+    if len(parts) != 3:
+        raise ValueError(f"strategy {spec!r}: {switch!r} has {len(parts) - 1} value(s) after 'cutoff', not 2; {form}")
+    w, t = parts[1:]
+    if not w.isdigit() or int(w) < 1:
+        raise ValueError(f"strategy {spec!r}: WINDOW {w!r} is not a whole number >= 1; {form}")
+    try:
+        threshold = float(t)
+    except ValueError:
+        threshold = float("nan")
+    if not 0.0 <= threshold <= 1.0:   # NaN too
+        raise ValueError(f"strategy {spec!r}: THRESHOLD {t!r} is not a number in [0, 1]; {form}")
+    return int(w), threshold
+
+
 NAME_OPTIONS = {"k": "k", "paths": "paths", "tree_at": "tree_running", "divided": "divided"}   # option -> field
 
 
@@ -113,12 +133,7 @@ def parse_strategy(spec: str) -> Strategy:
         s = replace(s, sources=canon)
     if switch:
         if switch.startswith("cutoff:"):
-            try:
-                _, w, t = switch.split(":")
-                s = replace(s, rule=_with_cutoff(s.rule, int(w), float(t)))
-                RollingCutoff(None, int(w), float(t))
-            except ValueError:
-                raise ValueError(f"strategy {spec!r}: cutoff:WINDOW:THRESHOLD, e.g. cutoff:8:0.3") from None
+            s = replace(s, rule=_with_cutoff(s.rule, *_cutoff_values(spec, switch)))
         else:
             parse_switch(switch, cost=lambda kind: None)   # checked now; built per arm
             s = replace(s, switch=switch)

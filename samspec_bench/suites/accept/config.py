@@ -287,9 +287,11 @@ def parse_source(spec: str) -> tuple[bool, bool, bool]:
 
 
 def check_strategy(spec: str, engine: str = "replay") -> DraftConfig:
-    """A strategy spec as accept runs it on `engine` (its switch belongs to `rollout`: refused
-    here; draft trees where the engine verifies them)."""
-    if "/" in spec:
+    """A strategy spec as accept runs it on `engine` (its step switch belongs to `rollout`:
+    refused here, but `/cutoff:W:T` is a per-request rule the replay runs; draft trees where the
+    engine verifies them)."""
+    switch = spec.partition("/")[2]
+    if "/" in spec and not switch.startswith("cutoff:"):   # cutoff:W:T is per request, the replay runs it
         raise UserError(f"--strategy {spec!r}: a step switch needs a batch; accept replays acceptance only (drop "
                         "'/...', or run it in `rollout --strategy`)")
     try:
@@ -305,8 +307,8 @@ def check_strategy(spec: str, engine: str = "replay") -> DraftConfig:
                              "with --engine reference --model M (a model verifies the trees), or modelled in "
                              "`rollout --strategy` (or drop ':paths=W')")
         return strategy_config(spec)
-    except ValueError as e:
-        raise UserError(f"--strategy {spec!r}: {e}") from None
+    except ValueError as e:   # parse_strategy names the spec itself: said once
+        raise UserError(f"--strategy {spec!r}: {str(e).removeprefix(f'strategy {spec!r}: ')}") from None
 
 
 def check_drafters(names: Sequence[str]) -> None:
@@ -360,7 +362,7 @@ def priced_draft_length(configs: list[DraftConfig], costs: dict[int, dict[str, A
     return out
 
 
-def expand_trace_paths(paths: Sequence[str | Path], option: str = "--traces", fmt: str = "auto") -> list[Path]:
+def expand_trace_paths(paths: Sequence[str | Path], option: str = "--traces", fmt: str | None = "auto") -> list[Path]:
     """The trace files `paths` stand for (trace_formats.expand: verl step files in step order,
     lm-eval samples files, *.jsonl)."""
     files: list[Path] = []

@@ -145,12 +145,12 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False
         if not cfg.corpus:
             raise UserError("--sources with 'corpus' needs --corpus: pass trace files (e.g. an earlier RL step) "
                             "to build the static corpus from")
-        cfiles = expand_trace_paths(cfg.corpus, "--corpus")
+        cfiles = expand_trace_paths(cfg.corpus, "--corpus", fmt=None)   # None: --trace-format is not --corpus's
         overlap = {f.resolve() for f in cfiles} & {f.resolve() for f in files}
         if overlap:
             raise UserError(f"--corpus {sorted(map(str, overlap))[0]} is also a replayed trace: the corpus must be "
                             "other traces, or every response would draft from itself")
-        ctraces, _ = read_any(cfiles, "auto", on_error=cfg.on_error)
+        ctraces, _ = read_any(cfiles, None, on_error=cfg.on_error)
         citems = tokenize_traces(ctraces, tokenizer, chat_template=cfg.chat_template)
         inputs.skipped += [{"file": str(f), "line": ln, "reason": why, "corpus": True}
                            for f, ln, why in ctraces.skipped]

@@ -128,6 +128,8 @@ def print_table(result: dict, console) -> None:
         console.print(line, highlight=False)
     print_binned(result, labels, console)
     print_sources(result, console)
+    if (result.get("group_source") or {}).get("note"):
+        console.print(f"note: {result['group_source']['note']}", highlight=False)
     print_steps(result, console)
     print_tool_output(result, console)
     print_validation(result, console)

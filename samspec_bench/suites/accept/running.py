@@ -269,6 +269,20 @@ def _metrics(runnable: list, tally: _Tally, costs: dict, bins: Bins) -> tuple[di
     return metrics, binned
 
 
+def group_source_block(items: list) -> dict[str, Any]:
+    """How many groups (trace file, group, RL step) hold one response: for those the group
+    source holds nothing beyond the response's own text, so own+group drafts as own does."""
+    units = group_units(items, [i for i, it in enumerate(items) if getattr(it, "turn", 0) == 0])
+    ones = sum(len(u) == 1 for u in units)
+    note = None
+    if ones:
+        which = f"all {ones} groups have" if ones == len(units) else f"{ones} of {len(units)} groups have"
+        note = (f"group source: {which} one response, and there the group source holds nothing beyond the response's "
+                f"own text (own+group drafts as own does for them); group sharing needs several responses per prompt "
+                f"(e.g. verl's rollout.n > 1)")
+    return {"groups": len(units), "groups_with_one_response": ones, "note": note}
+
+
 def _inputs_record(cfg: AcceptConfig, inputs: Inputs) -> dict[str, Any]:
     items = inputs.items
     return {"traces": [{"file": str(f), "sha256": file_sha256(f)} for f in inputs.files],
@@ -340,6 +354,8 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine: AcceptanceEngine, configs:
         "configurations": [dc.label for dc in runnable],  # sweep order (metrics are keyed by label)
         "unsupported": unsupported, "responses_file": RESPONSES_FILE, "resumed_responses": resumed,
     }
+    if any(dc.group for dc in runnable):
+        extra["group_source"] = group_source_block(items)
     if sides:
         extra["split"] = split_block(runnable, tally.per_side, costs, cfg.dev_split, cfg.split_seed, groups,
                                      {side: tally.side_responses.get(side, 0) for side in SIDES})

@@ -61,8 +61,11 @@ def _run_line(r: dict) -> str:
     skipped = ", ".join(f"{k} {v}" for k, v in (r.get("skipped") or {}).items())
     setup = r.get("setup") or {}
     gpus = f", {setup['gpus']} GPUs ({setup['gpus_source']})" if setup.get("gpus") else ", GPUs unknown"
+    replaced = ", ".join(f"{v['points']} value(s) logged again at a step ({k}; the {v['kept']} value kept)"
+                         for k, v in (r.get("replaced") or {}).items())
     return (f"[bold]{r['label']}[/] ({r['format']}, {r['tags']} tags, {span}{gpus}{share_text(r.get('slowest_sample_share'))}): "
-            f"{r['path']}" + (f"  skipped: {skipped}" if skipped else ""))
+            f"{r['path']}" + (f"  skipped: {skipped}" if skipped else "")
+            + (f"  replaced: {replaced}" if replaced else ""))
 
 
 def print_report(result: dict, console) -> None:

@@ -12,8 +12,10 @@ from samspec_bench.errors import UserError
 from samspec_bench.evals.curve_stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, align, combine, compare_curves, compare_ratio
 from samspec_bench.evals.training_logs import Series, TrainingRun, default_label, load_run
 from samspec_bench.evals.training_logs.console import WANDB_LINE_CUT
+from samspec_bench.evals.training_logs.formats import file_format
 from samspec_bench.evals.training_logs.runs_folder import lone_log
 from samspec_bench.evals.training_logs.tensorboard import event_files
+from samspec_bench.evals.training_logs.wandb_run import run_files
 from samspec_bench.suites.curves.config import CurvesConfig
 from samspec_bench.suites.curves.metric_families import (Resolved, check_margin_names, is_validation_tag, requested_text,
                                                          resolve, tag_text)
@@ -36,6 +38,25 @@ def run_labels(cfg: CurvesConfig) -> list[str]:
     return labels
 
 
+def check_wandb_file(path: Path, fmt: str | None) -> None:
+    """A file read as wandb is read through its run folder (the folder holding it, or the run
+    folder above `files/`): refuse, naming the file as given, one that is none of the files the
+    reader takes from that folder (it would read the folder's other files, or fail naming the folder)."""
+    if not path.is_file() or not (fmt == "wandb" or (fmt is None and (path.suffix == ".wandb"
+                                                                          or path.name == "wandb-history.jsonl"))):
+        return
+    used = [f for f in run_files(path.parent).values() if f is not None]
+    if any(f.resolve() == path.resolve() for f in used):
+        return
+    other = file_format(path)
+    how = "--format wandb reads" if fmt == "wandb" else "a wandb log is read through"
+    where = f" (there it would read {', '.join(str(f) for f in used)})" if used else ""
+    fix = (f"pass this file with --format auto (it reads as {other})" if other not in (None, "wandb")
+           else "pass a wandb run folder that holds this file (one run-<id>.wandb a folder)")
+    raise UserError(f"{path}: {how} its run folder (wandb/run-<date>-<id>/: run-<id>.wandb, files/wandb-history.jsonl "
+                    f"or files/output.log), and {path.parent} is no run folder of this file{where}; {fix}")
+
+
 def load_runs(cfg: CurvesConfig) -> list[TrainingRun]:
     """Read the runs; --gpus RUN=N overrides what a log says of its GPU count."""
     labels = run_labels(cfg)
@@ -43,6 +64,8 @@ def load_runs(cfg: CurvesConfig) -> list[TrainingRun]:
     if bad:
         raise UserError(f"--gpus {bad[0]}={cfg.gpus[bad[0]]}: no run is named {bad[0]!r}; the runs are "
                         f"{', '.join(labels)}")
+    for p in cfg.runs:
+        check_wandb_file(Path(p), cfg.format)
     runs = [load_run(p, cfg.format, lab) for p, lab in zip(cfg.runs, labels)]
     for r in runs:
         if r.label in cfg.gpus:
@@ -51,6 +74,22 @@ def load_runs(cfg: CurvesConfig) -> list[TrainingRun]:
                 r.notes.append(f"--gpus {r.label}={cfg.gpus[r.label]} overrides {logged} GPUs ({r.setup['gpus_source']})")
             r.setup.update({"gpus": cfg.gpus[r.label], "gpus_source": "--gpus"})
     return runs
+
+
+# counted by the readers beside what they skipped, yet no value was lost: a step logged again (a
+# resumed run re-logs the steps after its checkpoint) replaced the one read before it
+REPLACED = {"duplicate_steps": "later"}
+
+
+def run_record(run: TrainingRun) -> dict:
+    """A run as result.json holds it: what was skipped apart from what was replaced (and which
+    value was kept), so a re-logged step is never shown as lost."""
+    rec = {**run.summary(), "slowest_sample_share": slowest_share(run)}
+    skipped = dict(rec["skipped"])
+    rec["replaced"] = {kind: {"points": skipped.pop(kind), "kept": kept}
+                       for kind, kept in REPLACED.items() if skipped.get(kind)}
+    rec["skipped"] = skipped
+    return rec
 
 
 def speed_change(ratio: float | None, ci: list | None, higher_is_faster: bool) -> str:
@@ -213,7 +252,7 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
                             f"({', '.join(absent) or 'none requested'}); compare runs that log the same metrics, "
                             "or name one both have with --metric")
     overall = combine([c["verdict"] for c in comparisons.values()])
-    return {"baseline": base.label, "runs": [{**r.summary(), "slowest_sample_share": slowest_share(r)} for r in runs],
+    return {"baseline": base.label, "runs": [run_record(r) for r in runs],
             "metrics": [{"name": m.name, "metric": tag_text(*_pair(m, base, runs)), "family": m.spec.family,
                          "kind": m.spec.kind, "unit": m.spec.unit,
                          "margin": m.spec.margin.describe() if m.spec.margin else None, "tags": m.tags}

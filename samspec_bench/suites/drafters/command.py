@@ -29,7 +29,8 @@ OUTPUT_PARAMS = ("output", "json_out")   # where results go: execute's keywords,
               help="Comma-separated drafters to run (unavailable ones are reported and skipped).")
 @click.option("-k", "--k", "k", default=8, show_default=True, type=int, help="Draft tokens per step.")
 @click.option("--max-tokens", default=200_000, show_default=True, type=int,
-              help="Tokens replayed per drafter (an equal share from each trace file).")
+              help="Most tokens replayed per drafter, prompts and responses: an equal share from each trace "
+                   "file, the response that crosses it cut there.")
 @click.option("--sweep", default="1024,32768,262144", show_default=True, callback=_int_list,
               help="Context lengths for the per-step cost sweep.")
 @click.option("--sweep-steps", default=1000, show_default=True, type=int, help="Decode steps timed per context length.")

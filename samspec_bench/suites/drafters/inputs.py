@@ -5,6 +5,7 @@ responses stays in the stream: it is context a drafter indexes, and this suite t
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +18,14 @@ from samspec_bench.trace_formats import read_any
 
 def load_workload(cfg: DraftersConfig):
     """Tokenized responses, an equal share of max_tokens from each trace file, in file order; the
-    trace lines skipped (--on-error skip) as {"file", "line", "reason"}; the prompt formats."""
+    trace lines skipped (--on-error skip) as {"file", "line", "reason"}; the prompt formats; and
+    the token budget (`token_budget`). The cap is kept: the response that would cross a file's
+    share is cut there (its prompt whole and the first response tokens that fit), so no more than
+    --max-tokens tokens are replayed."""
     tok = load_tokenizer(cfg.tokenizer)
     files = [Path(t) for t in cfg.traces]
-    per_file = max(1, cfg.max_tokens // max(1, len(files)))
-    responses, skipped, formats = [], [], set()
+    share = cfg.max_tokens // max(1, len(files))
+    responses, skipped, formats, shares = [], [], set(), []
     for f in files:
         ts, _ = read_any(f, on_error=cfg.on_error)
         if any(r.sub is not None for r in ts.records):   # its replay names a request by file and line
@@ -30,16 +34,55 @@ def load_workload(cfg: DraftersConfig):
                             "JSONL traces")
         resp = tokenize_traces(ts, tok, chat_template=cfg.chat_template)
         skipped += [{"file": str(sf), "line": ln, "reason": why} for sf, ln, why in ts.skipped]
-        used = 0
-        for r in resp:
-            if used >= per_file:
-                break
-            responses.append(r)
-            formats.add(r.prompt_format)
-            used += r.prompt_ids.size + r.response_ids.size
+        taken, cut = within_share(resp, share)
+        responses += taken
+        formats.update(r.prompt_format for r in taken)
+        shares.append({"file": str(f), "tokens": sum(r.prompt_ids.size + r.response_ids.size for r in taken),
+                       "responses": len(taken), "cut": cut, "first_prompt_tokens": int(resp[0].prompt_ids.size)
+                       if resp else None})
     if not responses:
+        short = [s for s in shares if s["first_prompt_tokens"] is not None]
+        if short:   # responses there, but the share holds not even the first prompt and one response token
+            raise UserError(f"--max-tokens {cfg.max_tokens}: each of the {len(files)} trace file(s) gets {share} "
+                            f"token(s), fewer than its first prompt and one response token ({short[0]['file']}: "
+                            f"{short[0]['first_prompt_tokens']} prompt tokens); raise --max-tokens")
         raise UserError(f"--traces {', '.join(cfg.traces)}: no usable responses; check the files")
-    return responses, skipped, sorted(formats)
+    return responses, skipped, sorted(formats), token_budget(cfg.max_tokens, share, shares)
+
+
+def within_share(resp: list, share: int) -> tuple[list, bool]:
+    """The file's responses in order up to `share` tokens (prompt and response): the one that
+    crosses it is cut to the response tokens that fit; one whose prompt and first response token
+    do not fit ends the file's share. Returns (responses, whether the last one was cut)."""
+    taken, used = [], 0
+    for r in resp:
+        room = share - used - r.prompt_ids.size
+        if room < 1:
+            break
+        if r.response_ids.size > room:
+            taken.append(cut_response(r, room))
+            return taken, True
+        taken.append(r)
+        used += r.prompt_ids.size + r.response_ids.size
+    return taken, False
+
+
+def cut_response(r, n: int):
+    """The response with its first n response tokens (logprobs and tool-output spans cut alike)."""
+    spans = tuple((a, min(b, n), shape) for a, b, shape in r.tool_spans if a < n)
+    return dataclasses.replace(r, response_ids=r.response_ids[:n], tool_spans=spans,
+                               logprobs=None if r.logprobs is None else r.logprobs[:n])
+
+
+def token_budget(max_tokens: int, share: int, shares: list[dict]) -> dict:
+    """What the replay used against --max-tokens (result.json's token_budget, printed)."""
+    used = sum(s["tokens"] for s in shares)
+    return {"max_tokens": max_tokens, "share_per_file": share, "tokens": used,
+            "responses_cut": sum(s["cut"] for s in shares),
+            "files_without_tokens": [s["file"] for s in shares if not s["tokens"]],
+            "files": [{k: s[k] for k in ("file", "tokens", "responses", "cut")} for s in shares],
+            "rule": "an equal share of --max-tokens per trace file, prompt and response tokens counted; the response "
+                    "crossing a share is cut there (its prompt whole), one whose prompt does not fit is left out"}
 
 
 def trace_groups(responses):

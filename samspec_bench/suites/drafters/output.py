@@ -132,6 +132,7 @@ def print_table(result: dict) -> None:
         s.add_row(name, *[f"{pts[n]:,.0f}" if n in pts else "-" for n in lengths])
     console = Console()
     console.print(t)
+    budget_lines(result.get("token_budget"), console)
     if any(r["ns_per_draft"] is None for r in result["tables"]["replay"]):
         console.print(f"ns/draft {NOISE}: the pass that drafts after every token was not slower than the one that does "
                       "not (its cost is below the timing noise); raise --max-tokens or --repeats")
@@ -151,3 +152,18 @@ def print_table(result: dict) -> None:
         console.print(line)
     for name, reason in result.get("unavailable_drafters", {}).items():
         console.print(f"[yellow]not run: {name}: {reason}[/yellow]")
+
+
+def budget_lines(budget: dict | None, console) -> None:
+    """What the replay used against --max-tokens: its tokens, each file's share, the responses cut
+    at a share and the files that gave none."""
+    if not budget:
+        return
+    cut = budget["responses_cut"]
+    console.print(f"replayed {budget['tokens']:,} tokens of --max-tokens {budget['max_tokens']:,} "
+                  f"({budget['share_per_file']:,} per trace file, prompts and responses counted"
+                  + (f"; {cut} response(s) cut at their file's share)" if cut else ")"), soft_wrap=True)
+    if budget["files_without_tokens"]:
+        console.print(f"[yellow]no tokens from {len(budget['files_without_tokens'])} trace file(s) (its share holds "
+                      f"not its first prompt and one response token; raise --max-tokens): "
+                      f"{', '.join(budget['files_without_tokens'][:3])}[/yellow]", soft_wrap=True)

@@ -27,7 +27,7 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict
     if not names:
         name, why = next(iter(unavailable.items()))
         raise UserError(f"--drafters {','.join(cfg.drafters)}: none of them can run here ({name}: {why})")
-    responses, skipped, formats = load_workload(cfg)
+    responses, skipped, formats, budget = load_workload(cfg)
     for s in skipped:   # as accept prints them: on stderr, each with its file, line and reason
         click.echo(f"skipped {s['file']}:{s['line']}: {s['reason']}", err=True)
     groups = trace_groups(responses)
@@ -56,6 +56,7 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True) -> tuple[dict
         "extra": {"unavailable_drafters": unavailable, "skipped_trace_lines": len(skipped),
                   "skipped": skipped,
                   "prompt_formats": formats, "responses": len(responses), "groups": len(groups),
+                  "token_budget": budget,
                   "data_files": {t: file_sha256(t) for t in cfg.traces}},
     }
     run_dir.write_result(cfg, metrics, result["tables"], [figure.name], result["extra"], device=cpu_record())

@@ -30,7 +30,7 @@ from samspec_bench.suites.rollout.length_share import share_used, traces_share
 from samspec_bench.suites.rollout.measured import run_measured
 from samspec_bench.suites.rollout.outputs import make_figures, write_steps
 from samspec_bench.suites.rollout.phases import best_setting
-from samspec_bench.suites.rollout.presets import PRESETS, comparison, get_preset
+from samspec_bench.suites.rollout.presets import PRESETS, always_on_notes, comparison, get_preset
 from samspec_bench.suites.rollout.profile import (AUTO_PROFILE, auto_batch_sizes, check_covers, parse_prompt_pads,
                                                   profile, profile_document, profile_engine, profile_lines,
                                                   read_profile, write_profile)
@@ -194,7 +194,7 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
                                                           else "fewest decode steps"),
                "arms": arms, "workload": out["workload"], "step_tables": step_tables,
                "step_model": out["step_model"], "step_model_fitted_on": out["step_model_fitted_on"],
-               "definitions": DEFINITIONS, **extra}
+               "definitions": DEFINITIONS, "notes": always_on_notes(cfg), **extra}
     for key in ("prediction_error", "step_model_arms_fit"):
         if key in out:
             summary[key] = out[key]

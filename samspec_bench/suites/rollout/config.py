@@ -233,7 +233,7 @@ def strategy_list(spec: str | None) -> list[str]:
         try:
             st = parse_strategy(x)
         except ValueError as e:
-            raise UserError(f"--strategy {x!r}: {e}") from None
+            raise UserError(f"--strategy {x!r}: {str(e).removeprefix(f'strategy {x!r}: ')}") from None
         if st.k > MAX_K:
             raise UserError(f"--strategy {x!r}: k={st.k} is more than a step can encode; use k <= {MAX_K}")
     return out

@@ -164,7 +164,8 @@ def kv_lines(summary: dict[str, Any]) -> list[str]:
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """Every line `rollout` prints before the results path."""
     units, measured = summary["units"], summary["measured"]
-    lines = [summary["time_basis"]] + draws_line(summary) + workload_lines(summary) + length_share_lines(summary)
+    lines = [summary["time_basis"]] + [f"note: {n}" for n in summary.get("notes") or []]
+    lines += draws_line(summary) + workload_lines(summary) + length_share_lines(summary)
     lines += length_order_lines(summary)
     lines += source_lines(summary)
     lines += [arm_line(lbl, m, units, measured) for lbl, m in summary["arms"].items()]
@@ -197,6 +198,8 @@ def dp_lines(summary: dict[str, Any]) -> list[str]:
     unit = " steps" if units == "steps" else " s"
     shown = ((summary["workload"].get("draws") or {}).get("shown_seed"))
     out = [f"data-parallel: {dp['instances']} instances, rule {dp['rule']} ({dp['rule_text']}); figures {tag}"]
+    if dp.get("uneven"):
+        out.append(f"  uneven: {dp['uneven']}")
     for lbl, m in summary["arms"].items():
         d = m["dp"]
         share = mapped(fig(m, "tail_share"), lambda x: 100.0 * x) or single(100 * (d["tail_share_pooled"] or 0))

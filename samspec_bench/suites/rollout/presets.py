@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from samspec_bench.errors import UserError
+from samspec_bench.sam.strategies import parse_strategy, switch_threshold
 from samspec_bench.suites.rollout.spread import fmt, mapped, matched, of
 
 SEED_SOURCE = ("hicann/cann-recipes-train docs/llm_rl/sam_decoding.md (section 3.2, commit 595fb9e5) and "
@@ -157,6 +158,20 @@ def get_preset(name: str) -> Preset:
     if name not in PRESETS:
         raise UserError(f"--preset {name!r}: use one of {', '.join(PRESETS)}")
     return PRESETS[name]
+
+
+def always_on_notes(cfg: Any) -> list[str]:
+    """A threshold the user did not write (a preset's, a strategy's own, the default 4) at or
+    above --max-num-seqs: no step runs more requests, so the switch never turns SAM off and the
+    arm drafts every step. Said, not refused (a written one is refused by build_config)."""
+    whose = f"preset {cfg.preset}'s" if cfg.preset else "the default"
+    found = [(t, f"{whose} threshold", f"threshold<={t}") for t in (cfg.thresholds if "threshold" in cfg.arms else [])]
+    for spec in cfg.strategies:
+        t = switch_threshold(parse_strategy(spec).switch)
+        found.append((t, f"strategy {spec}'s threshold", spec))
+    return [f"{who} {t} >= --max-num-seqs {cfg.max_num_seqs}: the switch never turns SAM off; the arm {arm} drafts "
+            f"every step (as the always arm does); give --max-num-seqs above {t} for a switch that turns off"
+            for t, who, arm in found if t is not None and t >= cfg.max_num_seqs]
 
 
 def comparison(preset: Preset, arm: dict[str, Any], label: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import numpy as np
 from samspec_bench.bench.engines.base import RequestProgress
 from samspec_bench.bench.simulation.profiles import (RESAMPLE_METHOD, history_store, profiles_for, rule_profile,
                                                     split_history)
-from samspec_bench.bench.simulation.dp import instance_steps, rule_text, shard_requests, simulate_dp
+from samspec_bench.bench.simulation.dp import instance_steps, rule_text, shard_requests, simulate_dp, uneven_text
 from samspec_bench.bench.simulation.profile_table import NEVER, LateProfile
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.shared_queue import DIVIDED_ASSUMED, simulate_shared
@@ -428,5 +428,6 @@ def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None
         out["instance_tables"] = {lbl: [x.steps for x in r.instances] for lbl, r in sims.items()}
         out["slowest"] = {lbl: r.slowest for lbl, r in sims.items()}
         out["workload"]["dp"] = {"instances": cfg.dp, "rule": cfg.dp_shard, "rule_text": rule_text(cfg.dp_shard),
-                                 "requests_per_instance": [int(len(x)) for x in sims["off"].shards]}
+                                 "requests_per_instance": [int(len(x)) for x in sims["off"].shards],
+                                 "uneven": uneven_text(rep.n_prompts, rep.group_size, cfg.dp, cfg.dp_shard)}
     return out

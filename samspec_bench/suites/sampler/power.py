@@ -10,6 +10,11 @@ probability of accepting the drafts before j); alpha per criterion is the run's 
 the criteria of the whole battery (what a logits-level sampler runs; a probability-level one
 runs fewer tests and has slightly more power). Each audit record holds the same numbers
 computed from the trials that actually reached each position (`audit.observed_power`).
+
+The logits-path cases run only on samplers that take logits: a template row of a case some
+audited samplers do not run names them and why (`mark_not_applicable`; the table marks the row,
+or leaves it out, counted, when no audited sampler runs it), and the per-position headline is
+taken from the cases every sampler runs.
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ def _finite(x: float) -> Optional[float]:
 
 def planned_power(cases: list[Case], cfg: SamplerConfig) -> dict:
     """{"alpha_per_test", "power", "target_tv", "templates": [per template: trials, per
-    position n and mdd, over-acceptance mdd per level], "positions": [best mdd per draft
-    position and for the bonus, with the case], "detects_target_everywhere"}."""
+    position n and mdd, over-acceptance mdd per level, logits_only], "positions": [best mdd per
+    draft position and for the bonus, with the case, over the cases every sampler runs],
+    "detects_target_everywhere"}."""
     alpha_t = cfg.alpha / max(1, sum(criteria(c) for c in cases))
     rows = []
     for case in cases:
@@ -53,9 +59,11 @@ def planned_power(cases: list[Case], cfg: SamplerConfig) -> dict:
             over = [{"accepted_at_least": j, "bound": bounds[j - 1],
                      "mdd": _finite(detectable_excess(min(1.0, bounds[j - 1]), per_t, alpha_t / len(js)))} for j in js]
             rows.append({"case": case.name, "template": t.label, "seeded": t.seeded, "trials": per_t,
-                         "positions": pos, "over_acceptance": over})
+                         "positions": pos, "over_acceptance": over, "logits_only": case.needs_logits})
     best: dict = {}
     for r in rows:
+        if r["logits_only"]:   # a probability-level sampler does not run it: not a statement for every sampler
+            continue
         for p in r["positions"]:
             key = "bonus" if p["kind"] == "bonus" else p["position"]
             if p["mdd"] is not None and (key not in best or p["mdd"] < best[key]["mdd"]):
@@ -67,6 +75,28 @@ def planned_power(cases: list[Case], cfg: SamplerConfig) -> dict:
     everywhere = all(p["mdd"] is not None and p["mdd"] <= TARGET_TV for p in positions)
     return {"alpha_per_test": alpha_t, "power": POWER, "target_tv": TARGET_TV, "templates": rows,
             "positions": positions, "detects_target_everywhere": everywhere}
+
+
+def mark_not_applicable(power: dict, records: list[dict]) -> dict:
+    """The power statement with, per template row, the audited samplers that did not run its
+    case and why (`not_applicable_to`, from each audit record's `not_applicable`; skipped samplers
+    ran nothing and are not counted), whether any audited sampler ran it (`run`), and the count
+    (`not_applicable`: rows marked, rows no sampler ran, the samplers and reasons)."""
+    ran = [r for r in records if r.get("verdict") != "SKIPPED"]
+    why: dict[str, dict[str, str]] = {}   # case -> sampler -> reason
+    for r in ran:
+        for line in r.get("not_applicable") or []:
+            case, _, reason = line.partition(": ")
+            why.setdefault(case, {})[r["name"]] = reason
+    rows = []
+    for row in power["templates"]:
+        na = why.get(row["case"], {})
+        rows.append(dict(row, not_applicable_to=na, run=len(na) < len(ran) or not ran))
+    marked = [r for r in rows if r["not_applicable_to"]]
+    summary = {"templates": len(marked), "templates_run_by_none": sum(not r["run"] for r in rows),
+               "samplers": sorted({n for r in marked for n in r["not_applicable_to"]}),
+               "reasons": sorted({f"{r['case']}: {why}" for r in marked for why in r["not_applicable_to"].values()})}
+    return dict(power, templates=rows, not_applicable=summary)
 
 
 def headline(power: dict) -> str:

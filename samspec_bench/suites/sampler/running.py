@@ -30,7 +30,7 @@ from samspec_bench.suites.sampler.battery import build_battery
 from samspec_bench.suites.sampler.config import (EXPECTED_EXACT, IDENTITY_FIELDS, NEGATIVE_CONTROLS,
                                                  PER_TOKEN_ACCEPTANCE, SUITE, SamplerConfig)
 from samspec_bench.suites.sampler.figures import plot_speed, plot_tv_curves
-from samspec_bench.suites.sampler.power import fmt, headline, planned_power
+from samspec_bench.suites.sampler.power import fmt, headline, mark_not_applicable, planned_power
 from samspec_bench.suites.sampler.speed import speed_benchmark, speed_timer
 
 
@@ -97,6 +97,7 @@ def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = Non
                           "trials": c.trials(cfg)} for c in cases]
     config["torch_threads"] = torch.get_num_threads()
     config["device_requested"] = requested
+    power = mark_not_applicable(power, records)   # the logits-path rows: which samplers did not run them
     extra = {"audits": [{k: v for k, v in r.items() if k != "table"} for r in records], "power": power}
     device = device_info(cfg.device)
     rd.write_result(config, metrics, tables, figure_names, extra=extra, device=device)
@@ -273,11 +274,14 @@ def print_speed(speed: list[dict], device: dict, console) -> None:
 def print_power(power: Optional[dict], console) -> None:
     """The power statement: per template (seeded twins left out: same numbers), the smallest
     loss each position test detects with 80 % power, and the over-acceptance test's smallest
-    detected excess of P(A >= j) over its bound (largest over j)."""
+    detected excess of P(A >= j) over its bound (largest over j). A row of a case some audited
+    samplers did not run (the logits-path cases, for probability-only samplers) is marked with
+    them and why; one that no audited sampler ran is left out, counted."""
     if not power:
         return
-    rows = [r for r in power["templates"] if not r["seeded"]]
-    K = max(len(r["positions"]) - 1 for r in rows)
+    shown = [r for r in power["templates"] if not r["seeded"]]
+    rows = [r for r in shown if r.get("run", True)]
+    K = max((len(r["positions"]) - 1 for r in rows), default=0)
     t = Table(title=f"Power: smallest loss (one token's probability, = total variation) detected with "
                     f"{power['power']:.0%} power at this run's sample counts (alpha per criterion "
                     f"{power['alpha_per_test']:.1e})")
@@ -287,10 +291,22 @@ def print_power(power: Optional[dict], console) -> None:
         by = {p["position"]: p for p in r["positions"] if p["kind"] == "token"}
         bonus = next(p for p in r["positions"] if p["kind"] == "bonus")
         over = [o["mdd"] for o in r["over_acceptance"] if o["mdd"] is not None]
-        t.add_row(f"{r['case']}/{r['template']}", str(r["trials"]),
+        t.add_row(f"{r['case']}/{r['template']}" + (" *" if r.get("not_applicable_to") else ""), str(r["trials"]),
                   *[fmt(by[j]["mdd"]) if j in by else "" for j in range(K)], fmt(bonus["mdd"]),
                   fmt(max(over)) if over else "-")
     console.print(t)
+    marked = [r for r in rows if r.get("not_applicable_to")]
+    if marked:
+        names = sorted({n for r in marked for n in r["not_applicable_to"]})
+        console.print(f"* {len(marked)} row(s) n/a for {', '.join(names)}: "
+                      f"{'; '.join(sorted({w for r in marked for w in r['not_applicable_to'].values()}))}",
+                      soft_wrap=True)
+    left_out = [r for r in shown if not r.get("run", True)]
+    if left_out:
+        cases = sorted({r["case"] for r in left_out})
+        why = sorted({w for r in left_out for w in r["not_applicable_to"].values()})
+        console.print(f"{len(left_out)} row(s) left out ({', '.join(cases)}): no audited sampler runs them: "
+                      f"{'; '.join(why)}", soft_wrap=True)
     console.print(headline(power))
 
 

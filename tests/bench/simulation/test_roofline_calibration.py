@@ -61,6 +61,16 @@ def test_points_of_another_gpu_are_refused_naming_the_row_to_give(tmp_path):
     _refused(tmp_path, p, "measured on 'NVIDIA H200' (H200), the spec fits the H100 row; give hardware=H200")
 
 
+def test_points_whose_meta_says_tp_above_1_are_refused_before_the_fit(tmp_path):
+    p = _points(tmp_path / "p.jsonl")
+    lines = p.read_text().splitlines()
+    info = json.loads(lines[0])
+    info["info"]["tensor_parallel_size"] = 4          # vLLM's name for it
+    p.write_text("\n".join([json.dumps(info)] + lines[1:]) + "\n")
+    out = _refused(tmp_path, p, "was measured at tp=4 (meta tensor_parallel_size); the fit prices one GPU")
+    assert not out.exists()
+
+
 def test_an_output_path_with_a_comma_is_refused_before_the_fit(tmp_path):
     out = _refused(tmp_path, _points(tmp_path / "p.jsonl"), "a comma in the path", out=tmp_path / "a,b.json")
     assert not out.exists()

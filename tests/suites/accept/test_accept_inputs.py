@@ -51,3 +51,15 @@ def test_traces_of_tool_output_only_are_refused(shared_data, tmp_path):
     assert "all 1 response(s) are tool output" in str(res.exception) and "\n" not in str(res.exception)
     decoded = _accept(shared_data, tmp_path, "--traces", p, "--tool-output", "decode")
     assert decoded.exit_code == 0, decoded.output
+
+
+def test_an_unknown_corpus_file_names_no_option_it_cannot_take(shared_data, tmp_path, small):
+    """--trace-format sets how --traces are read, not --corpus: the corpus's unknown-format error
+    lists the formats without sending the user to it; --traces' error keeps the hint."""
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text(json.dumps({"question": "a", "answer": "b"}) + "\n")
+    res = _accept(shared_data, tmp_path, "--traces", small, "--sources", "own,corpus", "--corpus", qa)
+    assert isinstance(res.exception, UserError) and "not a known trace format" in str(res.exception), res.output
+    assert "--trace-format" not in str(res.exception) and str(qa) in str(res.exception)
+    res = _accept(shared_data, tmp_path, "--traces", qa)
+    assert isinstance(res.exception, UserError) and "--trace-format" in str(res.exception), res.output

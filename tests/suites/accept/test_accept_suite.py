@@ -78,6 +78,12 @@ def test_sweep_end_to_end(subset, qwen3_tokenizer_dir, tmp_path, capsys):
     assert result["inputs"]["prompt_formats"][str(subset / TORA)] == {"raw": 6}
     assert result["cost_model"]["verify_cost_ratio"]["3"]["source"] == "assumption"
     assert "sam k=3 own" in got.out and "tokens_per_step" in got.out and "assumed" in got.out
+    # the 6 ToRA responses are one per prompt: their groups give the group source nothing, said and counted
+    gs = result["group_source"]
+    assert (gs["groups"], gs["groups_with_one_response"]) == (8, 6)
+    assert gs["note"].startswith("group source: 6 of 8 groups have one response, and there the group source holds "
+                                 "nothing beyond the response's own text")
+    assert f"note: {gs['note']}" in " ".join(got.out.split())
 
     records = read_jsonl(run / "responses.jsonl")
     # one record per request: 16 single-turn responses, 6 ToRA responses of two model turns (test_accept_turns)

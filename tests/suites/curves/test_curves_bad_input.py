@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from samspec_bench.errors import UserError
 from samspec_bench.evals.training_logs import load_run
 from samspec_bench.suites import curves
 
@@ -230,3 +231,38 @@ def test_csv_nan_wall_time_and_negative_step_are_counted_and_shown(tmp_path, cap
     assert "wall time" in printed and "negative step" in printed
     skipped = _run_json(result, "b")["skipped"]
     assert skipped["bad_wall_times"] == 1 and skipped["negative_steps"] == 1
+
+
+# --- a file given where wandb reads a run folder ----------------------------------------------------
+
+def test_format_wandb_on_a_file_names_the_file_not_its_folder(tmp_path):
+    a = _csv(tmp_path / "a.csv", _rows(range(1, 21)))
+    b = _csv(tmp_path / "b.csv", _rows(range(1, 21), seed=1))
+    out = tmp_path / "out"
+    r = _cli(str(a), str(b), "--format", "wandb", "--output", str(out))
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and line.startswith(f"error: {a}: --format wandb reads its run folder"), line
+    assert "--format auto (it reads as csv)" in line, line
+    assert not out.exists()
+
+
+def test_a_wandb_log_beside_another_is_refused_not_read_as_the_other(tmp_path):
+    run = tmp_path / "run-20250101_000000-abc"
+    (run / "files").mkdir(parents=True)
+    (run / "files" / "wandb-history.jsonl").write_text(
+        "".join(json.dumps({"_step": s, **{t: _value(t, s) for t in TAGS}}) + "\n" for s in range(1, 21)))
+    assert curves.load_runs(curves.build_config(**{**_params(), "runs": (str(run / "files" / "wandb-history.jsonl"),
+                                                                          str(run)), "format": "wandb"}))
+    other = run / "run-zzz.wandb"           # a second run's log copied into the folder
+    other.write_bytes(b":W&B\x00\x01\x02")
+    (run / "run-abc.wandb").write_bytes(b":W&B\x00\x01\x02")
+    with pytest.raises(UserError) as e:
+        curves.load_runs(curves.build_config(**{**_params(), "runs": (str(other), str(run))}))
+    assert str(e.value).startswith(f"{other}: a wandb log is read through its run folder"), e.value
+    assert str(run / "run-abc.wandb") in str(e.value)
+
+
+def _params() -> dict:
+    params = curves.command.make_context("curves", [], resilient_parsing=True).params
+    return {k: v for k, v in params.items() if k not in ("output", "json_path")}

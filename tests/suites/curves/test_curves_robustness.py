@@ -122,6 +122,23 @@ def test_restarted_tensorboard_run_in_its_own_folder_is_one_run(tmp_path, prefix
     assert out["comparisons"][run.label]["learning"]["reward"]["whole"]["steps"] == 30
 
 
+def test_re_logged_steps_are_shown_as_replaced_not_skipped(tmp_path, capsys):
+    # a resumed run re-logs steps 21-30 after its checkpoint: the later values replace the earlier,
+    # nothing is lost, so they are counted as replaced (the later value kept), never as skipped
+    base = write_console(tmp_path / "a.log", range(1, 31))
+    resumed = tmp_path / "b.log"
+    resumed.write_text(write_console(tmp_path / "first.log", range(1, 31), seed=1).read_text()
+                       + write_console(tmp_path / "again.log", range(21, 31), seed=2).read_text())
+    cfg = build_config(**params(runs=(str(base), str(resumed))))
+    assert curves.execute(cfg, output=str(tmp_path / "out"), json_path=str(tmp_path / "r.json")) == 0
+    printed = " ".join(capsys.readouterr().out.split())     # the console wraps long lines
+    line = printed[printed.index("b (console"):printed.index("curves: learning metrics")]
+    assert "skipped:" not in line and "replaced: 30 value(s)" in line and "the later value kept" in line, line
+    run = next(r for r in json.loads((tmp_path / "r.json").read_text())["runs"] if r["label"] == "b")
+    assert "duplicate_steps" not in run["skipped"], run["skipped"]
+    assert run["replaced"] == {"duplicate_steps": {"points": 10 * len(TAGS), "kept": "later"}}
+
+
 def test_side_by_side_runs_one_of_them_restarted_is_still_refused_naming_it(tmp_path):
     d = tmp_path / "tb"
     d.mkdir()

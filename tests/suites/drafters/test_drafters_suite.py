@@ -11,10 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from samspec_bench.cli import group, main
+from samspec_bench.data import TokenizedResponse
 from samspec_bench.errors import UserError
 from samspec_bench.reports.suite_headlines import SUITE_SUMMARIZERS
 from samspec_bench.suites import drafters as suite
 from samspec_bench.suites.drafters import DraftersConfig, summarize, timing
+from samspec_bench.suites.drafters.inputs import within_share
 
 
 def run_cli(args):
@@ -335,3 +337,55 @@ def test_without_a_tokenizer_or_a_data_dir_the_error_names_tokenizer(tmp_path, m
         suite.build_config(traces=(str(trace),), tokenizer=None, data_dir=None, drafters="sam", k=8, max_tokens=100,
                            sweep=[64], sweep_steps=10, repeats=1, chat_template="auto", on_error="stop",
                            no_progress=True)
+
+
+def test_an_unknown_trace_format_is_not_told_to_use_an_option_drafters_lacks(tmp_path, capfd):
+    """drafters has no --trace-format (accept has): its error names the formats, not that option."""
+    f = tmp_path / "qa.jsonl"
+    f.write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["drafters", "--traces", str(f), "--tokenizer", str(tmp_path), "--output", str(tmp_path / "out"),
+              "--no-progress"])
+    err = capfd.readouterr().err
+    assert exc.value.code == 2 and "not a known trace format" in err and "--trace-format" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_max_tokens_is_a_cap_the_result_and_terminal_account_for(small_result):
+    """--max-tokens 6000 over two files: at most 6000 tokens replayed (the response crossing a
+    file's 3000 is cut there, not kept whole), and result.json says what was used against the cap."""
+    result, _ = small_result
+    budget = result["token_budget"]
+    assert budget["max_tokens"] == 6000 and budget["share_per_file"] == 3000
+    assert all(r["tokens"] == budget["tokens"] <= 6000 for r in result["tables"]["replay"])
+    assert [f["tokens"] <= 3000 for f in budget["files"]] == [True, True] and not budget["files_without_tokens"]
+    assert budget["responses_cut"] == sum(f["cut"] for f in budget["files"])
+
+
+def _resp(i, prompt, response, group="g"):
+    return TokenizedResponse(id=str(i), group=group, prompt_ids=np.arange(prompt, dtype=np.int32),
+                             response_ids=np.arange(response, dtype=np.int32), source=Path("t.jsonl"), line=i + 1,
+                             prompt_format="raw", logprobs=np.zeros(response, dtype=np.float32),
+                             tool_spans=((2, 8, "x"), (30, 40, "y")))
+
+
+def test_the_response_crossing_a_files_share_is_cut_at_it():
+    resp = [_resp(0, 10, 40), _resp(1, 10, 40), _resp(2, 10, 40)]
+    taken, cut = within_share(resp, 75)   # 50 + the second's prompt (10) + 15 of its 40 response tokens
+    assert cut and [r.response_ids.size for r in taken] == [40, 15]
+    assert sum(r.prompt_ids.size + r.response_ids.size for r in taken) == 75
+    assert taken[1].logprobs.size == 15 and taken[1].tool_spans == ((2, 8, "x"),)
+    assert within_share(resp, 150) == (resp, False)     # all fit: nothing cut
+    taken, cut = within_share(resp, 60)   # the second's prompt and one token do not fit: it is left out
+    assert [r.id for r in taken] == ["0"] and not cut
+
+
+def test_a_share_too_small_for_the_first_prompt_is_one_line_naming_max_tokens(tmp_path, qwen3_tokenizer_dir, capfd):
+    f = tmp_path / "t.jsonl"
+    f.write_text(json.dumps({"prompt": "What is the sum of the first ten primes? " * 4, "response": "129"}) + "\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["drafters", "--traces", str(f), "--tokenizer", str(qwen3_tokenizer_dir), "--output",
+              str(tmp_path / "out"), "--max-tokens", "5", "--no-progress"])
+    err = capfd.readouterr().err.strip()
+    assert exc.value.code == 2 and "--max-tokens 5" in err and "raise --max-tokens" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "out").exists()

@@ -13,7 +13,8 @@ from samspec_bench.bench.simulation.fitted_step_model import FEATURES, StepTimeM
 from samspec_bench.errors import UserError
 from samspec_bench.reports.suite_headlines import SUITE_SUMMARIZERS
 from samspec_bench.suites import rollout as ro
-from samspec_bench.suites.rollout.presets import DEFAULT_LENGTH_DIST, PRESETS
+from samspec_bench.suites.rollout.config import RolloutConfig
+from samspec_bench.suites.rollout.presets import DEFAULT_LENGTH_DIST, PRESETS, always_on_notes
 from samspec_bench.suites.rollout.sensitivity import mixture_lengths
 
 OUTPUT_OPTIONS = ("output", "json_path")
@@ -161,6 +162,20 @@ def _profile(tmp_path):
     return str(m.save(tmp_path / "profile.json"))
 
 
+def test_a_threshold_not_written_at_or_above_max_num_seqs_is_said():
+    """A preset's, a strategy's own or the default threshold at or above --max-num-seqs: the arm
+    drafts every step, said in a note (a written one is refused by build_config)."""
+    cfg = RolloutConfig(preset="seed-qwen3-32b", thresholds=[8], max_num_seqs=4, arms=["off", "threshold"])
+    (note,) = always_on_notes(cfg)
+    assert note.startswith("preset seed-qwen3-32b's threshold 8 >= --max-num-seqs 4: the switch never turns SAM off; "
+                           "the arm threshold<=8 drafts every step")
+    assert always_on_notes(RolloutConfig(preset="seed-qwen3-32b", thresholds=[8], max_num_seqs=9)) == []
+    assert always_on_notes(RolloutConfig(thresholds=[8], max_num_seqs=4, arms=["off", "always"])) == []   # no such arm
+    (a, b) = always_on_notes(RolloutConfig(max_num_seqs=4, strategies=["seed", "seer", "seed/threshold:2"]))
+    assert a.startswith("the default threshold 4 >= --max-num-seqs 4") and "threshold<=4" in a
+    assert b.startswith("strategy seed's threshold 8 >= --max-num-seqs 4") and "the arm seed drafts every step" in b
+
+
 SMALL = ["--prompts", "8", "--group-size", "4", "--max-num-seqs", "6", "--length-dist", "lognormal:150:0.9",
          "--max-response-len", "800", "--max-num-batched-tokens", "4096"]
 
@@ -178,6 +193,10 @@ def test_preset_run_prints_prediction_beside_published(shared_data, tmp_path):
     result = json.loads((run / "result.json").read_text())
     cfg, met = result["config"], result["metrics"]
     assert (cfg["dp"], cfg["thresholds"], cfg["ks"], cfg["max_num_seqs"], cfg["prompts"]) == (4, [8], [3], 6, 8)
+    # the small workload runs 6 at a time: the preset's threshold 8 never turns SAM off, and the run says so
+    (note,) = met["notes"]
+    assert note.startswith("preset seed-qwen3-32b's threshold 8 >= --max-num-seqs 6: the switch never turns SAM off")
+    assert f"note: {note}" in res.output
     pre = met["preset"]
     p = PRESETS["seed-qwen3-32b"]
     assert pre["name"] == p.name and pre["published"]["per_round_inference"]["gain_pct"] == 10.02

@@ -223,6 +223,8 @@ def test_strategy_table_names_the_best_on_one_path_when_the_best_drafts_trees():
     (["--strategy", "seed/enginecutoff:0:0.3"], "window >= 1"),
     (["--strategy", "seed/enginecutoff:8:1.5"], "0 < threshold < 1"),
     (["--strategy", "seed/enginecutoff:8"], "enginecutoff:WINDOW:THRESHOLD"),
+    # the spec said once (it was "--strategy 'X': strategy 'X': ..."), the bad value and the form
+    (["--strategy", "seed/cutoff:8:1.5"], "--strategy 'seed/cutoff:8:1.5': THRESHOLD '1.5' is not a number in [0, 1]"),
     (["--sources", "own,corpus"], "--sources"),
     (["--history-window", "0"], "--history-window"),
 ])

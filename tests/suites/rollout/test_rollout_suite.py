@@ -73,6 +73,21 @@ def _replay(shared_data, tmp_path, *extra):
     return json.loads((run / "result.json").read_text())["metrics"]
 
 
+def test_an_uneven_dp_count_is_said(shared_data, tmp_path):
+    """6 prompts over --dp 4: verl would cut the 48 rows into chunks of 12 (a group over two
+    instances); the simulation keeps whole groups, and the run says so."""
+    from click.testing import CliRunner
+    res = CliRunner().invoke(ro.command, ["--data-dir", str(shared_data), "--prompts", "6", "--group-size", "8",
+                                          "--max-num-seqs", "16", "--arms", "off", "--dp", "4", "--draws", "1",
+                                          "--output", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    (run,) = list(tmp_path.iterdir())
+    dp = json.loads((run / "result.json").read_text())["metrics"]["workload"]["dp"]
+    assert dp["requests_per_instance"] == [16, 16, 8, 8]
+    assert "cuts the 48 rows into 4 contiguous chunks of 12" in dp["uneven"]
+    assert f"  uneven: {dp['uneven']}" in res.output
+
+
 def test_group_sources_draft_from_siblings(shared_data, tmp_path):
     own = _replay(shared_data, tmp_path, "--sources", "own")
     grp = _replay(shared_data, tmp_path, "--sources", "group")

@@ -12,15 +12,17 @@ import re
 import numpy as np
 import pytest
 import torch
+from rich.console import Console
 
 from samspec_bench.bench.rejection import samspec_logits_sampler, samspec_sampler
 from samspec_bench.bench.rejection.loop import loop_logits_sampler, loop_sampler
 from samspec_bench.suites.sampler import adapters, controls
 from samspec_bench.suites.sampler.adapters import Audited, adapt
-from samspec_bench.suites.sampler.audit import audit, where
+from samspec_bench.suites.sampler.audit import audit, plan_cases, where
 from samspec_bench.suites.sampler.battery import build_battery
 from samspec_bench.suites.sampler.config import SamplerConfig
-from samspec_bench.suites.sampler.power import headline, planned_power
+from samspec_bench.suites.sampler.power import headline, mark_not_applicable, planned_power
+from samspec_bench.suites.sampler.running import print_power
 
 SEEDS = (0, 1, 2)
 
@@ -216,3 +218,45 @@ def test_a_five_percent_leak_is_caught_in_the_two_level_draw(seed):
     assert rec["verdict"] == "LOSSY"
     hits = {w.split("/")[0] for w in _where(rec) if w.endswith("leak/token@0")}
     assert hits == {"leak-v32000-k1-3", "leak-v151936-k1-3"}, _where(rec)
+
+
+def _power_for(*audited):
+    """The power statement of a run auditing these (name, probability fn, logits fn) samplers."""
+    cfg = SamplerConfig(samples=1000, max_vocab=60)
+    cases = build_battery(cfg)
+    records = [{"name": n, "verdict": "EXACT", "not_applicable": plan_cases(Audited(n, n, "t", fn, "contract", lfn),
+                                                                            cases)[1]} for n, fn, lfn in audited]
+    records.append({"name": "vllm", "verdict": "SKIPPED", "reason": "not installed"})   # ran nothing: not counted
+    return mark_not_applicable(planned_power(cases, cfg), records)
+
+
+def test_logits_path_rows_are_marked_not_applicable_for_probability_only_samplers():
+    """A probability-only sampler does not run the logits-path cases: their power rows name it
+    and why, counted; rows it runs name nobody; the headline comes from cases every sampler runs."""
+    power = _power_for(("samspec", samspec_sampler, samspec_logits_sampler), ("token-rule", loop_sampler, None))
+    logits = [r for r in power["templates"] if r["logits_only"]]
+    assert logits and all(r["case"].startswith("logits-path") for r in logits)
+    assert all(set(r["not_applicable_to"]) == {"token-rule"} and r["run"] for r in logits)
+    assert "processed probabilities" in logits[0]["not_applicable_to"]["token-rule"]
+    assert all(not r["not_applicable_to"] and r["run"] for r in power["templates"] if not r["logits_only"])
+    na = power["not_applicable"]
+    assert (na["templates"], na["templates_run_by_none"], na["samplers"]) == (len(logits), 0, ["token-rule"])
+    assert all(not p["case"].startswith("logits-path") for p in power["positions"])
+
+
+def test_the_power_table_marks_or_leaves_out_rows_the_audited_samplers_do_not_run():
+
+    def printed(power):
+        console = Console(width=400, record=True)
+        print_power(power, console)
+        return console.export_text()
+
+    mixed = printed(_power_for(("samspec", samspec_sampler, samspec_logits_sampler), ("token-rule", loop_sampler, None)))
+    rows = [ln for ln in mixed.splitlines() if "logits-path-v32/" in ln]
+    assert len(rows) == 8 and all(" * " in ln for ln in rows)   # 4 parameter sets x (rejects, reaches)
+    assert "* 8 row(s) n/a for token-rule: the probability shape receives processed probabilities" in mixed
+    probs_only = _power_for(("token-rule", loop_sampler, None))
+    assert probs_only["not_applicable"]["templates_run_by_none"] == 12   # the seeded twins too, in result.json
+    text = printed(probs_only)
+    assert "logits-path-v32/" not in text and "power-v4-k5/sure" in text
+    assert "8 row(s) left out (logits-path-v32): no audited sampler runs them" in text

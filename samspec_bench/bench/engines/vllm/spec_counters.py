@@ -9,6 +9,8 @@ difference of two scrapes) holds is possible, read by spec_metrics.py.
 - Between two scrapes each series is differenced on its own (`series_increase`), then summed.
 - A counter absent from a scrape is unknown there (never 0): `missing_notes` names it and the
   scrapes without it, and the figures that need it are unknown.
+- A series in one scrape and absent from the next while its counter is there (an engine that went
+  away) has no increase there: left out of that interval, counted and named (`vanished_notes`).
 """
 
 from __future__ import annotations
@@ -111,3 +113,33 @@ def series_increase(a: dict[tuple, float], b: dict[tuple, float]) -> tuple[dict[
             restarted.add(tuple(lab for lab in labels if lab[0] != "position"))
         out[key] = x if y is None or x < y else x - y
     return out, len(restarted)
+
+
+READ = (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS)
+
+
+def _engine(labels: tuple) -> tuple:
+    return tuple(lab for lab in labels if lab[0] != "position")
+
+
+def vanished(a: dict[tuple, float], b: dict[tuple, float]) -> list[str]:
+    """The label sets (engines) with a read counter series in scrape b that is absent from the
+    next scrape a although a has that counter (a counter absent altogether: missing_notes; a
+    per-position series gone while the engine keeps others: k changed, noted by missing_notes)."""
+    names_after = {name for name, _ in a}
+    pos_engines = {_engine(labels) for name, labels in a if name == f"{PER_POS}_total"}
+    gone = {_engine(labels) for (name, labels) in b
+            if name.endswith("_total") and name[: -len("_total")] in READ and name in names_after
+            and (name, labels) not in a and not (name == f"{PER_POS}_total" and _engine(labels) in pos_engines)}
+    return sorted(",".join(f'{k}="{v}"' for k, v in e) or "(no labels)" for e in gone)
+
+
+def vanished_notes(gone: Sequence[tuple[str, str, str]]) -> list[str]:
+    """A note counting the series (label sets) present in a scrape and absent from the next
+    ((before, after, labels) each): their increase there is unknown and not in the counts."""
+    if not gone:
+        return []
+    shown = "; ".join(f"{{{lab}}} in {b}, not in {a}" for b, a, lab in gone[:5])
+    return [f"the series of {len(gone)} label set(s) gone from the next scrape (an engine that went away?): {shown}"
+            f"{'; ...' if len(gone) > 5 else ''}; their increase after the scrape before is unknown and left out "
+            "of that interval's counts (the figures are of the series in both scrapes)"]

@@ -51,7 +51,7 @@ from typing import Any, Sequence
 
 from samspec_bench.bench.engines.vllm.spec_counters import (ACCEPTED, DRAFT_TOKENS, DRAFTS, PER_POS, PREFIX,
                                                               check_counter, check_counts, missing_notes, positions,
-                                                              series_increase)
+                                                              series_increase, vanished, vanished_notes)
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import vllm_spec_decode
 LOG_MARK = "SpecDecoding metrics:"
@@ -236,19 +236,21 @@ def read_prometheus(texts: Sequence[tuple[str, str]]) -> Reading:
             t = scrape_totals(sc, not_used)
             if t is not None:
                 scrapes.append((f"{name} scrape {i + 1}", sc, t))
+    gone: list[tuple[str, str, str]] = []   # (scrape before, scrape after, labels) of a series gone
     if len(scrapes) == 1:
         intervals, resets = [_interval(scrapes[0][2], f"{scrapes[0][0]} (since the server started)", False)], 0
     else:
         intervals, resets = [], 0
         for (nb, sb, tb), (na, sa, _) in zip(scrapes[:-1], scrapes[1:]):
             inc, r = series_increase(sa, sb)
+            gone += [(nb, na, lab) for lab in vanished(sa, sb)]
             t = scrape_totals(inc) or {DRAFTS: None, DRAFT_TOKENS: None, ACCEPTED: None, PER_POS: {}}
             intervals.append(_interval(t, f"{nb} -> {na}", True, positions(tb[PER_POS])))
             resets += r
         for n, _, t in scrapes:   # each scrape on its own: counts since its server started
             _interval(t, n, between=False)
     return Reading("prometheus", intervals, tally, bad, resets, not_used=not_used,
-                   notes=missing_notes([(n, t) for n, _, t in scrapes]))
+                   notes=missing_notes([(n, t) for n, _, t in scrapes]) + vanished_notes(gone))
 
 
 # --- vLLM's log lines --------------------------------------------------------------------------------

@@ -4,11 +4,14 @@ hand in the comments; no vLLM needed (the real formats: test_vllm_spec_metrics.p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from samspec_bench.bench.engines.vllm import spec_metrics as sm
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import vllm_spec_decode, vllm_tpot_ms
+from samspec_bench.suites import spec_metrics as spec_metrics_command
 
 
 def _scrape(drafts, tokens, accepted, per_pos, engine="0", extra=""):
@@ -92,6 +95,39 @@ def test_one_engine_of_two_restarting_is_differenced_per_series(tmp_path):
                       + _scrape(50, 150, 20, [15, 5, 0], engine="2"))
     (iv,) = sm.read_files([str(after), str(joined)]).intervals
     assert (iv.drafts, iv.accepted) == (0 + 900 + 50, 0 + 1170 + 20)
+
+
+def test_an_engine_gone_from_the_next_scrape_is_counted_and_named_its_figures_unchanged(tmp_path):
+    # engines 0 and 1 in the first scrape, only engine 0 in the second (engine 1 went away): the
+    # interval is engine 0's increase (1000 drafts, 3000 tokens, 1200 accepted), and engine 1 is said
+    before, after = tmp_path / "a.prom", tmp_path / "b.prom"
+    before.write_text(_scrape(1000, 3000, 1200, [700, 400, 100]) + _scrape(800, 2400, 900, [500, 300, 100], engine="1"))
+    after.write_text(_scrape(2000, 6000, 2400, [1400, 800, 200]))
+    r = sm.read_files([str(before), str(after)])
+    (iv,) = r.intervals
+    assert (iv.drafts, iv.draft_tokens, iv.accepted, iv.accepted_per_pos) == (1000, 3000, 1200, [700, 400, 100])
+    (note,) = [n for n in r.notes if "gone from the next scrape" in n]
+    assert note.startswith("the series of 1 label set(s) gone")
+    assert f'{{engine="1",model_name="m"}} in {before} scrape 1, not in {after} scrape 1' in note
+    # both engines in both scrapes, or k shrinking on one engine (noted as a k change): no such note
+    same = sm.read_files([str(before), str(before)])
+    assert not any("gone from the next scrape" in n for n in same.notes)
+    shorter = tmp_path / "c.prom"
+    shorter.write_text(_scrape(2000, 6000, 2400, [1400, 800]) + _scrape(900, 2700, 1000, [550, 330, 110], engine="1"))
+    assert not any("gone from the next scrape" in n for n in sm.read_files([str(before), str(shorter)]).notes)
+
+
+
+def test_a_gone_engine_is_said_in_the_terminal_and_result_json(tmp_path, capsys):
+    before, after = tmp_path / "a.prom", tmp_path / "b.prom"
+    before.write_text(_scrape(1000, 3000, 1200, [700, 400, 100]) + _scrape(800, 2400, 900, [500, 300, 100], engine="1"))
+    after.write_text(_scrape(2000, 6000, 2400, [1400, 800, 200]))
+    cfg = spec_metrics_command.build_config(files=(str(before), str(after)))
+    assert spec_metrics_command.execute(cfg, output=str(tmp_path / "runs"), json_path=str(tmp_path / "r.json")) == 0
+    m = json.loads((tmp_path / "r.json").read_text())["metrics"]
+    assert any("1 label set(s) gone from the next scrape" in n for n in m["notes"])
+    assert m["total"]["spec_decode_num_drafts"] == 1000
+    assert "note: the series of 1 label set(s) gone from the next scrape" in capsys.readouterr().out
 
 
 def test_scrape_files_in_order(tmp_path):
