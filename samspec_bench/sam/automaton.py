@@ -58,14 +58,20 @@ class CorpusAutomaton:
 
     def __init__(self, documents: Iterable[Iterable[int]] = (), *, reserve: int = 0, evidence: bool = True):
         self._core = SamCore(interleaved=False, reserve=reserve, evidence=evidence)
+        self._separators = 0   # the core's separators between documents (none before the first text)
         for doc in documents:
             self.add_document(doc)
 
     def add_document(self, token_ids: Iterable[int]) -> None:
-        """Index one document. Add documents before matching: a matcher walked before the
-        corpus grew keeps a valid state, but one computed for the older corpus."""
+        """Index one document (an empty one, say an empty response, holds nothing to match). Add
+        documents before matching: a matcher walked before the corpus grew keeps a valid state,
+        but one computed for the older corpus."""
+        ids = token_ids if hasattr(token_ids, "__len__") else list(token_ids)
+        before = self._core.num_tokens
         doc = self._core.new_doc()
-        self._core.extend(token_ids, doc)
+        self._separators += self._core.num_tokens - before
+        if len(ids):
+            self._core.extend(ids, doc)
 
     def matcher(self) -> "CorpusMatcher":
         return CorpusMatcher(self._core)
@@ -76,7 +82,7 @@ class CorpusAutomaton:
 
     @property
     def num_tokens(self) -> int:
-        return self._core.num_tokens - max(0, self._core.num_docs - 1)  # minus separators
+        return self._core.num_tokens - self._separators
 
     @property
     def memory_bytes(self) -> int:

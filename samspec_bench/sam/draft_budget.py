@@ -29,13 +29,21 @@ pooled one (steps weigh differently in two policies' pools). With a ceiling as w
 (`evidence:budget=B,pool=NAME,ceiling=R`) the budget stays per record and the pool is only a
 run-wide cap (`RunCeiling`): a bucket credited R every step that keeps whatever is unspent, so
 a step may spend what earlier steps saved, the drafted tokens over the run stay within R x all
-steps, and each record's own bucket still holds its step to B. Pure Python, no
+steps, and each record's own bucket still holds its step to B. Without a bucket of
+its own (`bucket=0`, only under a ceiling) a record's budget only paces: the multiplier is kept
+without a floor, so it remembers every token drafted over or under B since the record began
+(the price handed to the chooser is that, at least 0), no draft is cut by the record's credit,
+and the ceiling alone bounds what is drafted. A bucket that starts empty cuts the copy
+stretches at the start of a step's responses even in a step that drafts less than B in all,
+and a multiplier clipped at 0 forgets the stretches with nothing to draft (docs/drafting.md,
+"A budget that paces"). Pure Python, no
 engine import: the drafter hands the multiplier to the compiled chooser per draft (the
 `cost=-1` path, as for a profile cost) with k cut to the credit.
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -47,12 +55,14 @@ class DraftBudget:
     """The drafter-wide budget state: the multiplier (`cost`), the bucket's `credit`, and what
     was spent (`steps`, `drafted`)."""
 
-    __slots__ = ("budget", "burst", "rate", "windup", "spenddown", "cost", "credit", "steps", "drafted", "ceiling")
+    __slots__ = ("budget", "burst", "rate", "windup", "spenddown", "bucket", "cost", "credit", "steps", "drafted",
+                 "ceiling")
 
     def __init__(self, budget: float, burst: float, rate: float, cost: float, windup: float = 1.0,
-                 spenddown: float = 0.0):
+                 spenddown: float = 0.0, bucket: bool = True):
         self.budget, self.burst, self.rate, self.windup = float(budget), float(burst), float(rate), float(windup)
         self.spenddown = float(spenddown)
+        self.bucket = bool(bucket)   # False: no cap of its own, the multiplier unfloored (pacing only)
         self.cost = min(MAX_COST, max(0.0, float(cost)))
         self.credit = 0.0
         self.steps = 0
@@ -61,13 +71,17 @@ class DraftBudget:
 
     def _offer(self, credit: float, k: int) -> tuple[int, float]:
         """(most tokens, price) a step with this credit may draft at."""
-        price = max(0.0, self.cost - self.spenddown * max(0.0, credit - k)) if self.spenddown else self.cost
-        return min(int(k), int(credit)), price
+        price = max(0.0, self.cost - self.spenddown * max(0.0, credit - k)) if self.spenddown else max(0.0, self.cost)
+        return (min(int(k), int(credit)) if self.bucket else int(k)), price
+
+    def _credited(self, k: int) -> float:
+        """The credit after one more step's B: kept at most max(burst, k) with a bucket, all of
+        it (and any debt) without."""
+        return min(self.credit + self.budget, max(self.burst, float(k))) if self.bucket else self.credit + self.budget
 
     def peek(self, k: int, propose: Callable[[int, float], list]) -> list:
         """The draft a step would get now, with nothing credited, spent or learnt."""
-        credit = min(self.credit + self.budget, max(self.burst, float(k)))
-        most, price = self._offer(credit, k)
+        most, price = self._offer(self._credited(k), k)
         if self.ceiling is not None:
             most = min(most, int(self.ceiling.credit + self.ceiling.rate))
         return propose(most, price) if most > 0 else []
@@ -75,7 +89,7 @@ class DraftBudget:
     def spend(self, k: int, propose: Callable[[int, float], list]) -> list:
         """One step: credit B, ask `propose(most tokens, cost)` for a draft of at most the credit
         (not called when the credit is under one token), debit it, move the multiplier."""
-        self.credit = min(self.credit + self.budget, max(self.burst, float(k)))
+        self.credit = self._credited(k)
         most, price = self._offer(self.credit, k)
         if self.ceiling is not None:
             most = min(most, self.ceiling.credit_step())
@@ -90,16 +104,18 @@ class DraftBudget:
         # with the bucket binding, drafted - B averages 0 and the price would never rise to ration
         # by evidence
         wanted = d + self.windup * (k - d) if (d == most and most < k) else d
-        self.cost = min(MAX_COST, max(0.0, self.cost + self.rate * (wanted - self.budget)))
+        # without a bucket no floor: a stretch with nothing to draft is remembered, not forgotten at 0
+        self.cost = min(MAX_COST, max(0.0 if self.bucket else -math.inf, self.cost + self.rate * (wanted - self.budget)))
         self.steps += 1
         self.drafted += d
         return draft
 
     def describe(self) -> dict[str, Any]:
         return {"budget_per_step": self.budget, "windup": self.windup, "spenddown": self.spenddown,
+                "bucket": self.bucket,
                 "steps": self.steps, "drafted": self.drafted,
                 "drafted_per_step": self.drafted / self.steps if self.steps else 0.0,
-                "cost_now": self.cost, "credit_now": self.credit,
+                "cost_now": max(0.0, self.cost), "multiplier_now": self.cost, "credit_now": self.credit,
                 **({"ceiling": self.ceiling.describe()} if self.ceiling is not None else {})}
 
 
@@ -157,18 +173,18 @@ _BY_POOL: "OrderedDict[str, DraftBudget]" = OrderedDict()
 
 
 def pooled_budget(pool: str, budget: float, burst: float, rate: float, cost: float,
-                  windup: float = 1.0, spenddown: float = 0.0) -> DraftBudget:
+                  windup: float = 1.0, spenddown: float = 0.0, bucket: bool = True) -> DraftBudget:
     """The budget named `pool` in this process (a new one the first time, or when its parameters
     changed); the least recently used names go beyond KEPT_RECORDS."""
     state = _BY_POOL.get(pool)
-    if state is None or (state.budget, state.burst, state.rate, state.windup, state.spenddown) != \
-            (budget, burst, rate, windup, spenddown):
-        state = DraftBudget(budget, burst, rate, cost, windup, spenddown)
+    if state is None or (state.budget, state.burst, state.rate, state.windup, state.spenddown, state.bucket) != \
+            (budget, burst, rate, windup, spenddown, bool(bucket)):
+        state = DraftBudget(budget, burst, rate, cost, windup, spenddown, bucket)
     return _keep(_BY_POOL, pool, state)
 
 
 def shared_budget(record: Any, budget: float, burst: float, rate: float, cost: float,
-                  windup: float = 1.0, spenddown: float = 0.0) -> DraftBudget:
+                  windup: float = 1.0, spenddown: float = 0.0, bucket: bool = True) -> DraftBudget:
     """The budget of the drafters sharing the acceptance record `record` (a new one for a record
     not seen yet). Kept by the record's identity with the record held, so an identity is not
     reused while its entry lives; the least recently used entries go beyond KEPT_RECORDS (a
@@ -176,6 +192,7 @@ def shared_budget(record: Any, budget: float, burst: float, rate: float, cost: f
     key = id(record)
     entry = _BY_RECORD.get(key)
     if entry is not None and entry[0] is record and \
-            (entry[1].budget, entry[1].windup, entry[1].spenddown) == (budget, windup, spenddown):
+            (entry[1].budget, entry[1].windup, entry[1].spenddown, entry[1].bucket) == \
+            (budget, windup, spenddown, bool(bucket)):
         return _keep(_BY_RECORD, key, entry)[1]
-    return _keep(_BY_RECORD, key, (record, DraftBudget(budget, burst, rate, cost, windup, spenddown)))[1]
+    return _keep(_BY_RECORD, key, (record, DraftBudget(budget, burst, rate, cost, windup, spenddown, bucket)))[1]

@@ -38,7 +38,7 @@ from samspec_bench.sam.automaton import CHOICES
 # other field (a parameter added later) is chosen by choose() in Python; so is pairs > 0 (the
 # C record keeps no pair table).
 C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "tokens", "pairs", "shape",
-                      "pooled", "budget", "burst", "rate", "windup", "pool", "ceiling", "spenddown"})   # the budget's: the drafter caps k, hands the cost
+                      "pooled", "budget", "burst", "rate", "windup", "pool", "ceiling", "spenddown", "bucket"})   # the budget's: the drafter caps k, hands the cost
 
 DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
 LENGTH_SPECS = ("fixed", "evidence")
@@ -245,8 +245,9 @@ class EvidenceLength:
     how much lower the price of a draft token is; `pool`: a name, the drafters of this process with that
     name share one budget for the whole run instead of one per acceptance record; `ceiling` with
     `pool`: the budget stays per acceptance record and the pool only caps the whole run at
-    `ceiling` drafted tokens per step, keeping what earlier steps left unspent;
-    sam/draft_budget.py)."""
+    `ceiling` drafted tokens per step, keeping what earlier steps left unspent; `bucket=0` with
+    a ceiling: the record's budget has no bucket of its own and only paces, its multiplier kept
+    without a floor, the ceiling the only cap; sam/draft_budget.py)."""
 
     cost: Union[float, Callable[[int], float]] = DEFAULT_COST
     novelty: float = 1.0
@@ -266,6 +267,7 @@ class EvidenceLength:
     pool: str | None = None       # the budget shared by this process's drafters of that name, over the whole run
     ceiling: float | None = None  # with pool: the pool is a run-wide cap at this rate, the budget per record
     spenddown: float = 0.0        # the budget's price falls by this much per token saved beyond one draft
+    bucket: float = 1.0           # 1: the record's budget caps by its own bucket; 0: it only paces (needs ceiling)
 
     fixed = False
 
@@ -293,7 +295,7 @@ class EvidenceLength:
         if self.budget is not None and not (math.isfinite(self.budget) and self.budget > 0):
             raise ValueError(f"evidence:budget={self.budget}: drafted tokens per step must be a finite number > 0 "
                              "(e.g. budget=1.5; leave it out for no budget)")
-        for name in ("burst", "rate", "spenddown"):
+        for name in ("cap", "burst", "rate", "spenddown"):   # cap=inf crashed int() in Python, C took it as off
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise ValueError(f"evidence:{name}={getattr(self, name)}: must be a finite number >= 0")
         if self.pool is not None and (self.budget is None or not str(self.pool).strip()):
@@ -303,6 +305,12 @@ class EvidenceLength:
                                              and self.ceiling > 0):
             raise ValueError(f"evidence:ceiling={self.ceiling}: a run-wide cap in drafted tokens per step, a finite "
                              "number > 0 given with budget=B and pool=NAME (the pool that keeps it)")
+        if self.bucket not in (0, 1):
+            raise ValueError(f"evidence:bucket={self.bucket}: 1 (the budget caps by its own token bucket) or 0 (it "
+                             "only paces the price, under a run-wide ceiling)")
+        if self.bucket == 0 and self.ceiling is None:
+            raise ValueError("evidence:bucket=0: a budget without its own bucket caps nothing; give it a run-wide "
+                             "cap with pool=NAME,ceiling=R, or drop bucket=0")
         if not 0.0 <= self.windup <= 1.0:
             raise ValueError(f"evidence:windup={self.windup}: must be in [0, 1] (the share of a cut draft's "
                              "missing tokens counted against the budget)")

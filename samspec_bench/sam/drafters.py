@@ -29,6 +29,7 @@ from samspec_bench.sam.draft_length import (FIXED_LENGTH, AdaptiveLength, Eviden
                                             TokenAcceptance, parse_length)
 from samspec_bench.sam.drafter_base import Drafter, check_k  # noqa: F401 - public here too
 from samspec_bench.sam.history import HistoryStore
+from samspec_bench.sam.python_automaton import token_array
 from samspec_bench.sam.python_drafters import ObjectSamDrafter, ReferenceSamDrafter  # noqa: F401 - public here too
 
 try:   # an extension built before the compiled evidence path (or its corrections): the policy runs in Python
@@ -135,7 +136,7 @@ class SamDrafter(Drafter):
         pol = self.length
         if not self._evidence or pol.budget is None:
             return None
-        params = (pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup, pol.spenddown)
+        params = (pol.budget, pol.burst, pol.rate, pol.threshold(1), pol.windup, pol.spenddown, pol.bucket == 1)
         if pol.pool is not None and pol.ceiling is None:
             return pooled_budget(pol.pool, *params)
         state = shared_budget(self._token_stats, *params)
@@ -172,12 +173,12 @@ class SamDrafter(Drafter):
         prompt = prompt_ids if hasattr(prompt_ids, "__len__") else list(prompt_ids)
         if self.group_sharing:
             key = group if group is not None else ("__solo__", req_id)
-            entry = self._groups.get(key)
-            if entry is None:
-                entry = self._groups[key] = [GroupAutomaton(evidence=self._counts), 0]
+            entry = self._groups.get(key) or [GroupAutomaton(evidence=self._counts), 0]
+            member = entry[0].add_member(prompt)  # each member indexes its own prompt (a bad one: nothing counted)
+            self._groups[key] = entry
             entry[1] += 1
             self._group_of[req_id] = key
-            self._reqs[req_id] = entry[0].add_member(prompt)  # each member indexes its own prompt
+            self._reqs[req_id] = member
         else:
             self._reqs[req_id] = SuffixAutomaton(prompt, evidence=self._counts) if len(prompt) \
                 else SuffixAutomaton(evidence=self._counts)
@@ -349,18 +350,18 @@ class NgramDrafter(Drafter):
         self._reqs: dict[Hashable, list] = {}  # req -> [int32 buffer, length]
 
     def start(self, req_id, prompt_ids, group=None):
-        prompt = np.asarray(prompt_ids, dtype=np.int64)
+        if req_id in self._reqs:
+            raise ValueError(f"request {req_id!r} already started")
+        prompt = token_array(prompt_ids, f"request {req_id!r}'s prompt")
         buf = np.empty(max(64, 2 * prompt.size), dtype=np.int32)
         buf[: prompt.size] = prompt
         self._reqs[req_id] = [buf, int(prompt.size)]
 
     def extend(self, req_id, token_ids):
         entry = self._reqs[req_id]
-        toks = np.asarray(token_ids, dtype=np.int64)
-        if toks.ndim != 1 or toks.size == 0:
+        toks = token_array(token_ids, f"request {req_id!r}")
+        if toks.size == 0:
             raise ValueError("no token ids given (empty input)")
-        if toks.min() < 0:
-            raise ValueError(f"token id {int(toks.min())} is negative")
         buf, n = entry
         if n + toks.size > buf.size:
             new = np.empty(max(2 * buf.size, n + toks.size), dtype=np.int32)

@@ -32,6 +32,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from samspec_bench.sam.automaton import CorpusAutomaton
+from samspec_bench.sam.python_automaton import token_array
 
 TOKEN_BYTES = 4  # int32
 
@@ -59,8 +60,12 @@ class HistoryStore:
     def __init__(self, window: int = 16, budget_bytes: int = 512 << 20, cache_size: int = 8):
         if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
             raise ValueError(f"history window = {window!r}: must be an integer >= 1 (responses kept per prompt)")
-        if not budget_bytes > 0:
-            raise ValueError(f"history budget = {budget_bytes!r} bytes: must be > 0")
+        if isinstance(budget_bytes, bool) or not (isinstance(budget_bytes, (int, np.integer)) or
+                                                  (isinstance(budget_bytes, float) and budget_bytes.is_integer())) \
+                or not budget_bytes > 0:
+            raise ValueError(f"history budget = {budget_bytes!r} bytes: must be a whole number of bytes > 0")
+        if isinstance(cache_size, bool) or not isinstance(cache_size, (int, np.integer)) or cache_size < 0:
+            raise ValueError(f"history cache_size = {cache_size!r}: must be an integer >= 0 (automata kept)")
         self.window = int(window)
         self.budget_bytes = int(budget_bytes)
         self.cache_size = int(cache_size)
@@ -81,16 +86,20 @@ class HistoryStore:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __getstate__(self) -> dict:
+        """Picklable (a trainer's checkpoint): the automata cache is left out, rebuilt on demand."""
+        return {**self.__dict__, "_cache": OrderedDict()}
+
     @property
     def responses_held(self) -> int:
         return sum(len(e.responses) for e in self._entries.values())
 
     def add(self, prompt_ids, response_ids) -> None:
         """A finished response of an earlier step to the prompt `prompt_ids`."""
-        resp = np.asarray(response_ids, dtype=np.int32)
+        resp = token_array(response_ids, "history response")
         if resp.size == 0:
             return
-        prompt = np.asarray(prompt_ids, dtype=np.int32)
+        prompt = token_array(prompt_ids, "history prompt")
         key = prompt_key(prompt)
         entry = self._entries.pop(key, None)
         if entry is None:
@@ -133,7 +142,7 @@ class HistoryStore:
         """The key of the entry for this prompt: its own, else the longest held prompt that
         begins it (module docstring), and whether it was such a prefix; (None, False) when
         neither is held."""
-        prompt = np.asarray(prompt_ids if hasattr(prompt_ids, "__len__") else list(prompt_ids), dtype=np.int32)
+        prompt = token_array(prompt_ids, "history lookup's prompt")
         key = prompt_key(prompt)
         if key in self._entries:
             return key, False

@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+import numpy as np
+
 _SEP = -1
 COUNT_WALK = 64  # states counted per new position, as _samcore.c's count_position
+MAX_TOKEN_ID = 0x7FFFFFFE  # the largest token id the compiled core takes (2^31-2)
 
 
 def as_token_list(tokens: Iterable[int]) -> list[int]:
@@ -23,12 +26,33 @@ def as_token_list(tokens: Iterable[int]) -> list[int]:
         if isinstance(t, float) or not hasattr(t, "__index__"):
             raise ValueError(f"token id at index {i} is {t!r} ({type(t).__name__}), not an int")
         v = t.__index__()
-        if v < 0 or v > 0x7FFFFFFE:
+        if v < 0 or v > MAX_TOKEN_ID:
             raise ValueError(f"token id {v} at index {i} is out of range [0, 2^31-2]")
         out.append(v)
     if not out:
         raise ValueError("no token ids given (empty input)")
     return out
+
+
+def token_array(tokens, what: str = "token ids") -> np.ndarray:
+    """Token ids checked as the compiled core checks them (non-negative ints up to 2^31-2; a
+    1-D integer array, or any iterable of ints), as an int32 array; empty is allowed here. An
+    id int32 cannot hold is refused (naming `what`, the value and its index), never wrapped."""
+    if isinstance(tokens, np.ndarray) and tokens.ndim == 1 and tokens.dtype.kind in "iu":
+        bad = np.flatnonzero((tokens < 0) | (tokens > MAX_TOKEN_ID))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"{what}: token id {int(tokens[i])} at index {i} is out of range [0, 2^31-2]")
+        return tokens.astype(np.int32, copy=False)
+    if isinstance(tokens, np.ndarray) and tokens.ndim != 1:
+        raise ValueError(f"{what}: token ids must be a 1-D sequence (got an array of shape {tokens.shape})")
+    seq = tokens if hasattr(tokens, "__len__") or isinstance(tokens, int) else list(tokens)
+    if not isinstance(seq, int) and len(seq) == 0:
+        return np.zeros(0, dtype=np.int32)
+    try:
+        return np.asarray(as_token_list(seq), dtype=np.int32)
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
 
 
 def heap_bytes(root: object) -> int:

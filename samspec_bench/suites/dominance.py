@@ -94,12 +94,17 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
     if budget_scope not in anchors_mod.BUDGET_SCOPES:
         raise UserError(f"--budget-scope {budget_scope!r}: use {' or '.join(anchors_mod.BUDGET_SCOPES)}")
     if budget_options:
+        given = dict(item.partition("=")[::2] for item in budget_options.split(","))
+        if given.keys() & {"pool", "ceiling"}:
+            raise UserError("--budget-options: pool= and ceiling= are set by --budget-scope; drop them")
+        if budget_scope != "step+run" and given.get("bucket", "").strip() in ("0", "0.0"):
+            raise UserError(f"--budget-options bucket=0 paces under the run-wide cap of --budget-scope step+run, "
+                            f"which {budget_scope} has not: use step+run, or drop bucket=0")
+        scoped = ",pool=check,ceiling=1" if budget_scope == "step+run" else ""   # what the scope adds
         try:
-            extra = parse_length(f"{anchors_mod.DEFAULT_POLICY}:budget=1,{budget_options}")
+            parse_length(f"{anchors_mod.DEFAULT_POLICY}:budget=1,{budget_options}{scoped}")
         except ValueError as e:
             raise UserError(f"--budget-options {budget_options!r}: {e}") from None
-        if extra.pool is not None or extra.ceiling is not None:
-            raise UserError("--budget-options: pool= and ceiling= are set by --budget-scope; drop them")
     curve = _costs(costs) if figure else None
     if figure and not Path(figure).expanduser().resolve().parent.is_dir():
         # checked before the replay: a missing folder would fail only after every cell has run
@@ -249,8 +254,8 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
               show_default=True,
               help="With --anchors: run: one budget over every RL step at the anchor's pooled drafted tokens per "
                    "step (the pooled comparison's bound holds by construction); step: one per RL step at the "
-                   "anchor's rate in that step; step+run: the per-step budgets under one run-wide cap at the pooled "
-                   "rate (both bounds).")
+                   "anchor's rate in that step; step+run: the per-step budgets pacing the price under one run-wide cap at "
+                   "the pooled rate (the run's bound; --budget-options bucket=1: each step's as well).")
 @click.option("--frontier", is_flag=True, default=False,
               help="With --anchors: also the default at one fixed cost whose pooled drafted tokens per step are at "
                    "most the anchor's (a bisection over the cost reading only the drafted tokens; about 9 more "

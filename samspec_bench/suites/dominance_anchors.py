@@ -14,10 +14,12 @@ step are at most the anchor's by construction; it spends evenly over the steps, 
 with history spends most in the step that has history, and loses tokens there. Per-step budgets
 bound each step's rate, not the pooled one: two policies weigh the steps differently (Simpson's
 paradox), so each cell also says whether the default dominates in every RL step on its own.
-Scope `step+run` (the default) holds both bounds: the per-step budgets, under one run-wide cap
-at the anchor's pooled rate that keeps what earlier steps left unspent
-(`evidence:...,pool=NAME,ceiling=R`), so the pooled bound holds by construction while each step
-keeps its own budget. Chosen on the dev cells (the first 25 qwen25math groups, the first 264
+Scope `step+run` (the default): the per-step budgets pace the price without a bucket of their
+own (`bucket=0`: a step may draft above its budget where an earlier stretch drafted below it),
+under one run-wide cap at the anchor's pooled rate that keeps what earlier steps left unspent
+(`evidence:...,pool=NAME,ceiling=R,bucket=0`), so the pooled bound holds by construction;
+`--budget-options bucket=1` gives each step its own bucket back (both bounds, fewer pooled
+cells on the dev split). Chosen on the dev cells (the first 25 qwen25math groups, the first 264
 tora70b responses): step+run and step 20 of 20, run 16 of 20; step+run's pooled bound broke the
 tie. With `--frontier`, also the default at one fixed cost that spends at most the anchor's
 pooled rate (suites/dominance_frontier.py: the policy's drafts at equal spending, apart from
@@ -52,11 +54,12 @@ DEFAULT_POLICY = "evidence"
 SCOPE_MEANS = {   # --budget-scope: what the budgeted default is held to
     "run": "one budget over every RL step at the anchor's pooled drafted tokens per step",
     "step": "one budget per RL step at the anchor's drafted tokens per step there",
-    "step+run": "one budget per RL step at the anchor's drafted tokens per step there, under one cap over every "
-                "RL step at its pooled rate",
+    "step+run": "one budget per RL step at the anchor's drafted tokens per step there, pacing the price, under one "
+                "cap over every RL step at its pooled rate",
 }
 BUDGET_SCOPES = tuple(SCOPE_MEANS)
 DEFAULT_SCOPE = "step+run"   # chosen on the dev cells (docs/drafting.md): ties step, and holds both bounds
+PACE_ONLY = "bucket=0"   # step+run's per-step budgets: chosen on the dev cells (docs/drafting.md, "A budget that paces")
 _POOLS = itertools.count()   # a fresh pool name per budgeted arm: no budget carries from one cell to the next
 
 
@@ -155,8 +158,10 @@ def anchor_cell(items: list, anchor: str, k: int, replay: Callable[[list, int], 
     elif budget_scope == "run":
         budgeted = run_budget(k, st.sources, budget, replay, window, budget_options)
     else:
+        # step+run: the per-step budgets only pace (no bucket of their own), the run-wide cap is
+        # the bound; budget_options after the default, so bucket=1 there brings the buckets back
         opts = budget_options if budget_scope == "step" else \
-            ",".join(filter(None, (budget_options, _new_pool(), f"ceiling={budget!r}")))
+            ",".join(filter(None, (PACE_ONLY, budget_options, _new_pool(), f"ceiling={budget!r}")))
         budgeted = replay([(default_config(k, st.sources, b, opts), step) for step, b in per_step.items()], window)
     extra = {}
     if frontier:   # an anchor that drafted nothing leaves no spending to match

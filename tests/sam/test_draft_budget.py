@@ -238,3 +238,50 @@ def test_spenddown_spends_what_a_stretch_without_evidence_left():
     # spend-down most of it stays in the bucket (1.78 a step here), with it nearly all is spent
     assert got[0.01].drafted_per_step > got[0.0].drafted_per_step + 0.5
     assert got[0.01].drafted_per_step >= 0.9 * 3.0
+
+
+def test_without_a_bucket_the_multiplier_remembers_the_deficit_and_cuts_nothing():
+    """Budget 2 a step, rate 0.01: 50 steps with nothing to draft, then steps that want k = 4.
+    With its bucket (burst 4) the deficit is forgotten: the price sits at 0 and rises from the
+    first wanting step, the credit cuts every draft to 2 after the saved 4. Without (bucket=0)
+    the multiplier went to 0.2 - 0.01 x 2 x 50 = -0.8: the price handed out stays 0 for the 40
+    steps the deficit of 100 tokens pays for at 2 over budget a step, and nothing is cut."""
+    runs = {}
+    for bucket in (True, False):
+        b = DraftBudget(budget=2.0, burst=4.0, rate=0.01, cost=0.2, bucket=bucket)
+        for _ in range(50):
+            b.spend(4, lambda most, cost: [])
+        prices, drafts = [], []
+        for _ in range(45):
+            drafts.append(len(b.spend(4, lambda most, cost: prices.append(cost) or [7] * most)))
+        runs[bucket] = (prices, drafts, b)
+    prices, drafts, b = runs[False]
+    assert b.describe()["multiplier_now"] == pytest.approx(-0.8 + 0.01 * 2 * 45)
+    assert prices[:40] == [0.0] * 40 and prices[41] > 0   # the deficit paid for 40 steps, then it rises
+    assert drafts == [4] * 45                              # no credit of its own cuts a draft
+    prices, drafts, b = runs[True]
+    assert b.cost >= 0 and prices[2] > 0                   # floored at 0: the deficit forgotten
+    assert sum(drafts) <= 4 + 2 * 45 and drafts[-1] == 2   # the bucket cuts to B a step
+
+
+def test_a_ceiling_still_bounds_the_run_when_the_records_only_pace():
+    """bucket=0 under a ceiling: the records' budgets (0.2, then 3.0 a step) cut nothing, the
+    ceiling of 1.0 a step is the only cap and holds over the run."""
+    resp = _repetitive(4)
+    counts = []
+    for budget in (0.2, 3.0):
+        d = SamDrafter(length=f"evidence:budget={budget},pool=t-pace,ceiling=1.0,bucket=0")
+        d.reset_statistics()
+        counts.append(total_counts([replay_response(d, [1, 2, 3], resp, 8, req_id=i) for i in range(2)]))
+        assert d.describe()["budget"]["bucket"] is False
+    assert counts[0].drafted > 0.2 * counts[0].steps   # step 1's own budget paces, it does not cap
+    drafted, steps = sum(c.drafted for c in counts), sum(c.steps for c in counts)
+    assert drafted <= 1.0 * steps and drafted >= 0.8 * steps
+
+
+@pytest.mark.parametrize("spec, word", [("evidence:budget=1,bucket=0", "ceiling"),
+                                        ("evidence:budget=1,pool=p,ceiling=1,bucket=0.5", "bucket"),
+                                        ("evidence:budget=1,pool=p,ceiling=1,bucket=2", "bucket")])
+def test_a_budget_without_a_bucket_needs_a_ceiling(spec, word):
+    with pytest.raises(ValueError, match=word):
+        parse_length(spec)

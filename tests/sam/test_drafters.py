@@ -187,3 +187,39 @@ def test_group_members_with_different_prompts_each_index_their_own():
     assert d.propose("b", 2) == [5, 4]  # b's own prompt "4 5 4" is indexed, not a's
     d.extend("a", [1, 2])
     assert d.propose("a", 2) == [3, 1]
+
+
+def test_ngram_drafter_refuses_ids_it_cannot_hold_instead_of_wrapping():
+    d = NgramDrafter()
+    d.start("r", [5, 6, 7, 5, 6])
+    with pytest.raises(ValueError, match="4294967303 at index 0"):
+        d.extend("r", np.array([2**32 + 7]))   # wrapped to int32 it was 7 and drafted [5, 6]
+    with pytest.raises(ValueError, match="2147483648"):
+        d.extend("r", [2**31])
+    assert d.propose("r", 2) == [7, 5]        # nothing half-appended
+    with pytest.raises(ValueError, match="-1 at index 1"):
+        d.start("s", [1, -1])
+    with pytest.raises(ValueError, match="already started"):
+        d.start("r", [1])
+    d.start("g", iter([1, 2, 1, 2]))          # a generator prompt, as the automata take it
+    assert d.propose("g", 2) == [1, 2]
+
+
+@pytest.mark.parametrize("length", ["evidence", "fixed"])
+def test_a_refused_start_in_a_group_leaves_no_live_member_behind(length):
+    """The group's member count was raised before the prompt was checked: after a refused
+    start the group's automaton outlived its last member (a leak per refused request)."""
+    d = SamDrafter(group_sharing=True, length=length)
+    d.start("a", [1, 2, 3, 4], group="g")
+    for bad in ([1, -2], [5, 2**40]):
+        with pytest.raises(ValueError, match="out of range"):
+            d.start("b", bad, group="g")
+        with pytest.raises(ValueError, match="out of range"):
+            d.start("c", bad, group="new")
+    assert d.active == 1 and d._groups["g"][1] == 1 and "new" not in d._groups
+    d.start("b", [1, 2], group="g")    # the refused id starts cleanly
+    d.extend("b", [3])
+    assert d.propose("b", 2) == [4]    # the sibling's text
+    d.stop("a")
+    d.stop("b")
+    assert d.memory_bytes() == 0 and not d._groups and not d._group_of

@@ -93,6 +93,40 @@ def test_bad_bounds():
         HistoryStore(window=0)
     with pytest.raises(ValueError, match="budget"):
         HistoryStore(budget_bytes=0)
+    for budget in (0.5, float("inf")):   # 0.5 was int()ed to 0 (every response evicted), inf an OverflowError
+        with pytest.raises(ValueError, match="budget"):
+            HistoryStore(budget_bytes=budget)
+    with pytest.raises(ValueError, match="cache_size"):   # was a KeyError at the first lookup
+        HistoryStore(cache_size=-1)
+
+
+def test_ids_int32_cannot_hold_are_refused_when_added_not_wrapped():
+    """Responses and prompts were cast to int32 unchecked: 2^32+5 was stored as 5 (a wrong
+    token drafted), a prompt with 2^32+1 answered for [1, ...], 3.7 became 3, and a negative
+    id failed only later, when a request's start built the automaton."""
+    store = HistoryStore()
+    with pytest.raises(ValueError, match="history response: token id 4294967301 at index 0"):
+        store.add([1, 2], np.array([2**32 + 5, 7]))
+    with pytest.raises(ValueError, match="history prompt: token id 4294967297"):
+        store.add(np.array([2**32 + 1, 2]), [3, 4])
+    with pytest.raises(ValueError, match="-5 at index 0"):
+        store.add([1, 2], [-5, 3])
+    with pytest.raises(ValueError, match="3.7"):
+        store.add([1, 2], [3.7, 4.2])
+    assert len(store) == 0 and store.automaton([1, 2]) is None
+    store.add(iter([1, 2]), (t for t in [3, 4]))    # any iterable of ints, as the automata take
+    assert [r.tolist() for r in store.responses([1, 2])] == [[3, 4]]
+
+
+def test_a_store_with_built_automata_pickles():
+    import pickle
+
+    store = HistoryStore()
+    store.add([1, 2], [3, 4])
+    assert store.automaton([1, 2]) is not None    # an automaton in the cache (not picklable)
+    copy = pickle.loads(pickle.dumps(store))
+    assert [r.tolist() for r in copy.responses([1, 2])] == [[3, 4]]
+    assert copy.automaton([1, 2]).num_documents == 1 and copy.lookups == 2
 
 
 def test_prompt_key_depends_on_the_ids_only():

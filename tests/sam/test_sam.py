@@ -197,6 +197,22 @@ def test_corpus_draft_stops_at_document_end():
     assert corpus.num_documents == 2 and corpus.num_tokens == 7
 
 
+def test_corpus_takes_an_empty_document_and_counts_its_tokens():
+    """An empty document (an empty response) raised 'no token ids given'; and num_tokens
+    subtracted one separator per document after the first, so documents that added none (an
+    empty first one, a refused one) made it count too few tokens."""
+    corpus = CorpusAutomaton([[], np.array([], dtype=np.int64), [1, 2, 3], iter([1, 2, 5])])
+    assert corpus.num_documents == 4 and corpus.num_tokens == 6
+    m = corpus.matcher()
+    m.extend([1, 2])
+    assert m.lookup(3) == (2, [3])
+    refused = CorpusAutomaton()
+    with pytest.raises(ValueError, match="out of range"):
+        refused.add_document([-1])
+    refused.add_document([1, 2])
+    assert refused.num_tokens == 2
+
+
 # ---------- GRPO group ----------
 
 

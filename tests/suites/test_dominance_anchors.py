@@ -103,8 +103,11 @@ def test_scope_step_and_run_keeps_the_step_budgets_under_one_ceiling_at_the_pool
     pols = [(step, parse_length(dict(dc.options)["length"])) for dc, step in seen[2]]
     assert [(step, p.budget, p.ceiling) for step, p in pols] == [(0, 0.5, 1.75), (1, 3.0, 1.75)]
     assert pols[0][1].pool and pols[0][1].pool == pols[1][1].pool
+    assert [p.bucket for _, p in pols] == [0, 0]   # the step budgets pace, the ceiling caps
     anchors.anchor_cell([], "histospec", 3, replay, {}, budget_scope="step+run")
     assert parse_length(dict(seen[-1][0][0].options)["length"]).pool != pols[0][1].pool
+    anchors.anchor_cell([], "histospec", 3, replay, {}, "bucket=1", budget_scope="step+run")
+    assert parse_length(dict(seen[-1][0][0].options)["length"]).bucket == 1   # the user's option wins
 
 
 def test_every_step_reads_each_rl_step_on_its_own():
@@ -175,6 +178,12 @@ def test_budget_options_reach_the_budgeted_default_and_bad_ones_are_refused(tmp_
     for opt in ("pool=mine", "pool=mine,ceiling=1"):
         res = _invoke("--budget-options", opt, "--output", tmp_path / "runs")
         assert isinstance(res.exception, UserError) and "--budget-scope" in str(res.exception)
+    for scope in ("step", "run"):   # a budget that only paces needs step+run's cap
+        res = _invoke("--budget-options", "bucket=0", "--budget-scope", scope, "--output", tmp_path / "runs")
+        assert isinstance(res.exception, UserError) and "step+run" in str(res.exception), res.output
+        assert "\n" not in str(res.exception)
+    res = _invoke("--budget-options", "bucket=2", "--output", tmp_path / "runs")
+    assert isinstance(res.exception, UserError) and "bucket" in str(res.exception)
     res = CliRunner().invoke(group, ["dominance", "--budget-options", "windup=0.5", "--output", str(tmp_path / "r")])
     assert isinstance(res.exception, UserError) and "add --anchors" in str(res.exception)
     for extra in (["--budget-scope", "run"], ["--costs", "0.1,0.2"]):   # options that would be ignored
