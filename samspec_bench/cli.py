@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import importlib
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -28,7 +29,7 @@ from samspec_bench.commands import COMMANDS
 from samspec_bench.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UserError, one_line
 from samspec_bench.paths import cache_dir
 from samspec_bench.output_paths import check_output_file, check_output_root
-from samspec_bench.results import created_mark, discard_unfinished
+from samspec_bench.results import created_mark, discard_unfinished, kept_unfinished
 
 
 def _checked_callback(param: click.Parameter, check):
@@ -167,7 +168,44 @@ def _fail(message: str, code: int, mark: int) -> None:
     sys.exit(code)
 
 
+def _interrupted(mark: int) -> None:
+    """Ctrl-C or SIGTERM: the folders with finished work are named for --resume, those without
+    any removed; exit 130."""
+    discard_unfinished(mark)
+    kept = kept_unfinished(mark)
+    click.echo(f"interrupted: finished work is kept in {', '.join(map(str, kept))}; continue with --resume "
+               f"{kept[0]}" if kept else "interrupted: nothing finished was kept", err=True)
+    sys.exit(EXIT_INTERRUPTED)
+
+
+def _term_as_interrupt():
+    """SIGTERM (timeout, Slurm, Kubernetes) ends a run as Ctrl-C does, in this process only: a
+    forked worker dies of it as before. Returns the handler it replaced (None: not settable here)."""
+    pid = os.getpid()
+
+    def on_term(signum, frame):
+        if os.getpid() != pid:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, on_term)
+    except ValueError:   # not the main thread (embedded): left as it is
+        return None
+
+
 def main(argv=None):
+    previous = _term_as_interrupt()
+    try:
+        _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv=None):
     mark = created_mark()
     try:
         rv = group.main(args=argv, prog_name="samspec-bench", standalone_mode=False)
@@ -177,16 +215,14 @@ def main(argv=None):
         # one line, naming the bad option, instead of click's usage block
         where = f"{e.ctx.command_path} --help" if e.ctx and e.ctx.parent else "samspec-bench --help"
         _fail(f"error: {one_line(e.format_message())} (see {where})", EXIT_USAGE, mark)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+    except click.exceptions.Abort:   # click's form of Ctrl-C (and of SIGTERM, above)
+        _interrupted(mark)
     except click.ClickException as e:   # e.g. a file click could not open
         _fail(f"error: {one_line(e.format_message())}", EXIT_USAGE, mark)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        click.echo("interrupted: finished samples are kept; re-run with --resume DIR to continue", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        _interrupted(mark)
     except BrokenPipeError:   # the reader of stdout went away (| head): nothing more to say
         try:   # so that the interpreter's final flush of stdout does not fail again
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -407,6 +407,12 @@ def _holds_work(path: Path) -> bool:
         os.path.abspath(f) not in _WHOLE and f.is_file() and f.stat().st_size > 0 for f in path.rglob("*.jsonl"))
 
 
+def kept_unfinished(since: int = 0) -> list[Path]:
+    """The run folders this process created (after checkpoint `since`) that hold work: what an
+    interrupted command leaves for --resume."""
+    return [path for path, _ in _CREATED[since:] if path.is_dir() and _holds_work(path)]
+
+
 def discard_unfinished(since: int = 0) -> list[Path]:
     """Remove the run folders this process created (after checkpoint `since`) that hold no
     result.json and no sample records (only settings, a marker, files written whole): what a

@@ -130,3 +130,42 @@ def test_accept_short_model_name_offline_without_the_flag(tmp_path):
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert "Qwen/Qwen3-8B" in last and "downloading failed" in last and last.endswith("hf download Qwen/Qwen3-8B")
+
+
+_SELF_TERM = """
+import os, signal, sys
+import click
+from samspec_bench import cli
+from samspec_bench.results import RunDir
+
+@click.command("selfterm")
+@click.option("--out")
+@click.option("--work", is_flag=True)
+def selfterm(out, work):
+    run = RunDir(out, "accept")
+    if work:
+        (run.path / "responses.jsonl").write_text('{"k": 1}\\n')
+    os.kill(os.getpid(), signal.SIGTERM)   # what timeout, Slurm or Kubernetes send
+    for _ in range(10 ** 7):
+        pass
+    sys.exit(5)   # not reached: the signal ends the command
+
+cli.COMMANDS["selfterm"] = ("__main__:selfterm", "a run that gets SIGTERM")
+cli.main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("work", [True, False])
+def test_sigterm_ends_a_run_as_ctrl_c_naming_the_folder_to_resume(tmp_path, work):
+    """SIGTERM gives exit 130 and one line: the folder holding finished work and --resume, or,
+    where nothing was finished, that nothing was kept (and no empty folder is left)."""
+    out = tmp_path / "runs"
+    res = subprocess.run([sys.executable, "-c", _SELF_TERM, "selfterm", "--out", str(out), *(["--work"] if work else [])],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 130, res.stderr
+    folders = list(out.iterdir()) if out.exists() else []
+    if work:
+        (run,) = folders
+        assert f"continue with --resume {run}" in res.stderr and (run / "responses.jsonl").exists()
+    else:
+        assert folders == [] and "interrupted: nothing finished was kept" in res.stderr

@@ -40,15 +40,25 @@ SOURCES = ("own", "group")
 CURVE_COSTS = "0.15,0.2,0.25,0.3,0.35,0.4"   # --costs: the policy's curve for the figure
 
 
+def sibling_key(item, i: int) -> tuple:
+    """A response's GRPO group: (trace file, group field, RL step), as the replay engine keys it.
+    A verl folder's group field is the prompt, which comes back in later steps: responses of
+    other steps are no siblings (a concurrent group would draft from a later step's text)."""
+    if item.group is None:
+        return ("solo", i)
+    return (str(item.source), item.group, getattr(item, "step", None))
+
+
 def units(items, group: bool, limit: int | None) -> list[list[tuple[str, object, object]]]:
-    """Replay units: one per response (own), or one per GRPO group in file order (group);
-    `limit`: only the responses of the first `limit` groups, for both sources."""
+    """Replay units: one per response (own), or one per GRPO group in file order (group:
+    `sibling_key`); `limit`: only the responses of the first `limit` groups (the group field),
+    for both sources."""
     gkey = [it.group if it.group is not None else ("solo", i) for i, it in enumerate(items)]
     keep = set(list(OrderedDict.fromkeys(gkey))[:limit]) if limit is not None else None
     by: "OrderedDict[object, list]" = OrderedDict()
     for i, it in enumerate(items):
         if keep is None or gkey[i] in keep:
-            by.setdefault(gkey[i] if group else i, []).append((str(i), it.prompt_ids, it.response_ids))
+            by.setdefault(sibling_key(it, i) if group else i, []).append((str(i), it.prompt_ids, it.response_ids))
     return list(by.values())
 
 
@@ -110,10 +120,11 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
         if not todo:
             continue
         items = tokenize_traces(read_any([path])[0], tok)   # every format accept and rollout read
-        sizes = Counter(it.group for it in items if it.group is not None)
+        sizes = Counter(sibling_key(it, i) for i, it in enumerate(items) if it.group is not None)
         grouped = any(n > 1 for n in sizes.values())
         if not grouped:
-            progress(f"{path.name}: no GRPO groups (one response per prompt): the group source is the own source")
+            progress(f"{path.name}: no GRPO groups (one response per prompt and RL step): the group source is the "
+                     "own source")
         for k, source in todo:
             if source == "group" and not grouped:
                 continue

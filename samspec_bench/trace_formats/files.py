@@ -123,6 +123,16 @@ def verl_step_files(directory: Path) -> list[Path]:
     return files
 
 
+def blank_file(path: Path, most: int = 4096) -> bool:
+    """Whether a file holds nothing but white space (read up to `most` bytes: a larger file is not blank)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(most + 1)
+    except OSError:
+        return False
+    return len(head) <= most and not head.strip()
+
+
 def _step_of(path: Path) -> int:
     return int(VERL_STEP_FILE.match(path.name).group(1))
 
@@ -202,12 +212,20 @@ def _detect_folder(p: Path, format_option: bool) -> list[tuple[Path, str]]:
     if not steps and not rest:
         raise UserError(f"trace directory {p} holds no *.jsonl files: pass a directory or files with traces "
                         "(a verl rollout_data_dir, lm-eval samples, or JSONL)")
-    found, unknown = [], []
+    found, unknown, blank = [], [], []
     for f in [*steps, *rest]:
+        if f in steps and blank_file(f):
+            blank.append(f)   # verl's dump of an empty batch is one newline: a step without responses
+            continue
         try:
             found.append((f, detect_file(f, format_option)))
         except UnknownTraceFile as e:
             unknown.append(f"{f.relative_to(p).as_posix()} ({e.why})")
+    if blank and any(kind == "verl" for _, kind in found):
+        found = sorted(found + [(f, "verl") for f in blank],
+                       key=lambda fk: (0, _step_of(fk[0])) if fk[0] in steps else (1, 0))
+    else:
+        unknown += [f"{f.relative_to(p).as_posix()} (no JSON object: an empty file)" for f in blank]
     if unknown:
         more = f", and {len(unknown) - 6} more" if len(unknown) > 6 else ""
         fix = ("move them out, pass the trace files themselves, or name the format with --trace-format"

@@ -12,7 +12,7 @@ from typing import Iterable, Iterator
 
 from samspec_bench.data import SKIP_HINT, OnError, TraceRecord, TraceSet, read_traces
 from samspec_bench.errors import UserError
-from samspec_bench.trace_formats.files import FORMAT_FIELDS, VERL_STEP_FILE, expand, unique_files
+from samspec_bench.trace_formats.files import FORMAT_FIELDS, VERL_STEP_FILE, blank_file, expand, unique_files
 from samspec_bench.trace_formats.tool_turns import find_tool_spans
 from samspec_bench.trace_formats.validation import (SHAPE_REASON, folder_reason, has_reward, split_validation,
                                                     validation_file, validation_row)
@@ -47,6 +47,9 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str | None = None,
     state: dict[str, dict] = {"lm-eval labels": _lm_eval_labels([f for f, kind in files if kind == "lm-eval"])}
     for f, kind in files:
         if kind == "samspec":
+            continue
+        if kind == "verl" and blank_file(f):   # an empty batch's dump: said, as a line skipped is
+            traces.skipped.append((f, 1, "an RL step with no responses (verl writes an empty batch as one blank line)"))
             continue
         reader = READERS[kind]
         for lineno, row in _json_lines(f, traces):

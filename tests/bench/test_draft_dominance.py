@@ -8,18 +8,21 @@ separately. The tests marked `arctic` replay the real suffix drafter."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
 from samspec_bench.bench import draft_dominance
 from samspec_bench.cli import group
+from samspec_bench.data import load_tokenizer
 from samspec_bench.errors import UserError
 from samspec_bench.reports.collect import collect
 from samspec_bench.results import load_result
 from samspec_bench.sam.draft_length import EvidenceLength
 from samspec_bench.sam.drafters import SamDrafter, arctic_available
 from samspec_bench.suites import dominance
+from trace_fixtures import grouped_rows, write_verl_dump
 
 arctic = pytest.mark.skipif(not arctic_available(), reason="needs arctic-inference (the 'suffix' drafter)")
 GRPO, SOLO = "qwen25math_math_100x8.jsonl", "tora70b_gsm8k.jsonl"
@@ -153,3 +156,18 @@ def test_real_suffix_drafter_cells(traces_dir, qwen3_tokenizer_dir):
     for r in rows:
         assert r["dominates"] == (r["sam"]["tokens_per_step"] >= r["suffix"]["tokens_per_step"]
                                   and r["sam"]["drafted_per_step"] <= r["suffix"]["drafted_per_step"])
+
+
+def test_group_units_do_not_cross_rl_steps(stand_in, traces_dir, qwen3_tokenizer_dir, tmp_path):
+    """A verl folder's group field is the prompt, which comes back in later RL steps: the group
+    source's siblings are the responses of one step (as the replay engine keys groups), never a
+    later step's. With one response per prompt and step there are no GRPO groups at all."""
+    d = tmp_path / "rollout_data_dir"
+    write_verl_dump(d, load_tokenizer(qwen3_tokenizer_dir), grouped_rows(traces_dir / GRPO, 2), batch=2, n=1,
+                    epochs=3)   # steps 1-3, both prompts in every step, one response each
+    said = []
+    rows = draft_dominance.run([d], str(qwen3_tokenizer_dir), [3], "evidence", None, progress=said.append)
+    assert [r["source"] for r in rows] == ["own"] and "no GRPO groups" in said[0]
+    items = [SimpleNamespace(group="p", step=s, source="f", prompt_ids=[1], response_ids=[2]) for s in (1, 1, 2)]
+    assert [len(u) for u in draft_dominance.units(items, True, None)] == [2, 1]
+    assert [len(u) for u in draft_dominance.units(items, True, 1)] == [2, 1]   # --limit-groups counts prompts

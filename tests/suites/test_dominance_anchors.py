@@ -223,3 +223,11 @@ def test_anchors_read_a_verl_rollout_folder_as_accept_does(traces_dir, qwen3_tok
         assert {c["source"] for c in cells} >= {"own"} and all(c["k"] == 3 for c in cells)
     else:
         assert isinstance(res.exception, UserError) and "arctic-inference" in str(res.exception)
+
+
+def test_an_unknown_trace_format_sends_no_one_to_an_option_dominance_lacks(tmp_path, qwen3_tokenizer_dir):
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"question": "a", "answer": "b"}\n')
+    with pytest.raises(UserError, match="not a known trace format") as e:
+        anchors.load_items(qa, str(qwen3_tokenizer_dir), None)
+    assert "--trace-format" not in str(e.value)

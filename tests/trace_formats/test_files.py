@@ -68,3 +68,25 @@ def test_the_unknown_format_hint_names_trace_format_only_for_a_command_that_has_
         with pytest.raises(UserError, match="--trace-format"):
             call()
 
+
+
+def test_an_empty_verl_step_in_a_folder_is_a_step_without_responses_said(tmp_path):
+    """verl dumps an empty batch as one newline: beside other verl step files it is read as a step
+    with no responses and said (as a skipped line), not refused as a file of unknown format; a
+    folder of blank files alone is still refused."""
+    folder = tmp_path / "rollout"
+    folder.mkdir()
+    row = {"input": "user\nWhat is 2+2?\nassistant\n", "output": "2+2 = 4.", "gts": None, "score": 1.0}
+    (folder / "10.jsonl").write_text(json.dumps({**row, "step": 10}) + "\n")
+    (folder / "20.jsonl").write_text("\n")
+    (folder / "30.jsonl").write_text(json.dumps({**row, "step": 30}) + "\n")
+    traces, formats = read_any(folder)
+    assert [Path(f).name for f in formats] == ["10.jsonl", "20.jsonl", "30.jsonl"]
+    assert set(formats.values()) == {"verl"} and len(traces.records) == 2
+    assert [(Path(f).name, why) for f, _, why in traces.skipped] == [
+        ("20.jsonl", "an RL step with no responses (verl writes an empty batch as one blank line)")]
+    alone = tmp_path / "blank"
+    alone.mkdir()
+    (alone / "1.jsonl").write_text("\n")
+    with pytest.raises(UserError, match="not understood"):
+        read_any(alone)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing as mp
 import os
+import signal
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Hashable, Sequence
 
@@ -291,6 +292,14 @@ def run_task(cfg: DraftConfig, items: Sequence[Any], units: list[list[int]], cor
 _SHARED: dict[str, Any] = {}
 
 
+def _ignore_interrupt() -> None:
+    """A worker's start: Ctrl-C (SIGINT, sent to the whole process group) is the parent's to
+    handle. A worker interrupted while writing its result leaves a partial message in the pool's
+    result pipe, and the parent's Pool.terminate then waits for the rest of it forever (a hang
+    after 'aborted'); the parent terminates its workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _worker(task: tuple[int, list[list[int]], set[int]]) -> tuple[int, list[tuple[int, ResponseSteps]]]:
     job, units, wanted = task
     cfg = _SHARED["jobs"][job][0]
@@ -432,7 +441,7 @@ class ReplayEngine:
         _SHARED.update(items=items, jobs=list(jobs), corpus=self.corpus, history=history)
         try:
             ctx = mp.get_context("fork")
-            with ctx.Pool(processes=min(workers, len(plan))) as pool:
+            with ctx.Pool(processes=min(workers, len(plan)), initializer=_ignore_interrupt) as pool:
                 yield from pool.imap_unordered(_worker, plan)
         finally:
             _SHARED.clear()

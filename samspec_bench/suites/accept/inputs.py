@@ -104,6 +104,19 @@ def benchmark_items(cfg: AcceptConfig, tokenizer) -> tuple[list[PromptItem], dic
                    "responses_per_prompt": 1}
 
 
+def _refuse_stepless(items: list) -> None:
+    """History replays RL steps in order: responses without a step (a samspec or plain file)
+    beside RL steps (verl dumps) would be replayed as one step before every other, their text the
+    history of the first real step, silently."""
+    stepless = sorted({str(it.source) for it in items if it.step is None})
+    if stepless:
+        n = sum(it.step is None for it in items)
+        raise UserError(f"--traces {stepless[0]}{f' and {len(stepless) - 1} more' if len(stepless) > 1 else ''}: "
+                        f"{n} response(s) carry no RL step beside traces with RL steps (verl dumps); a history "
+                        "source would replay them as a step before every other: replay the verl rollout folder "
+                        "without them (pass the other traces in a run of their own)")
+
+
 def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False) -> Inputs:
     tokenizer = _load_tokenizer(str(Path(cfg.tokenizer).expanduser().resolve()))
     replays = engine_capabilities(cfg.engine).needs_traces   # the traces' own responses are replayed
@@ -131,6 +144,8 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False
         raise UserError(f"--traces {', '.join(map(str, files))}: no usable responses ({len(skipped)} lines skipped)")
     steps = None
     if has_steps(items):
+        if need_history:
+            _refuse_stepless(items)
         steps = f"RL steps from the traces ({len({it.step for it in items})} steps)"
     elif need_history:
         items, steps = emulate_steps(items), EMULATED_STEPS

@@ -31,6 +31,7 @@ from samspec_bench.suites.accept.output import print_table, write_figure, write_
 
 RESPONSES_FILE = "responses.jsonl"
 CONFIG_FILE = "config.json"
+INPUT_FILES = "input_files"   # config.json: file -> sha256 of what the run read
 
 
 def execute(config: AcceptConfig, *, output: str | Path, resume: str | Path | None = None,
@@ -283,9 +284,32 @@ def group_source_block(items: list) -> dict[str, Any]:
     return {"groups": len(units), "groups_with_one_response": ones, "note": note}
 
 
-def _inputs_record(cfg: AcceptConfig, inputs: Inputs) -> dict[str, Any]:
+def input_files(inputs: Inputs) -> dict[str, str]:
+    """The sha256 of every trace and corpus file read: what --resume checks has not changed
+    (records are keyed by file and line, so an edited file would be read as the old one)."""
+    corpus = (inputs.corpus_info or {}).get("files") or []
+    return {str(f): file_sha256(f) for f in [*inputs.files, *corpus]}
+
+
+def check_same_files(saved: dict, files: dict[str, str], resume) -> None:
+    """Refuse to continue a run whose trace or corpus files changed since it started (a run
+    saved before the files were recorded is not checked)."""
+    before = saved.get(INPUT_FILES)
+    if not isinstance(before, dict) or before == files:
+        return
+    fix = "restore them, or start a new run without --resume"
+    for f, sha in files.items():
+        if f in before and before[f] != sha:
+            raise UserError(f"--resume {resume}: {f} changed since the run started (sha256 {str(before[f])[:12]} then, "
+                            f"{sha[:12]} now): its recorded responses are of the old file; {fix}")
+    added, gone = sorted(set(files) - set(before)), sorted(set(before) - set(files))
+    what = f"{added[0]} is read now and was not then" if added else f"{gone[0]} was read then and is not now"
+    raise UserError(f"--resume {resume}: the trace files differ from the run's ({what}); {fix}")
+
+
+def _inputs_record(cfg: AcceptConfig, inputs: Inputs, files: dict[str, str]) -> dict[str, Any]:
     items = inputs.items
-    return {"traces": [{"file": str(f), "sha256": file_sha256(f)} for f in inputs.files],
+    return {"traces": [{"file": str(f), "sha256": files[str(f)]} for f in inputs.files],
             "tokenizer": str(cfg.tokenizer), "responses": sum(getattr(it, "turn", 0) == 0 for it in items),
             "requests": len(items), "tool_output": inputs.tool_output, "validation": inputs.validation,
             "response_tokens": int(sum(it.response_ids.size for it in items)),
@@ -318,9 +342,12 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine: AcceptanceEngine, configs:
     """The sweep on an engine, its records, metrics and run folder."""
     items = inputs.items
     runnable, unsupported = _runnable(engine, configs, err)
+    files = input_files(inputs)
     run_dir = RunDir(output, SUITE, resume)
     if resume is None:
-        run_dir.write_json(CONFIG_FILE, cfg.identity())
+        run_dir.write_json(CONFIG_FILE, {**cfg.identity(), INPUT_FILES: files})
+    else:
+        check_same_files(run_dir.saved_config(CONFIG_FILE) or {}, files, resume)
 
     # Resume: responses already recorded are read back; unfinished groups run again whole.
     keys = [response_key(it) for it in items]
@@ -345,7 +372,7 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine: AcceptanceEngine, configs:
     except Exception as e:  # noqa: BLE001 - a figure must not lose the numbers
         err.print(f"[yellow]figure not written[/]: {type(e).__name__}: {e}", markup=True, highlight=False)
     extra = {
-        "engine": engine.describe(), "inputs": _inputs_record(cfg, inputs), "position_basis": cfg.position,
+        "engine": engine.describe(), "inputs": _inputs_record(cfg, inputs, files), "position_basis": cfg.position,
         "bins": {"spec": cfg.bins, "edges": list(bins.edges)},
         "cost_model": {"formula": "speedup = tokens / ((steps - drafts) * 1 + drafts * verify_cost_ratio); "
                                   "a step with an empty draft is a plain decode step; drafting is not charged",

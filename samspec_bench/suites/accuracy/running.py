@@ -106,6 +106,8 @@ def _run_in(run_dir: RunDir, cfg, resume, progress, console, engine, lm_out, lm_
     # resume: reuse every response generated before (failed ones are generated again)
     cache = {r["key"]: r for r in run_dir.samples(GENERATIONS) if "key" in r and not r.get("error")}
     reused = len(cache)
+    if resume is not None:   # what the resume keeps, said before the first generation
+        _log(console, f"resuming {run_dir.path}: {reused} generation(s) already recorded are reused, not generated again")
     if cfg.data_dir is not None:
         lm_names = write_task_dir(run_dir.file("tasks"), cfg.tasks, cfg.data_dir)
     else:

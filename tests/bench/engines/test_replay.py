@@ -8,11 +8,13 @@ emitted), exactly."""
 from __future__ import annotations
 
 import dataclasses
+import signal
 
 import numpy as np
 import pytest
 
 from samspec_bench.bench.draft_config import DraftConfig, build_drafter, unsupported_reason
+import samspec_bench.bench.engines.replay as replay_mod
 from samspec_bench.bench.engines.replay import (ReplayEngine, _budget_pool, build_corpus, check_group_prompts,
                                                 history_entry, replay_group, replay_response, run_unit)
 from samspec_bench.metrics import total_counts
@@ -249,6 +251,22 @@ def test_engine_results_do_not_depend_on_workers(items):
     forked = collect(ReplayEngine(workers=2, min_parallel_tokens=0, task_tokens=500))
     assert len(serial) == 3 * len(items)
     assert forked == serial
+
+
+def _report_sigint(task):
+    """A stand-in for the pool's _worker: whether this worker ignores SIGINT."""
+    return task[0], [(-1, signal.getsignal(signal.SIGINT) == signal.SIG_IGN)]
+
+
+def test_forked_workers_leave_ctrl_c_to_the_parent(items, monkeypatch):
+    """Ctrl-C reaches every process of the group: a worker interrupted while writing its result
+    left a partial message in the pool's pipe, and the parent hung in Pool.terminate after
+    'aborted'. Workers ignore SIGINT; the parent's KeyboardInterrupt ends the pool."""
+    monkeypatch.setattr(replay_mod, "_worker", _report_sigint)
+    jobs = [(DraftConfig("sam", 3), range(len(items)))]
+    got = list(ReplayEngine(workers=2, min_parallel_tokens=0, task_tokens=500).run(items, jobs))
+    assert len(got) > 1 and all(flag for _, chunk in got for _, flag in chunk)
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN   # the parent's own handler is kept
 
 
 def test_sam_acceptance_record_is_shared_within_a_task_only(items):

@@ -63,3 +63,21 @@ def test_an_unknown_corpus_file_names_no_option_it_cannot_take(shared_data, tmp_
     assert "--trace-format" not in str(res.exception) and str(qa) in str(res.exception)
     res = _accept(shared_data, tmp_path, "--traces", qa)
     assert isinstance(res.exception, UserError) and "--trace-format" in str(res.exception), res.output
+
+
+def test_stepless_traces_beside_verl_steps_are_refused_for_history(shared_data, tmp_path):
+    """A plain file in a verl rollout folder has no RL step: history would replay it as a step
+    before every verl step, its text the first step's history, silently; refused with a history
+    source, replayed as before without one."""
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    prompt, response = "user\nWhat is 12*7?\nassistant\n", "12*7 = 84, so the answer is 84."
+    (folder / "20.jsonl").write_text(json.dumps({"input": prompt, "output": response, "gts": None, "score": 1.0,
+                                                 "step": 20}) + "\n")
+    (folder / "other_run.jsonl").write_text(json.dumps({"prompt": prompt, "response": response}) + "\n")
+    res = _accept(shared_data, tmp_path, "--traces", folder, "--sources", "own,history")
+    assert isinstance(res.exception, UserError), res.output
+    msg = str(res.exception)
+    assert "other_run.jsonl" in msg and "1 response(s) carry no RL step" in msg and "\n" not in msg
+    assert not (tmp_path / "out").exists()
+    assert _accept(shared_data, tmp_path, "--traces", folder).exit_code == 0

@@ -190,6 +190,36 @@ def test_resume_continues_and_reproduces(subset, qwen3_tokenizer_dir, tmp_path, 
     assert "num_spec_tokens" in got.err and "--resume" in got.err
 
 
+def test_resume_refuses_traces_changed_since_the_run_started(traces_dir, qwen3_tokenizer_dir, tmp_path, capsys):
+    # records are keyed by file and line: an edited trace file would have its old records reused
+    src = tmp_path / "traces"
+    src.mkdir()
+    trace = _head(traces_dir / QWEN, src / QWEN, 16)
+    out = tmp_path / "res"
+    args = base_args(src, qwen3_tokenizer_dir, out)
+    run_cli(args, capsys)
+    run = only_run(out)
+    (run / "result.json").unlink()
+    lines = trace.read_text(encoding="utf-8").splitlines(keepends=True)
+    rows = [json.loads(x) for x in lines]
+    rows[3]["response"] = rows[3]["response"][: len(rows[3]["response"]) // 2]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    got = run_cli(args + ["--resume", str(run)], capsys, expect_exit=2)
+    line = got.err.strip().splitlines()[-1]   # after the progress lines: one error line
+    assert line.startswith("error: --resume") and f"{trace} changed since the run started" in line
+    assert "start a new run" in line
+    assert not (run / "result.json").exists()
+    # a file added to the traces folder is named too
+    _head(traces_dir / TORA, src / TORA, 2)
+    trace.write_text("".join(lines), encoding="utf-8")
+    got = run_cli(args + ["--resume", str(run)], capsys, expect_exit=2)
+    assert f"{src / TORA} is read now and was not then" in got.err
+    # the files as they were: the run continues
+    (src / TORA).unlink()
+    run_cli(args + ["--resume", str(run)], capsys)
+    assert (run / "result.json").is_file()
+
+
 def test_a_resume_with_options_missing_says_to_give_them_again(subset, qwen3_tokenizer_dir, tmp_path, capsys,
                                                                 monkeypatch):
     # --resume does not read the run's options back: the error says so beside what is wrong

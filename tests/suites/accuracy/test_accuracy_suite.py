@@ -195,6 +195,9 @@ def test_a_resume_names_each_setting_it_does_not_use(tmp_path, data_dir):
     assert result["config"]["limit"] == 2 and result["config"]["max_gen_toks"] == 64
     text = said.getvalue()
     assert "not used from this call: limit 3 (the run's: 2), max_gen_toks 32 (the run's: 64)" in text, text
+    # what is kept is said, with its count (result.json has it too)
+    assert f"resuming {path}: 4 generation(s) already recorded are reused" in text, text
+    assert result["reused_generations"] == 4
 
 
 @pytest.mark.usefixtures("needs_lm_eval")
