@@ -330,8 +330,8 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
     int32_t stack[128], *buf = stack;
     AccEst est_stack[64], *est = est_stack;
     AccStats *A = ev_corrections(self);
-    if (q > 0 && L >= self->P.l_threshold) {
-        if (k < 1 || PyBool_Check(ka)) {   /* check_k's message */
+    if (q > 0 && L >= self->P.l_threshold && k > 0) {   /* k = 0: no draft, as without a match */
+        if (PyBool_Check(ka)) {   /* check_k's message */
             PyErr_Format(PyExc_ValueError, "k = %R: the number of draft tokens must be an integer >= 1", ka);
             return NULL;
         }

@@ -259,7 +259,7 @@ class SamDrafter(Drafter):
                 c = static.evidence_chain(k, choice, depth)
                 if c and c[0][0] > dyn_len + self.l_bias:
                     cands, dyn_len, at_end = c, c[0][0], False
-        if dyn_len < self.l_threshold:
+        if dyn_len < self.l_threshold or (k == 0 and not isinstance(k, bool)):   # k = 0: no draft (as the C path)
             return []
         state = self._ev[req_id]
         draft, expected = policy.choose(state, check_k(k), cands, at_end, self.token_stats, cost, relax)

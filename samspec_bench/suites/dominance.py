@@ -125,7 +125,8 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
             raise UserError(f"--traces {p}: no such file or folder; pass a trace JSONL file or a folder of verl "
                             "rollout dumps")
     tok = tokenizer or str(resolve_data_dir(data_dir) / "tokenizers" / "qwen3")
-    return DominanceConfig(traces=tuple(str(p) for p in paths), tokenizer=tok, ks=ks, sam_length=sam_length,
+    # absolute: --resume from another folder must find the same traces, not others of that name
+    return DominanceConfig(traces=tuple(str(p.expanduser().resolve()) for p in paths), tokenizer=tok, ks=ks, sam_length=sam_length,
                            limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve,
                            anchors=bool(anchors), budget_options=budget_options, budget_scope=budget_scope,
                            frontier=bool(frontier))

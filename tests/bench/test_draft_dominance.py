@@ -171,3 +171,24 @@ def test_group_units_do_not_cross_rl_steps(stand_in, traces_dir, qwen3_tokenizer
     items = [SimpleNamespace(group="p", step=s, source="f", prompt_ids=[1], response_ids=[2]) for s in (1, 1, 2)]
     assert [len(u) for u in draft_dominance.units(items, True, None)] == [2, 1]
     assert [len(u) for u in draft_dominance.units(items, True, 1)] == [2, 1]   # --limit-groups counts prompts
+
+
+def test_resume_from_another_folder_refuses_other_traces_of_the_same_name(stand_in, traces_dir, qwen3_tokenizer_dir,
+                                                                           tmp_path, monkeypatch):
+    """The run keeps its traces as absolute paths: resumed from another working folder, a
+    relative --traces naming another file of the same name is refused; the same file named
+    absolutely continues."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "t.jsonl").write_text("".join((traces_dir / GRPO).read_text().splitlines(True)[:8 if
+                                                                                                      name == "a" else 16]))
+    args = ["--tokenizer", qwen3_tokenizer_dir, "-k", "2", "--limit-groups", "1"]
+    monkeypatch.chdir(tmp_path / "a")
+    _invoke("--traces", "t.jsonl", *args, "--output", tmp_path / "runs")
+    (run,) = list((tmp_path / "runs").iterdir())
+    assert load_result(run)["config"]["traces"] == [str(tmp_path / "a" / "t.jsonl")]
+    monkeypatch.chdir(tmp_path / "b")
+    res = _invoke("--traces", "t.jsonl", *args, "--resume", run)
+    assert isinstance(res.exception, UserError) and "traces" in str(res.exception), res.output
+    ok = _invoke("--traces", tmp_path / "a" / "t.jsonl", *args, "--resume", run)
+    assert ok.exit_code in (0, 1) and "kept" in ok.output, ok.output   # done or gate failed: the cell kept
