@@ -117,22 +117,6 @@ def _refuse_stepless(items: list) -> None:
                         "without them (pass the other traces in a run of their own)")
 
 
-def _refuse_steps_of_two_folders(items: list) -> None:
-    """History reads one timeline of RL steps: one step number from the step files of two
-    folders (two runs, or a resumed job's copy) would replay both as one step, silently."""
-    folders: dict[int, set[str]] = {}
-    for it in items:
-        if it.step is not None:
-            folders.setdefault(it.step, set()).add(str(Path(it.source).resolve().parent))
-    twice = sorted(step for step, where in folders.items() if len(where) > 1)
-    if twice:
-        where = sorted(folders[twice[0]])
-        raise UserError(f"--traces: RL step {twice[0]} is in {where[0]} and {where[1]}"
-                        f"{f' ({len(twice) - 1} more steps too)' if len(twice) > 1 else ''}: a history source "
-                        "replays one run's steps in order; pass one run's folder (a resumed job that dumped to a new "
-                        "folder: keep one file per step)")
-
-
 def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False) -> Inputs:
     tokenizer = _load_tokenizer(str(Path(cfg.tokenizer).expanduser().resolve()))
     replays = engine_capabilities(cfg.engine).needs_traces   # the traces' own responses are replayed
@@ -162,7 +146,6 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False
     if has_steps(items):
         if need_history:
             _refuse_stepless(items)
-            _refuse_steps_of_two_folders(items)
         steps = f"RL steps from the traces ({len({it.step for it in items})} steps)"
     elif need_history:
         items, steps = emulate_steps(items), EMULATED_STEPS

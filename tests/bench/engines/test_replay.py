@@ -263,10 +263,16 @@ def test_forked_workers_leave_ctrl_c_to_the_parent(items, monkeypatch):
     left a partial message in the pool's pipe, and the parent hung in Pool.terminate after
     'aborted'. Workers ignore SIGINT; the parent's KeyboardInterrupt ends the pool."""
     monkeypatch.setattr(replay_mod, "_worker", _report_sigint)
-    jobs = [(DraftConfig("sam", 3), range(len(items)))]
-    got = list(ReplayEngine(workers=2, min_parallel_tokens=0, task_tokens=500).run(items, jobs))
+    # the parent handles Ctrl-C (a shell's background job starts with SIGINT ignored: set it here,
+    # so that workers ignore it only by their own start)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        jobs = [(DraftConfig("sam", 3), range(len(items)))]
+        got = list(ReplayEngine(workers=2, min_parallel_tokens=0, task_tokens=500).run(items, jobs))
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # the parent's own handler is kept
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert len(got) > 1 and all(flag for _, chunk in got for _, flag in chunk)
-    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN   # the parent's own handler is kept
 
 
 def test_sam_acceptance_record_is_shared_within_a_task_only(items):

@@ -81,21 +81,3 @@ def test_stepless_traces_beside_verl_steps_are_refused_for_history(shared_data, 
     assert "other_run.jsonl" in msg and "1 response(s) carry no RL step" in msg and "\n" not in msg
     assert not (tmp_path / "out").exists()
     assert _accept(shared_data, tmp_path, "--traces", folder).exit_code == 0
-
-
-def test_one_rl_step_in_two_folders_is_refused_for_history(shared_data, tmp_path):
-    """Two folders holding step 20 (a resumed job's copy, or two runs): a history source would
-    replay both as one step; refused in one line naming both folders. Without a history source
-    (each response replayed on its own) both are read."""
-    line = json.dumps({"input": "user\nWhat is 12*7?\nassistant\n", "output": "12*7 = 84, so the answer is 84.",
-                       "gts": None, "score": 1.0, "step": 20}) + "\n"
-    for name in ("r1", "r2"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "20.jsonl").write_text(line)
-    (tmp_path / "r1" / "10.jsonl").write_text(line.replace('"step": 20', '"step": 10'))
-    res = _accept(shared_data, tmp_path, "--traces", tmp_path / "r1", "--traces", tmp_path / "r2",
-                  "--sources", "own,history")
-    assert isinstance(res.exception, UserError), res.output
-    msg = str(res.exception)
-    assert "RL step 20" in msg and str(tmp_path / "r1") in msg and str(tmp_path / "r2") in msg and "\n" not in msg
-    assert _accept(shared_data, tmp_path, "--traces", tmp_path / "r1", "--traces", tmp_path / "r2").exit_code == 0
