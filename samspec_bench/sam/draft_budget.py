@@ -105,7 +105,8 @@ class DraftBudget:
         # by evidence
         wanted = d + self.windup * (k - d) if (d == most and most < k) else d
         # without a bucket no floor: a stretch with nothing to draft is remembered, not forgotten at 0
-        self.cost = min(MAX_COST, max(0.0 if self.bucket else -math.inf, self.cost + self.rate * (wanted - self.budget)))
+        floor = 0.0 if self.bucket else -math.inf
+        self.cost = min(MAX_COST, max(floor, self.cost + self.rate * (wanted - self.budget)))
         self.steps += 1
         self.drafted += d
         return draft

@@ -37,8 +37,9 @@ from samspec_bench.sam.automaton import CHOICES
 # corrections' record AcceptanceStats, sam/_acceptance_stats.h) implements: a policy with any
 # other field (a parameter added later) is chosen by choose() in Python; so is pairs > 0 (the
 # C record keeps no pair table).
+# (the budget's fields too: the drafter caps k and hands the cost to the chooser)
 C_FIELDS = frozenset({"cost", "novelty", "depth", "cap", "tau", "decay", "choice", "tokens", "pairs", "shape",
-                      "pooled", "budget", "burst", "rate", "windup", "pool", "ceiling", "spenddown", "bucket"})   # the budget's: the drafter caps k, hands the cost
+                      "pooled", "budget", "burst", "rate", "windup", "pool", "ceiling", "spenddown", "bucket"})
 
 DEFAULT_LENGTH = "evidence"   # the default of the 'sam' drafter (docs/drafting.md says why)
 LENGTH_SPECS = ("fixed", "evidence")

@@ -94,17 +94,15 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
     if budget_scope not in anchors_mod.BUDGET_SCOPES:
         raise UserError(f"--budget-scope {budget_scope!r}: use {' or '.join(anchors_mod.BUDGET_SCOPES)}")
     if budget_options:
-        given = dict(item.partition("=")[::2] for item in budget_options.split(","))
-        if given.keys() & {"pool", "ceiling"}:
+        if {item.partition("=")[0].strip() for item in budget_options.split(",")} & {"pool", "ceiling"}:
             raise UserError("--budget-options: pool= and ceiling= are set by --budget-scope; drop them")
-        if budget_scope != "step+run" and given.get("bucket", "").strip() in ("0", "0.0"):
-            raise UserError(f"--budget-options bucket=0 paces under the run-wide cap of --budget-scope step+run, "
-                            f"which {budget_scope} has not: use step+run, or drop bucket=0")
-        scoped = ",pool=check,ceiling=1" if budget_scope == "step+run" else ""   # what the scope adds
-        try:
-            parse_length(f"{anchors_mod.DEFAULT_POLICY}:budget=1,{budget_options}{scoped}")
+        try:   # checked as step+run hands them on: with a pool and a ceiling after them
+            extra = parse_length(f"{anchors_mod.DEFAULT_POLICY}:budget=1,{budget_options},pool=check,ceiling=1")
         except ValueError as e:
             raise UserError(f"--budget-options {budget_options!r}: {e}") from None
+        if extra.bucket == 0 and budget_scope != "step+run":
+            raise UserError(f"--budget-options bucket=0 paces under the run-wide cap of --budget-scope step+run, "
+                            f"which {budget_scope} has not: use step+run, or drop bucket=0")
     curve = _costs(costs) if figure else None
     if figure and not Path(figure).expanduser().resolve().parent.is_dir():
         # checked before the replay: a missing folder would fail only after every cell has run
@@ -126,8 +124,8 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
                             "rollout dumps")
     tok = tokenizer or str(resolve_data_dir(data_dir) / "tokenizers" / "qwen3")
     # absolute: --resume from another folder must find the same traces, not others of that name
-    return DominanceConfig(traces=tuple(str(p.expanduser().resolve()) for p in paths), tokenizer=tok, ks=ks, sam_length=sam_length,
-                           limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve,
+    return DominanceConfig(traces=tuple(str(p.expanduser().resolve()) for p in paths), tokenizer=tok, ks=ks,
+                           sam_length=sam_length, limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve,
                            anchors=bool(anchors), budget_options=budget_options, budget_scope=budget_scope,
                            frontier=bool(frontier))
 
@@ -255,8 +253,8 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
               show_default=True,
               help="With --anchors: run: one budget over every RL step at the anchor's pooled drafted tokens per "
                    "step (the pooled comparison's bound holds by construction); step: one per RL step at the "
-                   "anchor's rate in that step; step+run: the per-step budgets pacing the price under one run-wide cap at "
-                   "the pooled rate (the run's bound; --budget-options bucket=1: each step's as well).")
+                   "anchor's rate in that step; step+run: the per-step budgets pacing the price under one run-wide "
+                   "cap at the pooled rate (the run's bound; --budget-options bucket=1: each step's as well).")
 @click.option("--frontier", is_flag=True, default=False,
               help="With --anchors: also the default at one fixed cost whose pooled drafted tokens per step are at "
                    "most the anchor's (a bisection over the cost reading only the drafted tokens; about 9 more "

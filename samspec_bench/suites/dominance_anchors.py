@@ -59,7 +59,8 @@ SCOPE_MEANS = {   # --budget-scope: what the budgeted default is held to
 }
 BUDGET_SCOPES = tuple(SCOPE_MEANS)
 DEFAULT_SCOPE = "step+run"   # chosen on the dev cells (docs/drafting.md): ties step, and holds both bounds
-PACE_ONLY = "bucket=0"   # step+run's per-step budgets: chosen on the dev cells (docs/drafting.md, "A budget that paces")
+# step+run's per-step budgets only pace: chosen on the dev cells (docs/drafting.md, "A budget that paces")
+PACE_ONLY = "bucket=0"
 _POOLS = itertools.count()   # a fresh pool name per budgeted arm: no budget carries from one cell to the next
 
 

@@ -48,11 +48,10 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str | None = None,
     for f, kind in files:
         if kind == "samspec":
             continue
-        if kind == "verl" and blank_file(f):   # an empty batch's dump: said, as a line skipped is
-            traces.skipped.append((f, 1, "an RL step with no responses (verl writes an empty batch as one blank line)"))
-            continue
         reader = READERS[kind]
+        rows = 0
         for lineno, row in _json_lines(f, traces):
+            rows += 1
             try:
                 rec = reader(row, f, lineno, state)
             except BadLine as e:
@@ -60,6 +59,8 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str | None = None,
                 continue
             if rec is not None:
                 traces.records.extend(rec)
+        if kind == "verl" and not rows and blank_file(f):   # an empty batch's dump: said, as a line skipped is
+            traces.skipped.append((f, 1, "an RL step with no responses (verl writes an empty batch as one blank line)"))
     if not traces.records:
         detail = f" ({len(traces.skipped)} bad lines skipped)" if traces.skipped else ""
         raise UserError(f"no usable traces in {', '.join(str(x) for x in items)}{detail}: pass {FORMAT_FIELDS}")

@@ -178,10 +178,10 @@ def test_resume_from_another_folder_refuses_other_traces_of_the_same_name(stand_
     """The run keeps its traces as absolute paths: resumed from another working folder, a
     relative --traces naming another file of the same name is refused; the same file named
     absolutely continues."""
-    for name in ("a", "b"):
+    lines = (traces_dir / GRPO).read_text().splitlines(True)
+    for name, n in (("a", 8), ("b", 16)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "t.jsonl").write_text("".join((traces_dir / GRPO).read_text().splitlines(True)[:8 if
-                                                                                                      name == "a" else 16]))
+        (tmp_path / name / "t.jsonl").write_text("".join(lines[:n]))
     args = ["--tokenizer", qwen3_tokenizer_dir, "-k", "2", "--limit-groups", "1"]
     monkeypatch.chdir(tmp_path / "a")
     _invoke("--traces", "t.jsonl", *args, "--output", tmp_path / "runs")
