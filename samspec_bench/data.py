@@ -238,6 +238,24 @@ def load_tokenizer(path: str | Path) -> Any:
         raise UserError(f"cannot load a tokenizer from {p} ({reason}): pass a directory with tokenizer.json") from None
 
 
+def limit_groups(items: list, n: int | None) -> list:
+    """The responses of the first n groups of each trace file (a verl folder: of each step file):
+    what --limit-groups keeps in accept and dominance."""
+    if n is None:
+        return items
+    if n < 1:
+        raise UserError(f"--limit-groups {n}: must be >= 1")
+    kept, seen = [], {}
+    for it in items:
+        groups = seen.setdefault(str(it.source), set())
+        if it.group not in groups:
+            if len(groups) >= n:
+                continue
+            groups.add(it.group)
+        kept.append(it)
+    return kept
+
+
 def tokenize_traces(traces: TraceSet, tokenizer: Any, chat_template: ChatTemplate = "auto") -> list[TokenizedResponse]:
     """Token ids for every record. Text prompts use the tokenizer's chat template (system +
     user message, generation prompt added) when chat_template="always", or with "auto" when

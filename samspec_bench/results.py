@@ -49,7 +49,9 @@ _PACKAGES = ("samspec-bench", "numpy", "torch", "transformers", "lm-eval", "vllm
              "vllm-ascend", "torch-npu", "arctic-inference")
 
 # Run folders this process created (discard_unfinished judges them) and files it wrote whole.
-_CREATED: list[tuple[Path, bool]] = []   # (folder, whether its root was made for it)
+# (folder, whether its root was made for it); a --resume folder is there as (folder, None): named
+# when interrupted, never removed
+_CREATED: list[tuple[Path, bool | None]] = []
 _WHOLE: set[str] = set()
 
 
@@ -281,6 +283,25 @@ def check_resume(resume: str | os.PathLike, suite: str, identity: dict | None = 
     return saved
 
 
+INPUT_FILES = "input_files"   # config.json: file -> sha256 of what the run read
+
+
+def check_same_files(saved: dict, files: dict[str, str], resume) -> None:
+    """Refuse to continue a run whose input files changed since it started (its kept records
+    are of the old files; a run saved before the files were recorded is not checked)."""
+    before = saved.get(INPUT_FILES)
+    if not isinstance(before, dict) or before == files:
+        return
+    fix = "restore them, or start a new run without --resume"
+    for f, sha in files.items():
+        if f in before and before[f] != sha:
+            raise UserError(f"--resume {resume}: {f} changed since the run started (sha256 {str(before[f])[:12]} then, "
+                            f"{sha[:12]} now): what the run kept was read from the old file; {fix}")
+    added, gone = sorted(set(files) - set(before)), sorted(set(before) - set(files))
+    what = f"{added[0]} is read now and was not then" if added else f"{gone[0]} was read then and is not now"
+    raise UserError(f"--resume {resume}: the input files differ from the run's ({what}); {fix}")
+
+
 class RunDir:
     """One run's directory: `<root>/<suite>-<timestamp>/`, or an existing one to resume."""
 
@@ -290,6 +311,7 @@ class RunDir:
         if resume is not None:
             check_resume(resume, suite)
             self.path = Path(resume)
+            _CREATED.append((self.path, None))   # an interrupt names it again (kept_unfinished)
             self._remove_stale_temps()
         else:
             self.path = make_unique_dir(root, suite, register=True)
@@ -408,8 +430,8 @@ def _holds_work(path: Path) -> bool:
 
 
 def kept_unfinished(since: int = 0) -> list[Path]:
-    """The run folders this process created (after checkpoint `since`) that hold work: what an
-    interrupted command leaves for --resume."""
+    """The run folders this process created or resumed (after checkpoint `since`) that hold work:
+    what an interrupted command leaves for --resume."""
     return [path for path, _ in _CREATED[since:] if path.is_dir() and _holds_work(path)]
 
 
@@ -419,7 +441,7 @@ def discard_unfinished(since: int = 0) -> list[Path]:
     command that failed before doing any work leaves. Folders with samples stay (--resume)."""
     removed = []
     for path, root_made in _CREATED[since:]:
-        if path.is_dir() and not _holds_work(path):
+        if root_made is not None and path.is_dir() and not _holds_work(path):   # a --resume folder stays
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
             if root_made:

@@ -179,6 +179,22 @@ def test_failed_commands_leave_no_empty_run_folder_but_keep_samples(tmp_path):
     assert not (tmp_path / "fresh").exists()              # the root it made for itself goes too
 
 
+def test_a_resumed_folder_is_named_when_interrupted_and_never_removed(tmp_path):
+    from samspec_bench.results import created_mark, discard_unfinished, kept_unfinished
+
+    first = RunDir(tmp_path / "res", "accept")
+    first.write_json("config.json", {"k": 3})
+    first.append_sample({"id": 1})
+    mark = created_mark()   # a new command resumes it, and is interrupted
+    again = RunDir(tmp_path / "res", "accept", resume=first.path)
+    assert discard_unfinished(mark) == [] and kept_unfinished(mark) == [again.path]
+    bare = RunDir(tmp_path / "bare", "accept")
+    bare.write_json("config.json", {"k": 3})
+    mark = created_mark()   # resumed before any sample was kept: the user's folder stays
+    RunDir(tmp_path / "x", "accept", resume=bare.path)
+    assert discard_unfinished(mark) == [] and bare.path.is_dir() and kept_unfinished(mark) == []
+
+
 @pytest.mark.parametrize("change, match", [
     (lambda d: [d], "holds a JSON list"),
     (lambda d: {**d, "metrics": []}, "'metrics' is a JSON list"),

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from samspec_bench.bench.engines.replay import replay_group, replay_response
-from samspec_bench.data import load_tokenizer, tokenize_traces
+from samspec_bench.data import limit_groups, load_tokenizer, tokenize_traces
 from samspec_bench.trace_formats import read_any
 from samspec_bench.metrics import total_counts
 from samspec_bench.sam.draft_length import EvidenceLength, parse_length
@@ -111,7 +111,8 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
         progress=print, costs: list[float] | None = None, share_stats: bool = True,
         skip: Iterable[tuple[str, int, str]] = (), on_row: Callable[[dict], None] | None = None) -> list[dict]:
     """One row per (trace, k, source) cell, in that order; cells in `skip` (cell_key) are not
-    replayed (a resumed run has them); `on_row` gets each new row as it finishes."""
+    replayed (a resumed run has them); `on_row` gets each new row as it finishes. `limit`: the
+    first N groups of each trace file (a verl folder: of each step file), as accept keeps them."""
     tok = load_tokenizer(tokenizer)
     skip = set(skip)
     rows = []
@@ -119,7 +120,7 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
         todo = [(k, s) for k in ks for s in SOURCES if (str(path), k, s) not in skip]
         if not todo:
             continue
-        items = tokenize_traces(read_any([path])[0], tok)   # every format accept and rollout read
+        items = limit_groups(tokenize_traces(read_any([path])[0], tok), limit)   # every format accept reads
         sizes = Counter(sibling_key(it, i) for i, it in enumerate(items) if it.group is not None)
         grouped = any(n > 1 for n in sizes.values())
         if not grouped:
@@ -128,7 +129,7 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
         for k, source in todo:
             if source == "group" and not grouped:
                 continue
-            row = {"trace": path.name, "path": str(path), **replay_cell(items, k, source, sam_length, limit,
+            row = {"trace": path.name, "path": str(path), **replay_cell(items, k, source, sam_length, None,
                                                                       costs, share_stats)}
             rows.append(row)
             if on_row is not None:

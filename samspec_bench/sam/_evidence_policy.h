@@ -231,8 +231,8 @@ static PyObject *EvidenceBatch_add(EvidenceBatch *self, PyObject *const *args, P
     if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "add(req_id, core, doc)"); return NULL; }
     if (!PyObject_TypeCheck(args[1], &SamCoreType)) { PyErr_SetString(PyExc_TypeError, "add: core must be a SamCore"); return NULL; }
     SamCore *core = (SamCore *)args[1];
-    Py_ssize_t doc = PyLong_AsSsize_t(args[2]);
-    if ((doc == -1 && PyErr_Occurred()) || check_evidence(core) || check_doc(core, doc)) return NULL;
+    Py_ssize_t doc;
+    if (as_index(args[2], "doc", &doc) || check_evidence(core) || check_doc(core, doc)) return NULL;
     EvRequest *r = PyObject_New(EvRequest, &EvRequestType);
     if (!r) return NULL;
     Py_INCREF(core);
@@ -307,13 +307,8 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
     }
     EvRequest *r = ev_lookup(self, args[0]);
     if (!r) return NULL;
-    /* k as the Python path checks it: not an integer (a float) is a TypeError, a negative one
-     * a ValueError at once; 0 or a bool is refused only where there is a match to draft from */
-    PyObject *ka = args[1];
-    if (PyFloat_Check(ka) || !PyIndex_Check(ka)) { PyErr_SetString(PyExc_TypeError, "an integer is required"); return NULL; }
-    Py_ssize_t k = PyNumber_AsSsize_t(ka, PyExc_OverflowError);
-    if (k == -1 && PyErr_Occurred()) return NULL;
-    if (k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return NULL; }
+    Py_ssize_t k;   /* as every drafter checks it (parse_k; python_automaton.check_count) */
+    if (parse_k(args[1], &k)) return NULL;
     double cost = self->P.cost;
     if (nargs == 3 && args[2] != Py_None) {
         cost = PyFloat_AsDouble(args[2]);
@@ -331,10 +326,6 @@ static PyObject *ev_draft(EvidenceBatch *self, PyObject *const *args, Py_ssize_t
     AccEst est_stack[64], *est = est_stack;
     AccStats *A = ev_corrections(self);
     if (q > 0 && L >= self->P.l_threshold && k > 0) {   /* k = 0: no draft, as without a match */
-        if (PyBool_Check(ka)) {   /* check_k's message */
-            PyErr_Format(PyExc_ValueError, "k = %R: the number of draft tokens must be an integer >= 1", ka);
-            return NULL;
-        }
         if (k > s->n) k = (Py_ssize_t)s->n;     /* no draft is longer than the text */
         if (2 * k > 128 && !(buf = (int32_t *)malloc((size_t)(2 * k) * sizeof(int32_t)))) return PyErr_NoMemory();
         if (A && 2 * k > 64 && !(est = (AccEst *)malloc((size_t)(2 * k) * sizeof(AccEst)))) {

@@ -596,6 +596,42 @@ fail:
 
 /* ---------- Python type ---------- */
 
+/* The words for [lo, hi] in an error message (hi = PY_SSIZE_T_MAX: no upper bound). */
+static const char *range_text(char *buf, size_t size, Py_ssize_t lo, Py_ssize_t hi) {
+    if (hi == PY_SSIZE_T_MAX) PyOS_snprintf(buf, size, ">= %zd", lo);
+    else PyOS_snprintf(buf, size, "in [%zd, %zd]", lo, hi);
+    return buf;
+}
+
+/* An integer argument (k, depth, a document, a state, reserve...) in [lo, hi]: a Python or
+ * numpy integer (anything with __index__) is taken alike; a bool, a float or anything else is
+ * refused, naming the argument and its range (python_automaton.check_count words it the same). */
+static int as_count(PyObject *v, const char *name, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *out) {
+    char range[64];
+    if (PyBool_Check(v)) {
+        PyErr_Format(PyExc_ValueError, "%s = %R: must be an integer %s, not a bool", name, v,
+                     range_text(range, sizeof range, lo, hi));
+        return -1;
+    }
+    if (!PyIndex_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s = %R (%s): must be an integer %s", name, v, Py_TYPE(v)->tp_name,
+                     range_text(range, sizeof range, lo, hi));
+        return -1;
+    }
+    *out = PyNumber_AsSsize_t(v, PyExc_OverflowError);
+    if (*out == -1 && PyErr_Occurred()) return -1;
+    if (*out < lo || *out > hi) {
+        PyErr_Format(PyExc_ValueError, "%s must be %s (got %zd)", name, range_text(range, sizeof range, lo, hi), *out);
+        return -1;
+    }
+    return 0;
+}
+
+/* a document index or a state: any integer here, checked against the automaton by the caller */
+static int as_index(PyObject *v, const char *name, Py_ssize_t *out) {
+    return as_count(v, name, PY_SSIZE_T_MIN, PY_SSIZE_T_MAX, out);
+}
+
 static int check_doc(SamCore *s, Py_ssize_t doc) {
     if (doc < 0 || doc >= s->ndocs) {
         PyErr_Format(PyExc_IndexError, "document %zd does not exist (this automaton has %lld)", doc,
@@ -609,7 +645,6 @@ static int core_setup(SamCore *self, int interleaved, Py_ssize_t reserve, int ev
     if (self->st) { PyErr_SetString(PyExc_RuntimeError, "already initialised"); return -1; }
     self->interleaved = interleaved;
     self->evidence = evidence;
-    if (reserve < 0) reserve = 0;
     if (ensure_text(self, reserve > 0 ? reserve : 16) || ensure_states(self, reserve > 0 ? reserve + reserve * 5 / 8 : 16))
         return -1;
     /* the edge table sized like reserve_for(): small (16 slots) unless told what is coming */
@@ -620,11 +655,18 @@ static int core_setup(SamCore *self, int interleaved, Py_ssize_t reserve, int ev
     return 0;
 }
 
+/* reserve: the tokens to make room for at once, at most what an automaton holds (2^31-1) */
+static int parse_reserve(PyObject *v, Py_ssize_t *reserve) {
+    return as_count(v, "reserve", 0, INT32_MAX, reserve);
+}
+
 static int SamCore_init(SamCore *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"interleaved", "reserve", "evidence", NULL};
     int interleaved = 0, evidence = 0;
     Py_ssize_t reserve = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pnp", kwlist, &interleaved, &reserve, &evidence)) return -1;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pOp", kwlist, &interleaved, &res, &evidence)
+        || (res && parse_reserve(res, &reserve))) return -1;
     return core_setup(self, interleaved, reserve, evidence);
 }
 
@@ -712,7 +754,7 @@ static int extend_doc(SamCore *self, PyObject *tokens, Py_ssize_t doc) {
 static PyObject *SamCore_extend(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 2) { PyErr_SetString(PyExc_TypeError, "extend(tokens, doc=0)"); return NULL; }
     Py_ssize_t doc = 0;
-    if (nargs == 2) { doc = PyLong_AsSsize_t(args[1]); if (doc == -1 && PyErr_Occurred()) return NULL; }
+    if (nargs == 2 && as_index(args[1], "doc", &doc)) return NULL;
     if (extend_doc(self, args[0], doc)) return NULL;
     Py_RETURN_NONE;
 }
@@ -733,7 +775,7 @@ static PyObject *draft_list(SamCore *s, int32_t e, Py_ssize_t k) {
 
 static int parse_doc_arg(SamCore *self, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t idx, Py_ssize_t *doc) {
     *doc = 0;
-    if (nargs > idx) { *doc = PyLong_AsSsize_t(args[idx]); if (*doc == -1 && PyErr_Occurred()) return -1; }
+    if (nargs > idx && as_index(args[idx], "doc", doc)) return -1;
     return check_doc(self, *doc);
 }
 
@@ -745,20 +787,16 @@ static int32_t doc_match(SamCore *s, Py_ssize_t doc, int64_t *L) {
     return usable_state(s, last, s->st[last].len, s->doc[doc].end, L);
 }
 
+/* k, the most draft tokens: 0 drafts nothing */
 static int parse_k(PyObject *arg, Py_ssize_t *k) {
-    *k = PyLong_AsSsize_t(arg);
-    if (*k == -1 && PyErr_Occurred()) return -1;
-    if (*k < 0) { PyErr_SetString(PyExc_ValueError, "k must be >= 0"); return -1; }
-    return 0;
+    return as_count(arg, "k", 0, PY_SSIZE_T_MAX, k);
 }
 
 /* (state, length, k) of a lookup: the usable state and its length in *u, *L */
 static int parse_lookup(SamCore *s, PyObject *const *args, int32_t *u, int64_t *L, Py_ssize_t *k) {
-    long long st = PyLong_AsLongLong(args[0]);
-    long long l = PyLong_AsLongLong(args[1]);
-    *k = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred()) return -1;
-    if (st < 0 || st >= s->ns || l < 0 || *k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return -1; }
+    Py_ssize_t st, l;
+    if (as_index(args[0], "state", &st) || as_index(args[1], "length", &l) || parse_k(args[2], k)) return -1;
+    if (st < 0 || st >= s->ns || l < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return -1; }
     *u = usable_state(s, (int32_t)st, l, NONE, L);
     return 0;
 }
@@ -876,8 +914,8 @@ static int check_evidence(SamCore *self) {
 }
 
 static int parse_mode(PyObject *arg, int *mode) {
-    long m = PyLong_AsLong(arg);
-    if (m == -1 && PyErr_Occurred()) return -1;
+    Py_ssize_t m;
+    if (as_index(arg, "choice", &m)) return -1;
     if (m < 0 || m > 2) { PyErr_SetString(PyExc_ValueError, "choice: 0 earliest, 1 frequent, 2 recent"); return -1; }
     *mode = (int)m;
     return 0;
@@ -926,10 +964,7 @@ static PyObject *evidence_chain(SamCore *s, int32_t q, int64_t L, Py_ssize_t k, 
 }
 
 static int parse_depth(PyObject *arg, Py_ssize_t *depth) {
-    *depth = PyLong_AsSsize_t(arg);
-    if (*depth == -1 && PyErr_Occurred()) return -1;
-    if (*depth < 1) { PyErr_SetString(PyExc_ValueError, "depth must be >= 1"); return -1; }
-    return 0;
+    return as_count(arg, "depth", 1, PY_SSIZE_T_MAX, depth);
 }
 
 /* evidence_chain(k, doc, choice, depth) -> [(match_length, draft, counts), ...], longest match first */
@@ -959,8 +994,8 @@ static PyObject *SamCore_lookup_evidence_chain(SamCore *self, PyObject *const *a
 
 /* count(state) -> occurrences of the state's strings (0 for the root) */
 static PyObject *SamCore_count(SamCore *self, PyObject *arg) {
-    long long st = PyLong_AsLongLong(arg);
-    if (st == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t st;
+    if (as_index(arg, "state", &st)) return NULL;
     if (st < 0 || st >= self->ns) { PyErr_SetString(PyExc_ValueError, "no such state"); return NULL; }
     if (check_evidence(self)) return NULL;
     return PyLong_FromLong(st == 0 ? 0 : self->ev[st].cnt);
@@ -970,8 +1005,8 @@ static PyObject *SamCore_count(SamCore *self, PyObject *arg) {
  * occurrences followed by a token (what the frequent choice reads; a DIRTY best is found
  * again first); for the root, from a scan of its edges. */
 static PyObject *SamCore_frequent(SamCore *self, PyObject *arg) {
-    long long st = PyLong_AsLongLong(arg);
-    if (st == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t st;
+    if (as_index(arg, "state", &st)) return NULL;
     if (st < 0 || st >= self->ns) { PyErr_SetString(PyExc_ValueError, "no such state"); return NULL; }
     if (check_evidence(self)) return NULL;
     int64_t cont;
@@ -996,9 +1031,8 @@ static PyObject *SamCore_get_match_length(SamCore *self, void *closure) {
  * automaton, keeping the longest suffix of that context that occurs in the indexed text. */
 static PyObject *SamCore_advance(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "advance(state, length, tokens)"); return NULL; }
-    long long st = PyLong_AsLongLong(args[0]);
-    long long l = PyLong_AsLongLong(args[1]);
-    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t st, l;
+    if (as_index(args[0], "state", &st) || as_index(args[1], "length", &l)) return NULL;
     if (st < 0 || st >= self->ns || l < 0) { PyErr_SetString(PyExc_ValueError, "invalid matcher state"); return NULL; }
     TokenVec tv;
     if (read_tokens(args[2], &tv)) return NULL;
@@ -1021,13 +1055,10 @@ static PyObject *SamCore_advance(SamCore *self, PyObject *const *args, Py_ssize_
 /* lookup(state, length, k) -> (match_length, draft): the draft for a matcher state. */
 static PyObject *SamCore_lookup(SamCore *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "lookup(state, length, k)"); return NULL; }
-    long long st = PyLong_AsLongLong(args[0]);
-    long long l = PyLong_AsLongLong(args[1]);
-    Py_ssize_t k = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred()) return NULL;
-    if (st < 0 || st >= self->ns || l < 0 || k < 0) { PyErr_SetString(PyExc_ValueError, "invalid lookup arguments"); return NULL; }
+    int32_t u;
     int64_t L;
-    int32_t u = usable_state(self, (int32_t)st, l, NONE, &L);
+    Py_ssize_t k;
+    if (parse_lookup(self, args, &u, &L, &k)) return NULL;
     PyObject *d = u > 0 ? draft_list(self, self->st[u].fpos, k) : PyList_New(0);
     if (!d) return NULL;
     return Py_BuildValue("(LN)", (long long)L, d);
@@ -1109,8 +1140,10 @@ static int SingleCore_init(SamCore *self, PyObject *args, PyObject *kw) {
     int evidence = 0;
     PyObject *tokens = Py_None;
     Py_ssize_t reserve = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$np", kwlist, &tokens, &reserve, &evidence)) return -1;
-    if (tokens != Py_None && reserve <= 0) {   /* size the arrays for the first batch at once */
+    PyObject *res = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$Op", kwlist, &tokens, &res, &evidence)
+        || (res && parse_reserve(res, &reserve))) return -1;
+    if (tokens != Py_None && reserve == 0) {   /* size the arrays for the first batch at once */
         Py_ssize_t n = PyObject_Length(tokens);
         if (n < 0) PyErr_Clear(); else reserve = n;
     }
@@ -1244,9 +1277,10 @@ static PyTypeObject SamBatchType = {
  * A full rescan of the context, O(L * max_n) worst case, as vLLM's drafter rescans every step. */
 static PyObject *ngram_propose(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "ngram_propose(tokens, min_n, max_n, k)"); return NULL; }
-    Py_ssize_t min_n = PyLong_AsSsize_t(args[1]), max_n = PyLong_AsSsize_t(args[2]), k = PyLong_AsSsize_t(args[3]);
-    if (PyErr_Occurred()) return NULL;
-    if (min_n < 1 || max_n < min_n || k < 0) {
+    Py_ssize_t min_n, max_n, k;
+    if (as_count(args[1], "min_n", 1, PY_SSIZE_T_MAX, &min_n) || as_count(args[2], "max_n", 1, PY_SSIZE_T_MAX, &max_n)
+        || parse_k(args[3], &k)) return NULL;
+    if (max_n < min_n) {
         PyErr_SetString(PyExc_ValueError, "need 1 <= min_n <= max_n and k >= 0");
         return NULL;
     }

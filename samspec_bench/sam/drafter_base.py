@@ -1,5 +1,6 @@
 """The drafter interface every drafter keeps (`Drafter`: start, extend, propose, stop, per
-request) and the check of k; sam/drafters.py holds the drafters and re-exports both."""
+request), the checks of k and other counts, and what pickling a drafter keeps; sam/drafters.py
+holds the drafters and re-exports them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from abc import ABC, abstractmethod
 from typing import Any, Hashable, Iterable
 
 import numpy as np
+
+from samspec_bench.sam.draft_length import TokenAcceptance
 
 
 class Drafter(ABC):
@@ -48,6 +51,23 @@ class Drafter(ABC):
     @property
     def active(self) -> int:
         return len(getattr(self, "_reqs", {}))
+
+
+def rebuild_options(drafter: Drafter, options: dict[str, Any], record: Any) -> dict[str, Any]:
+    """What pickling a drafter with no live request keeps: its constructor's options, to build it
+    anew (its automata are C objects, and a request's state belongs to the process serving it).
+    `record`, its acceptance record (token_stats), goes with them where it is a Python one; a
+    compiled one is left behind (a new empty one made) only while it holds nothing."""
+    name = type(drafter).__name__
+    if drafter.active:
+        raise TypeError(f"cannot pickle a {name} with {drafter.active} live request(s): live automata are not "
+                        "pickled; fork the process, or build the drafter in the worker")
+    if isinstance(record, TokenAcceptance):
+        return {**options, "token_stats": record}
+    if len(record) or record.shape_stats or any(record.shape_total):
+        raise TypeError(f"cannot pickle a {name} whose compiled acceptance record (token_stats) has learnt from "
+                        "earlier requests: it is not pickled; build the drafter in the worker")
+    return dict(options)
 
 
 def check_k(k: int) -> int:

@@ -27,9 +27,10 @@ from samspec_bench.sam.automaton import CorpusAutomaton, GroupAutomaton, SuffixA
 from samspec_bench.sam.draft_budget import pooled_budget, pooled_ceiling, shared_budget
 from samspec_bench.sam.draft_length import (FIXED_LENGTH, AdaptiveLength, EvidenceLength, LengthPolicy,
                                             TokenAcceptance, parse_length)
-from samspec_bench.sam.drafter_base import Drafter, check_k  # noqa: F401 - public here too
+from samspec_bench.sam.drafter_base import check_k  # noqa: F401 - public here too
+from samspec_bench.sam.drafter_base import Drafter, rebuild_options
 from samspec_bench.sam.history import HistoryStore
-from samspec_bench.sam.python_automaton import token_array
+from samspec_bench.sam.python_automaton import check_count, token_array
 from samspec_bench.sam.python_drafters import ObjectSamDrafter, ReferenceSamDrafter  # noqa: F401 - public here too
 
 try:   # an extension built before the compiled evidence path (or its corrections): the policy runs in Python
@@ -71,6 +72,8 @@ class SamDrafter(Drafter):
     `token_stats` to others to let the statistics (never draft content) outlive a drafter, as
     one proposer serving every request of an engine would. A `TokenAcceptance` passed to a
     drafter whose policy could run in C keeps it in Python (its record is a Python one).
+    Pickling keeps the constructor's options (and a Python record): a TypeError says why with
+    live requests, or a compiled record that has learnt (neither is pickled).
     """
 
     name = "sam"
@@ -79,8 +82,9 @@ class SamDrafter(Drafter):
                  l_threshold: int = 1, l_bias: int = 0, length: "str | LengthPolicy | None" = None,
                  history: HistoryStore | None = None, compiled: bool = True,
                  token_stats: "TokenAcceptance | AcceptanceStats | None" = None, counts: bool = False):
-        if l_threshold < 1:
-            raise ValueError(f"l_threshold = {l_threshold}: must be >= 1")
+        l_threshold = check_count(l_threshold, "l_threshold", 1)
+        self._options = dict(group_sharing=group_sharing, corpus=corpus, l_threshold=l_threshold, l_bias=l_bias,
+                             length=length, history=history, compiled=compiled, counts=counts)   # for pickling
         self.group_sharing = group_sharing
         self.corpus = corpus
         self.l_threshold = l_threshold
@@ -131,6 +135,12 @@ class SamDrafter(Drafter):
             self._token_stats = token_stats if token_stats is not None else TokenAcceptance()
         self._budget = self._shared_budget()
 
+    def __getstate__(self):
+        return rebuild_options(self, self._options, self._token_stats)
+
+    def __setstate__(self, options):
+        self.__init__(**options)
+
     def _shared_budget(self):
         """The evidence policy's draft budget, shared by the drafters sharing the record (or None)."""
         pol = self.length
@@ -164,7 +174,7 @@ class SamDrafter(Drafter):
     def _propose_profiled(self, req_id, k):
         """A profile cost is a Python callable, a budget's cost its multiplier: read here, chosen in C."""
         if self._budget is not None:
-            return self._budget.spend(k, lambda most, cost: self._c_batch.propose(req_id, most, cost))
+            return self._budget.spend(check_count(k, "k"), lambda most, cost: self._c_batch.propose(req_id, most, cost))
         return self._c_batch.propose(req_id, k, self.length.threshold(k))
 
     def start(self, req_id, prompt_ids, group=None):
@@ -272,13 +282,14 @@ class SamDrafter(Drafter):
             return self.propose(req_id, k)
         if self._c_batch is not None:
             if self._budget is not None:
-                return self._budget.peek(k, lambda most, cost: self._c_batch.peek(req_id, most, cost))
+                return self._budget.peek(check_count(k, "k"), lambda most, cost: self._c_batch.peek(req_id, most, cost))
             return self._c_batch.peek(req_id, k, self.length.threshold(k) if callable(self.length.cost) else None)
         state = self._ev[req_id]
         kept = state.pending, state.pending_pred, state.pending_q
         try:
             if self._budget is not None:
-                return self._budget.peek(k, lambda most, cost: self._propose_evidence(req_id, most, cost, False))
+                return self._budget.peek(check_count(k, "k"),
+                                         lambda most, cost: self._propose_evidence(req_id, most, cost, False))
             return self._propose_evidence(req_id, k, relax=False)
         finally:
             state.pending, state.pending_pred, state.pending_q = kept
@@ -291,7 +302,8 @@ class SamDrafter(Drafter):
 
     def propose(self, req_id, k):
         if self._budget is not None:
-            return self._budget.spend(k, lambda most, cost: self._propose_evidence(req_id, most, cost))
+            return self._budget.spend(check_count(k, "k"),
+                                      lambda most, cost: self._propose_evidence(req_id, most, cost))
         if self._evidence:
             return self._propose_evidence(req_id, k)
         dyn_len, draft = self._reqs[req_id].match_draft(k)
@@ -344,7 +356,8 @@ class NgramDrafter(Drafter):
     name = "ngram"
 
     def __init__(self, min_n: int = 2, max_n: int = 5):
-        if not 1 <= min_n <= max_n:
+        min_n, max_n = check_count(min_n, "min_n", 1), check_count(max_n, "max_n", 1)
+        if min_n > max_n:
             raise ValueError(f"ngram sizes min_n={min_n}, max_n={max_n}: need 1 <= min_n <= max_n")
         self.min_n, self.max_n = min_n, max_n
         self._reqs: dict[Hashable, list] = {}  # req -> [int32 buffer, length]

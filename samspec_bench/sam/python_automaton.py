@@ -7,8 +7,9 @@ drafter benchmark compares against: it is built the way the public pure-Python S
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -32,6 +33,21 @@ def as_token_list(tokens: Iterable[int]) -> list[int]:
     if not out:
         raise ValueError("no token ids given (empty input)")
     return out
+
+
+def check_count(value: Any, name: str, minimum: int = 0) -> int:
+    """An integer argument (k, l_threshold, min_n...) checked as the compiled core checks it
+    (_samcore.c's as_count, in the same words): a Python or numpy integer alike (anything with
+    __index__), never a bool or a float."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} = {value!r}: must be an integer >= {minimum}, not a bool")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} = {value!r} ({type(value).__name__}): must be an integer >= {minimum}") from None
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum} (got {v})")
+    return v
 
 
 def token_array(tokens, what: str = "token ids") -> np.ndarray:
@@ -216,6 +232,7 @@ class ReferenceSam:
         return length, (self.fpos[st] if st > 0 else -1)
 
     def draft(self, k: int, doc: int = 0) -> list[int]:
+        k = check_count(k, "k")
         length, e = self.match(doc)
         return self._draft_from(e, k) if length > 0 else []
 
@@ -235,6 +252,7 @@ class ReferenceSam:
         return st, length
 
     def lookup(self, st: int, length: int, k: int) -> tuple[int, list[int]]:
+        k = check_count(k, "k")
         st, length = self._usable(st, length, -1)
         return (length, self._draft_from(self.fpos[st], k)) if st > 0 else (0, [])
 
@@ -251,6 +269,7 @@ class ReferenceSam:
         """choice: 0 the earliest occurrence's continuation, 1 the most frequent token by
         token (with `continued`: the occurrences followed by some token, the sum over the
         edges), 2 the latest earlier occurrence's (the earliest's where it has none)."""
+        k = check_count(k, "k")   # every evidence entry point comes here
         if q <= 0:
             return (0, [], [], []) if choice == 1 else (0, [], [])
         toks, cnts, cont, p = [], [self.cnt[q]], [], self.fpos[q]
@@ -286,7 +305,7 @@ class ReferenceSam:
         return self._evidence_from(st, length, k, choice)
 
     def _chain(self, q: int, length: int, k: int, choice: int, depth: int) -> list:
-        out = []
+        k, depth, out = check_count(k, "k"), check_count(depth, "depth", 1), []
         for _ in range(depth):
             if q <= 0:
                 break

@@ -9,7 +9,7 @@ from typing import Hashable
 import numpy as np
 
 from samspec_bench.sam.drafter_base import Drafter
-from samspec_bench.sam.python_automaton import ObjectSam, ReferenceSam, heap_bytes
+from samspec_bench.sam.python_automaton import ObjectSam, ReferenceSam, check_count, heap_bytes
 
 
 class ReferenceSamDrafter(Drafter):
@@ -32,7 +32,7 @@ class ReferenceSamDrafter(Drafter):
         self._reqs[req_id].extend(token_ids)
 
     def propose(self, req_id, k):
-        return self._reqs[req_id].draft(k)
+        return self._reqs[req_id].draft(check_count(k, "k"))
 
     def stop(self, req_id):
         del self._reqs[req_id]

@@ -9,7 +9,8 @@ trace, k and draft source? Trace replay counts, not time (bench/draft_dominance.
 a draft budget equal to the anchor's drafted tokens per step (suites/dominance_anchors.py);
 one row per (trace, k, anchor) cell, the same folder, resume and gate (on the budgeted
 default). `--frontier` adds the default at one fixed cost that spends at most the anchor's
-pooled rate (suites/dominance_frontier.py).
+pooled rate (suites/dominance_frontier.py). `--limit-groups N`, with or without `--anchors`: the
+first N groups (prompts) of each trace file, as accept reads it (a verl folder: of each step file).
 
 Output (one run directory): config.json, cells.jsonl (one row per (trace, k, source) cell,
 appended as it finishes: `--resume DIR` replays only the missing cells), result.json (metrics:
@@ -27,8 +28,8 @@ from pathlib import Path
 
 import click
 
-from samspec_bench.bench.draft_dominance import (CURVE_COSTS, SOURCES, cell_key, fmt_row, run as replay_cells,
-                                                 write_figure)
+from samspec_bench.bench import draft_dominance
+from samspec_bench.bench.draft_dominance import CURVE_COSTS, SOURCES, cell_key, fmt_row, write_figure
 from samspec_bench.data import resolve_data_dir
 from samspec_bench.errors import EXIT_GATE, UserError, int_at_least, int_list
 from samspec_bench.results import RunDir, check_resume, emit_json, load_result
@@ -159,10 +160,10 @@ def execute(config: DominanceConfig, *, output: str, resume: str | None = None, 
                           if config.share_stats else "a fresh record per replay unit (--no-share-stats)"))
     for r in done.values():
         say(fmt_row(r) + "  (kept)")
-    new = replay_cells([Path(t) for t in config.traces], config.tokenizer, list(config.ks), config.sam_length,
-                       config.limit_groups, progress=say, costs=list(config.costs) if config.costs else None,
-                       share_stats=config.share_stats, skip=done,
-                       on_row=lambda row: run_dir.append_sample(row, CELLS_FILE))
+    new = draft_dominance.run([Path(t) for t in config.traces], config.tokenizer, list(config.ks), config.sam_length,
+                              config.limit_groups, progress=say, costs=list(config.costs) if config.costs else None,
+                              share_stats=config.share_stats, skip=done,
+                              on_row=lambda row: run_dir.append_sample(row, CELLS_FILE))
     order = {(t, k, s): i for i, (t, k, s) in enumerate((t, k, s) for t in config.traces for k in config.ks
                                                          for s in SOURCES)}
     rows = sorted([*done.values(), *new], key=lambda r: order.get(cell_key(r), len(order)))
@@ -235,7 +236,9 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
 @click.option("-k", "k", default="3,8", show_default=True, help="Draft lengths, comma list.")
 @click.option("--sam-length", default="evidence", show_default=True,
               help="SAM's draft-length spec (fixed, evidence, evidence:cost=...).")
-@click.option("--limit-groups", type=int, default=None, help="The first N groups of every trace.")
+@click.option("--limit-groups", type=int, default=None,
+              help="Replay only the first N groups (prompts) of each trace file, as accept does; a folder of verl "
+                   "rollout dumps: the first N of each step file.")
 @click.option("--share-stats/--no-share-stats", default=True, show_default=True,
               help="SAM's drafter-wide acceptance statistics (not draft content) persist across replay units, as in "
                    "one serving proposer; --no-share-stats: a fresh record per unit.")

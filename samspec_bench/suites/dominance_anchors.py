@@ -65,7 +65,8 @@ _POOLS = itertools.count()   # a fresh pool name per budgeted arm: no budget car
 
 
 def load_items(path: Path, tokenizer: str, limit: int | None) -> list:
-    """A trace's requests as accept replays them with a history source in the run."""
+    """A trace's requests as accept replays them with a history source in the run; `limit`: the
+    first groups of each trace file (accept's --limit-groups, suites/dominance.py keeps the same)."""
     # trace_format None: dominance has no --trace-format, so no message may send users to it
     cfg = AcceptConfig(traces=[str(path)], tokenizer=tokenizer, limit_groups=limit, any_model=True, progress=False,
                        trace_format=None)

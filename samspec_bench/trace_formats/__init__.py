@@ -14,7 +14,9 @@ named with --trace-format) and every reader yields `data.TraceRecord`s.
   so a group is the lines of one step with the same `input`; its name is a hash of `input`,
   the same in every step, and the step is kept (`TraceRecord.step`). Validation generations
   (`trainer.validation_data_dir`, the same file naming) are marked (`validation`). Two files
-  for one step (03.jsonl beside 3.jsonl) are refused.
+  for one step (03.jsonl beside 3.jsonl) are refused; one step in the step files of two
+  folders (two runs, a resumed job's new folder) is merged as one step, counted and said
+  (`step_folders`).
 - `lm-eval`: lm-eval's `--log_samples` files (`samples_<task>_<date>.jsonl`, one line per
   document and filter: doc_id, arguments, resps, ...). A group is one document's responses
   (`repeats`) in one samples file: another run of the task (another date) is read too, its
@@ -35,13 +37,15 @@ Every response's tool output (multi-turn tool turns, executor results) is marked
 (`tool_turns`): a rollout engine prefills it, it is not generated.
 
 Modules: `files` (which files, which format), `readers` (read_any and the readers),
-`tool_turns`, `validation`, `model_check` (the traces' model against --model).
+`tool_turns`, `validation`, `step_folders` (one RL step from several folders, counted),
+`model_check` (the traces' model against --model).
 """
 
 from samspec_bench.trace_formats.files import (FORMAT_FIELDS, FORMATS, LM_EVAL_SAMPLES, SNIFF_LINES, VERL_STEP_FILE,
                                                UnknownTraceFile, detect_file, expand, verl_step_files)
 from samspec_bench.trace_formats.model_check import check_models, same_model, trace_models
 from samspec_bench.trace_formats.readers import READERS, BadLine, prompt_group, read_any, read_rl_steps
+from samspec_bench.trace_formats.step_folders import merged_steps_line, steps_in_folders
 from samspec_bench.trace_formats.tool_turns import SHAPES as TOOL_SHAPES
 from samspec_bench.trace_formats.tool_turns import TOOL_OUTPUT, find_tool_spans, tool_summary
 from samspec_bench.trace_formats.validation import VALIDATION_FOLDER, split_validation, validation_row
@@ -49,4 +53,5 @@ from samspec_bench.trace_formats.validation import VALIDATION_FOLDER, split_vali
 __all__ = ["FORMATS", "FORMAT_FIELDS", "LM_EVAL_SAMPLES", "READERS", "SNIFF_LINES", "TOOL_SHAPES", "VALIDATION_FOLDER",
            "VERL_STEP_FILE", "BadLine", "UnknownTraceFile", "check_models", "detect_file", "expand",
            "TOOL_OUTPUT", "find_tool_spans", "tool_summary", "prompt_group", "read_any", "read_rl_steps", "same_model", "split_validation",
+           "merged_steps_line", "steps_in_folders",
            "trace_models", "validation_row", "verl_step_files"]

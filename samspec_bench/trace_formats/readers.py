@@ -13,6 +13,7 @@ from typing import Iterable, Iterator
 from samspec_bench.data import SKIP_HINT, OnError, TraceRecord, TraceSet, read_traces
 from samspec_bench.errors import UserError
 from samspec_bench.trace_formats.files import FORMAT_FIELDS, VERL_STEP_FILE, blank_file, expand, unique_files
+from samspec_bench.trace_formats.step_folders import merged_steps_line, steps_in_folders
 from samspec_bench.trace_formats.tool_turns import find_tool_spans
 from samspec_bench.trace_formats.validation import (SHAPE_REASON, folder_reason, has_reward, split_validation,
                                                     validation_file, validation_row)
@@ -69,20 +70,27 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str | None = None,
     return traces, formats
 
 
-def read_rl_steps(paths: str | Path | Iterable[str | Path], command: str,
-                  on_error: OnError = "stop") -> tuple[TraceSet, str | None]:
+def read_rl_steps(paths: str | Path | Iterable[str | Path], command: str, on_error: OnError = "stop",
+                  counts: dict | None = None) -> tuple[TraceSet, str | None]:
     """Traces for a command that replays the responses of RL steps (the rollout simulation),
     read as `read_any` reads them (tool output marked), and a note to print (None: nothing to
     say). verl validation generations beside rollouts are refused in one line (not RL steps);
-    alone they are read without steps."""
-    traces, _ = read_any(paths, on_error=on_error)
+    alone they are read without steps. One step in the step files of several folders is merged
+    and said in the note (`step_folders`); `counts`, where given, gets its count and list for
+    the result JSON (merged_steps, merged_step_folders)."""
+    traces, formats = read_any(paths, on_error=on_error)
     traces, val = split_validation(traces, include=False)
     if val and val["excluded"]:
         f, why = next(iter(val["files"].items()))
         raise UserError(f"{command} --traces: {val['excluded']} response(s) are verl validation generations ({f}: "
                         f"{why}) beside {val['rollout_responses']} rollout responses: validation rounds are not RL "
                         "steps; pass the rollout_data_dir alone")
-    return traces, val["handling"] if val else None   # validation generations alone
+    merged = steps_in_folders(traces.records, formats)
+    if counts is not None:
+        counts.update(merged_steps=(merged or {}).get("merged_steps", 0),
+                      merged_step_folders=(merged or {}).get("merged", []))
+    notes = [val["handling"] if val else None, merged_steps_line(merged)]   # validation generations alone; merged
+    return traces, "; ".join(n for n in notes if n) or None
 
 
 def _marked(r: TraceRecord, validation_file: bool = False) -> TraceRecord:

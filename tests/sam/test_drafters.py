@@ -223,3 +223,86 @@ def test_a_refused_start_in_a_group_leaves_no_live_member_behind(length):
     d.stop("a")
     d.stop("b")
     assert d.memory_bytes() == 0 and not d._groups and not d._group_of
+
+
+# ---------- k and the other counts: numpy integers as ints, never a bool ----------
+
+DRAFTER_KINDS = [("sam", {}), ("sam-fixed", {}), ("sam", {"compiled": False}), ("sam", {"group_sharing": True}),
+                 ("sam-fixed", {"group_sharing": True}), ("sam", {"length": "evidence:budget=0.7"}),
+                 ("sam", {"length": "evidence:budget=0.7", "compiled": False}), ("ngram", {}),
+                 ("sam-python", {}), ("sam-public", {})]
+
+
+@pytest.mark.parametrize("name,options", DRAFTER_KINDS)
+def test_every_drafter_takes_a_numpy_k_as_an_int_and_refuses_a_bool(name, options):
+    prompt = [1, 2, 3, 1, 2, 3, 1, 2]
+    drafts = []
+    for k in (3, np.int64(3), np.int32(3)):
+        d = make_drafter(name, **options)
+        d.start("r", prompt)
+        drafts.append((d.peek("r", k), d.propose("r", k)))
+    assert drafts[0] == drafts[1] == drafts[2]
+    d = make_drafter(name, **options)
+    d.start("r", prompt)
+    d.start("new", [7])   # no match to draft from: the same refusals
+    for req in ("r", "new"):
+        for call in (d.propose, d.peek):
+            with pytest.raises(ValueError, match="k = True: must be an integer >= 0, not a bool"):
+                call(req, True)
+            for bad in (np.True_, 2.0):
+                with pytest.raises(TypeError, match="must be an integer >= 0"):
+                    call(req, bad)
+            with pytest.raises(ValueError, match=r"k must be >= 0 \(got -1\)"):
+                call(req, -1)
+
+
+def test_constructor_counts_take_numpy_integers_and_refuse_bools():
+    d = NgramDrafter(min_n=np.int64(1), max_n=np.int32(2))
+    d.start("r", [1, 2, 3, 1, 2])
+    assert d.propose("r", 2) == [3, 1] and type(d.min_n) is int
+    s = SamDrafter(l_threshold=np.int64(3), length="fixed")
+    s.start("r", [1, 2, 3, 1, 2])
+    assert s.propose("r", 2) == [] and s.l_threshold == 3   # match length 2 < 3
+    for bad in ({"min_n": True}, {"max_n": True}):
+        with pytest.raises(ValueError, match="not a bool"):
+            NgramDrafter(**bad)
+    with pytest.raises(ValueError, match="l_threshold = True"):
+        SamDrafter(l_threshold=True)
+
+
+# ---------- pickling: a drafter with no live request is rebuilt from its options ----------
+
+
+@pytest.mark.parametrize("name,options", [k for k in DRAFTER_KINDS if k[0].startswith("sam-f") or k[0] == "sam"])
+def test_a_drafter_without_live_requests_pickles_and_drafts_as_a_new_one(name, options):
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(make_drafter(name, **options)))
+    fresh = make_drafter(name, **options)
+    assert type(copy) is type(fresh) and copy.describe() == fresh.describe()
+    resp = [4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 9, 4, 5, 6]
+    for d in (copy, fresh):
+        d.start("r", resp[:6])
+    for t in resp[6:]:
+        assert copy.propose("r", 4) == fresh.propose("r", 4)
+        copy.extend("r", [t])
+        fresh.extend("r", [t])
+    with pytest.raises(TypeError, match="1 live request.*live automata are not pickled; fork"):
+        pickle.dumps(copy)
+
+
+def test_pickling_keeps_a_python_record_and_refuses_a_compiled_one_that_learnt():
+    import pickle
+
+    for compiled in (True, False):
+        d = SamDrafter(compiled=compiled)
+        d.start("r", [1, 2, 3, 1, 2, 3, 1, 2])
+        d.propose("r", 3)
+        d.extend("r", [3, 9])
+        d.stop("r")
+        assert len(d.token_stats) > 0
+        if compiled:
+            with pytest.raises(TypeError, match="acceptance record.*has learnt"):
+                pickle.dumps(d)
+        else:
+            assert pickle.loads(pickle.dumps(d)).token_stats.stats == d.token_stats.stats

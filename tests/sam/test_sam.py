@@ -322,3 +322,56 @@ def test_real_responses_stay_within_64_bytes_per_token(qwen3_tokenizer_dir, trac
             held += sa.memory_bytes
             tokens += len(sa)
         assert held / tokens <= 64, (per_step, held / tokens)
+
+
+# ---------- integer arguments (k, depth, reserve) ----------
+
+
+def _bad_ints(call):
+    """call(x) for a bool, a numpy bool, a float and a negative: the (type, message) of each refusal."""
+    out = []
+    for x in (True, np.True_, 2.0, -1):
+        with pytest.raises((ValueError, TypeError)) as exc:
+            call(x)
+        out.append((exc.type, str(exc.value).replace("numpy.bool", "bool")))
+    return out
+
+
+def test_numpy_integers_are_taken_as_ints_by_every_k_and_depth():
+    text = [1, 2, 3, 1, 2, 3, 1, 2]
+    sa = SuffixAutomaton(text, evidence=True)
+    member = GroupAutomaton(text, evidence=True).add_member()
+    matcher = CorpusAutomaton([text]).matcher()
+    matcher.extend([3, 1, 2])
+    for k in (np.int64(2), np.int32(2), np.uint8(2)):
+        assert sa.draft(k) == sa.draft(2) == [3, 1]
+        assert sa.evidence(k) == sa.evidence(2)
+        assert sa.evidence_chain(k, depth=np.int64(2)) == sa.evidence_chain(2, depth=2)
+        assert member.match_draft(k) == member.match_draft(2)
+        assert member.evidence_chain(k, depth=np.int16(2)) == member.evidence_chain(2, depth=2)
+        assert matcher.lookup(k) == matcher.lookup(2) and matcher.lookup(2)[1] != []
+        assert matcher.evidence_chain(k, depth=np.int64(3)) == matcher.evidence_chain(2, depth=3)
+
+
+def test_bool_float_and_negative_k_are_refused_alike_by_the_core_and_the_reference():
+    sa = SuffixAutomaton([1, 2, 1, 2])
+    ref = ReferenceSam()
+    ref.new_doc()
+    ref.extend([1, 2, 1, 2])
+    got, want = _bad_ints(sa.draft), _bad_ints(ref.draft)
+    assert got == want
+    assert [t for t, _ in got] == [ValueError, TypeError, TypeError, ValueError]
+    assert "k = True: must be an integer >= 0, not a bool" in got[0][1] and "k must be >= 0 (got -1)" in got[3][1]
+    ev = SuffixAutomaton([1, 2, 1, 2], evidence=True)
+    assert _bad_ints(lambda d: ev.evidence_chain(2, depth=d))[0][1].startswith("depth = True")
+    assert _bad_ints(lambda d: ev.evidence_chain(2, depth=d)) == \
+        _bad_ints(lambda d: ref.evidence_chain(2, 0, 0, d))
+
+
+@pytest.mark.parametrize("make", [lambda r: SuffixAutomaton(reserve=r), lambda r: SuffixAutomaton([1, 2], reserve=r),
+                                  lambda r: CorpusAutomaton([[1, 2]], reserve=r)])
+def test_reserve_outside_its_range_is_refused_naming_it(make):
+    for bad, err in ((-1, ValueError), (2**31, ValueError), (True, ValueError), (2.0, TypeError), ("8", TypeError)):
+        with pytest.raises(err, match=r"reserve.*\[0, 2147483647\]"):
+            make(bad)
+    assert make(np.int64(64)) is not None and make(0) is not None

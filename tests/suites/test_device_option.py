@@ -213,7 +213,7 @@ def test_accept_and_rollout_build_their_engine_on_the_device(tmp_path, monkeypat
     seen.clear()
     _catch(monkeypatch, measured, "make_engine", seen)
     ctx = rollout.command.make_context("rollout", ["--engine", "reference", "--model", TINY, "--device", "cuda"])
-    cfg = rollout.build_config(**{k: v for k, v in ctx.params.items() if k not in ("output", "json_path")})
+    cfg = rollout.build_config(**{k: v for k, v in ctx.params.items() if k not in ("output", "json_path", "resume")})
     with pytest.raises(Reached):
         measured.run_measured(cfg, profiler=lambda eng: None)
     assert cfg.device == seen["device"] == "cuda:0"

@@ -29,7 +29,7 @@ from samspec_bench.evals.training_logs.file_logger import read_file_logger
 from samspec_bench.evals.training_logs.formats import FORMATS, KNOWN, default_label, file_format
 from samspec_bench.evals.training_logs.run_setup import read_setup
 from samspec_bench.evals.training_logs.runs_folder import expand_runs, lone_log
-from samspec_bench.evals.training_logs.series import Series, SeriesBuilder, TrainingRun
+from samspec_bench.evals.training_logs.series import Series, SeriesBuilder, TrainingRun, replaced_text
 from samspec_bench.evals.training_logs.tensorboard import event_files
 from samspec_bench.evals.training_logs.tensorboard_run import read_tensorboard
 from samspec_bench.evals.training_logs.wandb_run import is_wandb_folder, read_wandb
@@ -96,4 +96,5 @@ def load_run(path: str | Path, format: str | None = None, label: str | None = No
 
 
 __all__ = ["FORMATS", "Series", "SeriesBuilder", "TrainingRun", "load_run", "detect_format", "default_label",
-           "expand_runs", "read_tensorboard", "read_console", "read_csv", "read_file_logger", "read_wandb"]
+           "expand_runs", "replaced_text", "read_tensorboard", "read_console", "read_csv", "read_file_logger",
+           "read_wandb"]

@@ -1,5 +1,6 @@
 """What every reader returns: a `TrainingRun` (tag -> `Series` of (step, value[, wall time]),
-counts of what was skipped, notes), and the builder the readers fill point by point."""
+counts of what was skipped and of what was replaced (a step logged again: the later value
+kept), notes), and the builder the readers fill point by point."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+# counted beside what was skipped, yet no value was lost: a step logged again (a resumed run re-logs
+# the steps after its checkpoint) replaced the one read before it; kind -> the value kept
+REPLACED = {"duplicate_steps": "later"}
 
 
 @dataclass
@@ -66,12 +71,22 @@ class TrainingRun:
         self.count(kind)
         self.non_numeric[tag] = self.non_numeric.get(tag, 0) + 1
 
+    def skipped(self) -> dict[str, int]:
+        """What was lost, by kind: the counts apart from the points that replaced another (REPLACED)."""
+        return {k: v for k, v in self.counts.items() if k not in REPLACED}
+
+    def replaced(self) -> dict[str, dict]:
+        """Points logged again at a step already read, by kind: {"points": count, "kept": which
+        value the Series holds}; nothing was lost there."""
+        return {k: {"points": self.counts[k], "kept": kept} for k, kept in REPLACED.items() if self.counts.get(k)}
+
     def summary(self) -> dict:
-        """For result.json: where the run came from and what was skipped (no values)."""
+        """For result.json: where the run came from, what was skipped and what was replaced (no values)."""
         span = self.steps
         return {"path": self.path, "format": self.format, "label": self.label, "tags": len(self.series),
                 "first_step": span[0] if span else None, "last_step": span[1] if span else None,
-                "read": dict(self.read), "skipped": dict(self.counts), "notes": list(self.notes),
+                "read": dict(self.read), "skipped": self.skipped(), "replaced": self.replaced(),
+                "notes": list(self.notes),
                 "setup": dict(self.setup), "non_numeric": dict(sorted(self.non_numeric.items())),
                 "non_finite": {t: dict(v) for t, v in sorted(self.non_finite.items())}}
 
@@ -85,6 +100,14 @@ class TrainingRun:
 
 
 MAX_STEP = 2 ** 63 - 1     # a Series' steps are int64
+
+
+def replaced_text(replaced: dict[str, dict]) -> str:
+    """'30 value(s) logged again at a step (duplicate_steps; the later value kept)' for a
+    summary's `replaced` ('' when nothing was): the terminal's words for every caller."""
+    return ", ".join(f"{v['points']} value(s) logged again at a step ({k}; the {v['kept']} value kept)"
+                     for k, v in replaced.items())
+
 
 # what each unusable step costs, said on the run: "N <what> <text>"
 STEP_NOTES = {"non_integer_steps": "with a non-integer step (e.g. 3.5): skipped, not rounded onto a real step",

@@ -1,6 +1,7 @@
 """The accept suite's inputs: the traces read in their format (samspec, verl rollout dumps,
 lm-eval samples, plain JSONL) and tokenized (bad lines stopped at or skipped and counted),
-verl's validation generations kept out of the RL steps (trace_formats.validation), checked
+verl's validation generations kept out of the RL steps (trace_formats.validation), one RL
+step found in the step files of several folders counted (trace_formats.step_folders), checked
 against --model, limited to the first groups, given RL steps for the history source (emulated
 on single-step traces), multi-turn responses split into their model turns (`turns`), and the
 static corpus for the 'corpus' source. Without traces (model engines only), the prompts of a
@@ -18,12 +19,12 @@ import numpy as np
 
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.engines.replay import EMULATED_STEPS, build_corpus, emulate_steps, has_steps
-from samspec_bench.data import (BUILTIN_BENCHMARKS, BENCHMARKS, benchmarks_dir, encode_chat, load_tokenizer,
-                                read_benchmark, tokenize_traces)
+from samspec_bench.data import (BUILTIN_BENCHMARKS, BENCHMARKS, benchmarks_dir, encode_chat, limit_groups,
+                                load_tokenizer, read_benchmark, tokenize_traces)
 from samspec_bench.errors import UserError
 from samspec_bench.suites.accept.config import DEFAULT_BENCHMARK_PROMPTS, AcceptConfig, expand_trace_paths
 from samspec_bench.suites.accept.turns import split_turns
-from samspec_bench.trace_formats import check_models, read_any, split_validation, trace_models
+from samspec_bench.trace_formats import check_models, read_any, split_validation, steps_in_folders, trace_models
 
 # the system prompt of the built-in prompts (Qwen's math chain-of-thought instruction)
 BENCHMARK_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -43,6 +44,7 @@ class Inputs:
     prompts: dict[str, Any] | None = None                           # built-in prompts (no traces)
     tool_output: dict[str, Any] | None = None                       # tool output in the responses, how replayed
     validation: dict[str, Any] | None = None                        # verl validation generations found, what was done
+    merged_steps: dict[str, Any] | None = None                      # RL steps merged from several folders' step files
 
 
 @dataclass(frozen=True)
@@ -57,23 +59,6 @@ class PromptItem:
     prompt_format: str
     max_tokens: int
     step: int | None = None
-
-
-def limit_groups(items: list, n: int | None) -> list:
-    """The responses of the first n groups of each trace file."""
-    if n is None:
-        return items
-    if n < 1:
-        raise UserError(f"--limit-groups {n}: must be >= 1")
-    kept, seen = [], {}
-    for it in items:
-        groups = seen.setdefault(str(it.source), set())
-        if it.group not in groups:
-            if len(groups) >= n:
-                continue
-            groups.add(it.group)
-        kept.append(it)
-    return kept
 
 
 @functools.lru_cache(maxsize=2)
@@ -142,6 +127,7 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False
     items = limit_groups(items, cfg.limit_groups)
     if not items:
         raise UserError(f"--traces {', '.join(map(str, files))}: no usable responses ({len(skipped)} lines skipped)")
+    merged = steps_in_folders(items, trace_fmt)   # the responses replayed: validation left out, groups limited
     steps = None
     if has_steps(items):
         if need_history:
@@ -155,7 +141,8 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False
     items, tool_output = split_turns(items, cfg.tool_output, replays)
     inputs = Inputs(items=items, skipped=skipped, files=files,
                     prompt_formats={f: dict(c) for f, c in formats.items()}, trace_formats=trace_fmt,
-                    models=models, steps=steps, tool_output=tool_output, validation=validation)
+                    models=models, steps=steps, tool_output=tool_output, validation=validation,
+                    merged_steps=merged)
     if need_corpus:
         if not cfg.corpus:
             raise UserError("--sources with 'corpus' needs --corpus: pass trace files (e.g. an earlier RL step) "

@@ -21,17 +21,18 @@ from samspec_bench.errors import UserError
 from samspec_bench.metrics import (METRIC_DEFINITIONS, POSITION_BASES, AcceptanceCounts, Bins, ResponseSteps,
                                    binned_counts, speedup_estimate, total_counts)
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
-from samspec_bench.results import RunDir, check_resume, drop_torn_tail, emit_json, file_sha256
+from samspec_bench.results import (INPUT_FILES, RunDir, check_resume, check_same_files, drop_torn_tail, emit_json,
+                                   file_sha256)
 from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSITIVITY_RATIOS, SUITE, AcceptConfig,
                                                 build_configs, expand_trace_paths, priced_draft_length,
                                                 resolve_verify_cost)
 from samspec_bench.suites.accept.heldout import SIDES, split_block, split_sides
 from samspec_bench.suites.accept.inputs import Inputs, load_inputs
 from samspec_bench.suites.accept.output import print_table, write_figure, write_pareto_figure
+from samspec_bench.trace_formats import merged_steps_line
 
 RESPONSES_FILE = "responses.jsonl"
 CONFIG_FILE = "config.json"
-INPUT_FILES = "input_files"   # config.json: file -> sha256 of what the run read
 
 
 def execute(config: AcceptConfig, *, output: str | Path, resume: str | Path | None = None,
@@ -119,6 +120,8 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
     inputs = load_inputs(cfg, need_corpus, need_history)
     for s in inputs.skipped:
         err.print(f"[yellow]skipped[/] {s['file']}:{s['line']}: {s['reason']}", markup=True, highlight=False)
+    if inputs.merged_steps:
+        err.print(f"note: {merged_steps_line(inputs.merged_steps)}", markup=False, highlight=False, soft_wrap=True)
     if inputs.steps and need_history:
         err.print(f"history: {inputs.steps}", highlight=False)
     engine = acceptance_engine(cfg, inputs)
@@ -291,22 +294,6 @@ def input_files(inputs: Inputs) -> dict[str, str]:
     return {str(f): file_sha256(f) for f in [*inputs.files, *corpus]}
 
 
-def check_same_files(saved: dict, files: dict[str, str], resume) -> None:
-    """Refuse to continue a run whose trace or corpus files changed since it started (a run
-    saved before the files were recorded is not checked)."""
-    before = saved.get(INPUT_FILES)
-    if not isinstance(before, dict) or before == files:
-        return
-    fix = "restore them, or start a new run without --resume"
-    for f, sha in files.items():
-        if f in before and before[f] != sha:
-            raise UserError(f"--resume {resume}: {f} changed since the run started (sha256 {str(before[f])[:12]} then, "
-                            f"{sha[:12]} now): its recorded responses are of the old file; {fix}")
-    added, gone = sorted(set(files) - set(before)), sorted(set(before) - set(files))
-    what = f"{added[0]} is read now and was not then" if added else f"{gone[0]} was read then and is not now"
-    raise UserError(f"--resume {resume}: the trace files differ from the run's ({what}); {fix}")
-
-
 def _inputs_record(cfg: AcceptConfig, inputs: Inputs, files: dict[str, str]) -> dict[str, Any]:
     items = inputs.items
     return {"traces": [{"file": str(f), "sha256": files[str(f)]} for f in inputs.files],
@@ -315,6 +302,8 @@ def _inputs_record(cfg: AcceptConfig, inputs: Inputs, files: dict[str, str]) -> 
             "response_tokens": int(sum(it.response_ids.size for it in items)),
             "prompt_tokens": int(sum(it.prompt_ids.size for it in items)),
             "prompt_formats": inputs.prompt_formats, "skipped_lines": len(inputs.skipped), "skipped": inputs.skipped,
+            "merged_steps": (inputs.merged_steps or {}).get("merged_steps", 0),
+            "merged_step_folders": (inputs.merged_steps or {}).get("merged", []),
             "on_error": cfg.on_error, "corpus": inputs.corpus_info or None, "trace_formats": inputs.trace_formats,
             "models": inputs.models or None, "steps": inputs.steps, "builtin_prompts": inputs.prompts}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from samspec_bench.errors import UserError
-from samspec_bench.evals.training_logs import FORMATS
+from samspec_bench.evals.training_logs import FORMATS, replaced_text
 from samspec_bench.results import RunDir, emit_json
 from samspec_bench.suites.curves.verdicts import compare_runs, load_runs
 from samspec_bench.suites.curves.config import (FAIL_ON, FIGURE_LEARNING, FIGURE_SPEED, FIGURE_VERDICTS, SUITE,
@@ -61,8 +61,7 @@ def _run_line(r: dict) -> str:
     skipped = ", ".join(f"{k} {v}" for k, v in (r.get("skipped") or {}).items())
     setup = r.get("setup") or {}
     gpus = f", {setup['gpus']} GPUs ({setup['gpus_source']})" if setup.get("gpus") else ", GPUs unknown"
-    replaced = ", ".join(f"{v['points']} value(s) logged again at a step ({k}; the {v['kept']} value kept)"
-                         for k, v in (r.get("replaced") or {}).items())
+    replaced = replaced_text(r.get("replaced") or {})
     return (f"[bold]{r['label']}[/] ({r['format']}, {r['tags']} tags, {span}{gpus}{share_text(r.get('slowest_sample_share'))}): "
             f"{r['path']}" + (f"  skipped: {skipped}" if skipped else "")
             + (f"  replaced: {replaced}" if replaced else ""))

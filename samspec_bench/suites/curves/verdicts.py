@@ -76,20 +76,10 @@ def load_runs(cfg: CurvesConfig) -> list[TrainingRun]:
     return runs
 
 
-# counted by the readers beside what they skipped, yet no value was lost: a step logged again (a
-# resumed run re-logs the steps after its checkpoint) replaced the one read before it
-REPLACED = {"duplicate_steps": "later"}
-
-
 def run_record(run: TrainingRun) -> dict:
-    """A run as result.json holds it: what was skipped apart from what was replaced (and which
-    value was kept), so a re-logged step is never shown as lost."""
-    rec = {**run.summary(), "slowest_sample_share": slowest_share(run)}
-    skipped = dict(rec["skipped"])
-    rec["replaced"] = {kind: {"points": skipped.pop(kind), "kept": kept}
-                       for kind, kept in REPLACED.items() if skipped.get(kind)}
-    rec["skipped"] = skipped
-    return rec
+    """A run as result.json holds it: the reader's summary, where what was skipped is apart from
+    what was replaced (and which value was kept), so a re-logged step is never shown as lost."""
+    return {**run.summary(), "slowest_sample_share": slowest_share(run)}
 
 
 def speed_change(ratio: float | None, ci: list | None, higher_is_faster: bool) -> str:

@@ -21,9 +21,17 @@ pass shorter than 0.2 s is repeated and averaged (as timeit's autorange does) an
 keeps its fastest of `repeats` rounds, as each sweep point does; a sweep build is averaged over
 distinct windows of the stream (64k tokens' worth), the same ones for every drafter.
 
+Long runs keep their finished work: the run folder is made once the inputs are read, and each
+round (a replay round times every drafter once, a sweep round every drafter at every length) is
+appended to rounds.jsonl with the process that measured it as it finishes. Ctrl-C or SIGTERM
+leaves the folder; `--resume DIR` (with the run's options: another setting or an edited trace
+file is refused) runs only the missing rounds and writes the same result. Rounds from more than
+one session are said ("rounds measured in 2 sessions"): they mix machine states.
+
 Modules: `config` (DraftersConfig, the drafter names, build_config), `inputs` (the traces'
-tokens), `timing` (replay passes and the context sweep), `output` (metrics, figure, tables),
-`running` (run, execute), `command` (click). The package's `command` is the click command,
+tokens), `timing` (replay passes and the context sweep, round by round), `rounds` (the run's
+identity and its recorded rounds, --resume), `output` (metrics, figure, tables), `running`
+(run, execute), `command` (click). The package's `command` is the click command,
 which shadows the submodule of that name: reach the module through
 `importlib.import_module("samspec_bench.suites.drafters.command")`.
 """

@@ -17,7 +17,7 @@ def _int_list(ctx, param, value: str) -> list[int]:
     return int_list(value, "--sweep", minimum=2, example="1024,32768")
 
 
-OUTPUT_PARAMS = ("output", "json_out")   # where results go: execute's keywords, not settings
+OUTPUT_PARAMS = ("output", "json_out", "resume")   # where results go: execute's keywords, not settings
 
 
 @click.command("drafters")
@@ -41,11 +41,13 @@ OUTPUT_PARAMS = ("output", "json_out")   # where results go: execute's keywords,
               help="A malformed trace line: stop with its file and line, or skip it (counted in the result).")
 @click.option("--output", default="results", show_default=True, type=click.Path(), help="Results root directory.")
 @click.option("--json", "json_out", type=click.Path(), help="Also write the result JSON here ('-' for stdout).")
+@click.option("--resume", type=click.Path(),
+              help="Continue an interrupted run in this folder (its recorded rounds are kept; give its options again).")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
 def command(traces, tokenizer, data_dir, drafters, k, max_tokens, sweep, sweep_steps, repeats, chat_template,
-            on_error, output, json_out, no_progress):
+            on_error, output, json_out, resume, no_progress):
     """Speed and memory of every drafter on real traces, and per-step cost versus context length."""
     params = {name: v for name, v in click.get_current_context().params.items() if name not in OUTPUT_PARAMS}
-    code = execute(build_config(**params), output=output, json_path=json_out)
+    code = execute(build_config(**params), output=output, resume=resume, json_path=json_out)
     if code:
         sys.exit(code)

@@ -152,6 +152,8 @@ def print_table(result: dict) -> None:
         console.print(line)
     for name, reason in result.get("unavailable_drafters", {}).items():
         console.print(f"[yellow]not run: {name}: {reason}[/yellow]")
+    if result.get("sessions_note"):   # a resumed run: its rounds mix two machine states
+        console.print(f"[yellow]{result['sessions_note']}[/yellow]", soft_wrap=True)
 
 
 def budget_lines(budget: dict | None, console) -> None:

@@ -26,6 +26,7 @@ from samspec_bench.suites.rollout.config import (ENGINES, MEASURED_ENGINES, MEAS
                                                  SUITE, RolloutConfig, build_config, kv_options, validate)
 from samspec_bench.suites.rollout.lines import summary_lines
 from samspec_bench.suites.rollout.heldout import run_heldout
+from samspec_bench.suites.rollout.kept_work import KeptWork, keeping
 from samspec_bench.suites.rollout.length_share import share_used, traces_share
 from samspec_bench.suites.rollout.measured import run_measured
 from samspec_bench.suites.rollout.outputs import make_figures, write_steps
@@ -112,11 +113,15 @@ def engine_profiler(cfg: RolloutConfig, n_requests: int):
     return measure
 
 
-def replay(cfg: RolloutConfig, model, priced: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def replay(cfg: RolloutConfig, model, priced: dict[str, Any] | None,
+           kept: KeptWork | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The simulated arms (steps priced by `model`, or counted when it is None), the sensitivity
-    table and the preset's comparison: (run_replay's output, extra summary keys)."""
+    table and the preset's comparison: (run_replay's output, extra summary keys). `kept`: where
+    each finished draw is kept (and, resumed, read back from)."""
     extra: dict[str, Any] = {}
     rep = prepare(cfg)
+    if kept is not None:   # a file read now must be the one the kept draws were simulated from
+        kept.check_files(list(rep.files) + step_model_file(cfg))
     # the traces' share, measured once on every group the run replays (a --dev-split draws on its halves with it)
     measured_share = traces_share(rep)
     cfg = replace(cfg, length_group_share=share_used(cfg, rep))
@@ -143,7 +148,7 @@ def replay(cfg: RolloutConfig, model, priced: dict[str, Any] | None) -> tuple[di
         arm = pre_arm(out["metrics"], best)
         sources = (", ".join(f"{x}: {parse_strategy(x).sources}" for x in cfg.strategies) if cfg.strategies
                    else cfg.sources)
-        extra["preset"] = {**pre.describe(), "published": pre.published,
+        extra["preset"] = {**pre.describe(), "overridden": pre.overridden(cfg), "published": pre.published,
                            "inputs": {"length_dist": cfg.length_dist, "length_evidence": pre.length_evidence
                                       if cfg.length_dist == pre.length_dist else
                                       "given with --length-dist", "traces": cfg.traces, "sources": sources,
@@ -155,21 +160,37 @@ def replay(cfg: RolloutConfig, model, priced: dict[str, Any] | None) -> tuple[di
     return out, extra
 
 
-def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, Any]]:
+def step_model_file(cfg: RolloutConfig) -> list[str]:
+    """The --step-model profile file, when one prices the steps (a roofline spec is settings)."""
+    return [cfg.step_model] if cfg.step_model and not is_roofline_spec(cfg.step_model) else []
+
+
+def run(cfg: RolloutConfig, output: str = "results", resume: str | None = None) -> tuple[Path, dict[str, Any]]:
     """Every arm of `cfg`, the run folder under `output` (result.json, step tables, figures).
     Returns the folder and the result's metrics. Units: seconds when a step model prices the
-    steps (or an engine measured them), decode steps otherwise (`units.to_step_units`)."""
+    steps (or an engine measured them), decode steps otherwise (`units.to_step_units`). A
+    simulated run keeps each draw as it finishes (kept_work.py); `resume` continues one."""
     validate(cfg)
     model, priced = load_priced(cfg)
     measured = engine_capabilities(cfg.engine).generates   # arms on a model, else simulated from traces
+    if resume is not None and measured:
+        raise UserError(f"--resume {resume}: --engine {cfg.engine} measures its arms interleaved in one session, so "
+                        "that their times compare; run it again (simulated runs, --engine replay, resume)")
     if cfg.drafter != "sam-fixed":
         print(f"drafter {cfg.drafter}: its draft lengths follow each request's observed acceptance; the simulation "
               "approximates them from a per-position profile (its schedule is not reproduced step by step)",
               file=sys.stderr)
     profiler = None
     extra: dict[str, Any] = {}
+    kept = None
     if not measured:
-        out, extra = replay(cfg, model, priced)
+        kept = KeptWork.start(asdict(cfg), output, resume, SUITE)
+        with keeping(kept):
+            out, extra = replay(cfg, model, priced, kept)
+        if kept.reused:
+            click.echo(f"rollout --resume: {kept.reused} draw(s) kept from the interrupted run, {kept.computed} "
+                       "simulated now (the shown draw is simulated again for its step tables)", err=True)
+        extra["kept_draws"] = kept.describe()
     else:   # MEASURED_ENGINES (validate refused any other)
         n_req = (cfg.prompts or MEASURED_PROMPTS) * (cfg.group_size or MEASURED_GROUP_SIZE)
         profiler = engine_profiler(cfg, n_req)
@@ -177,7 +198,7 @@ def run(cfg: RolloutConfig, output: str = "results") -> tuple[Path, dict[str, An
     units = "s" if (measured or model is not None) else "steps"
     basis = time_basis(units, measured, out["priced_by"], cfg.engine)
     best = chosen_best(out)
-    runp = RunDir(output, SUITE)
+    runp = kept.run_dir if kept is not None else RunDir(output, SUITE)
     if profiler is not None and profiler.document is not None:   # reusable: `rollout --step-model <run>/step_profile.json`
         write_profile(runp.file(PROFILE_FILE), profiler.document)
     step_tables = write_steps(runp, out["tables"], units)
@@ -227,11 +248,9 @@ def pre_arm(metrics: dict[str, dict], best: str | None) -> str | None:
 
 def execute(config: RolloutConfig, *, output: str, resume: str | None = None, json_path: str | None = None) -> int:
     """The rollout command after its options: run, print a line per arm and the best setting,
-    emit the result JSON to `json_path` ('-': stdout, the lines then go to stderr). Rollout
-    runs are not resumable: a `resume` is refused."""
-    if resume is not None:
-        raise UserError(f"--resume {resume}: rollout runs cannot be resumed; run it again")
-    path, summary = run(config, output)
+    emit the result JSON to `json_path` ('-': stdout, the lines then go to stderr). `resume`:
+    a simulated run's folder to continue (its finished draws kept)."""
+    path, summary = run(config, output, resume)
     say = (lambda text: click.echo(text, err=True)) if json_path == "-" else click.echo  # stdout: the JSON only
     for line in summary_lines(summary) + strategy_lines(summary):
         say(line)
@@ -335,12 +354,15 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
 @click.option("--device", default="auto", show_default=True, help=DEVICE_HELP)
 @click.option("--output", default="results", show_default=True)
 @click.option("--json", "json_path", default=None, help="Also write the result JSON here ('-' for stdout).")
+@click.option("--resume", default=None, type=click.Path(),
+              help="Continue an interrupted simulated run in this folder, with the options it started with: its "
+                   "finished draws are kept, the rest simulated.")
 @click.pass_context
-def command(ctx, output, json_path, **params):
+def command(ctx, output, json_path, resume, **params):
     """Rollout time with SAM off / always / on below a batch-size threshold (head vs long tail)."""
     if ctx.invoked_subcommand is not None:
         return
-    code = execute(build_config(**params), output=output, json_path=json_path)
+    code = execute(build_config(**params), output=output, resume=resume, json_path=json_path)
     if code:
         ctx.exit(code)
 

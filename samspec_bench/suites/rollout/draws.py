@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from samspec_bench.suites.rollout.config import RolloutConfig, random_lengths
+from samspec_bench.suites.rollout.kept_work import kept_draw
 from samspec_bench.suites.rollout.phases import idle_end, ratio, tail_mask
 from samspec_bench.suites.rollout.spread import spread
 
@@ -115,11 +116,15 @@ def run_draws(cfg: RolloutConfig, sims: dict[str, Any], metrics: dict[str, dict]
     -> median / min / max / values over the draws) and `kv` (the shown draw's KV block, with the
     preemptions' spread). Returns the draws' block: seeds, what varies, the records."""
     seeds = draw_seeds(cfg)
-    records = [draw_record(seeds[0], sims, metrics)]
-    for seed in seeds[1:]:
+    records = [kept_draw(f"seed={seeds[0]}", lambda: draw_record(seeds[0], sims, metrics))]
+
+    def other(seed: int) -> dict[str, Any]:
         s, m = simulate_seed(seed)
-        records.append(draw_record(seed, s, m))
-        del s   # step tables of RL-scale draws are large: one at a time
+        return draw_record(seed, s, m)   # step tables of RL-scale draws are large: one at a time
+
+    for i, seed in enumerate(seeds[1:], 2):   # each kept as it finishes (kept_work.py: --resume)
+        records.append(kept_draw(f"seed={seed}", lambda seed=seed: other(seed),
+                                 label=f"draw {i}/{len(seeds)} (seed {seed})"))
     for lbl, sp in spreads(records).items():
         metrics[lbl]["spread"] = sp
         metrics[lbl]["kv"] = {**records[0]["arms"][lbl]["kv"], "preemptions_spread": sp["preemptions"]}

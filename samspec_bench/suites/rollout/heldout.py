@@ -19,6 +19,7 @@ from samspec_bench.dev_split import dev_keys
 from samspec_bench.errors import UserError
 from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.suites.rollout.config import RolloutConfig
+from samspec_bench.suites.rollout.kept_work import scope
 from samspec_bench.suites.rollout.replay_arm import Replay, run_replay
 from samspec_bench.suites.rollout.spread import of
 
@@ -96,9 +97,11 @@ def run_heldout(cfg: RolloutConfig, rep: Replay, step_model) -> tuple[dict[str, 
         raise UserError(f"--dev-split {cfg.dev_split:g} with --dp {cfg.dp}: a side has {min(len(dev_p), len(held_p))} "
                         "prompts, fewer than the instances; lower --dp or raise --prompts")
     dev_rep, held_rep = subset(rep, dev_p), subset(rep, held_p)
-    dev = run_replay(cfg, step_model, dev_rep)
+    with scope("dev"):   # the halves draw the same seeds: their kept draws apart (kept_work.py)
+        dev = run_replay(cfg, step_model, dev_rep)
     pick = choose(dev["settings"], dev["metrics"])
-    out = run_replay(cfg, step_model, held_rep)
+    with scope("heldout"):
+        out = run_replay(cfg, step_model, held_rep)
     out["split"] = {"dev_prompts": len(dev_p), "heldout_prompts": len(held_p), "fraction": cfg.dev_split,
                     "seed": cfg.seed, "unit": "trace groups (prompts replaying the same group stay on one side)",
                     "chosen_by": CHOSEN_BY, **pick,

@@ -2,7 +2,8 @@
 modelled by a named step model, or decode steps): what the numbers are, a line per arm (with
 the acceptance and its cost: tokens, drafted tokens and verify tokens per step), extrapolation
 warnings, the prediction error of measured runs, the data-parallel instances, the preset's
-prediction beside the published figures and the sensitivity table."""
+settings as the run had them (a value an option changed beside the preset's), its prediction
+beside the published figures and the sensitivity table."""
 
 from __future__ import annotations
 
@@ -227,6 +228,68 @@ def dp_lines(summary: dict[str, Any]) -> list[str]:
     return out
 
 
+# settings a preset fills that are no part of the published run (assumptions, how it is modelled)
+UNPUBLISHED = ("length_dist", "step_model", "sources", "dp_shard")
+
+
+def option(name: str) -> str:
+    """The command-line option that sets a RolloutConfig field a preset fills."""
+    return {"ks": "-k", "thresholds": "--spec-threshold", "strategies": "--strategy"}.get(
+        name, "--" + name.replace("_", "-"))
+
+
+def _text(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+class _Overrides:
+    """The preset's settings that options changed (summary["preset"]["overridden"], Preset.overridden):
+    each shown as the run had it with "(preset: X)" beside it; those shown are remembered."""
+
+    def __init__(self, pre: dict[str, Any]):
+        self.over = pre.get("overridden") or {}
+        self.shown: set[str] = set()
+
+    def ran(self, name: str, default: Any) -> Any:
+        return self.over[name]["ran"] if name in self.over else default
+
+    def show(self, name: str, default: Any = None) -> str:
+        """Setting `name` as it ran ('default': the preset's, where no option changed it)."""
+        self.shown.add(name)
+        if name not in self.over:
+            return _text(default)
+        return f"{_text(self.over[name]['ran'])} (preset: {_text(self.over[name]['preset'])})"
+
+    def left(self) -> list[str]:
+        return [name for name in self.over if name not in self.shown]
+
+
+def header_line(pre: dict[str, Any], over: _Overrides) -> str:
+    """The preset's setting as the run had it: a value an option changed shown with the preset's."""
+    dp = over.ran("dp", pre["dp"])
+    devices = f"TP {pre['tp']} x DP {dp} = {pre['tp'] * dp} devices"
+    if "dp" in over.over:
+        over.shown.add("dp")
+        devices += f" (preset: DP {pre['dp']} = {pre['dies']} devices)"
+    strategies = over.ran("strategies", pre.get("strategies") or [])
+    published = (f"strategies {', '.join(pre['strategies'])}" if pre.get("strategies") else
+                 f"threshold {pre['threshold']}, k {pre['k']}")
+    drafting = []
+    if strategies:
+        over.shown.add("strategies")
+        drafting.append(f"strategies {', '.join(strategies)}")
+    arms = over.ran("arms", ["off"] if pre.get("strategies") else ["off", "threshold"])   # Preset.config_values
+    if not strategies or "threshold" in arms:
+        drafting.append(f"threshold {over.show('thresholds', pre['threshold'])}, k {over.show('ks', pre['k'])}")
+    if "strategies" in over.over:
+        over.shown.add("strategies")
+        drafting[0] += f" (preset: {published})"
+    return (f"preset {pre['name']}: {over.show('model', pre['model'])} on {pre['hardware']} ({pre['mode']}), "
+            f"{devices}; {over.show('prompts', pre['prompts'])} prompts x {over.show('group_size', pre['group_size'])}, "
+            f"max_num_seqs {over.show('max_num_seqs', pre['max_num_seqs'])}, {'; '.join(drafting)}, max response "
+            f"{over.show('max_response_len', pre['max_response_len'])}")
+
+
 def preset_lines(summary: dict[str, Any]) -> list[str]:
     """The preset's inputs, its prediction beside the published figures, what the prediction
     rests on and the sensitivity table."""
@@ -236,22 +299,25 @@ def preset_lines(summary: dict[str, Any]) -> list[str]:
     if pre:
         inp = pre["inputs"]
         kv = kv_lines(summary)
-        out += [f"preset {pre['name']}: {pre['model']} on {pre['hardware']} ({pre['mode']}), TP {pre['tp']} x DP "
-                f"{pre['dp']} = {pre['dies']} devices; {pre['prompts']} prompts x {pre['group_size']}, max_num_seqs "
-                f"{pre['max_num_seqs']}, "
-                + (f"strategies {', '.join(pre['strategies'])}" if pre.get("strategies") else
-                   f"threshold {pre['threshold']}, k {pre['k']}")
-                + f", max response {pre['max_response_len']}",
-                f"  source: {pre['source']}"] + [f"  note: {n}" for n in pre.get("notes") or []] + [
-                f"  inputs: lengths {inp['length_dist']} ({inp['length_evidence']})",
-                f"          acceptance from {inp['traces']} (sources {inp['sources']}); sharding {inp['dp_shard']}",
+        over = _Overrides(pre)
+        out += [header_line(pre, over), f"  source: {pre['source']}"] + [f"  note: {n}" for n in pre.get("notes") or []]
+        out += [f"  inputs: lengths {over.show('length_dist', inp['length_dist'])} ({inp['length_evidence']})",
+                f"          acceptance from {inp['traces']} (sources {over.show('sources', inp['sources'])}); "
+                f"sharding {over.show('dp_shard', inp['dp_shard'])}",
                 f"          {kv[0] if kv else 'KV cache ' + str(inp['kv_capacity_tokens'])}",
                 f"          step model {inp['step_model']} (MODELLED times: {inp.get('priced_by_kind') or '?'})"]
+        over.shown.add("step_model")   # said by the warning below
+        if over.left():
+            out.append("  options over the preset: " + ", ".join(f"{option(name)} {over.show(name)}" for name in over.left()))
         if pre.get("step_model") and inp.get("step_model") and inp["step_model"] != pre["step_model"]:
             # --step-model replaced the preset's: the published figures were measured on the preset's setting
             out.append(f"  WARNING: priced by {inp['step_model']}, not the preset's {pre['step_model']}: the comparison "
                        "below is with another model or hardware than the published run")
         if pre["comparison"]:
+            changed = [name for name in over.over if name not in UNPUBLISHED]
+            if changed:   # the published figures are of the preset's setting, not of the changed one
+                out.append(f"  note: {', '.join(map(option, changed))} changed from the preset's: the published figures "
+                           "below were measured with the preset's settings")
             out += comparison_lines(pre["comparison"])
         ro = (sens or {}).get("rests_on") or {}
         out.append(f"  the prediction rests on: {ro['tail_share']} (the tail share) and {ro['gain']} (the gain), the "

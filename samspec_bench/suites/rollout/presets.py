@@ -104,6 +104,13 @@ class Preset:
                 "sources": self.sources, "strategies": list(self.strategies), "length_dist": self.length_dist,
                 "step_model": self.step_model}
 
+    def overridden(self, cfg: Any) -> dict[str, dict[str, Any]]:
+        """The settings this preset fills that the run's options changed (a RolloutConfig's fields,
+        as config_values names them): {field: {"ran": the run's value, "preset": the preset's}}.
+        The header prints what ran, the published setting beside it."""
+        return {name: {"ran": getattr(cfg, name), "preset": value} for name, value in self.config_values().items()
+                if getattr(cfg, name, value) != value}
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "model": self.model, "hardware": self.hardware, "mode": self.mode,
                 "prompts": self.prompts, "group_size": self.group_size, "max_num_seqs": self.max_num_seqs,

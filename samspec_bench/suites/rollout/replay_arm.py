@@ -94,10 +94,11 @@ class Replay:
     # finished (profiles.after_siblings_profiles; the tree pair None without trees)
     late: dict[Any, list] = field(default_factory=dict)
     # what the traces held beside what the requests replay (the workload line says what was left out)
-    coverage: dict[str, int] = field(default_factory=dict)
+    coverage: dict[str, Any] = field(default_factory=dict)
     turns: list = field(default_factory=list)   # per pair, its tool spans between turns (None: single-turn)
     tools: dict[str, Any] | None = None         # the traces' tool output and how it is replayed (turns.py)
     turns_at: dict = field(default_factory=dict)   # (pair, length) -> its turns at that length, memo
+    files: tuple = ()   # the trace files read (what --resume checks has not changed)
 
     @property
     def trace_lengths(self) -> np.ndarray:
@@ -109,7 +110,8 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
     or a strategy's) the rollout is the traces' last RL step and the earlier steps its history
     (`profiles.split_history`; single-step traces: each group's first half), for every arm.
     `profiles=False`: the requests alone, quietly (what a run plans its profile grid from)."""
-    traces, note = read_rl_steps(cfg.traces, "rollout")
+    merged: dict[str, Any] = {}   # one RL step in several folders' step files: said, counted
+    traces, note = read_rl_steps(cfg.traces, "rollout", counts=merged)
     if note and profiles:
         click.echo(f"rollout --traces: {note}", err=True)
     items = tokenize_traces(traces, load_tokenizer(cfg.tokenizer))
@@ -124,7 +126,8 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
         tools.update(tool_latency_s=cfg.tool_latency_s, tool_latency_from=cfg.tool_latency_from)
     coverage = {"trace_responses": len(items), "empty_responses": sum(1 for it in items if not len(it.response_ids)),
                 "unused_responses": sum(1 for it in items if len(it.response_ids)) - len(base),
-                "cut_at_max_response_len": sum(1 for it in base if len(it.response_ids) > cfg.max_response_len)}
+                "cut_at_max_response_len": sum(1 for it in base if len(it.response_ids) > cfg.max_response_len),
+                **merged}
     base_groups: list[Hashable] = [(str(it.source), str(it.group)) for it in base]
     stores: dict[int, Any] = {}
 
@@ -155,8 +158,9 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
                 profs[key] = got
                 if tree is not None:
                     trees[key] = tree
+    files = tuple(sorted({str(r.source) for r in traces.records} | {str(f) for f, _, _ in traces.skipped}))
     return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info, trees, late, coverage,
-                  turns, tools)
+                  turns, tools, files=files)
 
 
 def check_turns(cfg: RolloutConfig, tools: dict[str, Any] | None, turns: list) -> None:

@@ -38,11 +38,13 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
+import click
 import numpy as np
 
 from samspec_bench.bench.simulation.hardware import one_attention_kernel
 from samspec_bench.suites.rollout.config import RolloutConfig, lognormal_params
 from samspec_bench.suites.rollout.draws import draw_record, draw_seeds
+from samspec_bench.suites.rollout.kept_work import call_index, kept_draw, scope
 from samspec_bench.suites.rollout.length_share import share_used, traces_share
 from samspec_bench.suites.rollout.phases import ratio, tail_ratio
 from samspec_bench.suites.rollout.presets import get_preset
@@ -148,6 +150,7 @@ def row(assumption: str, value: str, steps: list[list[dict]], label: str, how: s
         host_s: float = 0.0, reading: str = "pooled") -> dict[str, Any]:
     """One table row: `steps` holds, per draw, the records of that draw's rounds."""
     figs = [read(rounds_of(recs, label), host_s, reading) for recs in steps]
+    click.echo(f"rollout: sensitivity: {assumption} = {value}", err=True)   # rows take a draw's time each
     pre = [sum(r["arms"]["off"]["preemptions"] or 0 for r in recs) for recs in steps]
     return {"assumption": assumption, "value": value, "modelled": modelled, "how": how, "draws": len(steps),
             "tail_share_pct": spread(f["tail_share_pct"] for f in figs), "gain_pct": spread(f["gain_pct"] for f in figs),
@@ -160,8 +163,7 @@ def simulated(cfg: RolloutConfig, rep: Replay, pick, model, seeds, lengths_for: 
               rounds: int = 1) -> list[list[dict]]:
     """Per seed, the records of its `rounds` simulated rounds (lengths from `lengths_for(seed)`,
     else drawn as the run draws them, round r with seed + r * ROUND_SEED_STRIDE)."""
-    out = []
-    for seed in seeds:
+    def rounds_of_seed(seed: int) -> list[dict]:
         recs = []
         for r in range(rounds):
             s = seed + r * ROUND_SEED_STRIDE
@@ -169,8 +171,10 @@ def simulated(cfg: RolloutConfig, rep: Replay, pick, model, seeds, lengths_for: 
             sims, metrics = simulate_arms(cfg, rep, pick, lengths, stretch, model)
             recs.append(draw_record(s, sims, metrics))
             del sims
-        out.append(recs)
-    return out
+        return recs
+
+    call = call_index()   # each seed's rounds kept as they finish (kept_work.py: --resume)
+    return [kept_draw(f"call={call}/seed={seed}", lambda seed=seed: rounds_of_seed(seed)) for seed in seeds]
 
 
 def length_rows(cfg, rep, pick, model, seeds, label) -> list[dict]:
@@ -281,6 +285,11 @@ def run_sensitivity(cfg: RolloutConfig, rep: Replay, settings, label: str, step_
     """The table for the arm `label` of `settings` against the off baseline. `draws`: the run's
     draws (`draws.run_draws`; simulated here when not given). `priced`: what priced the steps (a
     label); None: no step model, the table is in decode steps and has no host-overhead rows."""
+    with scope("sensitivity"):   # its draws kept apart from the run's (kept_work.py)
+        return _sensitivity(cfg, rep, settings, label, step_model, priced, draws)
+
+
+def _sensitivity(cfg, rep, settings, label, step_model, priced, draws) -> dict[str, Any]:
     t0 = time.perf_counter()
     pick = [s for s in settings if s["label"] in ("off", label)]
     if draws is None:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from samspec_bench.errors import UserError, number_in
-from samspec_bench.evals.training_logs import load_run
+from samspec_bench.evals.training_logs import load_run, replaced_text
 
 TOOL_TIME = ("timing_s/agent_loop/tool_calls/mean", "agent_loop/tool_calls/mean")
 TOOL_TIME_MAX = ("timing_s/agent_loop/tool_calls/max", "agent_loop/tool_calls/max")
@@ -79,7 +79,9 @@ def latency_from_log(path: str) -> tuple[float, dict[str, Any]]:
                                     "max": float(per_step.max())},
                      "sample_tool_time_max_s": float(tmax.values.max()) if tmax is not None and len(tmax) else None,
                      "how": f"sum over steps of {TOOL_TIME[0]} / sum of ({TURNS} - 2) / 2 (verl's ToolAgentLoop: "
-                            "2 turns a tool round + 2)"}
+                            "2 turns a tool round + 2)",
+                     # what the reader skipped, and the steps logged again (which value was kept), as curves says them
+                     "log_skipped": run.skipped(), "log_replaced": run.replaced()}
 
 
 def latency_text(seconds: float, source: dict[str, Any] | None) -> str:
@@ -87,6 +89,10 @@ def latency_text(seconds: float, source: dict[str, Any] | None) -> str:
     if not source:
         return f"{seconds:g} s (--tool-latency-s)"
     p = source["per_step_s"]
+    skipped = ", ".join(f"{k} {v}" for k, v in (source.get("log_skipped") or {}).items())
+    replaced = replaced_text(source.get("log_replaced") or {})
     return (f"{seconds:.3f} s (MEASURED by verl's agent loop in {source['log']}: {source['steps']} steps, "
             f"{source['rounds_per_sample_mean']:.2f} rounds a sample, per step median {p['median']:.3f} s "
-            f"[{p['min']:.3f}, {p['max']:.3f}]; one figure for every call)")
+            f"[{p['min']:.3f}, {p['max']:.3f}]; one figure for every call"
+            + (f"; the log's skipped: {skipped}" if skipped else "") + (f"; replaced: {replaced}" if replaced else "")
+            + ")")

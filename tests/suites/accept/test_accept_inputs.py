@@ -7,7 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from samspec_bench.cli import group
+from samspec_bench.data import load_tokenizer
 from samspec_bench.errors import UserError
+from trace_fixtures import grouped_rows, write_verl_dump
 
 
 @pytest.fixture
@@ -81,3 +83,25 @@ def test_stepless_traces_beside_verl_steps_are_refused_for_history(shared_data, 
     assert "other_run.jsonl" in msg and "1 response(s) carry no RL step" in msg and "\n" not in msg
     assert not (tmp_path / "out").exists()
     assert _accept(shared_data, tmp_path, "--traces", folder).exit_code == 0
+
+
+def test_one_rl_step_in_two_folders_is_merged_and_said(shared_data, qwen3_tokenizer_dir, tmp_path):
+    """Two verl runs passed together (or a resumed job's new folder) share steps 1 and 2: replayed
+    as one step each, as a validation folder not known as one must be, but counted in the JSON
+    and said in one line on stderr naming the steps and both folders."""
+    tok = load_tokenizer(qwen3_tokenizer_dir)
+    groups = grouped_rows(shared_data / "traces" / "qwen25math_math_100x8.jsonl", 4)
+    a, b = tmp_path / "run_a", tmp_path / "run_b"
+    write_verl_dump(a, tok, groups, batch=2, n=2, epochs=1)   # steps 1-2
+    write_verl_dump(b, tok, groups, batch=1, n=2, epochs=1)   # steps 1-4
+    res = _accept(shared_data, tmp_path, "--traces", a, "--traces", b, "--sources", "own,history", "--json", "-")
+    assert res.exit_code == 0, res.output
+    inputs = json.loads(res.stdout)["inputs"]
+    assert inputs["merged_steps"] == 2
+    assert inputs["merged_step_folders"] == [{"step": s, "folders": [str(a), str(b)], "responses": [4, 2]}
+                                             for s in (1, 2)]
+    (line,) = [ln for ln in res.stderr.splitlines() if "found in 2 folders" in ln]
+    assert f"verl step 1, 2 found in 2 folders ({a}, {b}): their rows were merged as one step each" in line
+    alone = _accept(shared_data, tmp_path / "b", "--traces", b, "--sources", "own,history", "--json", "-")
+    assert alone.exit_code == 0, alone.output
+    assert json.loads(alone.stdout)["inputs"]["merged_steps"] == 0 and "found in" not in alone.stderr

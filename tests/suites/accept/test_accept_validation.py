@@ -74,9 +74,13 @@ def test_validation_lines_are_known_by_their_shape_in_any_folder(verl_run, qwen3
     # outside a val* folder and without the validation shape: rollouts of steps 0, 2 and 4
     gens = tmp_path / "generations"
     shutil.copytree(run / "val", gens)
-    result, _ = accept(["--traces", str(run / "rollout"), "--traces", str(gens)], qwen3_tokenizer_dir,
-                       tmp_path / "o", capsys)
+    result, err = accept(["--traces", str(run / "rollout"), "--traces", str(gens)], qwen3_tokenizer_dir,
+                         tmp_path / "o", capsys)
     assert result["inputs"]["validation"] is None and steps_of(result) == [0, 1, 2, 3, 4]
+    # merged by step (steps 2 and 4 are in both folders), and said: counted in the JSON, one line on stderr
+    assert result["inputs"]["merged_steps"] == 2
+    assert [m["step"] for m in result["inputs"]["merged_step_folders"]] == [2, 4]
+    assert f"verl step 2, 4 found in 2 folders ({run / 'rollout'}, {gens})" in err
     # the lines verl's _validate dumps carry its scores again as 'reward'
     for f in gens.glob("*.jsonl"):
         rows = [json.loads(x) for x in f.read_text().splitlines()]
@@ -85,6 +89,7 @@ def test_validation_lines_are_known_by_their_shape_in_any_folder(verl_run, qwen3
                        tmp_path / "p", capsys)
     v = result["inputs"]["validation"]
     assert v["excluded"] == 12 and set(v["files"].values()) == {SHAPE_REASON} and steps_of(result) == [1, 2, 3, 4]
+    assert result["inputs"]["merged_steps"] == 0   # the validation rounds left out: no step is in two folders
 
 
 def test_validation_generations_alone_have_no_rl_steps(verl_run, qwen3_tokenizer_dir, tmp_path, capsys):

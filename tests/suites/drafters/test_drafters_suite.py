@@ -151,9 +151,9 @@ def test_sweep_builds_distinct_windows_the_same_for_every_drafter(monkeypatch):
     assert timing.sweep_point("any", stream, 262_144, 10, 8)["build_windows"] == 1 and len(seen) == 1
 
 
-def test_build_config_checks_before_loading_and_execute_has_no_resume(tmp_path):
-    """The suite contract: build_config checks the options (no file is read); the command has
-    no --resume, so execute refuses one."""
+def test_build_config_checks_before_loading_and_execute_checks_the_resume_folder(tmp_path):
+    """The suite contract: build_config checks the options (no file is read); execute refuses a
+    --resume folder that is not a drafters run (before reading the traces)."""
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"prompt": "p", "response": "r"}\n')
     opts = dict(traces=(str(trace),), tokenizer="tok", data_dir=None, drafters="sam", k=8,
@@ -169,7 +169,7 @@ def test_build_config_checks_before_loading_and_execute_has_no_resume(tmp_path):
         suite.build_config(**{**opts, "repeats": 0})
     with pytest.raises(UserError, match="medusa"):
         suite.build_config(**{**opts, "drafters": "sam,medusa"})
-    with pytest.raises(UserError, match="no resume"):
+    with pytest.raises(UserError, match="not a samspec-bench run folder"):
         suite.execute(job, output=str(tmp_path), resume=str(tmp_path))
 
 

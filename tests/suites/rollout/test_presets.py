@@ -3,6 +3,7 @@
 published figures, and the sensitivity table (suites/rollout/sensitivity.py)."""
 
 import importlib
+import inspect
 import json
 import re
 
@@ -17,12 +18,12 @@ from samspec_bench.suites.rollout.config import RolloutConfig
 from samspec_bench.suites.rollout.presets import DEFAULT_LENGTH_DIST, PRESETS, always_on_notes
 from samspec_bench.suites.rollout.sensitivity import mixture_lengths
 
-OUTPUT_OPTIONS = ("output", "json_path")
 rcmd = importlib.import_module("samspec_bench.suites.rollout.command")   # the package exports the click group by that name
 
 
 def _params(**over):
-    params = {p.name: p.default for p in ro.command.params if p.name not in OUTPUT_OPTIONS}
+    takes = inspect.signature(ro.build_config).parameters   # the options build_config reads (not --output, ...)
+    params = {p.name: p.default for p in ro.command.params if p.name in takes}
     params.update(over)
     return params
 
@@ -132,6 +133,14 @@ def test_preset_fills_the_config_and_explicit_options_win(shared_data):
 def test_bad_preset_inputs_are_user_errors(shared_data, over, match):
     with pytest.raises(UserError, match=match):
         ro.build_config(**_params(**{"data_dir": str(shared_data), **over}))
+
+
+def test_overridden_names_only_the_settings_options_changed(shared_data):
+    p = PRESETS["seed-qwen3-32b"]
+    assert p.overridden(ro.build_config(**_params(data_dir=str(shared_data), preset=p.name))) == {}
+    # prompts given as the preset has it: not a change
+    cfg = ro.build_config(**_params(data_dir=str(shared_data), preset=p.name, max_num_seqs=64, ks="4,5", prompts=96))
+    assert p.overridden(cfg) == {"max_num_seqs": {"ran": 64, "preset": 128}, "ks": {"ran": [4, 5], "preset": [3]}}
 
 
 def test_unknown_preset_on_the_command_line_is_one_line(capsys):

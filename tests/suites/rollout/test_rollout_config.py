@@ -13,7 +13,7 @@ from samspec_bench.suites.rollout import config as rc
 from samspec_bench.suites.rollout import measured as rm
 from samspec_bench.suites.rollout.profile import padded, parse_prompt_pads
 
-OUTPUT_OPTIONS = ("output", "json_path")
+OUTPUT_OPTIONS = ("output", "json_path", "resume")
 
 
 def _defaults(**over):

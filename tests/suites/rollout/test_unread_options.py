@@ -13,7 +13,7 @@ from samspec_bench.suites import rollout as ro
 from samspec_bench.suites.rollout.command import profile_command
 from samspec_bench.suites.rollout.unread_options import refuse_other_profiler
 
-OUTPUT_OPTIONS = ("output", "json_path")
+OUTPUT_OPTIONS = ("output", "json_path", "resume")
 
 
 def _defaults(**over):

@@ -1,0 +1,192 @@
+"""`samspec-bench drafters` keeps its finished rounds: an interrupted run leaves its folder with
+the rounds recorded, `--resume` runs only the missing ones and writes the result an
+uninterrupted run writes, another suite's folder or changed settings are refused (exit 2), and
+rounds from two sessions are said."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from samspec_bench import cli
+from samspec_bench.results import RunDir
+from samspec_bench.suites.drafters import running, timing
+
+REPEATS = 3
+NAMES = ("sam", "ngram")
+
+
+@pytest.fixture
+def small(traces_dir, tmp_path) -> Path:
+    p = tmp_path / "small.jsonl"
+    p.write_text("".join((traces_dir / "qwen25math_math_100x8.jsonl").read_text().splitlines(keepends=True)[:6]))
+    return p
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Counts the timed passes, the untimed passes and the sweep points; `stop_at[kind] = n`
+    raises KeyboardInterrupt (as Ctrl-C or SIGTERM do) at the n-th call of that kind."""
+    monkeypatch.setattr(timing, "MIN_MEASURE_SECONDS", 0.0)   # one pass per measurement: fast
+    count = {"timed_pass": 0, "replay_pass": 0, "sweep_point": 0}
+    stop_at: dict[str, int] = {}
+
+    def counted(kind, real):
+        def wrapper(*a, **kw):
+            count[kind] += 1
+            if stop_at.get(kind) == count[kind]:
+                raise KeyboardInterrupt
+            return real(*a, **kw)
+        return wrapper
+
+    for kind in count:
+        monkeypatch.setattr(timing, kind, counted(kind, getattr(timing, kind)))
+    return count, stop_at
+
+
+def drafters(args, capsys) -> tuple[int, str, str]:
+    try:
+        cli.main(["drafters", "--drafters", ",".join(NAMES), "--max-tokens", "1500", "--sweep", "64",
+                  "--sweep-steps", "5", "--repeats", str(REPEATS), "--no-progress", *map(str, args)])
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "rounds.jsonl").read_text().splitlines()]
+
+
+class Bar:
+    """Stands in for rich's Progress: each task's total, where it started and its advances."""
+    tasks: list[dict] = []
+
+    def __init__(self, *a, **kw):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def add_task(self, name, total, completed=0):
+        Bar.tasks.append({"name": name, "total": total, "start": completed, "advanced": 0})
+        return len(Bar.tasks) - 1
+
+    def advance(self, task, n=1):
+        Bar.tasks[task]["advanced"] += n
+
+    def remove_task(self, task):
+        pass
+
+
+def interrupted_run(small, tok, tmp_path, calls, capsys, kind="timed_pass", at=len(NAMES) * 3 + 2):
+    """A run stopped at the `at`-th call of `kind` (default: in the second replay round)."""
+    count, stop_at = calls
+    stop_at[kind] = at
+    code, _, err = drafters(["--traces", small, "--tokenizer", tok, "--output", tmp_path / "cut"], capsys)
+    (run_dir,) = (tmp_path / "cut").iterdir()
+    assert code == 130 and f"continue with --resume {run_dir}" in err, err
+    stop_at.clear()
+    for k in count:
+        count[k] = 0
+    return run_dir
+
+
+def test_an_interrupted_run_keeps_its_rounds_and_resume_runs_only_the_missing_ones(
+        small, qwen3_tokenizer_dir, tmp_path, calls, capsys, monkeypatch):
+    count, _ = calls
+    run_dir = interrupted_run(small, qwen3_tokenizer_dir, tmp_path, calls, capsys)
+    assert [(r["kind"], r["round"]) for r in records(run_dir)] == [("replay", 0)]   # the finished round, no more
+    assert not (run_dir / "result.json").exists()
+
+    Bar.tasks = []
+    monkeypatch.setattr(running, "Progress", Bar)
+    code, out, err = drafters(["--traces", small, "--tokenizer", qwen3_tokenizer_dir, "--output", tmp_path / "x",
+                               "--resume", run_dir, "--json", tmp_path / "resumed.json"], capsys)
+    assert code == 0, err
+    assert not (tmp_path / "x").exists()   # the resumed folder is written, no new one
+    # the two missing replay rounds (2 drafters x 3 passes each) and every sweep round, nothing more
+    assert count["timed_pass"] == (REPEATS - 1) * len(NAMES) * 3
+    assert count["sweep_point"] == REPEATS * len(NAMES)
+    assert [(r["kind"], r["round"]) for r in records(run_dir)] == (
+        [("replay", i) for i in range(REPEATS)] + [("sweep", i) for i in range(REPEATS)])
+    # the bars start at what is done (one replay round of three, the warm-up again) and end full
+    replay, sweep = Bar.tasks
+    assert replay["start"] * (1 + 3 * REPEATS) == replay["total"] * 3 and replay["start"] > 0
+    assert sweep["start"] == 0 and all(t["start"] + t["advanced"] == t["total"] for t in Bar.tasks)
+
+    monkeypatch.undo()   # an uninterrupted run beside it, with the real Progress and passes
+    monkeypatch.setattr(timing, "MIN_MEASURE_SECONDS", 0.0)
+    code, _, err = drafters(["--traces", small, "--tokenizer", qwen3_tokenizer_dir, "--output", tmp_path / "whole",
+                             "--json", tmp_path / "whole.json"], capsys)
+    assert code == 0, err
+    resumed, whole = (json.loads((tmp_path / f).read_text()) for f in ("resumed.json", "whole.json"))
+    assert set(resumed) == set(whole)
+    # a metric's bound is there only where a drafting cost fell below the timing noise, in either run
+    assert ({m for m in resumed["metrics"] if not m.endswith("_at_most")}
+            == {m for m in whole["metrics"] if not m.endswith("_at_most")})
+    for table in ("replay", "context_sweep"):
+        assert [set(r) for r in resumed["tables"][table]] == [set(r) for r in whole["tables"][table]]
+    for result in (resumed, whole):
+        assert [r["timed_passes"] for r in result["tables"]["replay"]] == [{m: REPEATS for m in timing.MODES}] * 2
+        assert [r["timed_rounds"] for r in result["tables"]["context_sweep"]] == [REPEATS] * 2
+    assert resumed["resumed_rounds"] == {"replay": 1, "sweep": 0} and whole["resumed_rounds"] == {"replay": 0,
+                                                                                                  "sweep": 0}
+    # rounds from two processes' starts are said, in the result and under the table
+    assert len(resumed["sessions"]) == 2 and [s["replay_rounds"] for s in resumed["sessions"]] == [1, REPEATS - 1]
+    assert resumed["sessions_note"].startswith("rounds measured in 2 sessions")
+    assert "rounds measured in 2 sessions" in " ".join(out.split())
+    assert len(whole["sessions"]) == 1 and whole["sessions_note"] is None
+
+
+def test_an_interrupted_sweep_keeps_the_replay_and_its_finished_rounds(small, qwen3_tokenizer_dir, tmp_path, calls,
+                                                                       capsys):
+    count, _ = calls
+    run_dir = interrupted_run(small, qwen3_tokenizer_dir, tmp_path, calls, capsys, "sweep_point", len(NAMES) + 1)
+    assert [(r["kind"], r["round"]) for r in records(run_dir)] == (
+        [("replay", i) for i in range(REPEATS)] + [("sweep", 0)])
+    code, _, err = drafters(["--traces", small, "--tokenizer", qwen3_tokenizer_dir, "--resume", run_dir], capsys)
+    assert code == 0, err
+    # no replay pass at all (not even the warm-up), the two missing sweep rounds
+    assert count == {"timed_pass": 0, "replay_pass": 0, "sweep_point": (REPEATS - 1) * len(NAMES)}
+    assert "1 of 3 sweep round(s) already recorded" in err
+
+
+def test_another_suites_folder_or_changed_settings_are_refused_in_one_line(small, qwen3_tokenizer_dir, tmp_path,
+                                                                           calls, capsys):
+    count, _ = calls
+    run_dir = interrupted_run(small, qwen3_tokenizer_dir, tmp_path, calls, capsys)
+    before = (run_dir / "rounds.jsonl").read_text()
+    base = ["--traces", small, "--tokenizer", qwen3_tokenizer_dir, "--resume"]
+    other = RunDir(tmp_path / "other", "accept").path
+    for extra, needle in ((["-k", "4"], "the run used k = 8, this call 4"),
+                          (["--chat-template", "never"], "chat_template = 'auto', this call 'never'"),
+                          ([], None)):   # the trace file edited since: its tokens are not the ones timed
+        if needle is None:
+            small.write_text(small.read_text() + small.read_text().splitlines(keepends=True)[0])
+            needle = f"{small} changed since the run started"
+        code, _, err = drafters([*base, run_dir, *extra], capsys)
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = drafters([*base, other], capsys)
+    assert code == 2 and "a `samspec-bench accept` run folder" in err and len(err.strip().splitlines()) == 1
+    assert sum(count.values()) == 0 and (run_dir / "rounds.jsonl").read_text() == before
+
+
+def test_a_finished_run_resumed_is_said_and_reprinted(small, qwen3_tokenizer_dir, tmp_path, calls, capsys):
+    count, _ = calls
+    code, _, err = drafters(["--traces", small, "--tokenizer", qwen3_tokenizer_dir, "--output", tmp_path], capsys)
+    assert code == 0, err
+    (run_dir,) = tmp_path.glob("drafters-*")
+    result = (run_dir / "result.json").read_text()
+    for k in count:
+        count[k] = 0
+    code, out, err = drafters(["--traces", small, "--tokenizer", qwen3_tokenizer_dir, "--resume", run_dir], capsys)
+    assert code == 0 and "the run is complete" in err and f"result: {run_dir / 'result.json'}" in out
+    assert "Per-step cost" in out   # the tables again
+    assert sum(count.values()) == 0 and (run_dir / "result.json").read_text() == result
