@@ -23,6 +23,7 @@ import numpy as np
 
 from samspec_bench.errors import UserError
 from samspec_bench.paths import default_data_dir
+from samspec_bench.sam.python_automaton import MAX_TOKEN_ID
 
 OnError = Literal["stop", "skip"]
 ChatTemplate = Literal["auto", "always", "never"]
@@ -197,8 +198,13 @@ def _side(row: dict, name: str) -> tuple[str | None, list[int] | None]:
     """(text, None) or (None, ids) for `name` ("prompt" or "response")."""
     ids = row.get(f"{name}_ids")
     if ids is not None:
-        if not isinstance(ids, list) or not all(type(x) is int and 0 <= x < 2**31 for x in ids):
-            raise _BadLine(f"field '{name}_ids' is not a list of token ids (integers 0..2^31-1)")
+        if not isinstance(ids, list) or not all(type(x) is int for x in ids):
+            raise _BadLine(f"field '{name}_ids' is not a list of token ids (integers in [0, 2^31-2])")
+        # the compiled SAM core's range: an id past it would fail far from this line
+        bad = next((i for i, x in enumerate(ids) if not 0 <= x <= MAX_TOKEN_ID), None)
+        if bad is not None:
+            raise _BadLine(f"field '{name}_ids' is not a list of token ids in [0, 2^31-2] (token id {ids[bad]} "
+                           f"at index {bad})")
         return None, ids
     text = row.get(name)
     if not isinstance(text, str):

@@ -132,6 +132,9 @@ BAD_LINES = [
     ({"id": "x", "group": "g", "prompt": "p", "response": ""}, "the response is empty"),
     ({"id": "x", "group": "g", "prompt": "p", "response_ids": []}, "the response is empty"),
     ({"id": "x", "group": "g", "prompt_ids": [1, -2], "response": "r"}, "field 'prompt_ids' is not a list of token ids"),
+    # the compiled SAM core takes ids up to 2^31-2 (index 0 passes): 2^31-1 is refused at read time, not in a suite
+    ({"id": "x", "group": "g", "prompt": "p", "response_ids": [2**31 - 2, 2**31 - 1]},
+     "field 'response_ids' is not a list of token ids in [0, 2^31-2] (token id 2147483647 at index 1)"),
     ([1, 2, 3], "not a JSON object"),
     ({**GOOD, "id": "x", "system": 5}, "field 'system' is int (5): use a string or null"),
     ({**GOOD, "id": "x", "model": ["m"]}, "field 'model' is list"),

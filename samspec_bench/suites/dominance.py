@@ -78,7 +78,7 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
                  limit_groups: int | None, share_stats: bool, figure: str | None, costs: str,
                  data_dir: str | None, anchors: bool, budget_options: str, budget_scope: str,
                  frontier: bool) -> DominanceConfig:
-    """Every option checked before any replay: the options first, then what is installed and found."""
+    """Every option checked before any replay: the options, then the inputs found, then what is installed."""
     ks = tuple(int_list(k, "-k"))
     if anchors and (figure or sam_length != anchors_mod.DEFAULT_POLICY or not share_stats):
         raise UserError("--anchors compares the default policy as accept replays it: drop --figure, --sam-length "
@@ -114,8 +114,6 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
     except ValueError as e:
         raise UserError(f"--sam-length {sam_length!r}: {e}") from None
     limit = int_at_least(limit_groups, "--limit-groups", optional=True)
-    if not anchors and not arctic_available():
-        raise UserError("arctic-inference is not installed: pip install arctic-inference (see README)")
     paths = [Path(t) for t in traces] if traces else sorted((resolve_data_dir(data_dir) / "traces").glob("*.jsonl"))
     if not paths:
         raise UserError(f"no traces in {resolve_data_dir(data_dir) / 'traces'}: pass --traces FILE")
@@ -123,6 +121,9 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
         if not (p.is_file() or p.is_dir()):   # traces are read as accept reads them: a verl folder too
             raise UserError(f"--traces {p}: no such file or folder; pass a trace JSONL file or a folder of verl "
                             "rollout dumps")
+    # after the inputs: a wrong --traces is said whether or not arctic-inference is installed
+    if not anchors and not arctic_available():
+        raise UserError("arctic-inference is not installed: pip install arctic-inference (see README)")
     tok = tokenizer or str(resolve_data_dir(data_dir) / "tokenizers" / "qwen3")
     # absolute: --resume from another folder must find the same traces, not others of that name
     return DominanceConfig(traces=tuple(str(p.expanduser().resolve()) for p in paths), tokenizer=tok, ks=ks,

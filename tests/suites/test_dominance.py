@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from samspec_bench.bench import draft_dominance
 from samspec_bench.cli import group
 from samspec_bench.data import load_tokenizer
+from samspec_bench.errors import UserError
 from samspec_bench.suites import dominance
 from samspec_bench.suites import dominance_anchors as anchors
 from trace_fixtures import grouped_rows, write_verl_dump
@@ -47,3 +48,13 @@ def test_limit_groups_keeps_the_first_groups_of_each_step_file_with_and_without_
 def test_the_help_says_what_limit_groups_keeps():
     text = " ".join(CliRunner().invoke(group, ["dominance", "--help"]).output.split())
     assert "first N groups (prompts) of each trace file" in text and "of each step file" in text
+
+
+def test_a_missing_traces_path_is_said_before_arctic_is_asked_for(tmp_path, monkeypatch):
+    monkeypatch.setattr(dominance, "arctic_available", lambda: False)
+    missing = tmp_path / "no_such.jsonl"
+    res = CliRunner().invoke(group, ["dominance", "--traces", str(missing), "-k", "2",
+                                     "--output", str(tmp_path / "runs")])
+    assert isinstance(res.exception, UserError), res.output
+    assert str(res.exception).startswith(f"--traces {missing}: no such file or folder")
+

@@ -4,6 +4,7 @@ folders, and said in one line."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,22 @@ def test_the_line_names_the_first_steps_and_counts_the_rest():
     info = {"merged_steps": 6, "merged": [{"step": s, "folders": ["A", "B"], "responses": [1, 1]}
                                           for s in range(3, 9)]}
     assert merged_steps_line(info).startswith("verl step 3, 4, 5, 6 (and 2 more) found in 2 folders (A, B):")
+
+
+def test_a_validation_folder_included_on_purpose_is_said_as_such(two_runs, tmp_path):
+    """accept --history-includes-validation keeps validation generations' steps: a merge with them
+    is what was asked for, so the line names them and gives no advice to split them off."""
+    a, b, val = two_runs / "run_a", two_runs / "run_b", tmp_path / "val"
+    shutil.copytree(b, val)   # a folder named val: verl validation generations (trace_formats.validation)
+    traces, formats = read_any([a, val])
+    assert all(r.validation for r in traces.records if r.source.parent == val)
+    info = steps_in_folders(traces.records, formats)
+    assert info["validation_folders"] == [str(val)] and info["merged_steps"] == 2
+    line = merged_steps_line(info)
+    assert f"{val}: verl validation generations, their rounds included as history by --history-includes-validation" \
+        in line and "pass one run's" not in line and "\n" not in line
+    # two rollout folders merged besides: splitting those is still advised
+    traces, formats = read_any([a, b, val])
+    line = merged_steps_line(steps_in_folders(traces.records, formats))
+    assert "included as history" in line and line.endswith("pass one run's rollout folder to keep the rollout "
+                                                            "folders apart")

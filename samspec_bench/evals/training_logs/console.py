@@ -21,7 +21,9 @@ Formats read:
   it has the length most visibly cut lines share when that is the file's longest (the cut
   length, short of 4096 by the colour codes);
 - the `Initial validation metrics: {...}` / `Final validation metrics: {...}` blocks that verl
-  pretty-prints: their values fill in what a cut step line lost (only keys the step lacks).
+  pretty-prints: their values fill in what a cut step line lost (only keys the step lacks); a
+  block value at a step whose line logged that key is counted (validation_block_repeats, under
+  `replaced`: the step line's value kept).
 
 Anything else in the file (progress bars, warnings, tool output) is ignored; a field that does
 not hold a number is counted (non_numeric_fields) and skipped, a step past int64 too
@@ -35,7 +37,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun, step_notes, step_problem
+from samspec_bench.evals.training_logs.series import (VALIDATION_REPEATS, SeriesBuilder, TrainingRun, step_notes,
+                                                      step_problem)
 
 WANDB_LINE_CUT = 4096   # bytes: wandb's console capture cuts longer lines here
 STEP_LINE_TAIL = 1 << 16   # bytes of an unended line kept between blocks when scanning a file for step lines
@@ -208,7 +211,7 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
             if vb.group(1) == "Initial" or last_step is None:
                 pending.append(values)
             else:
-                _fill(builder, last_step, values)
+                _fill(run, builder, last_step, values)
             continue
         m = STEP_LINE.search(line)
         i += 1
@@ -239,7 +242,7 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
                 if abs(x) < float("inf"):
                     largest[key] = max(largest.get(key, 0.0), abs(x))
         for values in pending:
-            _fill(builder, step, values)
+            _fill(run, builder, step, values)
         pending = []
         last_step = step
     builder.build_into(run)
@@ -266,7 +269,9 @@ def _rounded_note(run: TrainingRun, printed: Counter, largest: dict[str, float])
                                if coarse else ""))
 
 
-def _fill(builder: SeriesBuilder, step: int, values: dict[str, float]) -> None:
+def _fill(run: TrainingRun, builder: SeriesBuilder, step: int, values: dict[str, float]) -> None:
     for k, x in values.items():
         if not builder.has(k, step):
             builder.add(k, step, x)
+        else:   # the step line logged it (verl prints the final block after its last step line): counted
+            run.count(VALIDATION_REPEATS)

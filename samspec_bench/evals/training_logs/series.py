@@ -9,9 +9,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# counted beside what was skipped, yet no value was lost: a step logged again (a resumed run re-logs
-# the steps after its checkpoint) replaced the one read before it; kind -> the value kept
-REPLACED = {"duplicate_steps": "later"}
+# verl's console: a validation block's value at a step whose step line logged that key (console.py)
+VALIDATION_REPEATS = "validation_block_repeats"
+# counted beside what was skipped, yet the step keeps a value: a step logged again (a resumed run
+# re-logs the steps after its checkpoint) replaced the one read before it, or a validation block
+# repeated what the step line logged; kind -> the value kept
+REPLACED = {"duplicate_steps": "later", VALIDATION_REPEATS: "step line's"}
 
 
 @dataclass

@@ -304,6 +304,8 @@ def _inputs_record(cfg: AcceptConfig, inputs: Inputs, files: dict[str, str]) -> 
             "prompt_formats": inputs.prompt_formats, "skipped_lines": len(inputs.skipped), "skipped": inputs.skipped,
             "merged_steps": (inputs.merged_steps or {}).get("merged_steps", 0),
             "merged_step_folders": (inputs.merged_steps or {}).get("merged", []),
+            # validation folders among them: included as history by --history-includes-validation
+            "merged_validation_folders": (inputs.merged_steps or {}).get("validation_folders", []),
             "on_error": cfg.on_error, "corpus": inputs.corpus_info or None, "trace_formats": inputs.trace_formats,
             "models": inputs.models or None, "steps": inputs.steps, "builtin_prompts": inputs.prompts}
 

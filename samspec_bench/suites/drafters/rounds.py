@@ -39,20 +39,24 @@ def new_session() -> dict:
     return {"pid": os.getpid(), "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")}
 
 
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+def _number(x, low: float = 0.0, integer: bool = False) -> bool:
+    """A finite number >= low (`integer`: an int), not a bool: what a measured round writes."""
+    return (isinstance(x, int if integer else (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            and x >= low)
 
 
 def _replay_ok(data, names: list[str]) -> bool:
+    # a pass takes time and indexes tokens (the figures divide by them); drafts and bytes may be 0
     return isinstance(data, dict) and set(data) == set(names) and all(
-        isinstance(d, dict) and all(isinstance(d.get(m), dict) and _number(d[m].get("seconds"))
-                                    and _number(d[m].get("loops")) for m in MODES)
-        and all(_number(d.get(f)) for f in ("tokens", "drafts", "mem")) for d in data.values())
+        isinstance(d, dict) and all(isinstance(d.get(m), dict) and _number(d[m].get("seconds"), 1e-12)
+                                    and _number(d[m].get("loops"), 1, True) for m in MODES)
+        and _number(d.get("tokens"), 1, True) and _number(d.get("drafts"), 0, True) and _number(d.get("mem"))
+        for d in data.values())
 
 
 def _point_ok(p, names: list[str], lengths: list[int]) -> bool:
     return isinstance(p, dict) and p.get("drafter") in names and p.get("context_tokens") in lengths and all(
-        _number(p.get(f)) for f in ("ns_per_step", "ns_per_token_build", "seconds"))
+        _number(p.get(f), 1e-12) for f in ("ns_per_step", "ns_per_token_build", "seconds"))
 
 
 class Rounds:

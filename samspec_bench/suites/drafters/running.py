@@ -38,6 +38,8 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True, resume: str |
         done = _complete(resume)
         if done is not None:
             return done, Path(resume)
+    # a resumed folder holds work already: named by an interrupt while the traces load, as later
+    run_dir = RunDir(out_root, SUITE, resume) if resume is not None else None
     responses, skipped, formats, budget = load_workload(cfg)
     for s in skipped:   # as accept prints them: on stderr, each with its file, line and reason
         click.echo(f"skipped {s['file']}:{s['line']}: {s['reason']}", err=True)
@@ -51,8 +53,8 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True, resume: str |
                         f"found {stream.size}; pass more --traces or smaller --sweep values")
 
     # the inputs are good: from here on every finished round is kept (an interrupt leaves the folder)
-    run_dir = RunDir(out_root, SUITE, resume)
-    if resume is None:
+    if run_dir is None:
+        run_dir = RunDir(out_root, SUITE)
         run_dir.write_json(CONFIG_FILE, identity)
     rounds = Rounds(run_dir, cfg, names, session)
     if resume is not None:

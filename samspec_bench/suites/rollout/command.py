@@ -17,7 +17,8 @@ from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
 from samspec_bench.devices import resolve_device
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
-from samspec_bench.bench.simulation.step_model_spec import ROOFLINE_HELP, is_roofline_spec, load_step_model
+from samspec_bench.bench.simulation.step_model_spec import (ROOFLINE_HELP, is_roofline_spec, load_step_model,
+                                                            parse_roofline)
 from samspec_bench.errors import UserError, int_list
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, resolve_dtype
 from samspec_bench.results import RunDir, emit_json
@@ -26,7 +27,7 @@ from samspec_bench.suites.rollout.config import (ENGINES, MEASURED_ENGINES, MEAS
                                                  SUITE, RolloutConfig, build_config, kv_options, validate)
 from samspec_bench.suites.rollout.lines import summary_lines
 from samspec_bench.suites.rollout.heldout import run_heldout
-from samspec_bench.suites.rollout.kept_work import KeptWork, keeping
+from samspec_bench.suites.rollout.kept_work import DRAWS_FILE, KeptWork, keeping
 from samspec_bench.suites.rollout.length_share import share_used, traces_share
 from samspec_bench.suites.rollout.measured import run_measured
 from samspec_bench.suites.rollout.outputs import make_figures, write_steps
@@ -161,8 +162,20 @@ def replay(cfg: RolloutConfig, model, priced: dict[str, Any] | None,
 
 
 def step_model_file(cfg: RolloutConfig) -> list[str]:
-    """The --step-model profile file, when one prices the steps (a roofline spec is settings)."""
-    return [cfg.step_model] if cfg.step_model and not is_roofline_spec(cfg.step_model) else []
+    """The files the --step-model reads: a profile JSON, or a roofline spec's calibration= file
+    and a model= config.json path (the rest of a spec is settings)."""
+    if not cfg.step_model:
+        return []
+    if not is_roofline_spec(cfg.step_model):
+        return [cfg.step_model]
+    spec = parse_roofline(cfg.step_model)
+    files = [str(Path(spec["calibration"]).expanduser())] if "calibration" in spec else []
+    model = Path(spec["model"]).expanduser()
+    if model.is_dir() and (model / "config.json").is_file():
+        files.append(str(model / "config.json"))
+    elif model.is_file():
+        files.append(spec["model"])
+    return files
 
 
 def run(cfg: RolloutConfig, output: str = "results", resume: str | None = None) -> tuple[Path, dict[str, Any]]:
@@ -185,6 +198,10 @@ def run(cfg: RolloutConfig, output: str = "results", resume: str | None = None) 
     kept = None
     if not measured:
         kept = KeptWork.start(asdict(cfg), output, resume, SUITE)
+        if kept.ignored:
+            click.echo(f"rollout --resume: {kept.ignored} line(s) of {kept.run_dir.file(DRAWS_FILE)} are not a whole "
+                       "draw of this run (damaged, a draw given twice, or unlike its family's others): those draws "
+                       "are simulated again", err=True)
         with keeping(kept):
             out, extra = replay(cfg, model, priced, kept)
         if kept.reused:

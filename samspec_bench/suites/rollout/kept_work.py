@@ -9,7 +9,9 @@ the same settings make the same calls in the same order and an index names the s
 
 Every value passes through `to_jsonable` whether it was just computed or read back, so a
 resumed run's figures are those an uninterrupted one gives (a non-finite figure is None in
-both, as it is in result.json).
+both, as it is in result.json). A line read back that is not a whole draw of the shape its
+family's others have (a hand edit: a value of another type, a figure as text or removed) is
+simulated again and counted (`ignored_records`), never used.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, Callable, Iterator
 import click
 
 from samspec_bench.results import (CONFIG_FILE, INPUT_FILES, RunDir, check_resume, check_same_files, file_sha256,
-                                   to_jsonable)
+                                   to_jsonable, torn_tail)
 
 DRAWS_FILE = "draws.jsonl"
 IDENTITY_IGNORED = ("threads",)   # how fast a replay runs, not what it computes
@@ -37,9 +39,9 @@ class KeptWork:
         self.resumed = resumed
         self.identity = identity or {}
         self.done: dict[str, Any] = {}
+        self.ignored = 0   # lines that are not a whole, well-formed draw (damaged by hand): redone
         if resumed:   # a torn last line (the draw in flight) is not a whole record: it is redone
-            self.done = {r["key"]: r["value"] for r in run_dir.samples(DRAWS_FILE)
-                         if isinstance(r.get("key"), str) and "value" in r}
+            self.done, self.ignored = read_kept(run_dir)
         self.reused = 0
         self.computed = 0
         self._calls: dict[str, int] = {}
@@ -82,7 +84,85 @@ class KeptWork:
         return value
 
     def describe(self) -> dict[str, Any]:
-        return {"file": DRAWS_FILE, "kept_from_earlier": self.reused, "simulated_now": self.computed}
+        return {"file": DRAWS_FILE, "kept_from_earlier": self.reused, "simulated_now": self.computed,
+                "ignored_records": self.ignored}
+
+
+def _shape(x: Any) -> Any:
+    """A kept value's structure: numbers and None alike (a figure may be non-finite in one draw),
+    a KV block as a whole (its note and per-instance counts vary by draw)."""
+    if isinstance(x, dict):
+        return ("dict", tuple(sorted((k, ("kv",) if k == "kv" and isinstance(v, dict) else _shape(v))
+                                     for k, v in x.items())))
+    if isinstance(x, list):
+        return ("list", tuple(_shape(v) for v in x))
+    if x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)):
+        return ("n",)
+    return (type(x).__name__,)
+
+
+def _numbers_only(shape: Any) -> bool:
+    """Every leaf of `shape` a number or None (or a KV block)."""
+    if shape[0] == "dict":
+        return all(_numbers_only(v) for _, v in shape[1])
+    if shape[0] == "list":
+        return all(_numbers_only(v) for v in shape[1])
+    return shape[0] in ("n", "kv")
+
+
+def _record_ok(rec: Any, seed: int | None) -> bool:
+    """A draw's record as draws.draw_record writes it: its seed, every arm's figures (numbers or
+    None, its KV block), the phases of every arm and the baseline's of some."""
+    if not isinstance(rec, dict) or set(rec) != {"seed", "arms", "phases", "baseline"}:
+        return False
+    arms, phases, base = rec["arms"], rec["phases"], rec["baseline"]
+    return (type(rec["seed"]) is int and (seed is None or rec["seed"] == seed)
+            and isinstance(arms, dict) and bool(arms) and all(isinstance(a, dict) for a in arms.values())
+            and isinstance(phases, dict) and set(phases) == set(arms) and isinstance(base, dict)
+            and set(base) <= set(arms) and all(isinstance(v, list) and v for v in (*phases.values(), *base.values()))
+            and _numbers_only(_shape(rec)))
+
+
+def _value_ok(key: str, value: Any) -> bool:
+    """A kept value fits its key: a draw's record (the run's draws) or a non-empty list of them
+    (a sensitivity call's rounds of one seed), the first of the key's seed."""
+    family, sep, seed = key.rpartition("/seed=")
+    if not sep or not family or not seed.lstrip("-").isdigit():
+        return False
+    if family.split("/", 1)[0] == "sensitivity":
+        return isinstance(value, list) and bool(value) and _record_ok(value[0], int(seed)) and all(
+            _record_ok(r, None) for r in value[1:])
+    return _record_ok(value, int(seed))
+
+
+def read_kept(run_dir: RunDir) -> tuple[dict[str, Any], int]:
+    """The kept draws of an interrupted run and how many lines were not used: lines that are not
+    a whole record, a value that does not fit its key, a key given twice (the last line is used),
+    and draws whose structure differs from the rest of their family (a figure removed by hand:
+    the structure most of the family's draws share is kept, none of a family split evenly)."""
+    lines = 0
+    done: dict[str, Any] = {}
+    path = run_dir.file(DRAWS_FILE)
+    if path.exists():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = sum(1 for line in f if line.strip())
+    for r in run_dir.samples(DRAWS_FILE):
+        key, value = r.get("key"), r.get("value")
+        if isinstance(key, str) and _value_ok(key, value):
+            done.pop(key, None)   # a key given twice: the later line stands
+            done[key] = value
+    families: dict[str, dict[Any, list[str]]] = {}
+    for key, value in done.items():
+        families.setdefault(key.rpartition("/seed=")[0], {}).setdefault(_shape(value), []).append(key)
+    for shapes in families.values():
+        sizes = sorted((len(keys) for keys in shapes.values()), reverse=True)
+        unique = len(sizes) == 1 or sizes[0] > sizes[1]
+        for keys in shapes.values():
+            if not unique or len(keys) != sizes[0]:
+                for key in keys:
+                    del done[key]
+    # a torn last line (the draw in flight when the run was stopped) is expected: not counted
+    return done, max(0, lines - len(done) - torn_tail(path))
 
 
 _ACTIVE: ContextVar[KeptWork | None] = ContextVar("samspec_kept_work", default=None)

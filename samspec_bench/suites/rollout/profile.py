@@ -52,6 +52,7 @@ from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.fitted_step_model import (FEATURES, MIN_VERIFY_STEPS, StepTimeModel,
                                                       fit_from_steps, step_features, uncovered_ks)
 from samspec_bench.errors import UserError, comma_list, no_repeats
+from samspec_bench.results import atomic_write_text
 from samspec_bench.suites.rollout.measured import steps_from_generation
 from samspec_bench.workload import PROMPTS, question_ids
 
@@ -319,8 +320,7 @@ def profile_document(model: StepTimeModel, tables: list[dict[str, np.ndarray]], 
 def write_profile(path: str | Path, doc: dict[str, Any]) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    return p
+    return atomic_write_text(p, json.dumps(doc, indent=1) + "\n")   # whole or absent: a resume reads it back
 
 
 def read_profile(path: str | Path) -> tuple[StepTimeModel, dict[str, Any] | None]:

@@ -33,11 +33,13 @@ from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel, step
 from samspec_bench.bench.simulation.scheduler import simulate
 from samspec_bench.data import load_tokenizer
 from samspec_bench.devices import resolve_device
+from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import resolve_tokenizer
 from samspec_bench.suites.rollout.config import RolloutConfig, build_config, kv_options
 from samspec_bench.suites.rollout.draws import draw_seeds
 from samspec_bench.suites.rollout.phases import tail_mask
-from samspec_bench.suites.rollout.profile import RUN_PROFILE as RUN_PROFILE_GRID, auto_batch_sizes, quick_profile
+from samspec_bench.suites.rollout.profile import (RUN_PROFILE as RUN_PROFILE_GRID, auto_batch_sizes, quick_profile,
+                                                  read_profile)
 from samspec_bench.suites.rollout.replay_arm import draw, prepare, requests_for
 from samspec_bench.workload import PROMPTS, WorkloadConfig, question_ids
 
@@ -151,12 +153,28 @@ def coverage_line(reach: dict[str, Any], grid: dict[str, Any]) -> str:
             f"(the profile's prefill budget is {RUN_PROFILE_PREFILL_BUDGET:,} prompt tokens a pass)")
 
 
+def kept_profile(path: Path) -> bool:
+    """Whether the run's step dir holds a whole profile from an earlier attempt (said); a damaged
+    one is measured again."""
+    if not path.is_file():
+        return False
+    try:
+        read_profile(path)
+    except UserError as e:
+        click.echo(f"rollout: {e}: measuring it again", err=True)
+        return False
+    click.echo(f"rollout: keeping the step-time profile this run measured before ({path}); the rollout step's kept "
+               "draws were priced by it", err=True)
+    return True
+
+
 def profile_for_replay(model: str, engine: str, path: Path) -> Callable[[dict[str, Any]], None]:
     """The rollout step's prepare: measure a short profile of `engine` (the one that wrote the
     built-in trace) at `path` on the grid the replay needs, unless the config file named another
-    --step-model."""
+    --step-model. A profile this run measured before (its step dir: a resumed run) is kept, so
+    that the draws an interrupted rollout kept stay priced by the profile they were priced by."""
     def prepare(params: dict[str, Any]) -> None:
-        if params.get("step_model") != str(path):
+        if params.get("step_model") != str(path) or kept_profile(path):
             return
         cfg = rollout_config(params)
         reach = replay_reach(cfg)

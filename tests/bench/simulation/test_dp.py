@@ -233,6 +233,6 @@ def test_bad_dp_exits_2_with_one_line(shared_data, tmp_path, capsys, dp):
 
 
 def test_dp_refused_on_measured_engines():
-    params = {p.name: p.default for p in ro.command.params if p.name not in ("output", "json_path")}
+    params = {p.name: p.default for p in ro.command.params if p.name not in ("output", "json_path", "resume")}
     with pytest.raises(UserError, match="--dp"):
         ro.build_config(**dict(params, engine="reference", dp=2))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from samspec_bench.evals.training_logs import load_run
+from samspec_bench.evals.training_logs import load_run, replaced_text
 
 
 def _old_line(step: int, values: dict[str, float]) -> str:
@@ -50,3 +50,22 @@ def test_a_validation_block_printed_through_ray_fills_a_cut_step_whole(tmp_path)
     got = {k: float(run.series[k].values[0]) for k in run.series if k.startswith("val-core")}
     assert got == {"val-core/gsm8k/reward/mean@1": 0.51, "val-core/gsm8k/reward/mean@2": 0.52,
                    "val-core/gsm8k/reward/mean@3": 0.53}
+
+
+def test_a_final_validation_value_at_a_step_that_logged_it_is_counted(tmp_path):
+    # verl logs the last step's validation on its step line, then prints the same metrics as the final block
+    lines = ["step:1 - critic/score/mean:np.float64(0.1) - perf/throughput:1000.0",
+             "step:2 - val-core/gsm8k/reward/mean@1:np.float64(0.8) - critic/score/mean:np.float64(0.2) - "
+             "perf/throughput:1000.0",
+             "Final validation metrics: {'val-core/gsm8k/reward/mean@1': np.float64(0.81), "
+             "'val-aux/gsm8k/score/mean@1': np.float64(0.7)}"]
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run = load_run(p)
+    assert run.series["val-core/gsm8k/reward/mean@1"].values.tolist() == [0.8]   # the step line's value
+    assert run.series["val-aux/gsm8k/score/mean@1"].steps.tolist() == [2]        # a key the line lacked: filled
+    s = run.summary()
+    assert s["replaced"] == {"validation_block_repeats": {"points": 1, "kept": "step line's"}}
+    assert "validation_block_repeats" not in s["skipped"]
+    assert replaced_text(s["replaced"]) == ("1 value(s) logged again at a step (validation_block_repeats; "
+                                            "the step line's value kept)")

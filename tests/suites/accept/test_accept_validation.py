@@ -67,6 +67,11 @@ def test_a_validation_folder_beside_the_rollouts_is_left_out_and_said(verl_run, 
     assert result["inputs"]["validation"]["included"] and result["inputs"]["validation"]["excluded"] == 0
     assert result["inputs"]["tool_output"]["responses"] == 12
     assert "--history-includes-validation" in err
+    # steps 2 and 4 merge with the validation rounds on purpose: said so, not "pass one run's folder"
+    assert result["inputs"]["merged_steps"] == 2
+    assert result["inputs"]["merged_validation_folders"] == [str(run / "val")]
+    assert f"{run / 'val'}: verl validation generations, their rounds included as history" in err
+    assert "pass one run's" not in err
 
 
 def test_validation_lines_are_known_by_their_shape_in_any_folder(verl_run, qwen3_tokenizer_dir, tmp_path, capsys):

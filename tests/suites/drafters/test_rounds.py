@@ -57,3 +57,21 @@ def test_one_session_has_no_note_and_a_round_is_appended_whole(tmp_path):
     assert again.recorded("replay") == {0: replay(NAMES)} and again.ignored == 0
     assert again.extra()["sessions"] == [dict(A, replay_rounds=1, sweep_rounds=1)]
     assert again.extra()["sessions_note"] is None
+
+
+def test_a_round_with_impossible_figures_is_measured_again(tmp_path):
+    cfg = DraftersConfig(traces=[], tokenizer="t", drafters=NAMES, sweep=[64], repeats=4)
+    run_dir = RunDir(tmp_path, "drafters")
+    no_tokens, negative, no_loops = replay(NAMES), replay(NAMES), replay(NAMES)
+    no_tokens["sam"]["tokens"] = 0                       # the figures divide by it
+    negative["ngram"]["stream"]["seconds"] = -0.01       # would be the fastest pass
+    no_loops["sam"]["draft"]["loops"] = 0.5
+    lines = [{"kind": "replay", "round": i, "session": A, "data": d}
+             for i, d in enumerate([replay(NAMES), no_tokens, negative, no_loops])]
+    lines.append({"kind": "sweep", "round": 0, "session": A,
+                  "data": [dict(point("sam"), ns_per_step=0.0), point("ngram")]})
+    (run_dir.path / ROUNDS_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    rounds = Rounds(run_dir, cfg, NAMES, B)
+    rounds.load()
+    assert sorted(rounds.recorded("replay")) == [0] and rounds.recorded("sweep") == {}
+    assert rounds.ignored == 4

@@ -190,3 +190,16 @@ def test_a_finished_run_resumed_is_said_and_reprinted(small, qwen3_tokenizer_dir
     assert code == 0 and "the run is complete" in err and f"result: {run_dir / 'result.json'}" in out
     assert "Per-step cost" in out   # the tables again
     assert sum(count.values()) == 0 and (run_dir / "result.json").read_text() == result
+
+
+def test_an_interrupt_while_a_resumed_run_loads_its_traces_names_the_folder(small, qwen3_tokenizer_dir, tmp_path,
+                                                                              calls, capsys, monkeypatch):
+    run_dir = interrupted_run(small, qwen3_tokenizer_dir, tmp_path, calls, capsys)
+    kept = records(run_dir)
+
+    def cut(cfg):
+        raise KeyboardInterrupt   # Ctrl-C before the first new round: the folder still holds the old ones
+    monkeypatch.setattr(running, "load_workload", cut)
+    code, _, err = drafters(["--traces", small, "--tokenizer", qwen3_tokenizer_dir, "--resume", run_dir], capsys)
+    assert code == 130 and f"continue with --resume {run_dir}" in err, err
+    assert "nothing finished was kept" not in err and records(run_dir) == kept

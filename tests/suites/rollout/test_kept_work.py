@@ -4,6 +4,7 @@ uninterrupted run gives, and a folder of other settings or changed inputs is ref
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,6 +12,7 @@ from samspec_bench import cli
 from samspec_bench.results import RunDir, to_jsonable
 from samspec_bench.suites import rollout as ro
 from samspec_bench.suites.rollout import replay_arm
+from samspec_bench.suites.rollout.command import step_model_file
 from samspec_bench.suites.rollout.kept_work import DRAWS_FILE, KeptWork, kept_draw, keeping, scope
 
 DRAWS = 4
@@ -140,18 +142,72 @@ def test_bad_traces_found_after_the_folder_is_made_leave_no_folder(shared_data, 
     assert not list((tmp_path / "out").glob("rollout-*"))
 
 
+def _record(seed, total=1.0, **figures):
+    """A draw's record as draws.draw_record writes one (one arm, one instance)."""
+    return {"seed": seed, "arms": {"off": {"total_s": total, **figures, "kv": {"source": "unlimited", "note": None}}},
+            "phases": {"off": [{"total_s": total, "tail_steps": 3}]}, "baseline": {}}
+
+
 def test_kept_values_are_json_values_whether_computed_or_read_back(tmp_path):
     run_dir = RunDir(tmp_path, "rollout")
     kept = KeptWork(run_dir, resumed=False)
     with keeping(kept), scope("dev"):
-        first = kept_draw("seed=3", lambda: {"x": float("nan"), "y": (1, 2)})
-    assert first == {"x": None, "y": [1, 2]} == to_jsonable({"x": float("nan"), "y": (1, 2)})
+        first = kept_draw("seed=3", lambda: _record(3, float("nan"), rounds=(1, 2)))
+    assert first == _record(3, None, rounds=[1, 2]) == to_jsonable(_record(3, float("nan"), rounds=(1, 2)))
     again = KeptWork(run_dir, resumed=True)
     with keeping(again), scope("dev"):
         assert kept_draw("seed=3", lambda: pytest.fail("simulated again")) == first
     with keeping(again):   # another scope is another draw
-        assert kept_draw("seed=3", lambda: {"z": 1}) == {"z": 1}
-    assert (again.reused, again.computed) == (1, 1)
+        assert kept_draw("seed=3", lambda: _record(3, 2.0)) == _record(3, 2.0)
+    assert (again.reused, again.computed, again.ignored) == (1, 1, 0)
+
+
+def test_kept_lines_that_are_not_a_whole_draw_are_simulated_again_and_counted(tmp_path):
+    run_dir = RunDir(tmp_path, "rollout")
+    lines = [{"key": f"all/seed={s}", "value": _record(s, 10.0 + s)} for s in range(3)]
+    lines += [{"key": "all/seed=1", "value": _record(1, 11.0)},                  # given twice
+              {"key": "all/seed=3", "value": "oops"},                            # not a record
+              {"key": "all/seed=4", "value": _record(4, "12")},                  # a figure as text
+              {"key": "all/seed=5", "value": {**_record(5), "arms": {"off": {"kv": {}}}}},   # a figure removed
+              {"key": "all/seed=6", "value": _record(7)},                        # another seed's
+              {"key": "all/seed=8"},                                             # no value
+              {"key": "sensitivity/call=0/seed=2", "value": [_record(2), _record(1002)]},
+              {"key": "sensitivity/call=1/seed=2", "value": _record(2)}]         # not a list of rounds
+    (run_dir.path / DRAWS_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"key": "all/se')
+    kept = KeptWork(run_dir, resumed=True)
+    assert sorted(kept.done) == ["all/seed=0", "all/seed=1", "all/seed=2", "sensitivity/call=0/seed=2"]
+    assert kept.ignored == 7 and kept.describe()["ignored_records"] == 7   # the torn last line is not counted
+
+
+def test_a_damaged_kept_draw_is_simulated_again_with_the_uninterrupted_figures(small, shared_data, tmp_path,
+                                                                             monkeypatch, capsys):
+    cfg = _config(small, shared_data)
+    _, whole = ro.run(cfg, str(tmp_path / "whole"))
+    _counting(monkeypatch, stop_at=3)
+    with pytest.raises(KeyboardInterrupt):
+        ro.run(cfg, str(tmp_path / "cut"))
+    folder = next((tmp_path / "cut").iterdir())
+    lines = (folder / DRAWS_FILE).read_text().splitlines(keepends=True)
+    lines[1] = json.dumps({"key": "all/seed=1", "value": "edited by hand"}) + "\n"
+    (folder / DRAWS_FILE).write_text("".join(lines))
+    monkeypatch.undo()
+    calls = _counting(monkeypatch)
+    capsys.readouterr()
+    _, resumed = ro.run(cfg, str(tmp_path / "cut"), resume=str(folder))
+    assert calls == [1, 3] and resumed["kept_draws"]["ignored_records"] == 1
+    assert "1 line(s) of" in capsys.readouterr().err
+    assert _figures(resumed) == _figures(whole)
+
+
+def test_a_roofline_specs_files_are_checked_on_resume(tmp_path):
+    cal, model = tmp_path / "cal.json", tmp_path / "model"
+    cal.write_text("{}")
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    spec = f"roofline:hardware=H200,model={model},tp=1,calibration={cal}"
+    assert step_model_file(SimpleNamespace(step_model=spec)) == [str(cal), str(model / "config.json")]
+    catalogued = "roofline:hardware=H200,model=Qwen/Qwen3-8B"
+    assert step_model_file(SimpleNamespace(step_model=catalogued)) == []
 
 
 def test_the_sensitivity_table_keeps_its_draws_too(small, shared_data, tmp_path, monkeypatch):

@@ -25,6 +25,7 @@ from samspec_bench.suites.rollout import replay_arm
 from samspec_bench.suites.rollout.config import arm_settings
 from samspec_bench.suites.rollout.draws import draw_seeds
 from samspec_bench.suites.rollout.phases import tail_mask
+from samspec_bench.suites.rollout.profile import profile_document, write_profile
 from samspec_bench.suites.run import command, plan, rollout_plan, steps
 from samspec_bench.suites.run.config_options import merge, suite_command, suite_params
 from samspec_bench.suites.run.plan import Ctx
@@ -122,6 +123,23 @@ def test_the_profile_covers_the_batches_and_context_the_replay_prices(tmp_path, 
     assert b >= max(int(np.max(t["num_running"])) for t in priced) and args[4] == b
     assert grid["pad_max_batch"] is None   # the pad on the largest batch too: that is where the context is
     assert kw["note"] and "samspec-bench run" in kw["note"]
+
+
+def test_a_resumed_run_keeps_the_profile_it_measured_and_a_damaged_one_is_measured_again(tmp_path, monkeypatch):
+    """The rollout step's kept draws were priced by the run's profile: a resume must not measure
+    (and overwrite) it again, or the resumed rollout refuses the changed file."""
+    p = plan.plan_rollout(_ctx(tmp_path))
+    params = _params(p.options)
+    path = Path(params["step_model"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_profile(path, profile_document(StepTimeModel.constant(0.01), [], {"engine": {"name": "reference"}, "grid": {}}))
+    calls = []
+    monkeypatch.setattr(rollout_plan, "quick_profile", lambda *a, **k: calls.append((a, k)))
+    p.prepare(params)
+    assert calls == []
+    path.write_text("{ not a profile")
+    p.prepare(params)
+    assert len(calls) == 1
 
 
 def test_a_profile_named_in_the_config_is_not_measured(tmp_path, monkeypatch):
