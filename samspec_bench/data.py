@@ -27,8 +27,8 @@ from samspec_bench.sam.python_automaton import MAX_TOKEN_ID
 
 OnError = Literal["stop", "skip"]
 ChatTemplate = Literal["auto", "always", "never"]
-SKIP_HINT = ("fix or remove the line (accept and drafters can skip such lines with --on-error skip, counted and "
-             "shown; rollout and dominance replay every line and stop at it)")
+SKIP_HINT = ("fix or remove the line (accept, rollout and drafters can skip such lines with --on-error skip, counted "
+             "and shown; dominance replays every line and stops at it)")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ The counts reproduce the published sizes (Qwen3-8B 8.2 B, Qwen3-32B 32.8 B, Qwen
 `load_shape(spec)`: a catalogue id or short alias (`Qwen3-8B` -> `Qwen/Qwen3-8B`, case does
 not matter), a config.json path (or a directory holding one), or `builtin:<name>` (the
 config.json of samspec_bench.models.checkpoints.resolve_model). `resolve_alias(name)` maps a short name
-to its Hugging Face id and is shared with `--model` handling elsewhere.
+to its Hugging Face id and is shared with `--model` handling elsewhere. A config.json whose architecture
+ModelShape does not price (MLA, DeepSeek-style routed experts, sliding-window attention shorter than the
+context, ...) is refused by `check_modelled`, naming the file and the key, rather than priced as something else.
 """
 
 from __future__ import annotations
@@ -39,10 +41,80 @@ QWEN2_ATTENTION_BIAS = ("qwen2", "qwen2_moe")      # Qwen2 attention has q/k/v b
 QK_NORM_TYPES = ("qwen3", "qwen3_moe")              # Qwen3: RMSNorm over each q and k head
 
 
+# tie_word_embeddings when config.json leaves it out: the model type's own config class default (installed
+# transformers 5.x, models/<type>/configuration_<type>.py; its PreTrainedConfig base sets none, and the 4.x base's
+# True is overridden by all of these). Another model type without the key is refused by load_shape.
+TIE_DEFAULTS = {**dict.fromkeys(("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"), False),
+                **dict.fromkeys(("gemma", "gemma2", "gemma3_text"), True)}
+# Keys of architectures ModelShape does not price; set (not null/0/empty), load_shape refuses the config.
+_MLA = "multi-head latent attention (DeepSeek-V2/V3 MLA: compressed KV, its own head dims)"
+_ROUTED = "DeepSeek/Llama-4-style routed or shared experts"
+UNMODELLED_KEYS = {**dict.fromkeys(("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                    "v_head_dim"), _MLA),
+                   **dict.fromkeys(("n_routed_experts", "n_shared_experts", "first_k_dense_replace", "moe_layer_freq",
+                                    "moe_num_experts", "num_shared_experts", "interleave_moe_layer_step",
+                                    "ffn_config"), _ROUTED),
+                   "attention_chunk_size": "chunked (local) attention"}
+# sliding_window when config.json leaves it out and the type applies it without use_sliding_window (transformers)
+SLIDING_DEFAULTS = {"mistral": 4096, "gemma2": 4096, "gemma3_text": 4096}
+USE_SLIDING_TYPES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")   # window only with use_sliding_window: true
+SUPPORTED = ("dense or Qwen/Mixtral-style MoE (num_experts or num_local_experts, num_experts_per_tok, "
+             "moe_intermediate_size, decoder_sparse_step, mlp_only_layers, shared_expert_intermediate_size) with "
+             "full-context MHA/GQA attention")
+
+
 def _hf(model_id: str) -> str:
     return f"{model_id} config.json (https://huggingface.co/{model_id}/blob/main/config.json)"
 
 
+def _text_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A multimodal config's `text_config` (with the outer tie_word_embeddings), else the config itself."""
+    if isinstance(cfg.get("text_config"), Mapping):
+        return {**cfg["text_config"], **{k: v for k, v in cfg.items() if k == "tie_word_embeddings"}}
+    return cfg
+
+
+def _sliding_window(cfg: Mapping[str, Any]) -> Any:
+    """The attention window some layers use (None: every layer attends to the whole context), as transformers
+    builds it: explicit layer_types, else sliding_window (Qwen types: only with use_sliding_window, and only on
+    layers from max_window_layers, default 28)."""
+    mtype = str(cfg.get("model_type", ""))
+    window = cfg["sliding_window"] if "sliding_window" in cfg else SLIDING_DEFAULTS.get(mtype)
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and any(k != "full_attention" for k in kinds):
+        return window or "per layer_types"
+    if not cfg.get("use_sliding_window", mtype not in USE_SLIDING_TYPES):
+        return None
+    first = cfg.get("max_window_layers", 28)
+    if mtype in USE_SLIDING_TYPES and isinstance(first, int) and first >= int(cfg["num_hidden_layers"]):
+        return None
+    return window
+
+
+def check_modelled(cfg: Mapping[str, Any], where: str) -> None:
+    """UserError (one line, naming `where` and the key) for a config whose architecture ModelShape would price
+    wrongly: MLA, routed experts it does not read, sliding/chunked windows shorter than the context, or no
+    tie_word_embeddings for a model type whose default is not known here."""
+    cfg = _text_config(cfg)
+    found: dict[str, list[str]] = {}
+    for key, what in UNMODELLED_KEYS.items():
+        if cfg.get(key) not in (None, 0, False, [], {}):
+            found.setdefault(what, []).append(key)
+    if found:
+        said = "; ".join(f"{', '.join(keys)} ({what})" for what, keys in found.items())
+        raise UserError(f"model config {where}: {said}: not modelled; the roofline prices {SUPPORTED}")
+    if cfg.get("num_experts_per_tok") and not (cfg.get("num_experts") or cfg.get("num_local_experts")):
+        raise UserError(f"model config {where}: num_experts_per_tok is set but neither num_experts nor "
+                        f"num_local_experts (experts it would price as dense); the roofline prices {SUPPORTED}")
+    window, context = _sliding_window(cfg), cfg.get("max_position_embeddings")
+    if window is not None and not (isinstance(window, int) and isinstance(context, int) and window >= context):
+        over = f"shorter than max_position_embeddings={context}" if context else "and no max_position_embeddings"
+        raise UserError(f"model config {where}: sliding_window={window} (sliding-window attention, {over}): not "
+                        f"modelled; the roofline prices {SUPPORTED}")
+    mtype = str(cfg.get("model_type", ""))
+    if "tie_word_embeddings" not in cfg and mtype not in TIE_DEFAULTS:
+        raise UserError(f"model config {where}: no tie_word_embeddings and model_type {mtype!r} has no known "
+                        f"default (known: {', '.join(TIE_DEFAULTS)}); add \"tie_word_embeddings\": true or false")
 
 
 @dataclass(frozen=True)
@@ -169,8 +241,7 @@ def dtype_bytes(dtype: str) -> int:
 def shape_from_config(cfg: Mapping[str, Any], name: str = "config", source: str = "") -> ModelShape:
     """A ModelShape from a config.json dict (Hugging Face field names; a multimodal config's
     `text_config` is used when present). Missing fields -> UserError naming them."""
-    if isinstance(cfg.get("text_config"), Mapping):
-        cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k == "tie_word_embeddings"}}
+    cfg = _text_config(cfg)
     missing = [k for k in REQUIRED_KEYS if cfg.get(k) is None]
     experts = cfg.get("num_experts") or cfg.get("num_local_experts") or 0
     if not experts and cfg.get("intermediate_size") is None:
@@ -201,7 +272,7 @@ def shape_from_config(cfg: Mapping[str, Any], name: str = "config", source: str 
         shape = ModelShape(
             name=name, hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv,
             head_dim=head_dim, intermediate_size=inter, vocab_size=int(cfg["vocab_size"]),
-            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", TIE_DEFAULTS.get(mtype, False))),
             attention_bias=bool(cfg.get("attention_bias", mtype in QWEN2_ATTENTION_BIAS)),
             qk_norm=mtype in QK_NORM_TYPES, num_experts=int(experts),
             num_experts_per_tok=int(cfg.get("num_experts_per_tok") or 0), moe_intermediate_size=moe_inter,
@@ -245,4 +316,6 @@ def load_shape(spec: str) -> ModelShape:
         raise UserError(f"model config {path}: cannot read it as JSON ({e}); pass a Hugging Face config.json") from None
     if not isinstance(cfg, dict):
         raise UserError(f"model config {path}: not a JSON object; pass a Hugging Face config.json")
-    return shape_from_config(cfg, name=spec, source=f"{path}")
+    shape = shape_from_config(cfg, name=spec, source=f"{path}")
+    check_modelled(cfg, str(path))
+    return shape

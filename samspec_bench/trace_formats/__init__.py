@@ -14,9 +14,9 @@ named with --trace-format) and every reader yields `data.TraceRecord`s.
   so a group is the lines of one step with the same `input`; its name is a hash of `input`,
   the same in every step, and the step is kept (`TraceRecord.step`). Validation generations
   (`trainer.validation_data_dir`, the same file naming) are marked (`validation`). Two files
-  for one step (03.jsonl beside 3.jsonl) are refused; one step in the step files of two
-  folders (two runs, a resumed job's new folder) is merged as one step, counted and said
-  (`step_folders`).
+  of one folder for one step (03.jsonl beside 3.jsonl, or a copy whose lines hold the step)
+  are refused; one step in the step files of two folders (two runs, a resumed job's new
+  folder) is merged as one step, counted and said (`step_folders`).
 - `lm-eval`: lm-eval's `--log_samples` files (`samples_<task>_<date>.jsonl`, one line per
   document and filter: doc_id, arguments, resps, ...). A group is one document's responses
   (`repeats`) in one samples file: another run of the task (another date) is read too, its

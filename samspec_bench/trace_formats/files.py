@@ -117,8 +117,12 @@ def refuse_compressed(directory: Path) -> None:
 def verl_step_files(directory: Path) -> list[Path]:
     """A verl rollout_data_dir's step files, in step order; two files for one step (03.jsonl
     beside 3.jsonl) are refused (one_file_per_step)."""
-    files = sorted((p for p in directory.iterdir() if p.is_file() and VERL_STEP_FILE.match(p.name)),
-                   key=lambda p: (_step_of(p), p.name))
+    named = [p for p in directory.iterdir() if VERL_STEP_FILE.match(p.name)]
+    unreadable = sorted(p.name for p in named if not p.is_file())
+    if unreadable:   # a broken link or a folder named for a step: its step would be left out, silently
+        raise UserError(f"trace directory {directory}: {', '.join(unreadable[:6])} named for an RL step but not a "
+                        "readable file (a broken symbolic link, or a folder): restore the step file or move it out")
+    files = sorted((p for p in named if p.is_file()), key=lambda p: (_step_of(p), p.name))
     one_file_per_step(files)
     return files
 
@@ -197,9 +201,20 @@ def expand(path: str | Path, fmt: str | None = None) -> list[tuple[Path, str]]:
                         "--output_path of an lm-eval run with --log_samples")
     files = sorted(p.glob("*.jsonl"))
     if not files:
-        raise UserError(f"trace directory {p} holds no *.jsonl files: pass a directory or files with traces "
-                        "(a verl rollout_data_dir, lm-eval samples, or JSONL)")
+        _no_traces(p)
     return [(f, fmt) for f in files]
+
+
+def _no_traces(p: Path) -> None:
+    """Refuses a folder without *.jsonl files, naming its subfolders that hold some (a folder of runs:
+    one rollout_data_dir per experiment, a run's rollout and validation folders): pass those."""
+    subs = sorted(d.name for d in p.iterdir() if d.is_dir() and any(d.glob("*.jsonl")))
+    if subs:
+        more = f" and {len(subs) - 4} more" if len(subs) > 4 else ""
+        raise UserError(f"trace directory {p} holds no *.jsonl files, its subfolders {', '.join(subs[:4])}{more} do: "
+                        f"pass the folder to read (e.g. --traces {p / subs[0]}); folders below are not searched")
+    raise UserError(f"trace directory {p} holds no *.jsonl files: pass a directory or files with traces "
+                    "(a verl rollout_data_dir, lm-eval samples, or JSONL)")
 
 
 def _detect_folder(p: Path, format_option: bool) -> list[tuple[Path, str]]:
@@ -210,8 +225,7 @@ def _detect_folder(p: Path, format_option: bool) -> list[tuple[Path, str]]:
     steps = verl_step_files(p)
     rest = sorted((set(p.glob("*.jsonl")) | set(p.rglob(LM_EVAL_SAMPLES))) - set(steps))
     if not steps and not rest:
-        raise UserError(f"trace directory {p} holds no *.jsonl files: pass a directory or files with traces "
-                        "(a verl rollout_data_dir, lm-eval samples, or JSONL)")
+        _no_traces(p)
     found, unknown, blank = [], [], []
     for f in [*steps, *rest]:
         if f in steps and blank_file(f):

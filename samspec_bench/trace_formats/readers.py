@@ -13,7 +13,7 @@ from typing import Iterable, Iterator
 from samspec_bench.data import SKIP_HINT, OnError, TraceRecord, TraceSet, read_traces
 from samspec_bench.errors import UserError
 from samspec_bench.trace_formats.files import FORMAT_FIELDS, VERL_STEP_FILE, blank_file, expand, unique_files
-from samspec_bench.trace_formats.step_folders import merged_steps_line, steps_in_folders
+from samspec_bench.trace_formats.step_folders import merged_steps_line, one_file_per_folder_step, steps_in_folders
 from samspec_bench.trace_formats.tool_turns import find_tool_spans
 from samspec_bench.trace_formats.validation import (SHAPE_REASON, folder_reason, has_reward, split_validation,
                                                     validation_file, validation_row)
@@ -67,6 +67,7 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str | None = None,
         raise UserError(f"no usable traces in {', '.join(str(x) for x in items)}{detail}: pass {FORMAT_FIELDS}")
     whole = {f for f, counts in state.get("verl lines", {}).items() if validation_file(*counts)}
     traces.records = [_marked(r, r.source in whole) for r in traces.records]
+    one_file_per_folder_step([r for r in traces.records if not r.validation], formats)
     return traces, formats
 
 
@@ -74,10 +75,12 @@ def read_rl_steps(paths: str | Path | Iterable[str | Path], command: str, on_err
                   counts: dict | None = None) -> tuple[TraceSet, str | None]:
     """Traces for a command that replays the responses of RL steps (the rollout simulation),
     read as `read_any` reads them (tool output marked), and a note to print (None: nothing to
-    say). verl validation generations beside rollouts are refused in one line (not RL steps);
+    say: validation generations alone, merged steps, lines skipped). verl validation generations
+    beside rollouts are refused in one line (not RL steps);
     alone they are read without steps. One step in the step files of several folders is merged
     and said in the note (`step_folders`); `counts`, where given, gets its count and list for
-    the result JSON (merged_steps, merged_step_folders)."""
+    the result JSON (merged_steps, merged_step_folders), and the lines skipped (skipped_lines,
+    skipped: an empty step file)."""
     traces, formats = read_any(paths, on_error=on_error)
     traces, val = split_validation(traces, include=False)
     if val and val["excluded"]:
@@ -88,9 +91,18 @@ def read_rl_steps(paths: str | Path | Iterable[str | Path], command: str, on_err
     merged = steps_in_folders(traces.records, formats)
     if counts is not None:
         counts.update(merged_steps=(merged or {}).get("merged_steps", 0),
-                      merged_step_folders=(merged or {}).get("merged", []))
-    notes = [val["handling"] if val else None, merged_steps_line(merged)]   # validation generations alone; merged
+                      merged_step_folders=(merged or {}).get("merged", []), skipped_lines=len(traces.skipped),
+                      skipped=[{"file": str(f), "line": ln, "reason": why} for f, ln, why in traces.skipped])
+    notes = [val["handling"] if val else None, merged_steps_line(merged), _skipped_line(traces.skipped)]
     return traces, "; ".join(n for n in notes if n) or None
+
+
+def _skipped_line(skipped: list[tuple[Path, int, str]]) -> str | None:
+    """What was read and not replayed (a verl step file with no responses), in one line; None: nothing."""
+    if not skipped:
+        return None
+    shown = ", ".join(f"{f}:{ln} ({why})" for f, ln, why in skipped[:3])
+    return f"{len(skipped)} line(s) skipped: {shown}{f' and {len(skipped) - 3} more' if len(skipped) > 3 else ''}"
 
 
 def _marked(r: TraceRecord, validation_file: bool = False) -> TraceRecord:

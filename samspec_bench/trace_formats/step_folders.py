@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from samspec_bench.errors import UserError
+
 SHOWN = 4   # steps and folders named in the line; the rest counted
 
 
@@ -44,6 +46,27 @@ def steps_in_folders(records: Iterable[Any], formats: dict[str, str]) -> dict[st
     if val_names:
         info["validation_folders"] = list(val_names)
     return info
+
+
+def one_file_per_folder_step(records: Iterable[Any], formats: dict[str, str]) -> None:
+    """Refuses one RL step in two verl files of one folder by their lines' 'step' (a copy named
+    '3 (copy).jsonl' or 'step_3.jsonl' beside 3.jsonl): verl writes one {global_step}.jsonl per step,
+    so reading both would count the step's responses twice, silently (files.one_file_per_step
+    catches the names alone). `records`: the rollouts (validation generations beside them are
+    kept apart by split_validation)."""
+    first: dict[tuple[Path, int], str] = {}
+    folder_of: dict[str, Path] = {}
+    for r in records:
+        src = str(r.source)
+        if r.step is None or formats.get(src) != "verl":
+            continue
+        if src not in folder_of:
+            folder_of[src] = Path(src).parent.resolve()
+        seen = first.setdefault((folder_of[src], r.step), src)
+        if seen != src:
+            raise UserError(f"trace directory {Path(src).parent}: {Path(seen).name} and {Path(src).name} both hold "
+                            f"step {r.step} (verl writes one {{global_step}}.jsonl per step, so one is a copy or "
+                            "another run's): keep one of them and move the other out of the folder")
 
 
 def merged_steps_line(info: dict[str, Any] | None) -> str | None:

@@ -90,3 +90,30 @@ def test_an_empty_verl_step_in_a_folder_is_a_step_without_responses_said(tmp_pat
     (alone / "1.jsonl").write_text("\n")
     with pytest.raises(UserError, match="not understood"):
         read_any(alone)
+
+
+def test_a_step_file_that_is_a_broken_link_is_refused_not_left_out(tmp_path):
+    """A step file that is a broken symbolic link (or a folder named 3.jsonl) would drop its step
+    silently with --trace-format verl; it is named with the fix, in every format mode."""
+    d = tmp_path / "rollout_data_dir"
+    step_file(d, 1)
+    step_file(d, 2)
+    (d / "3.jsonl").symlink_to(tmp_path / "moved" / "3.jsonl")
+    for fmt in ("auto", "verl"):
+        with pytest.raises(UserError, match=r"rollout_data_dir: 3\.jsonl named for an RL step but not a readable "
+                                            r"file \(a broken symbolic link, or a folder\): restore"):
+            read_any(d, fmt)
+
+
+def test_a_folder_of_run_folders_names_the_subfolders_to_pass(tmp_path):
+    """One rollout_data_dir per experiment (or a run's rollout and val folders) under one folder:
+    the folder holds no step files itself, and the message names the subfolders that do."""
+    for run in ("exp_a", "exp_b"):
+        step_file(tmp_path / "runs" / run, 1)
+    (tmp_path / "runs" / "logs").mkdir()
+    for fmt in ("auto", "verl", "plain"):
+        with pytest.raises(UserError) as e:
+            expand(tmp_path / "runs", fmt)
+        if fmt != "verl":   # verl: the rollout_data_dir message
+            assert "its subfolders exp_a, exp_b do" in str(e.value) and f"--traces {tmp_path / 'runs' / 'exp_a'}" \
+                in str(e.value) and "logs" not in str(e.value)

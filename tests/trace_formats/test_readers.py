@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from samspec_bench.errors import UserError
-from samspec_bench.trace_formats import read_any
+from samspec_bench.trace_formats import read_any, read_rl_steps
 
 DATE = "2025-03-01T10-20-30.123456"
 
@@ -56,3 +56,20 @@ def test_the_model_is_read_from_the_results_file_of_a_json_output_path(tmp_path)
                                                                       encoding="utf-8")
     traces, _ = read_any(tmp_path)
     assert {r.model for r in traces.records} == {"Qwen/Qwen2.5-Math-7B-Instruct"}
+
+
+def test_the_rollout_reader_says_and_counts_an_empty_step_file(tmp_path):
+    """rollout replays every line (no --on-error): an empty step verl dumped (one blank line) is
+    left out, and its note and counts (result.json's workload) say so, as accept does."""
+    row = {"input": "user\nWhat is 2+2?\nassistant\n", "output": "2+2 = 4.", "gts": None, "score": 1.0}
+    for step in (1, 2):
+        (tmp_path / f"{step}.jsonl").write_text(json.dumps({**row, "step": step}) + "\n")
+    (tmp_path / "3.jsonl").write_text("\n")
+    counts: dict = {}
+    traces, note = read_rl_steps(tmp_path, "rollout", counts=counts)
+    assert len(traces.records) == 2
+    assert note == (f"1 line(s) skipped: {tmp_path / '3.jsonl'}:1 (an RL step with no responses (verl writes an "
+                    "empty batch as one blank line))")
+    assert counts["skipped_lines"] == 1 and counts["skipped"][0]["file"] == str(tmp_path / "3.jsonl")
+    (tmp_path / "3.jsonl").unlink()
+    assert read_rl_steps(tmp_path, "rollout", counts=counts)[1] is None and counts["skipped_lines"] == 0

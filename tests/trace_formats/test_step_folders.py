@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from samspec_bench.data import load_tokenizer
+from samspec_bench.errors import UserError
 from samspec_bench.trace_formats import merged_steps_line, read_any, read_rl_steps, steps_in_folders
 from trace_fixtures import grouped_rows, write_verl_dump
 
@@ -72,3 +73,17 @@ def test_a_validation_folder_included_on_purpose_is_said_as_such(two_runs, tmp_p
     line = merged_steps_line(steps_in_folders(traces.records, formats))
     assert "included as history" in line and line.endswith("pass one run's rollout folder to keep the rollout "
                                                             "folders apart")
+
+
+def test_a_copy_of_a_step_under_another_name_in_one_folder_is_refused(two_runs, tmp_path):
+    """'3 (copy).jsonl' beside 3.jsonl holds the same step by its lines' 'step': both read would
+    count the step's responses twice, silently (the names alone do not say it)."""
+    d = tmp_path / "run"
+    shutil.copytree(two_runs / "run_b", d)
+    shutil.copy(d / "3.jsonl", d / "3 (copy).jsonl")
+    with pytest.raises(UserError, match=r"run: 3\.jsonl and 3 \(copy\)\.jsonl both hold step 3 .*keep one of them"):
+        read_any(d)
+    with pytest.raises(UserError, match="both hold step 3"):
+        read_any([d / "3.jsonl", d / "3 (copy).jsonl"])
+    (d / "3 (copy).jsonl").unlink()
+    assert len(read_any(d)[0].records) == 8

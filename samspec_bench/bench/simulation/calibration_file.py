@@ -65,8 +65,7 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
     unknown = sorted(set(eff) - set(OP_KEYS))
     if unknown:
         raise UserError(f"{where}: unknown op_efficiency keys {', '.join(unknown)}; known: {', '.join(OP_KEYS)}")
-    bad = [f"{k}={v!r}" for k, v in eff.items()
-           if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0]
+    bad = [f"{k}={_shown(v)}" for k, v in eff.items() if not _finite_number(v) or v < 0]
     if bad:
         raise UserError(f"{where}: {', '.join(bad)}: every op_efficiency value is a finite number >= 0; {MAKE}")
     over = [f"{k}={eff[k]!r}" for k, hi in (("gemm_overlap_loss", 1.0), ("gemm_kernel_us", KERNEL_US_MAX))
@@ -77,6 +76,22 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
     if not isinstance(doc.get("hardware"), str) or hardware_key(doc["hardware"]) is None:
         raise UserError(f"{where}: hardware {doc.get('hardware')!r} names no hardware row the file was fitted on; {MAKE}")
     return doc
+
+
+def _finite_number(v: Any) -> bool:
+    """A JSON number that is finite as a float (an integer too large for one is not: 10**400 written out)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def _shown(v: Any) -> str:
+    """A bad value for a one-line message; a long one (hundreds of digits) cut."""
+    text = repr(v)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 def key_sources(doc: dict[str, Any], path: str | Path, row: str) -> dict[str, Any]:

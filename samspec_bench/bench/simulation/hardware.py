@@ -208,6 +208,15 @@ ALIASES = {"h100": "H100", "h100-sxm": "H100", "h100sxm": "H100", "h200": "H200"
            "ascend910c": "910C", "ascend-910c": "910C", "cpu": "cpu"}
 
 
+def _name_key(name: str) -> str:
+    return str(name).strip().lower().replace("_", "-").replace(" ", "")
+
+
+# the rows' own names as printed ("H100 SXM 80GB") and their SXM forms name them too
+ALIASES.update({_name_key(hw.name): key for key, hw in TABLE.items()})
+ALIASES.update({"h200sxm": "H200", "h200-sxm": "H200", "a100sxm": "A100", "a100-sxm": "A100"})
+
+
 def known_names() -> list[str]:
     return list(TABLE) + ["cpu"]
 
@@ -215,7 +224,7 @@ def known_names() -> list[str]:
 def hardware(name: str, dtype: str = "bfloat16", threads: int = 1, refresh: bool = False) -> Hardware:
     """The table row for `name` (case-insensitive; Ascend also as ascend910b / ascend910c), or
     for `cpu` the measured entry of this machine. Unknown -> UserError listing the names."""
-    key = ALIASES.get(str(name).strip().lower().replace("_", "-").replace(" ", ""))
+    key = ALIASES.get(_name_key(name))
     if key is None:
         raise UserError(f"hardware {name!r} is not known: use one of {', '.join(known_names())}")
     if key == "cpu":

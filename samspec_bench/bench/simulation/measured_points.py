@@ -22,6 +22,7 @@ import numpy as np
 
 from samspec_bench.bench.simulation.hardware import TABLE
 from samspec_bench.errors import UserError
+from samspec_bench.models.shapes import CATALOGUE, SAME_SHAPE, ModelShape, load_shape, resolve_alias
 
 POINT_KEYS = ("B", "q", "C", "ms")
 MAX_COUNT = 2 ** 53   # the largest integer a float64 (the points are priced in float64) holds exactly
@@ -31,17 +32,19 @@ def is_point_file(path: str | Path) -> bool:
     return Path(path).suffix.lower() in (".jsonl", ".ndjson")
 
 
-def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any]]:
+def load_points(path: str | Path, option: str = "--steps") -> tuple[list[dict[str, float]], dict[str, Any]]:
     """The point rows and the meta line ({} when absent) of a JSONL file. Skipped and counted
     in the meta: rows with an "error" key (e.g. out of memory when measured;
     `rows_skipped_error`), a point repeated with the same time (`rows_skipped_duplicate`);
     fields beside B, q, C and ms are counted by name (`fields_ignored`). Bad lines, a second
-    meta line and a point measured twice with two times -> UserError naming them."""
+    meta line and a point measured twice with two times -> UserError naming them, as the
+    command-line `option` that gave the file ("--steps", "--also MODEL=")."""
     p = Path(path).expanduser()
+    where = f"{option}{'' if option.endswith('=') else ' '}{path}"
     try:
         lines = p.read_text(encoding="utf-8-sig").splitlines()   # -sig: a byte-order mark (Windows tools) is not data
     except OSError as e:
-        raise UserError(f"--steps {path}: cannot read it ({e}); pass a JSONL file of {{B, q, C, ms}} rows") from None
+        raise UserError(f"{where}: cannot read it ({e}); pass a JSONL file of {{B, q, C, ms}} rows") from None
     rows, meta, meta_line, skipped, dupes = [], {}, 0, 0, 0
     seen: dict[tuple, tuple[int, float]] = {}
     ignored: dict[str, int] = {}
@@ -52,19 +55,19 @@ def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any
             d = json.loads(line)
         except ValueError:
             cut = " (the last line, cut off: delete it or measure that point again)" if n == len(lines) else ""
-            raise UserError(f"--steps {path}: line {n} is not JSON{cut}; each line is {{\"B\", \"q\", \"C\", \"ms\"}}") from None
+            raise UserError(f"{where}: line {n} is not JSON{cut}; each line is {{\"B\", \"q\", \"C\", \"ms\"}}") from None
         if not isinstance(d, dict):
-            raise UserError(f"--steps {path}: line {n} is not a JSON object")
+            raise UserError(f"{where}: line {n} is not a JSON object")
         if "meta" in d or "info" in d:
             if meta_line:   # two files joined: the points would be read as one device's
-                raise UserError(f"--steps {path}: line {n} is a second meta line (the first is line {meta_line}); "
+                raise UserError(f"{where}: line {n} is a second meta line (the first is line {meta_line}); "
                                 "one file holds one measurement: split it and check each file on its own")
             if rows or skipped or dupes:   # points before it: two files joined, or a meta that does not lead them
-                raise UserError(f"--steps {path}: line {n} is a meta line after point rows; the meta line is the "
+                raise UserError(f"{where}: line {n} is a meta line after point rows; the meta line is the "
                                 "first line of a file: move it there, or split the file where it joins two measurements")
             meta, meta_line = d.get("meta", d.get("info")) or {}, n
             if not isinstance(meta, dict):
-                raise UserError(f"--steps {path}: line {n}: the meta line holds {type(meta).__name__}; write "
+                raise UserError(f"{where}: line {n}: the meta line holds {type(meta).__name__}; write "
                                 "{\"meta\": {...}}, a JSON object")
             continue
         if "error" in d:
@@ -72,28 +75,28 @@ def load_points(path: str | Path) -> tuple[list[dict[str, float]], dict[str, Any
             continue
         missing = [k for k in POINT_KEYS if k not in d]
         if missing:
-            raise UserError(f"--steps {path}: line {n} has no {', '.join(missing)}; each line is "
+            raise UserError(f"{where}: line {n} has no {', '.join(missing)}; each line is "
                             "{\"B\", \"q\", \"C\", \"ms\"}")
-        row = {k: _point_value(path, n, k, d[k]) for k in POINT_KEYS}
+        row = {k: _point_value(where, n, k, d[k]) for k in POINT_KEYS}
         for k in d.keys() - set(POINT_KEYS):
             ignored[k] = ignored.get(k, 0) + 1
         key = (row["B"], row["q"], row["C"])
         if key in seen:
             first, ms = seen[key]
             if ms != row["ms"]:
-                raise UserError(f"--steps {path}: line {n} measures B={key[0]:g} q={key[1]:g} C={key[2]:g} again "
+                raise UserError(f"{where}: line {n} measures B={key[0]:g} q={key[1]:g} C={key[2]:g} again "
                                 f"({row['ms']:g} ms; line {first}: {ms:g} ms); keep one time per point")
             dupes += 1
             continue
         seen[key] = (n, row["ms"])
         rows.append(row)
     if not rows:
-        raise UserError(f"--steps {path}: no {{B, q, C, ms}} rows")
+        raise UserError(f"{where}: no {{B, q, C, ms}} rows")
     counts = {"rows_skipped_error": skipped, "rows_skipped_duplicate": dupes, "fields_ignored": ignored}
     return rows, {**meta, **{k: v for k, v in counts.items() if v}}
 
 
-def _point_value(path, n: int, key: str, v: Any) -> float:
+def _point_value(where: str, n: int, key: str, v: Any) -> float:
     """One cell of a point line as a float: B, q (>= 1) and C (>= 0) whole numbers up to
     MAX_COUNT (8.0 passes, 8.5, "8", true, Infinity do not), ms a finite number > 0."""
     if key == "ms":
@@ -102,23 +105,45 @@ def _point_value(path, n: int, key: str, v: Any) -> float:
         except OverflowError:   # an integer too large for a float
             ok = False
         if not ok:
-            raise UserError(f"--steps {path}: line {n}: ms={v!r}; give the measured milliseconds as a finite "
+            raise UserError(f"{where}: line {n}: ms={v!r}; give the measured milliseconds as a finite "
                             "number > 0")
         return float(v)
     lo = 0 if key == "C" else 1
     whole = not isinstance(v, bool) and (isinstance(v, int) or (isinstance(v, float) and v.is_integer()))
     if not (whole and lo <= v <= MAX_COUNT):
-        raise UserError(f"--steps {path}: line {n}: {key}={v!r}; need an integer {key} >= {lo} (at most 2**53), "
+        raise UserError(f"{where}: line {n}: {key}={v!r}; need an integer {key} >= {lo} (at most 2**53), "
                         "written as a JSON number")
     return float(v)
+
+
+def _profiled_shape(meta: Mapping[str, Any]) -> tuple[ModelShape | None, int] | None:
+    """The shape and layer count of a `rollout profile --engine torch` meta (its "model" the
+    --model given: a catalogue name or a config.json path; "layers" the layers it built), else
+    None. The shape is None where it is not known here: a builtin: or hub model is not built or
+    fetched for a check, a config.json path may be another machine's."""
+    m, layers = meta.get("model"), meta.get("layers")
+    if not isinstance(m, str) or isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+        return None
+    known = resolve_alias(m) in CATALOGUE or resolve_alias(m) in SAME_SHAPE
+    if not known and (m.startswith("builtin:") or not Path(m).expanduser().exists()):
+        return None, layers
+    try:
+        return load_shape(m), layers
+    except UserError:   # a config the roofline does not price (MLA, sliding window, ...): its layers only
+        return None, layers
 
 
 def measured_shape(meta: Mapping[str, Any]) -> dict[str, int] | None:
     """The hidden size and layer count a points file says it measured, else None: its meta's
     model.hidden / layers or model.hidden_size / num_hidden_layers (tools/step_physics.py's
-    info line), or a "model_shape" text like "Qwen3-8B (hidden 4096, 36 layers, ...)"."""
+    info line), the torch profiler's model name and layers, or a "model_shape" text like
+    "Qwen3-8B (hidden 4096, 36 layers, ...)"."""
     if not isinstance(meta, Mapping):
         return None
+    profiled = _profiled_shape(meta)
+    if profiled is not None:   # the layer count alone where the model's shape is not known here
+        hidden = {} if profiled[0] is None else {"hidden_size": int(profiled[0].hidden_size)}
+        return {**hidden, "num_hidden_layers": profiled[1]}
     m = meta.get("model")
     if isinstance(m, Mapping):
         hidden, layers = m.get("hidden", m.get("hidden_size")), m.get("layers", m.get("num_hidden_layers"))
@@ -149,6 +174,9 @@ def measured_dims(meta: Mapping[str, Any]) -> dict[str, int]:
     """The OTHER_DIMS a points file's meta names (meta.model's keys, else its model_shape text)."""
     if not isinstance(meta, Mapping):
         return {}
+    profiled = _profiled_shape(meta)
+    if profiled is not None:
+        return {} if profiled[0] is None else {dim: int(getattr(profiled[0], dim)) for dim in OTHER_DIMS}
     m, text = meta.get("model"), meta.get("model_shape")
     out: dict[str, int] = {}
     for dim, (keys, pattern) in OTHER_DIMS.items():
@@ -172,11 +200,17 @@ def shape_check(meta: Mapping[str, Any], shape: Any) -> dict[str, Any] | None:
     got = measured_shape(meta)
     if got is None or shape is None:
         return None
-    priced = {"hidden_size": int(shape.hidden_size), "num_hidden_layers": int(shape.num_hidden_layers)}
+    priced = {k: int(getattr(shape, k)) for k in got}   # a torch profile of a model unknown here: layers only
     differs = {k: {"measured": v, "priced": int(getattr(shape, k))} for k, v in measured_dims(meta).items()
                if hasattr(shape, k) and v != int(getattr(shape, k))}
     return {"measured": got, "priced": priced, "priced_model": getattr(shape, "name", ""),
             "same": got == priced and not differs, "differs": differs}
+
+
+def _shape_text(d: Mapping[str, int]) -> str:
+    if "hidden_size" not in d:
+        return f"{d['num_hidden_layers']} layers (hidden size not known here)"
+    return f"hidden {d['hidden_size']}, {d['num_hidden_layers']} layers"
 
 
 def shape_warning(sc: Mapping[str, Any] | None) -> str | None:
@@ -185,8 +219,7 @@ def shape_warning(sc: Mapping[str, Any] | None) -> str | None:
         return None
     m, p, name = sc["measured"], sc["priced"], sc["priced_model"] or "another shape"
     if m != p:
-        return (f"the points were measured on hidden {m['hidden_size']}, {m['num_hidden_layers']} layers; the step "
-                f"model prices {name} (hidden {p['hidden_size']}, {p['num_hidden_layers']} layers)")
+        return f"the points were measured on {_shape_text(m)}; the step model prices {name} ({_shape_text(p)})"
     dims = ", ".join(f"{k} {d['measured']} (priced {d['priced']})" for k, d in sc.get("differs", {}).items())
     return f"the points were measured on a shape with {dims}; the step model prices {name}"
 
@@ -213,13 +246,26 @@ def _variant(text: str) -> dict[str, str]:
     return out
 
 
+def measured_device(meta: Mapping[str, Any]) -> str | None:
+    """The device a points file says it was measured on: its meta's "device" text, or the name
+    in the torch profiler's device dict (devices.device_info; "(CPU)" added for a CPU's model name)."""
+    dev = meta.get("device") if isinstance(meta, Mapping) else None
+    if isinstance(dev, Mapping):
+        name = dev.get("name")
+        if not isinstance(name, str) or not name.strip():
+            return None
+        cpu = dev.get("type") == "cpu" and hardware_key(name) != "cpu"
+        return f"{name} (CPU)" if cpu else name
+    return dev if isinstance(dev, str) else None
+
+
 def device_check(meta: Mapping[str, Any], priced: str | None) -> dict[str, Any] | None:
     """Whether the points were measured on the hardware the model prices (`priced`: its
     hardware's name); None where either is unknown (no meta "device", or a name no table row
     matches). A variant of the row's GPU (H100 PCIe or NVL against the SXM row, an A100 40GB
     against the 80GB one: other bandwidth and clocks) is not the same (`variant`)."""
-    dev = meta.get("device") if isinstance(meta, Mapping) else None
-    if not isinstance(dev, str) or priced is None:
+    dev = measured_device(meta)
+    if dev is None or priced is None:
         return None
     got, want = hardware_key(dev), hardware_key(priced)
     if got is None or want is None:

@@ -42,7 +42,8 @@ from samspec_bench.bench.simulation.measured_points import (device_check, device
                                                              load_points, point_features, point_report, shape_check,
                                                              shape_warning, tp_check, tp_warning)
 from samspec_bench.bench.simulation.roofline import MODES, RooflineStepModel
-from samspec_bench.bench.simulation.fitted_step_model import FEATURES, PROFILE_FORMAT, StepTimeModel, step_features
+from samspec_bench.bench.simulation.fitted_step_model import (FEATURES, PROFILE_FORMAT, StepTimeModel, extrapolation,
+                                                               step_features)
 from samspec_bench.errors import UserError
 from samspec_bench.models.shapes import DTYPE_BYTES, load_shape
 
@@ -155,7 +156,8 @@ def _columns_from_rows(rows: list[dict[str, Any]], where: str, labels: list[str]
                         "measured engine (--engine reference|vllm) or a `rollout profile` JSON (format 3)")
     missing = [c for c in needed if c not in rows[0]]
     if missing:
-        raise UserError(f"{where}: the step table has no column(s) {', '.join(missing)}")
+        raise UserError(f"{where}: the step table has no column(s) {', '.join(missing)}; pass a rollout run folder "
+                        "or its steps.csv, a `rollout profile` JSON, or a JSONL file of {B, q, C, ms} points")
     out: dict[str, np.ndarray] = {}
     for c in rows[0]:
         vals = [r[c] for r in rows]
@@ -168,6 +170,13 @@ def _columns_from_rows(rows: list[dict[str, Any]], where: str, labels: list[str]
                 out[c] = np.asarray([_num(v) for v in vals], dtype=float)
             except (TypeError, ValueError, OverflowError):
                 out[c] = np.asarray(vals, dtype=object)
+    short = (out["num_scheduled_tokens"] < out["num_prefill_tokens"] + out["num_drafted"]
+             if "num_scheduled_tokens" in needed else np.zeros(len(rows), dtype=bool))
+    if short.any():   # the decode tokens would come out negative
+        i = int(np.argmax(short))
+        raise UserError(f"{where}: {labels[i]}: num_scheduled_tokens {out['num_scheduled_tokens'][i]:g} is fewer than "
+                        f"num_prefill_tokens {out['num_prefill_tokens'][i]:g} + num_drafted {out['num_drafted'][i]:g} "
+                        "(the scheduled tokens include both); correct or delete that step's row")
     if not (out["time_s"] > 0).any():
         raise UserError(f"{where}: every measured step time is 0; pass steps timed by a finer clock")
     return out
@@ -256,16 +265,33 @@ def load_measured_steps(path: str | Path) -> dict[str, np.ndarray]:
         rows = pd.read_parquet(p).to_dict("records")
         labels = [f"row {i + 1}" for i in range(len(rows))]
     else:
-        with p.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            rows, labels = [], []
-            for r in reader:
-                rows.append(r)
-                labels.append(f"line {reader.line_num}")
+        rows, labels = _csv_rows(p, str(path))
     if rows and "source" in rows[0]:
         keep = [i for i, r in enumerate(rows) if r["source"] == "measured"]
         rows, labels = [rows[i] for i in keep], [labels[i] for i in keep]
     return _columns_from_rows(rows, str(path), labels)
+
+
+def _csv_rows(p: Path, where: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of a steps CSV and their line labels ("line 7"). A byte-order mark (Excel) is not
+    data; a header naming a column twice, or a row with more cells than the header, would lose a
+    value unseen (csv.DictReader keeps the last of two columns, files extra cells under None) ->
+    UserError naming the column or line."""
+    with p.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        names = reader.fieldnames or []
+        twice = sorted({c for c in names if names.count(c) > 1})
+        if twice:
+            raise UserError(f"{where}: the header names column(s) {', '.join(twice)} twice; keep one column of each "
+                            "name (which one holds the step's value is not known)")
+        rows, labels = [], []
+        for r in reader:
+            if None in r:
+                raise UserError(f"{where}: line {reader.line_num} has {len(names) + len(r[None])} cells, the header "
+                                f"{len(names)}; correct or delete that row")
+            rows.append(r)
+            labels.append(f"line {reader.line_num}")
+    return rows, labels
 
 
 # ---------------- the check ----------------
@@ -292,6 +318,9 @@ def compare(model, steps: Mapping[str, np.ndarray], group_by: tuple[str, ...] = 
                            "overall": _err_stats(pred, meas)}
     feats = step_features(steps)
     out["context_known"] = "context_tokens" in feats
+    beyond = extrapolation(model, steps)   # a fitted profile's prediction past what it measured (a roofline: none)
+    if beyond:
+        out["extrapolation"] = beyond
     if "context_tokens" in steps:   # NaN: a step whose context was not recorded (all then price it as 0)
         out["context_unknown_steps"] = int(np.isnan(np.asarray(steps["context_tokens"], dtype=float)).sum())
     keys = [g for g in group_by if g in steps]
@@ -302,7 +331,9 @@ def compare(model, steps: Mapping[str, np.ndarray], group_by: tuple[str, ...] = 
             combos.setdefault(tuple(c[i] for c in cols), []).append(i)
         out["groups"] = [{**{g: (v.item() if hasattr(v, "item") else v) for g, v in zip(keys, combo)},
                           "median_measured_s": float(np.median(meas[idx])), "median_predicted_s": float(np.median(pred[idx])),
-                          **_err_stats(pred[idx], meas[idx])}
+                          **_err_stats(pred[idx], meas[idx]),
+                          **({} if "modelled_host_s" not in steps else   # points: their "measured" adds modelled host
+                             {"modelled_host_in_measured_s": float(np.sum(np.asarray(steps["modelled_host_s"])[idx]))})}
                          for combo, idx in sorted(((c, np.asarray(ix)) for c, ix in combos.items()), key=lambda t: t[0])]
     if hasattr(model, "components"):
         comp = model.components(**{k: v for k, v in feats.items() if k in FEATURES})
@@ -335,6 +366,10 @@ def format_report(rep: Mapping[str, Any]) -> str:
     if o.get("zero_time_steps"):
         lines.append(f"{o['zero_time_steps']} steps measured 0 s (below the timer's resolution): in the totals, "
                      "left out of the step count and the per-step errors")
+    if rep.get("extrapolation"):
+        lines.append("WARNING: the step model extrapolates (EXTRAPOLATED predictions): " + ", ".join(
+            f"{f} up to {v['max']:,.0f} (measured up to {v['valid_max']:,.0f}; {100 * v['steps_beyond']:.0f} % of steps)"
+            for f, v in rep["extrapolation"].items()))
     if rep.get("terms"):
         t = rep["terms"]
         lines.append(f"modelled terms: {t['steps_memory_bound']} steps memory-bound, {t['steps_compute_bound']} "
@@ -381,8 +416,10 @@ def check_step_model(spec: str, steps: str | Path) -> dict[str, Any]:
     cal = parse_roofline(spec).get("calibration") if is_roofline_spec(spec) else None
     if cal is not None:   # which keys the file gave, which the hardware row kept
         extra["calibration_keys"] = key_sources(load_calibration(cal), cal, model.hw.name)
-    if is_point_file(steps):
-        rows, meta = load_points(steps)
+    table = None if is_point_file(steps) else load_measured_steps(steps)
+    torch_points = None if table is None else _torch_profile_points(steps, table)
+    if table is None or torch_points is not None:
+        rows, meta = load_points(steps) if torch_points is None else torch_points
         extra |= {"points": point_report(model, rows), "points_meta": meta,
                   "points_shape": shape_check(meta, getattr(model, "shape", None)),
                   "points_device": device_check(meta, getattr(getattr(model, "hw", None), "name", None)),
@@ -393,8 +430,37 @@ def check_step_model(spec: str, steps: str | Path) -> dict[str, Any]:
             rep["overall"]["modelled_host_in_measured_s"] = rep["overall"]["measured_total_s"] - device_s
             rep["units"] = "seconds (measured device time plus the model's host time, vs modelled)"
     else:
-        rep = compare(model, load_measured_steps(steps))
+        rep = compare(model, table)
     return {**rep, **extra, "step_model_spec": spec, "steps_from": str(steps), "describe": model.describe()}
+
+
+def _torch_profile_points(path: str | Path, table: Mapping[str, np.ndarray]
+                          ) -> tuple[list[dict[str, float]], dict[str, Any]] | None:
+    """A `rollout profile --engine torch` JSON's measured steps as the {B, q, C, ms} points of its
+    --out-jsonl (device time of one forward step, no host time: checked as those points are), with
+    a meta of its engine's device and tp; None for any other steps file."""
+    if Path(path).suffix != ".json":
+        return None
+    try:
+        doc = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    engine = doc.get("engine") if isinstance(doc, dict) else None
+    if not isinstance(engine, dict) or engine.get("name") != "torch" or "context_tokens" not in table:
+        return None
+    B = np.asarray(table["num_running"], dtype=float)
+    if not (B >= 1).all():
+        return None
+    q, C = np.asarray(table["num_scheduled_tokens"]) / B, np.asarray(table["context_tokens"]) / B
+    whole = np.isfinite(C).all() and (q == np.round(q)).all() and (C == np.round(C)).all()
+    if not whole or (table["time_s"] <= 0).any():   # not one grid point a step: checked as engine steps
+        return None
+    rows = [{"B": float(b), "q": float(x), "C": float(c), "ms": float(t) * 1e3}
+            for b, x, c, t in zip(B, q, C, table["time_s"])]
+    meta = {k: v for k, v in (("device", engine.get("device")), ("tp", engine.get("tp")),
+                              ("from", "measured_steps of a `rollout profile --engine torch` JSON: device time"))
+            if v is not None}
+    return rows, meta
 
 
 def points_as_steps(rows, model) -> dict[str, np.ndarray]:
@@ -403,8 +469,11 @@ def points_as_steps(rows, model) -> dict[str, np.ndarray]:
     so compare() weighs like with like."""
     f = point_features(rows)
     meas = np.array([r["ms"] for r in rows], dtype=float) / 1e3
-    if hasattr(model, "device_time"):
-        meas = meas + np.asarray(model.predict(**f)) - np.asarray(model.device_time(**f))
-    return {"time_s": meas, "num_running": f["running"], "num_scheduled_tokens": f["decode_tokens"] + f["draft_tokens"],
-            "num_prefill_tokens": np.zeros(len(rows)), "num_drafted": f["draft_tokens"],
-            "num_decode_reqs": f["running"], "speculative": f["speculative"] > 0, "context_tokens": f["context_tokens"]}
+    out = {"num_running": f["running"], "num_scheduled_tokens": f["decode_tokens"] + f["draft_tokens"],
+           "num_prefill_tokens": np.zeros(len(rows)), "num_drafted": f["draft_tokens"],
+           "num_decode_reqs": f["running"], "speculative": f["speculative"] > 0, "context_tokens": f["context_tokens"]}
+    if hasattr(model, "components"):   # the model's host term itself (predict - device_time loses it past ~1e13 s)
+        out["modelled_host_s"] = np.broadcast_to(np.asarray(model.components(**f)["t_host_s"], dtype=float), meas.shape)
+    elif hasattr(model, "device_time"):
+        out["modelled_host_s"] = np.asarray(model.predict(**f)) - np.asarray(model.device_time(**f))
+    return {"time_s": meas + out.get("modelled_host_s", 0.0), **out}

@@ -21,7 +21,7 @@ from samspec_bench.bench.simulation.step_model_spec import (ROOFLINE_HELP, is_ro
                                                             parse_roofline)
 from samspec_bench.errors import UserError, int_list
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, resolve_dtype
-from samspec_bench.results import RunDir, emit_json
+from samspec_bench.results import RunDir, emit_json, load_result
 from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.suites.rollout.config import (ENGINES, MEASURED_ENGINES, MEASURED_GROUP_SIZE, MEASURED_PROMPTS,
                                                  SUITE, RolloutConfig, build_config, kv_options, validate)
@@ -198,6 +198,11 @@ def run(cfg: RolloutConfig, output: str = "results", resume: str | None = None) 
     kept = None
     if not measured:
         kept = KeptWork.start(asdict(cfg), output, resume, SUITE)
+        if resume is not None and kept.run_dir.file("result.json").is_file():   # nothing left to simulate
+            done = load_result(kept.run_dir.path)
+            click.echo(f"rollout --resume {resume}: the run is complete (result.json written {done.get('created', '?')}); "
+                       "nothing is simulated, its result follows", err=True)
+            return kept.run_dir.path, done["metrics"]
         if kept.ignored:
             click.echo(f"rollout --resume: {kept.ignored} line(s) of {kept.run_dir.file(DRAWS_FILE)} are not a whole "
                        "draw of this run (damaged, a draw given twice, or unlike its family's others): those draws "
@@ -321,6 +326,9 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
                    "the --dp instances pulling from one queue and a request moving on every D tokens; each with "
                    "its scheduling without speculation beside it, e.g. off:sched=context). docs/drafting.md, "
                    "'Strategies'.")
+@click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop", show_default=True,
+              help="Replay: a bad trace line (e.g. an empty verl 'output', a response of special tokens only) stops "
+                   "the run naming file and line, or is skipped and counted.")
 @click.option("--history-window", type=int, default=16, show_default=True,
               help="History source: earlier responses kept per prompt.")
 @click.option("--history-budget-mb", type=float, default=512.0, show_default=True,

@@ -111,10 +111,19 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
     (`profiles.split_history`; single-step traces: each group's first half), for every arm.
     `profiles=False`: the requests alone, quietly (what a run plans its profile grid from)."""
     merged: dict[str, Any] = {}   # one RL step in several folders' step files: said, counted
-    traces, note = read_rl_steps(cfg.traces, "rollout", counts=merged)
+    traces, note = read_rl_steps(cfg.traces, "rollout", on_error=cfg.on_error, counts=merged)
     if note and profiles:
         click.echo(f"rollout --traces: {note}", err=True)
+    read_skipped = len(traces.skipped)
     items = tokenize_traces(traces, load_tokenizer(cfg.tokenizer))
+    if len(traces.skipped) > read_skipped:   # --on-error skip: lines the tokenizer refused, counted with the rest
+        later = traces.skipped[read_skipped:]
+        if profiles:
+            click.echo(f"rollout --traces: {len(later)} more line(s) skipped after tokenizing: "
+                       + ", ".join(f"{f}:{ln} ({why})" for f, ln, why in later[:3])
+                       + (f" and {len(later) - 3} more" if len(later) > 3 else ""), err=True)
+        merged.update(skipped_lines=len(traces.skipped),
+                      skipped=[{"file": str(f), "line": ln, "reason": why} for f, ln, why in traces.skipped])
     hist_info, earlier = None, []
     if needs_history(cfg):
         items, earlier, why = split_history(items)

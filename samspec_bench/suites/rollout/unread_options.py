@@ -53,7 +53,8 @@ def refuse_unread(cfg: Any, given: set[str], drawn: bool) -> None:
     else:
         traces = [f"{opt} {v}" for opt, v in (("--traces", cfg.traces), ("--tokenizer", cfg.tokenizer)) if v]
         traces += [f"{opt} {v:g}" if isinstance(v, float) else f"{opt} {v}"
-                   for f, opt in (("tool_output", "--tool-output"), ("tool_latency_s", "--tool-latency-s"))
+                   for f, opt in (("tool_output", "--tool-output"), ("tool_latency_s", "--tool-latency-s"),
+                                  ("on_error", "--on-error"))
                    if (v := getattr(cfg, f)) != field_default(cfg, f)]
         if traces:
             raise UserError(f"{' / '.join(traces)} with --engine {cfg.engine}: a measured engine generates from the "

@@ -78,6 +78,8 @@ def test_points_of_a_planted_row_are_fitted_back_from_an_uncalibrated_one(tmp_pa
      "gemm_memory=nan"),
     ('{"kind": "samspec-bench roofline calibration", "format": 1, "op_efficiency": {"gemm_memory": -1}}',
      "gemm_memory=-1"),
+    ('{"kind": "samspec-bench roofline calibration", "format": 1, "op_efficiency": {"gemm_memory": 1'
+     + "0" * 400 + "}}", "gemm_memory=10000"),     # an integer no float holds: refused, not an OverflowError
 ])
 def test_a_bad_calibration_file_is_one_line_naming_it(tmp_path, text, needle):
     p = tmp_path / "c.json"

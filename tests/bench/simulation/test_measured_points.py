@@ -1,6 +1,7 @@
 """Points files as other tools write them (bench/simulation/measured_points.py): a byte-order
 mark, a meta line after the points, a cut-off last line, `.ndjson`; the shape a meta names beyond
-hidden size and layers (Qwen2.5-32B and Qwen3-32B share both); a variant of the row's GPU."""
+hidden size and layers (Qwen2.5-32B and Qwen3-32B share both); a variant of the row's GPU; the
+torch profiler's meta (model name, layers, device dict) checked like the others."""
 
 import json
 
@@ -62,3 +63,38 @@ def test_a_variant_of_the_rows_gpu_is_not_the_same_device(device, variant):
     assert (device_warning(dc) is None) is (variant is None)
     a100 = device_check({"device": "NVIDIA A100-SXM4-40GB"}, "A100 SXM 80GB")
     assert a100["same"] is False and a100["variant"] == "memory 40 GB (priced 80 GB)"
+
+
+# the meta line `rollout profile --engine torch` writes: model as given, the layers it built, devices.device_info
+TORCH_META = {"profiler": "torch", "model": "Qwen3-8B", "layers": 2, "dtype": "float32",
+              "device": {"device": "cuda", "type": "cuda", "name": "NVIDIA H100 80GB HBM3"}}
+
+
+def test_the_torch_profilers_meta_is_checked_for_shape_and_device():
+    sc = shape_check(TORCH_META, load_shape("Qwen3-8B"))
+    assert sc["same"] is False and sc["measured"] == {"hidden_size": 4096, "num_hidden_layers": 2}
+    assert "hidden 4096, 2 layers" in shape_warning(sc) and "36 layers" in shape_warning(sc)
+    assert shape_check({**TORCH_META, "layers": 36}, load_shape("Qwen3-8B"))["same"] is True
+    assert shape_check({**TORCH_META, "layers": 36}, load_shape("Qwen3-14B"))["same"] is False
+    dc = device_check(TORCH_META, "H200 SXM 141GB")
+    assert dc["same"] is False and dc["measured_hardware"] == "H100" and "NVIDIA H100 80GB HBM3" in device_warning(dc)
+    cpu = {**TORCH_META, "device": {"device": "cpu", "type": "cpu", "name": "AMD EPYC"}}
+    assert device_check(cpu, "H100 SXM 80GB")["measured_hardware"] == "cpu"
+
+
+def test_a_torch_profile_of_a_model_not_known_here_is_checked_on_its_layers():
+    meta = {**TORCH_META, "model": "builtin:smollm2-135m"}   # not built for a check
+    sc = shape_check(meta, load_shape("Qwen3-8B"))
+    assert sc["same"] is False and sc["measured"] == {"num_hidden_layers": 2}
+    assert "2 layers (hidden size not known here)" in shape_warning(sc)
+    assert shape_check({**meta, "layers": 36}, load_shape("Qwen3-8B"))["same"] is True
+
+
+def test_a_points_file_is_named_by_the_option_that_gave_it(tmp_path):
+    with pytest.raises(UserError) as e:
+        load_points(tmp_path / "missing.jsonl", "--also Qwen3-32B=")
+    assert str(e.value).startswith(f"--also Qwen3-32B={tmp_path / 'missing.jsonl'}: cannot read it")
+    p = tmp_path / "p.jsonl"
+    p.write_text("\n".join([json.dumps(META), ROWS[0], '{"B": 2, "q": 1, "C": 8, "ms": "slow"}']) + "\n")
+    with pytest.raises(UserError, match=r"^--also Qwen3-32B=.*p\.jsonl: line 3: ms='slow'"):
+        load_points(p, "--also Qwen3-32B=")

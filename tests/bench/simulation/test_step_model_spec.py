@@ -77,3 +77,89 @@ def test_result_json_carries_the_tp_and_calibration_key_checks(tmp_path, capsys)
     assert m["calibration_keys"]["from_file"] == ["gemm_memory"]
     printed = capsys.readouterr().out
     assert "two tensor-parallel sizes" in printed and "holds 1 of the 11 op_efficiency keys" in printed
+
+
+def _profile_model(tmp_path):
+    """A fitted step model measured on 1 to 4 requests over 1,024 to 4,096 context tokens."""
+    from samspec_bench.bench.simulation.fitted_step_model import fit_step_model
+    B = [1.0, 2.0, 4.0, 1.0, 2.0, 4.0]
+    C = [1024.0, 1024.0, 1024.0, 4096.0, 4096.0, 4096.0]
+    model = fit_step_model([0.010 + 0.001 * b + 1e-7 * b * c for b, c in zip(B, C)],
+                           {"decode_tokens": B, "running": B, "context_tokens": [b * c for b, c in zip(B, C)]})
+    return model.save(tmp_path / "model.json")
+
+
+def test_a_fitted_profile_priced_beyond_what_it_measured_is_flagged_extrapolated(tmp_path, capsys):
+    far = _file(tmp_path, [(1, 1, 1024, 10.2), (64, 1, 32768, 250.0)])
+    rep = check_step_model(str(_profile_model(tmp_path)), far)
+    x = rep["extrapolation"]
+    assert x["running"] == {"max": 64.0, "valid_max": 4.0, "steps_beyond": 0.5}
+    assert x["context_tokens"]["max"] == 64 * 32768
+    assert "WARNING: the step model extrapolates (EXTRAPOLATED predictions): " in format_report(rep)
+    assert "running up to 64 (measured up to 4; 50 % of steps)" in format_report(rep)
+    (tmp_path / "in").mkdir()
+    inside = check_step_model(str(_profile_model(tmp_path)), _file(tmp_path / "in", [(2, 1, 1024, 12.2)]))
+    assert "extrapolation" not in inside and "EXTRAPOLATED" not in format_report(inside)
+    cfg = build_config(step_model=str(_profile_model(tmp_path)), steps=str(far), calibrate=None, also=())
+    assert execute(cfg, output=str(tmp_path / "runs"), json_path=str(tmp_path / "r.json")) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["metrics"]["extrapolation"]["running"]["valid_max"] == 4.0
+
+
+STEP_HEADER = "num_running,num_scheduled_tokens,num_prefill_tokens,num_drafted,num_decode_reqs,speculative,time_s"
+
+
+@pytest.mark.parametrize("body, says", [
+    (STEP_HEADER + ",time_s\n4,4,0,0,4,False,0.010,0.500\n", "names column(s) time_s twice"),
+    (STEP_HEADER + "\n4,4,0,0,4,False,0.010,0.500\n", "line 2 has 8 cells, the header 7"),
+    (STEP_HEADER + "\n4,16,0,12,4,True,0.012\n4,2,0,12,4,True,0.012\n",
+     "line 3: num_scheduled_tokens 2 is fewer than num_prefill_tokens 0 + num_drafted 12"),
+])
+def test_a_steps_csv_that_would_lose_or_misread_a_value_is_refused_naming_it(tmp_path, body, says):
+    from samspec_bench.errors import UserError
+    p = tmp_path / "steps.csv"
+    p.write_text(body)
+    with pytest.raises(UserError, match="steps.csv") as e:
+        check_step_model("roofline:hardware=H100,model=Qwen3-8B", p)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_steps_csv_with_a_byte_order_mark_reads_its_first_column(tmp_path):
+    p = tmp_path / "steps.csv"
+    p.write_bytes(b"\xef\xbb\xbf" + (STEP_HEADER + "\n4,4,0,0,4,False,0.010\n").encode())
+    assert check_step_model("roofline:hardware=H100,model=Qwen3-8B", p)["overall"]["steps"] == 1
+
+
+def test_a_torch_profile_json_is_checked_as_its_points_device_time(tmp_path):
+    pts = _file(tmp_path, ROWS, {"device": "NVIDIA H100 80GB HBM3"})
+    prof = tmp_path / "prof.json"
+    prof.write_text(json.dumps({"format": 3, "kind": "step-profile", "engine": {"name": "torch", "tp": 1,
+                                                                                 "device": "cuda: NVIDIA H100 80GB HBM3"},
+                                "measured_steps": {"time_s": [ms / 1e3 for *_, ms in ROWS],
+                                                   "decode_tokens": [float(B) for B, *_ in ROWS],
+                                                   "prefill_tokens": [0.0] * len(ROWS),
+                                                   "draft_tokens": [float(B * (q - 1)) for B, q, *_ in ROWS],
+                                                   "context_tokens": [float(B * C) for B, _, C, _ in ROWS],
+                                                   "running": [float(B) for B, *_ in ROWS],
+                                                   "spec_requests": [float(B * (q > 1)) for B, q, *_ in ROWS],
+                                                   "speculative": [float(q > 1) for _, q, *_ in ROWS]}}))
+    spec = "roofline:hardware=H100,model=Qwen3-8B,mode=graph"
+    a, b = check_step_model(spec, prof), check_step_model(spec, pts)
+    assert a["overall"]["modelled_host_in_measured_s"] > 0 and "host time" in a["units"]
+    assert a["overall"] == pytest.approx(b["overall"]) and a["points"]["summary"] == b["points"]["summary"]
+
+
+def test_the_modelled_host_time_is_not_lost_on_a_point_priced_at_years(tmp_path):
+    rep = check_step_model("roofline:hardware=H100,model=Qwen3-8B", _file(tmp_path, [(2 ** 53, 1, 2 ** 53, 1.0)]))
+    o = rep["overall"]
+    assert o["zero_time_steps"] == 0 and o["steps"] == 1
+    assert o["modelled_host_in_measured_s"] == pytest.approx(o["measured_total_s"] - 1e-3) and o["measured_total_s"] > 1e-3
+
+
+def test_each_group_says_how_much_of_its_measured_time_is_modelled_host_time(tmp_path):
+    rep = check_step_model("roofline:hardware=H100,model=Qwen3-8B,mode=graph", _file(tmp_path, ROWS))
+    groups = rep["groups"]
+    assert all(g["modelled_host_in_measured_s"] > 0 for g in groups)
+    assert sum(g["modelled_host_in_measured_s"] for g in groups) == pytest.approx(
+        rep["overall"]["modelled_host_in_measured_s"])
+    fitted = check_step_model(str(_profile_model(tmp_path)), _file(tmp_path, ROWS))   # step time: nothing added
+    assert all("modelled_host_in_measured_s" not in g for g in fitted["groups"])

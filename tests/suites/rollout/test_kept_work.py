@@ -233,3 +233,14 @@ def test_the_sensitivity_table_keeps_its_draws_too(small, shared_data, tmp_path,
     rows = lambda s: [(r["assumption"], r["value"], r["tail_share_pct"]["values"], r["gain_pct"]["values"])
                       for r in s["sensitivity"]["rows"]]
     assert rows(resumed) == rows(whole) and len(rows(whole)) > 5
+
+
+def test_a_complete_folder_is_reprinted_not_simulated(small, shared_data, tmp_path, monkeypatch, capsys):
+    cfg = _config(small, shared_data, "--draws", "2")
+    path, whole = ro.run(cfg, str(tmp_path / "runs"))
+    written = (path / "result.json").read_text()
+    monkeypatch.setattr(replay_arm, "simulate_arms", lambda *a, **k: pytest.fail("simulated again"))
+    capsys.readouterr()
+    again, summary = ro.run(cfg, str(tmp_path / "runs"), resume=str(path))
+    assert again == path and (path / "result.json").read_text() == written
+    assert _figures(summary) == _figures(whole) and "the run is complete" in capsys.readouterr().err

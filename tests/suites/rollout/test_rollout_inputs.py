@@ -105,3 +105,17 @@ def test_a_preset_priced_by_another_step_model_says_so(small, tmp_path):
     own = _run(small, tmp_path / "p", "--preset", "seed-qwen3-32b", "--no-sensitivity")
     assert own.exit_code == 0, own.output
     assert "WARNING: priced by" not in own.output
+
+
+def test_a_bad_trace_line_stops_the_run_or_with_on_error_skip_is_counted(small, tmp_path):
+    rows = [json.loads(line) for line in small.read_text().splitlines()]
+    rows[3]["response"] = ""   # e.g. a response of special tokens only, written out as empty text
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = _run(bad, tmp_path / "a", "--arms", "off")
+    assert isinstance(res.exception, UserError)   # exit 2 through the CLI
+    assert f"{bad}:4" in str(res.exception) and "rollout" in str(res.exception).split("--on-error skip")[0]
+    res = _run(bad, tmp_path / "b", "--arms", "off", "--on-error", "skip", "--json", str(tmp_path / "b.json"))
+    assert res.exit_code == 0, res.output
+    w = json.loads((tmp_path / "b.json").read_text())["metrics"]["workload"]
+    assert w["skipped_lines"] == 1 and w["skipped"][0]["line"] == 4 and w["trace_responses"] == 15

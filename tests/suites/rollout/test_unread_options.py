@@ -65,6 +65,7 @@ def test_a_replay_refuses_what_it_would_not_read(shared_data, over, needle):
     ({"arms": "off", "sources": "group"}, "--sources group"),
     ({"block_size": 32}, "--block-size 32"),
     ({"data_dir": "/no/such/dir"}, "--data-dir /no/such/dir"),
+    ({"on_error": "skip"}, "--on-error skip"),
 ])
 def test_a_measured_engine_refuses_what_it_would_not_read(over, needle):
     _refused({"engine": "reference", **over}, needle)
