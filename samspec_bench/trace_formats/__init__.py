@@ -44,7 +44,8 @@ Modules: `files` (which files, which format), `readers` (read_any and the reader
 from samspec_bench.trace_formats.files import (FORMAT_FIELDS, FORMATS, LM_EVAL_SAMPLES, SNIFF_LINES, VERL_STEP_FILE,
                                                UnknownTraceFile, detect_file, expand, verl_step_files)
 from samspec_bench.trace_formats.model_check import check_models, same_model, trace_models
-from samspec_bench.trace_formats.readers import READERS, BadLine, prompt_group, read_any, read_rl_steps
+from samspec_bench.trace_formats.readers import (READERS, BadLine, prompt_group, read_any, read_rl_steps, skipped_counts,
+                                                 skipped_line)
 from samspec_bench.trace_formats.step_folders import merged_steps_line, steps_in_folders
 from samspec_bench.trace_formats.tool_turns import SHAPES as TOOL_SHAPES
 from samspec_bench.trace_formats.tool_turns import TOOL_OUTPUT, find_tool_spans, tool_summary
@@ -53,5 +54,5 @@ from samspec_bench.trace_formats.validation import VALIDATION_FOLDER, split_vali
 __all__ = ["FORMATS", "FORMAT_FIELDS", "LM_EVAL_SAMPLES", "READERS", "SNIFF_LINES", "TOOL_SHAPES", "VALIDATION_FOLDER",
            "VERL_STEP_FILE", "BadLine", "UnknownTraceFile", "check_models", "detect_file", "expand",
            "TOOL_OUTPUT", "find_tool_spans", "tool_summary", "prompt_group", "read_any", "read_rl_steps", "same_model", "split_validation",
-           "merged_steps_line", "steps_in_folders",
+           "merged_steps_line", "skipped_counts", "skipped_line", "steps_in_folders",
            "trace_models", "validation_row", "verl_step_files"]

@@ -91,13 +91,18 @@ def read_rl_steps(paths: str | Path | Iterable[str | Path], command: str, on_err
     merged = steps_in_folders(traces.records, formats)
     if counts is not None:
         counts.update(merged_steps=(merged or {}).get("merged_steps", 0),
-                      merged_step_folders=(merged or {}).get("merged", []), skipped_lines=len(traces.skipped),
-                      skipped=[{"file": str(f), "line": ln, "reason": why} for f, ln, why in traces.skipped])
-    notes = [val["handling"] if val else None, merged_steps_line(merged), _skipped_line(traces.skipped)]
+                      merged_step_folders=(merged or {}).get("merged", []), **skipped_counts(traces.skipped))
+    notes = [val["handling"] if val else None, merged_steps_line(merged), skipped_line(traces.skipped)]
     return traces, "; ".join(n for n in notes if n) or None
 
 
-def _skipped_line(skipped: list[tuple[Path, int, str]]) -> str | None:
+def skipped_counts(skipped: list[tuple[Path, int, str]]) -> dict:
+    """The lines skipped, as the result JSON keeps them (skipped_lines, skipped)."""
+    return {"skipped_lines": len(skipped),
+            "skipped": [{"file": str(f), "line": ln, "reason": why} for f, ln, why in skipped]}
+
+
+def skipped_line(skipped: list[tuple[Path, int, str]]) -> str | None:
     """What was read and not replayed (a verl step file with no responses), in one line; None: nothing."""
     if not skipped:
         return None

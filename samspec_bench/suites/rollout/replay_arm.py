@@ -37,7 +37,7 @@ from samspec_bench.suites.rollout.length_share import share_used
 from samspec_bench.suites.rollout.phases import (POSITION_EDGES, add_dp_speedups, add_speedups, arm_metrics,
                                                  dp_arm_metrics, tail_acceptance_rows)
 from samspec_bench.suites.rollout.turns import stretched_turns, turn_pairs
-from samspec_bench.trace_formats import read_rl_steps
+from samspec_bench.trace_formats import read_rl_steps, skipped_counts, skipped_line
 
 
 GROUP_PROFILES = ("lockstep: a member drafting at position p sees each sibling's first p tokens (the trace "
@@ -117,13 +117,9 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
     read_skipped = len(traces.skipped)
     items = tokenize_traces(traces, load_tokenizer(cfg.tokenizer))
     if len(traces.skipped) > read_skipped:   # --on-error skip: lines the tokenizer refused, counted with the rest
-        later = traces.skipped[read_skipped:]
         if profiles:
-            click.echo(f"rollout --traces: {len(later)} more line(s) skipped after tokenizing: "
-                       + ", ".join(f"{f}:{ln} ({why})" for f, ln, why in later[:3])
-                       + (f" and {len(later) - 3} more" if len(later) > 3 else ""), err=True)
-        merged.update(skipped_lines=len(traces.skipped),
-                      skipped=[{"file": str(f), "line": ln, "reason": why} for f, ln, why in traces.skipped])
+            click.echo(f"rollout --traces: after tokenizing, {skipped_line(traces.skipped[read_skipped:])}", err=True)
+        merged.update(skipped_counts(traces.skipped))
     hist_info, earlier = None, []
     if needs_history(cfg):
         items, earlier, why = split_history(items)
