@@ -118,6 +118,29 @@ def refuse_repeated_options(cmd: click.Command) -> click.Command:
     return cmd
 
 
+def refuse_output_beside_resume(cmd: click.Command) -> click.Command:
+    """A usage error, exit 2, for `--output ROOT` given with `--resume DIR` when DIR is not a run
+    folder directly under ROOT: a resumed run keeps writing into DIR, so ROOT would be ignored."""
+    names = {p.name for p in cmd.params}
+    if getattr(cmd, "_samspec_output_resume", False) or not {"output", "resume"} <= names:
+        for sub in getattr(cmd, "commands", {}).values():
+            refuse_output_beside_resume(sub)
+        return cmd
+    cmd._samspec_output_resume = True
+    parse = cmd.parse_args
+
+    def parse_args(ctx, args):
+        rest = parse(ctx, args)
+        resume, output = ctx.params.get("resume"), ctx.params.get("output")
+        given = ctx.get_parameter_source("output") not in (None, click.core.ParameterSource.DEFAULT)
+        if resume and output and given and Path(resume).resolve().parent != Path(output).resolve():
+            raise click.UsageError(f"--output {output} with --resume {resume}: a resumed run keeps writing into "
+                                   f"{resume}, so --output would be ignored; leave out --output", ctx=ctx)
+        return rest
+    cmd.parse_args = parse_args
+    return cmd
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return sorted(COMMANDS)
@@ -127,7 +150,8 @@ class LazyGroup(click.Group):
             return None
         target, _ = COMMANDS[name]
         module, attr = target.split(":")
-        return refuse_repeated_options(guard_outputs(getattr(importlib.import_module(module), attr)))
+        cmd = getattr(importlib.import_module(module), attr)
+        return refuse_output_beside_resume(refuse_repeated_options(guard_outputs(cmd)))
 
     def format_commands(self, ctx, formatter):
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]

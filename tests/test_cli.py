@@ -80,6 +80,29 @@ def test_repeatable_options_and_option_like_values_pass_the_repeat_check():
     assert repeated_single_options(accept, ["-k", "3", "--", "-k", "4"]) == []
 
 
+RESUMABLE = ["accept", "accuracy", "compare", "dominance", "drafters", "rollout", "run", "sampler"]
+
+
+@pytest.mark.parametrize("name", RESUMABLE)
+def test_output_elsewhere_than_the_resumed_folder_is_refused(name, tmp_path):
+    # a resumed run writes into its own folder: another --output root was ignored without a word
+    (tmp_path / "old" / "x").mkdir(parents=True)
+    proc = subprocess.run([sys.executable, "-m", "samspec_bench.cli", name, "--output", "new",
+                           "--resume", "old/x"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "--output new with --resume old/x" in proc.stderr
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("argv", [["--output", "old", "--resume", "old/x"], ["--resume", "old/x"]])
+def test_output_holding_the_resumed_folder_or_left_out_passes_the_check(argv, tmp_path):
+    (tmp_path / "old" / "x").mkdir(parents=True)
+    proc = subprocess.run([sys.executable, "-m", "samspec_bench.cli", "rollout", *argv],
+                          capture_output=True, text=True, cwd=tmp_path)
+    # refused later for other reasons (no data, no run there), never for --output beside --resume
+    assert proc.returncode == 2 and proc.stderr.startswith("error:") and "with --resume" not in proc.stderr
+
+
 # --- --model through one resolution path, from any directory -----------------------------------------
 
 REPO = Path(__file__).resolve().parents[1]
