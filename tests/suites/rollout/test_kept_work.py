@@ -109,7 +109,7 @@ def test_a_resume_with_other_settings_is_refused_in_one_line(small, shared_data,
     folder = _interrupted_folder(small, shared_data, tmp_path, monkeypatch)
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:
-        cli.main(["rollout", *_args(small, shared_data, "--seed", "5"), "--output", str(tmp_path),
+        cli.main(["rollout", *_args(small, shared_data, "--seed", "5"), "--output", str(tmp_path / "runs"),
                   "--resume", str(folder)])
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1
@@ -121,7 +121,7 @@ def test_a_resume_over_a_changed_trace_file_is_refused(small, shared_data, tmp_p
     lines = small.read_text().splitlines(keepends=True)
     small.write_text("".join(lines[8:] + lines[:8]))   # the same responses, another file
     with pytest.raises(SystemExit) as e:
-        cli.main(["rollout", *_args(small, shared_data), "--output", str(tmp_path), "--resume", str(folder)])
+        cli.main(["rollout", *_args(small, shared_data), "--output", str(tmp_path / "runs"), "--resume", str(folder)])
     err = capsys.readouterr().err
     assert e.value.code == 2 and f"{small} changed since the run started" in err
 
