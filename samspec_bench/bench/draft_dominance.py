@@ -5,12 +5,14 @@ cell); `python -m samspec_bench.bench.draft_dominance` runs it with the same fla
     samspec-bench dominance [--traces F ...] [--tokenizer DIR] [-k 3,8] [--sam-length evidence]
         [--limit-groups N] [--no-share-stats] [--json out.json] [--figure pareto.png [--costs ...]]
 
-For every trace, k and source (own: the response's prompt and prefix; group: + its GRPO
-siblings so far, members advancing one batched step at a time), it replays 'sam' (with
---sam-length), 'sam-fixed' (the min_endpos baseline) and Arctic's 'suffix' on the same
-tokens and prints tokens per step and drafted tokens per step (counts, not time) and
-PASS where SAM's tokens per step >= suffix's and its drafted tokens per step <= suffix's.
-Every replay unit (a response for own, a GRPO group for group) gets a fresh SAM drafter: draft
+For every trace (its requests as accept replays them, read by the suite: verl validation
+generations left out, a tool-using response one request per model turn, said and counted), k
+and source (own: the request's prompt and prefix; group: + its GRPO siblings so far, members
+advancing one batched step at a time; a later model turn's siblings are the group's same
+turns), it replays 'sam' (with --sam-length), 'sam-fixed' (the min_endpos baseline) and
+Arctic's 'suffix' on the same tokens and prints tokens per step and drafted tokens per step
+(counts, not time) and PASS where SAM's tokens per step >= suffix's and its drafted tokens per
+step <= suffix's. Every replay unit (a request for own, a GRPO group for group) gets a fresh SAM drafter: draft
 content never crosses units. The units of a cell share one drafter-wide acceptance record
 (the evidence policy's tokens= / pairs= / shape= corrections: statistics of which drafted
 tokens were accepted, no draft content), as one proposer serving every request of an engine
@@ -30,8 +32,6 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from samspec_bench.bench.engines.replay import replay_group, replay_response
-from samspec_bench.data import limit_groups, load_tokenizer, tokenize_traces
-from samspec_bench.trace_formats import read_any
 from samspec_bench.metrics import total_counts
 from samspec_bench.sam.draft_length import EvidenceLength, parse_length
 from samspec_bench.sam.drafters import ArcticSuffixDrafter, SamDrafter
@@ -107,20 +107,20 @@ def cell_key(row: dict) -> tuple[str, int, str]:
     return (row["path"], int(row["k"]), row["source"])
 
 
-def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limit: int | None,
+def run(traces: list[Path], read: Callable[[Path], tuple[list, dict]], ks: list[int], sam_length: str,
         progress=print, costs: list[float] | None = None, share_stats: bool = True,
         skip: Iterable[tuple[str, int, str]] = (), on_row: Callable[[dict], None] | None = None) -> list[dict]:
     """One row per (trace, k, source) cell, in that order; cells in `skip` (cell_key) are not
-    replayed (a resumed run has them); `on_row` gets each new row as it finishes. `limit`: the
-    first N groups of each trace file (a verl folder: of each step file), as accept keeps them."""
-    tok = load_tokenizer(tokenizer)
+    replayed (a resumed run has them); `on_row` gets each new row as it finishes. `read`: a
+    trace's requests and what its reading left out or split (the counts go into each row as
+    `inputs`); suites/dominance hands the reading --anchors uses too (accept's, with --limit-groups)."""
     skip = set(skip)
     rows = []
     for path in traces:
         todo = [(k, s) for k in ks for s in SOURCES if (str(path), k, s) not in skip]
         if not todo:
             continue
-        items = limit_groups(tokenize_traces(read_any([path])[0], tok), limit)   # every format accept reads
+        items, counts = read(path)
         sizes = Counter(sibling_key(it, i) for i, it in enumerate(items) if it.group is not None)
         grouped = any(n > 1 for n in sizes.values())
         if not grouped:
@@ -129,8 +129,8 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], sam_length: str, limi
         for k, source in todo:
             if source == "group" and not grouped:
                 continue
-            row = {"trace": path.name, "path": str(path), **replay_cell(items, k, source, sam_length, None,
-                                                                      costs, share_stats)}
+            row = {"trace": path.name, "path": str(path), "inputs": counts,
+                   **replay_cell(items, k, source, sam_length, None, costs, share_stats)}
             rows.append(row)
             if on_row is not None:
                 on_row(row)

@@ -9,8 +9,13 @@ trace, k and draft source? Trace replay counts, not time (bench/draft_dominance.
 a draft budget equal to the anchor's drafted tokens per step (suites/dominance_anchors.py);
 one row per (trace, k, anchor) cell, the same folder, resume and gate (on the budgeted
 default). `--frontier` adds the default at one fixed cost that spends at most the anchor's
-pooled rate (suites/dominance_frontier.py). `--limit-groups N`, with or without `--anchors`: the
-first N groups (prompts) of each trace file, as accept reads it (a verl folder: of each step file).
+pooled rate (suites/dominance_frontier.py). Both paths read a trace through one function
+(dominance_anchors.read_trace: accept's reading, so verl validation generations are left out and a
+tool-using response is one request per model turn) and say and record what it left out, split or
+merged (each cell row's `inputs`, result.json's `inputs` per trace and totals in its metrics).
+`--limit-groups N`, with or without `--anchors`: the first N groups (prompts) of each trace file,
+as accept reads it (a verl folder: of each step file); config.json says so (`limit_groups_per`),
+and a run saved without it is not resumed (it may have kept N prompts of a whole folder).
 
 Output (one run directory): config.json, cells.jsonl (one row per (trace, k, source) cell,
 appended as it finishes: `--resume DIR` replays only the missing cells), result.json (metrics:
@@ -41,6 +46,11 @@ SUITE = "dominance"
 CONFIG_FILE = "config.json"
 CELLS_FILE = "cells.jsonl"
 FIGURE = "pareto.png"
+# --limit-groups N: the first N groups of each trace file (a verl folder: of each step file); runs
+# made before f21f51a kept N prompts of the whole folder without saying so in their config
+LIMIT_GROUPS_PER = "file"
+# the reading's counts summed over the traces in result.json's metrics (per trace: its `inputs`)
+INPUT_COUNTS = ("validation_left_out", "later_turns", "skipped_lines", "merged_steps")
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,7 @@ class DominanceConfig:
     budget_options: str = ""           # --anchors: more evidence parameters of the budgeted default
     budget_scope: str = anchors_mod.DEFAULT_SCOPE   # --anchors: per RL step (step), over all (run), both (step+run)
     frontier: bool = False             # --anchors: also the default at one fixed cost matched to the anchor's spending
+    limit_groups_per: str | None = None   # what --limit-groups counts in (LIMIT_GROUPS_PER); None without it
 
     def identity(self) -> dict:
         """What a resumed run must share with the run it continues (the figure's path may change, and
@@ -129,7 +140,44 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
     return DominanceConfig(traces=tuple(str(p.expanduser().resolve()) for p in paths), tokenizer=tok, ks=ks,
                            sam_length=sam_length, limit_groups=limit, share_stats=bool(share_stats), figure=figure, costs=curve,
                            anchors=bool(anchors), budget_options=budget_options, budget_scope=budget_scope,
-                           frontier=bool(frontier))
+                           frontier=bool(frontier), limit_groups_per=None if limit is None else LIMIT_GROUPS_PER)
+
+
+def check_limit_meaning(saved: dict, resume: str) -> None:
+    """Refuse to continue a run whose --limit-groups may have counted N prompts of the whole folder
+    (made before its config said what it counts in): its cells would mix with cells of N groups
+    per step file."""
+    if saved.get("limit_groups") is not None and saved.get("limit_groups_per") != LIMIT_GROUPS_PER:
+        raise UserError(f"--resume {resume}: this run's --limit-groups {saved['limit_groups']} was saved before "
+                        "dominance recorded what it counts in (older runs kept the first N prompts of a whole verl "
+                        "folder, not N groups of each step file), so its cells cannot be continued; start a new run "
+                        "(leave out --resume)")
+
+
+def inputs_by_trace(rows: list[dict], traces: tuple[str, ...]) -> dict[str, dict | None]:
+    """Each trace's reading counts (read_trace) from its cells; None where no cell recorded them
+    (kept from a run made before they were recorded)."""
+    found = {r["path"]: r["inputs"] for r in rows if r.get("inputs") is not None}
+    return {t: found.get(t) for t in traces}
+
+
+def input_totals(rows: list[dict], traces: tuple[str, ...]) -> dict:
+    """The reading's counts summed over the traces (metrics), and the traces without them."""
+    per = inputs_by_trace(rows, traces)
+    known = [c for c in per.values() if c is not None]
+    return {**{key: sum(c[key] for c in known) for key in INPUT_COUNTS},
+            "inputs_not_recorded": [t for t, c in per.items() if c is None]}
+
+
+def say_kept_inputs(kept, say) -> None:
+    """The reading counts of the traces kept cells came from (the replay says them for the traces it reads)."""
+    seen = {}
+    for r in kept:
+        seen.setdefault(r["path"], (r["trace"], r.get("inputs")))
+    for name, counts in seen.values():
+        for line in (anchors_mod.input_lines(name, counts) if counts else
+                     [f"{name}: what its reading left out was not recorded by the run that made its kept cells"]):
+            say(line + ("  (the kept cells' reading)" if not line.startswith(" ") else ""))
 
 
 def cell_table(rows: list[dict]) -> list[dict]:
@@ -148,6 +196,7 @@ def execute(config: DominanceConfig, *, output: str, resume: str | None = None, 
     """Replay the cells (those a resumed folder holds are kept), print, write result.json;
     1 when SAM does not dominate in every cell."""
     if resume is not None:
+        check_limit_meaning(check_resume(resume, SUITE, {}, config_name=CONFIG_FILE), resume)
         check_resume(resume, SUITE, config.identity(), config_name=CONFIG_FILE)
     run_dir = RunDir(output, SUITE, resume=resume)
     run_dir.write_json(CONFIG_FILE, asdict(config))
@@ -155,14 +204,22 @@ def execute(config: DominanceConfig, *, output: str, resume: str | None = None, 
     say = lambda s: print(s, file=stream, flush=True)  # noqa: E731
     if config.anchors:
         return _execute_anchors(config, run_dir, say, json_path)
-    done = {cell_key(r): r for r in run_dir.samples(CELLS_FILE)}
+    kept = {cell_key(r): r for r in run_dir.samples(CELLS_FILE)}
+    # a cell without `inputs` was replayed before this path read traces as --anchors does (validation
+    # generations and whole tool-using responses included): replayed again, not mixed in
+    done = {key: r for key, r in kept.items() if "inputs" in r}
     say("tokens per step / drafted tokens per step (counts from trace replay, not time); SAM's acceptance "
         "statistics: " + ("drafter-wide, shared by the replay units of a cell in file order (--share-stats)"
                           if config.share_stats else "a fresh record per replay unit (--no-share-stats)"))
+    if len(done) < len(kept):
+        say(f"{len(kept) - len(done)} kept cell(s) replayed again: made before dominance read traces as --anchors "
+            "does (validation generations left out, tool-using responses split into model turns)")
     for r in done.values():
         say(fmt_row(r) + "  (kept)")
-    new = draft_dominance.run([Path(t) for t in config.traces], config.tokenizer, list(config.ks), config.sam_length,
-                              config.limit_groups, progress=say, costs=list(config.costs) if config.costs else None,
+    say_kept_inputs(done.values(), say)
+    read = anchors_mod.trace_reader(config.tokenizer, config.limit_groups, False, say)
+    new = draft_dominance.run([Path(t) for t in config.traces], read, list(config.ks), config.sam_length,
+                              progress=say, costs=list(config.costs) if config.costs else None,
                               share_stats=config.share_stats, skip=done,
                               on_row=lambda row: run_dir.append_sample(row, CELLS_FILE))
     order = {(t, k, s): i for i, (t, k, s) in enumerate((t, k, s) for t in config.traces for k in config.ks
@@ -180,8 +237,9 @@ def execute(config: DominanceConfig, *, output: str, resume: str | None = None, 
     policy = parse_length(config.sam_length)
     metrics = {"cells": len(rows), "dominated_cells": passed, "all_dominate": passed == len(rows),
                "sam_length": config.sam_length, "sam_policy": policy.describe(), "share_stats": config.share_stats,
-               "unit": "trace replay counts, not time"}
-    path = run_dir.write_result(asdict(config), metrics, {"cells": cell_table(rows)}, figures, extra={"rows": rows})
+               "unit": "trace replay counts, not time", **input_totals(rows, config.traces)}
+    path = run_dir.write_result(asdict(config), metrics, {"cells": cell_table(rows)}, figures,
+                                extra={"rows": rows, "inputs": inputs_by_trace(rows, config.traces)})
     say(f"results: {run_dir.path}")
     emit_json(load_result(path.parent), json_path)
     return 0 if passed == len(rows) else EXIT_GATE
@@ -197,6 +255,7 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
         "differences are default minus anchor")
     for r in done.values():
         say(anchors_mod.fmt_row(r) + "  (kept)")
+    say_kept_inputs(done.values(), say)
     new = anchors_mod.run([Path(t) for t in config.traces], config.tokenizer, list(config.ks), config.limit_groups,
                           progress=say, skip=done, on_row=lambda row: run_dir.append_sample(row, CELLS_FILE),
                           budget_options=config.budget_options, budget_scope=config.budget_scope,
@@ -220,9 +279,9 @@ def _execute_anchors(config: DominanceConfig, run_dir: RunDir, say, json_path: s
                "budget_scope": config.budget_scope, "budget_scope_means": scope,
                "all_dominate": budgeted == len(rows), "anchors": list(anchors_mod.ANCHORS),
                "default_policy": parse_length(anchors_mod.DEFAULT_POLICY).describe(),
-               "unit": "trace replay counts, not time"}
+               "unit": "trace replay counts, not time", **input_totals(rows, config.traces)}
     path = run_dir.write_result(asdict(config), metrics, {"cells": anchors_mod.cell_table(rows)}, [],
-                                extra={"rows": rows})
+                                extra={"rows": rows, "inputs": inputs_by_trace(rows, config.traces)})
     say(f"results: {run_dir.path}")
     emit_json(load_result(path.parent), json_path)
     return 0 if budgeted == len(rows) else EXIT_GATE

@@ -48,6 +48,7 @@ from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.suites.accept.config import AcceptConfig
 from samspec_bench.suites.accept.inputs import load_inputs
 from samspec_bench.suites.dominance_frontier import frontier_point
+from samspec_bench.trace_formats import merged_steps_line, skipped_line
 
 ANCHORS = ("seed", "histospec", "das", "seer", "arctic")
 DEFAULT_POLICY = "evidence"
@@ -64,13 +65,73 @@ PACE_ONLY = "bucket=0"
 _POOLS = itertools.count()   # a fresh pool name per budgeted arm: no budget carries from one cell to the next
 
 
-def load_items(path: Path, tokenizer: str, limit: int | None) -> list:
-    """A trace's requests as accept replays them with a history source in the run; `limit`: the
-    first groups of each trace file (accept's --limit-groups, suites/dominance.py keeps the same)."""
+def read_trace(path: Path, tokenizer: str, limit: int | None, history: bool) -> tuple[list, dict[str, Any]]:
+    """The one reading of a trace for both dominance paths: its requests as accept replays them
+    (suites/accept/inputs.py: verl validation generations left out, tool-using responses split
+    into model turns, bad lines counted, one RL step of several folders counted), and what was
+    left out or split (`input_counts`). `limit`: the first groups of each trace file (accept's
+    --limit-groups); `history`: RL steps emulated on a single-step trace (--anchors' history
+    sources; the Arctic comparison keeps each group whole)."""
     # trace_format None: dominance has no --trace-format, so no message may send users to it
     cfg = AcceptConfig(traces=[str(path)], tokenizer=tokenizer, limit_groups=limit, any_model=True, progress=False,
                        trace_format=None)
-    return load_inputs(cfg, need_corpus=False, need_history=True).items
+    inputs = load_inputs(cfg, need_corpus=False, need_history=history)
+    return inputs.items, input_counts(inputs)
+
+
+def load_items(path: Path, tokenizer: str, limit: int | None) -> list:
+    """A trace's requests as accept replays them with a history source in the run (read_trace)."""
+    return read_trace(path, tokenizer, limit, history=True)[0]
+
+
+def input_counts(inputs: Any) -> dict[str, Any]:
+    """What a trace's reading left out, split or merged (result.json keeps it per trace; each cell
+    row carries its trace's, so a resumed run keeps them with the cells)."""
+    val, tool, merged = inputs.validation, inputs.tool_output or {}, inputs.merged_steps or {}
+    if val:   # accept's handling names an option of its own; dominance has none
+        val = {**val, "handling": VALIDATION_LEFT_OUT if val["excluded"] else VALIDATION_ONLY}
+    return {"responses": sum(getattr(it, "turn", 0) == 0 for it in inputs.items), "requests": len(inputs.items),
+            "validation_left_out": val["excluded"] if val else 0, "validation": val,
+            "tool_output_responses": tool.get("responses", 0), "later_turns": tool.get("later_turns", 0),
+            "tool_output": inputs.tool_output, "skipped_lines": len(inputs.skipped), "skipped": inputs.skipped,
+            "merged_steps": merged.get("merged_steps", 0), "merged_step_folders": merged.get("merged", []),
+            "steps": inputs.steps}
+
+
+VALIDATION_LEFT_OUT = "left out: validation rounds are not RL steps"
+VALIDATION_ONLY = "validation generations only: replayed without RL steps (a validation round is not a step)"
+
+
+def input_lines(name: str, c: dict[str, Any]) -> list[str]:
+    """The reading's counts on the terminal: one line always (zeros too), then one per kind found."""
+    lines = [f"{name}: {c['responses']:,} response(s) replayed as {c['requests']:,} request(s); "
+             f"{c['validation_left_out']:,} validation generation(s) left out, {c['later_turns']:,} later model "
+             f"turn(s) of {c['tool_output_responses']:,} tool-using response(s), {c['skipped_lines']:,} line(s) "
+             f"skipped, {c['merged_steps']:,} RL step(s) merged from several folders"]
+    val, tool = c["validation"], c["tool_output"]
+    if val:
+        lines.append(f"  validation generations: {val['responses']:,} response(s) in {len(val['files'])} file(s) "
+                     f"({'; '.join(sorted(set(val['files'].values())))}); {val['handling']}")
+    if tool:
+        lines.append(f"  tool output: {tool['tool_tokens']:,} of {tool['response_tokens']:,} response tokens; "
+                     f"{tool['handling']}")
+    skipped = skipped_line([(s["file"], s["line"], s["reason"]) for s in c["skipped"]])
+    merged = merged_steps_line({"merged_steps": c["merged_steps"], "merged": c["merged_step_folders"]}
+                               if c["merged_steps"] else None)
+    lines += [f"  {line}" for line in (skipped, merged) if line]
+    return lines
+
+
+def trace_reader(tokenizer: str, limit: int | None, history: bool,
+                 progress: Callable[[str], None]) -> Callable[[Path], tuple[list, dict[str, Any]]]:
+    """read_trace for one run, its counts said as each trace is read."""
+    def read(path: Path) -> tuple[list, dict[str, Any]]:
+        progress(f"{path.name}: reading and tokenizing")
+        items, counts = read_trace(path, tokenizer, limit, history)
+        for line in input_lines(path.name, counts):
+            progress(line)
+        return items, counts
+    return read
 
 
 def replay_arm(items: list, jobs: list[tuple[DraftConfig, int | None]], window: int, workers: int = 0) -> dict:
@@ -203,15 +264,15 @@ def run(traces: list[Path], tokenizer: str, ks: list[int], limit: int | None, pr
     """One row per (trace, k, anchor) cell in that order; cells in `skip` are not replayed."""
     skip = set(skip)
     rows = []
+    read = trace_reader(tokenizer, limit, True, progress)
     for path in traces:
         todo = [(k, a) for k in ks for a in ANCHORS if (str(path), k, a) not in skip]
         if not todo:
             continue
-        progress(f"{path.name}: reading and tokenizing")
-        items = load_items(path, tokenizer, limit)
+        items, counts = read(path)
         defaults: dict = {}
         for k, anchor in todo:
-            row = {"trace": path.name, "path": str(path),
+            row = {"trace": path.name, "path": str(path), "inputs": counts,
                    **anchor_cell(items, anchor, k, lambda jobs, w: replay_arm(items, jobs, w, workers), defaults,
                                   budget_options, budget_scope, frontier)}
             rows.append(row)

@@ -27,8 +27,6 @@ from pathlib import Path
 
 import click
 
-from samspec_bench.bench.simulation.measured_points import device_check, is_point_file, load_points
-from samspec_bench.bench.simulation.roofline import RooflineStepModel
 from samspec_bench.bench.simulation.roofline_calibration import calibrate_to_file
 from samspec_bench.bench.simulation.step_model_spec import (ROOFLINE_HELP, check_step_model, format_report,
                                                             load_step_model, spec_with)
@@ -38,7 +36,7 @@ from samspec_bench.suites.run_output import print_and_emit
 
 SUITE = "step-model"
 METRIC_KEYS = ("step_model", "units", "overall", "context_known", "terms", "describe", "step_model_spec", "steps_from",
-               "points_meta", "points_shape", "points_device", "points_tp", "calibration_keys",
+               "points_meta", "points_shape", "points_device", "points_tp", "points_dtype", "calibration_keys",
                "context_unknown_steps", "extrapolation")
 
 
@@ -70,7 +68,6 @@ def execute(config: StepModelConfig, *, output: str, resume: str | None = None, 
     spec, calibration, lines = config.step_model, None, []
     if config.calibrate:   # fit, write the file, then check the calibrated model on the same points
         model = load_step_model(spec)
-        _check_fit_inputs(model, config)
         calibration = calibrate_to_file(model, config.steps, config.also, config.calibrate,
                                         say=lambda s: click.echo(s, err=True))
         spec = spec_with(spec, "calibration", config.calibrate)
@@ -91,28 +88,6 @@ def execute(config: StepModelConfig, *, output: str, resume: str | None = None, 
     path = run_dir.write_result(asdict(config), metrics, tables)
     print_and_emit(lines + [format_report(rep)], path, json_path)
     return 0
-
-
-def _check_fit_inputs(model, config: StepModelConfig) -> None:
-    """Before the fit: each --also points file read under its own option's name, and every points file measured
-    on another GPU than the row fitted refused, whatever the meta's form (the torch profiler's device dict too)."""
-    if not isinstance(model, RooflineStepModel) or model.tp != 1:
-        return   # calibrate_to_file says what to give instead, before any file is read
-    files = [("--steps", config.steps)]
-    for item in config.also:
-        name, eq, path = str(item).partition("=")
-        if not (eq and name.strip() and path.strip()):
-            return   # a malformed item: calibrate_to_file refuses it first
-        files.append((f"--also {name.strip()}=", path.strip()))
-    priced = model.hw.name
-    for option, path in files:
-        if not is_point_file(path):
-            continue
-        dc = device_check(load_points(path, option)[1], priced)
-        if dc is not None and dc["measured_hardware"] != dc["priced_hardware"]:
-            raise UserError(f"--calibrate: {path} was measured on {dc['measured']!r} ({dc['measured_hardware']}), "
-                            f"the spec fits the {dc['priced_hardware']} row; give hardware={dc['measured_hardware']} "
-                            "in --step-model")
 
 
 @click.command(SUITE)

@@ -22,6 +22,7 @@ from samspec_bench.results import load_result
 from samspec_bench.sam.draft_length import EvidenceLength
 from samspec_bench.sam.drafters import SamDrafter, arctic_available
 from samspec_bench.suites import dominance
+from samspec_bench.suites import dominance_anchors as anchors
 from trace_fixtures import grouped_rows, write_verl_dump
 
 arctic = pytest.mark.skipif(not arctic_available(), reason="needs arctic-inference (the 'suffix' drafter)")
@@ -44,6 +45,11 @@ def stand_in(monkeypatch):
 
 def _invoke(*args):
     return CliRunner().invoke(group, ["dominance", *map(str, args)])
+
+
+def _reader(tokenizer, limit):
+    """The suite's reading of a trace (suites/dominance_anchors.read_trace), as the command hands it on."""
+    return lambda path: anchors.read_trace(path, str(tokenizer), limit, history=False)
 
 
 def test_cells_run_folder_gate_and_report(stand_in, traces_dir, qwen3_tokenizer_dir, tmp_path):
@@ -130,7 +136,7 @@ def test_shared_stats_change_only_the_corrected_policy(stand_in, traces_dir, qwe
     a policy without the per-token correction replays the same either way; the command's
     --no-share-stats runs the unshared replay."""
     def sam(spec, share):
-        rows = draft_dominance.run([traces_dir / GRPO], str(qwen3_tokenizer_dir), [2], spec, 1,
+        rows = draft_dominance.run([traces_dir / GRPO], _reader(qwen3_tokenizer_dir, 1), [2], spec,
                                    progress=lambda s: None, share_stats=share)
         return [(r["sam"]["tokens_per_step"], r["sam"]["drafted_per_step"]) for r in rows]
     assert sam("evidence:tokens=0,shape=0", True) == sam("evidence:tokens=0,shape=0", False)
@@ -149,7 +155,7 @@ def test_shared_stats_change_only_the_corrected_policy(stand_in, traces_dir, qwe
 def test_real_suffix_drafter_cells(traces_dir, qwen3_tokenizer_dir):
     """With arctic-inference: Arctic's drafter is not SAM's fixed baseline (its figures differ
     somewhere), and the gate follows the rule."""
-    rows = draft_dominance.run([traces_dir / GRPO], str(qwen3_tokenizer_dir), [2, 8], "evidence", 1,
+    rows = draft_dominance.run([traces_dir / GRPO], _reader(qwen3_tokenizer_dir, 1), [2, 8], "evidence",
                                progress=lambda s: None)
     assert [(r["k"], r["source"]) for r in rows] == [(2, "own"), (2, "group"), (8, "own"), (8, "group")]
     assert any(r["suffix"] != r["sam_fixed"] for r in rows)
@@ -166,7 +172,7 @@ def test_group_units_do_not_cross_rl_steps(stand_in, traces_dir, qwen3_tokenizer
     write_verl_dump(d, load_tokenizer(qwen3_tokenizer_dir), grouped_rows(traces_dir / GRPO, 2), batch=2, n=1,
                     epochs=3)   # steps 1-3, both prompts in every step, one response each
     said = []
-    rows = draft_dominance.run([d], str(qwen3_tokenizer_dir), [3], "evidence", None, progress=said.append)
+    rows = draft_dominance.run([d], _reader(qwen3_tokenizer_dir, None), [3], "evidence", progress=said.append)
     assert [r["source"] for r in rows] == ["own"] and "no GRPO groups" in said[0]
     items = [SimpleNamespace(group="p", step=s, source="f", prompt_ids=[1], response_ids=[2]) for s in (1, 1, 2)]
     assert [len(u) for u in draft_dominance.units(items, True, None)] == [2, 1]

@@ -3,8 +3,10 @@ without --anchors (the command's run folder, resume and gate: tests/bench/test_d
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
+import pytest
 from click.testing import CliRunner
 
 from samspec_bench.bench import draft_dominance
@@ -13,7 +15,7 @@ from samspec_bench.data import load_tokenizer
 from samspec_bench.errors import UserError
 from samspec_bench.suites import dominance
 from samspec_bench.suites import dominance_anchors as anchors
-from trace_fixtures import grouped_rows, write_verl_dump
+from trace_fixtures import grouped_rows, write_tool_dump, write_verl_dump
 
 GRPO = "qwen25math_math_100x8.jsonl"
 
@@ -58,3 +60,160 @@ def test_a_missing_traces_path_is_said_before_arctic_is_asked_for(tmp_path, monk
     assert isinstance(res.exception, UserError), res.output
     assert str(res.exception).startswith(f"--traces {missing}: no such file or folder")
 
+
+
+def _fake_metrics() -> dict:
+    return {"tokens_per_step": 1.0, "drafted_per_step": 1.0, "verify_tokens_per_token": 1.0, "acceptance_rate": 0.5,
+            "steps": 1}
+
+
+def _request(it) -> tuple:
+    """A replayed request's identity: its file, line, turn (sub) and generated tokens."""
+    return (it.source.name, it.line, it.sub, tuple(int(t) for t in it.response_ids))
+
+
+@pytest.fixture
+def verl_and_tools(traces_dir, qwen3_tokenizer_dir, tmp_path) -> dict:
+    """A verl folder: rollout steps 1-2 (4 prompts, 2 responses each) and 0.jsonl, a validation
+    round of tool-using responses told apart by its lines' shape ('reward' equal to 'score');
+    and a folder of multi-turn tool rollouts (steps 1-2, three model turns each)."""
+    tok = load_tokenizer(qwen3_tokenizer_dir)
+    run = tmp_path / "rollout_data_dir"
+    write_verl_dump(run, tok, grouped_rows(traces_dir / GRPO, 4), batch=2, n=2, epochs=1)
+    write_tool_dump(tmp_path / "val", tok, steps=[0])
+    val = [json.loads(x) for x in (tmp_path / "val" / "0.jsonl").read_text().splitlines()]
+    (run / "0.jsonl").write_text("".join(json.dumps({**r, "reward": r["score"]}) + "\n" for r in val))
+    tools = tmp_path / "tools"
+    info = write_tool_dump(tools, tok, steps=[1, 2])
+    turns = [sum(not is_tool for _, is_tool in pieces) for pieces in info["pieces"].values()]
+    rollout_lines = sum(len((run / f"{s}.jsonl").read_text().splitlines()) for s in (1, 2))
+    return {"run": run, "tools": tools, "validation": len(val), "rollout_lines": rollout_lines,
+            "tool_responses": len(turns), "later_turns": sum(t - 1 for t in turns)}
+
+
+def test_both_paths_replay_the_same_requests_and_say_what_the_reading_left_out(
+        verl_and_tools, qwen3_tokenizer_dir, tmp_path, monkeypatch):
+    """Without --anchors the traces are read as --anchors reads them (one function): a verl
+    folder's validation round is left out and tool-using responses are one request per model
+    turn; both paths say and record the counts."""
+    f = verl_and_tools
+    plain: dict = {}
+
+    def cell(items, k, source, *rest):   # no replay: what the cell's units hold
+        units = draft_dominance.units(items, source == "group", None)
+        plain.setdefault(items[0].source.parent.name, set()).update(
+            _request(items[int(key)]) for u in units for key, *_ in u)
+        m = _fake_metrics()
+        return {"k": k, "source": source, "sam": m, "sam_fixed": m, "suffix": m, "dominates": True}
+    monkeypatch.setattr(draft_dominance, "replay_cell", cell)
+    monkeypatch.setattr(dominance, "arctic_available", lambda: True)
+    base = ["dominance", "--traces", str(f["run"]), "--traces", str(f["tools"]), "--tokenizer",
+            str(qwen3_tokenizer_dir), "-k", "2"]
+    res = CliRunner().invoke(group, [*base, "--output", str(tmp_path / "plain"), "--json", str(tmp_path / "p.json")])
+    assert res.exit_code == 0, res.output
+    anchored: dict = {}
+
+    def arm(items, jobs, window, workers=0):   # no replay: the requests an anchor cell replays
+        anchored.setdefault(items[0].source.parent.name, set()).update(_request(it) for it in items)
+        return {**_fake_metrics(), "by_step": {str(s): _fake_metrics() for s in {it.step for it in items}}}
+    monkeypatch.setattr(anchors, "replay_arm", arm)
+    res2 = CliRunner().invoke(group, [*base, "--anchors", "--output", str(tmp_path / "anchors"),
+                                      "--json", str(tmp_path / "a.json")])
+    assert res2.exit_code == 0, res2.output
+    assert plain == anchored
+    assert len(plain["rollout_data_dir"]) == f["rollout_lines"]   # the validation round left out
+    assert {name for name, *_ in plain["rollout_data_dir"]} == {"1.jsonl", "2.jsonl"}
+    assert len(plain["tools"]) == f["tool_responses"] + f["later_turns"]   # one request per model turn
+    for out, js in ((res.output, "p.json"), (res2.output, "a.json")):
+        result = json.loads((tmp_path / js).read_text())
+        m = result["metrics"]
+        assert (m["validation_left_out"], m["later_turns"], m["skipped_lines"], m["merged_steps"]) == (
+            f["validation"], f["later_turns"], 0, 0)
+        run_in, tools_in = (result["inputs"][str(p)] for p in (f["run"], f["tools"]))
+        assert (run_in["validation_left_out"], run_in["requests"]) == (f["validation"], f["rollout_lines"])
+        assert (tools_in["later_turns"], tools_in["tool_output_responses"]) == (f["later_turns"], f["tool_responses"])
+        assert f"{f['validation']} validation generation(s) left out" in out
+        assert f"{f['later_turns']} later model turn(s) of {f['tool_responses']} tool-using response(s)" in out
+        assert "--history-includes-validation" not in out   # an option dominance does not have
+
+
+def _plain_run(args: list[str], tmp_path, monkeypatch) -> tuple[list, object]:
+    """`dominance` without replays (each cell's (k, source) kept in the list returned)."""
+    calls: list = []
+
+    def cell(items, k, source, *rest):
+        calls.append((k, source))
+        m = _fake_metrics()
+        return {"k": k, "source": source, "sam": m, "sam_fixed": m, "suffix": m, "dominates": True}
+    monkeypatch.setattr(draft_dominance, "replay_cell", cell)
+    monkeypatch.setattr(dominance, "arctic_available", lambda: True)
+    return calls, lambda *more: CliRunner().invoke(group, ["dominance", *args, *map(str, more)])
+
+
+def test_a_run_saved_before_limit_groups_said_what_it_counts_is_not_resumed(
+        traces_dir, qwen3_tokenizer_dir, tmp_path, monkeypatch):
+    args = ["--traces", str(traces_dir / GRPO), "--tokenizer", str(qwen3_tokenizer_dir), "-k", "2",
+            "--limit-groups", "1"]
+    calls, invoke = _plain_run(args, tmp_path, monkeypatch)
+    assert invoke("--output", tmp_path / "runs").exit_code == 0
+    (run,) = list((tmp_path / "runs").iterdir())
+    cfg = json.loads((run / dominance.CONFIG_FILE).read_text())
+    assert cfg["limit_groups_per"] == "file"
+    assert invoke("--resume", run).exit_code == 0   # a new run resumes
+    old = {k: v for k, v in cfg.items() if k != "limit_groups_per"}   # as runs before the key saved it
+    (run / dominance.CONFIG_FILE).write_text(json.dumps(old))
+    cells = (run / dominance.CELLS_FILE).read_bytes()
+    calls.clear()
+    res = invoke("--resume", run)
+    assert isinstance(res.exception, UserError), res.output
+    msg = str(res.exception)
+    assert msg.startswith(f"--resume {run}:") and "start a new run" in msg and "\n" not in msg
+    assert calls == [] and (run / dominance.CELLS_FILE).read_bytes() == cells   # nothing replayed or written
+
+
+def test_a_run_without_limit_groups_stays_resumable_without_the_key(traces_dir, qwen3_tokenizer_dir, tmp_path,
+                                                                    monkeypatch):
+    args = ["--traces", str(traces_dir / GRPO), "--tokenizer", str(qwen3_tokenizer_dir), "-k", "2"]
+    calls, invoke = _plain_run(args, tmp_path, monkeypatch)
+    assert invoke("--output", tmp_path / "runs").exit_code == 0
+    (run,) = list((tmp_path / "runs").iterdir())
+    cfg = json.loads((run / dominance.CONFIG_FILE).read_text())
+    assert cfg["limit_groups_per"] is None
+    (run / dominance.CONFIG_FILE).write_text(json.dumps({k: v for k, v in cfg.items() if k != "limit_groups_per"}))
+    calls.clear()
+    res = invoke("--resume", run)
+    assert res.exit_code == 0, res.output
+    assert calls == [] and res.output.count("(kept)") >= 2
+
+
+def test_kept_cells_read_the_old_way_are_replayed_again(traces_dir, qwen3_tokenizer_dir, tmp_path, monkeypatch):
+    """A cell kept from a run whose path without --anchors read traces otherwise (no `inputs` in
+    its row: validation generations and whole tool-using responses replayed) is not mixed in."""
+    args = ["--traces", str(traces_dir / GRPO), "--tokenizer", str(qwen3_tokenizer_dir), "-k", "2"]
+    calls, invoke = _plain_run(args, tmp_path, monkeypatch)
+    assert invoke("--output", tmp_path / "runs").exit_code == 0
+    (run,) = list((tmp_path / "runs").iterdir())
+    cells = run / dominance.CELLS_FILE
+    rows = [json.loads(x) for x in cells.read_text().splitlines()]
+    cells.write_text(json.dumps({k: v for k, v in rows[0].items() if k != "inputs"}) + "\n"
+                     + json.dumps(rows[1]) + "\n")
+    calls.clear()
+    res = invoke("--resume", run)
+    assert res.exit_code == 0, res.output
+    assert calls == [(2, rows[0]["source"])] and "1 kept cell(s) replayed again" in res.output
+
+
+def test_traces_whose_kept_cells_hold_no_counts_are_named():
+    """--anchors keeps cells of runs made before the counts were recorded (read the same way):
+    their trace's counts are said and recorded as not recorded, not as zeros."""
+    counts = {"responses": 2, "requests": 3, "validation_left_out": 1, "validation": None, "later_turns": 1,
+              "tool_output_responses": 1, "tool_output": None, "skipped_lines": 0, "skipped": [], "merged_steps": 0,
+              "merged_step_folders": [], "steps": None}
+    rows = [{"trace": "a.jsonl", "path": "/t/a.jsonl", "inputs": counts}, {"trace": "b.jsonl", "path": "/t/b.jsonl"}]
+    totals = dominance.input_totals(rows, ("/t/a.jsonl", "/t/b.jsonl"))
+    assert totals["inputs_not_recorded"] == ["/t/b.jsonl"]
+    assert (totals["validation_left_out"], totals["later_turns"]) == (1, 1)
+    said: list = []
+    dominance.say_kept_inputs(rows, said.append)
+    assert said[0].startswith("a.jsonl: 2 response(s) replayed as 3 request(s); 1 validation generation(s) left out")
+    assert said[1].startswith("b.jsonl: what its reading left out was not recorded")

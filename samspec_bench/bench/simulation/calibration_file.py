@@ -6,8 +6,11 @@ prices every step of that hardware row with the file's per-operator-class parame
 The file (JSON, format 1): kind, format, hardware (the row it was fitted on), measured_on (the
 points files' device names), op_efficiency (every hardware.OP_KEYS key), fitted (the keys the
 fit moved; the rest are the row's: tile heights, attention's kernel switch), fitted_on (per
-points file: path, model, points), fit (the fitted points' |error| median and max, the
-verify/decode ratio |error| max: fitted, not held out) and made (UTC time).
+points file: path, model, points, dtype), fit (the fitted points' |error| median and max, the
+verify/decode ratio |error| max: fitted, not held out), made (UTC time), measured_range (the
+step features the points span, {feature: [lo, hi]}: a roofline priced with the file flags steps
+beyond it as a fitted profile's range does; files written before it have none: range unknown),
+dtype (the dtype the fit priced) and dtype_mismatch (the points files measured in another).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from samspec_bench.bench.simulation.fitted_step_model import FEATURES, fit_problems
 from samspec_bench.bench.simulation.hardware import OP_KEYS, Hardware, op_efficiencies
 from samspec_bench.bench.simulation.measured_points import hardware_key
 from samspec_bench.errors import UserError
@@ -30,11 +34,13 @@ KERNEL_US_MAX = 100.0   # the fit's bound on the fixed time per weight-GEMM kern
 
 
 def write_calibration(path: str | Path, hw: Hardware, fitted: Sequence[str], fitted_on: list[dict[str, Any]],
-                      fit: dict[str, Any], measured_on: list[str]) -> dict[str, Any]:
+                      fit: dict[str, Any], measured_on: list[str], measured_range: dict[str, list[float]],
+                      dtype: str, dtype_mismatch: list[dict[str, Any]]) -> dict[str, Any]:
     """Write the calibrated row `hw`'s parameters to `path` (folders made); returns what was written."""
     doc = {"kind": KIND, "format": FORMAT, "hardware": hw.name, "measured_on": measured_on,
            "op_efficiency": {k: float(v) for k, v in op_efficiencies(hw).items()}, "fitted": list(fitted),
-           "fitted_on": fitted_on, "fit": fit, "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+           "fitted_on": fitted_on, "fit": fit, "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "measured_range": measured_range, "dtype": dtype, "dtype_mismatch": dtype_mismatch}
     p = Path(path).expanduser()
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +81,21 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
                         f"gemm_kernel_us at most {KERNEL_US_MAX:g}); {MAKE}")
     if not isinstance(doc.get("hardware"), str) or hardware_key(doc["hardware"]) is None:
         raise UserError(f"{where}: hardware {doc.get('hardware')!r} names no hardware row the file was fitted on; {MAKE}")
+    vr = doc.get("measured_range")   # absent in older files: range unknown, not an error
+    if vr is not None:   # read as a fitted profile's valid_range: checked by its check
+        extra = sorted(set(vr) - set(FEATURES)) if isinstance(vr, dict) else []
+        bad = ([f"measured_range keys {', '.join(extra)} are not step features ({', '.join(FEATURES)})"] if extra
+               else [p.replace("valid_range", "measured_range", 1) for p in fit_problems({"valid_range": vr})])
+        if bad:
+            raise UserError(f"{where}: {bad[0]}; {MAKE}")
     return doc
+
+
+def measured_range(doc: dict[str, Any]) -> dict[str, list[float]] | None:
+    """The step features a calibration's points span ({feature: [lo, hi]}), None where the file
+    records none (written before ranges were)."""
+    vr = doc.get("measured_range")
+    return {k: [float(lo), float(hi)] for k, (lo, hi) in vr.items()} if isinstance(vr, dict) and vr else None
 
 
 def _finite_number(v: Any) -> bool:
@@ -112,10 +132,10 @@ def key_sources_text(keys: dict[str, Any]) -> str:
             f"your points; {MAKE} to fit them)")
 
 
-def with_calibration(hw: Hardware, path: str | Path) -> Hardware:
+def with_calibration(hw: Hardware, path: str | Path, doc: dict[str, Any] | None = None) -> Hardware:
     """The row `hw` priced with the calibration file at `path` (its source names the file, the
-    device its points were measured on and how many)."""
-    doc = load_calibration(path)
+    device its points were measured on and how many); `doc`: the file already read."""
+    doc = load_calibration(path) if doc is None else doc
     fitted_row, row = hardware_key(doc["hardware"]), hardware_key(hw.name)
     if fitted_row != row:   # another GPU's efficiencies on this one's datasheet: neither device's times
         raise UserError(f"calibration={path}: fitted on the {doc['hardware']} row ({fitted_row}), priced here on "

@@ -170,7 +170,7 @@ class StepTimeModel:
         dropped, fit = d.get("dropped", []), d.get("fit", {})
         if not isinstance(dropped, list) or not isinstance(fit, dict):
             raise UserError(f"{where}: not a step-time model (dropped is not a list or fit not an object); {again}")
-        bad = _fit_problems(fit)
+        bad = fit_problems(fit)
         if bad:
             raise UserError(f"{where}: fit.{'; fit.'.join(bad)}; {again}")
         model = cls(float(d["intercept"]), coef, list(dropped), dict(fit))
@@ -206,7 +206,7 @@ def _few(items: list[str], n: int = 3) -> str:
     return ", ".join(items[:n]) + (f" (and {len(items) - n} more)" if len(items) > n else "")
 
 
-def _fit_problems(fit: Mapping[str, Any]) -> list[str]:
+def fit_problems(fit: Mapping[str, Any]) -> list[str]:
     """What in a loaded fit the range and coverage checks could not read: feature ranges
     (`valid_range`, `ranges`: {feature: [lo, hi]}, finite, lo <= hi) and verify widths
     (`verify_widths`: {"k": steps}, integers >= 0)."""

@@ -325,6 +325,52 @@ def tp_warning(tc: Mapping[str, Any] | None) -> str | None:
             "all-reduce), a different configuration")
 
 
+# dtype names as points files write them (tools/step_physics.py: "torch.bfloat16") -> torch's names
+DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32"}
+
+
+def measured_dtype(meta: Mapping[str, Any]) -> str | None:
+    """The dtype a points file says its steps ran in (its meta's "dtype": the torch profiler's,
+    tools/step_physics.py's), in torch's names; None where it says none."""
+    d = meta.get("dtype") if isinstance(meta, Mapping) else None
+    if not isinstance(d, str) or not d.strip():
+        return None
+    name = d.strip().lower().removeprefix("torch.")
+    return DTYPE_ALIASES.get(name, name)
+
+
+def dtype_check(meta: Mapping[str, Any], priced: Any) -> dict[str, Any] | None:
+    """Whether the points were measured in the dtype the model prices (`priced`: its dtype);
+    None where either is unknown. Another dtype is warned, not refused: its bytes per weight and
+    KV element and its peak FLOP/s differ, so the errors compare two configurations."""
+    got = measured_dtype(meta)
+    want = measured_dtype({"dtype": priced}) if isinstance(priced, str) else None
+    if got is None or want is None:
+        return None
+    return {"measured": got, "priced": want, "same": got == want}
+
+
+def dtype_warning(dc: Mapping[str, Any] | None) -> str | None:
+    """One line saying the points were measured in another dtype than the priced one, or None."""
+    if not dc or dc["same"]:
+        return None
+    return (f"the points were measured in {dc['measured']}; the step model prices {dc['priced']} (other bytes per "
+            f"weight and KV element, other peak FLOP/s); measure in {dc['priced']} (`rollout profile --dtype "
+            f"{dc['priced']}`) or give dtype={dc['measured']} in --step-model")
+
+
+# the step features a calibration's points span (its measured range): requests, their query and
+# draft tokens, the KV tokens a step attends over
+RANGE_FEATURES = ("running", "decode_tokens", "draft_tokens", "context_tokens")
+
+
+def measured_range(rows: Iterable[Mapping[str, float]]) -> dict[str, list[float]]:
+    """{feature: [lo, hi]} the points span (RANGE_FEATURES): read as a fitted profile's
+    valid_range is (fitted_step_model.extrapolation flags steps beyond it)."""
+    f = point_features(rows)
+    return {k: [float(np.min(f[k])), float(np.max(f[k]))] for k in RANGE_FEATURES}
+
+
 def point_features(rows: Iterable[Mapping[str, float]]) -> dict[str, np.ndarray]:
     """Step FEATURES of the points: B decoding requests verifying q - 1 drafts each over C context tokens."""
     B = np.array([r["B"] for r in rows], dtype=float)

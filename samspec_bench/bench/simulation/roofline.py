@@ -56,7 +56,8 @@ class RooflineStepModel:
     """Step time (seconds) of one engine instance of `tp` ranks running `shape` on `hw`."""
 
     def __init__(self, shape: ModelShape, hw: Hardware, tp: int = 1, dtype: str = "bfloat16",
-                 mode: str | None = None, spec: str = "", memory_utilization: float = MEMORY_UTILIZATION):
+                 mode: str | None = None, spec: str = "", memory_utilization: float = MEMORY_UTILIZATION,
+                 calibration: Mapping[str, Any] | None = None):
         if not isinstance(tp, (int, np.integer)) or tp < 1:
             raise UserError(f"tp={tp!r}: give an integer >= 1 (tensor-parallel ranks of one engine instance)")
         if shape.num_attention_heads % tp:
@@ -77,6 +78,8 @@ class RooflineStepModel:
             raise UserError(f"memory_utilization={memory_utilization!r}: give a fraction in (0, 1] (vLLM's "
                             "gpu_memory_utilization)")
         self.shape, self.hw, self.tp, self.dtype, self.mode, self.spec = shape, hw, int(tp), dtype, mode, spec
+        # a calibration file's {"file", "measured_range"} (None: the row's own parameters, no range claimed)
+        self.calibration = dict(calibration) if calibration is not None else None
         self.memory_utilization = float(memory_utilization)
         b = dtype_bytes(dtype)
         s = shape
@@ -106,7 +109,7 @@ class RooflineStepModel:
     def with_hardware(self, hw: Hardware) -> "RooflineStepModel":
         """The same model, tensor parallelism, dtype, mode and memory share on another row."""
         return RooflineStepModel(self.shape, hw, tp=self.tp, dtype=self.dtype, mode=self.mode, spec=self.spec,
-                                 memory_utilization=self.memory_utilization)
+                                 memory_utilization=self.memory_utilization, calibration=self.calibration)
 
     def _attention_rows(self, q, tile):
         """Query tokens per decoding request that attention's tensor cores work on: a kernel
@@ -194,9 +197,26 @@ class RooflineStepModel:
         n = len(np.asarray(steps["num_running"]))
         return np.broadcast_to(np.asarray(self.predict(**feats), dtype=float), (n,)).astype(float)
 
-    def valid_range(self) -> None:
-        """None: an analytic model has no fitted range (its assumptions are in describe())."""
-        return None
+    def valid_range(self) -> dict[str, list[float]] | None:
+        """The step features its calibration's points span ({feature: [lo, hi]}; steps beyond are
+        flagged as a fitted profile's are, fitted_step_model.extrapolation); None where it claims
+        none: uncalibrated (the row's own parameters) or a calibration file that records no range."""
+        vr = (self.calibration or {}).get("measured_range")
+        return {k: list(v) for k, v in vr.items()} if vr else None
+
+    def range_note(self) -> str:
+        """One line: calibrated on which measured range, calibrated with the range unknown, or
+        uncalibrated (no range claimed, nothing flagged as extrapolated)."""
+        if self.calibration is None:
+            return (f"uncalibrated roofline: no calibration= file, the {self.hw.name} row's own parameters price every "
+                    "step; it claims no measured range, so no step is flagged as extrapolated")
+        where, vr = f"calibration={self.calibration.get('file')}", self.valid_range()
+        if vr is None:
+            return (f"{where} records no measured range (written before ranges were): range unknown, steps beyond its "
+                    "points are not flagged; calibrate again to record it")
+        return (f"calibrated on measured points ({where}): " + ", ".join(f"{k} {lo:g}-{hi:g}" for k, (lo, hi) in
+                                                                         vr.items())
+                + " per step; steps beyond are flagged EXTRAPOLATED")
 
     # ---------------- memory ----------------
     def memory(self) -> dict[str, Any]:
@@ -273,4 +293,5 @@ class RooflineStepModel:
                          "host": f"{self.host_s * 1e3:.3f} ms per step + {DRAFT_COST_S * 1e6:g} us per speculating "
                                  f"request (mode={self.mode})"},
                 "formula": "device (operator classes added, see bench/simulation/roofline_ops.py) + host overhead",
-                "assumptions": self.assumptions(), "valid_range": None}
+                "assumptions": self.assumptions(), "valid_range": self.valid_range(),
+                "calibration": self.calibration, "range_note": self.range_note()}

@@ -28,7 +28,8 @@ from scipy.optimize import minimize
 
 from samspec_bench.bench.simulation.calibration_file import KERNEL_US_MAX, write_calibration
 from samspec_bench.bench.simulation.hardware import NOT_EFFICIENCIES, Hardware, op_efficiencies
-from samspec_bench.bench.simulation.measured_points import (hardware_key, is_point_file, load_points, measured_tp,
+from samspec_bench.bench.simulation.measured_points import (dtype_check, dtype_warning, hardware_key, is_point_file,
+                                                             load_points, measured_device, measured_range, measured_tp,
                                                              point_report, shape_check, shape_warning)
 from samspec_bench.bench.simulation.roofline import RooflineStepModel
 from samspec_bench.errors import UserError
@@ -115,12 +116,14 @@ def _out_path_problem(out: str, inputs: Sequence[str]) -> str | None:
     return None
 
 
-def _checked_set(shape: ModelShape, path: str, row: str | None) -> tuple[list, dict]:
-    """The points of one file, refused where its meta says they were measured on another model
-    shape than `shape` or on another GPU than the row `row` (hardware_key) the fit calibrates."""
+def _checked_set(shape: ModelShape, path: str, row: str | None, option: str = "--steps") -> tuple[list, dict]:
+    """The points of one file (read as the command-line `option` that gave it), refused where its
+    meta says they were measured on another model shape than `shape` or on another GPU than the
+    row `row` (hardware_key) the fit calibrates, whatever the meta's form (measured_device: a
+    name, or the torch profiler's device dict)."""
     if not is_point_file(path):
         raise UserError(f"--calibrate fits measured points: {path} is not a .jsonl file of {{B, q, C, ms}} rows")
-    rows, meta = load_points(path)
+    rows, meta = load_points(path, option)
     warn = shape_warning(shape_check(meta, shape))
     if warn:
         raise UserError(f"--calibrate: {path}: {warn}; fit each file as the model it measured (--step-model "
@@ -129,7 +132,7 @@ def _checked_set(shape: ModelShape, path: str, row: str | None) -> tuple[list, d
     if tp is not None and tp > 1:
         raise UserError(f"--calibrate: {path} was measured at tp={tp} ({source}); the fit prices one GPU: give "
                         "points measured at tp=1 (tools/step_physics.py), then price any tp with the file")
-    dev = meta.get("device") if isinstance(meta.get("device"), str) else None
+    dev = measured_device(meta)
     if dev is not None and hardware_key(dev) not in (None, row):
         raise UserError(f"--calibrate: {path} was measured on {dev!r} ({hardware_key(dev)}), the spec fits the {row} "
                         f"row; give hardware={hardware_key(dev)} in --step-model")
@@ -139,36 +142,46 @@ def _checked_set(shape: ModelShape, path: str, row: str | None) -> tuple[list, d
 def calibrate_to_file(model: RooflineStepModel, steps: str, also: Sequence[str], out: str, say=None) -> dict:
     """Fit `model`'s hardware row on measured points (`steps` priced with its shape; each of
     `also`, MODEL=POINTS.jsonl, with that model's) and write the calibration file `out`
-    (calibration_file.py). Points of one GPU: a tp > 1 spec is refused, and so are points whose
-    meta names another shape or another GPU than the row, fewer points than parameters fitted and
-    an `out` the spec cannot name or that is an input. `say(text)`: told once the inputs are
-    read, before the fit (tens of seconds)."""
+    (calibration_file.py) with the range the points span (measured_range: a roofline priced with
+    the file flags steps beyond it). Points of one GPU: a tp > 1 spec is refused, and so are points
+    whose meta names another shape or another GPU than the row, fewer points than parameters
+    fitted and an `out` the spec cannot name or that is an input; points of another dtype than
+    the model's are recorded (dtype_mismatch) and warned. `say(text)`: told once the inputs are
+    read, before the fit (tens of seconds), each dtype warning first."""
     if not isinstance(model, RooflineStepModel):
         raise UserError("--calibrate fits a roofline: give --step-model roofline:hardware=...,model=...")
     if model.tp != 1:
         raise UserError(f"--calibrate: tp={model.tp}; fit on one GPU's points with tp=1, then price any tp with the file")
-    files = [(model.shape, steps)]
+    files = [(model.shape, steps, "--steps")]
     for item in also:
         name, eq, path = str(item).partition("=")
         if not eq or not name.strip() or not path.strip():
             raise UserError(f"--also {item!r}: give MODEL=POINTS.jsonl (a model id or config.json, then its points)")
-        files.append((load_shape(name.strip()), path.strip()))
-    problem = _out_path_problem(out, [p for _, p in files])
+        files.append((load_shape(name.strip()), path.strip(), f"--also {name.strip()}="))
+    problem = _out_path_problem(out, [p for _, p, _ in files])
     if problem:
         raise UserError(f"--calibrate {out}: {problem}")
-    sets, fitted_on, devices, row = [], [], [], hardware_key(model.hw.name)
-    for shape, path in files:
-        rows, meta = _checked_set(shape, path, row)
+    sets, fitted_on, devices, mismatch, row = [], [], [], [], hardware_key(model.hw.name)
+    for shape, path, option in files:
+        rows, meta = _checked_set(shape, path, row, option)
         sets.append((shape, rows))
-        fitted_on.append({"file": str(path), "model": shape.name, "points": len(rows)})
-        if isinstance(meta.get("device"), str) and meta["device"] not in devices:
-            devices.append(meta["device"])
+        dc = dtype_check(meta, model.dtype)   # another dtype: warned and recorded, not refused
+        fitted_on.append({"file": str(path), "model": shape.name, "points": len(rows),
+                          "dtype": dc["measured"] if dc else None})
+        if dc and not dc["same"]:
+            mismatch.append({"file": str(path), "measured": dc["measured"], "priced": dc["priced"],
+                             "warning": f"{path}: {dtype_warning(dc)}"})
+        dev = measured_device(meta)
+        if dev is not None and dev not in devices:
+            devices.append(dev)
     n = sum(f["points"] for f in fitted_on)
     if n <= len(FITTED):
         raise UserError(f"--calibrate: {n} point(s) for {len(FITTED)} fitted parameters ({', '.join(FITTED)}); a fit "
                         "needs more points than parameters: measure a grid (e.g. B 1, 8, 32, 128 x q 1, 4, 9 x C 1024, "
                         "32768 with tools/step_physics.py)")
     if say is not None:
+        for m in mismatch:
+            say(f"WARNING: --calibrate: {m['warning']}")
         say(f"fitting {model.hw.name} on {n} points of {len(sets)} file(s): a local search from 3 starts, tens of seconds")
     hw = with_efficiencies(model.hw, calibrate_sets(sets, model.hw, model.dtype))
     reps = [point_report(RooflineStepModel(shape, hw, dtype=model.dtype, mode="graph"), rows) for shape, rows in sets]
@@ -176,4 +189,5 @@ def calibrate_to_file(model: RooflineStepModel, steps: str, also: Sequence[str],
     rerr = np.abs([p["ratio_error"] for r in reps for p in r["points"] if p["ratio_error"] is not None])
     fit = {"points": int(err.size), "median_abs_error": float(np.median(err)), "max_abs_error": float(err.max()),
            "max_abs_ratio_error": float(rerr.max()) if rerr.size else None, "held_out": False}
-    return write_calibration(out, hw, FITTED, fitted_on, fit, devices)
+    span = measured_range([r for _, rows in sets for r in rows])   # a roofline priced with the file flags steps beyond
+    return write_calibration(out, hw, FITTED, fitted_on, fit, devices, span, model.dtype, mismatch)

@@ -36,11 +36,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from samspec_bench.bench.simulation.calibration_file import (key_sources, key_sources_text, load_calibration,
-                                                              with_calibration)
+                                                              measured_range, with_calibration)
 from samspec_bench.bench.simulation.hardware import hardware, one_attention_kernel
-from samspec_bench.bench.simulation.measured_points import (device_check, device_warning, format_points, is_point_file,
-                                                             load_points, point_features, point_report, shape_check,
-                                                             shape_warning, tp_check, tp_warning)
+from samspec_bench.bench.simulation.measured_points import (device_check, device_warning, dtype_check, dtype_warning,
+                                                             format_points, is_point_file, load_points, point_features,
+                                                             point_report, shape_check, shape_warning, tp_check,
+                                                             tp_warning)
 from samspec_bench.bench.simulation.roofline import MODES, RooflineStepModel
 from samspec_bench.bench.simulation.fitted_step_model import (FEATURES, PROFILE_FORMAT, StepTimeModel, extrapolation,
                                                                step_features)
@@ -108,14 +109,16 @@ def roofline_from_spec(spec: str) -> RooflineStepModel:
         raise UserError(f"--step-model {spec!r}: mode={mode!r}; use eager or graph")
     try:   # the model's, the hardware's and the roofline's own checks, named as --step-model's
         shape = load_shape(kv["model"])
-        hw = hardware(kv["hardware"], dtype=dtype, threads=threads)
-        if "calibration" in kv:
-            hw = with_calibration(hw, kv["calibration"])
+        hw, calibration = hardware(kv["hardware"], dtype=dtype, threads=threads), None
+        if "calibration" in kv:   # its parameters, and the range its points span (None: an older file's, unknown)
+            doc = load_calibration(kv["calibration"])
+            hw = with_calibration(hw, kv["calibration"], doc)
+            calibration = {"file": kv["calibration"], "measured_range": measured_range(doc)}
         if "attention_tile" in kv:
             rows = _int(spec, "attention_tile", kv["attention_tile"])
             hw = one_attention_kernel(hw, rows, f"attention tile {rows} query rows for every step (one kernel): "
                                                 "given in --step-model")
-        return RooflineStepModel(shape, hw, tp=tp, dtype=dtype, mode=mode, spec=spec)
+        return RooflineStepModel(shape, hw, tp=tp, dtype=dtype, mode=mode, spec=spec, calibration=calibration)
     except UserError as e:
         if str(e).startswith("--step-model "):
             raise
@@ -318,7 +321,7 @@ def compare(model, steps: Mapping[str, np.ndarray], group_by: tuple[str, ...] = 
                            "overall": _err_stats(pred, meas)}
     feats = step_features(steps)
     out["context_known"] = "context_tokens" in feats
-    beyond = extrapolation(model, steps)   # a fitted profile's prediction past what it measured (a roofline: none)
+    beyond = extrapolation(model, steps)   # past what the fit or a roofline's calibration measured
     if beyond:
         out["extrapolation"] = beyond
     if "context_tokens" in steps:   # NaN: a step whose context was not recorded (all then price it as 0)
@@ -366,6 +369,9 @@ def format_report(rep: Mapping[str, Any]) -> str:
     if o.get("zero_time_steps"):
         lines.append(f"{o['zero_time_steps']} steps measured 0 s (below the timer's resolution): in the totals, "
                      "left out of the step count and the per-step errors")
+    d = rep.get("describe") or {}   # a roofline: calibrated on which range, calibrated with it unknown, or not
+    if d.get("range_note"):
+        lines.append(("WARNING: " if d.get("calibration") and d.get("valid_range") is None else "") + d["range_note"])
     if rep.get("extrapolation"):
         lines.append("WARNING: the step model extrapolates (EXTRAPOLATED predictions): " + ", ".join(
             f"{f} up to {v['max']:,.0f} (measured up to {v['valid_max']:,.0f}; {100 * v['steps_beyond']:.0f} % of steps)"
@@ -398,7 +404,8 @@ def format_report(rep: Mapping[str, Any]) -> str:
                                                                       sorted(pm["fields_ignored"].items())))
     for warn, what in ((shape_warning(rep.get("points_shape")), "two model shapes"),
                        (device_warning(rep.get("points_device")), "two devices"),
-                       (tp_warning(rep.get("points_tp")), "two tensor-parallel sizes")):
+                       (tp_warning(rep.get("points_tp")), "two tensor-parallel sizes"),
+                       (dtype_warning(rep.get("points_dtype")), "two dtypes")):
         if warn:
             lines.append(f"WARNING: {warn}: the errors above compare {what}")
     return "\n".join(lines)
@@ -423,7 +430,8 @@ def check_step_model(spec: str, steps: str | Path) -> dict[str, Any]:
         extra |= {"points": point_report(model, rows), "points_meta": meta,
                   "points_shape": shape_check(meta, getattr(model, "shape", None)),
                   "points_device": device_check(meta, getattr(getattr(model, "hw", None), "name", None)),
-                  "points_tp": tp_check(meta, getattr(model, "tp", None))}
+                  "points_tp": tp_check(meta, getattr(model, "tp", None)),
+                  "points_dtype": dtype_check(meta, getattr(model, "dtype", None))}
         rep = compare(model, points_as_steps(rows, model))
         if hasattr(model, "device_time"):   # the points' device time plus the model's host time: say which is which
             device_s = float(sum(r["ms"] for r in rows)) / 1e3
@@ -457,7 +465,7 @@ def _torch_profile_points(path: str | Path, table: Mapping[str, np.ndarray]
         return None
     rows = [{"B": float(b), "q": float(x), "C": float(c), "ms": float(t) * 1e3}
             for b, x, c, t in zip(B, q, C, table["time_s"])]
-    meta = {k: v for k, v in (("device", engine.get("device")), ("tp", engine.get("tp")),
+    meta = {k: v for k, v in (("device", engine.get("device")), ("tp", engine.get("tp")), ("dtype", engine.get("dtype")),
                               ("from", "measured_steps of a `rollout profile --engine torch` JSON: device time"))
             if v is not None}
     return rows, meta

@@ -30,7 +30,8 @@ def model_kind(model: Any) -> str:
 def priced_by(model: Any, source: str, profile: dict[str, Any] | None = None) -> dict[str, Any]:
     """What priced a rollout's steps: the step model's kind and source (a profile path, a
     roofline spec, 'measured in this run'), the profiled engine and date, the fit's residuals
-    and the ranges the model holds over (a roofline: its hardware and assumptions; no range)."""
+    and the ranges the model holds over (a roofline: its hardware and assumptions, and its
+    calibration's measured range where the file records one)."""
     fit = getattr(model, "fit", None) or {}
     d = model.describe() if hasattr(model, "describe") else {}
     out: dict[str, Any] = {"kind": model_kind(model), "source": source}
@@ -46,10 +47,22 @@ def priced_by(model: Any, source: str, profile: dict[str, Any] | None = None) ->
             out["valid_range"] = vr
         if "verify_widths" in fit:
             out["verify_widths"] = fit["verify_widths"]
-    for k in ("units", "assumptions", "hardware", "model", "tp", "dtype", "mode"):   # a roofline's inputs
-        if k in d and (k == "units" or out["kind"] == "roofline"):
+    for k in ("units", "assumptions", "hardware", "model", "tp", "dtype", "mode", "calibration", "range_note"):
+        if k in d and (k == "units" or out["kind"] == "roofline"):   # a roofline's inputs
             out[k] = d[k]
+    if out["kind"] == "roofline" and d.get("valid_range"):   # a calibration's measured range
+        out["valid_range"] = d["valid_range"]
     return out
+
+
+def roofline_tag(priced: dict[str, Any]) -> str:
+    """'; uncalibrated' / '; calibrated, range unknown' / '; calibrated on measured points' for a
+    roofline (what its EXTRAPOLATED flag can say), '' for another model."""
+    if priced.get("kind") != "roofline" or "range_note" not in priced:
+        return ""
+    if not priced.get("calibration"):
+        return "; uncalibrated: the hardware row's own parameters, no measured range"
+    return "; calibrated, range unknown" if not priced.get("valid_range") else "; calibrated on measured points"
 
 
 def priced_label(priced: dict[str, Any] | None) -> str:
@@ -57,7 +70,7 @@ def priced_label(priced: dict[str, Any] | None) -> str:
     if not priced:
         return STEPS_LABEL
     note = f"; {priced['note']}" if priced.get("note") else ""
-    return f"modelled (priced by {priced.get('kind')}: {priced.get('source')}{note})"
+    return f"modelled (priced by {priced.get('kind')}: {priced.get('source')}{roofline_tag(priced)}{note})"
 
 
 def time_basis(units: str, measured: bool, priced: dict[str, Any] | None, engine: str) -> str:

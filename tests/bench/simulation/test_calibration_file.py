@@ -53,7 +53,7 @@ def test_points_of_a_planted_row_are_fitted_back_from_an_uncalibrated_one(tmp_pa
     assert res.exit_code == 0, res.output
     assert f"calibration written: {out}" in res.output and f"price with --step-model {spec},calibration={out}" in res.output
     doc = load_calibration(out)
-    assert doc["fitted_on"][1] == {"file": str(p32), "model": "Qwen/Qwen3-32B", "points": 24}
+    assert doc["fitted_on"][1] == {"file": str(p32), "model": "Qwen/Qwen3-32B", "points": 24, "dtype": None}
     assert doc["measured_on"] == ["NVIDIA A100-SXM4-80GB"] and doc["fit"]["max_abs_error"] < 0.01
     for k in ("gemm_memory", "attention_memory"):   # what the points' weight and KV streams tell
         assert doc["op_efficiency"][k] == pytest.approx(PLANTED[k], abs=0.03), k

@@ -98,3 +98,13 @@ def test_a_points_file_is_named_by_the_option_that_gave_it(tmp_path):
     p.write_text("\n".join([json.dumps(META), ROWS[0], '{"B": 2, "q": 1, "C": 8, "ms": "slow"}']) + "\n")
     with pytest.raises(UserError, match=r"^--also Qwen3-32B=.*p\.jsonl: line 3: ms='slow'"):
         load_points(p, "--also Qwen3-32B=")
+
+
+@pytest.mark.parametrize("written, same", [("torch.bfloat16", True), ("bf16", True), ("BFloat16", True),
+                                           ("float32", False), ("torch.float32", False), ("fp16", False)])
+def test_a_points_dtype_is_read_in_torchs_names_and_compared_with_the_priced_one(written, same):
+    from samspec_bench.bench.simulation.measured_points import dtype_check, dtype_warning
+    dc = dtype_check({"dtype": written}, "bfloat16")
+    assert dc["same"] is same and dc["priced"] == "bfloat16"
+    assert (dtype_warning(dc) is None) is same
+    assert dtype_check({}, "bfloat16") is None and dtype_check({"dtype": written}, None) is None

@@ -207,3 +207,15 @@ def test_cpu_probe_turns_its_timings_into_rates_by_the_operations_sizes(monkeypa
     assert p["sum_bytes_per_s"] == pytest.approx(weight_bytes / 0.125)
     assert p["eager_op_s"] == pytest.approx(0.2 / 2000)
     assert seen == [want] * 4 and torch.get_num_threads() == before   # measured at the asked threads, restored
+
+
+def test_a_calibrations_range_flags_simulated_steps_beyond_it_as_a_fitted_profiles_does():
+    from samspec_bench.bench.simulation.fitted_step_model import extrapolation
+    cal = {"file": "c.json", "measured_range": {"running": [1.0, 8.0], "context_tokens": [1024.0, 8192.0]}}
+    reqs = [SimRequest(prompt_len=64, response_len=20) for _ in range(32)]
+    steps = simulate(reqs, k=0, policy=make_policy("off"), step_model=model(), max_num_seqs=32).steps
+    flagged = extrapolation(model(calibration=cal), steps)
+    assert flagged["running"]["max"] == 32 and flagged["running"]["valid_max"] == 8.0
+    assert extrapolation(model(), steps) == {} and "uncalibrated" in model().describe()["range_note"]
+    kept = model(calibration=cal).with_hardware(hardware("H100"))   # e.g. --sensitivity's other attention kernel
+    assert kept.valid_range() == {"running": [1.0, 8.0], "context_tokens": [1024.0, 8192.0]}

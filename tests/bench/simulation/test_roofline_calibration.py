@@ -91,3 +91,38 @@ def test_enough_points_of_the_row_and_shape_are_fitted(tmp_path, n):
                                      "--output", str(tmp_path / "runs")])
     assert res.exit_code == 0, res.output
     assert json.loads(out.read_text())["fitted_on"][0]["points"] == n
+
+
+def test_torch_profiler_points_of_another_gpu_are_refused_by_the_fit_itself(tmp_path):
+    """Every caller of calibrate_to_file gets the device check, whatever the meta's form."""
+    from samspec_bench.bench.simulation.roofline_calibration import calibrate_to_file
+    from samspec_bench.bench.simulation.step_model_spec import load_step_model
+    from samspec_bench.errors import UserError
+    p = _points(tmp_path / "p.jsonl", n=3)
+    lines = p.read_text().splitlines()
+    meta = {"meta": {"profiler": "torch", "model": "Qwen3-8B", "layers": 36,
+                     "device": {"device": "cuda", "type": "cuda", "name": "NVIDIA H200"}}}
+    p.write_text("\n".join([json.dumps(meta)] + lines[1:]) + "\n")
+    with pytest.raises(UserError) as e:
+        calibrate_to_file(load_step_model("roofline:hardware=H100,model=Qwen3-8B"), str(p), (), str(tmp_path / "c.json"))
+    msg = str(e.value)
+    assert "\n" not in msg and f"{p} was measured on 'NVIDIA H200' (H200)" in msg and "give hardware=H200" in msg
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_the_fit_records_its_measured_range_and_points_of_another_dtype(tmp_path):
+    from samspec_bench.bench.simulation.roofline_calibration import calibrate_to_file
+    from samspec_bench.bench.simulation.step_model_spec import load_step_model
+    p = _points(tmp_path / "p.jsonl", n=len(FITTED) + 1)   # B 1, 8, 32 x q 1, 4, 9 at C 1024, cut to 8 points
+    p.write_text(p.read_text().replace("torch.bfloat16", "torch.float32"))
+    said = []
+    doc = calibrate_to_file(load_step_model("roofline:hardware=H100,model=Qwen3-8B"), str(p), (),
+                            str(tmp_path / "c.json"), say=said.append)
+    assert doc["measured_range"]["running"] == [1.0, 32.0] and doc["measured_range"]["draft_tokens"] == [0.0, 96.0]
+    assert doc["measured_range"]["context_tokens"] == [1024.0, 32 * 1024.0]
+    assert doc["dtype"] == "bfloat16" and doc["fitted_on"][0]["dtype"] == "float32"
+    assert [(m["file"], m["measured"], m["priced"]) for m in doc["dtype_mismatch"]] == [(str(p), "float32", "bfloat16")]
+    warned = [s for s in said if "measured in float32" in s]
+    assert len(warned) == 1 and warned[0].startswith("WARNING: --calibrate: ") and "\n" not in warned[0]
+    m = load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,calibration={tmp_path / 'c.json'}")
+    assert m.valid_range()["running"] == [1.0, 32.0]

@@ -163,3 +163,85 @@ def test_each_group_says_how_much_of_its_measured_time_is_modelled_host_time(tmp
         rep["overall"]["modelled_host_in_measured_s"])
     fitted = check_step_model(str(_profile_model(tmp_path)), _file(tmp_path, ROWS))   # step time: nothing added
     assert all("modelled_host_in_measured_s" not in g for g in fitted["groups"])
+
+
+def _calibration(tmp_path, **kw):
+    """A calibration file as a fit on points of 1 to 8 requests over 1,024 context tokens writes it."""
+    doc = {"kind": "samspec-bench roofline calibration", "format": 1, "hardware": "H100 SXM 80GB",
+           "op_efficiency": {"gemm_memory": 0.8},
+           "measured_range": {"running": [1, 8], "decode_tokens": [1, 8], "draft_tokens": [0, 24],
+                              "context_tokens": [1024, 8192]}, **kw}
+    p = tmp_path / "cal.json"
+    p.write_text(json.dumps({k: v for k, v in doc.items() if v is not None}))
+    return p
+
+
+def test_a_calibrated_roofline_priced_beyond_its_points_is_flagged_extrapolated(tmp_path, capsys):
+    spec = f"roofline:hardware=H100,model=Qwen3-8B,calibration={_calibration(tmp_path)}"
+    far = _file(tmp_path, [(100_000, 1, 1024, 9e4)])
+    rep = check_step_model(spec, far)
+    assert rep["extrapolation"]["running"] == {"max": 100_000.0, "valid_max": 8.0, "steps_beyond": 1.0}
+    assert rep["describe"]["valid_range"]["running"] == [1.0, 8.0]
+    text = format_report(rep)
+    assert "WARNING: the step model extrapolates (EXTRAPOLATED predictions): running up to 100,000 (measured up to 8" \
+        in text
+    (tmp_path / "in").mkdir()
+    inside = check_step_model(spec, _file(tmp_path / "in", [(8, 4, 1024, 9.0)]))
+    assert "extrapolation" not in inside and "EXTRAPOLATED predictions" not in format_report(inside)
+    cfg = build_config(step_model=spec, steps=str(far), calibrate=None, also=())
+    assert execute(cfg, output=str(tmp_path / "runs"), json_path=str(tmp_path / "r.json")) == 0
+    m = json.loads((tmp_path / "r.json").read_text())["metrics"]
+    assert m["extrapolation"]["running"]["valid_max"] == 8.0 and "EXTRAPOLATED predictions" in capsys.readouterr().out
+
+
+def test_an_old_calibration_without_a_range_says_range_unknown_once_and_prices(tmp_path):
+    spec = f"roofline:hardware=H100,model=Qwen3-8B,calibration={_calibration(tmp_path, measured_range=None)}"
+    rep = check_step_model(spec, _file(tmp_path, [(100_000, 1, 1024, 9e4)]))
+    assert "extrapolation" not in rep and rep["describe"]["valid_range"] is None
+    assert format_report(rep).count("range unknown") == 1
+    assert "WARNING: calibration=" in format_report(rep)
+
+
+def test_an_uncalibrated_roofline_claims_no_range_and_says_it_is_uncalibrated(tmp_path):
+    rep = check_step_model("roofline:hardware=H100,model=Qwen3-8B", _file(tmp_path, [(100_000, 1, 1024, 9e4)]))
+    assert "extrapolation" not in rep and rep["describe"]["calibration"] is None
+    assert "uncalibrated roofline: no calibration= file" in format_report(rep)
+
+
+def test_a_measured_range_that_is_no_range_is_refused_naming_the_file(tmp_path):
+    from samspec_bench.bench.simulation.step_model_spec import load_step_model
+    from samspec_bench.errors import UserError
+    for bad, says in (({"running": [8, 1]}, r"measured_range running=\[8, 1\]"), ({"B": [1, 8]}, "measured_range keys B")):
+        cal = _calibration(tmp_path, measured_range=bad)
+        with pytest.raises(UserError, match=says) as e:
+            load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,calibration={cal}")
+        assert f"calibration={cal}" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_points_of_another_dtype_are_warned_in_one_line_and_recorded(tmp_path, capsys):
+    spec = "roofline:hardware=H100,model=Qwen3-8B"   # prices bfloat16
+    rep = check_step_model(spec, _file(tmp_path, ROWS, {"dtype": "float32"}))
+    assert rep["points_dtype"] == {"measured": "float32", "priced": "bfloat16", "same": False}
+    warned = [ln for ln in format_report(rep).splitlines() if "measured in float32" in ln]
+    assert len(warned) == 1 and warned[0].startswith("WARNING: ") and "prices bfloat16" in warned[0]
+    same = check_step_model(spec, _file(tmp_path, ROWS, {"dtype": "torch.bfloat16"}))   # tools/step_physics.py's name
+    assert same["points_dtype"]["same"] and "measured in" not in format_report(same)
+    cfg = build_config(step_model=spec, steps=str(_file(tmp_path, ROWS, {"dtype": "float32"})), calibrate=None, also=())
+    assert execute(cfg, output=str(tmp_path / "runs"), json_path=str(tmp_path / "r.json")) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["metrics"]["points_dtype"]["measured"] == "float32"
+
+
+def test_a_torch_profile_jsons_dtype_is_checked_like_its_points(tmp_path):
+    prof = tmp_path / "prof.json"
+    prof.write_text(json.dumps({"format": 3, "kind": "step-profile",
+                                "engine": {"name": "torch", "tp": 1, "dtype": "float32", "device": "cuda: NVIDIA H100"},
+                                "measured_steps": {"time_s": [ms / 1e3 for *_, ms in ROWS],
+                                                   "decode_tokens": [float(B) for B, *_ in ROWS],
+                                                   "prefill_tokens": [0.0] * len(ROWS),
+                                                   "draft_tokens": [float(B * (q - 1)) for B, q, *_ in ROWS],
+                                                   "context_tokens": [float(B * C) for B, _, C, _ in ROWS],
+                                                   "running": [float(B) for B, *_ in ROWS],
+                                                   "spec_requests": [float(B * (q > 1)) for B, q, *_ in ROWS],
+                                                   "speculative": [float(q > 1) for _, q, *_ in ROWS]}}))
+    rep = check_step_model("roofline:hardware=H100,model=Qwen3-8B", prof)
+    assert rep["points_dtype"] == {"measured": "float32", "priced": "bfloat16", "same": False}

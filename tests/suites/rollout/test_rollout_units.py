@@ -191,6 +191,21 @@ def test_time_basis_and_priced_by_labels():
     assert ou.time_basis("s", True, p, "vllm").startswith("seconds measured on the vllm engine")
 
 
+@pytest.mark.parametrize("calibration, tag", [
+    ({"file": "cal.json", "measured_range": {"running": [1.0, 8.0]}}, "; calibrated on measured points"),
+    ({"file": "old.json", "measured_range": None}, "; calibrated, range unknown"),
+])
+def test_a_calibrated_roofline_says_so_and_carries_its_measured_range(calibration, tag):
+    from samspec_bench.bench.simulation.hardware import hardware
+    from samspec_bench.bench.simulation.roofline import RooflineStepModel
+    from samspec_bench.models.shapes import load_shape
+    model = RooflineStepModel(load_shape("Qwen3-8B"), hardware("H100"), calibration=calibration)
+    p = ou.priced_by(model, "roofline:...")
+    assert p["calibration"]["file"] == calibration["file"]
+    assert p.get("valid_range") == calibration["measured_range"]
+    assert ou.priced_label(p) == f"modelled (priced by roofline: roofline:...{tag})"
+
+
 def test_replay_arms_report_the_cost_of_their_acceptance(shared_data, tmp_path):
     res = _replay(shared_data, tmp_path / "e")
     assert res.exit_code == 0, res.output
@@ -240,7 +255,8 @@ def test_roofline_replay_names_its_hardware_and_assumptions(shared_data, tmp_pat
     assert m["units"] == "s" and pb["kind"] == "roofline" and pb["source"] == spec
     assert pb["assumptions"] and "H100" in json.dumps(pb["hardware"]) and "valid_range" not in pb
     assert m["extrapolated"] is False        # an analytic model claims no fitted range
-    assert f"modelled (priced by roofline: {spec})" in res.output
+    assert f"modelled (priced by roofline: {spec}; uncalibrated" in res.output
+    assert pb["calibration"] is None and pb["range_note"].startswith("uncalibrated roofline")
     dp_head = next(ln for ln in res.output.splitlines() if ln.startswith("data-parallel"))
     assert dp_head.endswith("figures modelled")
 
