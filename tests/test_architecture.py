@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "samspec_bench"
 NAME = "samspec_bench"
@@ -23,7 +22,7 @@ MAX_FUNCTION_LINES = 120
 
 # lowest first; a module belongs to the longest prefix listed
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "paths", "output_paths"),
+    ("errors", "paths", "output_paths", "run_environment"),
     ("sam", "metrics", "results", "commands", "devices", "dev_split"),
     ("data", "models", "model_catalog", "rl_models", "trace_formats"),
     ("bench",),

@@ -36,6 +36,25 @@ def test_samples_are_appended_and_survive_a_torn_last_line(tmp_path):
     assert [json.loads(x)["id"] for x in lines] == [1, 2, 3]
 
 
+def test_damaged_sample_lines_are_counted_said_and_kept_in_the_result(tmp_path, capsys):
+    run = RunDir(tmp_path, "accept")
+    run.append_sample({"id": 1})
+    with open(run.file("samples.jsonl"), "a") as f:
+        f.write('{"id": 2, "x\n[1, 2]\n\n')   # a damaged line and a list: not records; a blank line: nothing
+    run.append_sample({"id": 3})
+    with open(run.file("samples.jsonl"), "a") as f:
+        f.write('{"id": 4')   # torn by a stop: expected, not counted
+    resumed = RunDir(tmp_path, "accept", resume=run.path)
+    assert [s["id"] for s in resumed.samples()] == [1, 3]
+    assert [s["id"] for s in resumed.samples()] == [1, 3]   # read twice: said once
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 line(s) are not whole records" in err[0] and "samples.jsonl" in err[0]
+    assert resumed.damaged_lines == {"samples.jsonl": 2}
+    assert json.loads(resumed.write_result({}, {}).read_text())["damaged_lines"] == {"samples.jsonl": 2}
+    assert list(resumed.samples("other.jsonl")) == [] and "damaged_lines" not in json.loads(
+        RunDir(tmp_path, "accept").write_result({}, {}).read_text())
+
+
 def test_drop_torn_tail_cuts_only_the_unfinished_line(tmp_path):
     p = tmp_path / "a.jsonl"
     assert drop_torn_tail(p) == 0                      # absent

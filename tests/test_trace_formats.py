@@ -306,27 +306,32 @@ def test_validation_shape(row, val):
     assert validation_row(row) is val
 
 
-def test_rl_step_reading_refuses_validation_beside_rollouts(verl_dir, qwen3, tmp_path):
+def test_rl_step_reading_handles_validation_as_accept_does(verl_dir, qwen3, tmp_path):
     d, info = verl_dir
     val = tmp_path / "val"
     write_tool_dump(val, qwen3, steps=[0])
-    with pytest.raises(UserError, match=r"^rollout --traces: 4 response\(s\) are verl validation generations .*"
-                                        r"beside 32 rollout responses.*pass the rollout_data_dir alone$"):
-        read_rl_steps([d, val], "rollout")
-    traces, note = read_rl_steps(d, "rollout")
+    counts: dict = {}
+    traces, note = read_rl_steps([d, val], counts=counts)   # beside rollouts: left out and counted
     assert len(traces.records) == 32 and note is None
+    assert counts["validation"]["excluded"] == 4 and counts["validation"]["rollout_responses"] == 32
+    traces, _ = read_rl_steps([d, val], include_validation=True, counts=counts)   # replayed as RL steps
+    assert len(traces.records) == 36 and counts["validation"]["included"] is True
+    assert {r.step for r in traces.records if str(val) in str(r.source)} == {0}
+    traces, note = read_rl_steps(d, include_validation=True, counts=counts)   # nothing to include: recorded
+    assert len(traces.records) == 32 and counts["validation"]["responses"] == 0
+    assert "includes nothing" in counts["validation"]["handling"]
     # multi-turn responses are read with their tool turns marked (the rollout prefills them)
     tools = tmp_path / "tools"
     write_tool_dump(tools, qwen3, steps=[1])
-    traces, note = read_rl_steps(tools, "rollout")
+    traces, note = read_rl_steps(tools)
     assert note is None and all(any(s == "tool-response" for *_, s in r.tool_spans) for r in traces.records)
-    # validation generations alone: read without RL steps, and said
+    # validation generations alone: read without RL steps, and recorded
     alone = tmp_path / "validation"
     alone.mkdir()
     shutil.copy(d / "1.jsonl", alone / "1.jsonl")
-    traces, note = read_rl_steps(alone, "rollout")
+    traces, note = read_rl_steps(alone, counts=counts)
     assert len(traces.records) == info["lines"][1] and {r.step for r in traces.records} == {None}
-    assert note.startswith("validation generations only")
+    assert counts["validation"]["handling"].startswith("validation generations only")
 
 
 def test_drafters_and_rollout_read_verl_dumps_and_lm_eval_samples(verl_dir, groups, qwen3_tokenizer_dir, qwen3,

@@ -12,7 +12,8 @@ difference is mean(b) - mean(a) ("on minus off"). Functions here take per-proble
   exact enumeration over nonzero d_i when there are at most `exact_max` of them, Monte Carlo
   otherwise. With K = 1 and exact enumeration it equals McNemar's exact test.
 - `min_detectable_difference`: the smallest difference a two-sided level-alpha test detects
-  with the given power (normal approximation with the paired SD of d_i).
+  with the given power (normal approximation with the paired SD of d_i), never below what the
+  exact test can detect at all with n problems (`exact_floor`).
 - `problem_stderr`: standard error of pass@1 (the mean over problems of the per-problem mean
   over K samples), clustered by problem: sd of the per-problem means / sqrt(n). For K = 1 it
   is lm-eval's stderr of the mean; for K > 1 lm-eval's per-run stderr (and one over all n*K
@@ -128,11 +129,23 @@ def _norm_ppf(q: float) -> float:
     return NormalDist().inv_cdf(q)
 
 
-def min_detectable_difference(a, b, *, alpha: float = 0.05, power: float = 0.8) -> dict[str, Any]:
+def exact_floor(alpha: float) -> int:
+    """The fewest discordant problems an exact paired test (McNemar's, the sign flip) can call
+    significant at level alpha: all of them one way gives its smallest p-value, 2 / 2^m < alpha."""
+    m = 1
+    while 2.0 ** (1 - m) >= alpha:
+        m += 1
+    return m
+
+
+def min_detectable_difference(a, b, *, alpha: float = 0.05, power: float = 0.8, num_samples: int = 1) -> dict[str, Any]:
     """Smallest |difference| detectable with `power` by a two-sided level-`alpha` paired test:
-    (z_{1-alpha/2} + z_{power}) * sd(d) / sqrt(n). When every d_i is 0 (no discordant
-    problem: sd 0 says nothing), the unpaired bound sqrt(2 p (1 - p)) with the pooled accuracy
-    p stands in (p = 1/2 when p is 0 or 1), which is conservative for positively correlated arms."""
+    (z_{1-alpha/2} + z_{power}) * sd(d) / sqrt(n). When every d_i is the same (sd 0 says nothing:
+    no discordant problem, or all differ alike, or one problem), the unpaired bound sqrt(2 p (1 - p))
+    with the pooled accuracy p stands in (p = 1/2 when p is 0 or 1), which is conservative for
+    positively correlated arms. Never below what the exact test can detect at all: `exact_floor`
+    problems of n changed by 1 / num_samples each; with fewer than `exact_floor` problems nothing
+    is detectable (mdd inf)."""
     d = problem_means(b) - problem_means(a)
     n = len(d)
     if n == 0:
@@ -145,8 +158,19 @@ def min_detectable_difference(a, b, *, alpha: float = 0.05, power: float = 0.8) 
         if p <= 0.0 or p >= 1.0:
             p = 0.5
         sd = math.sqrt(2 * p * (1 - p))
-        basis = "no discordant problems: unpaired bound sqrt(2p(1-p))"
-    return {"mdd": z * sd / math.sqrt(n), "sd": sd, "basis": basis, "alpha": alpha, "power": power}
+        why = ("one problem" if n == 1 else "no discordant problems" if not np.any(d) else
+               f"every problem differs by the same {float(d[0]):+g} (sd 0)")
+        basis = f"{why}: unpaired bound sqrt(2p(1-p))"
+    mdd = z * sd / math.sqrt(n)
+    floor = exact_floor(alpha)
+    if n < floor:
+        mdd = math.inf
+        basis += (f"; with {n} problem(s) the exact test's smallest p-value, 2^(1-n) = {2.0 ** (1 - n):.3g}, is not "
+                  f"below {alpha}: no difference is detectable ({floor} problems or more are needed)")
+    elif floor / (n * max(num_samples, 1)) > mdd:
+        mdd = floor / (n * max(num_samples, 1))
+        basis += f"; raised to the exact test's floor: {floor} of {n} problems changed, all one way"
+    return {"mdd": mdd, "sd": sd, "basis": basis, "alpha": alpha, "power": power}
 
 
 def verdict(diff: float, p_value: float, mdd: float, *, alpha: float = 0.05, power: float = 0.8) -> str:
@@ -202,7 +226,7 @@ def compare(off: Mapping[Any, Sequence[float]], on: Mapping[Any, Sequence[float]
         test = sign_flip_test(a, b, seed=seed)
     out["test"] = test
     out["p_value"] = test["p_value"]
-    m = min_detectable_difference(a, b, alpha=alpha, power=power)
+    m = min_detectable_difference(a, b, alpha=alpha, power=power, num_samples=k)
     out["mdd"] = m["mdd"]
     out["mdd_basis"] = m["basis"]
     out["verdict"] = verdict(diff, test["p_value"], m["mdd"], alpha=alpha, power=power)

@@ -49,10 +49,10 @@ from samspec_bench.trace_formats.readers import (READERS, BadLine, prompt_group,
 from samspec_bench.trace_formats.step_folders import merged_steps_line, steps_in_folders
 from samspec_bench.trace_formats.tool_turns import SHAPES as TOOL_SHAPES
 from samspec_bench.trace_formats.tool_turns import TOOL_OUTPUT, find_tool_spans, tool_summary
-from samspec_bench.trace_formats.validation import VALIDATION_FOLDER, split_validation, validation_row
+from samspec_bench.trace_formats.validation import VALIDATION_FOLDER, split_validation, validation_line, validation_row
 
 __all__ = ["FORMATS", "FORMAT_FIELDS", "LM_EVAL_SAMPLES", "READERS", "SNIFF_LINES", "TOOL_SHAPES", "VALIDATION_FOLDER",
            "VERL_STEP_FILE", "BadLine", "UnknownTraceFile", "check_models", "detect_file", "expand",
            "TOOL_OUTPUT", "find_tool_spans", "tool_summary", "prompt_group", "read_any", "read_rl_steps", "same_model", "split_validation",
            "merged_steps_line", "skipped_counts", "skipped_line", "steps_in_folders",
-           "trace_models", "validation_row", "verl_step_files"]
+           "trace_models", "validation_line", "validation_row", "verl_step_files"]

@@ -71,29 +71,27 @@ def read_any(paths: str | Path | Iterable[str | Path], fmt: str | None = None,
     return traces, formats
 
 
-def read_rl_steps(paths: str | Path | Iterable[str | Path], command: str, on_error: OnError = "stop",
-                  counts: dict | None = None) -> tuple[TraceSet, str | None]:
+def read_rl_steps(paths: str | Path | Iterable[str | Path], on_error: OnError = "stop",
+                  include_validation: bool = False, counts: dict | None = None) -> tuple[TraceSet, str | None]:
     """Traces for a command that replays the responses of RL steps (the rollout simulation),
     read as `read_any` reads them (tool output marked), and a note to print (None: nothing to
-    say: validation generations alone, merged steps, lines skipped). verl validation generations
-    beside rollouts are refused in one line (not RL steps);
-    alone they are read without steps. One step in the step files of several folders is merged
-    and said in the note (`step_folders`); `counts`, where given, gets its count and list for
-    the result JSON (merged_steps, merged_step_folders), and the lines skipped (skipped_lines,
-    skipped: an empty step file)."""
+    say). verl validation generations are handled as accept handles them (split_validation):
+    left out beside rollouts, read without steps alone, read as RL steps with
+    `include_validation` (--history-includes-validation); `counts["validation"]` records which
+    (validation_line says it; an option that found nothing to include is recorded too). One
+    step in the step files of several folders is merged (`step_folders`) and the lines skipped
+    (an empty step file) are said in the note and counted into `counts` for the result JSON
+    (merged_steps, merged_step_folders, skipped_lines, skipped)."""
     traces, formats = read_any(paths, on_error=on_error)
-    traces, val = split_validation(traces, include=False)
-    if val and val["excluded"]:
-        f, why = next(iter(val["files"].items()))
-        raise UserError(f"{command} --traces: {val['excluded']} response(s) are verl validation generations ({f}: "
-                        f"{why}) beside {val['rollout_responses']} rollout responses: validation rounds are not RL "
-                        "steps; pass the rollout_data_dir alone")
+    traces, val = split_validation(traces, include_validation)
+    if val is None and include_validation:   # the option read, with nothing to include: said
+        val = {"responses": 0, "files": {}, "rollout_responses": len(traces.records), "excluded": 0, "included": True,
+               "handling": "none among the traces, so --history-includes-validation includes nothing"}
     merged = steps_in_folders(traces.records, formats)
     if counts is not None:
-        counts.update(merged_steps=(merged or {}).get("merged_steps", 0),
+        counts.update(validation=val, merged_steps=(merged or {}).get("merged_steps", 0),
                       merged_step_folders=(merged or {}).get("merged", []), **skipped_counts(traces.skipped))
-    notes = [val["handling"] if val else None, merged_steps_line(merged), skipped_line(traces.skipped)]
-    return traces, "; ".join(n for n in notes if n) or None
+    return traces, "; ".join(n for n in (merged_steps_line(merged), skipped_line(traces.skipped)) if n) or None
 
 
 def skipped_counts(skipped: list[tuple[Path, int, str]]) -> dict:

@@ -16,8 +16,11 @@ sampling settings, no update between them. A record is a validation generation w
   overlong_reward). verl writes a file per `_dump_generations` call, so a file with lines of
   the shape whose every line carries a numeric "reward" is validation whole (`validation_file`).
 
-`split_validation` keeps them out of the RL steps unless asked (history_includes_validation):
-beside rollouts they are left out and counted; alone they are replayed without RL steps.
+`split_validation` keeps them out of the RL steps unless asked (`accept` and `rollout`
+--history-includes-validation): beside rollouts they are left out and counted; alone they are
+replayed without RL steps. `validation_line` says what was done, in one line. A reward manager that
+stores the score again as "reward" in every line of its rollout dumps makes them look like
+validation generations: the line then points at the option that replays them as RL steps.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from samspec_bench.data import TraceSet
+
+SHOWN = 4   # files named per reason in the line; the rest counted
 
 VALIDATION_FOLDER = re.compile(r"^(val|valid|validation)([^a-z].*)?$", re.I)
 SHAPE_REASON = "verl's validation shape ('reward' equal to 'score')"
@@ -90,3 +95,24 @@ def split_validation(traces: TraceSet, include: bool) -> tuple[TraceSet, dict[st
     info["handling"] = ("validation generations only: replayed without RL steps (a validation round is not a "
                         "step; --history-includes-validation uses the rounds as steps)")
     return dataclasses.replace(traces, records=[dataclasses.replace(r, step=None) for r in val]), info
+
+
+def validation_line(info: dict[str, Any] | None) -> str | None:
+    """What split_validation found and did (its info), in one line; None: nothing was found. Files
+    known by the validation shape, not included, get the hint that rollouts of a reward manager
+    storing 'reward' = 'score' look the same (the handling names the option that replays them)."""
+    if not info:
+        return None
+    if not info["responses"]:   # a caller's own record: the option given, nothing to include
+        return f"validation generations: {info['handling']}"
+    by_why: dict[str, list[str]] = {}
+    for f, why in info["files"].items():
+        by_why.setdefault(why, []).append(f"{Path(f).parent.name}/{Path(f).name}")
+    found = "; ".join(f"{', '.join(fs[:SHOWN])}{f' and {len(fs) - SHOWN} more' if len(fs) > SHOWN else ''} ({why})"
+                      for why, fs in by_why.items())
+    left = (f"; {info['excluded']:,} left out, {info['rollout_responses']:,} rollout responses replayed"
+            if info["excluded"] else "")
+    hint = ("; rollout dumps of a reward manager that writes 'reward' = 'score' in every line look the same"
+            if SHAPE_REASON in by_why and not info["included"] else "")
+    return (f"validation generations: {info['responses']:,} response(s) in {len(info['files'])} file(s): {found}{left}; "
+            f"{info['handling']}{hint}")

@@ -123,16 +123,16 @@ def test_bootstrap_ci_constant_and_vs_scipy():
 
 
 def test_min_detectable_difference_formula():
-    a = np.array([1, 0, 1, 1, 0, 1, 0, 0], float)
-    b = np.array([1, 1, 0, 1, 0, 1, 1, 0], float)
+    a = np.array([1, 0, 1, 1, 0, 1, 0, 0] * 2, float)   # 16 problems: above the exact test's floor (6 / 16)
+    b = np.array([1, 1, 0, 1, 0, 1, 1, 0] * 2, float)
     d = b - a
     z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
     m = min_detectable_difference(a, b)
     assert m["mdd"] == pytest.approx(z * np.std(d, ddof=1) / math.sqrt(len(d)))
     # no discordant problems: the unpaired bound with the pooled accuracy
-    a = np.array([1, 1, 0, 0], float)
+    a = np.array([1, 1, 0, 0] * 4, float)
     m = min_detectable_difference(a, a)
-    assert m["mdd"] == pytest.approx(z * math.sqrt(2 * 0.5 * 0.5) / 2)
+    assert m["mdd"] == pytest.approx(z * math.sqrt(2 * 0.5 * 0.5) / 4)
     assert "no discordant" in m["basis"]
     # power check by simulation: a true difference of mdd is detected about 80% of the time (z-test)
     rng = np.random.default_rng(7)
@@ -143,6 +143,22 @@ def test_min_detectable_difference_formula():
         d = rng.normal(mdd, sd, n)
         hits += abs(d.mean() / (d.std(ddof=1) / math.sqrt(n))) > stats.norm.ppf(0.975)
     assert hits / 2000 == pytest.approx(0.8, abs=0.04)
+
+
+def test_mdd_never_below_what_the_exact_test_can_detect():
+    # 5 problems, all flipped: McNemar's smallest p-value is 2 / 2^5 = 0.0625 >= 0.05, so no
+    # difference is detectable; the normal approximation alone claimed 88.6 points
+    r = compare({i: [1] for i in range(5)}, {i: [0] for i in range(5)}, iters=200)
+    assert r["p_value"] == pytest.approx(0.0625) and r["mdd"] == math.inf
+    assert "100-point" in r["verdict"] and "88.6" not in r["verdict"]
+    assert "no discordant" not in r["mdd_basis"] and "every problem differs by the same -1" in r["mdd_basis"]
+    assert "6 problems or more" in r["mdd_basis"]
+    # 8 problems: significance needs 6 discordant one way, a difference of 6 / 8 at least
+    a = np.array([1, 0, 1, 1, 0, 1, 0, 0], float)
+    b = np.array([1, 1, 0, 1, 0, 1, 1, 0], float)
+    m = min_detectable_difference(a, b)
+    assert m["mdd"] == pytest.approx(0.75) and "floor" in m["basis"]
+    assert min_detectable_difference(a[:1], b[:1])["basis"].startswith("one problem")
 
 
 def test_verdict_texts():

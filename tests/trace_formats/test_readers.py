@@ -66,10 +66,10 @@ def test_the_rollout_reader_says_and_counts_an_empty_step_file(tmp_path):
         (tmp_path / f"{step}.jsonl").write_text(json.dumps({**row, "step": step}) + "\n")
     (tmp_path / "3.jsonl").write_text("\n")
     counts: dict = {}
-    traces, note = read_rl_steps(tmp_path, "rollout", counts=counts)
+    traces, note = read_rl_steps(tmp_path, counts=counts)
     assert len(traces.records) == 2
     assert note == (f"1 line(s) skipped: {tmp_path / '3.jsonl'}:1 (an RL step with no responses (verl writes an "
                     "empty batch as one blank line))")
     assert counts["skipped_lines"] == 1 and counts["skipped"][0]["file"] == str(tmp_path / "3.jsonl")
     (tmp_path / "3.jsonl").unlink()
-    assert read_rl_steps(tmp_path, "rollout", counts=counts)[1] is None and counts["skipped_lines"] == 0
+    assert read_rl_steps(tmp_path, counts=counts)[1] is None and counts["skipped_lines"] == 0

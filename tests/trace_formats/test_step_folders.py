@@ -44,10 +44,10 @@ def test_a_step_in_two_folders_is_counted_with_its_folders(two_runs):
 
 def test_the_rollout_reader_says_it_in_its_note(two_runs):
     counts: dict = {}
-    _, note = read_rl_steps([two_runs / "run_a", two_runs / "run_b"], "rollout", counts=counts)
+    _, note = read_rl_steps([two_runs / "run_a", two_runs / "run_b"], counts=counts)
     assert note.startswith("verl step 1, 2 found in 2 folders")
     assert counts["merged_steps"] == 2 and [m["step"] for m in counts["merged_step_folders"]] == [1, 2]
-    assert read_rl_steps(two_runs / "run_b", "rollout")[1] is None
+    assert read_rl_steps(two_runs / "run_b")[1] is None
 
 
 def test_the_line_names_the_first_steps_and_counts_the_rest():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from samspec_bench.trace_formats import read_any, validation_row
+from samspec_bench.trace_formats import read_any, split_validation, validation_row
+from samspec_bench.trace_formats.validation import SHAPE_REASON, validation_line
 
 
 def test_a_validation_line_with_a_nan_score_is_still_a_validation_line(tmp_path):
@@ -47,3 +48,31 @@ def test_a_validation_dump_with_an_overlong_penalty_is_validation_whole(tmp_path
     marked = {(r.source.parent.name, bool(r.validation)) for r in traces.records}
     assert marked == {("eval_dumps", True), ("rollouts", False)}
     assert len(traces.records) == 8
+
+
+def test_the_validation_line_says_what_was_left_out_and_points_at_the_option_for_shaped_files():
+    files = {f"run/{i}.jsonl": SHAPE_REASON for i in range(6)} | {"val/0.jsonl": "in a folder named 'val'"}
+    info = {"responses": 28, "files": files, "rollout_responses": 40, "excluded": 28, "included": False,
+            "handling": "left out: (--history-includes-validation replays them as steps)"}
+    line = validation_line(info)
+    assert line.startswith("validation generations: 28 response(s) in 7 file(s): run/0.jsonl, run/1.jsonl, "
+                           "run/2.jsonl, run/3.jsonl and 2 more (verl's validation shape")
+    assert "val/0.jsonl (in a folder named 'val')" in line and "28 left out, 40 rollout responses replayed" in line
+    assert line.count("--history-includes-validation") == 1 and "in every line look the same" in line
+    # by folder only, or included: no hint that rollouts look the same
+    assert "look the same" not in validation_line({**info, "files": {"val/0.jsonl": "in a folder named 'val'"}})
+    assert "look the same" not in validation_line({**info, "included": True, "excluded": 0})
+    assert validation_line(None) is None
+
+
+def test_validation_files_of_a_reward_manager_that_writes_reward_are_left_out_beside_rollouts(tmp_path):
+    rows = [{"input": "Q: 1+1?", "output": f"2 (try {i})", "score": 1.0, "step": s} for s in (1, 2) for i in range(2)]
+    for s in (1, 2):
+        mine = [{**r, "reward": 1.0} if s == 2 else r for r in rows if r["step"] == s]
+        (tmp_path / f"{s}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mine), encoding="utf-8")
+    traces, _ = read_any(tmp_path)
+    kept, info = split_validation(traces, include=False)
+    assert [r.step for r in kept.records] == [1, 1] and info["excluded"] == 2
+    assert "2 left out, 2 rollout responses replayed" in validation_line(info)
+    kept, info = split_validation(traces, include=True)
+    assert sorted(r.step for r in kept.records) == [1, 1, 2, 2] and "look the same" not in validation_line(info)

@@ -10,6 +10,7 @@ lm-eval reaches itself is left to lm-eval's own YAML (no file written).
 from __future__ import annotations
 
 import importlib.util
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,9 +68,55 @@ def parse_tasks(value: str) -> list[str]:
     return names
 
 
+# the fields lm-eval's tasks read from each local file (the hub's names: benchmarks/README.md)
+DATA_FIELDS = {"gsm8k_train.jsonl": ("question", "answer"), "gsm8k_test.jsonl": ("question", "answer"),
+               "math500_test.jsonl": ("problem", "solution"), "aime24.jsonl": ("Problem", "Answer"),
+               "aime25.jsonl": ("problem", "answer")}
+
+
+def check_data_file(path: Path, name: str) -> None:
+    """A --data-dir file lm-eval can load: JSON objects one a line, at least one, each with the
+    fields the task reads (an empty file, a damaged line or another layout failed inside lm-eval's
+    loader, exit 3); else a UserError naming the file and line."""
+    fields = DATA_FIELDS.get(path.name, ())
+    fix = f"give the benchmark as JSON lines with the hub's fields ({', '.join(fields) or 'one layout'})"
+    rows = 0
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"task {name}: data file {path} cannot be read ({e}); {fix}") from None
+    rows_of = _json_array(text)   # a JSON array of objects loads too
+    for lineno, line in enumerate(rows_of if rows_of is not None else text.splitlines(), start=1):
+        if isinstance(line, str) and not line.strip():
+            continue
+        try:
+            row = json.loads(line) if isinstance(line, str) else line
+        except ValueError as e:
+            raise UserError(f"task {name}: {path}:{lineno} is not JSON ({e.msg}); {fix}") from None
+        if not isinstance(row, dict):
+            raise UserError(f"task {name}: {path}:{lineno} is a JSON {type(row).__name__}, not an object; {fix}")
+        missing = [f for f in fields if f not in row]
+        if missing:
+            raise UserError(f"task {name}: {path}:{lineno} has no {', '.join(missing)} field (it has "
+                            f"{', '.join(list(row)[:6]) or 'none'}); {fix}")
+        rows += 1
+    if not rows:
+        raise UserError(f"task {name}: data file {path} holds no problems (empty); {fix}")
+
+
+def _json_array(text: str) -> list | None:
+    if not text.lstrip().startswith("["):
+        return None
+    try:
+        rows = json.loads(text)
+    except ValueError:
+        return None
+    return rows if isinstance(rows, list) else None
+
+
 def write_task_dir(out_dir: str | Path, names: list[str], data_dir: str | Path) -> dict[str, str]:
     """Write ready task YAMLs for `names` into out_dir; returns {name: lm-eval task name to run}.
-    Every data file must exist (a missing one is named, with the fix)."""
+    Every data file must exist and be loadable (`check_data_file`; one that is not is named, with the fix)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     bench = benchmarks_dir(data_dir)
@@ -85,6 +132,7 @@ def write_task_dir(out_dir: str | Path, names: list[str], data_dir: str | Path) 
             if not p.is_file():
                 raise UserError(f"task {name}: data file {p} not found; pass --data-dir with the shared data "
                                 f"(benchmarks/{fname}), or leave --data-dir out for the built-in sets")
+            check_data_file(p, name)
             files[split] = str(p)
         local = local_task_name(name)
         spec = {"task": local, "include": str(task.yaml_path), "dataset_path": "json", "dataset_name": None,

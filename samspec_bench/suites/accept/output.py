@@ -10,6 +10,7 @@ from rich.table import Table
 
 from samspec_bench.suites.accept.config import VERIFY_COST_ASSUMPTION, AcceptConfig
 from samspec_bench.suites.accept.heldout import split_lines
+from samspec_bench.trace_formats import validation_line
 
 FIGURE_STEM = "acceptance_vs_position"
 MIN_PLOT_STEPS = 20  # bins with fewer steps are not drawn (their numbers are in result.json)
@@ -204,18 +205,9 @@ def print_tool_output(result: dict, console) -> None:
 
 def print_validation(result: dict, console) -> None:
     """verl validation generations found among the traces, and what was done with them."""
-    val = result["inputs"].get("validation")
-    if not val:
-        return
-    by_why: dict[str, list[str]] = {}
-    for f, why in val["files"].items():
-        by_why.setdefault(why, []).append(f"{Path(f).parent.name}/{Path(f).name}")
-    found = "; ".join(f"{', '.join(fs[:4])}{f' and {len(fs) - 4} more' if len(fs) > 4 else ''} ({why})"
-                      for why, fs in by_why.items())
-    left = (f"; {val['excluded']:,} left out, {val['rollout_responses']:,} rollout responses replayed"
-            if val["excluded"] else "")
-    console.print(f"validation generations: {val['responses']:,} response(s) in {len(val['files'])} file(s): "
-                  f"{found}{left}; {val['handling']}", highlight=False)
+    line = validation_line(result["inputs"].get("validation"))
+    if line:
+        console.print(line, highlight=False)
 
 
 def print_sources(result: dict, console) -> None:

@@ -15,9 +15,9 @@ from typing import Any
 
 from samspec_bench.bench.engines.base import FINISH_LENGTH
 from samspec_bench.bench.engines.engine_device import device_record
-from samspec_bench.errors import UserError
+from samspec_bench.errors import UserError, one_line
 from samspec_bench.evals.paired import agreement, compare
-from samspec_bench.evals.tasks import resolve_task, write_task_dir
+from samspec_bench.evals.tasks import parse_tasks, resolve_task, write_task_dir
 from samspec_bench.models.checkpoints import resolve_model
 from samspec_bench.results import RunDir, atomic_write_text, to_jsonable
 from samspec_bench.suites.accuracy.config import ARM_LABEL, ARMS, SUITE, AccuracyConfig, build_engine
@@ -104,10 +104,13 @@ def _run_in(run_dir: RunDir, cfg, resume, progress, console, engine, lm_out, lm_
     cfg = _saved_config(cfg, run_dir, resume, console)
     run_dir.write_json("config.json", asdict(cfg))
     # resume: reuse every response generated before (failed ones are generated again)
-    cache = {r["key"]: r for r in run_dir.samples(GENERATIONS) if "key" in r and not r.get("error")}
+    cache, damaged = reusable_generations(run_dir)
     reused = len(cache)
     if resume is not None:   # what the resume keeps, said before the first generation
-        _log(console, f"resuming {run_dir.path}: {reused} generation(s) already recorded are reused, not generated again")
+        bad = (f"; {damaged} line(s) of {GENERATIONS} are not whole records (damaged or cut) and are skipped: a "
+               "response without a whole record is generated again") if damaged else ""
+        _log(console, f"resuming {run_dir.path}: {reused} generation(s) already recorded are reused, not generated "
+                      f"again{bad}")
     if cfg.data_dir is not None:
         lm_names = write_task_dir(run_dir.file("tasks"), cfg.tasks, cfg.data_dir)
     else:
@@ -148,7 +151,8 @@ def _run_in(run_dir: RunDir, cfg, resume, progress, console, engine, lm_out, lm_
     finally:
         if own_engine and engine is not None:
             engine.close()
-    extra = {"lm_eval": lm_results, "reused_generations": reused, "startup_s": startup_s,
+    extra = {"lm_eval": lm_results, "reused_generations": reused, "damaged_generations": damaged,
+             "startup_s": startup_s,
              "wall_time_s": time.perf_counter() - t_start,
              "data": f"local: {cfg.data_dir}" if cfg.data_dir else BUILTIN_DATA,
              "engine": engine_desc,
@@ -164,17 +168,51 @@ def _run_in(run_dir: RunDir, cfg, resume, progress, console, engine, lm_out, lm_
     return result, run_dir.path
 
 
+def _whole(rec: Any) -> bool:
+    """A generations record a resume can reuse as lm-eval's response: a key and, unless it
+    failed, its text, token ids and the count the cut text keeps."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("key"), str):
+        return False
+    if rec.get("error"):
+        return True
+    ids, kept = rec.get("token_ids"), rec.get("kept_tokens")
+    return (isinstance(rec.get("text"), str) and isinstance(ids, list) and all(isinstance(t, int) for t in ids)
+            and isinstance(kept, int) and not isinstance(kept, bool) and 0 <= kept <= len(ids))
+
+
+def reusable_generations(run_dir: RunDir) -> tuple[dict[str, dict], int]:
+    """The responses a resume reuses (key -> record; failed ones are generated again) and the
+    number of lines that are not whole records (damaged: generated again; a line torn by a stop
+    is expected and not counted)."""
+    cache: dict[str, dict] = {}
+    damaged = 0
+    for rec in run_dir.samples(GENERATIONS, said=False):   # said with the resume line
+        if not _whole(rec):
+            damaged += 1
+        elif not rec.get("error"):
+            cache[rec["key"]] = rec
+    return cache, damaged + run_dir.damaged_lines.get(GENERATIONS, 0)
+
+
 def _saved_config(cfg: AccuracyConfig, run_dir: RunDir, resume, console) -> AccuracyConfig:
     """--resume continues with the run's own saved configuration, on this call's device (where the
     model runs is not a setting of the run: it may continue on another machine)."""
     saved = run_dir.saved_config() if resume is not None else None
     if saved is None:
         return cfg
+    other = sorted(set(saved) - set(asdict(cfg))) + [f"{k} missing" for k in sorted(set(asdict(cfg)) - set(saved))]
+    if other:   # a setting missing would silently take today's default, not the run's
+        raise UserError(f"--resume {resume}: its config.json holds other settings than this version's "
+                        f"({', '.join(other)}); start a new run")
     try:
         saved_cfg = replace(AccuracyConfig(**saved), device=cfg.device)
-    except TypeError:
-        raise UserError(f"--resume {resume}: its config.json holds other settings than this version's "
-                        f"({', '.join(sorted(set(saved) - set(asdict(cfg))) or ['fields missing'])}); "
+        if not (isinstance(saved_cfg.tasks, list) and saved_cfg.tasks and all(isinstance(t, str) for t in
+                                                                                saved_cfg.tasks)):
+            raise UserError(f"tasks {saved_cfg.tasks!r} is not a list of task names")
+        parse_tasks(",".join(saved_cfg.tasks))
+        saved_cfg.check()   # this call's options were checked, the saved ones never were
+    except (UserError, TypeError, ValueError) as e:
+        raise UserError(f"--resume {resume}: its config.json holds settings that cannot run ({one_line(e)}); "
                         "start a new run") from None
     given, used = asdict(cfg), asdict(saved_cfg)
     differ = [f"{k} {given[k]!r} (the run's: {used[k]!r})" for k in given if given[k] != used.get(k)]

@@ -329,6 +329,10 @@ def execute(config: RolloutConfig, *, output: str, resume: str | None = None, js
 @click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop", show_default=True,
               help="Replay: a bad trace line (e.g. an empty verl 'output', a response of special tokens only) stops "
                    "the run naming file and line, or is skipped and counted.")
+@click.option("--history-includes-validation", is_flag=True, default=False,
+              help="Replay: verl validation generations (validation_data_dir, a val*/validation* folder, lines with "
+                   "'reward' = 'score', as some reward managers write in every rollout line too) with their steps as "
+                   "RL steps. Default: left out beside rollouts (counted and printed); alone, replayed without RL steps.")
 @click.option("--history-window", type=int, default=16, show_default=True,
               help="History source: earlier responses kept per prompt.")
 @click.option("--history-budget-mb", type=float, default=512.0, show_default=True,

@@ -62,6 +62,7 @@ class RolloutConfig:
     history_budget_mb: float = 512.0  # history source: stored tokens, MiB
     tool_output: str = "prefill"     # replay: tool output between turns prefilled (turns.py) or decoded
     on_error: str = "stop"           # replay: a bad trace line stops the run, or is skipped and counted
+    history_includes_validation: bool = False   # replay: verl validation generations replayed as RL steps
     tool_latency_s: float = 0.0      # replay: seconds a tool runs between a multi-turn request's turns
     tool_latency_from: dict | None = None   # where they were measured (--tool-latency-s from:LOG; tool_latency.py)
     kv_capacity_tokens: int | None = None   # simulated (and reference engine's) KV cache size; None = unlimited
@@ -93,7 +94,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                  kv_capacity_tokens, block_size, repeats, spec_threshold, ks, arms, tail_threshold, step_model,
                  seed, threads, dp, dp_shard, preset, sensitivity, device, strategy, history_window,
                  history_budget_mb, draws, dev_split, length_group_share, tool_output,
-                 tool_latency_s, length_rank_share, on_error) -> RolloutConfig:
+                 tool_latency_s, length_rank_share, on_error, history_includes_validation) -> RolloutConfig:
     """The main command's options (click's values; the click options hold the defaults) as a
     checked RolloutConfig. Replay without --traces / --tokenizer takes the shared data
     directory's (--data-dir, else the default one)."""
@@ -134,6 +135,7 @@ def build_config(*, engine, model, traces, tokenizer, data_dir, prompts, group_s
                         sensitivity=bool(preset) if sensitivity is None else bool(sensitivity),
                         strategies=strategies, history_window=history_window, history_budget_mb=history_budget_mb,
                         draws=draws, dev_split=dev_split, tool_output=tool_output, on_error=on_error,
+                        history_includes_validation=bool(history_includes_validation),
                         **dict(zip(("tool_latency_s", "tool_latency_from"), tool_latency_option(tool_latency_s))))
     if caps.needs_traces and model is not None and cfg.tokenizer is None:
         # replay with --model tokenizes with that model's tokenizer, as accept does (a preset's

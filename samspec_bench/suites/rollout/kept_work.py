@@ -146,7 +146,7 @@ def read_kept(run_dir: RunDir) -> tuple[dict[str, Any], int]:
     if path.exists():
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = sum(1 for line in f if line.strip())
-    for r in run_dir.samples(DRAWS_FILE):
+    for r in run_dir.samples(DRAWS_FILE, said=False):   # counted below, with the records that do not fit
         key, value = r.get("key"), r.get("value")
         if isinstance(key, str) and _value_ok(key, value):
             done.pop(key, None)   # a key given twice: the later line stands

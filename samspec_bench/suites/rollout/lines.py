@@ -16,6 +16,7 @@ from samspec_bench.suites.rollout.sensitivity import table_lines
 from samspec_bench.suites.rollout.spread import fmt, mapped, single
 from samspec_bench.suites.rollout.turns import tool_line
 from samspec_bench.suites.rollout.units import fmt_t, step_key, t, unit_tag
+from samspec_bench.trace_formats.validation import validation_line
 
 
 def _f(x, spec: str = ".3f") -> str:
@@ -81,7 +82,8 @@ def source_lines(summary: dict[str, Any]) -> list[str]:
 
 def workload_lines(summary: dict[str, Any]) -> list[str]:
     """What the simulated requests replay: how many, from how many distinct trace responses, and
-    what the traces held that no request replays or that was cut (none for a measured run)."""
+    what the traces held that no request replays or that was cut (none for a measured run); the
+    verl validation generations among them and what was done with them."""
     w = summary.get("workload") or {}
     if "distinct_responses" not in w or "trace_responses" not in w:   # a measured run: only what it raised
         return [f"workload: {raised_text(w)}"] if w.get("requests_raised_to_min_len") else []
@@ -102,8 +104,9 @@ def workload_lines(summary: dict[str, Any]) -> list[str]:
                      f"{w['max_response_len']} (lengths {w.get('lengths', '?')})")
     if w.get("requests_raised_to_min_len"):
         parts.append(raised_text(w))
-    tools = tool_line(w.get("tool_output"))
-    return ["; ".join(parts)] + ([tools] if tools else [])
+    # verl validation generations: left out, replayed without steps or as steps (--history-includes-validation)
+    extra = [x for x in (validation_line(w.get("validation")), tool_line(w.get("tool_output"))) if x]
+    return ["; ".join(parts)] + extra
 
 
 def raised_text(w: dict[str, Any]) -> str:

@@ -110,8 +110,8 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
     or a strategy's) the rollout is the traces' last RL step and the earlier steps its history
     (`profiles.split_history`; single-step traces: each group's first half), for every arm.
     `profiles=False`: the requests alone, quietly (what a run plans its profile grid from)."""
-    merged: dict[str, Any] = {}   # one RL step in several folders' step files: said, counted
-    traces, note = read_rl_steps(cfg.traces, "rollout", on_error=cfg.on_error, counts=merged)
+    merged: dict[str, Any] = {}   # validation generations, one RL step in several folders' step files: counted
+    traces, note = read_rl_steps(cfg.traces, cfg.on_error, cfg.history_includes_validation, merged)
     if note and profiles:
         click.echo(f"rollout --traces: {note}", err=True)
     read_skipped = len(traces.skipped)
@@ -163,7 +163,8 @@ def prepare(cfg: RolloutConfig, profiles: bool = True) -> Replay:
                 profs[key] = got
                 if tree is not None:
                     trees[key] = tree
-    files = tuple(sorted({str(r.source) for r in traces.records} | {str(f) for f, _, _ in traces.skipped}))
+    val_files = set((merged.get("validation") or {}).get("files", {}))   # left out, still read: an edit counts
+    files = tuple(sorted({str(r.source) for r in traces.records} | {str(f) for f, _, _ in traces.skipped} | val_files))
     return Replay(pairs, idx, n_prompts, n, profs, time.perf_counter() - t0, hist_info, trees, late, coverage,
                   turns, tools, files=files)
 

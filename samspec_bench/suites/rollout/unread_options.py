@@ -5,8 +5,9 @@ anything runs (nothing is silent): each set away from its default where nothing 
   strategy names its own k, drafter and sources); --spec-threshold without a threshold arm where
   it is not the tail's definition either;
 - a measured engine's sampling (--temperature, --top-p, --no-ignore-eos) on a replay, and its
-  built-in prompts' traces (--traces, --tokenizer, and how their tool output is replayed:
-  --tool-output, --tool-latency-s) on a measured engine;
+  built-in prompts' traces (--traces, --tokenizer, how their tool output is replayed:
+  --tool-output, --tool-latency-s, bad lines: --on-error, and verl validation generations:
+  --history-includes-validation) on a measured engine;
 - --block-size without a KV capacity to cut into blocks;
 - --draws / --seed when the lengths are not drawn;
 - --length-group-share (a share, or traces) and --length-rank-share when no lengths are drawn (a
@@ -56,6 +57,7 @@ def refuse_unread(cfg: Any, given: set[str], drawn: bool) -> None:
                    for f, opt in (("tool_output", "--tool-output"), ("tool_latency_s", "--tool-latency-s"),
                                   ("on_error", "--on-error"))
                    if (v := getattr(cfg, f)) != field_default(cfg, f)]
+        traces += ["--history-includes-validation"] if cfg.history_includes_validation else []   # a flag: no value
         if traces:
             raise UserError(f"{' / '.join(traces)} with --engine {cfg.engine}: a measured engine generates from the "
                             f"built-in prompts with its model's tokenizer; use --engine replay, or drop "

@@ -3,6 +3,7 @@ JSON. A reading takes a moment: no --resume."""
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -30,6 +31,14 @@ def build_config(*, files: tuple[str, ...]) -> SpecMetricsConfig:
     if not files:
         raise UserError("spec-metrics: give one or more files: Prometheus scrapes of a vLLM server's /metrics, "
                         "or vLLM logs with 'SpecDecoding metrics:' lines")
+    seen: dict[str, str] = {}
+    for f in map(str, files):   # a log read twice counts its lines twice; a scrape twice makes an empty interval
+        first = seen.get(real := os.path.realpath(f))
+        if first is not None:
+            same = f"{f!r}" if first == f else f"{first!r} and {f!r} (the same file)"
+            raise UserError(f"spec-metrics: {same} given twice: its readings would count twice (a log) or make an "
+                            "empty interval (a scrape); give each file once")
+        seen[real] = f
     return SpecMetricsConfig(files=tuple(str(f) for f in files))
 
 
@@ -38,9 +47,20 @@ def metrics_of(reading: Reading) -> dict[str, Any]:
     return {"format": reading.format, "total": reading.total().figures(), "intervals": len(reading.intervals),
             "lines": dict(reading.lines), "lines_not_understood_examples": list(reading.not_understood),
             "lines_not_understood_why": list(reading.why_not_understood),
+            "log_fields_not_read": fields_not_read(reading),
             "counter_resets": reading.resets, "log_lines_inconsistent": list(reading.inconsistent),
             "log_lines_non_finite_not_used": list(reading.non_finite), "series_not_used": dict(reading.not_used),
             "notes": list(reading.notes), "vllm_names": VLLM_NAMES}
+
+
+def fields_not_read(reading: Reading) -> dict[str, int]:
+    """Fields of the log lines the reader does not know (a newer vLLM's or a fork's), each with the
+    number of lines that print it: ignored, so said."""
+    out: dict[str, int] = {}
+    for iv in reading.intervals:
+        for name in iv.printed.get("fields_not_read", ()):
+            out[name] = out.get(name, 0) + 1
+    return out
 
 
 def lines(reading: Reading) -> list[str]:
@@ -56,6 +76,9 @@ def lines(reading: Reading) -> list[str]:
     if reading.non_finite:
         out.append(f"NOT FINITE, not used: {len(reading.non_finite)} log line(s) print a figure that is not a number: "
                    f"{', '.join(reading.non_finite[:5])}")
+    if unread := fields_not_read(reading):
+        out.append("log fields not read (not used in any figure): "
+                   + ", ".join(f"{k!r} ({v} line(s))" for k, v in unread.items()))
     if reading.not_used:
         out.append("spec-decode series not used: " + ", ".join(f"{k} ({v})" for k, v in reading.not_used.items()))
     out.extend(f"note: {n}" for n in reading.notes)

@@ -129,19 +129,20 @@ def test_a_steps_csv_with_a_byte_order_mark_reads_its_first_column(tmp_path):
     assert check_step_model("roofline:hardware=H100,model=Qwen3-8B", p)["overall"]["steps"] == 1
 
 
+def _profile_steps(rows) -> dict:
+    """A torch profile's measured steps of B requests verifying q - 1 drafts over C context, ms each."""
+    return {"time_s": [ms / 1e3 for *_, ms in rows], "decode_tokens": [float(B) for B, *_ in rows],
+            "prefill_tokens": [0.0] * len(rows), "draft_tokens": [float(B * (q - 1)) for B, q, *_ in rows],
+            "context_tokens": [float(B * C) for B, _, C, _ in rows], "running": [float(B) for B, *_ in rows],
+            "spec_requests": [float(B * (q > 1)) for B, q, *_ in rows], "speculative": [float(q > 1) for _, q, *_ in rows]}
+
+
 def test_a_torch_profile_json_is_checked_as_its_points_device_time(tmp_path):
     pts = _file(tmp_path, ROWS, {"device": "NVIDIA H100 80GB HBM3"})
     prof = tmp_path / "prof.json"
     prof.write_text(json.dumps({"format": 3, "kind": "step-profile", "engine": {"name": "torch", "tp": 1,
                                                                                  "device": "cuda: NVIDIA H100 80GB HBM3"},
-                                "measured_steps": {"time_s": [ms / 1e3 for *_, ms in ROWS],
-                                                   "decode_tokens": [float(B) for B, *_ in ROWS],
-                                                   "prefill_tokens": [0.0] * len(ROWS),
-                                                   "draft_tokens": [float(B * (q - 1)) for B, q, *_ in ROWS],
-                                                   "context_tokens": [float(B * C) for B, _, C, _ in ROWS],
-                                                   "running": [float(B) for B, *_ in ROWS],
-                                                   "spec_requests": [float(B * (q > 1)) for B, q, *_ in ROWS],
-                                                   "speculative": [float(q > 1) for _, q, *_ in ROWS]}}))
+                                "measured_steps": _profile_steps(ROWS)}))
     spec = "roofline:hardware=H100,model=Qwen3-8B,mode=graph"
     a, b = check_step_model(spec, prof), check_step_model(spec, pts)
     assert a["overall"]["modelled_host_in_measured_s"] > 0 and "host time" in a["units"]
@@ -235,13 +236,6 @@ def test_a_torch_profile_jsons_dtype_is_checked_like_its_points(tmp_path):
     prof = tmp_path / "prof.json"
     prof.write_text(json.dumps({"format": 3, "kind": "step-profile",
                                 "engine": {"name": "torch", "tp": 1, "dtype": "float32", "device": "cuda: NVIDIA H100"},
-                                "measured_steps": {"time_s": [ms / 1e3 for *_, ms in ROWS],
-                                                   "decode_tokens": [float(B) for B, *_ in ROWS],
-                                                   "prefill_tokens": [0.0] * len(ROWS),
-                                                   "draft_tokens": [float(B * (q - 1)) for B, q, *_ in ROWS],
-                                                   "context_tokens": [float(B * C) for B, _, C, _ in ROWS],
-                                                   "running": [float(B) for B, *_ in ROWS],
-                                                   "spec_requests": [float(B * (q > 1)) for B, q, *_ in ROWS],
-                                                   "speculative": [float(q > 1) for _, q, *_ in ROWS]}}))
+                                "measured_steps": _profile_steps(ROWS)}))
     rep = check_step_model("roofline:hardware=H100,model=Qwen3-8B", prof)
     assert rep["points_dtype"] == {"measured": "float32", "priced": "bfloat16", "same": False}

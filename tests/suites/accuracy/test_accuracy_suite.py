@@ -201,6 +201,55 @@ def test_a_resume_names_each_setting_it_does_not_use(tmp_path, data_dir):
 
 
 @pytest.mark.usefixtures("needs_lm_eval")
+@pytest.mark.parametrize("edit, said", [({"limit": -3}, "--limit -3"), ({"tasks": "gsm8k"}, "not a list of task names"),
+                                        ({"num_samples": 0}, "--num-samples 0"), ({"drafter": ...}, "drafter missing")])
+def test_a_resume_refuses_saved_settings_that_cannot_run(tmp_path, data_dir, edit, said):
+    """The saved config.json is what a resume runs: an edited or damaged one is named (exit 2), not
+    handed to lm-eval (limit -3 was an internal error in lm-eval's islice), and a setting missing
+    from it is not silently today's default."""
+    from dataclasses import replace
+
+    from samspec_bench.suites.accuracy import AccuracyConfig, run
+
+    cfg = AccuracyConfig(tasks=["gsm8k"], data_dir=str(data_dir), limit=1, max_gen_toks=16, bootstrap_iters=100)
+    _, path = run(cfg, output=str(tmp_path), progress=False, engine=StubEngine())
+    saved = json.loads((path / "config.json").read_text())
+    saved.update(edit)
+    saved = {k: v for k, v in saved.items() if v is not ...}   # ...: the setting left out
+    (path / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(UserError, match="config.json") as e:
+        run(replace(cfg), output=str(tmp_path), resume=str(path), progress=False, engine=StubEngine())
+    assert said in str(e.value) and f"--resume {path}" in str(e.value) and "start a new run" in str(e.value)
+
+
+@pytest.mark.usefixtures("needs_lm_eval")
+def test_a_resume_skips_and_counts_damaged_generation_records(tmp_path, data_dir):
+    """A generations.jsonl record without its token ids (KeyError in the greedy agreement) or with
+    a key that is not a string (TypeError building the cache) was an internal error; a line that
+    is not JSON was skipped without a word. Each is now counted, said, and its response generated again."""
+    import io
+
+    from rich.console import Console
+
+    from samspec_bench.suites.accuracy import AccuracyConfig, run
+
+    cfg = AccuracyConfig(tasks=["gsm8k"], data_dir=str(data_dir), max_gen_toks=16, bootstrap_iters=100)
+    _, path = run(cfg, output=str(tmp_path), progress=False, engine=StubEngine())
+    gens = path / "generations.jsonl"
+    recs = [json.loads(line) for line in gens.read_text().splitlines()]
+    assert len(recs) == 6
+    del recs[0]["token_ids"]
+    recs[1]["key"] = ["not", "a", "key"]
+    gens.write_text("".join(json.dumps(r) + "\n" for r in recs) + "garbage{\n")
+    said = io.StringIO()
+    result, _ = run(cfg, output=str(tmp_path), resume=str(path), progress=False, engine=StubEngine(),
+                    console=Console(file=said, width=400))
+    assert result["reused_generations"] == 4 and result["damaged_generations"] == 3
+    assert "3 line(s) of generations.jsonl are not whole records" in said.getvalue()
+    assert result["metrics"]["gsm8k"]["n"] == 3 and result["metrics"]["gsm8k"]["agreement"]["n"] == 3
+
+
+@pytest.mark.usefixtures("needs_lm_eval")
 def test_a_run_that_stops_before_generating_leaves_no_folder(tmp_path, data_dir):
     """A new run that fails before any response (here: --apply-chat-template on a tokenizer
     without a chat template) removes its folder: settings, task files and links to the built-in

@@ -66,6 +66,7 @@ def test_a_replay_refuses_what_it_would_not_read(shared_data, over, needle):
     ({"block_size": 32}, "--block-size 32"),
     ({"data_dir": "/no/such/dir"}, "--data-dir /no/such/dir"),
     ({"on_error": "skip"}, "--on-error skip"),
+    ({"history_includes_validation": True}, "--history-includes-validation with --engine reference"),
 ])
 def test_a_measured_engine_refuses_what_it_would_not_read(over, needle):
     _refused({"engine": "reference", **over}, needle)

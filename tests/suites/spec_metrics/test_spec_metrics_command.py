@@ -13,7 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from samspec_bench.cli import group
+from samspec_bench.cli import group, main
 from samspec_bench.suites import spec_metrics as suite
 
 SCRAPE = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
@@ -61,3 +61,36 @@ def test_neither_is_one_line_exit_2(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
     assert "notes.txt" in proc.stderr and "neither" in proc.stderr
     assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("second", ["same", "dot"])
+def test_a_file_given_twice_is_exit_2_not_counted_twice(tmp_path, monkeypatch, capsys, second):
+    # a log given twice would pool every line twice (drafted doubled); a scrape twice, an empty interval
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "server.log").write_text(
+        "INFO 11-26 10:00:00 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.50, Accepted throughput: "
+        "300.00 tokens/s, Drafted throughput: 600.00 tokens/s, Accepted: 3000 tokens, Drafted: 6000 tokens, "
+        "Per-position acceptance rate: 0.800, 0.450, 0.250, Avg Draft acceptance rate: 50.0%\n")
+    again = "server.log" if second == "same" else "./server.log"
+    with pytest.raises(SystemExit) as e:
+        main(["spec-metrics", "server.log", again, "--output", "runs"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2, err
+    assert "given twice" in err and "give each file once" in err and "'server.log'" in err and err.count("\n") == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_log_fields_not_read_are_counted_and_shown(tmp_path):
+    # a vLLM fork's extra field (its draft-length histogram) was read and then dropped without a word
+    f = tmp_path / "server.log"
+    f.write_text(
+        "(APIServer pid=1) INFO 11-26 10:00:00 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.50, "
+        "Accepted throughput: 300.00 tokens/s, Drafted throughput: 600.00 tokens/s, Accepted: 3000 tokens, Drafted: "
+        "6000 tokens, Per-position acceptance rate: 0.800, 0.450, 0.250, Draft length histogram: 0:12, 3:2000, "
+        "Avg Draft acceptance rate: 50.0%\n")
+    res = CliRunner().invoke(group, ["spec-metrics", str(f), "--output", str(tmp_path / "runs"),
+                                     "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    assert "log fields not read (not used in any figure): 'Draft length histogram' (1 line(s))" in res.output
+    metrics = json.loads((tmp_path / "r.json").read_text())["metrics"]
+    assert metrics["log_fields_not_read"] == {"Draft length histogram": 1}

@@ -45,15 +45,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from samspec_bench.bench.engines.vllm.spec_counters import (ACCEPTED, DRAFT_TOKENS, DRAFTS, PER_POS, PREFIX,
                                                               check_counter, check_counts, missing_notes, positions,
                                                               series_increase, vanished, vanished_notes)
+from samspec_bench.bench.engines.vllm.spec_readings import Interval, Reading
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import vllm_spec_decode
+
 LOG_MARK = "SpecDecoding metrics:"
 V0_MARK = "Speculative metrics:"   # vLLM V0's LoggingStatLogger
 EXAMPLES = 3   # lines quoted of each kind not understood
@@ -63,85 +64,6 @@ _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?
 _FIELD_SPLIT = re.compile(r",\s+(?=[A-Za-z][A-Za-z0-9 _-]*: )")
 NEITHER = ("neither a Prometheus scrape of vLLM's spec-decode counters (vllm:spec_decode_*_total, from a server's "
            "/metrics) nor a vLLM log with 'SpecDecoding metrics:' lines; give one of those")
-
-
-@dataclass
-class Interval:
-    """The counts of one reading: exact from counters; from a log line, drafts maybe estimated.
-    None: unknown (a counter absent from a scrape), never taken as 0."""
-
-    source: str
-    drafts: float | None
-    draft_tokens: int | None
-    accepted: int | None
-    accepted_per_pos: list[float] | None
-    drafts_exact: bool = True
-    printed: dict[str, Any] = field(default_factory=dict)   # a log line's own figures, as printed
-
-    def figures(self) -> dict[str, Any]:
-        """vLLM's names (metrics.vllm_spec_decode), the project's beside them, and the source."""
-        d = self.drafts if self.drafts else 0
-        v = vllm_spec_decode(d, self.draft_tokens or 0, self.accepted or 0, self.accepted_per_pos or [])
-        if self.accepted is None or self.draft_tokens is None:   # unknown, not 0: so are the figures from it
-            v["spec_decode_acceptance_rate"] = None
-        if self.accepted is None:
-            v["spec_decode_acceptance_length"] = None
-        for key, x in (("num_drafts", self.drafts), ("draft_tokens", self.draft_tokens),
-                       ("accepted_tokens", self.accepted)):
-            v[f"spec_decode_{key}"] = _number(x)
-        v["spec_decode_per_position_acceptance_rates"] = (None if self.accepted_per_pos is None else
-                                                          [p / d for p in self.accepted_per_pos] if d else [])
-        ours = {"acceptance_rate": None if v["spec_decode_acceptance_rate"] is None
-                else v["spec_decode_acceptance_rate"] / 100,
-                "acceptance_length": v["spec_decode_acceptance_length"],
-                "per_position_acceptance": v["spec_decode_per_position_acceptance_rates"]}
-        return {"source": self.source, **v, **ours, "drafts_exact": self.drafts_exact,
-                **({"printed": self.printed} if self.printed else {})}
-
-
-def _number(x: float | None) -> float | int | None:
-    return None if x is None else (int(x) if float(x).is_integer() else float(x))
-
-
-@dataclass
-class Reading:
-    """What a set of files gave: the format, the intervals, and a tally of every line."""
-
-    format: str
-    intervals: list[Interval]
-    lines: dict[str, int]
-    not_understood: list[str]
-    resets: int = 0
-    inconsistent: list[str] = field(default_factory=list)   # log lines whose printed rate disagrees
-    why_not_understood: list[str] = field(default_factory=list)   # beside each spec-decode line quoted
-    non_finite: list[str] = field(default_factory=list)   # "file:line (field, ...)": printed, not used
-    not_used: dict[str, int] = field(default_factory=dict)   # spec-decode series read but not used
-    notes: list[str] = field(default_factory=list)   # what the reader could not tell (drafts unknown)
-
-    def __post_init__(self):
-        if len(self.k_values()) > 1:
-            self.notes.append(f"the intervals draft {' or '.join(map(str, self.k_values()))} positions (k changed: a "
-                              "restart?): pooled per-position rates unknown; each interval's are its own")
-
-    def k_values(self) -> list[int]:
-        return sorted({len(i.accepted_per_pos) for i in self.intervals if i.accepted_per_pos})
-
-    def total(self) -> Interval:
-        """Every interval pooled (sums, then ratios); a count unknown in one interval is unknown
-        pooled; drafts exact only if every interval's is. Per-position counts pool only where
-        every interval has them for one k: a position k lacks has fewer drafts than the pool."""
-        iv = self.intervals
-
-        def pooled(xs: list[Any]) -> Any:
-            return None if any(x is None for x in xs) else sum(xs)
-
-        per_pos = None
-        if all(i.accepted_per_pos is not None for i in iv) and len(self.k_values()) <= 1:
-            k = max((len(i.accepted_per_pos) for i in iv), default=0)
-            per_pos = [sum(i.accepted_per_pos[p] for i in iv if p < len(i.accepted_per_pos)) for p in range(k)]
-        return Interval(f"{len(iv)} interval(s) pooled", pooled([i.drafts for i in iv]),
-                        pooled([i.draft_tokens for i in iv]), pooled([i.accepted for i in iv]), per_pos,
-                        all(i.drafts_exact for i in iv))
 
 
 # --- Prometheus text exposition --------------------------------------------------------------------
@@ -334,7 +256,10 @@ def parse_log_line(line: str, source: str) -> Interval:
         printed["fields_not_read"] = sorted(set(fields) - _KNOWN)
     if bad:
         printed["non_finite"] = bad
-    if sum(rates) > 0 and accepted > 0:
+    full = drafted // len(rates) if rates and drafted > 0 and drafted % len(rates) == 0 else None
+    if full and _printed_fit(full, accepted, rates, length):   # every draft k long (EAGLE, MTP): exact
+        drafts = full
+    elif sum(rates) > 0 and accepted > 0:
         drafts = round(accepted / sum(rates))
     elif length is not None and length > 1 and accepted > 0:
         drafts = round(accepted / (length - 1))
@@ -342,8 +267,17 @@ def parse_log_line(line: str, source: str) -> Interval:
         drafts = math.ceil(drafted / len(rates))   # nothing accepted: as if every draft were k long
     else:
         drafts = None if drafted > 0 else 0
+    if drafts and rates and drafted > 0:   # k tokens a draft at most, one at least
+        drafts = min(max(drafts, math.ceil(drafted / len(rates))), drafted)
     per_pos = [r * drafts for r in rates] if drafts else [0.0] * len(rates)
     return Interval(source, drafts, drafted, accepted, per_pos, drafts_exact=False, printed=printed)
+
+
+def _printed_fit(drafts: int, accepted: int, rates: list[float], length: float | None) -> bool:
+    """Whether `drafts` drafts agree with the printed figures to their rounding: the per-position
+    rates (3 decimals each, summing to accepted / drafts) and the mean acceptance length (2 decimals)."""
+    return (abs(accepted / drafts - sum(rates)) <= 0.0005 * len(rates) + 1e-9
+            and (length is None or abs(1 + accepted / drafts - length) <= 0.005 + 1e-9))
 
 
 def parse_v0_line(line: str, source: str) -> dict[str, Any]:
@@ -464,9 +398,13 @@ def read_files(paths: Sequence[str]) -> Reading:
     texts, kinds = [], []
     for p in paths:
         try:
-            text = Path(p).read_text(encoding="utf-8", errors="replace")
+            raw = Path(p).read_bytes()
         except OSError as e:
             raise UserError(f"{p}: cannot read it ({e.strerror or e}); give a scrape or log file") from None
+        if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw[:200]:   # PowerShell 5's `>` writes UTF-16
+            raise UserError(f"{p}: UTF-16 text (as PowerShell 5 redirects write it), not UTF-8; convert it "
+                            f"(iconv -f UTF-16 -t UTF-8 {p} > {Path(p).stem}.utf8{Path(p).suffix}) and give that")
+        text = raw.decode("utf-8-sig", errors="replace")   # a byte-order mark (Windows tools) is not text
         kind = kind_of(text)
         if kind is None:
             raise UserError(f"{p}: {NEITHER}")

@@ -60,6 +60,21 @@ def test_one_scrape_is_since_start_and_engines_are_summed(tmp_path):
     assert r.lines["other_metric"] == 1
 
 
+def test_a_scrape_with_a_byte_order_mark_reads_its_first_line(tmp_path):
+    # Windows tools save UTF-8 with a BOM: the first counter line was "not understood", drafts unknown
+    f = tmp_path / "m.prom"
+    f.write_bytes(b"\xef\xbb\xbf" + _scrape(10, 30, 12, [7, 4, 1]).encode())
+    r = sm.read_files([str(f)])
+    assert r.lines["not_understood"] == 0 and r.total().figures()["spec_decode_num_drafts"] == 10
+
+
+def test_a_utf16_scrape_is_refused_naming_the_encoding(tmp_path):
+    f = tmp_path / "m.prom"
+    f.write_bytes(_scrape(10, 30, 12, [7, 4, 1]).encode("utf-16"))   # PowerShell 5's `>`
+    with pytest.raises(UserError, match=r"m\.prom: UTF-16 text .* convert it \(iconv -f UTF-16 -t UTF-8"):
+        sm.read_files([str(f)])
+
+
 def test_scrapes_give_differences_with_a_reset(tmp_path):
     # one file, three scrapes (the series repeat); the third after a restart: counters went down
     text = (_scrape(10, 30, 12, [7, 4, 1]) + _scrape(20, 60, 30, [15, 10, 5])
@@ -186,6 +201,31 @@ def test_log_lines_of_two_ks_pool_no_per_position_rates(tmp_path):
     f.write_text(LINE + "\n" + LINE2 + "\n")   # one k: pooled as before, no note
     r = sm.read_files([str(f)])
     assert r.total().accepted_per_pos is not None and not any("positions (k changed" in n for n in r.notes)
+
+
+def test_log_drafts_of_k_tokens_each_when_the_printed_figures_agree(tmp_path):
+    # EAGLE / MTP draft k tokens every time: Drafted / k is exact where the rounded rates and mean
+    # length agree with it; accepted / sum(rates) was 12000 here (the 3-decimal rates are 0.001 + 0 + 0)
+    line = ("INFO 11-26 10:00:00 [metrics.py:86] SpecDecoding metrics: Mean acceptance length: 1.00, Accepted: 12 "
+            "tokens, Drafted: 30000 tokens, Per-position acceptance rate: 0.001, 0.000, 0.000\n")
+    f = tmp_path / "low.log"
+    f.write_text(line)
+    (iv,) = sm.read_files([str(f)]).intervals
+    assert iv.drafts == 10000 and iv.drafts_exact is False
+    # drafts shorter than k (n-gram): the rates disagree with Drafted / k, so the rates' estimate stands,
+    # within what the counts allow (at least Drafted / k drafts, at most one per drafted token)
+    f.write_text(line.replace("1.00", "1.40").replace("Accepted: 12", "Accepted: 4000")
+                 .replace("0.001, 0.000, 0.000", "0.300, 0.080, 0.020"))
+    (iv,) = sm.read_files([str(f)]).intervals
+    assert iv.drafts == 10000   # 4000 / 0.4: also Drafted / k here
+    f.write_text(line.replace("1.00", "1.33").replace("Accepted: 12", "Accepted: 4000")
+                 .replace("0.001, 0.000, 0.000", "0.200, 0.100, 0.033"))
+    (iv,) = sm.read_files([str(f)]).intervals
+    assert iv.drafts == 12012   # 4000 / 0.333; Drafted / k = 10000 would give 0.4 accepted per draft
+    f.write_text(line.replace("1.00", "1.80").replace("Accepted: 12", "Accepted: 4000")
+                 .replace("0.001, 0.000, 0.000", "0.600, 0.150, 0.050"))
+    (iv,) = sm.read_files([str(f)]).intervals
+    assert iv.drafts == 10000   # 4000 / 0.8 = 5000 drafts would hold 6 tokens each, more than k = 3
 
 
 def test_log_line_whose_rate_disagrees_is_reported(tmp_path):
