@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-
 PKG = Path(__file__).resolve().parents[1] / "samspec_bench"
 NAME = "samspec_bench"
 HEAVY = ("torch", "vllm", "vllm_ascend", "torch_npu", "lm_eval", "transformers")
