@@ -200,16 +200,20 @@ class RooflineStepModel:
     def valid_range(self) -> dict[str, list[float]] | None:
         """The step features its calibration's points span ({feature: [lo, hi]}; steps beyond are
         flagged as a fitted profile's are, fitted_step_model.extrapolation); None where it claims
-        none: uncalibrated (the row's own parameters) or a calibration file that records no range."""
+        none: the row's built-in parameters (no calibration= file) or a calibration file that records
+        no range."""
         vr = (self.calibration or {}).get("measured_range")
         return {k: list(v) for k, v in vr.items()} if vr else None
 
     def range_note(self) -> str:
-        """One line: calibrated on which measured range, calibrated with the range unknown, or
-        uncalibrated (no range claimed, nothing flagged as extrapolated)."""
+        """One line: calibrated on which measured range (a calibration= file), calibrated with the
+        range unknown, or the hardware row's built-in parameters (where they come from, by the
+        row's sources; no range claimed, nothing flagged as extrapolated)."""
         if self.calibration is None:
-            return (f"uncalibrated roofline: no calibration= file, the {self.hw.name} row's own parameters price every "
-                    "step; it claims no measured range, so no step is flagged as extrapolated")
+            src = str(self.hw.sources.get("op_efficiency", "")).split(" (")[0].split(";")[0]
+            return (f"no calibration= file: the {self.hw.name} row's built-in parameters price every step"
+                    + (f" ({src})" if src else "") + "; they claim no measured range, so no step is flagged as "
+                    "extrapolated")
         where, vr = f"calibration={self.calibration.get('file')}", self.valid_range()
         if vr is None:
             return (f"{where} records no measured range (written before ranges were): range unknown, steps beyond its "

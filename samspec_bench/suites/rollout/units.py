@@ -56,12 +56,12 @@ def priced_by(model: Any, source: str, profile: dict[str, Any] | None = None) ->
 
 
 def roofline_tag(priced: dict[str, Any]) -> str:
-    """'; uncalibrated' / '; calibrated, range unknown' / '; calibrated on measured points' for a
+    """'; the row's built-in parameters' / '; calibrated, range unknown' / '; calibrated on measured points' for a
     roofline (what its EXTRAPOLATED flag can say), '' for another model."""
     if priced.get("kind") != "roofline" or "range_note" not in priced:
         return ""
     if not priced.get("calibration"):
-        return "; uncalibrated: the hardware row's own parameters, no measured range"
+        return "; the hardware row's built-in parameters, no measured range claimed"
     return "; calibrated, range unknown" if not priced.get("valid_range") else "; calibrated on measured points"
 
 

@@ -216,6 +216,6 @@ def test_a_calibrations_range_flags_simulated_steps_beyond_it_as_a_fitted_profil
     steps = simulate(reqs, k=0, policy=make_policy("off"), step_model=model(), max_num_seqs=32).steps
     flagged = extrapolation(model(calibration=cal), steps)
     assert flagged["running"]["max"] == 32 and flagged["running"]["valid_max"] == 8.0
-    assert extrapolation(model(), steps) == {} and "uncalibrated" in model().describe()["range_note"]
+    assert extrapolation(model(), steps) == {} and "no calibration= file" in model().describe()["range_note"]
     kept = model(calibration=cal).with_hardware(hardware("H100"))   # e.g. --sensitivity's other attention kernel
     assert kept.valid_range() == {"running": [1.0, 8.0], "context_tokens": [1024.0, 8192.0]}

@@ -203,10 +203,13 @@ def test_an_old_calibration_without_a_range_says_range_unknown_once_and_prices(t
     assert "WARNING: calibration=" in format_report(rep)
 
 
-def test_an_uncalibrated_roofline_claims_no_range_and_says_it_is_uncalibrated(tmp_path):
+def test_a_roofline_without_a_calibration_file_claims_no_range_and_says_whose_parameters_price(tmp_path):
     rep = check_step_model("roofline:hardware=H100,model=Qwen3-8B", _file(tmp_path, [(100_000, 1, 1024, 9e4)]))
     assert "extrapolation" not in rep and rep["describe"]["calibration"] is None
-    assert "uncalibrated roofline: no calibration= file" in format_report(rep)
+    assert "no calibration= file: the H100 SXM 80GB row's built-in parameters price every step (calibrated" \
+        in format_report(rep)
+    rep = check_step_model("roofline:hardware=A100,model=Qwen3-8B", _file(tmp_path, [(8, 1, 1024, 9.0)]))
+    assert "row's built-in parameters price every step (assumption: the whole-step efficiencies" in format_report(rep)
 
 
 def test_a_measured_range_that_is_no_range_is_refused_naming_the_file(tmp_path):

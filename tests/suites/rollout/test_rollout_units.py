@@ -255,8 +255,9 @@ def test_roofline_replay_names_its_hardware_and_assumptions(shared_data, tmp_pat
     assert m["units"] == "s" and pb["kind"] == "roofline" and pb["source"] == spec
     assert pb["assumptions"] and "H100" in json.dumps(pb["hardware"]) and "valid_range" not in pb
     assert m["extrapolated"] is False        # an analytic model claims no fitted range
-    assert f"modelled (priced by roofline: {spec}; uncalibrated" in res.output
-    assert pb["calibration"] is None and pb["range_note"].startswith("uncalibrated roofline")
+    assert f"modelled (priced by roofline: {spec}; the hardware row's built-in parameters" in res.output
+    assert pb["calibration"] is None and pb["range_note"].startswith("no calibration= file: the H100 SXM 80GB row's")
+    assert "(calibrated" in pb["range_note"]   # the H100 row's parameters were fitted on measured points
     dp_head = next(ln for ln in res.output.splitlines() if ln.startswith("data-parallel"))
     assert dp_head.endswith("figures modelled")
 
