@@ -321,6 +321,10 @@ def _rollout_detail(m: dict, arms: dict, units: str, prov: str | None) -> list[H
                               f"{fmt(a.get('verify_tokens_per_token'))}",
                               note="per decode step of a request; counts, not time"))
     heads += _length_order(m.get("workload") or {})
+    val = (m.get("workload") or {}).get("validation")
+    if val and val.get("responses"):   # verl validation generations: left out, or replayed (as steps or not)
+        heads.append(headline("verl validation generations in the traces", val["responses"],
+                              note=f"{val.get('excluded', 0)} left out; {val.get('handling')}"))
     dp = (m.get("workload") or {}).get("dp")
     if dp:
         tag = "decode steps, not time" if units == "steps" else prov

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from samspec_bench.bench.engines.replay import EMULATED_STEPS
 from samspec_bench.data import load_tokenizer
 from samspec_bench.errors import UserError
+from samspec_bench.reports.suite_headlines import SUITE_SUMMARIZERS
 from samspec_bench.results import INPUT_FILES
 from samspec_bench.suites import rollout as ro
 from trace_fixtures import grouped_rows, write_verl_dump
@@ -64,6 +65,9 @@ def test_validation_shaped_steps_beside_rollouts_are_left_out_and_said_with_the_
     line = next(x for x in out.splitlines() if x.startswith("validation generations:"))
     assert "8 left out, 8 rollout responses replayed" in line and OPTION in line
     assert "'reward' = 'score' in every line look the same" in line
+    heads = {h["name"]: h for h in SUITE_SUMMARIZERS["rollout"](result)[0]}   # the report says it too
+    head = heads["verl validation generations in the traces"]
+    assert head["value"] == 8 and head["note"].startswith("8 left out; left out") and OPTION in head["note"]
     # the files left out are read too: their sha256 is kept for --resume
     saved = json.loads((next((tmp_path / "a").iterdir()) / "config.json").read_text())
     assert {Path(f).name for f in saved[INPUT_FILES]} == {"1.jsonl", "2.jsonl", "3.jsonl", "4.jsonl"}
