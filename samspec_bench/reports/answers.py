@@ -3,8 +3,7 @@ op-equivalence, sampler audits, paired accuracy; each checked, failed or NOT che
 2. how much does it accept (tokens and drafted tokens per target step, default and best setting),
 3. how much rollout time does it save (overall and tail; measured or modelled, by which step
 model; step counts never shown as time). `answer_sets(report)` makes them, with provenance; the
-HTML and Markdown renderers only lay them out, so both say the same thing.
-"""
+HTML and Markdown renderers only lay them out, so both say the same thing."""
 
 from __future__ import annotations
 
@@ -118,6 +117,8 @@ def kernels_check(run: Run) -> Check:
                                               if npos else "")
             + (f", argmax flips {pct(flips)}" if flips else ", no argmax flip" if flips == 0 else "")
             + (f", greedy outputs identical with/without SAM {same}/{len(greedy)}" if greedy else ""))
+    if bad := int(sum(_num(v.get("logprob_diff_non_finite")) or 0 for v in rows)):   # the max leaves them out
+        return Check("kernels", NO, "not finite", f"{bad:,} logprob difference(s) are not finite (NaN or inf): {nums}.", source)
     gate = (r.get("metrics") or {}).get("gate")
     if isinstance(gate, dict) and isinstance(gate.get("passed"), bool):
         lim = f"{gate.get('metric')} <= {fmt(gate.get('tolerance'))}"

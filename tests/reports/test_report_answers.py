@@ -16,7 +16,7 @@ from samspec_bench.reports.collect import collect
 from samspec_bench.reports.html import render_html
 from samspec_bench.reports.markdown import render_markdown
 
-from report_runs import (ACCEPT, accept, accept_row, accuracy, answers_html, answers_of, opeq, rollout, run,
+from report_runs import (ACCEPT, OPEQ, accept, accept_row, accuracy, answers_html, answers_of, opeq, rollout, run,
                          sampler)
 
 # --- the three answers with their numbers -------------------------------------------------------------------
@@ -62,6 +62,11 @@ def test_lossless_verdicts(full, tmp_path):
     assert a["lossless"].status == NO and "model/reference/float32" in a["lossless"].checks[0].text
     a = answers_of([opeq(tmp_path / "f", greedy=[{"identical": True}, {"identical": False}]), *full[1:]])
     assert a["lossless"].checks[0].status == NO
+    # NaN / inf differences: the max leaves them out, the answer must not (even with a passed gate)
+    nan = {**OPEQ, "model/reference/float32": {**OPEQ["model/reference/float32"], "logprob_diff_max": None,
+                                                "logprob_diff_non_finite": 3}}
+    a = answers_of([opeq(tmp_path / "n", gate_ok, pairs=nan), *full[1:]])
+    assert a["lossless"].checks[0].status == NO and "3 logprob difference(s) are not finite" in a["lossless"].checks[0].text
     a = answers_of([full[0], sampler(tmp_path / "s", verdict="LOSSY"), *full[2:]])
     assert a["lossless"].status == NO and a["lossless"].checks[1].badge == "lossy"
     a = answers_of([full[0], sampler(tmp_path / "c", control="EXACT"), *full[2:]])   # the battery had no power

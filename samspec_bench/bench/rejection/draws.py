@@ -106,7 +106,8 @@ def inverse_cdf_sample(src: torch.Tensor, rows: torch.Tensor, u: torch.Tensor,
     the weights w = src[r] with token exclude[j] set to 0 (deterministic-draft residual), or
     w = max(0, src[r] - sub[r]) (residual with draft probabilities), or w = src[r].
     Rows whose weights sum to 0 fall back to w = src[r] (the rejection that led here has
-    probability 0 in exact arithmetic). Zero-weight tokens are never returned.
+    probability 0 in exact arithmetic). Zero-weight tokens are never returned. A row whose
+    weights sum to NaN or inf is a SamplerInputError.
     Returns int64 [R]."""
     R = rows.numel()
     device = src.device
@@ -131,7 +132,11 @@ def inverse_cdf_sample(src: torch.Tensor, rows: torch.Tensor, u: torch.Tensor,
     C = torch.cumsum(S64, dim=-1)
     total = C[:, -1]
     empty = total <= 0
-    if bool(empty.any()):
+    nonfinite = ~torch.isfinite(total)
+    if bool((empty | nonfinite).any()):   # one device sync in the common case, as before
+        if bool(nonfinite.any()):   # NaN / inf weights: a token drawn from them would be made up
+            raise SamplerInputError("inverse_cdf_sample: a row's weights are not finite (NaN or inf in the "
+                                    "probabilities); check the target / draft probabilities")
         if not fallback_plain:
             raise SamplerInputError("inverse_cdf_sample: a row has zero total weight")
         e_idx = torch.nonzero(empty).reshape(-1)

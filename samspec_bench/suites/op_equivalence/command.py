@@ -14,9 +14,9 @@ from samspec_bench.bench.engines.engine_device import DEVICE_HELP
 from samspec_bench.bench.engines.factory import ENGINE_NAMES
 from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import BUILTIN_MODEL
-from samspec_bench.results import RunDir, emit_json
-from samspec_bench.suites.op_equivalence.config import (FIGURE, GATE_METRICS, GREEDY_FILE, SUITE, OpEqConfig,
-                                                        build_config, check_pairs, device_of_run)
+from samspec_bench.results import RunDir, created_mark, discard_unfinished, emit_json
+from samspec_bench.suites.op_equivalence.config import (CASES_FILE, FIGURE, GATE_METRICS, GREEDY_FILE, SUITE,
+                                                        OpEqConfig, build_config, check_pairs, device_of_run)
 from samspec_bench.suites.op_equivalence.figures import draw_histograms
 from samspec_bench.suites.op_equivalence.kernel_level import run_kernel_level
 from samspec_bench.suites.op_equivalence.model_level import _prompt_texts, run_model_level
@@ -39,15 +39,29 @@ def run(cfg: OpEqConfig, output: str, progress: bool | None = None, console=None
 
 
 def _run(cfg: OpEqConfig, output: str, progress: bool, console) -> tuple[dict, Path]:
-    import torch  # the thread count is recorded
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     pair_names = check_pairs(cfg.pairs)
     if "model" in cfg.levels and not cfg.model:
         cfg.levels = [lv for lv in cfg.levels if lv != "model"]
     if "model" in cfg.levels:
         _prompt_texts(cfg)   # a bad prompts file fails now, not after the kernel level and the model load
+    mark = created_mark()
     run_dir = RunDir(output, SUITE)
+    try:
+        return _run_in(cfg, run_dir, pair_names, progress, console)
+    except BaseException:
+        # op-equivalence cannot resume: a run that did not finish (bad model found at the model
+        # level, Ctrl-C, a crash) leaves no half-made folder, nor one named for a --resume it lacks
+        for name in (CASES_FILE, GREEDY_FILE):
+            run_dir.file(name).unlink(missing_ok=True)
+        discard_unfinished(mark)
+        raise
+
+
+def _run_in(cfg: OpEqConfig, run_dir: RunDir, pair_names: list[str], progress: bool,
+            console) -> tuple[dict, Path]:
+    import torch  # the thread count is recorded
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     rows: dict[str, dict] = {}
     tables: dict[str, list] = {}
     extra: dict[str, Any] = {"torch_threads": torch.get_num_threads()}
@@ -109,6 +123,11 @@ def print_report(result: dict, console) -> None:
                   f(r.get("output_diff_max")))
     console.print(t)
     for key, r in rows.items():
+        if r.get("logprob_diff_non_finite"):   # nothing silent: NaN / inf make the row's figures non-finite
+            console.print(f"{key}: {r['logprob_diff_non_finite']} of {r['positions']} position(s) have a non-finite "
+                          "logprob difference (a path scored NaN or -inf): logprob diff max / mean / p99 are not "
+                          "finite (null in result.json)", soft_wrap=True)
+    for key, r in rows.items():
         g = r.get("greedy")
         if g:
             div = ", ".join(f"pos {p} (margin {m:.3g})" if m is not None else f"pos {p}"
@@ -116,6 +135,10 @@ def print_report(result: dict, console) -> None:
             console.print(f"{key}: greedy with/without {g['drafter']} (k={g['k']}): {g['identical']}/{g['prompts']} "
                           f"identical" + (f"; first divergence at {div}" if div else "")
                           + f"; tokens/step with {g['drafter']}: {f(g['spec_metrics']['tokens_per_step'])}")
+    for dt, info in (result.get("model_level") or {}).items():
+        note = (info.get("prompts") or {}).get("note")
+        if note:   # the prompts are not the ones asked for (--data-dir without benchmarks/): said here too
+            console.print(f"model level ({dt}) prompts: {note}", soft_wrap=True)
     for name, why in (result.get("skipped_pairs") or {}).items():
         console.print(f"skipped pair {name}: {why}")
     gate = result["metrics"].get("gate")

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from samspec_bench.bench.engines.engine_device import device_record, engine_device, placed_device
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.data import BUILTIN_BENCHMARKS
 from samspec_bench.devices import device_info, resolve_device
-from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, number_in, options_set
+from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, nearest, number_in, options_set
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id
+from samspec_bench.sam.drafters import DRAFTERS
 
 # --data-dir when none is given: the package directory, whose benchmarks/ holds the built-in sets
 BUILTIN_DATA_DIR = str(BUILTIN_BENCHMARKS.parent)
@@ -25,6 +27,9 @@ LEVELS = ("kernel", "model")
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
 GATE_METRICS = ("logprob_diff_max", "logprob_diff_p99", "logprob_diff_mean", "kl_max", "kl_mean",
                 "argmax_flip_rate", "output_diff_max", "rollout_probs_diff_max")
+# --threads' largest: far more threads than any machine's cores; tens of thousands crash OpenMP
+# (a segmentation fault, or libgomp's exit 1) when torch starts them
+MAX_THREADS = 1024
 # How the run is shown, not what it computes: left out of result.json's "config".
 DISPLAY_FIELDS = ("progress",)
 
@@ -144,7 +149,7 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
     if num_prompts < 1 or max_tokens < 1 or trials < 1 or num_seqs < 1:
         raise UserError("--num-prompts, --max-tokens, --trials and --num-seqs must be >= 1")
     int_at_least(num_heads, "--num-heads", 1)
-    int_at_least(threads, "--threads", 0)
+    int_at_least(threads, "--threads", 0, MAX_THREADS)   # beyond: OpenMP fails to start them (segfault)
     tolerance = number_in(tolerance, "--tolerance", 0, optional=True)
     if tolerance is None and tolerance_metric != OpEqConfig.tolerance_metric:
         raise UserError(f"--tolerance-metric {tolerance_metric} without --tolerance: no gate runs; add --tolerance "
@@ -156,6 +161,9 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
     if bad_gqa:
         raise UserError(f"--gqa {bad_gqa[0]}: --num-heads {num_heads} is not a multiple of it")
     lo, hi = seq_range(seq_len)
+    if hi < k + 1:   # each request holds its k+1 verified tokens
+        raise UserError(f"--seq-len {seq_len!r}: MAX must be at least k+1 = {k + 1} (the tokens the verify path "
+                        "scores per request); raise it or lower -k")
     pair_list = comma_list(pairs, "--pairs", "reference,reference-fixed-order") if pairs else None   # none: all
     cfg = OpEqConfig(model=model, engine=engine, levels=lv, pairs=pair_list,
                      dtypes=dts, k=k, device=device, seed=seed, num_seqs=num_seqs, min_seq_len=lo, max_seq_len=hi,
@@ -165,6 +173,12 @@ def build_config(*, engine, model, levels, pairs, dtypes, k, device, seed, num_s
                      chat_template=chat_template, drafter=drafter, control=control, tolerance=tolerance,
                      tolerance_metric=tolerance_metric, threads=threads, progress=progress)
     refuse_unused_level_options(cfg)   # before any device, engine or model lookup
+    if drafter not in DRAFTERS:   # else an internal error after the kernel level and the model load
+        raise UserError(f"--drafter {drafter!r}: unknown drafter{nearest(drafter, DRAFTERS)}; choose from "
+                        f"{', '.join(DRAFTERS)}")
+    if data_dir is not None and not Path(data_dir).expanduser().is_dir():   # not the built-in prompts instead
+        raise UserError(f"--data-dir {data_dir}: no such directory; pass the shared data directory (the one holding "
+                        "benchmarks/), or leave it out for the built-in benchmark sets")
     # a device that is not there stops here, before any work; an engine that places itself (vLLM)
     # refuses a device that is not its platform's
     cfg.device = resolve_device(device)

@@ -4,6 +4,8 @@ a = decode path, b = verify path. "Sampled tokens" are the tokens whose logprobs
 report (the sequence's tokens at model level, tokens drawn from a at kernel level).
   logprob_diff_max / mean / p99   |log p_a(x) - log p_b(x)| of the sampled tokens
   exact_zero_fraction             fraction of those differences that are exactly 0
+  logprob_diff_non_finite         positions whose difference is NaN or infinite (a path scored
+                                  NaN / -inf): counted, since they make max / mean / p99 non-finite
   argmax_flip_rate                positions whose argmax differs
   kl_mean / kl_max                KL(a || b) of the full distributions, nats (float64, rows renormalised)
   full_logprob_diff_max, full_exact_zero_fraction   over every vocabulary entry
@@ -25,13 +27,16 @@ HIST_EDGES = [float(x) for x in range(-10, 1)]   # log10 |diff| bin edges: 1e-10
 
 def histogram(d) -> dict[str, Any]:
     """Counts of |diff| in log10 bins (HIST_EDGES; below the first edge goes to the first bin,
-    above the last to the last) plus the exact zeros apart."""
+    above the last to the last) plus the exact zeros and the non-finite (NaN, inf) apart: the
+    counts add up to the positions."""
     d = np.asarray(d, dtype=np.float64)
+    finite = np.isfinite(d)
     zero = int((d == 0).sum())
-    nz = d[d > 0]
+    nz = d[finite & (d > 0)]
     logs = np.clip(np.log10(nz), HIST_EDGES[0], HIST_EDGES[-1] - 1e-12) if nz.size else nz
     counts, _ = np.histogram(logs, bins=HIST_EDGES)
-    return {"zero": zero, "log10_edges": HIST_EDGES, "counts": [int(c) for c in counts]}
+    return {"zero": zero, "log10_edges": HIST_EDGES, "counts": [int(c) for c in counts],
+            "non_finite": int((~finite).sum())}
 
 
 def pearson(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -52,6 +57,7 @@ def sampled_token_metrics(d: np.ndarray, pa: np.ndarray, pb: np.ndarray) -> dict
         "logprob_diff_mean": None if empty else float(d.mean()),
         "logprob_diff_p99": None if empty else float(np.quantile(d, 0.99)),
         "exact_zero_fraction": None if empty else float((d == 0).mean()),
+        "logprob_diff_non_finite": int((~np.isfinite(d)).sum()),
         "rollout_probs_diff_max": None if empty else float(pdiff.max()),
         "rollout_probs_diff_mean": None if empty else float(pdiff.mean()),
         "rollout_actor_probs_pearson_corr": pearson(pa, pb),
@@ -66,7 +72,8 @@ def sampled_summary(lp_a: Sequence[Sequence[float]], lp_b: Sequence[Sequence[flo
     tokens under a and b; flips of `compared` positions chose another token under b."""
     a = np.concatenate([np.asarray(x, dtype=np.float64) for x in lp_a]) if len(lp_a) else np.zeros(0)
     b = np.concatenate([np.asarray(x, dtype=np.float64) for x in lp_b]) if len(lp_b) else np.zeros(0)
-    d = np.abs(a - b)
+    with np.errstate(invalid="ignore"):   # -inf - -inf: NaN, counted in logprob_diff_non_finite
+        d = np.abs(a - b)
     return {"positions": int(d.size), **sampled_token_metrics(d, np.exp(a), np.exp(b)),
             "argmax_flip_rate": flips / compared if compared else None}
 

@@ -24,13 +24,15 @@ def draw_histograms(rows: dict[str, dict], path: Path) -> bool:
         h = r["histogram"]
         labels = ["0"] + [f"1e{int(e)}" for e in h["log10_edges"][:-1]]
         counts = [h["zero"]] + h["counts"]
-        total = max(sum(counts), 1)
+        total = max(sum(counts) + (h.get("non_finite") or 0), 1)
         colors = ["tab:green"] + ["tab:blue"] * len(h["counts"])
         ax.bar(range(len(counts)), [c / total for c in counts], color=colors)
         ax.set_xticks(range(len(counts)))
         ax.set_xticklabels(labels, rotation=60, fontsize=7)
         ax.set_ylim(0, 1)
-        ax.set_title(f"{key}  (max {r['logprob_diff_max']:.2g}, zero {r['exact_zero_fraction']:.1%})", fontsize=8)
+        bad = h.get("non_finite") or 0   # NaN / inf differences: not in any bin, named in the title
+        ax.set_title(f"{key}  (max {r['logprob_diff_max']:.2g}, zero {r['exact_zero_fraction']:.1%}"
+                     + (f", {bad} non-finite" if bad else "") + ")", fontsize=8)
         ax.set_ylabel("fraction", fontsize=7)
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")

@@ -22,6 +22,12 @@ CASE_METRICS = ("output_diff_max", "output_exact_zero_fraction", "logprob_diff_m
                 "argmax_flip_rate", "kl_max")
 
 
+def out_of_memory(e: BaseException) -> bool:
+    """Whether an exception is an allocation that failed (host or device memory)."""
+    text = str(e).lower()
+    return isinstance(e, MemoryError) or "can't allocate memory" in text or "out of memory" in text
+
+
 def _dtype(name: str):
     import torch  # kernels run on torch tensors
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
@@ -54,9 +60,17 @@ def run_kernel_level(cfg: OpEqConfig, bar, pair_names: list[str],
             if cfg.num_heads % gqa:
                 raise UserError(f"--gqa {gqa}: --num-heads {cfg.num_heads} is not a multiple of it")
             seed = cfg.seed * 1000003 + trial * 7919 + bs * 31 + gqa * 17 + hd
-            case = make_case(num_seqs=cfg.num_seqs, query_len=cfg.k + 1, min_seq_len=cfg.min_seq_len,
-                             max_seq_len=cfg.max_seq_len, block_size=bs, num_heads=cfg.num_heads,
-                             num_kv_heads=cfg.num_heads // gqa, head_dim=hd, dtype=_dtype(dt), seed=seed)
+            try:
+                case = make_case(num_seqs=cfg.num_seqs, query_len=cfg.k + 1, min_seq_len=cfg.min_seq_len,
+                                 max_seq_len=cfg.max_seq_len, block_size=bs, num_heads=cfg.num_heads,
+                                 num_kv_heads=cfg.num_heads // gqa, head_dim=hd, dtype=_dtype(dt), seed=seed)
+            except (MemoryError, RuntimeError) as e:
+                if not out_of_memory(e):
+                    raise
+                # the case's size is the user's input: bad input (exit 2), not an internal error
+                raise UserError(f"--num-seqs {cfg.num_seqs} x --seq-len {cfg.min_seq_len}:{cfg.max_seq_len} x "
+                                f"--num-heads {cfg.num_heads} / --gqa {gqa} x --head-dim {hd}: the paged KV cache "
+                                f"does not fit in memory ({e.__class__.__name__}); lower them") from None
             why = pair.supports(case)
             if why:
                 case_skips[why] = case_skips.get(why, 0) + 1

@@ -95,13 +95,19 @@ def _prompt_texts(cfg: OpEqConfig) -> tuple[list[str], dict]:
     if data_dir is not None and (data_dir / "benchmarks").is_dir():
         rows = read_benchmark(cfg.benchmark, data_dir)
         return [r["question"] for r in rows], {"benchmark": cfg.benchmark, "data_dir": str(data_dir)}
-    return list(BUILTIN_PROMPTS), {"builtin_prompts": True, "note": "no shared data found: built-in math prompts"}
+    where = f"{data_dir} has no benchmarks/" if data_dir is not None else "no shared data found"
+    return list(BUILTIN_PROMPTS), {"builtin_prompts": True,
+                                   "note": f"{where}: {len(BUILTIN_PROMPTS)} built-in math prompts, not --benchmark "
+                                           f"{cfg.benchmark}"}
 
 
 def load_prompts(cfg: OpEqConfig, tokenizer) -> tuple[list[list[int]], dict]:
     """Token ids of the prompts (through the chat template per --chat-template, else the raw
     text) and where they came from."""
     texts, source = _prompt_texts(cfg)
+    if len(texts) < cfg.num_prompts:   # all of them run: fewer than asked, said (command.py prints the note)
+        source["note"] = "; ".join(x for x in (source.get("note"), f"--num-prompts {cfg.num_prompts}: the source "
+                                   f"holds {len(texts)} prompt(s), all of them run") if x)
     texts = texts[: cfg.num_prompts]
     if not texts:
         raise UserError("no prompts: pass --prompts FILE or --num-prompts >= 1")

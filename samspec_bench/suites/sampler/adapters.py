@@ -157,6 +157,13 @@ def adapt(fn: Callable, spec: str) -> tuple[Callable, str, str]:
     if len(positional) > 1:
         raise UserError(f"--audit {spec}: takes {len(positional)} required arguments; a sampler must take one "
                         "RejectionInputs or LogitsInputs (or have vLLM's rejection_sample signature)")
+    # the battery calls fn(inputs): a function that cannot take it fails every call (not a finding)
+    takes_one = any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params.values())
+    keyword_only = [n for n, p in params.items() if p.kind == p.KEYWORD_ONLY and p.default is inspect.Parameter.empty]
+    if not takes_one or keyword_only:
+        why = "takes no positional argument" if not takes_one else f"requires keyword-only {', '.join(keyword_only)}"
+        raise UserError(f"--audit {spec}: {why}; a sampler must take one RejectionInputs or LogitsInputs (or have "
+                        "vLLM's rejection_sample signature)")
     if positional and _annotation_name(positional[0]).endswith("LogitsInputs"):
         return _token_ids(fn), "logits", "contract"
     return fn, "probs", "contract"

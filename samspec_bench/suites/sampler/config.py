@@ -11,6 +11,9 @@ from samspec_bench.errors import UserError, comma_list, int_at_least, int_list, 
 
 SUITE = "sampler"
 
+MAX_VOCAB = 1 << 20        # 1,048,576 tokens: above every real model's vocabulary (Gemma's 262,144)
+MAX_SAMPLES = 1_000_000    # trials per battery case (the default is 4000; the power case gets 7.5x)
+
 VOCAB_ALIASES = {"32k": 32000, "llama2": 32000, "49k": 49152, "smollm2": 49152, "128k": 128256,
                  "llama3": 128256, "151k": 151936, "qwen3": 151936, "qwen2.5": 151936, "152k": 152064}
 
@@ -119,6 +122,9 @@ def parse_vocab(text: str, what: str = "--speed-vocab") -> tuple:
                             f"{', '.join(sorted(VOCAB_ALIASES))}") from None
         if n < 2:
             raise UserError(f"{what} {v!r}: the vocabulary needs at least 2 tokens")
+        if n > MAX_VOCAB:   # its [rows, V] inputs would not fit in memory (an internal error, not a finding)
+            raise UserError(f"{what} {v!r}: larger than any model's vocabulary; give at most {MAX_VOCAB:,} tokens "
+                            "(e.g. 151936)")
         out.append(n)
     return tuple(no_repeats(out, what, text, "32000,151936"))
 
@@ -131,6 +137,8 @@ def check_audit_spec(spec: str) -> str:
     return spec
 
 
+# --speed-threads' largest: far more than any machine's cores; tens of thousands crash OpenMP
+MAX_THREADS = 1024
 MAX_SEED = 2 ** 63 - 1   # --seed's largest: derived seeds add offsets below torch's 2**64 - 1
 
 
@@ -141,6 +149,9 @@ def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, 
     UserError naming the option on bad input. No defaults here: the click options hold them."""
     if samples < 100:
         raise UserError(f"--samples {samples}: need at least 100 trials per case for the tests to mean anything")
+    if samples > MAX_SAMPLES:   # beyond: the outputs do not fit in memory, and every sampler would be ERROR
+        raise UserError(f"--samples {samples}: give at most {MAX_SAMPLES:,} trials per case (4000 detects a 1 % "
+                        "loss with 80 % power)")
     if not (0 < alpha < 1):
         raise UserError(f"--alpha {alpha}: must be in (0, 1), e.g. 0.001")
     # seeds derived from it (seed + offset, seed * 1000 + case) stay within torch's 64-bit range
@@ -163,8 +174,8 @@ def build_config(*, audits, builtin, builtins, samples, alpha, seed, max_vocab, 
                         speed_ks=tuple(int_list(speed_k, "--speed-k")), speed_vocabs=parse_vocab(speed_vocab),
                         speed_reps=speed_reps, speed_min_seconds=speed_min_time,
                         speed_threads=speed_threads, audit_timeout=number_in(audit_timeout, "--audit-timeout", lo=0))
-    if speed_threads < 1:
-        raise UserError(f"--speed-threads {speed_threads}: must be >= 1")
+    if not 1 <= speed_threads <= MAX_THREADS:   # beyond: OpenMP fails to start them (segfault)
+        raise UserError(f"--speed-threads {speed_threads}: must be in 1..{MAX_THREADS}")
     if cfg.large_vocab < 1024:
         raise UserError(f"--large-vocab {large_vocab}: the two-level draw it exercises starts at 1,024 tokens; "
                         "pass e.g. 151936")

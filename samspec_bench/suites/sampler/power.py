@@ -104,7 +104,8 @@ def headline(power: dict) -> str:
     t = power["target_tv"]
     pos = power["positions"]
     missing = [str(p["position"]) for p in pos if p["mdd"] is None or p["mdd"] > t]
-    names = ", ".join(f"{p['position']}: {p['mdd']:.2%} ({p['case']})" for p in pos if p["mdd"] is not None)
+    names = (", ".join(f"{p['position']}: {p['mdd']:.2%} ({p['case']})" for p in pos if p["mdd"] is not None)
+             or "none: no loss is detectable at any position with these samples and --alpha")
     if not missing:
         return (f"A loss of {t:.0%} at any single position (draft positions 0..{len(pos) - 2} and the bonus) is "
                 f"detected with >= {power['power']:.0%} power; smallest detectable loss per position: {names}.")

@@ -21,13 +21,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from samspec_bench.devices import device_info, resolve_device
+from samspec_bench.errors import UserError
 from samspec_bench.results import (CONFIG_FILE, RunDir, build_result, check_resume, created_mark, discard_unfinished,
                                    emit_json)
 from samspec_bench.suites.sampler.adapters import resolve_audit
 from samspec_bench.suites.sampler.audit import audit, where
 from samspec_bench.suites.sampler.audit_worker import AuditWorker, isolated
 from samspec_bench.suites.sampler.battery import build_battery
-from samspec_bench.suites.sampler.config import (EXPECTED_EXACT, IDENTITY_FIELDS, NEGATIVE_CONTROLS,
+from samspec_bench.suites.sampler.config import (EXPECTED_EXACT, IDENTITY_FIELDS, MAX_VOCAB, NEGATIVE_CONTROLS,
                                                  PER_TOKEN_ACCEPTANCE, SUITE, SamplerConfig)
 from samspec_bench.suites.sampler.figures import plot_speed, plot_tv_curves
 from samspec_bench.suites.sampler.power import fmt, headline, mark_not_applicable, planned_power
@@ -44,18 +45,28 @@ def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = Non
     timer = speed_timer(cfg.device, cfg.speed_threads)
     if resume is not None and (Path(resume) / CONFIG_FILE).is_file():   # older runs saved no settings
         check_resume(resume, SUITE, dataclasses.asdict(cfg), IDENTITY_FIELDS)
+    cases = build_battery(cfg)
+    # the largest case's vocabulary is the larger of 32000 and --large-vocab: below it, count what is left out
+    dropped = (len(build_battery(dataclasses.replace(cfg, max_vocab=MAX_VOCAB))) - len(cases)
+               if cfg.max_vocab < max(32000, cfg.large_vocab) else 0)
+    if not cases and (cfg.builtin or cfg.audits):   # an audit of no case would read EXACT
+        raise UserError(f"--max-vocab {cfg.max_vocab}: every battery case has a larger vocabulary, so no sampler "
+                        "would be tested; raise it (e.g. 1000, or 151936 for all)")
     mark = created_mark()
     rd = RunDir(output, SUITE, resume)
     rd.write_json(CONFIG_FILE, dataclasses.asdict(cfg))
-    done_audits = {r["name"]: r for r in rd.samples("audits.jsonl")}
-    # a resumed run keeps only the speed rows measured on this device with this timer
-    done_speed = {r["key"]: r["row"] for r in rd.samples("speed.jsonl")
-                  if r["row"].get("device") == cfg.device and r["row"].get("timer") == timer}
+    done_audits, done_speed, damaged = saved_records(rd, cfg.device, timer)
+    if any(damaged.values()):   # nothing silent: a damaged record is redone, and said so
+        (console or Console(stderr=True)).print(
+            "--resume: " + ", ".join(f"{n} damaged record(s) in {name}" for name, n in damaged.items() if n)
+            + " ignored (not whole audit / speed records); redone", soft_wrap=True)
     specs = []
     if cfg.builtin:
         specs += [(s, False) for s in cfg.builtins]
     specs = list(_dedup(specs + [(s, True) for s in cfg.audits]))
-    cases = build_battery(cfg)
+    if dropped:   # nothing silent: the cases --max-vocab leaves out
+        (console or Console(stderr=True)).print(f"--max-vocab {cfg.max_vocab}: {dropped} battery case(s) with a "
+                                                "larger vocabulary skipped", soft_wrap=True)
     power = planned_power(cases, cfg)
     workers: dict = {}
     try:
@@ -95,15 +106,48 @@ def run(cfg: SamplerConfig, output: str = "results", resume: Optional[str] = Non
     config["battery"] = [{"case": c.name, "vocab": c.vocab, "templates": [t.label for t in c.templates],
                           "draft_probs": c.with_probs, "k": [t.k for t in c.templates],
                           "trials": c.trials(cfg)} for c in cases]
+    config["battery_skipped_by_max_vocab"] = dropped
     config["torch_threads"] = torch.get_num_threads()
     config["device_requested"] = requested
     power = mark_not_applicable(power, records)   # the logits-path rows: which samplers did not run them
     extra = {"audits": [{k: v for k, v in r.items() if k != "table"} for r in records], "power": power}
+    if any(damaged.values()):
+        extra["resume_damaged_records"] = damaged
     device = device_info(cfg.device)
     rd.write_result(config, metrics, tables, figure_names, extra=extra, device=device)
     result = build_result(SUITE, config, metrics, tables, figure_names, extra, device)
     result["run_dir"] = str(rd.path)
     return result
+
+
+VERDICTS = ("EXACT", "LOSSY", "ERROR", "SKIPPED")
+SPEED_NUMBERS = ("vocab", "k", "batch", "loop_ms", "vectorised_ms", "ratio", "loop_lazy_ms", "ratio_vs_loop_lazy",
+                 "ratio_min", "acceptance_rate")
+
+
+def saved_records(rd: RunDir, device: str, timer: str) -> tuple[dict, dict, dict]:
+    """A resumed run's finished work: (audit records by sampler name, speed rows by grid key
+    measured on this device with this timer, {file: damaged records ignored}). A record that
+    is JSON but not a whole audit or speed row (edited, from another version) is counted as
+    damaged and redone, not a crash later."""
+    audits, speed = {}, {}
+    damaged = {"audits.jsonl": 0, "speed.jsonl": 0}
+    for r in rd.samples("audits.jsonl"):
+        if isinstance(r.get("name"), str) and r.get("verdict") in VERDICTS:
+            audits[r["name"]] = r
+        else:
+            damaged["audits.jsonl"] += 1
+    for r in rd.samples("speed.jsonl"):
+        row = r.get("row")
+        if not (isinstance(row, dict) and isinstance(r.get("key"), str)
+                and all(isinstance(row.get(f), (int, float)) and not isinstance(row.get(f), bool)
+                        for f in SPEED_NUMBERS)
+                and isinstance(row.get("outputs_equal"), bool)
+                and r["key"] == f"{row['vocab']}/{row['k']}/{row['batch']}"):
+            damaged["speed.jsonl"] += 1
+        elif row.get("device") == device and row.get("timer") == timer:
+            speed[r["key"]] = row
+    return audits, speed, damaged
 
 
 def _load(todo: list, cfg: SamplerConfig, cases: list, workers: dict) -> dict:

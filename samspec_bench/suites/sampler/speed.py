@@ -32,6 +32,7 @@ import torch
 from samspec_bench.bench.rejection import draw_uniforms, rejection_sample
 from samspec_bench.bench.rejection.loop import rejection_sample_loop
 from samspec_bench.devices import DeviceTimer, device_kind, resolve_device, synchronize, timer_label
+from samspec_bench.errors import UserError
 from samspec_bench.suites.sampler.config import SamplerConfig
 from samspec_bench.suites.sampler.vllm import vllm_rejection_call
 
@@ -170,25 +171,43 @@ def _speed_grid(cfg, progress, task, rows, done, on_row):
     vllm_ok = vllm_rejection_call(torch.zeros(1, dtype=torch.long, device=dev), [1], torch.zeros(1, 8, device=dev),
                                   torch.zeros(1, device=dev)) is not None
     labels = {"device": dev, "timer": speed_timer(dev, cfg.speed_threads), "fastest_timer": fastest_timer(dev)}
+    max_rows = max(cfg.speed_ks) * max(cfg.speed_batches)
     for V in cfg.speed_vocabs:
-        gen = _generator(dev, cfg.seed + V)
-        max_rows = max(cfg.speed_ks) * max(cfg.speed_batches)
-        tp_all, draft_all = _speed_table(V, max_rows, cfg.speed_acceptance, gen, dev)
-        _warm_up(tp_all, draft_all, cfg.speed_batches, cfg.speed_ks, dev)
-        for k in cfg.speed_ks:
-            for B in cfg.speed_batches:
-                key = f"{V}/{k}/{B}"
-                if key in done:
-                    rows.append(done[key])
-                else:
-                    row = {**_time_point(cfg, V, k, B, tp_all, draft_all, gen, vllm_ok), **labels}
-                    rows.append(row)
-                    if on_row:
-                        on_row(key, row)
-                if task is not None:
-                    progress.advance(task)
-        del tp_all, draft_all
+        point = f"--speed-vocab {V} with --speed-k {max(cfg.speed_ks)} x --speed-batch {max(cfg.speed_batches)}"
+        try:
+            gen = _generator(dev, cfg.seed + V)
+            tp_all, draft_all = _speed_table(V, max_rows, cfg.speed_acceptance, gen, dev)
+            _warm_up(tp_all, draft_all, cfg.speed_batches, cfg.speed_ks, dev)
+            for k in cfg.speed_ks:
+                for B in cfg.speed_batches:
+                    point = f"--speed-vocab {V} with --speed-k {k} x --speed-batch {B}"
+                    key = f"{V}/{k}/{B}"
+                    if key in done:
+                        rows.append(done[key])
+                    else:
+                        row = {**_time_point(cfg, V, k, B, tp_all, draft_all, gen, vllm_ok), **labels}
+                        rows.append(row)
+                        if on_row:
+                            on_row(key, row)
+                    if task is not None:
+                        progress.advance(task)
+        except (MemoryError, RuntimeError) as e:
+            if not out_of_memory(e):
+                raise
+            # the grid's size is the user's input: bad input (exit 2), not an internal error
+            raise UserError(f"{point}: the speed inputs ({max_rows * V * 4 / 2 ** 30:.1f} GiB of float32 "
+                            f"probabilities, and copies of them) do not fit in {dev}'s memory; lower --speed-batch, "
+                            "--speed-k or --speed-vocab") from None
+        tp_all = draft_all = None
         gc.collect()
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """Whether an exception is an allocation that failed (host or device memory)."""
+    oom = getattr(torch, "OutOfMemoryError", None)
+    text = str(e).lower()
+    return (isinstance(e, MemoryError) or (oom is not None and isinstance(e, oom))
+            or "can't allocate memory" in text or "out of memory" in text)
 
 
 def _time_point(cfg, V: int, k: int, B: int, tp_all, draft_all, gen, vllm_ok: bool) -> dict:

@@ -243,6 +243,18 @@ def test_inverse_cdf_never_returns_zero_weight_and_falls_back():
     assert inverse_cdf_row(w[0], 0.6) == 500
 
 
+def test_nan_target_probabilities_are_refused_not_turned_into_a_token():
+    # a NaN in the row a rejected draft recovers from made up a token (7) without a word
+    p = torch.softmax(torch.randn(3, 8, generator=torch.Generator().manual_seed(0)), -1)
+    p[0, 0] = float("nan")
+    kw = dict(bonus_token_ids=torch.tensor([4]), uniforms=(torch.ones(3, dtype=torch.float64), torch.full((1,), 0.5, dtype=torch.float64)))   # reject
+    for sampler in (rejection_sample, rejection_sample_loop):
+        with pytest.raises(SamplerInputError, match="not finite"):
+            sampler(torch.tensor([1, 2, 3]), [3], p, **kw)
+    with pytest.raises(SamplerInputError, match="not finite"):
+        inverse_cdf_sample(torch.tensor([[0.5, float("inf")]]), torch.tensor([0]), torch.tensor([0.3]))
+
+
 @pytest.mark.parametrize("V", [1000, 32000, 151936])
 def test_blocked_inverse_cdf_is_the_inverse_cdf(V):
     """The two-level draw is the inverse CDF of the row up to float32 rounding: the drawn

@@ -168,7 +168,12 @@ def test_build_config_from_the_click_defaults():
 
 @pytest.mark.parametrize("override, words", [
     ({"dtypes": "float64"}, "--dtype"), ({"pairs": "nope"}, "unknown kernel pair"), ({"levels": "model"}, "--model"),
-    ({"k": 0}, "-k"), ({"seq_len": "9:3"}, "--seq-len"), ({"gqa": "x"}, "--gqa"), ({"num_prompts": 0}, "--num-prompts")])
+    ({"k": 0}, "-k"), ({"seq_len": "9:3"}, "--seq-len"),
+    ({"seq_len": "1:3"}, r"--seq-len '1:3': MAX must be at least k\+1 = 4"),   # was an internal error (exit 3)
+    ({"seq_len": "16:20", "k": 32}, r"--seq-len '16:20': MAX must be at least k\+1 = 33"),
+    ({"gqa": "x"}, "--gqa"), ({"num_prompts": 0}, "--num-prompts"),
+    # was an internal error (exit 3) after the kernel level and the model load
+    ({"model": "builtin:tiny-qwen3", "drafter": "samm"}, r"--drafter 'samm': unknown drafter \(nearest: sam")])
 def test_build_config_refuses_bad_values(override, words):
     with pytest.raises(UserError, match=words.replace("-", r"\-")):
         build_config(**_click_defaults(**override))
@@ -226,3 +231,86 @@ def test_tolerance_must_be_a_finite_number_at_least_0(value, want):
     with pytest.raises(UserError, match=rf"^--tolerance .*: give {want} >= 0$"):
         build_config(**_click_defaults(tolerance=value))
     assert build_config(**_click_defaults(tolerance=0.0)).tolerance == 0.0
+
+
+# --- hostile inputs: huge sizes, interrupted or failed runs, non-finite scores ---------------------
+
+def test_threads_beyond_what_openmp_starts_are_refused():
+    # 100000 threads crashed the process (segmentation fault) after the run folder was made
+    with pytest.raises(UserError, match=r"--threads 100000: give an integer in 0\.\.1024"):
+        build_config(**_click_defaults(threads=100000))
+    assert build_config(**_click_defaults(threads=1024)).threads == 1024
+
+
+def test_a_kv_cache_too_large_for_memory_is_bad_input_naming_the_options(tmp_path, monkeypatch, capsys):
+    def no_memory(**kw):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
+    monkeypatch.setattr("samspec_bench.bench.engines.kernels.make_case", no_memory)
+    code, res = _run(tmp_path, "--pairs", "reference", "--num-seqs", "100000000000", "--gqa", "1", "--trials", "1")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and res is None
+    assert len(err) == 1 and "--num-seqs 100000000000 x --seq-len 16:1024" in err[0] and "lower them" in err[0]
+    assert not (tmp_path / "results").exists()          # no half-made run folder
+
+
+class _CrashesLater(_Noisy):
+    """A pair whose second case fails: the first case's row is already in kernel_cases.jsonl."""
+
+    name = "test-crashes-later"
+    calls = 0
+
+    def verify(self, case):
+        type(self).calls += 1
+        if type(self).calls > 1:
+            raise KeyboardInterrupt   # as Ctrl-C in the middle of the kernel level
+        return super().verify(case)
+
+
+def test_an_interrupted_run_leaves_no_folder_nor_a_resume_it_cannot_take(tmp_path, capsys):
+    # op-equivalence has no --resume: the finished cases of an interrupted run are not kept
+    register_pair(_CrashesLater)
+    try:
+        code, _ = _run(tmp_path, "--pairs", "test-crashes-later", "--num-seqs", "2", "--seq-len", "8:40",
+                       "--gqa", "1,2", "--trials", "1")
+    finally:
+        del PAIRS[_CrashesLater.name]
+    err = capsys.readouterr().err
+    assert code == 130 and "--resume" not in err and "nothing finished was kept" in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_non_finite_logprob_differences_are_shown_in_the_terminal():
+    import io
+
+    from rich.console import Console
+
+    from samspec_bench.suites.op_equivalence.command import print_report
+
+    row = {"positions": 16, "logprob_diff_max": float("nan"), "logprob_diff_non_finite": 3}
+    buf = io.StringIO()
+    print_report({"metrics": {"pairs": {"model/reference/float16": row}, "gate": None}, "run_dir": "x"},
+                 Console(file=buf, width=300))
+    assert ("model/reference/float16: 3 of 16 position(s) have a non-finite logprob difference"
+            in buf.getvalue())
+
+
+def test_a_data_dir_that_does_not_exist_is_refused_not_replaced_by_builtin_prompts(tmp_path):
+    # it ran the 8 built-in math prompts, exit 0, recorded as --benchmark aime25 in config
+    with pytest.raises(UserError, match=r"--data-dir .*nowhere: no such directory"):
+        build_config(**_click_defaults(model="builtin:tiny-qwen3", data_dir=str(tmp_path / "nowhere"),
+                                       benchmark="aime25"))
+
+
+def test_builtin_prompts_in_place_of_the_benchmark_are_said_in_the_terminal():
+    import io
+
+    from rich.console import Console
+
+    from samspec_bench.suites.op_equivalence.command import print_report
+
+    buf = io.StringIO()
+    note = "/tmp has no benchmarks/: 8 built-in math prompts, not --benchmark aime25"
+    print_report({"metrics": {"pairs": {}, "gate": None}, "run_dir": "x",
+                  "model_level": {"float32": {"prompts": {"builtin_prompts": True, "note": note}}}},
+                 Console(file=buf, width=300))
+    assert f"model level (float32) prompts: {note}" in buf.getvalue()

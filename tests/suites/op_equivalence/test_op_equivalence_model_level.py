@@ -112,7 +112,7 @@ def test_vllm_model_level_known_answer(tmp_path, fake_vllm):
     assert list(rows) == ["model/vllm/float32"]
     r = rows["model/vllm/float32"]
     # prompt 0: positions 1..3, one diff of 1e-3; prompt 1: positions 1..2 before the flip at 3
-    assert r["positions"] == 5
+    assert r["positions"] == 5 and r["logprob_diff_non_finite"] == 0
     assert r["logprob_diff_max"] == pytest.approx(1e-3)
     assert r["exact_zero_fraction"] == pytest.approx(4 / 5)
     assert r["argmax_flip_rate"] == pytest.approx(1 / 6)   # 1 flip in 3 + 2 positions + the flipped one
@@ -121,7 +121,8 @@ def test_vllm_model_level_known_answer(tmp_path, fake_vllm):
     assert r["oracle_acceptance_rate"] == pytest.approx((2 + 3) / 6)
     assert r["model"] == "m" and r["pair"] == "vllm" and "k+1=3" in r["b"]
     assert set(r) == {"level", "pair", "dtype", "model", "a", "b", "description", "positions", "logprob_diff_max",
-                      "logprob_diff_mean", "logprob_diff_p99", "exact_zero_fraction", "argmax_flip_rate",
+                      "logprob_diff_mean", "logprob_diff_p99", "exact_zero_fraction", "logprob_diff_non_finite",
+                      "argmax_flip_rate",
                       "rollout_probs_diff_max", "rollout_probs_diff_mean", "rollout_actor_probs_pearson_corr",
                       "kl_mean", "kl_max", "not_available", "histogram", "oracle_tokens_per_step",
                       "oracle_acceptance_rate", "greedy"}
@@ -173,8 +174,10 @@ def test_prompts_through_the_chat_template_or_raw(tmp_path):
 def test_prompts_from_jsonl_and_the_builtin_fallback(tmp_path):
     p = tmp_path / "p.jsonl"
     p.write_text('{"question": "a b"}\n\n{"problem": "ccc"}\n')
-    ids, src = load_prompts(OpEqConfig(prompts_file=str(p)), Tok())
+    ids, src = load_prompts(OpEqConfig(prompts_file=str(p), num_prompts=5), Tok())
     assert ids == [[1, 1], [3]] and src["prompts"] == str(p)
+    assert src["note"] == "--num-prompts 5: the source holds 2 prompt(s), all of them run"   # fewer than asked: said
+    assert "note" not in load_prompts(OpEqConfig(prompts_file=str(p), num_prompts=2), Tok())[1]
     p.write_text('{"answer": 1}\n')
     with pytest.raises(UserError, match="p.jsonl:1"):
         load_prompts(OpEqConfig(prompts_file=str(p)), Tok())

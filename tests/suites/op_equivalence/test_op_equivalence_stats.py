@@ -161,7 +161,26 @@ def test_histogram_edges_are_lower_bounds():
     assert h["counts"][HIST_EDGES.index(-5)] == 2       # 1e-5 and 9.9e-5 in [1e-5, 1e-4)
     assert h["counts"][HIST_EDGES.index(-4)] == 1
     assert h["counts"][-1] == 1                         # 1.0 (the last edge) into the last bin
-    assert histogram([]) == {"zero": 0, "log10_edges": HIST_EDGES, "counts": [0] * 10}
+    assert histogram([]) == {"zero": 0, "log10_edges": HIST_EDGES, "counts": [0] * 10, "non_finite": 0}
+
+
+def test_non_finite_differences_are_counted_not_dropped():
+    # NaN and inf differences (a path scored NaN, or -inf on both sides) are in no bin: counted apart
+    h = histogram([0.0, float("nan"), float("inf"), 1e-3])
+    assert h["zero"] == 1 and sum(h["counts"]) == 1 and h["non_finite"] == 2
+    s = sampled_summary([[-0.5, float("-inf"), -1.0]], [[-0.5, float("-inf"), float("nan")]], 0, 3)
+    assert s["positions"] == 3 and s["logprob_diff_non_finite"] == 2 and s["histogram"]["non_finite"] == 2
+    a = _lp(torch.randn(3, 8))
+    b = a.clone()
+    b[1, 4] = float("nan")                               # the sampled token of row 1 scored NaN under b
+    acc = Accumulator()
+    acc.add(a, b, torch.tensor([0, 4, 2]))
+    out = acc.summary()
+    assert out["logprob_diff_non_finite"] == 1 and math.isnan(out["logprob_diff_max"])
+    assert out["histogram"]["zero"] + sum(out["histogram"]["counts"]) + out["histogram"]["non_finite"] == 3
+    clean = Accumulator()
+    clean.add(a, a, torch.tensor([0, 4, 2]))
+    assert clean.summary()["logprob_diff_non_finite"] == 0
 
 
 def test_gate():

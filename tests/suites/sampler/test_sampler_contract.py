@@ -53,6 +53,11 @@ def test_build_config_converts_the_option_strings():
     ({"speed_batch": "0"}, "--speed-batch"),
     ({"speed_k": "33"}, "--speed-k"),
     ({"speed_threads": 0}, "--speed-threads"),
+    # huge values: refused, not a segfault (OpenMP threads) or every sampler blamed ERROR (memory)
+    ({"speed_threads": 100000}, "--speed-threads 100000: must be in 1..1024"),
+    ({"samples": 10 ** 14}, "--samples 100000000000000: give at most 1,000,000"),
+    ({"large_vocab": "99999999999"}, "--large-vocab '99999999999': larger than any model's vocabulary"),
+    ({"speed_vocab": "32k,2000000"}, "--speed-vocab '2000000': larger than any model's vocabulary"),
     ({"speed_min_time": -1.0}, "--speed-min-time -1.0: give a number >= 0"),
     ({"speed_reps": 0}, "--speed-reps 0"),
     ({"seed": -1}, "--seed -1"),

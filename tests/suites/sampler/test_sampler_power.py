@@ -188,6 +188,15 @@ def test_fewer_samples_lose_the_one_percent_power_and_say_so():
     assert all(p["mdd"] > 0.01 for p in power["positions"])
 
 
+def test_a_headline_with_no_detectable_loss_says_so_not_an_empty_list():
+    # --alpha 1e-320: every per-test alpha underflows, no position has a detectable loss
+    power = {"target_tv": 0.01, "power": 0.8, "positions": [{"position": 0, "mdd": None, "case": "c"},
+                                                             {"position": "bonus", "mdd": None, "case": "c"}]}
+    line = headline(power)
+    assert "NOT detected with 80% power at position(s) 0, bonus" in line
+    assert line.endswith("per position: none: no loss is detectable at any position with these samples and --alpha.")
+
+
 def test_observed_power_is_recorded_per_test():
     rec = _audit(samspec_sampler, 0, "power-")
     pos = [p for p in rec["power"] if p["kind"] in ("token", "bonus")]

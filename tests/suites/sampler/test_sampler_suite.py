@@ -137,6 +137,12 @@ def test_resolve_audit_errors_name_the_input():
         resolve_audit("samspec_bench.bench.rejection:PLACEHOLDER_TOKEN_ID", True)
     with pytest.raises(UserError, match="required arguments"):
         adapt(lambda a, b: None, "x:two")
+    # one that cannot take the inputs at all: bad input (exit 2), not the sampler's ERROR verdict
+    with pytest.raises(UserError, match="--audit x:none: takes no positional argument"):
+        adapt(lambda: None, "x:none")
+    with pytest.raises(UserError, match="--audit x:kw: requires keyword-only mode"):
+        adapt(lambda inputs, *, mode: None, "x:kw")
+    assert adapt(lambda *args: None, "x:var")[1:] == ("probs", "contract")
 
 
 @pytest.mark.parametrize("builtin, module", [("vllm", "vllm"), ("vllm-ascend", "vllm_ascend")])
@@ -185,6 +191,48 @@ def test_speed_benchmark_outputs_agree_and_resume_skips_done_rows():
     assert all(r["calls"]["vectorised"] >= 5 and r["calls"]["loop"] >= 2 for r in rows[:3])
     if importlib.util.find_spec("vllm") is None:       # vLLM's own sampler: only where it imports
         assert all(r["vllm_ms"] is None and r["ratio_vs_vllm"] is None for r in rows[:3])
+
+
+def test_a_speed_grid_too_large_for_memory_is_bad_input_naming_the_options(monkeypatch):
+    def no_memory(*a, **k):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
+    monkeypatch.setattr("samspec_bench.suites.sampler.speed._speed_table", no_memory)
+    cfg = SamplerConfig(speed_batches=(1, 99999999), speed_ks=(2,), speed_vocabs=(1000,), speed_min_seconds=0.0)
+    with pytest.raises(UserError, match=r"--speed-vocab 1000 with --speed-k 2 x --speed-batch 99999999: .*"
+                                        r"do not fit in cpu's memory; lower --speed-batch"):
+        speed_benchmark(cfg)
+
+
+def test_resume_counts_damaged_records_and_redoes_them(tmp_path):
+    from samspec_bench.results import RunDir
+    from samspec_bench.suites.sampler.running import saved_records
+
+    rd = RunDir(tmp_path, "sampler")
+    good = {"vocab": 64, "k": 1, "batch": 1, "loop_ms": 1.0, "vectorised_ms": 0.5, "ratio": 2.0, "loop_lazy_ms": 1.0,
+            "ratio_vs_loop_lazy": 2.0, "ratio_min": 2.0, "acceptance_rate": 0.7, "outputs_equal": True,
+            "device": "cpu", "timer": "t"}
+    for rec in ({"name": "samspec", "verdict": "EXACT"}, {"name": 5}, {"name": "x", "verdict": "MAYBE"}):
+        rd.append_sample(rec, "audits.jsonl")
+    for rec in ({"key": "64/1/1", "row": good}, {"key": "x"}, {"key": "64/1/3", "row": {**good, "ratio": "fast"}},
+                {"key": "64/9/9", "row": good}):
+        rd.append_sample(rec, "speed.jsonl")
+    audits, speed, damaged = saved_records(rd, "cpu", "t")
+    assert list(audits) == ["samspec"] and list(speed) == ["64/1/1"]
+    assert damaged == {"audits.jsonl": 2, "speed.jsonl": 3}
+    assert saved_records(rd, "cuda:0", "t")[1] == {}    # another device's rows are not this run's
+
+
+def test_a_max_vocab_below_every_case_is_refused_and_skipped_cases_are_counted(tmp_path, capsys):
+    # --max-vocab 2 left no battery case: samspec read EXACT on its 2 greedy checks, exit 0
+    base = ["sampler", "--output", str(tmp_path / "r"), "--no-speed", "--samples", "100", "--builtins", "samspec",
+            "--large-vocab", "1024"]
+    assert _run([*base, "--max-vocab", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --max-vocab 2: every battery case has a larger vocabulary")
+    assert not (tmp_path / "r").exists()
+    assert _run([*base, "--max-vocab", "50", "--json", str(tmp_path / "r.json")]) == 0
+    assert "--max-vocab 50: 5 battery case(s) with a larger vocabulary skipped" in capsys.readouterr().out
+    assert json.loads((tmp_path / "r.json").read_text())["config"]["battery_skipped_by_max_vocab"] == 5
 
 
 # ------------------------------------------------------------------------- command
