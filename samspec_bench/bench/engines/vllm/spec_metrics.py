@@ -20,9 +20,11 @@ Two sources, told apart by their content:
 - vLLM's log lines "SpecDecoding metrics: Mean acceptance length: ..., Accepted: N tokens,
   Drafted: N tokens, Per-position acceptance rate: r0, r1, ..., Avg Draft acceptance rate: x%"
   (vllm/v1/spec_decode/metrics.py, SpecDecodingLogging.log), one interval per line. Accepted and
-  drafted are exact; the number of drafts is not printed: it is estimated as accepted / sum of
-  the per-position rates (= accepted / drafts, to 3 decimals), else accepted / (mean length - 1),
-  else (nothing accepted) drafted / k, and marked so (`drafts_exact`). vLLM 0.8's shorter lines
+  drafted are exact; the number of drafts is not printed: it is drafted / k where every draft
+  holding k tokens (EAGLE, MTP) agrees with the printed rates and mean length to their rounding,
+  else accepted / sum of the per-position rates (= accepted / drafts, to 3 decimals), else
+  accepted / (mean length - 1), else (nothing accepted) drafted / k, always within [drafted / k,
+  drafted], and marked so (`drafts_exact`). vLLM 0.8's shorter lines
   ("Draft acceptance rate: x%, Accepted: N tokens, Drafted: N tokens") and fields added after the
   known ones are read too. Accepted or Drafted not finite, negative, or accepted > drafted: a
   one-line error naming file:line; a printed figure that is not finite (mean length, a
