@@ -195,6 +195,7 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
     step_lines = 0
     ending, cut_len = line_shape(lines, blines)
     how: Counter = Counter()
+    restarts: dict = {"first": None, "top": -1, "at": []}   # step numbering going back to the first step
     printed = Counter()   # step-line values: "fields", "3 decimals"
     largest: dict[str, float] = {}   # tag -> largest finite |value|
     i = 0
@@ -230,6 +231,7 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
             fields = fields[:-1]
             run.count("truncated_lines")
             run.count("dropped_fields")
+            run.cut_steps.append(step)
         for f in fields:
             key, x = split_field(f)
             if not key:
@@ -244,13 +246,35 @@ def read_console(path: Path, label: str, fmt: str = "console") -> TrainingRun:
         for values in pending:
             _fill(run, builder, step, values)
         pending = []
+        if restarts["first"] is None:
+            restarts["first"] = step
+        if step <= restarts["first"] < restarts["top"]:   # back to the first step: no checkpoint resumes there
+            restarts["at"].append((i, restarts["top"]))
+            restarts["top"] = step
+        restarts["top"] = max(restarts["top"], step)
         last_step = step
     builder.build_into(run)
     run.read["step_lines"] = step_lines
     _cut_note(run, how, ending, cut_len)
+    _restart_note(run, restarts)
     _rounded_note(run, printed, largest)
     step_notes(run, "step line(s)")
     return run
+
+
+def _restart_note(run: TrainingRun, restarts: dict) -> None:
+    """Step numbering that went back to the file's first step: a resumed run goes on after its
+    checkpoint, so this is a run started afresh in the same file (two runs appended to one log):
+    the later run's values replaced the earlier's at every step both logged."""
+    if not restarts["at"]:
+        return
+    run.read["step_restarts"] = len(restarts["at"])
+    shown = ", ".join(f"line {line}, after step {top}" for line, top in restarts["at"][:3])
+    run.notes.append(f"step numbering goes back to step {restarts['first']} ({shown}"
+                     f"{', ...' if len(restarts['at']) > 3 else ''}): "
+                     "two runs in one file (or one restarted from scratch), not a resume from a checkpoint; where "
+                     "both logged a step the later run's value is kept (duplicate_steps); keep one run's lines in "
+                     "the file to compare it")
 
 
 def _rounded_note(run: TrainingRun, printed: Counter, largest: dict[str, float]) -> None:

@@ -5,11 +5,13 @@ chart export (`Step`, `<run> - <metric>`, `<run> - <metric>__MIN`, `__MAX`: the 
 columns are dropped and the `<run> - ` prefix removed), TensorBoard's CSV download
 (`Wall time`, `Step`, `Value`: one metric, named after the file: the tag part of its
 `run-<run>-tag-<tag>.csv` name, so two runs' downloads of a tag compare) and any table with a step
-column. Empty cells are missing values; a cell that is not a number is counted and skipped. A
-row with more or fewer cells than the header (an unquoted `0,5`) is skipped whole and counted
-(ragged_rows): its cells may sit under the wrong columns; a column named twice in the header is a
-UserError. Counted too: rows whose step is no step (non-integer, negative, past int64) and wall
-times that are not finite numbers (bad_wall_times).
+column. Comma-, tab- or semicolon-separated (the one under which the header has a step column;
+with `;`, a decimal comma `0,5` reads 0.5), with or without a BOM. Empty cells are missing
+values; a cell that is not a number is counted and skipped. A row with more or fewer cells than
+the header (an unquoted `0,5`) is skipped whole and counted (ragged_rows): its cells may sit
+under the wrong columns; a column named twice in the header is a UserError. Counted too: rows
+whose step is no step (non-integer, negative, past int64) and wall times that are not finite
+numbers (bad_wall_times).
 """
 
 from __future__ import annotations
@@ -36,16 +38,37 @@ def step_column(header: list[str]) -> int | None:
     return None
 
 
+DELIMITERS = (",", "\t", ";")   # a spreadsheet in a comma-decimal locale writes `;`; pandas' sep="\t" a tab
+
+
+def delimiter(first: str) -> str | None:
+    """The delimiter under which a header line has a step column (None: under none)."""
+    for d in DELIMITERS:
+        if d not in first:
+            continue
+        try:
+            header = next(csv.reader(io.StringIO(first), delimiter=d))
+        except (csv.Error, StopIteration):
+            continue
+        if step_column(header) is not None:
+            return d
+    return None
+
+
 def looks_like_csv(head: bytes) -> bool:
     text = head.decode("utf-8-sig", "replace")
     first = text.splitlines()[0] if text.strip() else ""
-    if "," not in first:
-        return False
-    try:
-        header = next(csv.reader(io.StringIO(first)))
-    except (csv.Error, StopIteration):
-        return False
-    return step_column(header) is not None
+    return delimiter(first) is not None
+
+
+DECIMAL_COMMA = re.compile(r"^[-+]?\d*,\d+(?:[eE][-+]?\d+)?$")
+
+
+def number(cell: str, delim: str) -> float:
+    """A cell's number; `0,5` is 0.5 in a `;`-delimited file (a comma-decimal locale's export)."""
+    if delim == ";" and DECIMAL_COMMA.match(cell):
+        cell = cell.replace(",", ".")
+    return float(cell)
 
 
 def csv_has_rows(path: Path) -> bool:
@@ -53,7 +76,7 @@ def csv_has_rows(path: Path) -> bool:
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as f:
             next(f, None)
-            return any(line.strip(" ,\t\r\n") for line in f)
+            return any(line.strip(" ,;\t\r\n") for line in f)
     except OSError:
         return False
 
@@ -68,12 +91,12 @@ def _metric_names(header: list[str], path: Path) -> dict[int, str]:
         if name.endswith(("__MIN", "__MAX")):
             continue
         cols[i] = name
-    prefixes = {n.split(" - ", 1)[0] for n in cols.values() if " - " in n}
+    prefixes = {n.rsplit(" - ", 1)[0] for n in cols.values() if " - " in n}   # a run name may hold " - "
     if prefixes and all(" - " in n for n in cols.values()):
         if len(prefixes) > 1:
             raise UserError(f"{path}: a chart export holding {len(prefixes)} runs ({', '.join(sorted(prefixes)[:3])}"
                             f"...): export one run per file and pass each file")
-        cols = {i: n.split(" - ", 1)[1] for i, n in cols.items()}
+        cols = {i: n.rsplit(" - ", 1)[1] for i, n in cols.items()}
     if list(cols.values()) == ["Value"]:          # TensorBoard's download: one tag, named by the file
         cols = {i: tensorboard_download(path)[1] for i in cols}
     return cols
@@ -100,13 +123,13 @@ def _no_repeated_column(header: list[str], path: Path) -> None:
         seen.setdefault(name, i)
 
 
-def _wall(row: list[str], wi: int | None, run: TrainingRun) -> float | None:
+def _wall(row: list[str], wi: int | None, run: TrainingRun, delim: str = ",") -> float | None:
     """The row's wall time; a cell that is not a finite number is counted (bad_wall_times)."""
     cell = row[wi].strip() if wi is not None else ""
     if not cell:
         return None
     try:
-        wall = float(cell)
+        wall = number(cell, delim)
     except ValueError:
         wall = math.nan
     if not math.isfinite(wall):
@@ -118,7 +141,8 @@ def _wall(row: list[str], wi: int | None, run: TrainingRun) -> float | None:
 def read_csv(path: Path, label: str) -> TrainingRun:
     run = TrainingRun(path=str(path), format="csv", label=label)
     text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
-    reader = csv.reader(io.StringIO(text))
+    delim = delimiter(text.split("\n", 1)[0]) or ","
+    reader = csv.reader(io.StringIO(text), delimiter=delim)
     try:
         header = next(reader)
     except StopIteration:
@@ -144,16 +168,16 @@ def read_csv(path: Path, label: str) -> TrainingRun:
             run.count("ragged_rows")
             ragged_line = ragged_line or reader.line_num
             continue
-        step = row_step(row[si], run)
+        step = row_step(row[si], run, delim)
         if step is None:
             continue
-        wall = _wall(row, wi, run)
+        wall = _wall(row, wi, run, delim)
         for i, name in cols.items():
             cell = row[i].strip()
             if not cell:
                 continue
             try:
-                x = float(cell)
+                x = number(cell, delim)
             except ValueError:
                 run.not_numeric(name, "non_numeric_cells")
                 continue
@@ -171,10 +195,10 @@ def read_csv(path: Path, label: str) -> TrainingRun:
     return run
 
 
-def row_step(cell: str, run: TrainingRun) -> int | None:
+def row_step(cell: str, run: TrainingRun, delim: str = ",") -> int | None:
     """The step of a row, or None (counted: rows_without_step, or step_problem's kind)."""
     try:
-        x = float(cell)
+        x = number(cell.strip(), delim)
     except ValueError:
         x = math.nan
     if not math.isfinite(x):

@@ -62,8 +62,13 @@ def untold_text(untold: list[tuple[int | None, int | None]], limit: int = 3) -> 
             return f"before step {q}" if p is None else f"after step {p}"
         return f"at step {p}" if p == q else f"between steps {p} and {q}"
     shown = ", ".join(where(p, q) for p, q in untold[:limit]) + (", ..." if len(untold) > limit else "")
-    return (f"points lost: unknown ({len(untold)} damaged spot(s), {shown}: no tag logged at every step lost a "
-            "point there, so the record held a sparser tag's point or none)")
+    # damage after the last intact step (a torn tail) may have held steps past it, whole: no later record tells
+    open_end = sum(p is not None and q is None for p, q in untold)
+    why = ("no tag logged at every step lost a point there, so the record held a sparser tag's point or none"
+           if not open_end else "nothing after it tells what it held (steps past the last intact one, possibly "
+           "whole)" if open_end == len(untold) else "no tag logged at every step lost a point between intact "
+           "records; after the last intact step nothing tells what the damage held (later steps, possibly whole)")
+    return f"points lost: unknown ({len(untold)} damaged spot(s), {shown}: {why})"
 
 
 def lost_text(lost: dict[int, list[str]], limit: int = 4) -> str:

@@ -27,7 +27,7 @@ def default_label(path: Path) -> str:
         run, _ = tensorboard_download(path)     # TensorBoard's download: run-<run>-tag-<tag>.csv
         if run:
             return run
-    for suffix in (".output.log", ".log", ".csv", ".txt", ".jsonl", ".wandb"):
+    for suffix in (".output.log", ".log", ".csv", ".tsv", ".txt", ".jsonl", ".wandb"):
         if name.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
     return name

@@ -6,9 +6,9 @@ A parent's runs, in name order: each sub-folder that holds a run (named by the s
 each log file directly in it (named by the file; event files of different runs side by side,
 one file each, named by their prefix). Event files that all share one prefix are one run
 restarted (verl's SummaryWriter names them events.out.tfevents.{time}.{host}.{pid}.{uid}): the
-folder is that run. Hidden entries (`.hydra`, `.git`) are passed over; every other file that is
-not read as a run (empty, no known format, a CSV without a step column or rows) is listed with
-why, for the command to show.
+folder is that run. Hidden entries (`.hydra`, `.git`) are passed over, and so is a link to another
+of the runs (wandb's `latest-run`); every other file that is not read as a run (empty, no known
+format, a CSV without a step column or rows) is listed with why, for the command to show.
 """
 
 from __future__ import annotations
@@ -106,7 +106,24 @@ def _children(p: Path, ignored: list[str]) -> list[Path]:
             logs.append(f)
         else:
             ignored.append(f"{f}: {why}")
-    return sorted(runs + logs, key=lambda r: r.name)
+    return _one_entry_each(sorted(runs + logs, key=lambda r: r.name), ignored)
+
+
+def _one_entry_each(runs: list[Path], ignored: list[str]) -> list[Path]:
+    """The runs with each link to another of them passed over (`ignored`): wandb's own folder
+    holds `latest-run`, a link to its newest run folder, which would be read twice (as a run of its
+    own and as the run it points at) and, named first, taken for the baseline."""
+    real = {r.resolve(): r for r in runs if not r.is_symlink()}
+    out = []
+    for r in runs:
+        target = r.resolve()
+        if r.is_symlink() and target in real:
+            ignored.append(f"{r}: a link to {real[target]}, read once as that run")
+            continue
+        real.setdefault(target, r)
+        if real[target] == r:
+            out.append(r)
+    return out
 
 
 def expand_runs(path: str | Path, ignored: list[str] | None = None) -> list[Path]:

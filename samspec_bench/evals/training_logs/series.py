@@ -52,6 +52,9 @@ class TrainingRun:
     # tag -> values logged under it that were not numbers: a metric every value of which was
     # unparseable is "present but not numeric", not absent
     non_numeric: dict[str, int] = field(default_factory=dict)
+    # the steps of a console log's lines cut at wandb's 4096 bytes (console.py): a wandb run folder
+    # whose history holds those steps lost nothing there (wandb_run.py)
+    cut_steps: list[int] = field(default_factory=list, repr=False)
 
     @property
     def tags(self) -> list[str]:
@@ -151,6 +154,10 @@ class SeriesBuilder:
         if step in d:
             self.duplicates += 1
         d[step] = (value, wall)
+
+    def steps(self) -> set[int]:
+        """Every step some tag was logged at."""
+        return set().union(*(d.keys() for d in self._points.values())) if self._points else set()
 
     def has(self, tag: str, step: int) -> bool:
         return step in self._points.get(tag, {})

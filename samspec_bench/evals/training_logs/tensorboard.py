@@ -268,6 +268,9 @@ class EventScalars:
     windows: list[tuple[int | None, int | None]] = field(default_factory=list)
     head: list[HeadDamage] = field(default_factory=list)
     last_step: int | None = None   # the last step of the files read so far
+    # windows still open at the end of the file read last (damage after its last intact step, a
+    # torn tail): the next file of a restarted run closes them with its first step
+    open_tail: list[int] = field(default_factory=list)
 
 
 def _is_version(data: bytes) -> bool:
@@ -282,6 +285,7 @@ def read_event_file(path: Path, into: EventScalars | None = None) -> EventScalar
     out.files.append(str(path))
     blob = Path(path).read_bytes()
     base, first_damage = out.stats.records, len(out.stats.damage_at)
+    base_open, out.open_tail = out.open_tail, []     # the earlier file's torn tail, closed below
     # the step of each intact record of this file: None for one that names no step (undecodable,
     # or without summary values: the version record, a graph) and so bounds no damage
     steps: list[int | None] = []
@@ -317,7 +321,11 @@ def read_event_file(path: Path, into: EventScalars | None = None) -> EventScalar
         after = next((s for s in steps[i:] if s is not None), None)
         if before is None and out.last_step is not None:
             before = out.last_step        # a restart's file: the earlier file's last step bounds it
+            if after is not None and after <= before:   # it re-logs from a checkpoint: the damage sits at its start
+                before = after
         if before is not None:
+            if after is None:
+                out.open_tail.append(len(out.windows))
             out.windows.append((before, after))
             continue
         junk = i == 0 and bool(first_is_version)
@@ -325,9 +333,23 @@ def read_event_file(path: Path, into: EventScalars | None = None) -> EventScalar
         room = nbytes - (MIN_VERSION_RECORD if version_lost else 0)
         out.head.append(HeadDamage(str(path), nbytes, after, junk, 0 if junk else max(0, int(room // fewest))))
     mine = [s for s in steps if s is not None]
+    _close_tails(out, base_open, mine[0] if mine else None)
     if mine:
         out.last_step = max(mine) if out.last_step is None else max(out.last_step, max(mine))
     return out
+
+
+def _close_tails(out: EventScalars, open_tail: list[int], first: int | None) -> None:
+    """An earlier file's torn tail ends where the next file of the run starts: a restart that
+    re-logs from a checkpoint at or before the damage covers whatever it held past its step (the
+    window shrinks to that step), one that starts later leaves the steps between lost. Not bounded
+    by the run's last step: tags a run never logs at its last step were not lost there."""
+    if first is None:
+        out.open_tail = open_tail + out.open_tail
+        return
+    for k in open_tail:
+        p, _ = out.windows[k]
+        out.windows[k] = (p, first if first > p else p)
 
 
 def event_files(folder: Path) -> list[Path]:

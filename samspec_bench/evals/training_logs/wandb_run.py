@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from samspec_bench.errors import UserError
-from samspec_bench.evals.training_logs.console import read_console
+from samspec_bench.evals.training_logs.console import WANDB_LINE_CUT, read_console
 from samspec_bench.evals.training_logs.protowire import Bad, fields, signed64, zigzag
 from samspec_bench.evals.training_logs.series import Series, SeriesBuilder, TrainingRun, step_notes, step_problem
 
@@ -223,10 +223,12 @@ def read_wandb(folder: Path, label: str) -> TrainingRun:
         rows = read_history_jsonl(files["history"], run, builder)
         run.read["history_rows"] = rows
     history_notes(run)       # before the console's counts join the same kinds
+    held = builder.steps() if rows else set()
     builder.build_into(run)
     if files["console"] is not None:
         con = read_console(files["console"], label)
         run.read["step_lines"] = con.read.get("step_lines", 0)
+        _history_covers_cuts(con, held)
         for kind, n in con.counts.items():
             run.count(kind, n)
         for tag, n in con.non_numeric.items():
@@ -238,6 +240,24 @@ def read_wandb(folder: Path, label: str) -> TrainingRun:
                         f"({'no history rows in ' + files['binary'].name if files['binary'] else 'no history'}"
                         f"{', console log without step lines' if files['console'] else ''})")
     return run
+
+
+def _history_covers_cuts(con: TrainingRun, held: set[int]) -> None:
+    """The console's lines cut at 4096 bytes cost nothing at steps the history holds (its values
+    win there): those are taken off the console's counts and its note says so."""
+    covered = [s for s in con.cut_steps if s in held]
+    if not covered:
+        return
+    for kind in ("truncated_lines", "dropped_fields"):
+        con.counts[kind] -= len(covered)
+        if not con.counts[kind]:
+            del con.counts[kind]
+    cut, left = len(con.cut_steps), len(con.cut_steps) - len(covered)
+    con.notes = [n for n in con.notes if not n.startswith(f"{cut} step line(s) cut at {WANDB_LINE_CUT} bytes")]
+    con.notes.append(f"{cut} step line(s) of output.log cut at {WANDB_LINE_CUT} bytes (wandb's console capture): "
+                     f"{len(covered)} at steps the history holds, read from it (nothing lost)"
+                     + (f"; {left} at steps it lacks: the cut field was dropped and the keys after it are absent "
+                        "there" if left else ""))
 
 
 def _merge(run: TrainingRun, con: TrainingRun) -> None:

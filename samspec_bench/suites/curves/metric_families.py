@@ -30,10 +30,11 @@ the baseline's mean over the compared steps (10%, and 20% for KL: it is small an
 Every margin is overridable (`--margin reward=0.02`, `--margin entropy=5%`, or a tag); speed
 metrics are ratios with no margin, and a --margin naming one is refused.
 
-Validation: per data source one variable is compared, the first that every run logged at two
-or more steps, in the order acc, reward, score, then others; a run's val-core tag is
-preferred to its val-aux one. mean@N with different N in two runs (16 vs 32 samples per
-problem) estimate the same mean and are compared, with both tags shown.
+Validation: per data source one variable is compared (a source only one run validates on is
+listed as absent in the others), the first that every run logged at two or more steps, in the
+order acc, reward, score, then others; a run's val-core tag is preferred to its val-aux one.
+mean@N with different N in two runs (16 vs 32 samples per problem) estimate the same mean and
+are compared, with both tags shown.
 
 `--metric TAG` (a tag or a glob like 'actor/*') adds learning metrics; `--speed-metric TAG` adds
 speed ratios. A learning metric given by tag has a ±10% margin unless --margin names it.
@@ -170,9 +171,8 @@ def resolve_validation(runs: list[TrainingRun], margin: Margin) -> list[Resolved
         vars_ = sorted({v for c in cands for v in c.get(src, {})},
                        key=lambda v: (min((t[0] for c in cands for t in c.get(src, {}).get(v, [])), default=9),
                                       VAL_VARS.index(v) if v in VAL_VARS else len(VAL_VARS), v))
-        chosen = next((v for v in vars_ if sum(bool(c.get(src, {}).get(v)) for c in cands) >= 2), None)
-        if chosen is None:
-            continue
+        # one run alone validating on a source: listed, absent in the others (not passed over in silence)
+        chosen = next((v for v in vars_ if sum(bool(c.get(src, {}).get(v)) for c in cands) >= 2), vars_[0])
         spec = MetricSpec(f"val/{src}" if chosen in ("acc", "reward") else f"val/{src}/{chosen}", "validation",
                           (), "score", margin, what=f"validation {chosen} on {src} (mean over samples)")
         res = Resolved(spec)

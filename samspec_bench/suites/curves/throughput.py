@@ -63,7 +63,8 @@ def compare_throughput(base: TrainingRun, run: TrainingRun, ta: str, tb: str, gp
             out["per_gpu_ratio"] = res["ratio"] * ga / gb
             out["per_gpu_ci"] = _scaled(res["ci"], ga / gb)
         return out
-    a, b = base.series[ta], run.series[tb]
+    # a tag every value of which was NaN/inf has no Series (the comparison calls it diverged)
+    a, b = (r.series.get(t) or Series(np.zeros(0, dtype=np.int64), np.zeros(0)) for r, t in ((base, ta), (run, tb)))
     res = compare_ratio(align(a.steps, a.values, b.steps, b.values, step_range), alpha=alpha)
     if known:
         k = gb / ga

@@ -171,8 +171,9 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
     margins = cfg.margin_objects()
     metrics = resolve(runs, cfg.families, margins, cfg.metrics, cfg.speed_metrics)
     check_margin_names(margins, metrics, cfg.families, cfg.margin_args)
-    for r in runs:
-        if not any(m.tags.get(r.label) for m in metrics):
+    for r in runs:   # a validation source no other run validates on is listed as absent, not compared
+        if not any(m.tags.get(r.label) and (m.spec.family != "validation" or sum(map(bool, m.tags.values())) > 1)
+                   for m in metrics):
             raise UserError(no_metric_text(r, requested_text(cfg.families, cfg.metrics, cfg.speed_metrics)))
     base = runs[0]
     for run in runs[1:]:

@@ -69,3 +69,21 @@ def test_a_final_validation_value_at_a_step_that_logged_it_is_counted(tmp_path):
     assert "validation_block_repeats" not in s["skipped"]
     assert replaced_text(s["replaced"]) == ("1 value(s) logged again at a step (validation_block_repeats; "
                                             "the step line's value kept)")
+
+
+def test_two_runs_appended_to_one_log_are_said_not_taken_for_a_resume(tmp_path):
+    # `python -m verl.trainer.main_ppo ... | tee -a train.log` twice: step numbering goes back to
+    # step 1; a resume from a checkpoint goes on after it (steps 3-4 again here) and is no restart
+    def lines(steps, v):
+        return [f"step:{s} - critic/score/mean:np.float64({v + s / 100})" for s in steps]
+    appended = tmp_path / "appended.log"
+    appended.write_text("\n".join(lines(range(1, 6), 0.1) + ["Training from scratch"] + lines(range(1, 6), 0.5)) + "\n")
+    resumed = tmp_path / "resumed.log"
+    resumed.write_text("\n".join(lines(range(1, 6), 0.1) + lines(range(3, 8), 0.1)) + "\n")
+    run = load_run(appended)
+    assert run.read["step_restarts"] == 1
+    said = "step numbering goes back to step 1 (line 7, after step 5): two runs in one file"
+    assert any(said in n for n in run.notes)
+    assert run.series["critic/score/mean"].values.tolist()[0] == 0.51     # the later run's value, as said
+    again = load_run(resumed)
+    assert "step_restarts" not in again.read and not any("goes back" in n for n in again.notes)

@@ -25,3 +25,24 @@ def test_other_value_csv_keeps_its_stem(tmp_path):
     assert tensorboard_download(tmp_path / "critic_score_mean.csv") == (None, "critic_score_mean")
     assert tensorboard_download(tmp_path / "run-.-tag-val-core_gsm8k_acc_mean@1.csv") == (".", "val-core_gsm8k_acc_mean@1")
     assert list(load_run(_download(tmp_path / "reward.csv", [1, 2])).series) == ["reward"]
+
+
+def test_semicolon_and_tab_delimited_exports_with_a_bom_are_read(tmp_path):
+    # a spreadsheet in a comma-decimal locale saves `;` and `0,5`; pandas' to_csv(sep="\t") a tab
+    semi = tmp_path / "sam_off.csv"
+    semi.write_bytes("\ufeff_step;critic/score/mean;actor/entropy\r\n1;0,5;1,25\r\n2;0,75;1e-3\r\n".encode())
+    tab = tmp_path / "sam_on.tsv"
+    tab.write_text("step\tcritic/score/mean\n1\t0.5\n2\t0.75\n")
+    a, b = load_run(semi), load_run(tab)
+    assert (a.format, b.format) == ("csv", "csv")
+    assert a.series["critic/score/mean"].values.tolist() == [0.5, 0.75]
+    assert a.series["actor/entropy"].values.tolist() == [1.25, 0.001]
+    assert b.series["critic/score/mean"].values.tolist() == [0.5, 0.75]
+    assert b.label == "sam_on" and not a.counts and not b.counts
+
+
+def test_wandb_chart_export_run_name_with_a_dash(tmp_path):
+    p = tmp_path / "chart.csv"
+    p.write_text("Step,SAM on - lr 1e-6 - critic/score/mean,SAM on - lr 1e-6 - critic/score/mean__MIN\n1,0.5,0.4\n"
+                 "2,0.6,0.5\n")
+    assert list(load_run(p).series) == ["critic/score/mean"]

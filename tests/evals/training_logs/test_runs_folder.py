@@ -62,3 +62,16 @@ def test_a_run_folder_is_not_expanded_and_an_empty_one_is_an_error(tmp_path):
     with pytest.raises(UserError, match="holds no training log") as e:
         expand_runs(empty)
     assert "\n" not in str(e.value)
+
+
+def test_wandb_folder_latest_run_link_is_read_once(tmp_path):
+    # wandb's own folder: offline-run-* folders, `latest-run` (a link to the newest) and debug.log
+    # links; the link sorts first and would be read as a run of its own and taken for the baseline
+    wandb = tmp_path / "wandb"
+    for name in ("offline-run-20250101_120000-aaaa1111", "offline-run-20250102_120000-bbbb2222"):
+        _console(wandb / name / "files" / "output.log")
+    (wandb / "latest-run").symlink_to("offline-run-20250102_120000-bbbb2222")
+    ignored: list[str] = []
+    runs = expand_runs(wandb, ignored)
+    assert [r.name for r in runs] == ["offline-run-20250101_120000-aaaa1111", "offline-run-20250102_120000-bbbb2222"]
+    assert any("latest-run: a link to" in why for why in ignored)

@@ -74,3 +74,26 @@ def test_tensorboard_negative_step_is_skipped_counted_and_shown_by_curves(tmp_pa
     result = json.loads((tmp_path / "r.json").read_text())
     skipped = next(r for r in result["runs"] if r["label"] == "b")["skipped"]
     assert skipped.get("negative_steps") == 1, skipped
+
+
+def _scalar_records(steps, tags_at) -> bytes:
+    """One record per scalar, as verl's SummaryWriter.add_scalar writes them."""
+    return b"".join(_record(_event(s, {t: 0.5}, 1.7e9 + s)) for s in steps for t in tags_at(s))
+
+
+def test_torn_tail_before_a_restart_is_bounded_by_the_restart_not_the_runs_end(tmp_path):
+    # a crash tears file 1's last record at step 10; the restart re-logs from its step-8
+    # checkpoint to step 20. timing_s/gen is never logged at the last step (a pipelined run's
+    # final step), so it lacks step 20 in an intact run as well: no point of it was lost
+    def tags_at(s):
+        return ("critic/score/mean",) + (("timing_s/gen",) if s != 20 else ())
+    version = _record(_varint(1 << 3 | 1) + struct.pack("<d", 1.7e9) + _ld(3, b"brain.Event:2"))
+    run_dir = tmp_path / "sam_on"
+    run_dir.mkdir()
+    first = version + _scalar_records(range(1, 11), tags_at)
+    (run_dir / "events.out.tfevents.1700000000.host.1.0").write_bytes(first[:-9])
+    (run_dir / "events.out.tfevents.1700009000.host.2.0").write_bytes(version + _scalar_records(range(8, 21), tags_at))
+    run = load_run(run_dir)
+    assert run.counts["truncated_records"] == 1
+    assert "lost_points" not in run.counts, run.notes
+    assert run.series["timing_s/gen"].steps.tolist() == list(range(1, 20))

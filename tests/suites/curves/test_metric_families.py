@@ -35,3 +35,18 @@ def test_verl_name_wins_over_the_flattened_one(tmp_path):
     p.write_text("step,critic/score/mean,critic_score_mean\n1,0.5,9\n2,0.6,9\n3,0.7,9\n")
     reward = next(m for m in resolve([load_run(p)], ["reward"], {}, [], []) if m.name == "reward")
     assert reward.tags == {"both": "critic/score/mean"}
+
+
+def test_validation_source_of_one_run_only_is_listed_absent(tmp_path):
+    # SAM off run without validation, SAM on run validating on gsm8k every 5 steps: the source is
+    # named as absent in the baseline, not passed over in silence
+    off, on = tmp_path / "sam_off.csv", tmp_path / "sam_on.csv"
+    off.write_text("step,critic/score/mean\n" + "".join(f"{s},{0.5 + s / 100}\n" for s in range(1, 21)))
+    on.write_text("step,critic/score/mean,val-core/openai/gsm8k/acc/mean@1\n"
+                  + "".join(f"{s},{0.5 + s / 100},{0.4 + s / 100 if s % 5 == 0 else ''}\n" for s in range(1, 21)))
+    cfg = build_config(runs=[str(off), str(on)], extra_runs=(), labels=None, format="auto", families=",".join(FAMILIES),
+                       metrics=(), speed_metrics=(), margins=(), alpha=0.05, min_steps=10, final_fraction=0.25,
+                       step_range=None, smooth=0.6, fail_on="never", gpus=())
+    out = compare_runs(cfg, load_runs(cfg))
+    absent = out["comparisons"]["sam_on"]["absent"]
+    assert "val-core/openai/gsm8k/acc/mean@1 (val/openai/gsm8k; absent in sam_off)" in absent
