@@ -199,3 +199,13 @@ def step_timers(device) -> tuple[DeviceTimer, DeviceTimer]:
     for t in timers:
         t.label = f"host wall clock ({kind} work not synchronised)"
     return timers
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """Whether an exception is an allocation that failed, in host or device memory (torch's
+    OutOfMemoryError, CUDA's and the CPU allocator's messages): where the size came from the
+    user's options, a caller turns it into a UserError naming them."""
+    text = str(e).lower()
+    return (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError"
+            or "can't allocate memory" in text or "out of memory" in text)
+

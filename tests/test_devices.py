@@ -140,3 +140,12 @@ def test_time_ms_warms_up_then_times_each_repeat_on_the_cpu(monkeypatch):
     ("no version here\n", None)])
 def test_the_driver_version_is_read_from_either_kernel_module_line(text, want):
     assert devices.nvrm_driver(text) == want
+
+
+def test_out_of_memory_tells_allocation_failures_from_other_errors():
+    import torch
+    from samspec_bench.devices import out_of_memory
+    assert out_of_memory(MemoryError()) and out_of_memory(torch.OutOfMemoryError("CUDA out of memory."))
+    assert out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp:117] err == 0. DefaultCPUAllocator: can't "
+                                      "allocate memory: you tried to allocate 4000000000000 bytes."))
+    assert not out_of_memory(RuntimeError("shape '[2, 3]' is invalid for input of size 5"))

@@ -11,7 +11,7 @@ import math
 import time
 from typing import Any
 
-from samspec_bench.devices import synchronize
+from samspec_bench.devices import out_of_memory, synchronize
 from samspec_bench.errors import UserError
 from samspec_bench.results import RunDir
 from samspec_bench.suites.op_equivalence.config import CASES_FILE, OpEqConfig
@@ -20,12 +20,6 @@ from samspec_bench.suites.op_equivalence.diff_stats import Accumulator
 PROBE_VOCAB = 4096
 CASE_METRICS = ("output_diff_max", "output_exact_zero_fraction", "logprob_diff_max", "exact_zero_fraction",
                 "argmax_flip_rate", "kl_max")
-
-
-def out_of_memory(e: BaseException) -> bool:
-    """Whether an exception is an allocation that failed (host or device memory)."""
-    text = str(e).lower()
-    return isinstance(e, MemoryError) or "can't allocate memory" in text or "out of memory" in text
 
 
 def _dtype(name: str):

@@ -31,7 +31,7 @@ import torch
 
 from samspec_bench.bench.rejection import draw_uniforms, rejection_sample
 from samspec_bench.bench.rejection.loop import rejection_sample_loop
-from samspec_bench.devices import DeviceTimer, device_kind, resolve_device, synchronize, timer_label
+from samspec_bench.devices import DeviceTimer, device_kind, out_of_memory, resolve_device, synchronize, timer_label
 from samspec_bench.errors import UserError
 from samspec_bench.suites.sampler.config import SamplerConfig
 from samspec_bench.suites.sampler.vllm import vllm_rejection_call
@@ -200,14 +200,6 @@ def _speed_grid(cfg, progress, task, rows, done, on_row):
                             "--speed-k or --speed-vocab") from None
         tp_all = draft_all = None
         gc.collect()
-
-
-def out_of_memory(e: BaseException) -> bool:
-    """Whether an exception is an allocation that failed (host or device memory)."""
-    oom = getattr(torch, "OutOfMemoryError", None)
-    text = str(e).lower()
-    return (isinstance(e, MemoryError) or (oom is not None and isinstance(e, oom))
-            or "can't allocate memory" in text or "out of memory" in text)
 
 
 def _time_point(cfg, V: int, k: int, B: int, tp_all, draft_all, gen, vllm_ok: bool) -> dict:
