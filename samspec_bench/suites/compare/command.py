@@ -27,13 +27,19 @@ RESULT_KEYS = ("model", "dtype", "k", "benchmark", "num_prompts", "max_tokens", 
 def execute(config: CompareConfig, *, output: str, resume: str | None = None, json_path: str | None = None) -> int:
     """Run the arms (skipping the calls a resumed folder holds), print, write result.json."""
     if resume is not None:
-        check_resume(resume, SUITE, config.identity(_saved_keys(resume)), config_name=CONFIG_FILE)
+        check_resume(resume, SUITE, _identity(config, resume), config_name=CONFIG_FILE)
     run_dir = RunDir(output, SUITE, resume=resume)
     run_dir.write_json(CONFIG_FILE, config.saved())
-    done = list(run_dir.samples(RUNS_FILE))
     log = (lambda msg: print(msg, file=sys.stderr, flush=True))
-    if done:
-        log(f"compare: resuming {run_dir.path}: {len(done)} generate call(s) kept")
+    kept = _kept_calls(run_dir, log)
+    # a resume with fewer --repeats: the figures are over the repeats asked for (as result.json
+    # says); the later repeats' calls stay in runs.jsonl for a resume that asks for them again
+    done = [r for r in kept if r["repeat"] < config.repeats]
+    if kept:
+        beyond = len(kept) - len(done)
+        log(f"compare: resuming {run_dir.path}: {len(done)} generate call(s) kept"
+            + (f"; {beyond} call(s) of repeats beyond --repeats {config.repeats} left out of the figures "
+               f"(kept in {RUNS_FILE})" if beyond else ""))
     out = compare_methods(config.model, dtype=config.dtype, k=config.k, benchmark=config.benchmark,
                           num_prompts=config.num_prompts, max_tokens=config.max_tokens, data_dir=config.data_dir,
                           engine_args=config.engine_args, methods=config.methods, repeats=config.repeats,
@@ -44,17 +50,57 @@ def execute(config: CompareConfig, *, output: str, resume: str | None = None, js
                "vllm_names": VLLM_NAMES}
     path = run_dir.write_result(config.saved(), metrics, {"arms": arm_table(out["arms"])},
                                 extra={k: out[k] for k in RESULT_KEYS})
-    print_and_emit(lines(out), path, json_path)
+    print_and_emit(_short_of_prompts(config, out) + lines(out), path, json_path)
     return 0
 
 
-def _saved_keys(resume: str) -> list[str] | None:
-    """The keys of a resumed run's saved settings (None: none readable; check_resume says why)."""
+def _short_of_prompts(config: CompareConfig, out: dict) -> list[str]:
+    """The line that says a dataset held fewer prompts than --num-prompts (its count measured)."""
+    if out["num_prompts"] >= config.num_prompts:
+        return []
+    return [f"prompts: {out['num_prompts']} of the --num-prompts {config.num_prompts} asked for: the "
+            f"{config.benchmark} prompts hold no more (result.json: num_prompts {out['num_prompts']})"]
+
+
+def _kept_calls(run_dir: RunDir, log) -> list[dict]:
+    """The generate calls runs.jsonl holds: records naming their arm and repeat (as run_record
+    writes them). Another object (an edit, a damaged record) is counted with the damaged lines
+    (said, and kept in result.json): its call runs again."""
+    kept = list(run_dir.samples(RUNS_FILE))
+    calls = {(r["arm"], r["repeat"]): r for r in reversed(kept) if isinstance(r.get("arm"), str)
+             and isinstance(r.get("repeat"), int) and not isinstance(r["repeat"], bool) and r["repeat"] >= 0}
+    if len(calls) < len(kept):   # a call recorded twice counts once (its first record)
+        bad = len(kept) - len(calls)
+        run_dir.damaged_lines[RUNS_FILE] = run_dir.damaged_lines.get(RUNS_FILE, 0) + bad
+        log(f"note: {run_dir.path / RUNS_FILE}: {bad} record(s) name no arm and repeat, or a call recorded before "
+            "(damaged): skipped; a call without a record runs again")
+    return list(reversed(calls.values()))
+
+
+PATH_KEYS = ("data_dir", "dataset_path")   # settings naming a folder or a file
+
+
+def _identity(config: CompareConfig, resume: str) -> dict:
+    """What the resumed run must share with this call (CompareConfig.identity, given the keys it
+    saved); a data directory or dataset file it names by another spelling (`data/`, a relative
+    path) is the same setting."""
+    saved = _saved_config(resume)
+    ident = config.identity(list(saved) if saved is not None else None)
+    for key in PATH_KEYS:
+        mine, theirs = ident.get(key), (saved or {}).get(key)
+        if isinstance(mine, str) and isinstance(theirs, str) and mine != theirs \
+                and Path(mine).expanduser().resolve() == Path(theirs).expanduser().resolve():
+            ident[key] = theirs
+    return ident
+
+
+def _saved_config(resume: str) -> dict | None:
+    """A resumed run's saved settings (None: none readable; check_resume says why)."""
     path = Path(resume) / CONFIG_FILE
     if not path.is_file():
         return None
     saved = read_json(path, "the run's settings are damaged: start a new run")
-    return list(saved) if isinstance(saved, dict) else None
+    return saved if isinstance(saved, dict) else None
 
 
 @click.command("compare", context_settings={"ignore_unknown_options": True})

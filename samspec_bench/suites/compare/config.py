@@ -62,6 +62,10 @@ def build_config(*, model: str, dtype: str, k: int, benchmark: str, dataset_path
                  speculative_config: str | None, repeats: int, sequential: bool, cpu_threads: str, logprobs: bool,
                  seed: int, temperature: float, ignore_eos: bool, vllm_options: tuple[str, ...]) -> CompareConfig:
     arms = tuple(split_methods(methods))
+    twice = next((m for i, m in enumerate(arms) if m in arms[:i]), None)
+    if twice is not None:   # one arm measured once: a repeat of it would be dropped without a word
+        raise UserError(f"--methods {methods!r}: {twice} is named twice; name each arm once (--repeats N for more "
+                        "generate calls per arm)")
     plans = check_methods(arms, int_at_least(repeats, "--repeats"), cpu_threads)
     check_temperature(temperature)
     spec = check_prompt_spec(benchmark, dataset_path, input_len, seed)
@@ -71,7 +75,7 @@ def build_config(*, model: str, dtype: str, k: int, benchmark: str, dataset_path
     return CompareConfig(model=model, dtype=dtype, k=int_at_least(k, "-k", 1), benchmark=spec.dataset,
                          num_prompts=int_at_least(num_prompts, "--num-prompts"),
                          max_tokens=int_at_least(max_tokens, "--max-tokens/--output-len"), data_dir=data_dir,
-                         methods=tuple(dict.fromkeys(arms)), engine_args=engine_args,
+                         methods=arms, engine_args=engine_args,
                          repeats=repeats, sequential=bool(sequential), cpu_threads=cpu_threads,
                          logprobs=bool(logprobs), dataset_path=spec.path, input_len=spec.input_len, seed=spec.seed,
                          ignore_eos=bool(ignore_eos))

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from samspec_bench.bench.engines.engine_device import DEVICE_HELP, engine_device
-from samspec_bench.bench.engines.factory import engine_names
+from samspec_bench.bench.engines.factory import engine_names, require_engine
 from samspec_bench.devices import resolve_device
 from samspec_bench.errors import UserError
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, check_model, model_id
@@ -44,9 +44,14 @@ def render_reports(out: Path) -> tuple[Path, Path]:
 
 def run_device(device: str | None, engine: str | None, where: str = "--device") -> str:
     """The run's device (resolved: every step that takes --device gets it): a device that is not
-    there, or one the run's engine cannot run on (vLLM places itself), is a UserError now."""
+    there, or one the run's engine cannot run on (vLLM places itself), is a UserError now. An engine
+    that is not installed here is not asked: its steps are skipped with the reason (README)."""
     device = resolve_device(device, where)
     if engine in engine_names():
+        try:
+            require_engine(engine)
+        except UserError:   # not installed here: the steps that would run it are skipped, saying why
+            return device
         engine_device(engine, device, where)
     return device
 
@@ -72,7 +77,8 @@ def _check_resume(s: dict, resume, model, engine, device, data_dir, config, step
     if config is not None:
         raise UserError(f"--resume {resume}: the run's configuration is saved in its {STATE_FILE}; "
                         "drop --config to continue it (or start a new run)")
-    if steps is not None and parse_steps(steps, "--steps") != s.get("steps"):
+    saved = s.get("steps")   # as a run of an older version may have saved them: in any order, some twice
+    if steps is not None and parse_steps(steps, "--steps") != (parse_steps(saved, "") if saved else None):
         raise UserError(f"--resume {resume}: the run used --steps {s.get('steps')}; drop --steps to continue it")
 
 
@@ -95,6 +101,10 @@ def _new_settings(sections: dict, model, engine, device, data_dir, config, steps
     given = {k: cli[k] if cli[k] is not None else sections.get(k) for k, _ in GLOBALS}
     not_used = {k: (model_id(v) if k == "model" else v) for k, v in given.items() if v is not None and k not in used}
     notes = []
+    if steps is not None and sections.get("steps") is not None:   # the file's list, checked, and said when overridden
+        file_steps = parse_steps(sections["steps"], f"{cf}steps:")
+        if file_steps != chosen:
+            notes.append(f"--steps {','.join(chosen or [])} over the config file's steps: {','.join(file_steps or [])}")
     if not_used:
         shown = ", ".join(f"{opt} {given[k]}" if cli[k] is not None else f"{k}: {given[k]} (--config)"
                           for k, opt in GLOBALS if k in not_used)

@@ -5,6 +5,7 @@ Every section's option names are checked before anything runs."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ import yaml
 
 from samspec_bench.devices import resolve_device
 from samspec_bench.errors import UserError, nearest, one_line
+from samspec_bench.models.checkpoints import AUTO_DTYPE, DTYPES, check_model
+from samspec_bench.sam.drafters import DRAFTERS
 from samspec_bench.suites.run import plan
 from samspec_bench.suites.run.config_options import build_args, find_option, suite_command, suite_params
 from samspec_bench.workload import WorkloadConfig
@@ -50,10 +53,11 @@ class _Loader(yaml.SafeLoader):
 def load_config(path: str | Path) -> dict:
     """A YAML file: optional top-level model, engine, device, data-dir, steps; then one section per step."""
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"--config {path}: no such file; pass a YAML file with one section per suite")
+    if not p.exists() or p.is_dir():   # a pipe (`--config <(...)`) is read as a file
+        what = "a directory" if p.is_dir() else "no such file"
+        raise UserError(f"--config {path}: {what}; pass a YAML file with one section per suite")
     try:
-        data = yaml.load(p.read_bytes().decode("utf-8"), Loader=_Loader) or {}   # a SafeLoader
+        data = yaml.load(p.read_bytes().decode("utf-8"), Loader=_Loader)   # a SafeLoader
     except DuplicateKey as e:
         raise UserError(f"--config {path}: {e.key!r} is given twice (line {e.line}); keep one") from None
     except UnicodeDecodeError as e:
@@ -64,6 +68,7 @@ def load_config(path: str | Path) -> dict:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise UserError(f"--config {path}: not valid YAML{where}; fix the file") from None
+    data = {} if data is None else data   # an empty file (or comments only): no settings
     if not isinstance(data, dict):
         raise UserError(f"--config {path}: the top level must be a mapping (model:, accept:, sampler: ...)")
     out: dict[str, Any] = {}
@@ -90,18 +95,48 @@ def load_config(path: str | Path) -> dict:
 
 
 def parse_steps(value: Any, where: str) -> list[str] | None:
+    """The chosen step names (a comma list or a list), each once and in the order they run
+    (plan.STEPS): `accept,workload` and `workload,accept,accept` choose the same run."""
     if value is None:
         return None
     items = value if isinstance(value, (list, tuple)) else str(value).split(",")
     names = [str(x).strip() for x in items if str(x).strip()]
     bad = [n for n in names if n not in plan.STEP_NAMES]
     if bad or not names:
-        raise UserError(f"{where} {value!r}: use step names from {', '.join(plan.STEP_NAMES)}")
-    return names
+        what = f"{bad[0]!r} is not a step{nearest(bad[0], plan.STEP_NAMES)}; " if bad else ""
+        raise UserError(f"{where} {value!r}: {what}use step names from {', '.join(plan.STEP_NAMES)}")
+    return [n for n in plan.STEP_NAMES if n in names]
+
+
+def _workload_value(key: Any, value: Any) -> None:
+    """One workload option's value: of its field's type (an integer for a count, a number for
+    temperature and top-p, text for model, dtype, device and drafter; null only for drafter, plain
+    decoding), a dtype and drafter that exist and a model that can be found. A UserError naming it."""
+    name = str(key).replace("-", "_")
+    field = next((f for f in dataclasses.fields(WorkloadConfig) if f.name == name), None)
+    if field is None or (name == "drafter" and value is None):
+        return   # an unknown key: WorkloadConfig names it
+    want = type(field.default)
+    ok = isinstance(value, (int, float) if want is float else want) and not isinstance(value, bool)
+    if not ok:
+        kind = {int: "an integer", float: "a number", str: "text"}[want]
+        raise UserError(f"config section workload: {key} must be {kind} (got {value!r})")
+    if name == "dtype" and value != AUTO_DTYPE and value not in DTYPES:
+        raise UserError(f"config section workload: dtype {value!r}: use {AUTO_DTYPE} or one of {', '.join(DTYPES)}")
+    if name == "drafter" and value and value not in DRAFTERS:
+        raise UserError(f"config section workload: drafter {value!r}{nearest(value, DRAFTERS)}: use one of "
+                        f"{', '.join(DRAFTERS)}, or null for plain decoding")
+    if name == "model":
+        try:
+            check_model(value)
+        except UserError as e:
+            raise UserError(f"config section workload: model: {one_line(e)}") from None
 
 
 def workload_config(options: dict) -> WorkloadConfig:
     """The built-in workload step's settings; a value of the wrong type is a UserError."""
+    for key, value in options.items():
+        _workload_value(key, value)
     try:
         return WorkloadConfig.from_options(options)
     except (TypeError, ValueError, OverflowError) as e:

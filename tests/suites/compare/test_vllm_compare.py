@@ -430,6 +430,110 @@ def test_command_run_folder_resume_and_report(monkeypatch, tmp_path, shared_data
     assert isinstance(res.exception, UserError) and "max_tokens = 8, this call 9" in str(res.exception)
 
 
+def test_a_resume_with_fewer_repeats_gives_figures_over_the_repeats_it_records(monkeypatch, tmp_path, shared_data):
+    """--repeats may change on a resume: with fewer, the figures are over the repeats result.json
+    records (not every call the folder holds), said in one line; the later calls stay in
+    runs.jsonl, and a resume that asks for them again uses them without running them."""
+    from click.testing import CliRunner
+
+    from samspec_bench.cli import group
+    from samspec_bench.results import load_result
+    from samspec_bench.suites import compare as suite
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    fake = _FakeEngine()
+    monkeypatch.setattr(compare, "_build", lambda *a, **k: fake)
+    monkeypatch.setattr(compare, "encode_chat", lambda tok, text: [1, 2, len(text)])
+    args = ["compare", "--methods", "none,sam", "--num-prompts", "2", "--max-tokens", "8", "--data-dir",
+            str(shared_data)]
+    assert CliRunner().invoke(group, [*args, "--repeats", "3", "--output", str(tmp_path)]).exit_code == 0
+    (run,) = list(tmp_path.iterdir())
+    res = CliRunner().invoke(group, [*args, "--repeats", "1", "--resume", str(run)])
+    assert res.exit_code == 0, res.output
+    got = load_result(run)
+    assert got["repeats"] == got["config"]["repeats"] == 1
+    assert {m: a["tokens_per_s"]["n"] for m, a in got["metrics"]["arms"].items()} == {"none": 1, "sam": 1}
+    assert "4 call(s) of repeats beyond --repeats 1 left out of the figures" in res.stderr
+    assert len((run / suite.RUNS_FILE).read_text().splitlines()) == 6
+    fake.params.clear()
+    assert CliRunner().invoke(group, [*args, "--repeats", "3", "--resume", str(run)]).exit_code == 0
+    assert fake.params == [] and load_result(run)["metrics"]["arms"]["sam"]["tokens_per_s"]["n"] == 3
+
+
+def test_a_resume_skips_and_counts_records_that_are_not_calls(monkeypatch, tmp_path, shared_data):
+    """runs.jsonl edited or damaged: a record without an arm and an integer repeat, or a call
+    recorded twice, is skipped and counted as a damaged line (said, in result.json), not a
+    traceback or a call counted twice."""
+    from click.testing import CliRunner
+
+    from samspec_bench.cli import group
+    from samspec_bench.results import load_result
+    from samspec_bench.suites import compare as suite
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    fake = _FakeEngine()
+    monkeypatch.setattr(compare, "_build", lambda *a, **k: fake)
+    monkeypatch.setattr(compare, "encode_chat", lambda tok, text: [1, 2, len(text)])
+    args = ["compare", "--methods", "none,sam", "--num-prompts", "2", "--max-tokens", "8", "--repeats", "2",
+            "--data-dir", str(shared_data)]
+    assert CliRunner().invoke(group, [*args, "--output", str(tmp_path)]).exit_code == 0
+    (run,) = list(tmp_path.iterdir())
+    runs = run / suite.RUNS_FILE
+    first = runs.read_text().splitlines()[0]
+    runs.write_text(runs.read_text() + first + "\n" + '{"arm": "sam", "repeat": "1"}\n{"arm": "none"}\n')
+    fake.params.clear()
+    res = CliRunner().invoke(group, [*args, "--resume", str(run)])
+    assert res.exit_code == 0, res.output
+    assert fake.params == []   # every call has its record
+    got = load_result(run)
+    assert {m: a["tokens_per_s"]["n"] for m, a in got["metrics"]["arms"].items()} == {"none": 2, "sam": 2}
+    assert got["damaged_lines"] == {suite.RUNS_FILE: 3}
+    assert "3 record(s) name no arm and repeat, or a call recorded before (damaged)" in res.stderr
+
+
+def test_fewer_prompts_than_asked_for_are_said(monkeypatch, tmp_path):
+    """A custom dataset of 3 rows with --num-prompts 5: the 3 are measured, and the terminal says so."""
+    from click.testing import CliRunner
+
+    from samspec_bench.cli import group
+    from samspec_bench.results import load_result
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    monkeypatch.setattr(compare, "_build", lambda *a, **k: _FakeEngine())
+    monkeypatch.setattr(compare, "encode_chat", lambda tok, text: [1, 2, len(text)])
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"question {i}"}) + "\n" for i in range(3)), encoding="utf-8")
+    res = CliRunner().invoke(group, ["compare", "--methods", "none,sam", "--dataset-name", "custom", "--dataset-path",
+                                     str(data), "--num-prompts", "5", "--max-tokens", "4", "--repeats", "1",
+                                     "--output", str(tmp_path / "runs")])
+    assert res.exit_code == 0, res.output
+    assert "prompts: 3 of the --num-prompts 5 asked for: the custom prompts hold no more" in res.stdout
+    (run,) = list((tmp_path / "runs").iterdir())
+    assert load_result(run)["num_prompts"] == 3
+
+
+def test_a_resume_takes_the_data_directory_by_another_spelling(monkeypatch, tmp_path, shared_data):
+    """`--data-dir data/` or a relative path on the resume of a run made with `--data-dir data`:
+    the same directory, not "another setting"; another directory is still refused."""
+    from click.testing import CliRunner
+
+    from samspec_bench.cli import group
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    monkeypatch.setattr(compare, "_build", lambda *a, **k: _FakeEngine())
+    monkeypatch.setattr(compare, "encode_chat", lambda tok, text: [1, 2, len(text)])
+    args = ["compare", "--methods", "none,sam", "--num-prompts", "2", "--max-tokens", "4", "--repeats", "1"]
+    assert CliRunner().invoke(group, [*args, "--data-dir", str(shared_data), "--output", str(tmp_path)]).exit_code == 0
+    (run,) = list(tmp_path.iterdir())
+    res = CliRunner().invoke(group, [*args, "--data-dir", f"{shared_data}/", "--resume", str(run)])
+    assert res.exit_code == 0, res.output
+    monkeypatch.chdir(shared_data.parent)
+    res = CliRunner().invoke(group, [*args, "--data-dir", shared_data.name, "--resume", str(run)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(group, [*args, "--data-dir", str(shared_data / "benchmarks"), "--resume", str(run)])
+    assert isinstance(res.exception, UserError) and "the run used data_dir" in str(res.exception)
+
+
 def test_bad_options_are_named_before_an_engine_is_built(monkeypatch, tmp_path):
     from click.testing import CliRunner
 
@@ -437,7 +541,8 @@ def test_bad_options_are_named_before_an_engine_is_built(monkeypatch, tmp_path):
 
     monkeypatch.setattr(compare, "_build", lambda *a, **k: pytest.fail("no engine for bad options"))
     for args, says in ((["--methods", "eagle"], "--methods 'eagle'"), (["--repeats", "0"], "--repeats 0"),
-                       (["--num-prompts", "0"], "--num-prompts 0"), (["--engine-arg", "oops"], "--engine-arg 'oops'")):
+                       (["--num-prompts", "0"], "--num-prompts 0"), (["--engine-arg", "oops"], "--engine-arg 'oops'"),
+                       (["--methods", "none,sam,sam"], "sam is named twice")):
         res = CliRunner().invoke(group, ["compare", *args, "--output", str(tmp_path / "runs")])
         assert isinstance(res.exception, UserError) and says in str(res.exception), args
     assert not (tmp_path / "runs").exists()

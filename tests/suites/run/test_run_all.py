@@ -207,6 +207,29 @@ def test_engine_typo_is_refused_and_an_engine_a_suite_cannot_use_is_noted(fake_s
     assert value is None and "not one of this suite's engines" in note
 
 
+def test_an_engine_that_is_not_installed_skips_its_steps_and_the_others_run(tmp_path, monkeypatch):
+    """--engine vllm where vLLM does not import: the steps that would run it are skipped with the
+    reason (README: "with vllm missing they are skipped"), the others run; not a refusal of the run."""
+    import importlib.util
+
+    from samspec_bench.bench.engines import factory
+
+    def missing():
+        raise UserError("vLLM does not import (stand-in)")
+
+    monkeypatch.setitem(factory._REQUIRES, "vllm", missing)
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else find_spec(name, *a))
+    monkeypatch.delenv("SAMSPEC_DATA_DIR", raising=False)
+    data = tmp_path / "data"
+    (data / "traces").mkdir(parents=True)
+    (data / "traces" / "t.jsonl").write_text('{"prompt": "p", "response": "r"}\n', encoding="utf-8")
+    state, _ = run_all(output=tmp_path / "res", engine="vllm", steps="accept,curves", data_dir=data)
+    accept = state["steps"]["accept"]
+    assert accept["status"] == "skipped" and "vLLM is not installed" in accept["reason"]
+    assert state["steps"]["curves"]["status"] == "skipped" and state["settings"]["engine"] == "vllm"
+
+
 def test_interrupted_run_resumes(fake_steps, tmp_path):
     FAIL_ONCE.add("beta")
     with pytest.raises(KeyboardInterrupt):
@@ -236,6 +259,34 @@ def test_resume_refuses_other_settings(fake_steps, tmp_path):
         run_all(resume=out, model="other")
     with pytest.raises(UserError, match="no run_state.json"):
         run_all(resume=tmp_path)
+
+
+def test_steps_named_twice_or_in_another_order_are_the_same_run(fake_steps, tmp_path):
+    """--steps runs each step once, in the run's order: the resume of `beta,alpha,alpha` takes
+    `alpha,beta` (the same steps), not only the string it was started with."""
+    state, out = run_all(output=tmp_path, steps="beta,alpha,alpha")
+    assert state["settings"]["steps"] == ["alpha", "beta"] and [c[0] for c in CALLS] == ["alpha", "beta"]
+    CALLS.clear()
+    run_all(resume=out, steps="alpha,beta")
+    assert CALLS == []
+    with pytest.raises(UserError, match="the run used --steps"):
+        run_all(resume=out, steps="alpha")
+    with pytest.raises(UserError, match="'alpah' is not a step \\(nearest: alpha\\)"):
+        run_all(output=tmp_path, steps="alpha,alpah")
+
+
+def test_steps_over_the_config_files_steps_is_said_and_the_files_list_checked(fake_steps, tmp_path):
+    """--steps wins over the file's `steps:`, which is not dropped without a word (a note), nor
+    left unchecked (a typo in it is refused)."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("steps: [alpha]\n", encoding="utf-8")
+    state, _ = run_all(output=tmp_path / "a", config=cfg, steps="beta")
+    assert list(state["steps"]) == ["beta"]
+    assert "--steps beta over the config file's steps: alpha" in state["notes"]
+    cfg.write_text("steps: [alpah]\n", encoding="utf-8")
+    with pytest.raises(UserError, match=f"--config {cfg}: steps: \\['alpah'\\]: 'alpah' is not a step"):
+        run_all(output=tmp_path / "b", config=cfg, steps="beta")
+    assert not (tmp_path / "b").exists()
 
 
 def test_exit_code_reflects_failed_gates(fake_steps, tmp_path, monkeypatch, capsys):

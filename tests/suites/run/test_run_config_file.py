@@ -70,3 +70,69 @@ def test_top_level_errors_name_the_config_file(tmp_path, capsys, monkeypatch, te
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert err.startswith(f"error: --config {cfg}: {rest}"), err
     assert not (tmp_path / "out").exists()
+
+
+
+@pytest.mark.parametrize("key, value, rest", [
+    ("drafter", "bogus", "drafter 'bogus': use one of sam,"),
+    ("dtype", "int8", "dtype 'int8': use auto or one of"),
+    ("seed", "1.5", "seed must be an integer (got 1.5)"),
+    ("num-prompts", "true", "num-prompts must be an integer (got True)"),
+    ("max-tokens", "1e9", "max-tokens must be an integer (got '1e9')"),
+    ("model", "5", "model must be text (got 5)"),
+    ("model", "/nonexistent/ckpt", "model: model path /nonexistent/ckpt is not"),
+    ("samples", "null", "samples must be an integer (got None)"),
+])
+def test_a_workload_value_the_generation_would_refuse_names_its_key_before_the_run(tmp_path, capsys, key, value,
+                                                                                    rest):
+    """The built-in workload step's section: a value of the wrong type, an unknown drafter or dtype,
+    a model that is not there stop the run before its folder is made (not a failed step or a
+    message without the key). The other settings keep the generation tiny."""
+    small = {"num-prompts": "1", "samples": "1", "max-tokens": "4", "model": "builtin:tiny-qwen3"}
+    section = ", ".join(f"{k}: {v}" for k, v in {**small, key: value}.items())
+    cfg = tmp_path / "conf.yaml"
+    cfg.write_text(f"workload: {{{section}}}\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--config", str(cfg), "--steps", "workload", "--model", "builtin:tiny-qwen3",
+              "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: --config {cfg}: config section workload: {rest}"), err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("text", ["false\n", "0\n", "[]\n", "''\n"])
+def test_a_top_level_that_is_an_empty_value_but_not_a_mapping_is_refused(tmp_path, text):
+    """`[]`, `false`, `0`: not a config (a file of the wrong kind), not read as an empty one."""
+    cfg = tmp_path / "conf.yaml"
+    cfg.write_text(text, encoding="utf-8")
+    with pytest.raises(UserError, match="the top level must be a mapping"):
+        load_config(cfg)
+
+
+def test_an_empty_file_or_comments_only_is_an_empty_config(tmp_path):
+    cfg = tmp_path / "conf.yaml"
+    cfg.write_text("# nothing set yet\n", encoding="utf-8")
+    assert load_config(cfg) == {}
+
+
+def test_a_config_from_a_pipe_is_read(tmp_path):
+    """`--config <(generate-config)`: a pipe is no regular file, but it is one to read."""
+    import os
+    import threading
+
+    fifo = tmp_path / "conf.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text("sampler: {samples: 100}\n", encoding="utf-8"))
+    writer.start()
+    try:
+        assert load_config(fifo) == {"sampler": {"samples": 100}}
+    finally:
+        if writer.is_alive():   # not read (the test failed): take what the writer waits to write
+            fifo.read_text(encoding="utf-8")
+        writer.join()
+
+
+def test_a_directory_as_config_is_named_as_one(tmp_path):
+    with pytest.raises(UserError, match=f"--config {tmp_path}: a directory; pass a YAML file"):
+        load_config(tmp_path)

@@ -118,3 +118,49 @@ def test_the_audits_drafters_k_out_of_range(tmp_path, capsys, monkeypatch):
     assert err.strip() == (f"error: --config {cfg}: config section drafters: -k -5: the number of draft tokens must "
                            "be in 1..34 (as in accept and rollout)")
     assert not (tmp_path / "runs3").exists()
+
+
+@pytest.mark.parametrize("section", ["drafters: {k: -5}", "drafters: {repeats: 0}", "rollout: {max-num-seqs: 0}"])
+def test_a_value_of_a_step_that_reads_the_workload_trace_is_refused_before_the_workload_runs(
+        section, tmp_path, capsys, monkeypatch):
+    """No data directory anywhere: drafters and rollout read the trace the workload step makes,
+    and their suites look for traces before their values. They are checked on a stand-in trace,
+    so the bad value stops the run before the workload step generates anything."""
+    monkeypatch.delenv("SAMSPEC_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)   # no ./shared/data or ../shared/data
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"{section}\n", encoding="utf-8")
+    step = section.split(":")[0]
+    code, err = _run(["run", "--config", cfg, "--steps", f"workload,{step}", "--model", "builtin:tiny-qwen3",
+                      "--output", tmp_path / "res"], capsys)
+    assert code == 2
+    assert err.startswith(f"error: --config {cfg}: config section {step}: ")
+    assert not (tmp_path / "res").exists()
+
+
+def test_the_stand_in_trace_is_not_used_when_the_workload_step_does_not_run(tmp_path, capsys, monkeypatch):
+    """`workload: false`: the other steps have no traces and are skipped; their values are left to them."""
+    monkeypatch.delenv("SAMSPEC_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("workload: false\ndrafters: {k: -5}\nsteps: [workload, drafters]\n", encoding="utf-8")
+    state, _ = run_all(output=tmp_path / "res", config=cfg)
+    assert state["steps"]["drafters"]["status"] == "skipped"
+    assert state["steps"]["workload"]["status"] == "skipped"
+
+
+def test_a_value_the_suite_refuses_by_naming_it_is_the_sections(tmp_path, capsys, monkeypatch):
+    """drafters refuses a trace path that is not there naming the path, not the option: still the
+    config file's value, refused before the run folder is made."""
+    monkeypatch.delenv("SAMSPEC_DATA_DIR", raising=False)
+    data = tmp_path / "data"
+    (data / "traces").mkdir(parents=True)
+    (data / "traces" / "t.jsonl").write_text('{"prompt": "p", "response": "r"}\n', encoding="utf-8")
+    missing = tmp_path / "no" / "such.jsonl"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"drafters: {{traces: {missing}}}\nsteps: [drafters]\n", encoding="utf-8")
+    code, err = _run(["run", "--config", cfg, "--data-dir", data, "--output", tmp_path / "res"], capsys)
+    assert code == 2
+    assert err.strip() == (f"error: --config {cfg}: config section drafters: trace file {missing} does not exist: "
+                           "pass an existing JSONL file or a directory of them")
+    assert not (tmp_path / "res").exists()
