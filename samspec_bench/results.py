@@ -212,10 +212,13 @@ def _listing(p: Path, n: int = 4) -> str:
 
 
 def check_resume(resume: str | os.PathLike, suite: str, identity: dict | None = None,
-                 fields: Iterable[str] | None = None, config_name: str = CONFIG_FILE) -> dict | None:
+                 fields: Iterable[str] | None = None, config_name: str = CONFIG_FILE,
+                 added: dict | None = None) -> dict | None:
     """Refuse a --resume folder that is not a run of `suite`, or whose saved config (when
     `identity` is given) is damaged or differs in one of `fields` (default: every key of
-    `identity`). Returns the saved config (None when no identity is checked)."""
+    `identity`). `added`: settings newer than some run folders, each with the value those runs
+    behaved as; a saved config without one matches that value. Returns the saved config (None
+    when no identity is checked)."""
     p = Path(resume)
     again = f"pass a folder written by an earlier `samspec-bench {suite}` run, or leave out --resume"
     if not p.is_dir():
@@ -240,9 +243,11 @@ def check_resume(resume: str | os.PathLike, suite: str, identity: dict | None = 
         raise UserError(f"--resume {resume}: {config_name} holds a JSON {type(saved).__name__}, not the run's "
                         "settings; start a new run")
     given = to_jsonable(identity)
+    older = to_jsonable(added or {})
     for key in (list(fields) if fields is not None else list(given)):
-        if saved.get(key) != given.get(key):
-            raise UserError(f"--resume {resume}: the run used {key} = {saved.get(key)!r}, this call "
+        used = saved.get(key, older.get(key))
+        if used != given.get(key):
+            raise UserError(f"--resume {resume}: the run used {key} = {used!r}, this call "
                             f"{given.get(key)!r}; repeat the original options to continue it")
     return saved
 

@@ -260,3 +260,15 @@ def test_print_and_emit_keeps_stdout_for_the_json_alone(tmp_path, capsys):
     print_and_emit(["line one"], path, None)
     out, err = capsys.readouterr()
     assert out.splitlines() == ["line one", f"results: {path.parent}"] and err == ""
+
+
+def test_a_setting_newer_than_the_folder_matches_what_older_runs_did(tmp_path):
+    from samspec_bench.results import check_resume
+
+    old = RunDir(tmp_path, "rollout")
+    old.write_json("config.json", {"k": 3})   # saved before `strict` existed; those runs were not strict
+    assert check_resume(old.path, "rollout", {"k": 3, "strict": False}, added={"strict": False}) == {"k": 3}
+    with pytest.raises(UserError, match="the run used strict = False, this call True"):
+        check_resume(old.path, "rollout", {"k": 3, "strict": True}, added={"strict": False})
+    with pytest.raises(UserError, match="the run used strict = None, this call False"):   # not declared: refused
+        check_resume(old.path, "rollout", {"k": 3, "strict": False})

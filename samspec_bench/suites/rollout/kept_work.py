@@ -28,6 +28,9 @@ from samspec_bench.results import (CONFIG_FILE, INPUT_FILES, RunDir, check_resum
 
 DRAWS_FILE = "draws.jsonl"
 IDENTITY_IGNORED = ("threads",)   # how fast a replay runs, not what it computes
+# settings added after run folders were made, with what those runs did: such a folder resumes
+# when this call asks for the same
+ADDED_SETTINGS = {"history_includes_validation": False, "on_error": "stop", "length_rank_share": 0.0}
 
 
 class KeptWork:
@@ -52,7 +55,7 @@ class KeptWork:
         folder once its settings match these (else a one-line UserError, exit 2)."""
         identity = to_jsonable({k: v for k, v in config.items() if k not in IDENTITY_IGNORED})
         if resume is not None:
-            check_resume(resume, suite, identity, config_name=CONFIG_FILE)
+            check_resume(resume, suite, identity, config_name=CONFIG_FILE, added=ADDED_SETTINGS)
         kept = cls(RunDir(output, suite, resume), resume is not None, identity)
         if resume is None:
             kept.run_dir.write_json(CONFIG_FILE, identity)

@@ -3,12 +3,14 @@ run leaves its finished draws, `rollout --resume` simulates only the rest and gi
 uninterrupted run gives, and a folder of other settings or changed inputs is refused."""
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from samspec_bench import cli
+from samspec_bench.errors import UserError
 from samspec_bench.results import RunDir, to_jsonable
 from samspec_bench.suites import rollout as ro
 from samspec_bench.suites.rollout import replay_arm
@@ -244,3 +246,18 @@ def test_a_complete_folder_is_reprinted_not_simulated(small, shared_data, tmp_pa
     again, summary = ro.run(cfg, str(tmp_path / "runs"), resume=str(path))
     assert again == path and (path / "result.json").read_text() == written
     assert _figures(summary) == _figures(whole) and "the run is complete" in capsys.readouterr().err
+
+
+def test_a_folder_saved_before_newer_settings_resumes_with_what_it_did(small, shared_data, tmp_path, monkeypatch):
+    """A run folder saved before history_includes_validation, on_error and length_rank_share were
+    settings resumes when this call asks for what those runs did, and not otherwise."""
+    folder = _interrupted_folder(small, shared_data, tmp_path, monkeypatch)
+    cfg = folder / "config.json"
+    saved = json.loads(cfg.read_text())
+    for key in ("history_includes_validation", "on_error", "length_rank_share"):
+        saved.pop(key)
+    cfg.write_text(json.dumps(saved))
+    KeptWork.start(asdict(_config(small, shared_data)), str(tmp_path / "runs"), str(folder), "rollout")
+    with pytest.raises(UserError, match="the run used on_error = 'stop', this call 'skip'"):
+        KeptWork.start(asdict(_config(small, shared_data, "--on-error", "skip")), str(tmp_path / "runs"),
+                       str(folder), "rollout")
