@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
@@ -23,6 +24,7 @@ import numpy as np
 
 from samspec_bench.errors import UserError
 from samspec_bench.paths import default_data_dir
+from samspec_bench.sam.history import prompt_key
 from samspec_bench.sam.python_automaton import MAX_TOKEN_ID
 
 OnError = Literal["stop", "skip"]
@@ -244,15 +246,33 @@ def load_tokenizer(path: str | Path) -> Any:
         raise UserError(f"cannot load a tokenizer from {p} ({reason}): pass a directory with tokenizer.json") from None
 
 
+LIMIT_GROUPS_PER = "file; several RL steps: the same prompts at every step"   # as run folders record it
+
+
+def several_steps(items: list) -> bool:
+    """Whether the responses that carry an RL step span more than one (a verl folder's steps)."""
+    return len({it.step for it in items if getattr(it, "step", None) is not None}) > 1
+
+
 def limit_groups(items: list, n: int | None) -> list:
-    """The responses of the first n groups of each trace file (a verl folder: of each step file):
-    what --limit-groups keeps in accept and dominance."""
+    """What --limit-groups N keeps in accept and dominance. Responses of several RL steps (a verl
+    folder, a file per step; a trace with a step field): the same prompts at every step, so the
+    history source finds earlier steps' responses (verl shuffles each step's batch: the first N
+    of each step are other prompts). Prompts are taken in the order of a stable hash of their token
+    ids (history's prompt_key, blake2b; not Python's salted hash()) until the groups kept (a prompt
+    in a step file) reach N per step file: N per step on average. Without steps, or of one step:
+    the first N groups of each trace file."""
     if n is None:
         return items
     if n < 1:
         raise UserError(f"--limit-groups {n}: must be >= 1")
+    prompts = _hash_sample(items, n) if several_steps(items) else None
     kept, seen = [], {}
     for it in items:
+        if prompts is not None and it.step is not None:
+            if prompt_key(it.prompt_ids) in prompts:
+                kept.append(it)
+            continue
         groups = seen.setdefault(str(it.source), set())
         if it.group not in groups:
             if len(groups) >= n:
@@ -260,6 +280,18 @@ def limit_groups(items: list, n: int | None) -> list:
             groups.add(it.group)
         kept.append(it)
     return kept
+
+
+def _hash_sample(items: list, n: int) -> set[bytes]:
+    """The prompts of the lowest hashes whose groups (a prompt in a step file) reach n per step file."""
+    groups = {(str(it.source), it.step, prompt_key(it.prompt_ids)) for it in items if it.step is not None}
+    per_prompt, target, taken, chosen = Counter(key for *_, key in groups), n * len({g[:2] for g in groups}), 0, set()
+    for key in sorted(per_prompt):
+        if taken >= target:
+            break
+        chosen.add(key)
+        taken += per_prompt[key]
+    return chosen
 
 
 def tokenize_traces(traces: TraceSet, tokenizer: Any, chat_template: ChatTemplate = "auto") -> list[TokenizedResponse]:

@@ -4,7 +4,10 @@ inputs written to temp files (every bad line must be named, or counted when skip
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import unicodedata
 from collections import Counter
 from pathlib import Path
@@ -372,3 +375,56 @@ def test_step_field_reaches_the_tokenized_items(tmp_path, qwen3):
     bad = _write(tmp_path / "b.jsonl", [{"id": 1, "group": "g", "prompt": "p", "response": "r", "step": True}])
     with pytest.raises(UserError, match=r"b\.jsonl:1: field 'step' is bool \(True\)"):   # a bool is no RL step
         data.read_traces(bad)
+
+
+# --- --limit-groups ----------------------------------------------------------------------------
+
+def _item(source: str, step, prompt: int, response: int):
+    """A tokenized response as limit_groups reads it: a prompt of its own token ids, its group named by the prompt."""
+    return data.TokenizedResponse(id=f"{step}:{prompt}:{response}", group=f"p{prompt}",
+                                  prompt_ids=np.array([100 + prompt, 7, 7], dtype=np.int32),
+                                  response_ids=np.array([response], dtype=np.int32), source=Path(source),
+                                  line=response, prompt_format="raw", step=step)
+
+
+# each step file's prompts in its (shuffled) order: the first two of a step are never the first two of another
+STEP_PROMPTS = {1: [0, 1, 2, 3, 8, 9], 2: [4, 5, 0, 1, 9, 2], 3: [6, 7, 2, 4, 3, 0]}
+
+
+def _verl_items(steps=STEP_PROMPTS) -> list:
+    return [_item(f"run/{s}.jsonl", s, p, r) for s, prompts in steps.items() for p in prompts for r in range(2)]
+
+
+def test_limit_groups_keeps_the_same_prompts_at_every_rl_step():
+    """Several RL steps (verl shuffles each step's batch): a prompt kept at one step is kept at every
+    step it appears in, so history has earlier responses; N groups per step file on average. One
+    step, or none: the first N groups of each file, as before."""
+    items = _verl_items()
+    kept = data.limit_groups(items, 2)
+    prompts = {it.group for it in kept}
+    for step, order in STEP_PROMPTS.items():
+        at_step = {it.group for it in kept if it.step == step}
+        assert at_step == prompts & {f"p{p}" for p in order}, step   # every kept prompt where it appears
+    groups = {(it.step, it.group) for it in kept}
+    most = max(Counter(p for ps in STEP_PROMPTS.values() for p in ps).values())
+    assert 2 * 3 <= len(groups) < 2 * 3 + most   # N x step files, the last prompt taken whole
+    assert all(n == 2 for n in Counter((it.step, it.group) for it in kept).values())   # whole groups
+    assert any(len({s for s, g in groups if g == p}) > 1 for p in prompts)   # a prompt kept at two steps
+    assert [it.id for it in kept] == [it.id for it in items if it in kept]   # file order kept
+    for step in (None, 5):
+        items = [_item(f, step, p, r) for f in ("a.jsonl", "b.jsonl") for p in (3, 1, 2) for r in range(2)]
+        assert [(str(it.source), it.group) for it in data.limit_groups(items, 2)] == [
+            (f, f"p{p}") for f in ("a.jsonl", "b.jsonl") for p in (3, 1) for _ in range(2)]
+
+
+def test_limit_groups_chooses_by_a_stable_hash_not_pythons_salted_one():
+    """The same prompts whatever PYTHONHASHSEED (runs, resumes, accept and dominance agree), and
+    the same at every step."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from test_data import _verl_items; "
+            "from samspec_bench import data; kept = data.limit_groups(_verl_items(), 1); "
+            "import json; print(json.dumps(sorted({(it.step, it.group) for it in kept})))")
+    out = {subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")}
+    assert len(out) == 1, out
+    kept = json.loads(out.pop())
+    assert {g for s, g in kept if s == 2} == {g for _, g in kept} & {f"p{p}" for p in STEP_PROMPTS[2]}

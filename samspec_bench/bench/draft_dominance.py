@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from samspec_bench.bench.engines.replay import replay_group, replay_response
-from samspec_bench.metrics import total_counts
+from samspec_bench.bench.dominance_spread import (cluster_sums, dev_groups, fmt_interval, margin_interval,
+                                                  side_summary, summary)
+from samspec_bench.metrics import AcceptanceCounts, total_counts
 from samspec_bench.sam.draft_length import EvidenceLength, parse_length
 from samspec_bench.sam.drafters import ArcticSuffixDrafter, SamDrafter
 
@@ -49,28 +51,44 @@ def sibling_key(item, i: int) -> tuple:
     return (str(item.source), item.group, getattr(item, "step", None))
 
 
+def _by_unit(items, group: bool, limit: int | None) -> "OrderedDict[object, tuple[object, list]]":
+    """Replay units in file order, each with its prompt group (the bootstrap's and the dev split's
+    unit: a verl folder's prompt across RL steps; a later model turn stays with its response's)."""
+    gkey = [it.group if it.group is not None else ("solo", i) for i, it in enumerate(items)]
+    keep = set(list(OrderedDict.fromkeys(gkey))[:limit]) if limit is not None else None
+    by: "OrderedDict[object, tuple[object, list]]" = OrderedDict()
+    for i, it in enumerate(items):
+        if keep is None or gkey[i] in keep:
+            prompt = getattr(it, "response_group", None) or gkey[i]
+            by.setdefault(sibling_key(it, i) if group else i, (prompt, []))[1].append(
+                (str(i), it.prompt_ids, it.response_ids))
+    return by
+
+
 def units(items, group: bool, limit: int | None) -> list[list[tuple[str, object, object]]]:
     """Replay units: one per response (own), or one per GRPO group in file order (group:
     `sibling_key`); `limit`: only the responses of the first `limit` groups (the group field),
     for both sources."""
-    gkey = [it.group if it.group is not None else ("solo", i) for i, it in enumerate(items)]
-    keep = set(list(OrderedDict.fromkeys(gkey))[:limit]) if limit is not None else None
-    by: "OrderedDict[object, list]" = OrderedDict()
-    for i, it in enumerate(items):
-        if keep is None or gkey[i] in keep:
-            by.setdefault(sibling_key(it, i) if group else i, []).append((str(i), it.prompt_ids, it.response_ids))
-    return list(by.values())
+    return [u for _, u in _by_unit(items, group, limit).values()]
+
+
+def unit_groups(items, group: bool, limit: int | None) -> list:
+    """The prompt group of each of `units`' units, in the same order."""
+    return [g for g, _ in _by_unit(items, group, limit).values()]
+
+
+def replay_units(make, units_, k: int, group: bool) -> list[AcceptanceCounts]:
+    """Each unit's counts, the units replayed in order with a fresh drafter from `make` each."""
+    out = []
+    for u in units_:
+        d = make()
+        recs = replay_group(d, u, k) if group else [replay_response(d, u[0][1], u[0][2], k, key=u[0][0])]
+        out.append(total_counts(recs))
+    return out
 
 
 def replay(make, units_, k: int, group: bool) -> dict:
-    recs = []
-    for u in units_:
-        d = make()
-        recs += replay_group(d, u, k) if group else [replay_response(d, u[0][1], u[0][2], k, key=u[0][0])]
-    c = total_counts(recs)
-    return {"tokens_per_step": c.tokens_per_step, "drafted_per_step": c.drafted_per_step,
-            "verify_tokens_per_token": c.verify_tokens_per_token, "acceptance_rate": c.acceptance_rate,
-            "steps": c.steps}
+    return summary(sum(replay_units(make, units_, k, group), AcceptanceCounts()))
 
 
 def sam_maker(group: bool, length, share_stats: bool):
@@ -109,11 +127,13 @@ def cell_key(row: dict) -> tuple[str, int, str]:
 
 def run(traces: list[Path], read: Callable[[Path], tuple[list, dict]], ks: list[int], sam_length: str,
         progress=print, costs: list[float] | None = None, share_stats: bool = True,
-        skip: Iterable[tuple[str, int, str]] = (), on_row: Callable[[dict], None] | None = None) -> list[dict]:
+        skip: Iterable[tuple[str, int, str]] = (), on_row: Callable[[dict], None] | None = None,
+        dev_share: float | None = None) -> list[dict]:
     """One row per (trace, k, source) cell, in that order; cells in `skip` (cell_key) are not
     replayed (a resumed run has them); `on_row` gets each new row as it finishes. `read`: a
     trace's requests and what its reading left out or split (the counts go into each row as
-    `inputs`); suites/dominance hands the reading --anchors uses too (accept's, with --limit-groups)."""
+    `inputs`); suites/dominance hands the reading --anchors uses too (accept's, with --limit-groups).
+    `dev_share`: each row also reports the held-out prompt groups (replay_cell)."""
     skip = set(skip)
     rows = []
     for path in traces:
@@ -130,7 +150,7 @@ def run(traces: list[Path], read: Callable[[Path], tuple[list, dict]], ks: list[
             if source == "group" and not grouped:
                 continue
             row = {"trace": path.name, "path": str(path), "inputs": counts,
-                   **replay_cell(items, k, source, sam_length, None, costs, share_stats)}
+                   **replay_cell(items, k, source, sam_length, None, costs, share_stats, dev_share)}
             rows.append(row)
             if on_row is not None:
                 on_row(row)
@@ -138,17 +158,32 @@ def run(traces: list[Path], read: Callable[[Path], tuple[list, dict]], ks: list[
     return rows
 
 
+def _dominates(sam: dict, anchor: dict) -> bool:
+    return sam["tokens_per_step"] >= anchor["tokens_per_step"] and sam["drafted_per_step"] <= anchor["drafted_per_step"]
+
+
 def replay_cell(items, k: int, source: str, sam_length: str, limit: int | None, costs: list[float] | None,
-                share_stats: bool) -> dict:
+                share_stats: bool, dev_share: float | None = None) -> dict:
     """sam, sam-fixed and Arctic's suffix replayed on one cell's units; `dominates`: SAM's tokens
-    per step >= suffix's and its drafted tokens per step <= suffix's."""
+    per step >= suffix's and its drafted tokens per step <= suffix's; `interval`: the margins'
+    bootstrap over prompt groups (bench/dominance_spread.py). With `dev_share`, `heldout` holds
+    the same figures over the prompt groups after the dev side, replayed in the same pass."""
     group = source == "group"
-    us = units(items, group, limit)
-    sam = replay(sam_maker(group, sam_length, share_stats), us, k, group)
-    fixed = replay(lambda: SamDrafter(group_sharing=group, length="fixed"), us, k, group)
-    arctic = replay(lambda: ArcticSuffixDrafter(share_finished=group), us, k, group)
-    ok = sam["tokens_per_step"] >= arctic["tokens_per_step"] and sam["drafted_per_step"] <= arctic["drafted_per_step"]
-    row = {"k": k, "source": source, "sam": sam, "sam_fixed": fixed, "suffix": arctic, "dominates": ok}
+    us, groups = units(items, group, limit), unit_groups(items, group, limit)
+    per = {"sam": replay_units(sam_maker(group, sam_length, share_stats), us, k, group),
+           "sam_fixed": replay_units(lambda: SamDrafter(group_sharing=group, length="fixed"), us, k, group),
+           "suffix": replay_units(lambda: ArcticSuffixDrafter(share_finished=group), us, k, group)}
+    row = {"k": k, "source": source, **{name: summary(sum(c, AcceptanceCounts())) for name, c in per.items()}}
+    row["dominates"] = _dominates(row["sam"], row["suffix"])
+    row["interval"] = margin_interval(cluster_sums(per["sam"], groups), cluster_sums(per["suffix"], groups))
+    if dev_share is not None:
+        dev = dev_groups(groups, dev_share)
+        held = set(groups) - dev if dev else set()   # one prompt group: no held-out side
+        side = {name: side_summary(c, groups, held) for name, c in per.items()}
+        row["heldout"] = {"dev_share": dev_share, "dev_groups": len(dev), "heldout_groups": len(held), **side,
+                          "dominates": bool(held) and _dominates(side["sam"], side["suffix"]),
+                          "interval": margin_interval(cluster_sums(per["sam"], groups, held),
+                                                      cluster_sums(per["suffix"], groups, held))}
     if costs:
         row["curves"] = curves(us, k, group, sam_length, costs, share_stats)
     return row
@@ -156,8 +191,16 @@ def replay_cell(items, k: int, source: str, sam_length: str, limit: int | None, 
 
 def fmt_row(r: dict) -> str:
     f = lambda m: f"{m['tokens_per_step']:.3f} / {m['drafted_per_step']:.3f}"  # noqa: E731
-    return (f"{r['trace']:<32} k={r['k']:<2} {r['source']:<5}  sam {f(r['sam'])}   sam-fixed {f(r['sam_fixed'])}"
-            f"   suffix {f(r['suffix'])}   {'PASS' if r['dominates'] else 'FAIL'}")
+    line = (f"{r['trace']:<32} k={r['k']:<2} {r['source']:<5}  sam {f(r['sam'])}   sam-fixed {f(r['sam_fixed'])}"
+            f"   suffix {f(r['suffix'])}   {'PASS' if r['dominates'] else 'FAIL'}{fmt_interval(r.get('interval'))}")
+    h = r.get("heldout")
+    if h and not h["heldout_groups"]:
+        line += f"\n{'':<32}      held out: none (one prompt group; --dev-share needs two)"
+    elif h:
+        line += (f"\n{'':<32}      held out ({h['heldout_groups']} groups after the first {h['dev_groups']}): "
+                 f"sam {f(h['sam'])}   suffix {f(h['suffix'])}   {'PASS' if h['dominates'] else 'FAIL'}"
+                 f"{fmt_interval(h.get('interval'))}")
+    return line
 
 
 def write_figure(rows: list[dict], path: Path, sam_length: str) -> None:

@@ -263,8 +263,7 @@ def lossless(by_suite: dict[str, Run], state: dict | None) -> Answer:
 # --- 2. acceptance -----------------------------------------------------------------------------------------
 
 def _held_out_best(result: dict) -> Check | None:
-    """The configuration an `accept --dev-split` run chose on its dev groups, with its held-out
-    figures (None without a split)."""
+    """The configuration an `accept --dev-split` run chose on its dev groups, its held-out figures (or None)."""
     split = result.get("split") if isinstance(result.get("split"), dict) else {}
     label = split.get("best")
     m, held = (result.get("metrics") or {}).get(label), (split.get("heldout") or {}).get(label)
@@ -303,7 +302,8 @@ def acceptance(by_suite: dict[str, Run], state: dict | None) -> Answer:
     source = _src(run, f"traces {', '.join(traces)}" if traces else None,
                   f"{inputs['responses']:,} responses, {inputs.get('response_tokens', 0):,} tokens"
                   if is_number(inputs.get("responses")) else None,
-                  f"first {cfg['limit_groups']} groups per file" if cfg.get("limit_groups") else None, how)
+                  cfg.get("limit_groups") and f"--limit-groups {cfg['limit_groups']}"
+                  + (f" ({inputs['limit'].get('rule')})" if isinstance(inputs.get("limit"), dict) else ""), how)
     lost = f"{n_lost} SAM configuration(s) without a finite tokens_per_step in result.json (NaN / Infinity: null)"
     if not sam:
         return Answer("accept", q, UNKNOWN, "unknown" if n_lost else "no SAM run", f"{lost}; nothing to answer with."

@@ -399,8 +399,16 @@ def _dominance(result: dict) -> tuple[list[Headline], list[Gate]]:
                               note=f"drafted/step {fmt(r.get('sam_drafted_per_step'))} vs "
                                    f"{fmt(r.get('suffix_drafted_per_step'))}; "
                                    + ("dominates" if r.get("dominates") else "does not dominate")))
+    if m.get("intervals_holding") is not None:
+        heads.append(headline("cells whose margin interval lies wholly on SAM's side",
+                              f"{m.get('intervals_holding')} of {m.get('cells')}",
+                              note=(f"{m['interval_level']:.0%}" if is_number(m.get("interval_level")) else "a")
+                              + f" paired bootstrap over {m.get('interval_unit')}s"))
     name = "SAM Pareto-dominates suffix in every cell (tokens/step >=, drafted/step <=)"
     cells, dominated = m.get("cells"), m.get("dominated_cells")
+    if m.get("heldout_dominated_cells") is not None:   # --dev-share: the gate reads the held-out groups
+        name = "SAM Pareto-dominates suffix on the held-out prompt groups of every cell"
+        dominated = m.get("heldout_dominated_cells")
     if "cells" not in m or (is_number(cells) and cells == 0):
         return heads, []
     if is_number(cells) and is_number(dominated):

@@ -46,7 +46,7 @@ from samspec_bench.bench.engines.replay import ReplayEngine, item_step, items_by
 from samspec_bench.metrics import total_counts
 from samspec_bench.sam.strategies import parse_strategy
 from samspec_bench.suites.accept.config import AcceptConfig
-from samspec_bench.suites.accept.inputs import load_inputs
+from samspec_bench.suites.accept.inputs import limit_line, load_inputs
 from samspec_bench.suites.dominance_frontier import frontier_point
 from samspec_bench.trace_formats import merged_steps_line, skipped_line
 
@@ -69,13 +69,14 @@ def read_trace(path: Path, tokenizer: str, limit: int | None, history: bool) -> 
     """The one reading of a trace for both dominance paths: its requests as accept replays them
     (suites/accept/inputs.py: verl validation generations left out, tool-using responses split
     into model turns, bad lines counted, one RL step of several folders counted), and what was
-    left out or split (`input_counts`). `limit`: the first groups of each trace file (accept's
-    --limit-groups); `history`: RL steps emulated on a single-step trace (--anchors' history
+    left out or split (`input_counts`). `limit`: accept's --limit-groups (data.limit_groups: the
+    first groups of each trace file; a verl folder: the same prompts at every RL step, said by
+    input_lines); `history`: RL steps emulated on a single-step trace (--anchors' history
     sources; the Arctic comparison keeps each group whole)."""
     # trace_format None: dominance has no --trace-format, so no message may send users to it
     cfg = AcceptConfig(traces=[str(path)], tokenizer=tokenizer, limit_groups=limit, any_model=True, progress=False,
                        trace_format=None)
-    inputs = load_inputs(cfg, need_corpus=False, need_history=history)
+    inputs = load_inputs(cfg, need_corpus=False, need_history=history, say=lambda line: None)   # input_lines says it
     return inputs.items, input_counts(inputs)
 
 
@@ -85,8 +86,8 @@ def load_items(path: Path, tokenizer: str, limit: int | None) -> list:
 
 
 def input_counts(inputs: Any) -> dict[str, Any]:
-    """What a trace's reading left out, split or merged (result.json keeps it per trace; each cell
-    row carries its trace's, so a resumed run keeps them with the cells)."""
+    """What a trace's reading left out, split, merged or limited (result.json keeps it per trace,
+    the run folder once per reading; each cell row only its counts: cell_counts)."""
     val, tool, merged = inputs.validation, inputs.tool_output or {}, inputs.merged_steps or {}
     if val:   # accept's handling names an option of its own; dominance has none
         val = {**val, "handling": VALIDATION_LEFT_OUT if val["excluded"] else VALIDATION_ONLY}
@@ -95,7 +96,17 @@ def input_counts(inputs: Any) -> dict[str, Any]:
             "tool_output_responses": tool.get("responses", 0), "later_turns": tool.get("later_turns", 0),
             "tool_output": inputs.tool_output, "skipped_lines": len(inputs.skipped), "skipped": inputs.skipped,
             "merged_steps": merged.get("merged_steps", 0), "merged_step_folders": merged.get("merged", []),
-            "steps": inputs.steps}
+            "steps": inputs.steps, "limit": inputs.limit}
+
+
+# what each cell row keeps of its trace's reading: counts only (the lists, such as every skipped
+# line, are kept once per trace: a trace with many bad lines would repeat them in every cell)
+CELL_COUNTS = ("responses", "requests", "validation_left_out", "tool_output_responses", "later_turns",
+               "skipped_lines", "merged_steps")
+
+
+def cell_counts(counts: dict[str, Any]) -> dict[str, Any]:
+    return {key: counts[key] for key in CELL_COUNTS if key in counts}
 
 
 VALIDATION_LEFT_OUT = "left out: validation rounds are not RL steps"
@@ -103,34 +114,38 @@ VALIDATION_ONLY = "validation generations only: replayed without RL steps (a val
 
 
 def input_lines(name: str, c: dict[str, Any]) -> list[str]:
-    """The reading's counts on the terminal: one line always (zeros too), then one per kind found."""
+    """The reading's counts on the terminal: one line always (zeros too), then one per kind found
+    (a cell row's counts alone, kept from a run folder without the trace's reading: the one line)."""
     lines = [f"{name}: {c['responses']:,} response(s) replayed as {c['requests']:,} request(s); "
              f"{c['validation_left_out']:,} validation generation(s) left out, {c['later_turns']:,} later model "
              f"turn(s) of {c['tool_output_responses']:,} tool-using response(s), {c['skipped_lines']:,} line(s) "
              f"skipped, {c['merged_steps']:,} RL step(s) merged from several folders"]
-    val, tool = c["validation"], c["tool_output"]
+    val, tool, limit = c.get("validation"), c.get("tool_output"), c.get("limit")
     if val:
         lines.append(f"  validation generations: {val['responses']:,} response(s) in {len(val['files'])} file(s) "
                      f"({'; '.join(sorted(set(val['files'].values())))}); {val['handling']}")
     if tool:
         lines.append(f"  tool output: {tool['tool_tokens']:,} of {tool['response_tokens']:,} response tokens; "
                      f"{tool['handling']}")
-    skipped = skipped_line([(s["file"], s["line"], s["reason"]) for s in c["skipped"]])
+    skipped = skipped_line([(s["file"], s["line"], s["reason"]) for s in c.get("skipped") or []])
     merged = merged_steps_line({"merged_steps": c["merged_steps"], "merged": c["merged_step_folders"]}
-                               if c["merged_steps"] else None)
-    lines += [f"  {line}" for line in (skipped, merged) if line]
+                               if c["merged_steps"] and "merged_step_folders" in c else None)
+    lines += [f"  {line}" for line in (skipped, merged, limit and limit_line(limit)) if line]
     return lines
 
 
-def trace_reader(tokenizer: str, limit: int | None, history: bool,
-                 progress: Callable[[str], None]) -> Callable[[Path], tuple[list, dict[str, Any]]]:
-    """read_trace for one run, its counts said as each trace is read."""
+def trace_reader(tokenizer: str, limit: int | None, history: bool, progress: Callable[[str], None],
+                 on_read: Callable[[Path, dict], None] | None = None) -> Callable[[Path], tuple[list, dict[str, Any]]]:
+    """read_trace for one run, its counts said as each trace is read and handed whole to
+    `on_read`; the reader returns only the counts (cell_counts) that go into each cell row."""
     def read(path: Path) -> tuple[list, dict[str, Any]]:
         progress(f"{path.name}: reading and tokenizing")
         items, counts = read_trace(path, tokenizer, limit, history)
         for line in input_lines(path.name, counts):
             progress(line)
-        return items, counts
+        if on_read is not None:
+            on_read(path, counts)
+        return items, cell_counts(counts)
     return read
 
 
@@ -260,11 +275,12 @@ def cell_key(row: dict) -> tuple[str, int, str]:
 def run(traces: list[Path], tokenizer: str, ks: list[int], limit: int | None, progress=print,
         skip: Iterable[tuple[str, int, str]] = (), on_row: Callable[[dict], None] | None = None,
         workers: int = 0, budget_options: str = "", budget_scope: str = DEFAULT_SCOPE,
-        frontier: bool = False) -> list[dict]:
-    """One row per (trace, k, anchor) cell in that order; cells in `skip` are not replayed."""
+        frontier: bool = False, on_read: Callable[[Path, dict], None] | None = None) -> list[dict]:
+    """One row per (trace, k, anchor) cell in that order; cells in `skip` are not replayed;
+    `on_read` gets each trace's whole reading (trace_reader)."""
     skip = set(skip)
     rows = []
-    read = trace_reader(tokenizer, limit, True, progress)
+    read = trace_reader(tokenizer, limit, True, progress, on_read)
     for path in traces:
         todo = [(k, a) for k in ks for a in ANCHORS if (str(path), k, a) not in skip]
         if not todo:

@@ -117,6 +117,8 @@ def test_figure_curves_in_the_run_folder(stand_in, traces_dir, qwen3_tokenizer_d
     (["--sam-length", "evidence:cost=2"], "evidence:cost=2"),
     (["-k", "0"], "-k '0'"),
     (["--traces", "none.jsonl"], "--traces none.jsonl: no such file"),
+    (["--dev-share", "1"], "--dev-share 1.0: give the dev side's share"),
+    (["--dev-share", "0.2", "--anchors"], "--dev-share 0.2: the held-out side is reported against Arctic"),
 ])
 def test_bad_options_stop_before_any_replay(stand_in, tmp_path, monkeypatch, args, says):
     monkeypatch.chdir(tmp_path)
@@ -198,3 +200,63 @@ def test_resume_from_another_folder_refuses_other_traces_of_the_same_name(stand_
     assert isinstance(res.exception, UserError) and "traces" in str(res.exception), res.output
     ok = _invoke("--traces", tmp_path / "a" / "t.jsonl", *args, "--resume", run)
     assert ok.exit_code in (0, 1) and "kept" in ok.output, ok.output   # done or gate failed: the cell kept
+
+
+@pytest.mark.parametrize("source", ["own", "group"])
+def test_heldout_side_is_the_later_groups_replayed_alone(stand_in, traces_dir, qwen3_tokenizer_dir, source):
+    """--dev-share: with a fresh record per unit, the held-out side's figures are those of a replay of
+    the held-out prompt groups alone; the interval is over the cell's prompt groups."""
+    items, _ = _reader(qwen3_tokenizer_dir, 4)(traces_dir / GRPO)
+    prompts = list(dict.fromkeys(it.group for it in items))
+    assert len(prompts) == 4
+    row = draft_dominance.replay_cell(items, 3, source, "evidence", None, None, False, 0.25)
+    alone = draft_dominance.replay_cell([it for it in items if it.group in prompts[1:]], 3, source, "evidence",
+                                        None, None, False)
+    held = row["heldout"]
+    assert (held["dev_groups"], held["heldout_groups"]) == (1, 3)
+    for name in ("sam", "sam_fixed", "suffix"):
+        assert held[name] == alone[name]
+    assert row["interval"]["groups"] == 4 and held["interval"]["groups"] == 3
+    assert "held out (3 groups after the first 1)" in draft_dominance.fmt_row({**row, "trace": GRPO})
+
+
+def _cell(pooled: bool, held: bool):
+    """A replayed cell whose pooled and held-out sides dominate or not as asked."""
+    def side(tok):
+        return {"tokens_per_step": tok, "drafted_per_step": 1.0, "verify_tokens_per_token": 1.0,
+                "acceptance_rate": 0.5, "steps": 10}
+    iv = {"unit": "prompt group", "groups": 4, "level": 0.95, "tokens_per_step_diff": [-0.1, 0.2],
+          "drafted_per_step_diff": [-0.2, 0.0], "holds": False}
+    return lambda items, k, source, *a: {
+        "k": k, "source": source, "sam": side(1.6 if pooled else 1.4), "sam_fixed": side(1.5), "suffix": side(1.5),
+        "dominates": pooled, "interval": iv,
+        "heldout": {"dev_share": 0.25, "dev_groups": 1, "heldout_groups": 3, "sam": side(1.6 if held else 1.4),
+                    "sam_fixed": side(1.5), "suffix": side(1.5), "dominates": held, "interval": {**iv, "holds": held}}}
+
+
+@pytest.mark.parametrize("pooled, held, code", [(True, False, 1), (False, True, 0)])
+def test_with_a_dev_share_the_gate_reads_the_heldout_groups(monkeypatch, traces_dir, qwen3_tokenizer_dir, tmp_path,
+                                                            pooled, held, code):
+    monkeypatch.setattr(dominance, "arctic_available", lambda: True)
+    monkeypatch.setattr(draft_dominance, "replay_cell", _cell(pooled, held))
+    res = _invoke("--traces", traces_dir / SOLO, "--tokenizer", qwen3_tokenizer_dir, "-k", "3", "--limit-groups", "4",
+                  "--dev-share", "0.25", "--output", tmp_path / "runs")
+    assert res.exit_code == code, res.output
+    assert f"SAM dominates in {int(held)} of 1 cells, its interval holds in {int(held)}" in res.output
+    (run,) = list((tmp_path / "runs").iterdir())
+    result = load_result(run)
+    m = result["metrics"]
+    assert (m["dominated_cells"], m["heldout_dominated_cells"], m["intervals_holding"]) == (int(pooled), int(held), 0)
+    (cell,) = result["tables"]["cells"]
+    assert (cell["tokens_margin_lo"], cell["drafted_margin_hi"], cell["heldout_dominates"]) == (-0.1, 0.0, held)
+    (g,) = collect([run]).groups[0].runs[0].gates
+    assert g["passed"] is held and "held-out" in g["name"]
+
+
+def test_a_later_model_turn_is_resampled_with_its_response(traces_dir, qwen3_tokenizer_dir):
+    """A tool-using response is replayed as one request per model turn; the bootstrap and the dev
+    split keep its turns together (one prompt group per response), not one group per turn."""
+    items, _ = _reader(qwen3_tokenizer_dir, 5)(traces_dir / SOLO)
+    first_turns = sum(getattr(it, "turn", 0) == 0 for it in items)
+    assert len(items) > first_turns   # the trace's tool-using responses were split
+    assert len(set(draft_dominance.unit_groups(items, False, None))) == first_turns

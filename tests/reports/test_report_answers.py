@@ -307,3 +307,15 @@ def test_sam_figures_that_are_not_finite_are_named_not_called_no_sam_run(tmp_pat
     a = answers_of([none])["accept"]
     assert a.status == UNKNOWN and a.badge == "unknown" and "no SAM drafter" not in a.text
     assert "1 SAM configuration(s) without a finite tokens_per_step" in a.text
+
+
+def test_the_acceptance_source_says_what_limit_groups_kept(tmp_path):
+    """--limit-groups: the rule the run recorded (a verl folder keeps the same prompts at every RL
+    step, not the first N of each file); a run that recorded none is not told one."""
+    rule = "the same prompts at every RL step, taken by a stable hash of their token ids until 5 group(s) per step"
+    inputs = {"traces": [{"file": "/data/rollouts", "sha256": "ab"}], "responses": 40, "response_tokens": 9000}
+    path = run(tmp_path / "new", "accept", ACCEPT, {"engine": "replay", "limit_groups": 5},
+               extra={"inputs": {**inputs, "limit": {"groups": 5, "rule": rule}}, "engine": {"name": "replay"}})
+    assert f"--limit-groups 5 ({rule})" in answers_of([path])["accept"].source
+    old = answers_of([accept(tmp_path / "old")])["accept"].source   # no record of the rule
+    assert "--limit-groups 5;" in old and "groups per file" not in old

@@ -4,14 +4,13 @@ without --anchors (the command's run folder, resume and gate: tests/bench/test_d
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import pytest
 from click.testing import CliRunner
 
 from samspec_bench.bench import draft_dominance
 from samspec_bench.cli import group
-from samspec_bench.data import load_tokenizer
+from samspec_bench.data import LIMIT_GROUPS_PER, load_tokenizer
 from samspec_bench.errors import UserError
 from samspec_bench.suites import dominance
 from samspec_bench.suites import dominance_anchors as anchors
@@ -20,14 +19,14 @@ from trace_fixtures import grouped_rows, write_tool_dump, write_verl_dump
 GRPO = "qwen25math_math_100x8.jsonl"
 
 
-def test_limit_groups_keeps_the_first_groups_of_each_step_file_with_and_without_anchors(
+def test_limit_groups_keeps_the_same_prompts_at_every_step_with_and_without_anchors(
         traces_dir, qwen3_tokenizer_dir, tmp_path, monkeypatch):
-    """A verl folder of two step files, two prompts each with two responses: --limit-groups 1 is
-    the first prompt of each step file (as accept reads it), in both paths; the path without
-    --anchors kept the first prompt of the whole folder."""
+    """A verl folder of four step files, two prompts each with two responses, every prompt back
+    in a second epoch: --limit-groups 1 keeps the same prompts at every step they appear in, one
+    group per step file on average (as accept reads it), in both paths."""
     d = tmp_path / "rollout_data_dir"
     write_verl_dump(d, load_tokenizer(qwen3_tokenizer_dir), grouped_rows(traces_dir / GRPO, 4), batch=2, n=2,
-                    epochs=1)   # 1.jsonl: prompts 1-2, 2.jsonl: prompts 3-4
+                    epochs=2)   # 1.jsonl and 3.jsonl: prompts 1-2, 2.jsonl and 4.jsonl: prompts 3-4
     replayed = []
 
     def cell(items, k, source, sam_length, limit, *rest):   # no replay: what the cell's units hold
@@ -44,12 +43,18 @@ def test_limit_groups_keeps_the_first_groups_of_each_step_file_with_and_without_
     assert len(replayed) == 2   # own and group
     kept = {(it.source.name, it.group) for it in anchors.load_items(d, str(qwen3_tokenizer_dir), 1)}
     assert replayed[0] == replayed[1] == kept
-    assert Counter(name for name, _ in kept) == {"1.jsonl": 1, "2.jsonl": 1}   # one prompt of each step file
+    prompts = {g for _, g in kept}
+    at = {name: {it.group for it in anchors.load_items(d, str(qwen3_tokenizer_dir), None) if it.source.name == name}
+          for name in ("1.jsonl", "2.jsonl", "3.jsonl", "4.jsonl")}
+    assert all({g for n, g in kept if n == name} == prompts & there for name, there in at.items())
+    assert len(kept) >= 4   # one group per step file on average
+    (said,) = [ln for ln in res.output.splitlines() if "--limit-groups 1:" in ln]
+    assert "the same prompts at every RL step" in said and "by RL step (kept of read): 1: " in said
 
 
 def test_the_help_says_what_limit_groups_keeps():
     text = " ".join(CliRunner().invoke(group, ["dominance", "--help"]).output.split())
-    assert "first N groups (prompts) of each trace file" in text and "of each step file" in text
+    assert "first N groups (prompts) of each trace file" in text and "the same prompts at every step" in text
 
 
 def test_a_missing_traces_path_is_said_before_arctic_is_asked_for(tmp_path, monkeypatch):
@@ -144,10 +149,44 @@ def _plain_run(args: list[str], tmp_path, monkeypatch) -> tuple[list, object]:
     def cell(items, k, source, *rest):
         calls.append((k, source))
         m = _fake_metrics()
-        return {"k": k, "source": source, "sam": m, "sam_fixed": m, "suffix": m, "dominates": True}
+        return {"k": k, "source": source, "sam": m, "sam_fixed": m, "suffix": m, "dominates": True, "interval": None}
     monkeypatch.setattr(draft_dominance, "replay_cell", cell)
     monkeypatch.setattr(dominance, "arctic_available", lambda: True)
     return calls, lambda *more: CliRunner().invoke(group, ["dominance", *args, *map(str, more)])
+
+
+def test_a_traces_reading_is_kept_once_and_each_cell_row_keeps_its_counts(verl_and_tools, qwen3_tokenizer_dir,
+                                                                          tmp_path, monkeypatch):
+    """What a trace's reading left out (the validation files, tool output, every skipped line) is
+    kept once per trace (inputs.jsonl, result.json's `inputs`), not in every cell row, which keeps
+    its counts; a resumed run whose cells are all kept says and records the whole reading again."""
+    f = verl_and_tools
+    calls, invoke = _plain_run(["--traces", str(f["run"]), "--tokenizer", str(qwen3_tokenizer_dir), "-k", "2,3"],
+                               tmp_path, monkeypatch)
+    assert invoke("--output", tmp_path / "runs", "--json", tmp_path / "r.json").exit_code == 0
+    (run,) = list((tmp_path / "runs").iterdir())
+    rows = [json.loads(x) for x in (run / dominance.CELLS_FILE).read_text().splitlines()]
+    assert len(rows) == 4 and all(set(r["inputs"]) == set(anchors.CELL_COUNTS) for r in rows)
+    assert all(r["inputs"]["validation_left_out"] == f["validation"] for r in rows)
+    (reading,) = [json.loads(x) for x in (run / dominance.INPUTS_FILE).read_text().splitlines()]
+    assert reading["path"] == str(f["run"]) and reading["inputs"]["validation"]["files"]
+    assert reading["inputs"]["skipped"] == [] and reading["inputs"]["validation_left_out"] == f["validation"]
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["inputs"] == {str(f["run"]): reading["inputs"]}
+    assert all(set(r["inputs"]) == set(anchors.CELL_COUNTS) for r in result["rows"])
+    calls.clear()
+    res = invoke("--resume", run, "--json", tmp_path / "r2.json")
+    assert res.exit_code == 0 and calls == [], res.output
+    assert json.loads((tmp_path / "r2.json").read_text())["inputs"] == result["inputs"]
+    assert "  validation generations: " in res.output   # the whole reading, from the run folder
+
+    def failing(*args):
+        raise UserError("stopped")
+    # a reading without cells is written nowhere: the folder holds no work (discarded on a failure)
+    monkeypatch.setattr(draft_dominance, "replay_cell", failing)
+    res = CliRunner().invoke(group, ["dominance", "--traces", str(f["run"]), "--tokenizer", str(qwen3_tokenizer_dir),
+                                     "-k", "2", "--output", str(tmp_path / "failed")])
+    assert isinstance(res.exception, UserError) and not list((tmp_path / "failed").glob("*/*.jsonl"))
 
 
 def test_a_run_saved_before_limit_groups_said_what_it_counts_is_not_resumed(
@@ -158,17 +197,21 @@ def test_a_run_saved_before_limit_groups_said_what_it_counts_is_not_resumed(
     assert invoke("--output", tmp_path / "runs").exit_code == 0
     (run,) = list((tmp_path / "runs").iterdir())
     cfg = json.loads((run / dominance.CONFIG_FILE).read_text())
-    assert cfg["limit_groups_per"] == "file"
+    assert cfg["limit_groups_per"] == LIMIT_GROUPS_PER
     assert invoke("--resume", run).exit_code == 0   # a new run resumes
-    old = {k: v for k, v in cfg.items() if k != "limit_groups_per"}   # as runs before the key saved it
-    (run / dominance.CONFIG_FILE).write_text(json.dumps(old))
     cells = (run / dominance.CELLS_FILE).read_bytes()
-    calls.clear()
-    res = invoke("--resume", run)
-    assert isinstance(res.exception, UserError), res.output
-    msg = str(res.exception)
-    assert msg.startswith(f"--resume {run}:") and "start a new run" in msg and "\n" not in msg
-    assert calls == [] and (run / dominance.CELLS_FILE).read_bytes() == cells   # nothing replayed or written
+    # as runs before the key saved it (N prompts of a whole folder), and before a verl folder's
+    # steps kept the same prompts (N groups of each step file)
+    for old, was in (({k: v for k, v in cfg.items() if k != "limit_groups_per"}, "prompts of a whole verl folder"),
+                     ({**cfg, "limit_groups_per": "file"}, "groups of each step file")):
+        (run / dominance.CONFIG_FILE).write_text(json.dumps(old))
+        calls.clear()
+        res = invoke("--resume", run)
+        assert isinstance(res.exception, UserError), res.output
+        msg = str(res.exception)
+        assert msg.startswith(f"--resume {run}: this run's --limit-groups 1 kept the first 1 {was}") and \
+            "start a new run" in msg and "\n" not in msg
+        assert calls == [] and (run / dominance.CELLS_FILE).read_bytes() == cells   # nothing replayed or written
 
 
 def test_a_run_without_limit_groups_stays_resumable_without_the_key(traces_dir, qwen3_tokenizer_dir, tmp_path,

@@ -8,10 +8,12 @@ import pytest
 from click.testing import CliRunner
 
 from samspec_bench.cli import group
+from samspec_bench.data import load_tokenizer
 from samspec_bench.errors import UserError
 from samspec_bench.results import load_result
 from samspec_bench.sam.draft_length import parse_length
 from samspec_bench.suites import dominance_anchors as anchors
+from trace_fixtures import grouped_rows, write_verl_dump
 
 GRPO = "qwen25math_math_100x8.jsonl"
 
@@ -231,3 +233,22 @@ def test_an_unknown_trace_format_sends_no_one_to_an_option_dominance_lacks(tmp_p
     with pytest.raises(UserError, match="not a known trace format") as e:
         anchors.load_items(qa, str(qwen3_tokenizer_dir), None)
     assert "--trace-format" not in str(e.value)
+
+
+def test_the_reader_hands_the_whole_reading_once_and_each_cell_its_counts(traces_dir, qwen3_tokenizer_dir,
+                                                                          tmp_path):
+    """trace_reader: the cells get the reading's counts only, `on_read` the whole reading (what
+    --limit-groups kept at each RL step among it), said on the terminal."""
+    d = tmp_path / "rollout_data_dir"
+    write_verl_dump(d, load_tokenizer(qwen3_tokenizer_dir), grouped_rows(traces_dir / GRPO, 4), batch=2, n=2,
+                    epochs=2)   # steps 1-4, every prompt in two of them
+    said, whole = [], {}
+    read = anchors.trace_reader(str(qwen3_tokenizer_dir), 1, True, said.append,
+                                lambda path, counts: whole.setdefault(path, counts))
+    items, counts = read(d)
+    assert set(counts) == set(anchors.CELL_COUNTS) and counts["responses"] == len(items)
+    limit = whole[d]["limit"]
+    assert (limit["groups"], sorted(limit["by_step"], key=int)) == (1, ["1", "2", "3", "4"])
+    assert sum(c["kept"] for c in limit["by_step"].values()) == len({(it.step, it.group) for it in items}) >= 4
+    assert all(c["of"] == 2 for c in limit["by_step"].values())
+    assert any(line.startswith("  --limit-groups 1: the same prompts at every RL step") for line in said), said

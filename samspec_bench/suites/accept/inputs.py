@@ -2,25 +2,27 @@
 lm-eval samples, plain JSONL) and tokenized (bad lines stopped at or skipped and counted),
 verl's validation generations kept out of the RL steps (trace_formats.validation), one RL
 step found in the step files of several folders counted (trace_formats.step_folders), checked
-against --model, limited to the first groups, given RL steps for the history source (emulated
-on single-step traces), multi-turn responses split into their model turns (`turns`), and the
-static corpus for the 'corpus' source. Without traces (model engines only), the prompts of a
-built-in benchmark set."""
+against --model, limited by --limit-groups (data.limit_groups: the first groups of each file, or
+the same prompts at every RL step; what it kept is said and kept in `limit`), given RL steps for
+the history source (emulated on single-step traces), multi-turn responses split into their
+model turns (`turns`), and the static corpus for the 'corpus' source. Without traces (model
+engines only), the prompts of a built-in benchmark set."""
 
 from __future__ import annotations
 
 import functools
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.engines.replay import EMULATED_STEPS, build_corpus, emulate_steps, has_steps
-from samspec_bench.data import (BUILTIN_BENCHMARKS, BENCHMARKS, benchmarks_dir, encode_chat, limit_groups,
-                                load_tokenizer, read_benchmark, tokenize_traces)
+from samspec_bench.data import (BUILTIN_BENCHMARKS, BENCHMARKS, LIMIT_GROUPS_PER, benchmarks_dir, encode_chat,
+                                limit_groups, load_tokenizer, read_benchmark, several_steps, tokenize_traces)
 from samspec_bench.errors import UserError
 from samspec_bench.suites.accept.config import DEFAULT_BENCHMARK_PROMPTS, AcceptConfig, expand_trace_paths
 from samspec_bench.suites.accept.turns import split_turns
@@ -45,6 +47,7 @@ class Inputs:
     tool_output: dict[str, Any] | None = None                       # tool output in the responses, how replayed
     validation: dict[str, Any] | None = None                        # verl validation generations found, what was done
     merged_steps: dict[str, Any] | None = None                      # RL steps merged from several folders' step files
+    limit: dict[str, Any] | None = None                             # what --limit-groups kept (limit_record)
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,55 @@ def _refuse_stepless(items: list) -> None:
                         "without them (pass the other traces in a run of their own)")
 
 
-def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False) -> Inputs:
+def limit_record(read: list, kept: list, n: int | None) -> dict[str, Any] | None:
+    """What --limit-groups kept (data.limit_groups): its rule, the groups (a group field in a file)
+    kept of those read, and with several RL steps the same per step."""
+    if n is None:
+        return None
+    groups = lambda its: {(str(it.source), it.group, getattr(it, "step", None)) for it in its}  # noqa: E731
+    by_step = lambda gs: Counter(str(step) for *_, step in gs if step is not None)  # noqa: E731
+    steps = several_steps(read)
+    before, after = groups(read), groups(kept)
+    return {"groups": n, "per": LIMIT_GROUPS_PER, "kept_groups": len(after), "groups_read": len(before),
+            "rule": f"the same prompts at every RL step, taken by a stable hash of their token ids until {n} group(s) "
+                    "per step file on average" if steps else f"the first {n} group(s) of each trace file",
+            "by_step": {s: {"kept": by_step(after).get(s, 0), "of": c} for s, c in by_step(before).items()}
+            if steps else None}
+
+
+def limit_line(rec: dict[str, Any]) -> str:
+    """limit_record on one line: the rule, the groups kept, each RL step's (kept of read)."""
+    steps = "; by RL step (kept of read): " + ", ".join(f"{s}: {c['kept']} of {c['of']}" for s, c in sorted(
+        rec["by_step"].items(), key=lambda kv: int(kv[0]))) if rec["by_step"] else ""
+    return (f"--limit-groups {rec['groups']}: {rec['rule']}; {rec['kept_groups']:,} of {rec['groups_read']:,} "
+            f"group(s) kept{steps}")
+
+
+def check_limit_meaning(saved: dict[str, Any], resume: Any,
+                        unrecorded: str = "the first {n} groups of each step file") -> None:
+    """Refuse to continue a run folder whose --limit-groups kept other responses than it keeps now:
+    its config (`saved`) has no `limit_groups_per` equal to data.LIMIT_GROUPS_PER (`unrecorded`:
+    what a folder without the key kept, {n}: N). Its records of a verl folder were replayed with
+    another history (earlier steps' responses to other prompts) and cannot be mixed with new
+    ones. Runs without --limit-groups, and accept's built-in prompts (no traces), are unchanged."""
+    n, per = saved.get("limit_groups"), saved.get("limit_groups_per")
+    if n is None or per == LIMIT_GROUPS_PER or saved.get("traces") == []:
+        return
+    was = (unrecorded if per is None else "the first {n} groups of each step file").format(n=n) \
+        if per in (None, "file") else f"groups by the rule {per!r}"
+    raise UserError(f"--resume {resume}: this run's --limit-groups {n} kept {was}, made before "
+                    "--limit-groups kept the same prompts at every RL step of a verl folder (so that the history "
+                    "source finds earlier steps' responses); its records cannot be continued: start a new run "
+                    "(leave out --resume)")
+
+
+def _say_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False,
+                say: Callable[[str], None] = _say_stderr) -> Inputs:
+    """The inputs of a run (module docstring); `say` gets what --limit-groups kept (limit_line)."""
     tokenizer = _load_tokenizer(str(Path(cfg.tokenizer).expanduser().resolve()))
     replays = engine_capabilities(cfg.engine).needs_traces   # the traces' own responses are replayed
     if not cfg.traces:
@@ -124,7 +175,10 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False
                         "use --chat-template auto or never with verl rollout dumps")
     items = tokenize_traces(traces, tokenizer, chat_template=cfg.chat_template)
     skipped = [{"file": str(f), "line": ln, "reason": why} for f, ln, why in traces.skipped]
-    items = limit_groups(items, cfg.limit_groups)
+    read, items = items, limit_groups(items, cfg.limit_groups)
+    limit = limit_record(read, items, cfg.limit_groups)
+    if limit is not None:
+        say(limit_line(limit))
     if not items:
         raise UserError(f"--traces {', '.join(map(str, files))}: no usable responses ({len(skipped)} lines skipped)")
     merged = steps_in_folders(items, trace_fmt)   # the responses replayed: validation left out, groups limited
@@ -142,7 +196,7 @@ def load_inputs(cfg: AcceptConfig, need_corpus: bool, need_history: bool = False
     inputs = Inputs(items=items, skipped=skipped, files=files,
                     prompt_formats={f: dict(c) for f, c in formats.items()}, trace_formats=trace_fmt,
                     models=models, steps=steps, tool_output=tool_output, validation=validation,
-                    merged_steps=merged)
+                    merged_steps=merged, limit=limit)
     if need_corpus:
         if not cfg.corpus:
             raise UserError("--sources with 'corpus' needs --corpus: pass trace files (e.g. an earlier RL step) "

@@ -2,14 +2,16 @@
 without a corpus source, two verify costs at once, traces whose every response is tool output."""
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from samspec_bench.cli import group
-from samspec_bench.data import load_tokenizer
+from samspec_bench.data import LIMIT_GROUPS_PER, load_tokenizer
 from samspec_bench.errors import UserError
-from trace_fixtures import grouped_rows, write_verl_dump
+from samspec_bench.suites.accept.inputs import check_limit_meaning
+from trace_fixtures import grouped_rows, verl_input, write_verl_dump
 
 
 @pytest.fixture
@@ -105,3 +107,60 @@ def test_one_rl_step_in_two_folders_is_merged_and_said(shared_data, qwen3_tokeni
     alone = _accept(shared_data, tmp_path / "b", "--traces", b, "--sources", "own,history", "--json", "-")
     assert alone.exit_code == 0, alone.output
     assert json.loads(alone.stdout)["inputs"]["merged_steps"] == 0 and "found in" not in alone.stderr
+
+
+# each verl step file's prompts in its (shuffled) order: no two steps share their first two prompts
+SHUFFLED_STEPS = {1: [0, 1, 2, 3], 2: [4, 5, 0, 1], 3: [6, 7, 2, 4]}
+
+
+def _shuffled_verl(folder, tok, groups) -> None:
+    """A verl rollout folder of three step files whose prompts recur in shuffled order (verl
+    shuffles the batch each step), two responses a prompt at each step, other responses each time."""
+    folder.mkdir()
+    for step, order in SHUFFLED_STEPS.items():
+        lines = [{"input": verl_input(tok, groups[p][0]), "output": row["response"], "gts": None, "score": 1.0,
+                  "step": step} for p in order for row in groups[p][2 * step - 2: 2 * step]]
+        (folder / f"{step}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_limit_groups_keeps_the_same_prompts_at_every_step_of_a_verl_folder(shared_data, qwen3_tokenizer_dir,
+                                                                            tmp_path):
+    """--limit-groups on a verl folder: the kept prompts are the same at every step they appear in
+    (the first N of each step file would be other prompts each step), so the history source finds
+    earlier steps' responses; each step's count is said on stderr."""
+    tok = load_tokenizer(qwen3_tokenizer_dir)
+    groups = grouped_rows(shared_data / "traces" / "qwen25math_math_100x8.jsonl", 8)
+    folder = tmp_path / "rollouts"
+    _shuffled_verl(folder, tok, groups)
+    res = _accept(shared_data, tmp_path, "--traces", folder, "--sources", "history", "--limit-groups", "2",
+                  "--json", "-")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    prompt_of = {verl_input(tok, g[0]): i for i, g in enumerate(groups)}
+    kept = {}   # step -> prompts replayed (the responses file: file and line)
+    (run,) = (tmp_path / "out").iterdir()
+    for rec in map(json.loads, (run / "responses.jsonl").read_text().splitlines()):
+        line = json.loads(Path(rec["file"]).read_text().splitlines()[rec["line"] - 1])
+        kept.setdefault(line["step"], set()).add(prompt_of[line["input"]])
+    every = set().union(*kept.values())
+    assert all(kept.get(s, set()) == every & set(order) for s, order in SHUFFLED_STEPS.items()), kept
+    assert sum(map(len, kept.values())) >= 2 * 3
+    (hist,) = out["engine"]["history"]["by_configuration"].values()
+    assert hist["replayed_with_history"] > 0   # a kept prompt's earlier responses
+    (said,) = [ln for ln in res.stderr.splitlines() if ln.startswith("--limit-groups 2:")]
+    assert "the same prompts at every RL step" in said
+    assert all(f"{s}: {len(kept.get(s, ()))} of 4" in said for s in SHUFFLED_STEPS), said
+
+
+def test_a_run_of_the_old_limit_groups_meaning_is_not_resumed():
+    """An accept or dominance folder whose --limit-groups kept the first N groups of each step
+    file (no `limit_groups_per` of today's meaning) cannot be continued: refused in one line."""
+    saved = {"limit_groups": 3, "traces": ["/r/rollouts"]}
+    with pytest.raises(UserError) as e:
+        check_limit_meaning(saved, "runs/accept-1")
+    msg = str(e.value)
+    assert msg.startswith("--resume runs/accept-1: this run's --limit-groups 3 kept the first 3 groups of each step")
+    assert "start a new run (leave out --resume)" in msg and "\n" not in msg
+    check_limit_meaning({**saved, "limit_groups_per": LIMIT_GROUPS_PER}, "x")   # today's meaning
+    check_limit_meaning({**saved, "limit_groups": None}, "x")                   # no limit
+    check_limit_meaning({**saved, "traces": []}, "x")                           # built-in prompts
