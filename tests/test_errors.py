@@ -5,11 +5,13 @@ the text and the fix, exit 2 (errors.comma_list, used by every suite's list opti
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
+import samspec_bench
 from samspec_bench.cli import main
 from samspec_bench.errors import UserError, comma_list, int_list
 from samspec_bench.suites.accept import build_config as accept_config, parse_ks, parse_list
@@ -70,7 +72,9 @@ def test_int_list_refuses_empty_items_and_repeats_as_integers():
 
 # --- each suite's list options ----------------------------------------------------------------------
 
-ACCEPT = ["--traces", "nowhere.jsonl", "--tokenizer", "nowhere"]
+# a JSONL file that exists (accept checks --traces with its options); the tokenizer is read when the run starts
+ACCEPT = ["--traces", str(Path(samspec_bench.__file__).parent / "benchmarks" / "gsm8k_test.jsonl"), "--tokenizer",
+          "nowhere"]
 
 
 @pytest.mark.parametrize("argv, needles", [

@@ -81,8 +81,9 @@ from samspec_bench.trace_formats import FORMATS
               help="Measured engine profile JSON with 'verify_cost_ratio' (a number or {k: number}).")
 @click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop", show_default=True,
               help="A bad trace line stops the run (naming file and line) or is skipped and counted.")
-@click.option("--limit-groups", type=int, default=None, help="Replay only the first N groups of each trace file "
-              "(built-in prompts: the first N prompts, default 16).")
+@click.option("--limit-groups", type=int, default=None, help="Replay only the first N groups of each trace file; "
+              "responses of several RL steps (a verl folder): the same prompts at every step, about N a step, so "
+              "history finds earlier steps' responses (built-in prompts: the first N prompts, default 16).")
 @click.option("--benchmark", type=click.Choice(list(BENCHMARKS)), default="gsm8k", show_default=True,
               help="Model engines without traces: the built-in benchmark set whose prompts are generated.")
 @click.option("--max-tokens", type=int, default=256, show_default=True,

@@ -19,6 +19,7 @@ from samspec_bench.bench.engines.vllm.engine_args import parse_engine_args
 from samspec_bench.bench.engines.vllm.platform import vllm_available
 from samspec_bench.data import BENCHMARKS, check_data_dir, find_traces, resolve_data_dir
 from samspec_bench.errors import UserError, comma_list, int_at_least, nearest, no_repeats, options_set
+from samspec_bench.metrics import DEFAULT_BINS, Bins
 from samspec_bench.models.checkpoints import BUILTIN_MODEL, model_id, resolve_model, resolve_tokenizer
 from samspec_bench.sam.drafters import DRAFTERS
 from samspec_bench.sam.strategies import parse_strategy
@@ -123,6 +124,7 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
     if engine_capabilities(engine).needs_model:
         require_engine(engine)             # why the engine cannot run here, before the model is looked for
         model = model or BUILTIN_MODEL
+        check_trace_paths(traces or ())    # a typo in a path before a model is looked for (or downloaded)
         model_dir = resolve_model(model)   # now: an uncached model offline stops here, before anything runs
         if tokenizer is None:
             tokenizer = str(model_dir)
@@ -161,6 +163,7 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
         raise UserError(f"--sam-min-match {sam_min_match}: must be >= 1")
     int_at_least(workers, "--workers", 0, MAX_WORKERS)   # 0: one per core
     int_at_least(limit_groups, "--limit-groups", 1, optional=True)
+    parse_bins(bins)
     if dev_split is not None and not 0 < dev_split < 1:
         raise UserError(f"--dev-split {dev_split:g}: the share of trace groups that choose must be in (0, 1), "
                         "e.g. 0.5")
@@ -195,6 +198,8 @@ def build_config(*, engine, model, any_model, device, engine_arg, traces, trace_
     if cfg.verify_cost_ratio is not None and cfg.engine_profile:
         raise UserError("--verify-cost-ratio and --engine-profile both set the verify cost: give one of them")
     refuse_ignored(cfg)
+    check_trace_paths(cfg.traces)   # last: the options' own checks need no file; not when the run reads them
+    check_trace_paths(cfg.corpus or (), "--corpus")
     return cfg
 
 
@@ -258,6 +263,26 @@ LIST_EXAMPLES = {"--drafter": "sam,ngram", "--sources": "own,group", "--strategy
 def parse_list(value: str, option: str) -> list[str]:
     """A comma-list option's items; an empty item or one given twice is refused (errors.comma_list)."""
     return comma_list(value, option, LIST_EXAMPLES.get(option, "a,b"))
+
+
+def check_trace_paths(paths: Sequence[str | Path], option: str = "--traces") -> None:
+    """Every trace path given is there (a file or a folder; which files a folder stands for is
+    read with the traces): a typo is one line naming it before anything loads."""
+    for p in paths:
+        if not Path(p).expanduser().exists():
+            raise UserError(f"{option} {p}: no such file or directory; pass an existing trace file or folder (a verl "
+                            "rollout_data_dir, lm-eval --log_samples output, or JSONL)")
+
+
+def parse_bins(spec: str) -> Bins:
+    """--bins as position bins (metrics.Bins: log2:LO:HI with powers of two, or ascending
+    positive integer edges); a UserError naming the value and a good one."""
+    try:
+        return Bins.parse(spec)
+    except ValueError as e:
+        why = str(e).removeprefix(f"bins {spec!r}: ")
+        example = "" if "e.g." in why else f", e.g. {DEFAULT_BINS} or 64,512,4096"
+        raise UserError(f"--bins {spec!r}: {why}{example}") from None
 
 
 def parse_ks(value: str | Sequence[int]) -> list[int]:
@@ -365,10 +390,9 @@ def priced_draft_length(configs: list[DraftConfig], costs: dict[int, dict[str, A
 def expand_trace_paths(paths: Sequence[str | Path], option: str = "--traces", fmt: str | None = "auto") -> list[Path]:
     """The trace files `paths` stand for (trace_formats.expand: verl step files in step order,
     lm-eval samples files, *.jsonl)."""
+    check_trace_paths(paths, option)
     files: list[Path] = []
     for p in paths:
-        if not Path(p).expanduser().exists():
-            raise UserError(f"{option} {p}: no such file or directory; pass trace JSONL files or a directory")
         files.extend(f for f, _ in expand(p, fmt))
     return list(dict.fromkeys(files))
 

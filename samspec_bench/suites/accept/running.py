@@ -17,17 +17,18 @@ from samspec_bench.bench.engines.base import AcceptanceEngine
 from samspec_bench.bench.engines.engine_device import device_record
 from samspec_bench.bench.engines.factory import engine_capabilities
 from samspec_bench.bench.engines.replay import ReplayEngine, group_units, response_key
+from samspec_bench.data import LIMIT_GROUPS_PER
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import (METRIC_DEFINITIONS, POSITION_BASES, AcceptanceCounts, Bins, ResponseSteps,
                                    binned_counts, speedup_estimate, total_counts)
-from samspec_bench.models.checkpoints import BUILTIN_MODEL
+from samspec_bench.models.checkpoints import BUILTIN_MODEL, progress_bars
 from samspec_bench.results import (INPUT_FILES, RunDir, check_resume, check_same_files, drop_torn_tail, emit_json,
                                    file_sha256)
 from samspec_bench.suites.accept.config import (ENGINES, IDENTITY_FIELDS, SENSITIVITY_RATIOS, SUITE, AcceptConfig,
-                                                build_configs, expand_trace_paths, priced_draft_length,
-                                                resolve_verify_cost)
+                                                build_configs, expand_trace_paths, parse_bins,
+                                                priced_draft_length, resolve_verify_cost)
 from samspec_bench.suites.accept.heldout import SIDES, split_block, split_sides
-from samspec_bench.suites.accept.inputs import Inputs, load_inputs
+from samspec_bench.suites.accept.inputs import Inputs, check_limit_meaning, load_inputs
 from samspec_bench.suites.accept.output import print_table, write_figure, write_pareto_figure
 from samspec_bench.trace_formats import merged_steps_line
 
@@ -90,10 +91,7 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
         err = Console(stderr=True, width=160)
     if cfg.engine not in ENGINES:
         raise UserError(f"--engine {cfg.engine!r}: not available; use one of {', '.join(ENGINES)}")
-    try:
-        bins = Bins.parse(cfg.bins)
-    except ValueError as e:
-        raise UserError(f"--bins: {e}") from None
+    bins = parse_bins(cfg.bins)   # a config made in code is checked as the options are
     if cfg.position not in POSITION_BASES:
         raise UserError(f"--position {cfg.position!r}: use one of {', '.join(POSITION_BASES)}")
     configs = build_configs(cfg)
@@ -106,7 +104,7 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
     need_corpus = any(c.corpus for c in configs)
 
     if resume is not None:   # the folder is an accept run with whole, matching settings (else a UserError)
-        check_resume(resume, SUITE, cfg.identity(), IDENTITY_FIELDS, CONFIG_FILE)
+        check_limit_meaning(check_resume(resume, SUITE, cfg.identity(), IDENTITY_FIELDS, CONFIG_FILE), resume)
 
     if cfg.engine_choice:
         err.print(f"engine: {cfg.engine} ({cfg.engine_choice}); model {cfg.model}", highlight=False)
@@ -126,7 +124,8 @@ def run(cfg: AcceptConfig, output: str | Path = "results", resume: str | Path | 
         err.print(f"history: {inputs.steps}", highlight=False)
     engine = acceptance_engine(cfg, inputs)
     try:
-        return _sweep(cfg, inputs, engine, configs, costs, bins, output, resume, progress, err)
+        with progress_bars(progress):   # --no-progress: the lazily loaded model prints no "Loading weights" bar
+            return _sweep(cfg, inputs, engine, configs, costs, bins, output, resume, progress, err)
     finally:
         engine.close()
 
@@ -307,7 +306,8 @@ def _inputs_record(cfg: AcceptConfig, inputs: Inputs, files: dict[str, str]) -> 
             # validation folders among them: included as history by --history-includes-validation
             "merged_validation_folders": (inputs.merged_steps or {}).get("validation_folders", []),
             "on_error": cfg.on_error, "corpus": inputs.corpus_info or None, "trace_formats": inputs.trace_formats,
-            "models": inputs.models or None, "steps": inputs.steps, "builtin_prompts": inputs.prompts}
+            "models": inputs.models or None, "steps": inputs.steps, "builtin_prompts": inputs.prompts,
+            "limit": inputs.limit}
 
 
 def _tables(runnable: list, tally: _Tally, metrics: dict, binned: dict) -> dict[str, Any]:
@@ -336,7 +336,9 @@ def _sweep(cfg: AcceptConfig, inputs: Inputs, engine: AcceptanceEngine, configs:
     files = input_files(inputs)
     run_dir = RunDir(output, SUITE, resume)
     if resume is None:
-        run_dir.write_json(CONFIG_FILE, {**cfg.identity(), INPUT_FILES: files})
+        # what --limit-groups keeps (data.limit_groups): a resume checks it before continuing
+        run_dir.write_json(CONFIG_FILE, {**cfg.identity(), INPUT_FILES: files,
+                                         "limit_groups_per": LIMIT_GROUPS_PER if cfg.limit_groups else None})
     else:
         check_same_files(run_dir.saved_config(CONFIG_FILE) or {}, files, resume)
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from samspec_bench.errors import UserError, comma_list, nearest
 from samspec_bench.evals.curve_stats import Margin, parse_margin
 from samspec_bench.evals.training_logs import FORMATS, expand_runs
+from samspec_bench.evals.training_logs.formats import KNOWN
 from samspec_bench.suites.curves.metric_families import FAMILIES
 
 SUITE = "curves"
@@ -121,6 +123,15 @@ def _list(text: str | None, option: str, example: str) -> list[str]:
     return comma_list(text, option, example) if str(text or "").strip() else []
 
 
+def check_run_paths(runs, extra_runs) -> None:
+    """Every run path given is there, before any is read (`samspec-bench run` checks its config
+    with build_config): a typo is one line naming it, with the option where it came by --run."""
+    for option, paths in (("", runs), ("--run ", extra_runs)):
+        for p in paths or ():
+            if not Path(p).exists():   # as load_run reads it (no ~ expansion)
+                raise UserError(f"{option}{p}: no such file or folder; pass an existing training log ({KNOWN})")
+
+
 def build_config(*, runs, extra_runs, labels, format, families, metrics, speed_metrics, margins, alpha, min_steps,
                  final_fraction, step_range, smooth, fail_on, gpus) -> CurvesConfig:
     """The command's parameters (by their Python names) as a checked CurvesConfig. Raises
@@ -154,8 +165,10 @@ def build_config(*, runs, extra_runs, labels, format, families, metrics, speed_m
     if fail_on not in FAIL_ON:
         raise UserError(f"--fail-on {fail_on!r}: use one of {', '.join(FAIL_ON)}")
     margin_values, margin_args = _margins(margins)
+    span, gpu_counts = parse_step_range(step_range), parse_gpus(gpus)
+    check_run_paths(runs, extra_runs)   # after the options' own checks, which need no file
     return CurvesConfig(runs=paths, labels=labs, format=fmt, families=fams, metrics=list(metrics or ()),
                         speed_metrics=list(speed_metrics or ()), margins=margin_values, alpha=alpha,
-                        min_steps=min_steps, final_fraction=final_fraction, step_range=parse_step_range(step_range),
-                        smooth=smooth, fail_on=fail_on, gpus=parse_gpus(gpus), margin_args=margin_args,
+                        min_steps=min_steps, final_fraction=final_fraction, step_range=span,
+                        smooth=smooth, fail_on=fail_on, gpus=gpu_counts, margin_args=margin_args,
                         ignored=ignored)

@@ -11,6 +11,9 @@ an input that is not there yet is left to the step, which records it when it run
 workload's trace is the input most steps wait for: when the run makes one (no data directory,
 the workload step chosen), the steps are planned on a stand-in of it (STANDIN_TRACE), so that
 their suites' checks reach the section's values instead of stopping at the missing trace.
+That trace (and its tokenizer folder) is the only path one step hands another; a path a section
+names itself (accept's --traces, curves' runs) no step writes, so one that is not there is the
+section's error, refused here.
 """
 
 from __future__ import annotations

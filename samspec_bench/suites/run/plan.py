@@ -117,8 +117,11 @@ WORKLOAD_PROMPTS = 4
 WORKLOAD_ENGINE = "reference"   # the engine with a trace writer: it generates the workload and prices its replay
 
 
-def _traces(ctx: Ctx) -> tuple[dict | None, str | None]:
-    """(trace options for accept/drafters, or a reason why there are none)."""
+def _traces(ctx: Ctx, step: str) -> tuple[dict | None, str | None]:
+    """(trace options for accept/drafters/rollout, or a reason why there are none); a config
+    section that names its own traces gives them (its options override the plan's)."""
+    if _section_value(ctx.sections, step, "traces") is not None:
+        return {}, None
     if ctx.data_dir is not None:
         return {"data-dir": str(ctx.data_dir)}, None
     w = ctx.workload()
@@ -144,7 +147,7 @@ def plan_workload(ctx: Ctx) -> Plan:
 
 def plan_accept(ctx: Ctx) -> Plan:
     threads_for(ctx)
-    tr, why = _traces(ctx)
+    tr, why = _traces(ctx, "accept")
     if tr is None:
         return Plan(skip=why)
     drafters = "sam,ngram" + (",suffix" if arctic_available() else "")
@@ -158,19 +161,21 @@ def plan_accept(ctx: Ctx) -> Plan:
             # tokenizer, no model check
             opts["model"] = None
             notes.append("the data directory's traces with its tokenizer (written by other models than the built-in)")
-    else:   # short responses: finer position bins than the default log2:64:32768
+    elif tr:   # the built-in trace's short responses: finer position bins than the default log2:64:32768
         opts["bins"] = "32,64,96,128,160,192,224,256,320,384"
     return Plan(options=opts, notes=notes)
 
 
 def plan_drafters(ctx: Ctx) -> Plan:
     threads_for(ctx)   # chosen before this run loads the machine (the first step planned)
-    tr, why = _traces(ctx)
+    tr, why = _traces(ctx, "drafters")
     if tr is None:
         return Plan(skip=why)
     opts = {**tr, "k": 8, "repeats": 1, "sweep-steps": 200}
     if ctx.data_dir is not None:
         opts.update({"max-tokens": 20000, "sweep": "1024,16384"})
+    elif not tr:   # the section's own traces: drafters' own defaults
+        pass
     elif "sweep" not in (ctx.sections.get("drafters") or {}):
         total = int(ctx.workload()["total_tokens"])
         longest = 256
@@ -257,7 +262,7 @@ def plan_accuracy(ctx: Ctx) -> Plan:
 def plan_rollout(ctx: Ctx) -> Plan:
     threads = threads_for(ctx)
     if ctx.engine is None or engine_capabilities(ctx.engine).needs_traces:
-        tr, why = _traces(ctx)
+        tr, why = _traces(ctx, "rollout")
         if tr is None:
             return Plan(skip=why)
         path = ctx.step_dir("rollout") / RUN_PROFILE

@@ -575,3 +575,26 @@ def test_trace_format_errors_exit_2(tmp_path, qwen3_tokenizer_dir, capsys):
     got = run_cli(["accept", "--traces", str(tmp_path), "--trace-format", "verl", "--tokenizer",
                    str(qwen3_tokenizer_dir), "--output", str(tmp_path / "o"), "--no-progress"], capsys, expect_exit=2)
     assert "holds no verl step files" in got.err and len(got.err.strip().splitlines()) == 1
+
+
+def test_a_limited_run_resumes_and_one_saved_before_the_rule_is_refused(traces_dir, qwen3_tokenizer_dir, tmp_path,
+                                                                       capsys):
+    """--limit-groups: a run folder records which rule it kept groups by; it resumes, and one saved
+    without the rule (an older samspec-bench) is refused in one line, before any replay."""
+    src = tmp_path / "traces"
+    src.mkdir()
+    _head(traces_dir / QWEN, src / QWEN, 16)
+    out = tmp_path / "res"
+    args = base_args(src, qwen3_tokenizer_dir, out) + ["--limit-groups", "1"]
+    run_cli(args, capsys)
+    run = only_run(out)
+    result = json.loads((run / "result.json").read_text())
+    assert result["inputs"]["limit"]["groups"] == 1
+    (run / "result.json").unlink()
+    run_cli(args + ["--resume", str(run)], capsys)
+    assert (run / "result.json").is_file()
+    saved = json.loads((run / "config.json").read_text())
+    del saved["limit_groups_per"]
+    (run / "config.json").write_text(json.dumps(saved))
+    got = run_cli(args + ["--resume", str(run)], capsys, expect_exit=2)
+    assert "--limit-groups 1 kept the first 1 groups of each step file" in got.err and "start a new run" in got.err

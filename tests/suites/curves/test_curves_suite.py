@@ -85,7 +85,10 @@ def test_build_config_rejects_bad_input(over, match):
         build_config(**params(**over))
 
 
-def test_build_config_combines_positional_and_option_runs():
+def test_build_config_combines_positional_and_option_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in "abc":   # the runs must exist (checked with the options)
+        (tmp_path / name).write_text("step,reward\n1,0.5\n")
     cfg = build_config(**params(runs=("a",), extra_runs=("b", "c"), margins=("reward=0.02", "entropy=5%"),
                                 step_range="10:"))
     assert cfg.runs == ["a", "b", "c"] and cfg.step_range == (10, None)
@@ -206,7 +209,10 @@ def test_report_renders_curves_runs_with_figures(tmp_path):
     assert ratios and all(h["ci"][0] < 1 < h["ci"][1] for h in ratios)   # same speed in both runs
 
 
-def test_run_step_takes_curves_runs_from_the_config(tmp_path):
+def test_run_step_takes_curves_runs_from_the_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.csv", "b.csv"):   # the runs must exist (checked with the options)
+        (tmp_path / name).write_text("step,reward\n1,0.5\n")
     step = next(s for s in run_plan.STEPS if s.name == "curves")
     ctx = run_plan.Ctx(out=tmp_path, model="m", engine=None, data_dir=None, sections={}, state={"steps": {}})
     assert step.plan(ctx).skip and "curves:" in step.plan(ctx).skip

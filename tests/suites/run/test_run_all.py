@@ -501,6 +501,19 @@ def test_default_plans_without_data(tmp_path):
     assert plan.plan_accept(ctx).options["model"] is None
 
 
+def test_a_section_that_names_its_traces_runs_without_data_or_workload(tmp_path):
+    """accept, drafters and rollout with `traces:` in their config section run on those traces when
+    neither --data-dir nor the workload step gives any (they were skipped as having none)."""
+    secs = {name: {"traces": "mine.jsonl"} for name in ("accept", "drafters", "rollout")}
+    ctx = Ctx(out=tmp_path, model="builtin:tiny-qwen3", engine=None, data_dir=None, sections=secs,
+              state={"steps": {}})
+    for make in (plan.plan_accept, plan.plan_drafters, plan.plan_rollout):
+        p = make(ctx)
+        assert p.skip is None and "traces" not in p.options and "data-dir" not in p.options
+    assert "bins" not in plan.plan_accept(ctx).options   # the built-in trace's short bins are not forced on them
+    assert "sweep" not in plan.plan_drafters(ctx).options
+
+
 def test_threads_are_chosen_once_from_what_is_free(tmp_path, monkeypatch):
     from samspec_bench import workload
 

@@ -16,6 +16,7 @@ from samspec_bench.cli import main
 from samspec_bench.commands import COMMANDS
 from samspec_bench.errors import UserError
 from samspec_bench.results import RunDir
+from samspec_bench.suites.run import command as run_command
 from samspec_bench.suites.run import plan
 from samspec_bench.suites.run.command import run_all
 from samspec_bench.suites.run.plan import Plan, Step
@@ -164,3 +165,53 @@ def test_a_value_the_suite_refuses_by_naming_it_is_the_sections(tmp_path, capsys
     assert err.strip() == (f"error: --config {cfg}: config section drafters: trace file {missing} does not exist: "
                            "pass an existing JSONL file or a directory of them")
     assert not (tmp_path / "res").exists()
+
+
+# --- paths: refused when nothing writes them, taken when an earlier step of the run does ---------
+
+@pytest.fixture()
+def no_steps_run(monkeypatch, tmp_path) -> list[str]:
+    """No data directory anywhere, and no step really runs: the names of those `run` would run."""
+    monkeypatch.delenv("SAMSPEC_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)   # no ./shared/data or ../shared/data
+    ran: list[str] = []
+    monkeypatch.setattr(run_command, "run_step", lambda step, *a, **k: ran.append(step.name))
+    return ran
+
+
+@pytest.mark.parametrize("section, option", [
+    ("accept: {{traces: {missing}}}", "--traces"),
+    ("curves: {{runs: [{log}, {missing}]}}", "--run"),
+])
+def test_a_path_nothing_writes_is_refused_before_any_step_runs(section, option, no_steps_run, tmp_path, capsys):
+    log = tmp_path / "a.csv"
+    log.write_text("step,critic/score/mean\n1,0.5\n", encoding="utf-8")
+    missing = tmp_path / "no" / "such"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(section.format(missing=missing, log=log) + "\n", encoding="utf-8")
+    step = section.split(":")[0]
+    code, err = _run(["run", "--config", cfg, "--steps", f"workload,{step}", "--model", "builtin:tiny-qwen3",
+                      "--output", tmp_path / "res"], capsys)
+    assert code == 2
+    assert err.strip().count("\n") == 0
+    assert err.startswith(f"error: --config {cfg}: config section {step}: {option} {missing}: no such file")
+    assert no_steps_run == [] and not (tmp_path / "res").exists()
+
+
+def test_the_trace_the_workload_step_writes_is_taken_and_the_sections_values_checked_on_it(
+        no_steps_run, tmp_path, capsys):
+    """accept reads the trace the workload step writes, not there yet: its trace check passes
+    on the stand-in, so the section's --bins is judged before the workload generates anything;
+    a good section goes on to the steps."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("accept: {bins: '64,32'}\n", encoding="utf-8")
+    args = ["run", "--config", cfg, "--steps", "workload,accept", "--model", "builtin:tiny-qwen3",
+            "--output", tmp_path / "res"]
+    code, err = _run(args, capsys)
+    assert code == 2
+    assert err.strip() == (f"error: --config {cfg}: config section accept: --bins '64,32': bin edges [64, 32]: need "
+                           "ascending positive integers, e.g. log2:64:32768 or 64,512,4096")
+    assert no_steps_run == [] and not (tmp_path / "res").exists()
+    cfg.write_text("accept: {bins: '32,64'}\n", encoding="utf-8")
+    run_all(output=tmp_path / "res", config=cfg, steps="workload,accept", model="builtin:tiny-qwen3")
+    assert no_steps_run == ["workload", "accept"]
