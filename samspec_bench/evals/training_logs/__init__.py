@@ -60,7 +60,7 @@ def _read(p: Path, fmt: str, label: str) -> TrainingRun:
     if fmt == "tensorboard":
         return read_tensorboard(p, label)
     if fmt == "wandb":
-        return read_wandb(p if p.is_dir() else p.parent, label)
+        return read_wandb(p, label) if p.is_dir() else read_wandb(p.parent, label, given=p)
     if p.is_dir():
         one = lone_log(p)
         if one is None:

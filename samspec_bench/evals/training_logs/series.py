@@ -101,11 +101,32 @@ class TrainingRun:
         nf = self.non_finite.get(tag)
         if not nf:
             return None
-        kinds = "/".join(k for k in ("nan", "inf") if nf.get(k)) or "non-finite"
-        return f"{nf['count']} of {nf['steps']} steps non-finite ({kinds.replace('nan', 'NaN')}, first at step {nf['first_step']})"
+        return f"{nf['count']} of {nf['steps']} steps non-finite ({non_finite_kinds(nf)}, first at step {nf['first_step']})"
 
 
 MAX_STEP = 2 ** 63 - 1     # a Series' steps are int64
+# A finite value past this is no measurement (float32 metrics end at 3.4e38; 1.7e308 is an
+# overflowed or uninitialised double) and the statistics' sums of squares overflow near 1e154:
+# it is counted and shown as non-finite ("huge"), kept out of the Series like NaN and inf.
+HUGE = 1e100
+HUGE_TEXT = "|value| > 1e100"
+
+
+def usable(v: float) -> bool:
+    """A value a Series may hold: finite and within ±HUGE."""
+    return math.isfinite(v) and abs(v) <= HUGE
+
+
+def non_finite_kinds(nf: dict | None) -> str:
+    """'NaN/inf', 'huge (|value| > 1e100)'...: the kinds of a tag's non-finite steps (its
+    `TrainingRun.non_finite` entry), 'non-finite' where none is known."""
+    names = {"nan": "NaN", "inf": "inf", "huge": f"huge ({HUGE_TEXT})"}
+    return "/".join(v for k, v in names.items() if (nf or {}).get(k)) or "non-finite"
+
+
+def diverged_kinds(nf: dict | None) -> str:
+    """'NaN/inf' as a divergence is said, the kinds named where huge values are among them."""
+    return non_finite_kinds(nf) if (nf or {}).get("huge") else "NaN/inf"
 
 
 def replaced_text(replaced: dict[str, dict]) -> str:
@@ -141,7 +162,8 @@ def step_notes(run: TrainingRun, what: str) -> None:
 class SeriesBuilder:
     """Points in the order a log holds them -> sorted Series. A step logged twice (a restarted
     run that re-logs steps after resuming from a checkpoint) keeps the later value; non-finite
-    values are kept out of the Series and counted per tag on the run (`TrainingRun.non_finite`):
+    values (and finite ones past ±HUGE) are kept out of the Series and counted per tag on the run
+    (`TrainingRun.non_finite`):
     a metric that turned NaN or inf is a finding for the comparison, not a gap."""
 
     def __init__(self) -> None:
@@ -164,14 +186,15 @@ class SeriesBuilder:
 
     def build_into(self, run: TrainingRun) -> TrainingRun:
         for tag, d in self._points.items():
-            bad = sorted(s for s, (v, _) in d.items() if not math.isfinite(v))
+            bad = sorted(s for s, (v, _) in d.items() if not usable(v))
             if bad:
                 self.non_finite += len(bad)
+                huge = sum(math.isfinite(d[s][0]) for s in bad)
                 run.non_finite[tag] = {"count": len(bad), "steps": len(d), "first_step": int(bad[0]),
                                        "nan": sum(math.isnan(d[s][0]) for s in bad),
-                                       "inf": sum(math.isinf(d[s][0]) for s in bad)}
+                                       "inf": sum(math.isinf(d[s][0]) for s in bad), **({"huge": huge} if huge else {})}
                 run.non_finite_steps[tag] = np.array(bad, dtype=np.int64)
-            steps = np.array(sorted(s for s in d if math.isfinite(d[s][0])), dtype=np.int64)
+            steps = np.array(sorted(s for s in d if usable(d[s][0])), dtype=np.int64)
             if not steps.size:
                 continue
             vals = np.array([d[s][0] for s in steps], dtype=np.float64)
@@ -184,4 +207,8 @@ class SeriesBuilder:
             shown = "; ".join(f"{t}: {run.non_finite_text(t)}" for t in sorted(run.non_finite)[:4])
             more = f"; and {len(run.non_finite) - 4} more tag(s)" if len(run.non_finite) > 4 else ""
             run.notes.append(f"{self.non_finite} non-finite value(s) in {len(run.non_finite)} tag(s): {shown}{more}")
+        huge = sum(nf.get("huge", 0) for nf in run.non_finite.values())
+        if huge:
+            run.notes.append(f"{huge} of the non-finite value(s) finite but huge ({HUGE_TEXT}, e.g. 1.7e308: an overflowed float), counted "
+                             "as non-finite: no trainer metric reaches such values and the statistics overflow on them")
         return run

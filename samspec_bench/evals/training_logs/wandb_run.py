@@ -208,12 +208,15 @@ def read_wandb_log(path: Path, run: TrainingRun, builder: SeriesBuilder) -> int:
     return rows
 
 
-def read_wandb(folder: Path, label: str) -> TrainingRun:
+def read_wandb(folder: Path, label: str, given: Path | None = None) -> TrainingRun:
+    """The run of a wandb run folder; `given`: the file of it the user passed (read through its
+    folder), which the run's path and every message name."""
     files = run_files(folder)
+    where = f"{given} (read through its folder {folder})" if given is not None else str(folder)
     if all(v is None for v in files.values()):
-        raise UserError(f"{folder}: not a wandb run folder (no run-*.wandb, files/wandb-history.jsonl or "
+        raise UserError(f"{where}: not a wandb run folder (no run-*.wandb, files/wandb-history.jsonl or "
                         "files/output.log); pass wandb/run-<date>-<id>/")
-    run = TrainingRun(path=str(folder), format="wandb", label=label)
+    run = TrainingRun(path=str(given if given is not None else folder), format="wandb", label=label)
     builder = SeriesBuilder()
     rows = 0
     if files["binary"] is not None:
@@ -236,7 +239,7 @@ def read_wandb(folder: Path, label: str) -> TrainingRun:
         run.notes.extend(con.notes)
         _merge(run, con)
     if not run.series:
-        raise UserError(f"{folder}: a wandb run folder with no scalars this reader can use "
+        raise UserError(f"{where}: a wandb run folder with no scalars this reader can use "
                         f"({'no history rows in ' + files['binary'].name if files['binary'] else 'no history'}"
                         f"{', console log without step lines' if files['console'] else ''})")
     return run

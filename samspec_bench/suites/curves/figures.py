@@ -8,6 +8,7 @@ from pathlib import Path
 
 from samspec_bench.evals.curve_stats import align, ema
 from samspec_bench.evals.training_logs import TrainingRun
+from samspec_bench.evals.training_logs.series import diverged_kinds
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 VERDICT_COLORS = {"EQUIVALENT": "#cdeccd", "DIFFERENT": "#f6c6c6", "INCONCLUSIVE": "#f3e6b3"}
@@ -39,9 +40,10 @@ def _overlay(ax, runs: list[TrainingRun], tags: dict, smooth: float, unit: str, 
             _line(ax, s.steps, s.values * k, COLORS[i % len(COLORS)], smooth,
                   run.label + ("" if i else " (baseline)") + (f" x {k:g} GPUs" if k != 1 else ""))
         bad = run.non_finite_steps.get(tag)
-        if bad is not None and bad.size:   # NaN/inf steps: crosses along the bottom edge
+        if bad is not None and bad.size:   # NaN/inf/huge steps: crosses along the bottom edge
             ax.plot(bad, [0.02] * bad.size, ls="none", marker="x", ms=4, color=COLORS[i % len(COLORS)],
-                    transform=ax.get_xaxis_transform(), label=f"{run.label}: NaN/inf ({bad.size} steps)")
+                    transform=ax.get_xaxis_transform(),
+                    label=f"{run.label}: {diverged_kinds(run.non_finite.get(tag))} ({bad.size} steps)")
     ax.set_ylabel(unit or "value", fontsize=7)
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.25)

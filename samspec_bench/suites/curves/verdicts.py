@@ -14,6 +14,7 @@ from samspec_bench.evals.training_logs import Series, TrainingRun, default_label
 from samspec_bench.evals.training_logs.console import WANDB_LINE_CUT
 from samspec_bench.evals.training_logs.formats import file_format
 from samspec_bench.evals.training_logs.runs_folder import lone_log
+from samspec_bench.evals.training_logs.series import diverged_kinds
 from samspec_bench.evals.training_logs.tensorboard import event_files
 from samspec_bench.evals.training_logs.wandb_run import run_files
 from samspec_bench.suites.curves.config import CurvesConfig
@@ -136,7 +137,7 @@ def _in_range(steps: np.ndarray, rng: tuple[int | None, int | None] | None) -> n
 
 def divergence(base: TrainingRun, run: TrainingRun, ta: str, tb: str,
                rng: tuple[int | None, int | None] | None = None) -> str | None:
-    """Why a metric is DIFFERENT because a run logged NaN/inf there ('run B diverged: N of M
+    """Why a metric is DIFFERENT because a run logged NaN/inf (or a huge value) there ('run B diverged: N of M
     steps non-finite ...'), or None: neither did, or both at the same steps (compared on the
     finite ones)."""
     bad = {lab: _in_range(r.non_finite_steps.get(t, np.zeros(0, dtype=np.int64)), rng)
@@ -148,8 +149,8 @@ def divergence(base: TrainingRun, run: TrainingRun, ta: str, tb: str,
         at = bad[r.label]
         if at.size:
             logged = _in_range(_series(r, t).steps, rng).size + at.size
-            parts.append(f"{who} {r.label} diverged: {at.size} of {logged} steps non-finite (NaN/inf, first at step "
-                         f"{int(at[0])})")
+            parts.append(f"{who} {r.label} diverged: {at.size} of {logged} steps non-finite "
+                         f"({diverged_kinds(r.non_finite.get(t))}, first at step {int(at[0])})")
     return "; ".join(parts)
 
 
@@ -208,8 +209,9 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
                     info["unit"] = res.pop("unit")
                 else:
                     res = compare_ratio(al, alpha=cfg.alpha)
-                res["change"] = NOT_NORMALISED if res.get("normalised") is False else \
-                    speed_change(res.get("ratio"), res.get("ci"), m.spec.higher_is_faster)
+                # no ratio (too few steps) is "not computed", whatever the GPU counts
+                res["change"] = NOT_NORMALISED if res.get("normalised") is False and res.get("ratio") is not None \
+                    else speed_change(res.get("ratio"), res.get("ci"), m.spec.higher_is_faster)
                 if res.get("caveat"):
                     caveats.append(res["caveat"])
                 if diverged:
@@ -222,8 +224,9 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
         comparisons[run.label] = {"baseline": base.label, "learning": learning, "speed": speed, "absent": absent,
                                   "verdict": combine(verdicts) if verdicts else "INCONCLUSIVE",
                                   "counts": {v: verdicts.count(v) for v in ("EQUIVALENT", "DIFFERENT", "INCONCLUSIVE")},
-                                  "speed_caveats": caveats, "not_normalised": len(caveats)}
-        if same_file(base.path, run.path):
+                                  "speed_caveats": caveats,
+                                  "not_normalised": sum(x.get("change") == NOT_NORMALISED for x in speed.values())}
+        if same_file(_source(base), _source(run)):
             comparisons[run.label]["note"] = (f"same file as the baseline ({run.path}): a self-comparison, every "
                                               "metric trivially equivalent")
         compared = {t for m in metrics for t in (m.tags.get(base.label), m.tags.get(run.label)) if t}
@@ -233,7 +236,10 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
             if comparisons[run.label]["verdict"] == "EQUIVALENT":   # never EQUIVALENT beside a diverged run
                 comparisons[run.label]["verdict"] = "INCONCLUSIVE"
         length = learning.get("length")
-        if speed and length and length["verdict"] != "EQUIVALENT" and length["whole"].get("steps"):   # not on no steps
+        # not where the lengths went unjudged for want of steps: that is no difference in work
+        unjudged = length is None or not length["whole"].get("steps") or \
+            length["reason"].startswith(("too few", "no common"))
+        if speed and not unjudged and length["verdict"] != "EQUIVALENT":
             rel = length["whole"].get("relative_diff")
             comparisons[run.label]["speed_note"] = (
                 "response lengths are not equivalent" + (f" (B - A: {rel:+.0%} of the baseline)" if rel is not None else "")
@@ -252,11 +258,18 @@ def compare_runs(cfg: CurvesConfig, runs: list[TrainingRun]) -> dict:
             "tables": {"verdicts": verdict_rows, "speed": speed_rows}}
 
 
+def _source(run: TrainingRun) -> str:
+    """What a run was read from: a wandb file given as the run stands for its run folder."""
+    p = Path(run.path)
+    return str(p.parent) if run.format == "wandb" and p.is_file() else run.path
+
+
 def _read_files(path: str) -> set[tuple[int, int]]:
-    """(device, inode) of the files a run is read from: a TensorBoard folder's event files, the
-    one log a folder holds, else the path itself."""
+    """(device, inode) of the files a run is read from: a TensorBoard folder's event files, a
+    wandb run folder's logs, the one log a folder holds, else the path itself."""
     p = Path(path)
-    files = (event_files(p) or [lone_log(p) or p]) if p.is_dir() else [p]
+    wandb = [f for f in run_files(p).values() if f is not None] if p.is_dir() else []
+    files = (event_files(p) or wandb or [lone_log(p) or p]) if p.is_dir() else [p]
     return {(st.st_dev, st.st_ino) for st in (os.stat(f) for f in files)}
 
 

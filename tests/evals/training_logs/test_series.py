@@ -42,3 +42,17 @@ def test_every_caller_says_the_same_of_the_replaced_steps(tmp_path):
     said = latency_text(seconds, src)
     assert "replaced: 4 value(s) logged again at a step (duplicate_steps; the later value kept)" in said
     assert "skipped: non_numeric_fields 2" in said and "duplicate_steps 4" not in said
+
+
+def test_a_finite_but_huge_value_is_counted_as_non_finite_not_kept(tmp_path):
+    # 1.7e308 is finite, yet no metric reaches it (an overflowed double): kept, it overflowed the figures
+    vals = {1: "0.5", 2: "1.7e308", 3: "-1e200", 4: "1e99", 5: "0.5"}
+    p = tmp_path / "huge.log"
+    p.write_text("".join(f"step:{s} - {TURNS}:np.float64({v})\n" for s, v in vals.items()), encoding="utf-8")
+    run = load_run(p)
+    assert run.series[TURNS].steps.tolist() == [1, 4, 5]             # 1e99 is still a value
+    assert run.non_finite[TURNS] == {"count": 2, "steps": 5, "first_step": 2, "nan": 0, "inf": 0, "huge": 2}
+    assert run.non_finite_steps[TURNS].tolist() == [2, 3]
+    assert "2 of 5 steps non-finite (huge (|value| > 1e100), first at step 2)" == run.non_finite_text(TURNS)
+    assert run.summary()["skipped"] == {"non_finite_values": 2}
+    assert any("2 of the non-finite value(s) finite but huge" in n for n in run.notes), run.notes

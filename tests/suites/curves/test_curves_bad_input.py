@@ -266,3 +266,49 @@ def test_a_wandb_log_beside_another_is_refused_not_read_as_the_other(tmp_path):
 def _params() -> dict:
     params = curves.command.make_context("curves", [], resilient_parsing=True).params
     return {k: v for k, v in params.items() if k not in ("output", "json_path")}
+
+
+# --- a finite value too large to compute with -------------------------------------------------------
+
+def test_a_value_near_float_max_is_counted_as_non_finite_not_exit_3(tmp_path):
+    a = _csv(tmp_path / "a.csv", _rows(range(1, 31)))
+    lines = _rows(range(1, 31), seed=1)
+    lines[19] = "20,1.7e308," + lines[19].split(",", 2)[2]        # step 20's reward: finite, near float max
+    b = _csv(tmp_path / "b.csv", lines)
+    out = tmp_path / "out"
+    r = _cli(str(a), str(b), "--output", str(out), "--json", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    assert "huge (|value| > 1e100)" in r.stdout and "1.7e308" in r.stdout, r.stdout
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert _run_json(result, "b")["non_finite"]["critic/score/mean"]["huge"] == 1
+    reward = result["metrics"]["comparisons"]["b"]["learning"]["reward"]
+    assert reward["verdict"] == "DIFFERENT" and "run b diverged: 1 of 30 steps non-finite (huge" in reward["reason"]
+    assert (next(out.iterdir()) / "curves_learning.png").stat().st_size > 0
+
+
+# --- a wandb history file given with --format wandb -------------------------------------------------
+
+def test_format_wandb_on_a_history_file_names_that_file_in_the_output_and_errors(tmp_path):
+    runs = []
+    for name, rows in (("run-a", range(1, 21)), ("run-b", range(1, 21)), ("run-empty", ())):
+        (tmp_path / name / "files").mkdir(parents=True)
+        runs.append(tmp_path / name / "files" / "wandb-history.jsonl")
+        runs[-1].write_text("".join(json.dumps({"_step": s, **{t: _value(t, s) for t in TAGS}}) + "\n" for s in rows))
+    cfg = curves.build_config(**{**_params(), "runs": (str(runs[0]), str(runs[1])), "format": "wandb"})
+    loaded = curves.load_runs(cfg)
+    assert [r.path for r in loaded] == [str(runs[0]), str(runs[1])]           # not their files/ folders
+    record = curves.compare_runs(cfg, loaded)["runs"]
+    assert [r["path"] for r in record] == [str(runs[0]), str(runs[1])]
+    with pytest.raises(UserError) as e:
+        curves.load_runs(curves.build_config(**{**_params(), "runs": (str(runs[2]), str(runs[0])), "format": "wandb"}))
+    assert str(e.value).startswith(f"{runs[2]} (read through its folder {runs[2].parent}): "), e.value
+
+
+def test_a_wandb_run_folder_and_its_history_file_are_a_self_comparison(tmp_path):
+    run = tmp_path / "run-20250101_000000-abc"
+    (run / "files").mkdir(parents=True)
+    hist = run / "files" / "wandb-history.jsonl"
+    hist.write_text("".join(json.dumps({"_step": s, **{t: _value(t, s) for t in TAGS}}) + "\n" for s in range(1, 21)))
+    cfg = curves.build_config(**{**_params(), "runs": (str(run), str(hist)), "format": "wandb"})
+    comp = next(iter(curves.compare_runs(cfg, curves.load_runs(cfg))["comparisons"].values()))
+    assert "self-comparison" in (comp.get("note") or "")
