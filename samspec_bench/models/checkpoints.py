@@ -25,8 +25,10 @@ import re
 import shutil
 import sys
 import tempfile
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from samspec_bench.errors import UserError
 from samspec_bench.paths import cache_dir
@@ -229,11 +231,41 @@ def hub_snapshot(repo: str, spec: str | None = None, need: str = "weights") -> P
     return path
 
 
-def load_model(spec: str, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:
+@contextmanager
+def progress_bars(enabled: bool = True) -> Iterator[None]:
+    """transformers' progress bars off for the block where `enabled` is False (a command's
+    --no-progress: its "Loading weights" bar would print on stderr), the previous state
+    restored after; `enabled`: left as they are. transformers turns huggingface_hub's bars off
+    and on with its own, so both come back as they were (the one-time GGUF conversion of
+    builtin:smollm2-135m uses tqdm directly and is not covered)."""
+    if enabled:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    with warnings.catch_warnings():   # HF_HUB_DISABLE_PROGRESS_BARS=0 makes the hub warn it keeps its bars
+        warnings.simplefilter("ignore")
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                hf_logging.enable_progress_bar()
+
+
+def load_model(spec: str, dtype: str = "float32", device: str = "cpu", progress: bool = True) -> tuple[Any, Any]:
     """(model, tokenizer) for `spec`, the model in eval mode on `device` in `dtype` (`auto`:
-    resolve_dtype)."""
+    resolve_dtype). `progress` False: transformers prints no bar while loading (progress_bars)."""
     dtype = resolve_dtype(dtype, device)
-    path = resolve_model(spec)
+    with progress_bars(progress):
+        path = resolve_model(spec)   # a built-in is built on first use: its loads are quiet too
+        return _load(path, dtype, device)
+
+
+def _load(path: Path, dtype: str, device: str) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

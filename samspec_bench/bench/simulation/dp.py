@@ -20,14 +20,12 @@ SPMD rollout the seed's recipe uses, verl v0.6.0):
   (`FSDPVLLMShardingManager.preprocess_data`), vLLM then sampling n per prompt.
   So with prompts divisible by dp, instance i gets prompts [i P/dp, (i+1) P/dp) with all
   their n responses: a group stays on one instance. Rule "group" below.
-  An uneven count (`uneven_text`, said with every run it concerns): `DataProto.chunk` cuts
-  ROWS, so with P x n divisible by dp but P not, verl splits a group over two instances; with
-  P x n not divisible, `chunk` asserts equal chunks unless auto-padding is on
-  (`VERL_AUTO_PADDING` or the batch's meta_info), when
-  `_split_args_kwargs_data_proto_with_auto_padding` appends dp - (P x n) % dp copies of the
-  LAST row (`DataProto.padding`), cuts equal chunks (the copies generated on the last
-  instance) and drops the copies' outputs. The simulation pads nothing and keeps whole
-  groups, split as evenly as possible (np.array_split over prompts).
+  A count that does not divide (suites/rollout/dp_rule.py says what verl does, with every run it
+  concerns): verl refuses rows that do not divide unless auto-padding is on, and then v0.6+'s
+  dispatch still pads nothing (the chunks come out uneven); it cuts rows, not prompts, so
+  prompts that do not divide split a group over two instances. The
+  simulation pads nothing and keeps whole groups, split as evenly as possible (np.array_split
+  over prompts).
 - The seed's recipe (hicann/cann-recipes-train llm_rl/qwen3, patches
   verl/0004-verl-feature-data_rebalance.patch and 0014-verl-feature-dapo_data_rebalance.patch)
   changes this: `data_rebalance` (on unless the config sets it) repeats WITHOUT interleave
@@ -94,26 +92,6 @@ def rule_text(rule: str) -> str:
     name, workers = parse_shard_rule(rule)
     return SHARD_RULE_TEXT[name].replace("W agent-loop", f"{workers} agent-loop") if name == "agent-loop" \
         else SHARD_RULE_TEXT[name]
-
-
-def uneven_text(n_prompts: int, group_size: int, dp: int, rule: str = "group") -> str | None:
-    """How verl shards a count that dp does not divide, and how the simulation differs (the
-    module docstring); None when the count divides (or for agent-loop, its own rule)."""
-    name = parse_shard_rule(rule)[0]
-    rows = n_prompts * group_size
-    if dp <= 1 or name == "agent-loop" or (rows % dp == 0 and (name != "group" or n_prompts % dp == 0)):
-        return None
-    sizes = [len(s) for s in shard_requests(n_prompts, group_size, dp, rule)]
-    sim = (f"this simulation pads nothing and splits {'whole groups' if name == 'group' else 'the rows'} as evenly "
-           f"as it can: {min(sizes)} to {max(sizes)} requests per instance")
-    if rows % dp == 0:   # the group rule with prompts that do not divide
-        return (f"{n_prompts} prompts do not divide by --dp {dp}: verl's DataProto.chunk cuts the {rows} rows into "
-                f"{dp} contiguous chunks of {rows // dp}, so a group can run on two instances; {sim}")
-    pad = dp - rows % dp
-    return (f"{rows} rows ({n_prompts} prompts x {group_size}) do not divide by --dp {dp}: verl's DataProto.chunk "
-            f"refuses them (it asserts equal chunks) unless auto-padding is on (VERL_AUTO_PADDING), which appends "
-            f"{pad} {'copy' if pad == 1 else 'copies'} of the last row and cuts {dp} chunks of {(rows + pad) // dp} "
-            f"rows (the copies generated on the last instance, their outputs dropped); {sim}")
 
 
 def agent_loop_shards(n: int, dp: int, workers: int) -> list[np.ndarray]:

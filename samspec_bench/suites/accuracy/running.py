@@ -18,7 +18,7 @@ from samspec_bench.bench.engines.engine_device import device_record
 from samspec_bench.errors import UserError, one_line
 from samspec_bench.evals.paired import agreement, compare
 from samspec_bench.evals.tasks import parse_tasks, resolve_task, write_task_dir
-from samspec_bench.models.checkpoints import resolve_model
+from samspec_bench.models.checkpoints import progress_bars, resolve_model
 from samspec_bench.results import RunDir, atomic_write_text, to_jsonable
 from samspec_bench.suites.accuracy.config import ARM_LABEL, ARMS, SUITE, AccuracyConfig, build_engine
 from samspec_bench.suites.accuracy.lm_outputs import LM_EVAL_DIR, arm_dir, copy_out, model_args, new_tracker, \
@@ -69,7 +69,8 @@ def run(cfg: AccuracyConfig, output: str = "results", resume: str | None = None,
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     try:
-        return _run(cfg, output, resume, progress, console, engine, (output_path, log_samples), notes)
+        with progress_bars(progress):   # --no-progress: no "Loading weights" bar from transformers
+            return _run(cfg, output, resume, progress, console, engine, (output_path, log_samples), notes)
     finally:
         torch.set_num_threads(before)
 

@@ -158,13 +158,18 @@ def print_table(result: dict) -> None:
 
 def budget_lines(budget: dict | None, console) -> None:
     """What the replay used against --max-tokens: its tokens, each file's share, the responses cut
-    at a share and the files that gave none."""
+    at a share, the files that gave none, and the context sweep's own tokens where it read past it."""
     if not budget:
         return
     cut = budget["responses_cut"]
     console.print(f"replayed {budget['tokens']:,} tokens of --max-tokens {budget['max_tokens']:,} "
                   f"({budget['share_per_file']:,} per trace file, prompts and responses counted"
                   + (f"; {cut} response(s) cut at their file's share)" if cut else ")"), soft_wrap=True)
+    sweep = budget.get("sweep") or {}
+    if sweep.get("beyond_max_tokens"):
+        console.print(f"context sweep: its own stream of {sweep['stream_tokens']:,} trace tokens, beyond --max-tokens "
+                      f"(it caps the replay; the longest --sweep context and --sweep-steps need "
+                      f"{sweep['tokens_needed']:,})", soft_wrap=True)
     if budget["files_without_tokens"]:
         console.print(f"[yellow]no tokens from {len(budget['files_without_tokens'])} trace file(s) (its share holds "
                       f"not its first prompt and one response token; raise --max-tokens): "

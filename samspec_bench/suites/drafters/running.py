@@ -46,8 +46,11 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True, resume: str |
     groups = trace_groups(responses)
     stream = token_stream(responses)
     need = max(cfg.sweep) + cfg.sweep_steps if cfg.sweep else 0
-    if need > stream.size:  # the sweep needs a longer stream than the replay's share: load all of it
+    own = need > stream.size
+    if own:  # the sweep needs a longer stream than the replay's share: load all of it
         stream = token_stream(load_workload(DraftersConfig(**{**cfg.__dict__, "max_tokens": need * 2}))[0])
+    # --max-tokens caps the replay; a sweep reading past it is said, not hidden
+    budget["sweep"] = {"tokens_needed": need, "stream_tokens": int(stream.size), "beyond_max_tokens": own}
     if need > stream.size:
         raise UserError(f"--sweep up to {max(cfg.sweep)} tokens needs {need} tokens of traces, "
                         f"found {stream.size}; pass more --traces or smaller --sweep values")

@@ -134,7 +134,7 @@ def run_model_level(cfg: OpEqConfig, dtype: str, bar) -> tuple[dict, list[dict],
         rows, greedy = compare_paths(engine, cfg, dtype, bar, prompts, timings)
         return rows, greedy, {"prompts": source, "timings": timings, "engine": engine.describe()}
     # an engine whose KV blocks are set is sized to hold every prompt at once: the tokenizer comes first
-    model, tokenizer = load_model(cfg.model, dtype=dtype, device=cfg.device)
+    model, tokenizer = load_model(cfg.model, dtype=dtype, device=cfg.device, progress=cfg.progress)
     timings = {"load_model_s": time.perf_counter() - t}
     prompts, source = load_prompts(cfg, tokenizer)
     check_fits(cfg, prompts, source, getattr(getattr(model, "config", None), "max_position_embeddings", None))

@@ -201,7 +201,9 @@ def dp_lines(summary: dict[str, Any]) -> list[str]:
     spec = ".0f" if units == "steps" else ".3f"
     unit = " steps" if units == "steps" else " s"
     shown = ((summary["workload"].get("draws") or {}).get("shown_seed"))
-    out = [f"data-parallel: {dp['instances']} instances, rule {dp['rule']} ({dp['rule_text']}); figures {tag}"]
+    # the rule's words hold for counts that divide; another is said beside it (suites/rollout/dp_rule.py)
+    where = "where the count divides, " if dp.get("uneven") else ""
+    out = [f"data-parallel: {dp['instances']} instances, rule {dp['rule']} ({where}{dp['rule_text']}); figures {tag}"]
     if dp.get("uneven"):
         out.append(f"  uneven: {dp['uneven']}")
     for lbl, m in summary["arms"].items():

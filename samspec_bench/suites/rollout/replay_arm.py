@@ -18,7 +18,7 @@ import numpy as np
 from samspec_bench.bench.engines.base import RequestProgress
 from samspec_bench.bench.simulation.profiles import (RESAMPLE_METHOD, history_store, profiles_for, rule_profile,
                                                     split_history)
-from samspec_bench.bench.simulation.dp import instance_steps, rule_text, shard_requests, simulate_dp, uneven_text
+from samspec_bench.bench.simulation.dp import instance_steps, rule_text, shard_requests, simulate_dp
 from samspec_bench.bench.simulation.profile_table import NEVER, LateProfile
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.shared_queue import DIVIDED_ASSUMED, simulate_shared
@@ -32,6 +32,7 @@ from samspec_bench.suites.rollout.config import (RolloutConfig, arm_policy, arm_
                                                  needs_history, tail_threshold_for)
 from samspec_bench.suites.rollout.cost_policies import cost_switch
 from samspec_bench.suites.rollout.draws import run_draws
+from samspec_bench.suites.rollout.dp_rule import uneven_dp
 from samspec_bench.suites.rollout.length_order import drafting_by_length, recorded_scores
 from samspec_bench.suites.rollout.length_share import share_used
 from samspec_bench.suites.rollout.phases import (POSITION_EDGES, add_dp_speedups, add_speedups, arm_metrics,
@@ -437,7 +438,8 @@ def run_replay(cfg: RolloutConfig, step_model: StepTimeModel, rep: Replay | None
     if sharded:
         out["instance_tables"] = {lbl: [x.steps for x in r.instances] for lbl, r in sims.items()}
         out["slowest"] = {lbl: r.slowest for lbl, r in sims.items()}
+        sizes = [int(len(x)) for x in sims["off"].shards]
         out["workload"]["dp"] = {"instances": cfg.dp, "rule": cfg.dp_shard, "rule_text": rule_text(cfg.dp_shard),
-                                 "requests_per_instance": [int(len(x)) for x in sims["off"].shards],
-                                 "uneven": uneven_text(rep.n_prompts, rep.group_size, cfg.dp, cfg.dp_shard)}
+                                 "requests_per_instance": sizes,
+                                 **uneven_dp(rep.n_prompts, rep.group_size, cfg.dp, cfg.dp_shard, sizes)}
     return out

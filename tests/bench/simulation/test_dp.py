@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from samspec_bench.bench.policies import ThresholdPolicy
-from samspec_bench.bench.simulation.dp import instance_steps, shard_requests, simulate_dp, uneven_text
+from samspec_bench.bench.simulation.dp import instance_steps, shard_requests, simulate_dp
 from samspec_bench.bench.simulation.scheduler import SimRequest, simulate
 from samspec_bench.bench.simulation.fitted_step_model import StepTimeModel
 from samspec_bench.errors import UserError
@@ -48,21 +48,6 @@ def test_group_rule_keeps_groups_together_and_balances(prompts, n, dp):
         rows = prompts * n // dp
         for i, s in enumerate(shards):
             assert np.array_equal(s, np.arange(i * rows, (i + 1) * rows))
-
-
-def test_an_uneven_count_says_what_verl_does_and_how_the_simulation_differs():
-    """verl's DataProto.chunk cuts rows: prompts that do not divide split a group over two
-    instances; rows that do not divide are refused, or padded with copies of the last row; the
-    simulation keeps whole groups and pads nothing, and says so."""
-    assert uneven_text(8, 4, 4) is None and uneven_text(6, 4, 2, "rebalance") is None
-    assert uneven_text(5, 3, 4, "agent-loop") is None and uneven_text(5, 3, 1) is None
-    split = uneven_text(6, 4, 4)   # 24 rows divide, 6 prompts do not
-    assert "cuts the 24 rows into 4 contiguous chunks of 6, so a group can run on two instances" in split
-    assert split.endswith("splits whole groups as evenly as it can: 4 to 8 requests per instance")
-    pad = uneven_text(5, 3, 4)     # 15 rows: one copy of the last row pads them to 16
-    assert "refuses them (it asserts equal chunks) unless auto-padding is on" in pad
-    assert "appends 1 copy of the last row and cuts 4 chunks of 4 rows" in pad and "3 to 6 requests" in pad
-    assert "splits the rows as evenly as it can: 3 to 4 requests" in uneven_text(5, 3, 4, "rebalance")
 
 
 def test_rebalance_rule_spreads_groups_copy_major():

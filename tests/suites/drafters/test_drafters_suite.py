@@ -339,15 +339,19 @@ def test_without_a_tokenizer_or_a_data_dir_the_error_names_tokenizer(tmp_path, m
                            no_progress=True)
 
 
-def test_an_unknown_trace_format_is_not_told_to_use_an_option_drafters_lacks(tmp_path, capfd):
-    """drafters has no --trace-format (accept has): its error names the formats, not that option."""
-    f = tmp_path / "qa.jsonl"
+@pytest.mark.parametrize("given, said", [("file", "not a known trace format"),
+                                          ("folder", "1 of 1 file(s) not understood as traces")])
+def test_an_unknown_trace_format_is_not_told_to_use_an_option_drafters_lacks(tmp_path, capfd, given, said):
+    """drafters has no --trace-format (accept has): its error names the formats, not that option,
+    for a file and for a folder holding one."""
+    (tmp_path / "in").mkdir()
+    f = tmp_path / "in" / "qa.jsonl"
     f.write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n")
     with pytest.raises(SystemExit) as exc:
-        main(["drafters", "--traces", str(f), "--tokenizer", str(tmp_path), "--output", str(tmp_path / "out"),
-              "--no-progress"])
+        main(["drafters", "--traces", str(f if given == "file" else f.parent), "--tokenizer", str(tmp_path),
+              "--output", str(tmp_path / "out"), "--no-progress"])
     err = capfd.readouterr().err
-    assert exc.value.code == 2 and "not a known trace format" in err and "--trace-format" not in err
+    assert exc.value.code == 2 and said in err and "--trace-format" not in err
     assert not (tmp_path / "out").exists()
 
 
@@ -360,6 +364,8 @@ def test_max_tokens_is_a_cap_the_result_and_terminal_account_for(small_result):
     assert all(r["tokens"] == budget["tokens"] <= 6000 for r in result["tables"]["replay"])
     assert [f["tokens"] <= 3000 for f in budget["files"]] == [True, True] and not budget["files_without_tokens"]
     assert budget["responses_cut"] == sum(f["cut"] for f in budget["files"])
+    # the sweep (4096 + 50 steps) fits in the replayed tokens: it reads nothing past the cap
+    assert budget["sweep"] == {"tokens_needed": 4146, "stream_tokens": budget["tokens"], "beyond_max_tokens": False}
 
 
 def _resp(i, prompt, response, group="g"):

@@ -202,3 +202,20 @@ def test_an_interrupt_while_a_resumed_run_loads_its_traces_names_the_folder(smal
     code, _, err = drafters(["--traces", small, "--tokenizer", qwen3_tokenizer_dir, "--resume", run_dir], capsys)
     assert code == 130 and f"continue with --resume {run_dir}" in err, err
     assert "nothing finished was kept" not in err and records(run_dir) == kept
+
+
+def test_a_sweep_reading_past_max_tokens_is_said(small, qwen3_tokenizer_dir, tmp_path, monkeypatch, capsys):
+    """--max-tokens caps the replay; a context sweep that needs more reads its own tokens, and the
+    terminal and result.json say how many and why (it is not a replay overshoot)."""
+    monkeypatch.setattr(timing, "MIN_MEASURE_SECONDS", 0.0)
+    cli.main(["drafters", "--drafters", "sam", "--max-tokens", "500", "--sweep", "1024", "--sweep-steps", "5",
+              "--repeats", "1", "--no-progress", "--traces", str(small), "--tokenizer", str(qwen3_tokenizer_dir),
+              "--output", str(tmp_path / "out")])   # exit 0 returns
+    out = capsys.readouterr().out
+    (run_dir,) = (tmp_path / "out").iterdir()
+    budget = json.loads((run_dir / "result.json").read_text())["token_budget"]
+    sweep = budget["sweep"]
+    assert budget["tokens"] <= 500 and sweep["beyond_max_tokens"] and sweep["tokens_needed"] == 1024 + 5
+    assert sweep["stream_tokens"] >= 1029
+    assert (f"context sweep: its own stream of {sweep['stream_tokens']:,} trace tokens, beyond --max-tokens"
+            in " ".join(out.split()))

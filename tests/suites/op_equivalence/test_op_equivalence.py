@@ -121,10 +121,11 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys):
         assert len(err.splitlines()) == 1 and words in err
 
 
-def test_model_level_on_the_tiny_qwen3(tmp_path):
+def test_model_level_on_the_tiny_qwen3(tmp_path, capfd):
     code, res = _run(tmp_path, "--model", "builtin:tiny-qwen3", "--level", "model", "--num-prompts", "2",
                      "--max-tokens", "12", "-k", "2", "--prompts", str(_prompts_file(tmp_path)))
     assert code == 0
+    assert "Loading weights" not in capfd.readouterr().err   # --no-progress: transformers' load bar is off too
     rows = res["metrics"]["pairs"]
     main_row = rows["model/reference/float32"]
     ctl = rows["model/reference-batch-invariant/float32"]

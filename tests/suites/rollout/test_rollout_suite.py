@@ -73,18 +73,24 @@ def _replay(shared_data, tmp_path, *extra):
     return json.loads((run / "result.json").read_text())["metrics"]
 
 
-def test_an_uneven_dp_count_is_said(shared_data, tmp_path):
-    """6 prompts over --dp 4: verl would cut the 48 rows into chunks of 12 (a group over two
-    instances); the simulation keeps whole groups, and the run says so."""
+@pytest.mark.parametrize("prompts, group, sizes, verl, said", [
+    # 6 prompts over --dp 4: verl cuts the 48 rows into chunks of 12 (a group over two instances)
+    ("6", "8", [16, 16, 8, 8], "groups split", "cuts the 48 rows into 4 contiguous chunks of 12"),
+    # 15 rows over --dp 4: verl refuses the batch (it pads validation batches only)
+    ("5", "3", [6, 3, 3, 3], "refused", "15 rows (5 prompts x 3) do not divide by --dp 4: verl refuses them"),
+])
+def test_an_uneven_dp_count_is_said(shared_data, tmp_path, prompts, group, sizes, verl, said):
+    """The simulation keeps whole groups and pads nothing; the rule line says its words hold where
+    the count divides, and the next line what verl does with this one."""
     from click.testing import CliRunner
-    res = CliRunner().invoke(ro.command, ["--data-dir", str(shared_data), "--prompts", "6", "--group-size", "8",
+    res = CliRunner().invoke(ro.command, ["--data-dir", str(shared_data), "--prompts", prompts, "--group-size", group,
                                           "--max-num-seqs", "16", "--arms", "off", "--dp", "4", "--draws", "1",
                                           "--output", str(tmp_path)])
     assert res.exit_code == 0, res.output
     (run,) = list(tmp_path.iterdir())
     dp = json.loads((run / "result.json").read_text())["metrics"]["workload"]["dp"]
-    assert dp["requests_per_instance"] == [16, 16, 8, 8]
-    assert "cuts the 48 rows into 4 contiguous chunks of 12" in dp["uneven"]
+    assert dp["requests_per_instance"] == sizes and dp["verl"] == verl and said in dp["uneven"]
+    assert "rule group (where the count divides, verl: rows repeated" in res.output
     assert f"  uneven: {dp['uneven']}" in res.output
 
 
