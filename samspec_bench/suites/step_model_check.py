@@ -37,7 +37,7 @@ from samspec_bench.suites.run_output import print_and_emit
 SUITE = "step-model"
 METRIC_KEYS = ("step_model", "units", "overall", "context_known", "terms", "describe", "step_model_spec", "steps_from",
                "points_meta", "points_shape", "points_device", "points_tp", "points_dtype", "calibration_keys",
-               "context_unknown_steps", "extrapolation")
+               "calibration_tp", "context_unknown_steps", "extrapolation")
 
 
 @dataclass(frozen=True)

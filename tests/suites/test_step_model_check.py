@@ -45,3 +45,12 @@ def test_calibrate_refuses_torch_profiler_points_of_another_gpu(tmp_path):
     with pytest.raises(UserError, match=r"measured on 'NVIDIA H100 80GB HBM3' \(H100\), the spec fits the H200 row"):
         execute(cfg, output=str(tmp_path / "runs"))
     assert not (tmp_path / "c.json").exists()
+
+
+def test_a_tp_8_spec_on_the_h100_rows_one_gpu_calibration_is_warned_in_terminal_and_json(tmp_path, capsys):
+    steps = _points(tmp_path / "p.jsonl", {"device": "NVIDIA H100 80GB HBM3", "tp": 8})
+    cfg = build_config(step_model="roofline:hardware=H100,model=Qwen3-8B,tp=8", steps=steps, calibrate=None, also=())
+    assert execute(cfg, output=str(tmp_path / "runs"), json_path=str(tmp_path / "r.json")) == 0
+    tc = json.loads((tmp_path / "r.json").read_text())["metrics"]["calibration_tp"]
+    assert (tc["measured"], tc["priced"], tc["same"]) == (1, 8, False)
+    assert f"WARNING: {tc['warning']}" in capsys.readouterr().out.splitlines()

@@ -10,7 +10,10 @@ points file: path, model, points, dtype), fit (the fitted points' |error| median
 verify/decode ratio |error| max: fitted, not held out), made (UTC time), measured_range (the
 step features the points span, {feature: [lo, hi]}: a roofline priced with the file flags steps
 beyond it as a fitted profile's range does; files written before it have none: range unknown),
-dtype (the dtype the fit priced) and dtype_mismatch (the points files measured in another).
+dtype (the dtype the fit priced) and dtype_mismatch (the points files measured in another), tp
+(the tensor-parallel size the points ran at: 1 where every points file's meta states it, null
+where one states none; files written before it have none: unknown) and tp_source. Priced at
+another tp, or at tp > 1 with the points' tp unknown, the roofline says so (`tp_check`).
 """
 
 from __future__ import annotations
@@ -35,12 +38,14 @@ KERNEL_US_MAX = 100.0   # the fit's bound on the fixed time per weight-GEMM kern
 
 def write_calibration(path: str | Path, hw: Hardware, fitted: Sequence[str], fitted_on: list[dict[str, Any]],
                       fit: dict[str, Any], measured_on: list[str], measured_range: dict[str, list[float]],
-                      dtype: str, dtype_mismatch: list[dict[str, Any]]) -> dict[str, Any]:
+                      dtype: str, dtype_mismatch: list[dict[str, Any]], tp: int | None = None,
+                      tp_source: str = "") -> dict[str, Any]:
     """Write the calibrated row `hw`'s parameters to `path` (folders made); returns what was written."""
     doc = {"kind": KIND, "format": FORMAT, "hardware": hw.name, "measured_on": measured_on,
            "op_efficiency": {k: float(v) for k, v in op_efficiencies(hw).items()}, "fitted": list(fitted),
            "fitted_on": fitted_on, "fit": fit, "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "measured_range": measured_range, "dtype": dtype, "dtype_mismatch": dtype_mismatch}
+           "measured_range": measured_range, "dtype": dtype, "dtype_mismatch": dtype_mismatch, "tp": tp,
+           "tp_source": tp_source}
     p = Path(path).expanduser()
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -81,6 +86,10 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
                         f"gemm_kernel_us at most {KERNEL_US_MAX:g}); {MAKE}")
     if not isinstance(doc.get("hardware"), str) or hardware_key(doc["hardware"]) is None:
         raise UserError(f"{where}: hardware {doc.get('hardware')!r} names no hardware row the file was fitted on; {MAKE}")
+    tp = doc.get("tp")   # absent or null: unknown
+    if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1):
+        raise UserError(f"{where}: tp {_shown(tp)} is not a whole number >= 1 (the GPUs its points ran on) nor null "
+                        f"(unknown); {MAKE}")
     vr = doc.get("measured_range")   # absent in older files: range unknown, not an error
     if vr is not None:   # read as a fitted profile's valid_range: checked by its check
         extra = sorted(set(vr) - set(FEATURES)) if isinstance(vr, dict) else []
@@ -96,6 +105,33 @@ def measured_range(doc: dict[str, Any]) -> dict[str, list[float]] | None:
     records none (written before ranges were)."""
     vr = doc.get("measured_range")
     return {k: [float(lo), float(hi)] for k, (lo, hi) in vr.items()} if isinstance(vr, dict) and vr else None
+
+
+def points_tp(doc: dict[str, Any], path: str | Path) -> tuple[int | None, str]:
+    """The tp the calibration's points ran at (None: unknown) and where that comes from."""
+    if doc.get("tp") is not None:
+        return int(doc["tp"]), f"calibration={path} ({doc.get('tp_source') or 'its tp'})"
+    why = doc.get("tp_source") or "the file records none: written before calibrations recorded it"
+    return None, f"calibration={path} ({why})"
+
+
+def tp_check(points: int | None, source: str, priced: int) -> dict[str, Any]:
+    """Whether parameters fitted on points measured at tp `points` (None: unknown) price the tp
+    `priced` as measured: `same` False where the tps differ, or the points' is unknown and tp > 1;
+    `warning` one line then (None otherwise)."""
+    out = {"measured": points, "priced": int(priced), "source": source,
+           "same": points == priced if points is not None else priced == 1}
+    if out["same"]:
+        return {**out, "warning": None}
+    if points is None:
+        got = (f"the tp of the points they were fitted on is unknown; priced at tp={priced}: if those points ran on "
+               "one GPU the all-reduce is modelled, not measured; if on several, their all-reduce is inside the fitted "
+               "parameters and priced again")
+    else:
+        got = (f"fitted on points measured at tp={points}, priced at tp={priced}: the per-GPU parameters are carried "
+               f"to {priced} GPU(s) and the all-reduce is modelled, not measured")
+    return {**out, "warning": f"{source}: {got}; check against steps measured at tp={priced} "
+                              "(`samspec-bench step-model --steps`)"}
 
 
 def _finite_number(v: Any) -> bool:
@@ -120,6 +156,15 @@ def key_sources(doc: dict[str, Any], path: str | Path, row: str) -> dict[str, An
     eff = doc.get("op_efficiency") or {}
     return {"file": str(path), "row": row, "from_file": [k for k in OP_KEYS if k in eff],
             "from_row": [k for k in OP_KEYS if k not in eff]}
+
+
+def calibration_record(doc: dict[str, Any], path: str | Path, row: str) -> dict[str, Any]:
+    """What a roofline priced with the calibration file `doc` records of it: the file, the range
+    its points span, the tp they ran at (points_tp) and which op_efficiency keys the row kept."""
+    tp, source = points_tp(doc, path)
+    keys = key_sources(doc, path, row)
+    return {"file": str(path), "measured_range": measured_range(doc), "tp": tp, "tp_source": source,
+            "from_file": keys["from_file"], "from_row": keys["from_row"]}
 
 
 def key_sources_text(keys: dict[str, Any]) -> str:
@@ -153,4 +198,4 @@ def with_calibration(hw: Hardware, path: str | Path, doc: dict[str, Any] | None 
     source = (f"calibrated by `samspec-bench step-model --calibrate` on {n} measured points ({on}; fitted on "
               f"row {doc.get('hardware')!r}, {doc.get('made')}): {path}{rest}")
     return replace(hw, op_efficiency={**hw.op_efficiency, **{k: float(v) for k, v in doc["op_efficiency"].items()}},
-                   sources={**hw.sources, "op_efficiency": source})
+                   sources={**hw.sources, "op_efficiency": source}, calibration_tp=points_tp(doc, path)[0])

@@ -45,6 +45,9 @@ class Hardware:
     sources: dict[str, str] = field(default_factory=dict)   # field -> datasheet / "assumption: ..." / "measured: ..."
     memory_gb: float | None = None
     op_efficiency: dict[str, float] = field(default_factory=dict)   # per operator class (OP_KEYS); missing: defaults
+    # the tp of the measured points op_efficiency was fitted on (None: fitted on none, or their tp unknown):
+    # a row priced at another tp carries one configuration's parameters to another (RooflineStepModel says so)
+    calibration_tp: int | None = None
 
     def describe(self) -> dict[str, Any]:
         return {**asdict(self), "op_efficiency": op_efficiencies(self)}
@@ -131,6 +134,7 @@ H100_CAL_SOURCE = ("calibrated (per operator class) on the shared H100 measureme
                    "out; tile heights and attention's kernel switch read off the kernels, not fitted: 128 rows for "
                    "GEMMs (Hopper bf16 GEMM CTA tile); attention 64 query rows below 211.2 work blocks (flash "
                    "attention 2's split-KV kernel) and 128 above (its standard kernel), 211.2 = 0.8 x 2 x 132 SMs")
+H100_CAL_TP = 1   # tools/step_physics.py times one GPU (its points' meta records no tp)
 # The H200 has the H100's SMs (132, datasheets; max SM clock 1,980 MHz by nvidia-smi on the
 # measured H200, the H100 SXM's boost clock) and more bandwidth; its row takes the H100's calibration. Checked, not fitted, on 105 steps measured on
 # an H200 with the same program (docs/measurements/h200_step_physics/,
@@ -151,7 +155,7 @@ A100_KERNELS_SOURCE = ("assumption: the whole-step efficiencies for every operat
 TABLE: dict[str, Hardware] = {
     "H100": Hardware(
         "H100 SXM 80GB", {"bfloat16": 989.5 * T, "float16": 989.5 * T, "float32": 67 * T}, 3.35e12, 450 * G,
-        memory_gb=80, op_efficiency=H100_CALIBRATED, **_NV_COMMON, sources={
+        memory_gb=80, op_efficiency=H100_CALIBRATED, calibration_tp=H100_CAL_TP, **_NV_COMMON, sources={
             "op_efficiency": H100_CAL_SOURCE,
             "peak_flops": "NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 1,979 TFLOPS with sparsity -> 989.5 "
                           "dense; FP32 67 TFLOPS",
@@ -159,7 +163,7 @@ TABLE: dict[str, Hardware] = {
             "link_bw": "NVIDIA H100 datasheet: NVLink 900 GB/s (both directions) -> 450 GB/s one way", **_NV_ASSUME}),
     "H200": Hardware(
         "H200 SXM 141GB", {"bfloat16": 989.5 * T, "float16": 989.5 * T, "float32": 67 * T}, 4.8e12, 450 * G,
-        memory_gb=141, op_efficiency=H100_CALIBRATED, **_NV_COMMON, sources={
+        memory_gb=141, op_efficiency=H100_CALIBRATED, calibration_tp=H100_CAL_TP, **_NV_COMMON, sources={
             "op_efficiency": "assumption: the H100's calibration (the same 132 Hopper SMs and kernels); checked on 105 "
                              "H200 steps measured with the same program, none fitted "
                              "(docs/measurements/h200_step_physics/); " + H100_CAL_SOURCE,

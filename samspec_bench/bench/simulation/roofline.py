@@ -38,6 +38,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from samspec_bench.bench.simulation.calibration_file import tp_check
 from samspec_bench.bench.simulation.hardware import Hardware, check_hardware, op_efficiencies
 from samspec_bench.bench.simulation.roofline_ops import (attention_blocks, attention_tile,
                                                         elementwise_elements_per_token, padded, ring_time, roof,
@@ -78,7 +79,7 @@ class RooflineStepModel:
             raise UserError(f"memory_utilization={memory_utilization!r}: give a fraction in (0, 1] (vLLM's "
                             "gpu_memory_utilization)")
         self.shape, self.hw, self.tp, self.dtype, self.mode, self.spec = shape, hw, int(tp), dtype, mode, spec
-        # a calibration file's {"file", "measured_range"} (None: the row's own parameters, no range claimed)
+        # a calibration file's calibration_file.calibration_record (None: the row's own parameters, no range claimed)
         self.calibration = dict(calibration) if calibration is not None else None
         self.memory_utilization = float(memory_utilization)
         b = dtype_bytes(dtype)
@@ -222,6 +223,17 @@ class RooflineStepModel:
                                                                          vr.items())
                 + " per step; steps beyond are flagged EXTRAPOLATED")
 
+    def calibration_tp(self) -> dict[str, Any] | None:
+        """Whether the measured points its parameters were fitted on (a calibration= file's, or the
+        row's built-in calibration) ran at the tp it prices (calibration_file.tp_check: a one-line
+        warning where not); None where no points were fitted (the row's assumptions)."""
+        if self.calibration is not None:
+            return tp_check(self.calibration.get("tp"), self.calibration.get("tp_source")
+                            or f"calibration={self.calibration.get('file')}", self.tp)
+        if self.hw.calibration_tp is None:
+            return None
+        return tp_check(self.hw.calibration_tp, f"the {self.hw.name} row's built-in calibration", self.tp)
+
     # ---------------- memory ----------------
     def memory(self) -> dict[str, Any]:
         """Device memory per rank: what the engine takes (memory_gb GiB x utilisation), the
@@ -279,6 +291,9 @@ class RooflineStepModel:
         if self.tp > 1:
             out.append(f"TP={self.tp}: {self.n_allreduce} ring all-reduces per step (2 per layer + embedding) of "
                        f"Q x {s.hidden_size} x {self.bytes_per_el} bytes, plus one float32 logits gather")
+        warn = (self.calibration_tp() or {}).get("warning")
+        if warn:   # rollout's result.json records the assumptions
+            out.append(f"WARNING: {warn}")
         return out
 
     def describe(self) -> dict[str, Any]:
@@ -298,4 +313,5 @@ class RooflineStepModel:
                                  f"request (mode={self.mode})"},
                 "formula": "device (operator classes added, see bench/simulation/roofline_ops.py) + host overhead",
                 "assumptions": self.assumptions(), "valid_range": self.valid_range(),
-                "calibration": self.calibration, "range_note": self.range_note()}
+                "calibration": self.calibration, "calibration_tp": self.calibration_tp(),
+                "range_note": self.range_note()}

@@ -167,7 +167,7 @@ def calibrate_to_file(model: RooflineStepModel, steps: str, also: Sequence[str],
         sets.append((shape, rows))
         dc = dtype_check(meta, model.dtype)   # another dtype: warned and recorded, not refused
         fitted_on.append({"file": str(path), "model": shape.name, "points": len(rows),
-                          "dtype": dc["measured"] if dc else None})
+                          "dtype": dc["measured"] if dc else None, "tp": measured_tp(meta)[0]})
         if dc and not dc["same"]:
             mismatch.append({"file": str(path), "measured": dc["measured"], "priced": dc["priced"],
                              "warning": f"{path}: {dtype_warning(dc)}"})
@@ -190,4 +190,15 @@ def calibrate_to_file(model: RooflineStepModel, steps: str, also: Sequence[str],
     fit = {"points": int(err.size), "median_abs_error": float(np.median(err)), "max_abs_error": float(err.max()),
            "max_abs_ratio_error": float(rerr.max()) if rerr.size else None, "held_out": False}
     span = measured_range([r for _, rows in sets for r in rows])   # a roofline priced with the file flags steps beyond
-    return write_calibration(out, hw, FITTED, fitted_on, fit, devices, span, model.dtype, mismatch)
+    tp, tp_source = _points_tp(fitted_on)
+    return write_calibration(out, hw, FITTED, fitted_on, fit, devices, span, model.dtype, mismatch, tp, tp_source)
+
+
+def _points_tp(fitted_on: list[dict]) -> tuple[int | None, str]:
+    """The calibration's tp: 1 where every points file's meta states it (a tp > 1 is refused), else
+    unknown (None), naming the files whose meta states none."""
+    silent = [f["file"] for f in fitted_on if f["tp"] is None]
+    if not silent:
+        return 1, "every points file's meta states tp=1"
+    return None, (f"the meta of {', '.join(silent)} records no tp (tools/step_physics.py and `rollout profile "
+                  "--engine torch` time one GPU; state \"tp\" in the meta line where known)")

@@ -35,8 +35,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from samspec_bench.bench.simulation.calibration_file import (key_sources, key_sources_text, load_calibration,
-                                                              measured_range, with_calibration)
+from samspec_bench.bench.simulation.calibration_file import (calibration_record, key_sources, key_sources_text,
+                                                              load_calibration, with_calibration)
 from samspec_bench.bench.simulation.hardware import hardware, one_attention_kernel
 from samspec_bench.bench.simulation.measured_points import (device_check, device_warning, dtype_check, dtype_warning,
                                                              format_points, is_point_file, load_points, point_features,
@@ -110,10 +110,10 @@ def roofline_from_spec(spec: str) -> RooflineStepModel:
     try:   # the model's, the hardware's and the roofline's own checks, named as --step-model's
         shape = load_shape(kv["model"])
         hw, calibration = hardware(kv["hardware"], dtype=dtype, threads=threads), None
-        if "calibration" in kv:   # its parameters, and the range its points span (None: an older file's, unknown)
+        if "calibration" in kv:   # its parameters, the range and tp of its points, the keys the row kept
             doc = load_calibration(kv["calibration"])
+            calibration = calibration_record(doc, kv["calibration"], hw.name)
             hw = with_calibration(hw, kv["calibration"], doc)
-            calibration = {"file": kv["calibration"], "measured_range": measured_range(doc)}
         if "attention_tile" in kv:
             rows = _int(spec, "attention_tile", kv["attention_tile"])
             hw = one_attention_kernel(hw, rows, f"attention tile {rows} query rows for every step (one kernel): "
@@ -390,6 +390,8 @@ def format_report(rep: Mapping[str, Any]) -> str:
     if rep.get("calibration_keys"):
         keys = rep["calibration_keys"]
         lines.append(("WARNING: " if keys["from_row"] else "") + key_sources_text(keys))
+    if (rep.get("calibration_tp") or {}).get("warning"):   # the parameters' points ran at another tp
+        lines.append(f"WARNING: {rep['calibration_tp']['warning']}")
     if rep.get("points"):
         lines.append(format_points(rep["points"]))
     pm = rep.get("points_meta") or {}
@@ -439,6 +441,8 @@ def check_step_model(spec: str, steps: str | Path) -> dict[str, Any]:
             rep["units"] = "seconds (measured device time plus the model's host time, vs modelled)"
     else:
         rep = compare(model, table)
+    if hasattr(model, "calibration_tp"):   # the tp its parameters' points ran at, against the priced tp
+        extra["calibration_tp"] = model.calibration_tp()
     return {**rep, **extra, "step_model_spec": spec, "steps_from": str(steps), "describe": model.describe()}
 
 

@@ -41,6 +41,7 @@ from samspec_bench.models.rl_names import CATALOGUE, SAME_SHAPE, resolve_alias
 from samspec_bench.models.shapes import shape_from_config
 
 DEFAULT_REPEATS = 10
+ONE_GPU = 1   # one process on one device: the points meta says tp=1 (a step model at tp > 1 warns against them)
 
 
 def model_config(spec: str, layers: int | None = None) -> dict[str, Any]:
@@ -265,7 +266,7 @@ def write_rows(path: str | Path, rows: list[dict[str, Any]], meta: dict[str, Any
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in [{"meta": meta}] + rows), encoding="utf-8")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in [{"meta": {"tp": ONE_GPU, **meta}}] + rows), encoding="utf-8")
     tmp.replace(p)
     return p
 
@@ -275,7 +276,7 @@ def row_appender(path: str | Path, meta: dict[str, Any]) -> Callable[[dict[str, 
     appends one row and flushes it: a run stopped halfway keeps the points it measured."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps({"meta": {**meta, "complete": False}}) + "\n", encoding="utf-8")
+    p.write_text(json.dumps({"meta": {"tp": ONE_GPU, **meta, "complete": False}}) + "\n", encoding="utf-8")
 
     def append(row: dict[str, Any]) -> None:
         with p.open("a", encoding="utf-8") as f:

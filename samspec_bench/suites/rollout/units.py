@@ -47,7 +47,8 @@ def priced_by(model: Any, source: str, profile: dict[str, Any] | None = None) ->
             out["valid_range"] = vr
         if "verify_widths" in fit:
             out["verify_widths"] = fit["verify_widths"]
-    for k in ("units", "assumptions", "hardware", "model", "tp", "dtype", "mode", "calibration", "range_note"):
+    for k in ("units", "assumptions", "hardware", "model", "tp", "dtype", "mode", "calibration", "calibration_tp",
+              "range_note"):
         if k in d and (k == "units" or out["kind"] == "roofline"):   # a roofline's inputs
             out[k] = d[k]
     if out["kind"] == "roofline" and d.get("valid_range"):   # a calibration's measured range
@@ -70,7 +71,9 @@ def priced_label(priced: dict[str, Any] | None) -> str:
     if not priced:
         return STEPS_LABEL
     note = f"; {priced['note']}" if priced.get("note") else ""
-    return f"modelled (priced by {priced.get('kind')}: {priced.get('source')}{roofline_tag(priced)}{note})"
+    tp = (priced.get("calibration_tp") or {}).get("warning")   # parameters fitted at another tp than priced
+    return (f"modelled (priced by {priced.get('kind')}: {priced.get('source')}{roofline_tag(priced)}{note})"
+            + (f"; WARNING: {tp}" if tp else ""))
 
 
 def time_basis(units: str, measured: bool, priced: dict[str, Any] | None, engine: str) -> str:

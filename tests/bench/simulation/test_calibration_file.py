@@ -53,7 +53,7 @@ def test_points_of_a_planted_row_are_fitted_back_from_an_uncalibrated_one(tmp_pa
     assert res.exit_code == 0, res.output
     assert f"calibration written: {out}" in res.output and f"price with --step-model {spec},calibration={out}" in res.output
     doc = load_calibration(out)
-    assert doc["fitted_on"][1] == {"file": str(p32), "model": "Qwen/Qwen3-32B", "points": 24, "dtype": None}
+    assert doc["fitted_on"][1] == {"file": str(p32), "model": "Qwen/Qwen3-32B", "points": 24, "dtype": None, "tp": None}
     assert doc["measured_on"] == ["NVIDIA A100-SXM4-80GB"] and doc["fit"]["max_abs_error"] < 0.01
     for k in ("gemm_memory", "attention_memory"):   # what the points' weight and KV streams tell
         assert doc["op_efficiency"][k] == pytest.approx(PLANTED[k], abs=0.03), k
@@ -161,3 +161,64 @@ def test_damaged_bookkeeping_fields_are_read_without_a_traceback(tmp_path, kw, n
 def test_values_beyond_what_a_fit_writes_are_refused(tmp_path, key, value):
     with pytest.raises(UserError, match=f"{key}={value!r}: beyond what a fit writes"):
         load_calibration(_file(tmp_path, op_efficiency={key: value}))
+
+
+def _hand_file(tmp_path, **extra):
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({"kind": "samspec-bench roofline calibration", "format": 1, "hardware": "H100",
+                             "op_efficiency": {"gemm_memory": 0.8}, **extra}))
+    return p
+
+
+def test_tp_check_warns_where_the_points_tp_differs_or_is_unknown_at_tp_above_1():
+    from samspec_bench.bench.simulation.calibration_file import tp_check
+    assert tp_check(None, "src", 1)["warning"] is None and tp_check(2, "src", 2)["same"]
+    unknown = tp_check(None, "src", 4)
+    assert unknown["same"] is False and unknown["warning"].startswith("src: the tp of the points they were fitted "
+                                                                      "on is unknown; priced at tp=4")
+    known = tp_check(1, "src", 8)
+    assert known["same"] is False and "fitted on points measured at tp=1, priced at tp=8" in known["warning"]
+    assert "\n" not in known["warning"] and "\n" not in unknown["warning"]
+
+
+def test_a_calibration_fitted_at_tp_1_priced_at_tp_4_is_warned_and_recorded(tmp_path):
+    from samspec_bench.bench.simulation.step_model_spec import check_step_model, format_report
+    cal = _hand_file(tmp_path, tp=1, tp_source="every points file's meta states tp=1")
+    m = load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,tp=4,calibration={cal}")
+    tc = m.describe()["calibration_tp"]
+    assert (tc["measured"], tc["priced"], tc["same"]) == (1, 4, False)
+    assert tc["warning"].startswith(f"calibration={cal} (every points file's meta states tp=1): fitted on points "
+                                    "measured at tp=1, priced at tp=4")
+    assert f"WARNING: {tc['warning']}" in m.assumptions()   # rollout's result.json records the assumptions
+    assert m.describe()["calibration"]["tp"] == 1
+    pts = tmp_path / "p.jsonl"
+    pts.write_text("\n".join(json.dumps({"B": b, "q": q, "C": 1024, "ms": 7.0 + b + q}) for b in (1, 8) for q in (1, 4)))
+    rep = check_step_model(f"roofline:hardware=H100,model=Qwen3-8B,tp=4,calibration={cal}", pts)
+    assert rep["calibration_tp"] == tc and f"WARNING: {tc['warning']}" in format_report(rep).splitlines()
+    same = load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,calibration={cal}")
+    assert same.calibration_tp()["warning"] is None and not any("WARNING" in a for a in same.assumptions())
+
+
+def test_a_calibration_without_a_tp_is_unknown_and_warned_only_at_tp_above_1(tmp_path):
+    cal = _hand_file(tmp_path)   # written before calibrations recorded tp
+    two = load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,tp=2,calibration={cal}").calibration_tp()
+    assert two["measured"] is None and "written before calibrations recorded it" in two["source"]
+    assert "the tp of the points they were fitted on is unknown; priced at tp=2" in two["warning"]
+    one = load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,calibration={cal}").calibration_tp()
+    assert one["same"] and one["warning"] is None
+
+
+@pytest.mark.parametrize("tp", [0, "1", True, 1.5])
+def test_a_bad_tp_in_a_calibration_file_is_one_line(tmp_path, tp):
+    cal = _hand_file(tmp_path, tp=tp)
+    with pytest.raises(UserError, match=r"tp .* is not a whole number >= 1") as e:
+        load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,calibration={cal}")
+    assert "\n" not in str(e.value) and f"calibration={cal}" in str(e.value)
+
+
+def test_a_partial_files_row_keys_are_in_the_models_calibration_record(tmp_path):
+    """What rollout's result.json copies of the step model (describe()["calibration"]) names the
+    keys the hardware row kept, not only the file."""
+    cal = _hand_file(tmp_path)
+    rec = load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,calibration={cal}").describe()["calibration"]
+    assert rec["from_file"] == ["gemm_memory"] and "gemm_compute" in rec["from_row"] and len(rec["from_row"]) == 10

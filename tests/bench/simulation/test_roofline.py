@@ -219,3 +219,15 @@ def test_a_calibrations_range_flags_simulated_steps_beyond_it_as_a_fitted_profil
     assert extrapolation(model(), steps) == {} and "no calibration= file" in model().describe()["range_note"]
     kept = model(calibration=cal).with_hardware(hardware("H100"))   # e.g. --sensitivity's other attention kernel
     assert kept.valid_range() == {"running": [1.0, 8.0], "context_tokens": [1024.0, 8192.0]}
+
+
+def test_a_rows_built_in_calibration_priced_at_tp_above_1_is_warned():
+    """The H100 row's parameters were fitted on one GPU's points (tools/step_physics.py): a tp=8
+    preset priced with them says so; an uncalibrated row (A100: assumptions) claims no points."""
+    tc = model(tp=8).calibration_tp()
+    assert (tc["measured"], tc["priced"], tc["same"]) == (1, 8, False)
+    assert tc["warning"].startswith("the H100 SXM 80GB row's built-in calibration: fitted on points measured at "
+                                    "tp=1, priced at tp=8")
+    assert model(tp=8).describe()["calibration_tp"] == tc and f"WARNING: {tc['warning']}" in model(tp=8).assumptions()
+    assert model().calibration_tp()["warning"] is None
+    assert model(hw="A100", tp=8).calibration_tp() is None

@@ -126,3 +126,14 @@ def test_the_fit_records_its_measured_range_and_points_of_another_dtype(tmp_path
     assert len(warned) == 1 and warned[0].startswith("WARNING: --calibrate: ") and "\n" not in warned[0]
     m = load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,calibration={tmp_path / 'c.json'}")
     assert m.valid_range()["running"] == [1.0, 32.0]
+    # step_physics.py's meta states no tp: recorded unknown, naming the file; priced at tp=2 it is said
+    assert doc["tp"] is None and doc["fitted_on"][0]["tp"] is None and f"the meta of {p} records no tp" in doc["tp_source"]
+    two = load_step_model(f"roofline:hardware=H100,model=Qwen3-8B,tp=2,calibration={tmp_path / 'c.json'}")
+    assert "the tp of the points they were fitted on is unknown; priced at tp=2" in two.calibration_tp()["warning"]
+
+
+def test_the_calibrations_tp_is_1_only_where_every_points_files_meta_states_it():
+    from samspec_bench.bench.simulation.roofline_calibration import _points_tp
+    assert _points_tp([{"file": "a.jsonl", "tp": 1}, {"file": "b.jsonl", "tp": 1}])[0] == 1
+    tp, why = _points_tp([{"file": "a.jsonl", "tp": 1}, {"file": "b.jsonl", "tp": None}])
+    assert tp is None and why.startswith("the meta of b.jsonl records no tp")

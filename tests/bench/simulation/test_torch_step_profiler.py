@@ -6,7 +6,7 @@ import torch
 
 from samspec_bench import devices
 from samspec_bench.bench.simulation import torch_step_profiler as tsp
-from samspec_bench.bench.simulation.measured_points import load_points
+from samspec_bench.bench.simulation.measured_points import load_points, measured_tp
 from samspec_bench.errors import UserError
 
 TINY = {"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -48,7 +48,8 @@ def test_rows_are_the_grid_timed_by_the_device_timer(tiny, monkeypatch, tmp_path
     assert [c[2] for c in calls[:2]] == [(1, 1, 1000), (1, 4, 1000)] and all(c[:2] == ("cpu", 3) for c in calls)
     path = tsp.write_rows(tmp_path / "p.jsonl", rows, {"mode": how["mode"]})
     loaded, meta = load_points(path)
-    assert meta == {"mode": "eager"}
+    assert meta == {"tp": 1, "mode": "eager"}   # one device: the tp a step model's tp check reads
+    assert measured_tp(meta) == (1, "meta tp")
     assert [(r["B"], r["q"], r["C"], r["ms"]) for r in loaded] == [(r["B"], r["q"], r["C"], 2.5) for r in rows]
 
 

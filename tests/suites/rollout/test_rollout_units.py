@@ -269,3 +269,16 @@ def test_preset_with_an_empty_step_model_is_refused(shared_data, tmp_path, capsy
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--preset seed-qwen3-32b" in err[0] and "--step-model" in err[0]
+
+
+def test_a_roofline_priced_at_another_tp_than_its_points_says_so_in_the_time_basis():
+    """The H100 row's parameters were fitted on one GPU's steps: priced at tp=8 the rollout's time
+    basis carries the warning (it was only in result.json's assumptions)."""
+    from samspec_bench.bench.simulation.hardware import hardware
+    from samspec_bench.bench.simulation.roofline import RooflineStepModel
+    from samspec_bench.models.shapes import load_shape
+    at = lambda tp: ou.priced_label(ou.priced_by(RooflineStepModel(load_shape("Qwen3-8B"), hardware("H100"), tp=tp),  # noqa: E731
+                                                 "roofline:..."))
+    assert "WARNING" not in at(1)
+    assert "WARNING: the H100 SXM 80GB row's built-in calibration: fitted on points measured at tp=1, priced at tp=8" \
+        in at(8)

@@ -124,3 +124,17 @@ def test_v0_speculative_lines_are_read_as_cumulative(tmp_path):
     assert r.lines["spec_decoding_lines"] == 2 and r.lines["other_log_lines"] == 0
     assert [(i.accepted, i.draft_tokens, i.drafts) for i in r.intervals] == [(12, 30, 10), (8, 30, 10)]
     assert any("cumulative" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("field", ["Draft acceptance rate", "System efficiency", "Number of emitted tokens"])
+def test_a_v0_printed_figure_not_a_number_is_counted_as_v1s_are(tmp_path, capsys, field):
+    line = V0.replace("ACC", "12").replace("DRA", "30")
+    bad = line.replace(f"{field}: {line.split(field + ': ')[1].split(',')[0].rstrip('.')}", f"{field}: nan")
+    assert bad != line
+    f, res = _run(tmp_path, capsys, "v0.log", bad + "\n" + V0.replace("ACC", "20").replace("DRA", "60"))
+    assert res.exit_code == 0, res.output
+    assert f"NOT FINITE, not used: 1 log line(s) print a figure that is not a number: {f}:1 ({field})" in res.output
+    r = sm.read_files([str(f)])
+    assert r.non_finite == [f"{f}:1 ({field})"]
+    assert r.intervals[0].printed[field.lower().replace(" ", "_")] is None   # not used: no NaN passed on
+    assert [(i.accepted, i.draft_tokens) for i in r.intervals] == [(12, 30), (8, 30)]   # the counts still read

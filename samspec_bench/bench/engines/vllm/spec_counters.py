@@ -11,6 +11,8 @@ difference of two scrapes) holds is possible, read by spec_metrics.py.
   scrapes without it, and the figures that need it are unknown.
 - A series in one scrape and absent from the next while its counter is there (an engine that went
   away) has no increase there: left out of that interval, counted and named (`vanished_notes`).
+  One absent from a scrape and present in the next (an engine that joined, or a restart under other
+  labels: the other half of a label change) counts whole there, counted and named (`appeared_notes`).
 """
 
 from __future__ import annotations
@@ -132,6 +134,25 @@ def vanished(a: dict[tuple, float], b: dict[tuple, float]) -> list[str]:
             if name.endswith("_total") and name[: -len("_total")] in READ and name in names_after
             and (name, labels) not in a and not (name == f"{PER_POS}_total" and _engine(labels) in pos_engines)}
     return sorted(",".join(f'{k}="{v}"' for k, v in e) or "(no labels)" for e in gone)
+
+
+def appeared(a: dict[tuple, float], b: dict[tuple, float]) -> list[str]:
+    """The label sets (engines) with a read counter series in scrape a absent from the scrape b
+    before although b has that counter: an engine that joined, or restarted under other labels
+    (series_increase counts their whole value: started after b)."""
+    return vanished(b, a)
+
+
+def appeared_notes(new: Sequence[tuple[str, str, str]]) -> list[str]:
+    """A note counting the series (label sets) absent from a scrape and present in the next
+    ((before, after, labels) each): counted whole, as counters started after the scrape before."""
+    if not new:
+        return []
+    shown = "; ".join(f"{{{lab}}} in {a}, not in {b}" for b, a, lab in new[:5])
+    return [f"the series of {len(new)} label set(s) new in the next scrape (an engine that joined, or restarted "
+            f"under other labels?): {shown}{'; ...' if len(new) > 5 else ''}; their whole value is counted in that "
+            "interval (a counter that started after the scrape before; were it only relabelled, this counts its "
+            "history again)"]
 
 
 def vanished_notes(gone: Sequence[tuple[str, str, str]]) -> list[str]:

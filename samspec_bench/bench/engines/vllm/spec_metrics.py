@@ -33,7 +33,8 @@ Two sources, told apart by their content:
   of speculative tokens: k, Number of accepted tokens: N, Number of draft tokens: N, Number of
   emitted tokens: N." (vllm/engine/metrics.py): cumulative since the engine started, so one
   interval per pair of consecutive lines of a file (the first: since the start); drafts are
-  draft tokens / k (marked estimated); no per-position figures. More accepted than drafted
+  draft tokens / k (marked estimated); no per-position figures. A printed figure that is not
+  finite (acceptance rate, system efficiency, emitted tokens) is not used, counted as V1's are. More accepted than drafted
   between two lines is a one-line error naming file:line; a change of k between two lines is
   counted and noted, and (counts not gone down) that interval's drafts are unknown.
 
@@ -51,8 +52,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from samspec_bench.bench.engines.vllm.spec_counters import (ACCEPTED, DRAFT_TOKENS, DRAFTS, PER_POS, PREFIX,
-                                                              check_counter, check_counts, missing_notes, positions,
-                                                              series_increase, vanished, vanished_notes)
+                                                              appeared, appeared_notes, check_counter, check_counts,
+                                                              missing_notes, positions, series_increase, vanished,
+                                                              vanished_notes)
 from samspec_bench.bench.engines.vllm.spec_readings import Interval, Reading
 from samspec_bench.errors import UserError
 from samspec_bench.metrics import vllm_spec_decode
@@ -161,6 +163,7 @@ def read_prometheus(texts: Sequence[tuple[str, str]]) -> Reading:
             if t is not None:
                 scrapes.append((f"{name} scrape {i + 1}", sc, t))
     gone: list[tuple[str, str, str]] = []   # (scrape before, scrape after, labels) of a series gone
+    new: list[tuple[str, str, str]] = []   # ... of a series new in the scrape after
     if len(scrapes) == 1:
         intervals, resets = [_interval(scrapes[0][2], f"{scrapes[0][0]} (since the server started)", False)], 0
     else:
@@ -168,13 +171,14 @@ def read_prometheus(texts: Sequence[tuple[str, str]]) -> Reading:
         for (nb, sb, tb), (na, sa, _) in zip(scrapes[:-1], scrapes[1:]):
             inc, r = series_increase(sa, sb)
             gone += [(nb, na, lab) for lab in vanished(sa, sb)]
+            new += [(nb, na, lab) for lab in appeared(sa, sb)]
             t = scrape_totals(inc) or {DRAFTS: None, DRAFT_TOKENS: None, ACCEPTED: None, PER_POS: {}}
             intervals.append(_interval(t, f"{nb} -> {na}", True, positions(tb[PER_POS])))
             resets += r
         for n, _, t in scrapes:   # each scrape on its own: counts since its server started
             _interval(t, n, between=False)
     return Reading("prometheus", intervals, tally, bad, resets, not_used=not_used,
-                   notes=missing_notes([(n, t) for n, _, t in scrapes]) + vanished_notes(gone))
+                   notes=missing_notes([(n, t) for n, _, t in scrapes]) + vanished_notes(gone) + appeared_notes(new))
 
 
 # --- vLLM's log lines --------------------------------------------------------------------------------
@@ -292,8 +296,12 @@ def parse_v0_line(line: str, source: str) -> dict[str, Any]:
     k = _need(fields, "Number of speculative tokens", None)
     if not (math.isfinite(k) and k >= 1):
         raise ValueError(f"Number of speculative tokens {k:g} is not >= 1")
-    printed = {name.lower().replace(" ", "_"): _value(fields[name], None)
-               for name in ("Draft acceptance rate", "System efficiency", "Number of emitted tokens") if name in fields}
+    bad: list[str] = []   # a printed figure that is not a number: not used, counted as V1's are
+    printed: dict[str, Any] = {name.lower().replace(" ", "_"): _finite(_value(fields[name], None), name, bad)
+                               for name in ("Draft acceptance rate", "System efficiency", "Number of emitted tokens")
+                               if name in fields}
+    if bad:
+        printed["non_finite"] = bad
     return {"accepted": accepted, "drafted": drafted, "k": int(k), "printed": printed}
 
 

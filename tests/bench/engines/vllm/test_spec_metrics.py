@@ -268,3 +268,28 @@ def test_from_get_metrics():
     v = sm.from_get_metrics(counters)
     assert v["spec_decode_acceptance_rate"] == pytest.approx(40.0) and v["spec_decode_acceptance_length"] == 2.2
     assert sm.from_get_metrics({}) is None and sm.from_get_metrics(None) is None
+
+
+def test_a_label_change_between_scrapes_says_both_halves_and_what_the_delta_counts(tmp_path, capsys):
+    # one engine relabelled between the scrapes ("0" -> "7", e.g. a restart): its old series gone
+    # (left out), its new series counted whole (from 0) -- both counted and named
+    before, after = tmp_path / "a.prom", tmp_path / "b.prom"
+    before.write_text(_scrape(1000, 3000, 1200, [700, 400, 100]))
+    after.write_text(_scrape(40, 120, 50, [30, 15, 5], engine="7"))
+    r = sm.read_files([str(before), str(after)])
+    (iv,) = r.intervals
+    assert (iv.drafts, iv.draft_tokens, iv.accepted) == (40, 120, 50) and r.resets == 0
+    assert any('{engine="0",model_name="m"} in ' in n and "gone from the next scrape" in n for n in r.notes)
+    (new,) = [n for n in r.notes if "new in the next scrape" in n]
+    assert new.startswith("the series of 1 label set(s) new in the next scrape")
+    assert f'{{engine="7",model_name="m"}} in {after} scrape 1, not in {before} scrape 1' in new
+    assert "their whole value is counted in that interval" in new
+    cfg = spec_metrics_command.build_config(files=(str(before), str(after)))
+    assert spec_metrics_command.execute(cfg, output=str(tmp_path / "runs"), json_path=str(tmp_path / "r.json")) == 0
+    assert new in json.loads((tmp_path / "r.json").read_text())["metrics"]["notes"]
+    assert f"note: {new}" in capsys.readouterr().out
+    # the same engines in both scrapes, or k growing on one engine (a k change, noted as such): no such note
+    assert not any("new in the next scrape" in n for n in sm.read_files([str(before), str(before)]).notes)
+    longer = tmp_path / "c.prom"
+    longer.write_text(_scrape(2000, 6000, 2400, [1400, 800, 200, 0]))
+    assert not any("new in the next scrape" in n for n in sm.read_files([str(before), str(longer)]).notes)
