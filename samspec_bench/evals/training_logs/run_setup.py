@@ -24,6 +24,7 @@ import yaml
 
 from samspec_bench.evals.training_logs.console import ANSI, RAY_PREFIX
 from samspec_bench.evals.training_logs.series import TrainingRun
+from samspec_bench.evals.training_logs.wandb_run import run_files
 
 PERF = ("perf/total_num_tokens", "perf/time_per_step", "perf/throughput")
 WHOLE = 0.01          # derived counts within 1% of a whole number at every step
@@ -115,7 +116,8 @@ def config_gpus(run: TrainingRun) -> tuple[int | None, str | None]:
     for wandb_cfg in (folder / "files" / "config.yaml", folder / "config.yaml"):
         if run.format == "wandb" and wandb_cfg.is_file() and (n := _yaml_gpus(wandb_cfg)):
             return n, f"config: {wandb_cfg}"
-    console = p if run.format == "console" else folder / "files" / "output.log" if run.format == "wandb" else None
+    # a wandb run may be given as its folder or its files/ folder: run_files finds output.log in both
+    console = p if run.format == "console" else run_files(folder)["console"] if run.format == "wandb" else None
     if console is not None and console.is_file() and (n := console_gpus(console)):
         return n, f"config printed in {console.name}"
     return None, None

@@ -12,9 +12,11 @@ import numpy as np
 # verl's console: a validation block's value at a step whose step line logged that key (console.py)
 VALIDATION_REPEATS = "validation_block_repeats"
 # counted beside what was skipped, yet the step keeps a value: a step logged again (a resumed run
-# re-logs the steps after its checkpoint) replaced the one read before it, or a validation block
-# repeated what the step line logged; kind -> the value kept
-REPLACED = {"duplicate_steps": "later", VALIDATION_REPEATS: "step line's"}
+# re-logs the steps after its checkpoint) replaced the one read before it, a damaged record's
+# points were logged again by a restarted run's later file (tensorboard_run.py), or a validation
+# block repeated what the step line logged; kind -> the value kept
+RELOGGED_DAMAGE = "damaged_points_relogged"
+REPLACED = {"duplicate_steps": "later", RELOGGED_DAMAGE: "later file's", VALIDATION_REPEATS: "step line's"}
 
 
 @dataclass

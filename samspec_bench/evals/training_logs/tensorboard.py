@@ -271,6 +271,9 @@ class EventScalars:
     # windows still open at the end of the file read last (damage after its last intact step, a
     # torn tail): the next file of a restarted run closes them with its first step
     open_tail: list[int] = field(default_factory=list)
+    window_file: list[int] = field(default_factory=list)   # per window: the index of the file it sits in
+    # per file: tag -> its points read before that file (so a file's own points can be told apart)
+    file_start: list[dict[str, int]] = field(default_factory=list)
 
 
 def _is_version(data: bytes) -> bool:
@@ -283,6 +286,7 @@ def _is_version(data: bytes) -> bool:
 def read_event_file(path: Path, into: EventScalars | None = None) -> EventScalars:
     out = into if into is not None else EventScalars()
     out.files.append(str(path))
+    out.file_start.append({t: len(p) for t, p in out.points.items()})
     blob = Path(path).read_bytes()
     base, first_damage = out.stats.records, len(out.stats.damage_at)
     base_open, out.open_tail = out.open_tail, []     # the earlier file's torn tail, closed below
@@ -327,6 +331,7 @@ def read_event_file(path: Path, into: EventScalars | None = None) -> EventScalar
             if after is None:
                 out.open_tail.append(len(out.windows))
             out.windows.append((before, after))
+            out.window_file.append(len(out.files) - 1)
             continue
         junk = i == 0 and bool(first_is_version)
         version_lost = i == 0 and k == 0 and not first_is_version     # the file's first bytes held it

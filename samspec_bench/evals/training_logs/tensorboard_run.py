@@ -1,6 +1,8 @@
 """One TensorBoard run (an event file, or a folder of one run's event files) as a TrainingRun,
 with what damage cost it: counted records and bytes, the points lost around each damaged spot
-(damage.py), and damage before a file's first intact record bounded by its bytes."""
+(damage.py), and damage before a file's first intact record bounded by its bytes. In a restarted
+run, damage in an earlier file at steps a later file logged again is told as the run stood after
+that file: the points it cost there that later files logged again were replaced, not lost."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 from samspec_bench.errors import UserError
 from samspec_bench.evals.training_logs.damage import lost_points, lost_text, untold_text
 from samspec_bench.evals.training_logs.runs_folder import tensorboard_groups
-from samspec_bench.evals.training_logs.series import SeriesBuilder, TrainingRun, step_notes
+from samspec_bench.evals.training_logs.series import RELOGGED_DAMAGE, SeriesBuilder, TrainingRun, step_notes
 from samspec_bench.evals.training_logs.tensorboard import EventScalars, HeadDamage, event_files, read_event_file
 
 
@@ -30,6 +32,39 @@ def _head_note(h: HeadDamage) -> str:
     upto = f"at steps up to {h.first_step}" if h.first_step is not None else "(no intact step after it)"
     return (f"{where}: at most {h.points_at_most} point(s) lost {upto}; which tags cannot be told (no intact "
             "record before it)")
+
+
+def _as_of(scalars: EventScalars, f: int) -> tuple[dict[str, list[int]], set[tuple[int, str]]]:
+    """The run as file `f` left it (an earlier file's steps from f's first step on were re-logged
+    by f: those are f's) and the (step, tag) points the later files logged."""
+    starts = scalars.file_start
+    own, earlier, later = {}, {}, set()
+    for tag, pts in scalars.points.items():
+        a = starts[f].get(tag, 0)
+        b = starts[f + 1].get(tag, 0) if f + 1 < len(starts) else len(pts)
+        own[tag], earlier[tag] = [p[0] for p in pts[a:b]], [p[0] for p in pts[:a]]
+        later.update((p[0], tag) for p in pts[b:])
+    first = min((s[0] for s in own.values() if s), default=None)
+    view = {t: [s for s in earlier[t] if first is None or s < first] + own[t] for t in own}
+    return view, later
+
+
+def _relogged(scalars: EventScalars, untold: list) -> tuple[int, list]:
+    """A damaged spot of a restarted run's earlier file that no point can be pinned on in the whole
+    run, because a later file logged its step again: the points it lost as that file left the run,
+    when later files logged every one of them, were replaced, not lost. (points replaced, spots
+    still unknown)."""
+    still, replaced = list(untold), 0
+    for k, w in enumerate(scalars.windows):
+        f = scalars.window_file[k]
+        if w not in still or f + 1 >= len(scalars.files):
+            continue
+        view, later = _as_of(scalars, f)
+        pts = {(s, t) for s, tags in lost_points(view, [w]).items() for t in tags}
+        if pts and pts <= later:
+            replaced += len(pts)
+            still.remove(w)
+    return replaced, still
 
 
 def read_tensorboard(path: Path, label: str) -> TrainingRun:
@@ -59,6 +94,8 @@ def read_tensorboard(path: Path, label: str) -> TrainingRun:
     lost = lost_points({t: [p[0] for p in pts] for t, pts in scalars.points.items()}, scalars.windows, untold)
     run.count("lost_points", sum(len(t) for t in lost.values()))
     run.count("steps_lost", len(lost))
+    relogged, untold = _relogged(scalars, untold)
+    run.count(RELOGGED_DAMAGE, relogged)
     run.count("lost_points_at_most", sum(h.points_at_most for h in scalars.head))
     run.count("damage_cost_unknown", len(untold))
     if len(files) > 1 and builder.duplicates:
@@ -67,6 +104,8 @@ def read_tensorboard(path: Path, label: str) -> TrainingRun:
                          "file's value kept")
     if st.corrupt or st.truncated_tail or st.undecodable:
         cost = (([lost_text(lost)] if lost else []) + ([untold_text(untold)] if untold else [])
+                + ([f"{relogged} point(s) the damage cost logged again by a later event file of the restarted "
+                    "run: replaced, not lost (the later file's value kept)"] if relogged else [])
                 + [_head_note(h) for h in scalars.head])
         if not cost:      # damage with no intact step on either side, and no head damage: nothing to bound it
             cost = ["points lost: unknown"]

@@ -7,7 +7,8 @@ What a folder holds and what is read, best first:
 - `files/wandb-history.jsonl` (older wandb versions): one JSON object per step, read directly.
 - `files/output.log`: the captured console, read as a verl console log (lines cut at 4096
   bytes: see console.py). It fills in what the history lacks (or is all there is).
-A history value wins over the console's for the same tag and step.
+A history value wins over the console's for the same tag and step; the console's values there are
+counted in a note, as the same as the history's or differing (the tags and a first example named).
 """
 
 from __future__ import annotations
@@ -263,22 +264,56 @@ def _history_covers_cuts(con: TrainingRun, held: set[int]) -> None:
                         "there" if left else ""))
 
 
+def _same(history: np.ndarray, console: np.ndarray, decimals: int | None) -> np.ndarray:
+    """Whether console values repeat the history's: equal up to a float32 metric's repr (the
+    history holds it widened to float64), or to the rounding of a console printed with N decimals."""
+    atol = 0.5 * 10.0 ** -decimals * (1 + 1e-9) if decimals else 0.0
+    return np.isclose(console, history, rtol=1e-6, atol=atol)
+
+
+def _overlap_note(run: TrainingRun, overlap: dict[str, tuple[int, int, str | None]]) -> None:
+    """Says how many console points the history's values won over, and which differed."""
+    total = sum(n for n, _, _ in overlap.values())
+    if not total:
+        return
+    differ = {t: (d, ex) for t, (_, d, ex) in overlap.items() if d}
+    n_diff = sum(d for d, _ in differ.values())
+    text = (f"{total} value(s) of output.log at steps the history also holds: the history's kept; "
+            f"{total - n_diff} the same as the history's")
+    if differ:
+        worst = sorted(differ.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        shown = "; ".join(f"{t}: {d} ({ex})" for t, (d, ex) in worst[:4])
+        more = f"; and {len(worst) - 4} more tag(s)" if len(worst) > 4 else ""
+        text += f", {n_diff} differ ({shown}{more})"
+    run.notes.append(text)
+
+
 def _merge(run: TrainingRun, con: TrainingRun) -> None:
     """Console points for the tags and steps the history lacks (and its non-finite counts for
-    tags the history has none of)."""
+    tags the history has none of); those at steps the history holds are compared with its values
+    and said in a note."""
     for tag, nf in con.non_finite.items():
         if tag not in run.non_finite:
             run.non_finite[tag] = nf
             run.non_finite_steps[tag] = con.non_finite_steps[tag]
+    overlap: dict[str, tuple[int, int, str | None]] = {}    # tag -> (points, differing, first difference)
     for tag, s in con.series.items():
         have = run.series.get(tag)
         if have is None:
             run.series[tag] = s
             continue
-        extra = ~np.isin(s.steps, have.steps)
+        both = np.isin(s.steps, have.steps)
+        if both.any():
+            hist, cons = have.at(s.steps[both]), s.values[both]
+            diff = np.flatnonzero(~_same(hist, cons, con.read.get("decimals")))
+            ex = (f"first at step {int(s.steps[both][diff[0]])}: history {float(hist[diff[0]])!r}, "
+                  f"console {float(cons[diff[0]])!r}") if diff.size else None
+            overlap[tag] = (int(both.sum()), int(diff.size), ex)
+        extra = ~both
         if not extra.any():
             continue
         steps = np.concatenate([have.steps, s.steps[extra]])
         vals = np.concatenate([have.values, s.values[extra]])
         order = np.argsort(steps, kind="stable")
         run.series[tag] = Series(steps[order], vals[order], None)
+    _overlap_note(run, overlap)

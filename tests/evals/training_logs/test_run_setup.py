@@ -59,3 +59,12 @@ def test_real_runs_gpu_counts_match_their_own_step_lines(shared_data):
                for k in ("perf/total_num_tokens", "perf/time_per_step", "perf/throughput")}
         expected = round(val["perf/total_num_tokens"] / (val["perf/time_per_step"] * val["perf/throughput"]))
         assert load_run(log).setup["gpus"] == expected
+
+
+def test_gpus_printed_in_a_wandb_console_whether_given_the_run_or_its_files_folder(tmp_path):
+    d = tmp_path / "run-2" / "files"
+    d.mkdir(parents=True)
+    (d / "output.log").write_text("{'trainer': {'n_gpus_per_node': 4, 'nnodes': 2}}\n"
+                                  "step:1 - critic/score/mean:0.5\nstep:2 - critic/score/mean:0.6\n")
+    for given in (d.parent, d, d / "output.log"):
+        assert load_run(given, format="wandb").setup == {"gpus": 8, "gpus_source": "config printed in output.log"}

@@ -97,3 +97,32 @@ def test_torn_tail_before_a_restart_is_bounded_by_the_restart_not_the_runs_end(t
     assert run.counts["truncated_records"] == 1
     assert "lost_points" not in run.counts, run.notes
     assert run.series["timing_s/gen"].steps.tolist() == list(range(1, 20))
+
+
+def _restarted_with_a_corrupt_step_7(tmp_path, restart_from: int) -> Path:
+    # file 1 logs steps 1-10 with step 7's record corrupt (data CRC); the restart logs from `restart_from` to 15
+    version = _record(_varint(1 << 3 | 1) + struct.pack("<d", 1.7e9) + _ld(3, b"brain.Event:2"))
+    recs = [bytearray(_record(_event(s, {t: 0.5 for t in TAGS}, 1.7e9 + s))) for s in range(1, 11)]
+    recs[6][20] ^= 0xFF
+    run_dir = tmp_path / "sam_on"
+    run_dir.mkdir()
+    (run_dir / "events.out.tfevents.1700000000.host.1.0").write_bytes(version + b"".join(map(bytes, recs)))
+    later = b"".join(_record(_event(s, {t: 0.6 for t in TAGS}, 1.8e9 + s)) for s in range(restart_from, 16))
+    (run_dir / "events.out.tfevents.1700009000.host.2.0").write_bytes(version + later)
+    return run_dir
+
+
+def test_corrupt_record_at_a_step_the_restart_logs_again_is_replaced_not_unknown(tmp_path):
+    run = load_run(_restarted_with_a_corrupt_step_7(tmp_path, 5))
+    assert run.counts["corrupt_records"] == 1
+    assert "damage_cost_unknown" not in run.counts and "lost_points" not in run.counts, run.notes
+    assert run.replaced()["damaged_points_relogged"] == {"points": len(TAGS), "kept": "later file's"}
+    note = next(n for n in run.summary()["notes"] if n.startswith("1 corrupt"))
+    assert "unknown" not in note and f"{len(TAGS)} point(s) the damage cost logged again" in note
+    assert run.series[TAGS[0]].steps.tolist() == list(range(1, 16))
+
+
+def test_corrupt_record_at_a_step_the_restart_does_not_reach_is_still_lost(tmp_path):
+    run = load_run(_restarted_with_a_corrupt_step_7(tmp_path, 9))
+    assert run.counts["lost_points"] == len(TAGS) and run.counts["steps_lost"] == 1
+    assert "damaged_points_relogged" not in run.counts
