@@ -30,8 +30,8 @@ OUTPUT_PARAMS = ("output", "json_out", "resume")   # where results go: execute's
 @click.option("-k", "--k", "k", default=8, show_default=True, type=int, help="Draft tokens per step.")
 @click.option("--max-tokens", default=200_000, show_default=True, type=int,
               help="Most tokens replayed per drafter, prompts and responses: an equal share from each trace "
-                   "file, the response that crosses it cut there. The context sweep reads the tokens --sweep needs (said "
-                   "where that is more).")
+                   "file, the response that crosses it cut there. The context sweep reads the tokens --sweep needs where "
+                   "that is more (a short file gives all it has, the others the rest; said).")
 @click.option("--sweep", default="1024,32768,262144", show_default=True, callback=_int_list,
               help="Context lengths for the per-step cost sweep.")
 @click.option("--sweep-steps", default=1000, show_default=True, type=int, help="Decode steps timed per context length.")

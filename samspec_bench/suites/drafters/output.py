@@ -167,9 +167,11 @@ def budget_lines(budget: dict | None, console) -> None:
                   + (f"; {cut} response(s) cut at their file's share)" if cut else ")"), soft_wrap=True)
     sweep = budget.get("sweep") or {}
     if sweep.get("beyond_max_tokens"):
+        given = "; ".join(f"{f['file']} {f['tokens']:,}" for f in sweep.get("files", []))
         console.print(f"context sweep: its own stream of {sweep['stream_tokens']:,} trace tokens, beyond --max-tokens "
                       f"(it caps the replay; the longest --sweep context and --sweep-steps need "
-                      f"{sweep['tokens_needed']:,})", soft_wrap=True)
+                      f"{sweep['tokens_needed']:,})" + (f"; tokens per trace file: {given}" if given else ""),
+                      soft_wrap=True)
     if budget["files_without_tokens"]:
         console.print(f"[yellow]no tokens from {len(budget['files_without_tokens'])} trace file(s) (its share holds "
                       f"not its first prompt and one response token; raise --max-tokens): "

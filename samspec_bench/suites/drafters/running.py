@@ -15,7 +15,7 @@ from samspec_bench.devices import _cpu_name, timer_label
 from samspec_bench.errors import UserError
 from samspec_bench.results import CONFIG_FILE, INPUT_FILES, RunDir, emit_json, load_result
 from samspec_bench.suites.drafters.config import SUITE, DraftersConfig, DraftersRun, available
-from samspec_bench.suites.drafters.inputs import load_workload, token_stream, trace_groups
+from samspec_bench.suites.drafters.inputs import load_workload, sweep_stream, token_stream, trace_groups
 from samspec_bench.suites.drafters.output import plot, print_table, summarize
 from samspec_bench.suites.drafters.rounds import ROUNDS_FILE, Rounds, check_identity, new_session, run_identity
 from samspec_bench.suites.drafters.timing import MODES, fastest_sweep, measure_replay
@@ -40,20 +40,11 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True, resume: str |
             return done, Path(resume)
     # a resumed folder holds work already: named by an interrupt while the traces load, as later
     run_dir = RunDir(out_root, SUITE, resume) if resume is not None else None
-    responses, skipped, formats, budget = load_workload(cfg)
+    responses, skipped, formats, budget, streams = load_workload(cfg)
     for s in skipped:   # as accept prints them: on stderr, each with its file, line and reason
         click.echo(f"skipped {s['file']}:{s['line']}: {s['reason']}", err=True)
     groups = trace_groups(responses)
-    stream = token_stream(responses)
-    need = max(cfg.sweep) + cfg.sweep_steps if cfg.sweep else 0
-    own = need > stream.size
-    if own:  # the sweep needs a longer stream than the replay's share: load all of it
-        stream = token_stream(load_workload(DraftersConfig(**{**cfg.__dict__, "max_tokens": need * 2}))[0])
-    # --max-tokens caps the replay; a sweep reading past it is said, not hidden
-    budget["sweep"] = {"tokens_needed": need, "stream_tokens": int(stream.size), "beyond_max_tokens": own}
-    if need > stream.size:
-        raise UserError(f"--sweep up to {max(cfg.sweep)} tokens needs {need} tokens of traces, "
-                        f"found {stream.size}; pass more --traces or smaller --sweep values")
+    stream = context_stream(cfg, token_stream(responses), streams, budget)
 
     # the inputs are good: from here on every finished round is kept (an interrupt leaves the folder)
     if run_dir is None:
@@ -78,6 +69,27 @@ def run(cfg: DraftersConfig, out_root: str, progress: bool = True, resume: str |
     }
     run_dir.write_result(cfg, metrics, result["tables"], [figure.name], result["extra"], device=cpu_record())
     return json.loads(run_dir.file("result.json").read_text()), run_dir.path
+
+
+def context_stream(cfg: DraftersConfig, stream, streams: list, budget: dict):
+    """The context sweep's tokens: the replay's stream where it holds what the longest --sweep
+    context and --sweep-steps need, else its own of twice that (more build windows), each file's
+    share as the files allow (a short file gives all it has, the others the rest); refused only
+    where all the files together hold too few. budget["sweep"] says it (and each file's tokens)."""
+    need = max(cfg.sweep) + cfg.sweep_steps if cfg.sweep else 0
+    own = need > stream.size
+    # --max-tokens caps the replay; a sweep reading past it is said, not hidden
+    budget["sweep"] = {"tokens_needed": need, "stream_tokens": int(stream.size), "beyond_max_tokens": own}
+    if not own:
+        return stream
+    stream, files = sweep_stream(streams, need * 2)
+    budget["sweep"].update(stream_tokens=int(stream.size), files=files)
+    if need > stream.size:
+        given = ", ".join(f"{f['file']}: {f['tokens']}" for f in files)
+        raise UserError(f"--sweep up to {max(cfg.sweep)} tokens needs {need} tokens of traces, found {stream.size} "
+                        f"in all {len(files)} trace file(s) together ({given}); pass more --traces or smaller "
+                        "--sweep values")
+    return stream
 
 
 def _complete(resume) -> dict | None:

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from samspec_bench import cli
+from samspec_bench.data import load_tokenizer, tokenize_traces
 from samspec_bench.results import RunDir
 from samspec_bench.suites.drafters import running, timing
+from samspec_bench.trace_formats import read_any
 
 REPEATS = 3
 NAMES = ("sam", "ngram")
@@ -219,3 +221,68 @@ def test_a_sweep_reading_past_max_tokens_is_said(small, qwen3_tokenizer_dir, tmp
     assert sweep["stream_tokens"] >= 1029
     assert (f"context sweep: its own stream of {sweep['stream_tokens']:,} trace tokens, beyond --max-tokens"
             in " ".join(out.split()))
+
+
+@pytest.fixture
+def short_and_long(traces_dir, tmp_path, qwen3_tokenizer_dir) -> dict:
+    """Two real trace files: one line (the shortest GPT-3 solution) and two groups of Qwen2.5-Math
+    responses, the second with a long prompt; with their token counts, read as the suite reads them."""
+    g3 = (traces_dir / "gpt3_gsm8k_4models.jsonl").read_text().splitlines(keepends=True)
+    qm = (traces_dir / "qwen25math_math_100x8.jsonl").read_text().splitlines(keepends=True)
+    short, long_ = tmp_path / "short.jsonl", tmp_path / "long.jsonl"
+    short.write_text(g3[337])
+    long_.write_text("".join(qm[776:792]))
+    tok = load_tokenizer(qwen3_tokenizer_dir)
+    sizes = {}
+    for f in (short, long_):
+        resp = tokenize_traces(read_any(f, on_error="stop")[0], tok, chat_template="auto")
+        sizes[f] = [(int(r.prompt_ids.size), int(r.response_ids.size)) for r in resp]
+    return {"short": short, "long": long_, "sizes": sizes}
+
+
+def sweep_run(files, sweep: int, tokenizer, out: Path, capsys) -> tuple[int, str, str]:
+    try:
+        cli.main(["drafters", "--drafters", "sam", "--max-tokens", "400", "--sweep", str(sweep), "--sweep-steps", "5",
+                  "--repeats", "1", "--no-progress", "--tokenizer", str(tokenizer), "--output", str(out),
+                  *(a for f in files for a in ("--traces", str(f)))])
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    got = capsys.readouterr()
+    return code, got.out, got.err
+
+
+def test_a_short_trace_file_gives_all_it_has_to_the_sweep_and_the_others_the_rest(short_and_long, qwen3_tokenizer_dir,
+                                                                                  tmp_path, monkeypatch, capsys):
+    """The sweep's own stream needs more than an equal share of the short file holds: the short
+    file gives all its tokens and the long one the rest, and each file's tokens are said. (With
+    equal shares the long file's share ended before its long second-group prompt, and the short
+    file could not make up the difference: the run was refused though the files held enough.)"""
+    monkeypatch.setattr(timing, "MIN_MEASURE_SECONDS", 0.0)
+    short, long_, sizes = short_and_long["short"], short_and_long["long"], short_and_long["sizes"]
+    s = sum(p + r for p, r in sizes[short])
+    first_group = sum(p + r for p, r in sizes[long_][:8])
+    total_long = sum(p + r for p, r in sizes[long_])
+    assert s < sizes[long_][8][0]   # the short file is shorter than the prompt an equal share stopped at
+    need = first_group + s + 1
+    code, out, err = sweep_run([short, long_], need - 5, qwen3_tokenizer_dir, tmp_path / "out", capsys)
+    assert code == 0, err
+    (run_dir,) = (tmp_path / "out").iterdir()
+    sweep = json.loads((run_dir / "result.json").read_text())["token_budget"]["sweep"]
+    assert total_long + s >= 2 * need   # the sweep's stream is twice what it needs, where the files hold that
+    assert sweep["files"] == [{"file": str(short), "tokens": s}, {"file": str(long_), "tokens": 2 * need - s}]
+    assert sweep["stream_tokens"] == 2 * need and sweep["tokens_needed"] == need
+    flat = " ".join(out.split())
+    assert f"{short} {s:,}" in flat and f"{long_} {2 * need - s:,}" in flat
+
+
+def test_the_sweep_is_refused_only_where_all_files_together_are_short(short_and_long, qwen3_tokenizer_dir, tmp_path,
+                                                                      capsys):
+    short, long_, sizes = short_and_long["short"], short_and_long["long"], short_and_long["sizes"]
+    s, total_long = (sum(p + r for p, r in sizes[f]) for f in (short, long_))
+    need = s + total_long + 1
+    code, _, err = sweep_run([short, long_], need - 5, qwen3_tokenizer_dir, tmp_path / "out", capsys)
+    assert code == 2
+    assert f"needs {need} tokens of traces, found {s + total_long} in all 2 trace file(s) together" in err
+    assert f"{short}: {s}, {long_}: {total_long}" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())   # nothing half-made
