@@ -223,8 +223,10 @@ def write_figure(rows: list[dict], path: Path, sam_length: str) -> None:
             ax.plot(*pts(cv["sam_fixed"]), "s--", ms=3, color="C2", label=f"sam-fixed, k'=1..{r['k']}")
         ax.plot(*pts([r["sam"]]), "*", ms=13, color="C0", mec="k", label=f"sam ({sam_length})")
         ax.plot(*pts([r["suffix"]]), "X", ms=10, color="C3", mec="k", label="Arctic suffix")
+        h = r.get("heldout")   # --dev-share: the gate reads the held-out side, so the title says it too
         ax.set_title(f"{Path(r['trace']).stem} k={r['k']} {r['source']} "
-                     f"{'PASS' if r['dominates'] else 'FAIL'}", fontsize=8)
+                     f"{'PASS' if r['dominates'] else 'FAIL'}"
+                     + (f", held out {'PASS' if h['dominates'] else 'FAIL'}" if h else ""), fontsize=8)
         ax.set_xlabel("drafted tokens / step", fontsize=7)
         ax.set_ylabel("tokens / step", fontsize=7)
         ax.tick_params(labelsize=7)

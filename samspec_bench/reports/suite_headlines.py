@@ -403,7 +403,9 @@ def _dominance(result: dict) -> tuple[list[Headline], list[Gate]]:
         heads.append(headline("cells whose margin interval lies wholly on SAM's side",
                               f"{m.get('intervals_holding')} of {m.get('cells')}",
                               note=(f"{m['interval_level']:.0%}" if is_number(m.get("interval_level")) else "a")
-                              + f" paired bootstrap over {m.get('interval_unit')}s"))
+                              + f" paired bootstrap over {m.get('interval_unit')}s"
+                              + (f"; {m['intervals_missing']} cell(s) without an interval (one prompt group)"
+                                 if m.get("intervals_missing") else "")))
     name = "SAM Pareto-dominates suffix in every cell (tokens/step >=, drafted/step <=)"
     cells, dominated = m.get("cells"), m.get("dominated_cells")
     if m.get("heldout_dominated_cells") is not None:   # --dev-share: the gate reads the held-out groups

@@ -145,6 +145,12 @@ def build_config(*, traces: tuple[str, ...], tokenizer: str | None, k: str, sam_
         if not (p.is_file() or p.is_dir()):   # traces are read as accept reads them: a verl folder too
             raise UserError(f"--traces {p}: no such file or folder; pass a trace JSONL file or a folder of verl "
                             "rollout dumps")
+    seen: dict[Path, Path] = {}
+    for p in paths:   # a trace named twice would be replayed twice: its cells counted twice in the gate
+        if p.expanduser().resolve() in seen:
+            raise UserError(f"--traces {p}: this trace is given twice (first as {seen[p.expanduser().resolve()]}); "
+                            "pass each trace once")
+        seen[p.expanduser().resolve()] = p
     # after the inputs: a wrong --traces is said whether or not arctic-inference is installed
     if not anchors and not arctic_available():
         raise UserError("arctic-inference is not installed: pip install arctic-inference (see README)")
@@ -242,6 +248,10 @@ def margin_counts(rows: list[dict]) -> dict:
             "intervals_missing": sum((r.get("interval") or {}).get("holds") is None for r in rows),
             "heldout_dominated_cells": sum(bool(h["dominates"]) for h in held) if held else None,
             "heldout_intervals_holding": sum(bool((h.get("interval") or {}).get("holds")) for h in held)
+            if held else None,
+            # a trace of one prompt group has no held-out side: the gate counts the cell as not dominated
+            "heldout_cells_without_groups": sum(not h["heldout_groups"] for h in held) if held else None,
+            "heldout_intervals_missing": sum((h.get("interval") or {}).get("holds") is None for h in held)
             if held else None}
 
 
@@ -254,9 +264,16 @@ def margin_lines(sure: dict, dev_share: float | None) -> list[str]:
              f"{sure['intervals_holding']} of {n} cells" + (f"; {sure['intervals_missing']} cell(s) without an interval "
                                                      "(one prompt group)" if sure["intervals_missing"] else "")]
     if dev_share is not None:
-        lines.append(f"held out (the prompt groups after each trace's first {dev_share:.0%}, replayed in the same "
-                     f"pass): SAM dominates in {sure['heldout_dominated_cells']} of {n} cells, its interval holds in "
-                     f"{sure['heldout_intervals_holding']}; the gate reads the held-out side")
+        # the share as given (0.0001 is no "0%"): the dev side is round(share x groups), at least one
+        # group and at most all but one (each row says its counts)
+        none, missing = sure["heldout_cells_without_groups"] or 0, sure["heldout_intervals_missing"] or 0
+        lines.append(f"held out (each trace's prompt groups after its first {dev_share:g} share, the dev side "
+                     f"at least one group and at most all but one, replayed in the same pass): SAM dominates in "
+                     f"{sure['heldout_dominated_cells']} of {n} cells, its interval holds in "
+                     f"{sure['heldout_intervals_holding']}" + (f"; {missing} cell(s) without a held-out interval "
+                                                              "(fewer than two held-out groups)" if missing else "")
+                     + (f"; {none} cell(s) without a held-out side (one prompt group) count as not dominated"
+                        if none else "") + "; the gate reads the held-out side")
     return lines
 
 
@@ -301,8 +318,9 @@ def execute(config: DominanceConfig, *, output: str, resume: str | None = None, 
         say(f"{len(kept) - len(done)} kept cell(s) replayed again: made before dominance read traces as --anchors "
             "does (validation generations left out, tool-using responses split into model turns) or bootstrapped "
             "its margins")
-    for r in done.values():
-        say(fmt_row(r) + "  (kept)")
+    for r in done.values():   # the mark on the cell's own line, before a held-out line
+        first, nl, rest = fmt_row(r).partition("\n")
+        say(first + "  (kept)" + nl + rest)
     readings = read_back(run_dir)
     say_kept_inputs(done.values(), say, readings)
     on_read, on_row = _keepers(run_dir, readings)

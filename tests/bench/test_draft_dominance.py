@@ -260,3 +260,33 @@ def test_a_later_model_turn_is_resampled_with_its_response(traces_dir, qwen3_tok
     first_turns = sum(getattr(it, "turn", 0) == 0 for it in items)
     assert len(items) > first_turns   # the trace's tool-using responses were split
     assert len(set(draft_dominance.unit_groups(items, False, None))) == first_turns
+
+
+def test_a_kept_cell_is_marked_on_its_own_line_not_its_heldout_line(monkeypatch, traces_dir, qwen3_tokenizer_dir,
+                                                                     tmp_path):
+    monkeypatch.setattr(dominance, "arctic_available", lambda: True)
+    monkeypatch.setattr(draft_dominance, "replay_cell", _cell(True, True))
+    args = ("--traces", traces_dir / SOLO, "--tokenizer", qwen3_tokenizer_dir, "-k", "3", "--limit-groups", "4",
+            "--dev-share", "0.25", "--output", tmp_path / "runs")
+    assert _invoke(*args).exit_code == 0
+    (run,) = list((tmp_path / "runs").iterdir())
+    res = _invoke(*args, "--resume", run)
+    assert res.exit_code == 0, res.output
+    (cell,) = [line for line in res.output.splitlines() if " k=3 " in line]
+    assert cell.endswith("  (kept)")
+    (held,) = [line for line in res.output.splitlines() if "held out (3 groups" in line]
+    assert "(kept)" not in held
+
+
+def test_the_figure_titles_a_cell_by_its_heldout_verdict_too(monkeypatch, tmp_path):
+    """With --dev-share the gate reads the held-out side: a cell passing pooled but failing held out
+    is not titled a bare PASS."""
+    figs = []
+    monkeypatch.setattr("matplotlib.pyplot.close", figs.append)   # the figure kept to read its titles
+    row = {"trace": "t.jsonl", "k": 3, "source": "own", "dominates": True,
+           "sam": {"tokens_per_step": 1.6, "drafted_per_step": 1.0}, "suffix": {"tokens_per_step": 1.5,
+                                                                              "drafted_per_step": 1.0}}
+    draft_dominance.write_figure([row, {**row, "heldout": {"dominates": False}}], tmp_path / "p.png", "evidence")
+    titles = [ax.get_title() for ax in figs[0].axes[:2]]
+    assert titles == ["t k=3 own PASS", "t k=3 own PASS, held out FAIL"]
+

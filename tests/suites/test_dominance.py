@@ -260,3 +260,39 @@ def test_traces_whose_kept_cells_hold_no_counts_are_named():
     dominance.say_kept_inputs(rows, said.append)
     assert said[0].startswith("a.jsonl: 2 response(s) replayed as 3 request(s); 1 validation generation(s) left out")
     assert said[1].startswith("b.jsonl: what its reading left out was not recorded")
+
+
+def _held_row(heldout_groups: int, holds):
+    """A cell row whose held-out side has `heldout_groups` prompt groups (an interval from two on)."""
+    iv = {"unit": "prompt group", "level": 0.95, "holds": holds,
+          "tokens_per_step_diff": None if holds is None else [0.1, 0.2],
+          "drafted_per_step_diff": None if holds is None else [-0.2, -0.1]}
+    return {"dominates": True, "interval": {**iv, "holds": True, "tokens_per_step_diff": [0.1, 0.2],
+                                            "drafted_per_step_diff": [-0.2, -0.1]},
+            "heldout": {"heldout_groups": heldout_groups, "dominates": bool(heldout_groups), "interval": iv}}
+
+
+def test_cells_without_a_heldout_side_or_interval_are_counted_and_said():
+    """--dev-share on a trace of one prompt group leaves no held-out side: the gate counts the cell
+    as not dominated, so the summary and the metrics say how many (and those without an interval)
+    rather than a bare '1 of 3'; the share is written as given (0.0001 is not '0%')."""
+    rows = [_held_row(3, True), _held_row(1, None), _held_row(0, None)]
+    sure = dominance.margin_counts(rows)
+    assert (sure["heldout_dominated_cells"], sure["heldout_intervals_holding"]) == (2, 1)
+    assert (sure["heldout_cells_without_groups"], sure["heldout_intervals_missing"]) == (1, 2)
+    line = dominance.margin_lines(sure, 0.0001)[1]
+    assert "first 0.0001 share" in line and "0%" not in line
+    assert "2 cell(s) without a held-out interval" in line
+    assert "1 cell(s) without a held-out side (one prompt group) count as not dominated" in line
+    assert "without a held-out" not in dominance.margin_lines(dominance.margin_counts(rows[:1]), 0.5)[1]
+
+
+def test_a_trace_named_twice_is_refused_before_any_replay(traces_dir, qwen3_tokenizer_dir, tmp_path, monkeypatch):
+    """The same file under two names would be replayed twice and its cells counted twice by the gate."""
+    monkeypatch.setattr(dominance, "arctic_available", lambda: True)
+    monkeypatch.chdir(traces_dir)
+    res = CliRunner().invoke(group, ["dominance", "--traces", GRPO, "--traces", str(traces_dir / GRPO), "--tokenizer",
+                                     str(qwen3_tokenizer_dir), "-k", "3", "--output", str(tmp_path / "runs")])
+    assert isinstance(res.exception, UserError), res.output
+    assert str(res.exception).startswith(f"--traces {traces_dir / GRPO}: this trace is given twice (first as {GRPO})")
+    assert not (tmp_path / "runs").exists()
