@@ -9,10 +9,16 @@ from typing import Hashable, Sequence
 import numpy as np
 
 
+def dev_count(n: int, fraction: float) -> int:
+    """How many of n keys (n >= 2) the dev side takes: round(fraction x n), at least one and at
+    most all but one."""
+    return min(max(int(round(fraction * n)), 1), n - 1)
+
+
 def dev_keys(distinct: Sequence[Hashable], fraction: float, seed: int) -> set:
     """The keys on the dev side; `distinct` in a fixed order (sorted), at least two of them."""
     if len(distinct) < 2:
         raise ValueError(f"a split needs at least 2 keys, got {len(distinct)}")
     order = np.random.default_rng(seed).permutation(len(distinct))
-    n_dev = min(max(int(round(fraction * len(distinct))), 1), len(distinct) - 1)
+    n_dev = dev_count(len(distinct), fraction)
     return {distinct[i] for i in order[:n_dev]}

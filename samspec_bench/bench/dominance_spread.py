@@ -21,6 +21,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
+from samspec_bench.dev_split import dev_count
 from samspec_bench.metrics import AcceptanceCounts
 
 RESAMPLES = 2000
@@ -85,8 +86,7 @@ def dev_groups(clusters: Sequence[Hashable], share: float) -> set:
     order = list(OrderedDict.fromkeys(clusters))
     if len(order) < 2:
         return set()
-    n_dev = min(max(int(round(share * len(order))), 1), len(order) - 1)
-    return set(order[:n_dev])
+    return set(order[:dev_count(len(order), share)])
 
 
 def summary(counts: AcceptanceCounts) -> dict:
